@@ -1,0 +1,22 @@
+#pragma once
+// `accel env [--json] [--config_file F]`: the diagnostics report (launcher/env_report).
+
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace accel::apps {
+
+struct EnvCommandOptions {
+  std::optional<std::string> config_file;
+  bool json = false;
+  CLI::App* command = nullptr;
+};
+
+void registerEnvCommand(CLI::App& app, EnvCommandOptions& options);
+
+// Prints the report; returns 1 when the config file is invalid (the report says why), else 0.
+int runEnvCommand(const EnvCommandOptions& options);
+
+}  // namespace accel::apps

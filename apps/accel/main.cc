@@ -1,0 +1,33 @@
+// accel: a native replacement for `accelerate config / env / launch`.
+// Wires the subcommands; each lives in its own file and only main turns errors into exit codes.
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "accel_build_info.h"
+#include "apps/accel/config_command.h"
+#include "apps/accel/env_command.h"
+
+int main(int argc, char** argv) {
+  spdlog::set_pattern("accel: %^%l%$: %v");
+
+  CLI::App app{"accel: configure, inspect and launch distributed training (accelerate-compatible)", "accel"};
+  app.set_version_flag("--version", ACCEL_VERSION);
+  app.require_subcommand(1);
+
+  accel::apps::ConfigCommandOptions configOptions;
+  accel::apps::EnvCommandOptions envOptions;
+  accel::apps::registerConfigCommand(app, configOptions);
+  accel::apps::registerEnvCommand(app, envOptions);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;  // usage errors exit 2, like other Unix tools
+  }
+
+  if (configOptions.command->parsed()) return accel::apps::runConfigCommand(configOptions);
+  if (envOptions.command->parsed()) return accel::apps::runEnvCommand(envOptions);
+  return 2;
+}

@@ -1,0 +1,25 @@
+# LibTorch (CPU, c10d + Gloo) is required for libaccel's worker library; the `accel` binary never
+# links it and only reports the version found here. NCCL/CUDA are optional (ACCEL_WITH_NCCL).
+find_package(Torch REQUIRED)
+set(ACCEL_TORCH_VERSION "${Torch_VERSION}")
+
+set(ACCEL_HAVE_NCCL OFF)
+set(ACCEL_HAVE_NCCL_INT 0)
+if(NOT ACCEL_WITH_NCCL STREQUAL "OFF")
+  find_package(CUDAToolkit QUIET)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_HOME}/include)
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_HOME}/lib)
+  if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    set(ACCEL_HAVE_NCCL ON)
+    set(ACCEL_HAVE_NCCL_INT 1)
+    add_library(NCCL::nccl UNKNOWN IMPORTED)
+    set_target_properties(NCCL::nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
+                          INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
+    message(STATUS "accel: NCCL found (${NCCL_LIBRARY}), CUDA ${CUDAToolkit_VERSION}")
+  elseif(ACCEL_WITH_NCCL STREQUAL "ON")
+    message(FATAL_ERROR "ACCEL_WITH_NCCL=ON but CUDA toolkit or NCCL was not found "
+                        "(looked in /usr/local/cuda and $NCCL_HOME)")
+  else()
+    message(STATUS "accel: NCCL/CUDA not found; building without the NCCL communicator")
+  endif()
+endif()

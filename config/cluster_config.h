@@ -1,0 +1,60 @@
+#pragma once
+// ClusterConfig: the contents of accelerate's `default_config.yaml`, typed for the keys accel
+// interprets, with every other accepted key carried through untouched so a file survives a
+// load/save round trip.
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "config/schema.h"
+
+namespace accel::config {
+
+// A config as a flat map of top-level key → value, the shape of the file itself. Keys are
+// sorted (as accelerate's writer sorts them); null values mean "absent" and are never stored.
+using Document = std::map<std::string, nlohmann::json>;
+
+struct ClusterConfig {
+  std::string compute_environment{kLocalMachine};
+  std::string distributed_type{kDistributedNo};
+  std::string mixed_precision = "no";
+  bool use_cpu = false;
+  bool debug = false;
+  int num_processes = -1;  // the total over all machines; -1 = not given (as in accelerate)
+  int num_machines = 1;
+  int machine_rank = 0;
+  std::optional<std::string> gpu_ids;  // "all" or "0,1,3"
+  std::optional<std::string> main_process_ip;
+  std::optional<int> main_process_port;
+  std::string rdzv_backend = "static";
+  bool same_network = false;
+  std::string main_training_function = "main";
+  bool enable_cpu_affinity = false;
+  // Accepted keys accel does not interpret (downcast_bf16, tpu_*, commands, *_config sections).
+  Document extras;
+
+  // The file's view: typed fields plus extras; unset optionals and empty mappings are dropped,
+  // as accelerate's `to_dict` drops None.
+  Document toDocument() const;
+
+  // Builds a config from a document whose values already passed schema validation
+  // (see loadConfig). Keys not in the typed fields go to `extras`.
+  static ClusterConfig fromDocument(const Document& doc);
+
+  bool operator==(const ClusterConfig& other) const { return toDocument() == other.toDocument(); }
+};
+
+// The keys accelerate's interactive `config` writes for a local machine beyond the typed fields
+// (downcast_bf16: 'no', tpu_env: [], tpu_use_cluster/tpu_use_sudo: false), so files we write
+// look like theirs.
+void addAccelerateDefaults(ClusterConfig& config);
+
+// accelerate's `process_config` migrations, applied to a freshly read document in place:
+// legacy `fp16: true` → mixed_precision fp16; top-level dynamo_backend → dynamo_config;
+// missing compute_environment → LOCAL_MACHINE; NO without num_processes → 1.
+void migrateDocument(Document& doc);
+
+}  // namespace accel::config

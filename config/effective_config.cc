@@ -1,0 +1,144 @@
+#include "config/effective_config.h"
+
+#include <set>
+
+#include "config/config_file.h"
+
+namespace accel::config {
+namespace {
+
+Expected<void> checkChoice(const char* flag, const std::string& value, const FieldSpec& spec) {
+  for (auto choice : spec.choices) {
+    if (choice == value) return {};
+  }
+  return makeError(std::string(flag) + ": '" + value + "' is not one of " + joinChoices(spec.choices));
+}
+
+Expected<void> checkRange(const char* flag, int value, int min, int max) {
+  if (value >= min && value <= max) return {};
+  return makeError(std::string(flag) + ": " + std::to_string(value) + " is out of range " +
+                   std::to_string(min) + ".." + std::to_string(max));
+}
+
+std::string origin(const EffectiveConfig& e, const char* key, const char* flag) {
+  auto it = e.sources.find(key);
+  if (it == e.sources.end()) return "default";
+  switch (it->second) {
+    case Source::Flag: return flag;
+    case Source::File: return std::string("'") + key + "' in " + e.file.value_or("the config file");
+    case Source::Default: return "the default";
+  }
+  return "";
+}
+
+}  // namespace
+
+const char* sourceName(Source source) {
+  switch (source) {
+    case Source::Default: return "default";
+    case Source::File: return "file";
+    case Source::Flag: return "flag";
+  }
+  return "?";
+}
+
+ClusterConfig builtinDefaults() {
+  ClusterConfig c;
+  c.num_processes = 1;
+  return c;
+}
+
+Expected<EffectiveConfig> applyOverrides(EffectiveConfig e, const ConfigOverrides& f) {
+  ClusterConfig& c = e.config;
+  auto set = [&](const char* key, auto& field, const auto& value) {
+    field = value;
+    e.sources[key] = Source::Flag;
+  };
+
+  if (f.cpu && f.multi_gpu) return makeError("--cpu and --multi_gpu cannot be used together");
+  if (f.num_processes) {
+    if (auto ok = checkRange("--num_processes", *f.num_processes, 1, 1 << 20); !ok) return std::move(ok).takeError();
+    set("num_processes", c.num_processes, *f.num_processes);
+  }
+  if (f.num_machines) {
+    if (auto ok = checkRange("--num_machines", *f.num_machines, 1, 1 << 20); !ok) return std::move(ok).takeError();
+    set("num_machines", c.num_machines, *f.num_machines);
+  }
+  if (f.machine_rank) {
+    if (auto ok = checkRange("--machine_rank", *f.machine_rank, 0, 1 << 20); !ok) return std::move(ok).takeError();
+    set("machine_rank", c.machine_rank, *f.machine_rank);
+  }
+  if (f.main_process_ip) {
+    if (f.main_process_ip->empty()) return makeError("--main_process_ip: must not be empty");
+    set("main_process_ip", c.main_process_ip, f.main_process_ip);
+  }
+  if (f.main_process_port) {
+    if (auto ok = checkRange("--main_process_port", *f.main_process_port, 0, 65535); !ok) return std::move(ok).takeError();
+    set("main_process_port", c.main_process_port, f.main_process_port);
+  }
+  if (f.mixed_precision) {
+    if (auto ok = checkChoice("--mixed_precision", *f.mixed_precision, *findField("mixed_precision")); !ok) {
+      return std::move(ok).takeError();
+    }
+    set("mixed_precision", c.mixed_precision, *f.mixed_precision);
+  }
+  if (f.gpu_ids) {
+    if (auto problem = checkGpuIds(*f.gpu_ids)) return makeError("--gpu_ids: " + *problem);
+    set("gpu_ids", c.gpu_ids, f.gpu_ids);
+  }
+  if (f.rdzv_backend) {
+    if (auto ok = checkChoice("--rdzv_backend", *f.rdzv_backend, *findField("rdzv_backend")); !ok) {
+      return std::move(ok).takeError();
+    }
+    set("rdzv_backend", c.rdzv_backend, *f.rdzv_backend);
+  }
+  if (f.same_network) set("same_network", c.same_network, *f.same_network);
+  if (f.debug) set("debug", c.debug, true);
+  if (f.cpu) {
+    // CPU only: several processes are MULTI_CPU, one is NO, whatever the file said.
+    set("use_cpu", c.use_cpu, true);
+    std::string type(c.num_processes > 1 ? kDistributedMultiCpu : kDistributedNo);
+    if (c.distributed_type != type) set("distributed_type", c.distributed_type, type);
+  }
+  if (f.multi_gpu) {
+    set("distributed_type", c.distributed_type, std::string(kDistributedMultiGpu));
+    set("use_cpu", c.use_cpu, false);
+  }
+
+  if (c.machine_rank >= c.num_machines) {
+    return makeError("machine_rank " + std::to_string(c.machine_rank) + " (from " +
+                     origin(e, "machine_rank", "--machine_rank") + ") must be below num_machines " +
+                     std::to_string(c.num_machines) + " (from " + origin(e, "num_machines", "--num_machines") + ")");
+  }
+  if (c.num_processes > 0 && c.num_processes < c.num_machines) {
+    return makeError("num_processes " + std::to_string(c.num_processes) + " (from " +
+                     origin(e, "num_processes", "--num_processes") + ") is the total over all machines and must be at least num_machines " +
+                     std::to_string(c.num_machines) + " (from " + origin(e, "num_machines", "--num_machines") + ")");
+  }
+  for (const auto& entry : c.toDocument()) e.sources.emplace(entry.first, Source::Default);
+  return e;
+}
+
+Expected<EffectiveConfig> resolveEffectiveConfig(const ConfigOverrides& flags, const PathEnv& env) {
+  auto path = resolveConfigPath(flags.config_file, env);
+  if (!path) return std::move(path).takeError();
+  EffectiveConfig base;
+  base.config = builtinDefaults();
+  if (*path) {
+    std::set<std::string> keys;
+    auto loaded = loadConfig(**path, &keys);
+    if (!loaded) return std::move(loaded).takeError();
+    base.config = std::move(*loaded);
+    if (base.config.num_processes == -1) {
+      // The file leaves the count open (accelerate would demand --num_processes): the flag or
+      // the built-in default of 1 decides.
+      base.config.num_processes = builtinDefaults().num_processes;
+      keys.erase("num_processes");
+    }
+    base.file = **path;
+    for (const auto& key : keys) base.sources[key] = Source::File;
+  }
+  return applyOverrides(std::move(base), flags);
+}
+
+}  // namespace accel::config

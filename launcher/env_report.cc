@@ -1,0 +1,167 @@
+#include "launcher/env_report.h"
+
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <future>
+#include <sstream>
+
+#include "config/config_file.h"
+#include "launcher/subprocess_posix.h"
+
+namespace accel::launcher {
+namespace {
+
+using nlohmann::json;
+
+std::string selfPath() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+std::string gib(double value) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GB", value);
+  return buf;
+}
+
+// Python's str() of a config value, as `accelerate env` prints it.
+std::string pythonStr(const json& v) {
+  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_array() && v.empty()) return "[]";
+  return v.dump();
+}
+
+}  // namespace
+
+EnvReport collectEnvReport(const BuildInfo& build, const std::optional<std::string>& configFile,
+                           const config::PathEnv& env) {
+  EnvReport report;
+  report.build = build;
+  report.accel_path = selfPath();
+
+  // Python start-up is the slow part: run the probes while the rest is read.
+  std::vector<std::string> pythons{defaultPython()};
+  std::string primary = findInPath(pythons[0]);
+  if (primary != "/usr/bin/python3" && ::access("/usr/bin/python3", X_OK) == 0) pythons.push_back("/usr/bin/python3");
+  std::vector<std::future<PythonInfo>> probes;
+  for (const auto& p : pythons) probes.push_back(std::async(std::launch::async, probePython, p));
+
+  report.system = probeSystem();
+  report.gpus = probeGpus();
+
+  auto path = config::resolveConfigPath(configFile, env);
+  report.config.explicit_path = configFile.has_value();
+  if (!path) {
+    report.config.error = path.error();
+  } else if (*path) {
+    report.config.path = **path;
+    auto loaded = config::loadConfig(**path);
+    if (loaded) {
+      report.config.values = json(loaded->toDocument());
+    } else {
+      report.config.error = loaded.error();
+    }
+  }
+  for (auto& f : probes) report.pythons.push_back(f.get());
+  return report;
+}
+
+std::string renderEnvText(const EnvReport& r) {
+  std::ostringstream out;
+  out << "\nCopy-and-paste the text below in your GitHub issue\n\n";
+  out << "- `accel` version: " << r.build.version << " (git " << r.build.git_revision << ", " << r.build.build_type
+      << ")\n";
+  out << "- `accel` location: " << r.accel_path << "\n";
+  out << "- Compiler: " << r.build.compiler << "\n";
+  out << "- Platform: " << r.system.os << " (" << r.system.kernel << ", " << r.system.machine << ")\n";
+  out << "- Hostname: " << r.system.hostname << "\n";
+  out << "- CPU: " << (r.system.cpu_model.empty() ? "unknown" : r.system.cpu_model) << "; "
+      << r.system.logical_cpus << " logical CPUs (" << r.system.usable_cpus << " usable by this process), "
+      << r.system.physical_cores << " physical cores\n";
+  out << "- System RAM: " << gib(r.system.ram_gib) << "\n";
+  out << "- LibTorch version (built against): " << r.build.torch_version << "\n";
+  out << "- CUDA usable: " << (r.gpus.cuda_usable ? "yes" : "no (" + r.gpus.cuda_status + ")") << "\n";
+  if (r.gpus.driver_cuda_version) {
+    out << "- CUDA driver API version: " << cudaVersionString(*r.gpus.driver_cuda_version) << "\n";
+  }
+  if (r.gpus.driver_version) out << "- NVIDIA driver version: " << *r.gpus.driver_version << "\n";
+  out << "- GPU count: " << r.gpus.devices.size() << "\n";
+  for (const auto& d : r.gpus.devices) {
+    out << "- GPU " << d.index << ": " << d.name << ", " << gib(static_cast<double>(d.memory_bytes) / (1ull << 30))
+        << "\n";
+  }
+  out << "- NCCL version: " << (r.gpus.nccl_version ? *r.gpus.nccl_version : "not found (" + r.gpus.nccl_status + ")")
+      << (r.build.with_nccl ? "; NCCL found at build time" : "; NCCL not found at build time") << "\n";
+  for (const auto& p : r.pythons) {
+    out << "- Python (" << p.command << "): ";
+    if (!p.error.empty()) {
+      out << "unavailable (" << p.error << ")\n";
+      continue;
+    }
+    out << p.version << " at " << p.executable << ", torch " << (p.torch ? *p.torch : "not installed") << "\n";
+  }
+  out << (r.config.explicit_path ? "- `accel` config passed:" : "- `accel` default config:");
+  if (r.config.path) out << " " << *r.config.path;
+  out << "\n";
+  if (!r.config.error.empty()) {
+    out << "\tError: " << r.config.error << "\n";
+  } else if (!r.config.path) {
+    out << "\tNot found\n";
+  } else {
+    for (const auto& [key, value] : r.config.values.items()) out << "\t- " << key << ": " << pythonStr(value) << "\n";
+  }
+  return out.str();
+}
+
+json renderEnvJson(const EnvReport& r) {
+  json devices = json::array();
+  for (const auto& d : r.gpus.devices) {
+    devices.push_back({{"index", d.index}, {"name", d.name}, {"memory_bytes", d.memory_bytes}});
+  }
+  json pythons = json::array();
+  for (const auto& p : r.pythons) {
+    json entry = {{"command", p.command}, {"executable", p.executable}, {"version", p.version},
+                  {"torch", p.torch ? json(*p.torch) : json(nullptr)}};
+    if (!p.error.empty()) entry["error"] = p.error;
+    pythons.push_back(entry);
+  }
+  auto optional = [](const auto& o) { return o ? json(*o) : json(nullptr); };
+  return json{
+      {"accel",
+       {{"version", r.build.version},
+        {"git_revision", r.build.git_revision},
+        {"build_type", r.build.build_type},
+        {"compiler", r.build.compiler},
+        {"path", r.accel_path},
+        {"nccl_at_build", r.build.with_nccl}}},
+      {"platform",
+       {{"os", r.system.os}, {"kernel", r.system.kernel}, {"machine", r.system.machine}, {"hostname", r.system.hostname}}},
+      {"cpu",
+       {{"model", r.system.cpu_model},
+        {"logical_cpus", r.system.logical_cpus},
+        {"usable_cpus", r.system.usable_cpus},
+        {"physical_cores", r.system.physical_cores}}},
+      {"ram_gib", r.system.ram_gib},
+      {"libtorch", {{"version", r.build.torch_version}}},
+      {"cuda",
+       {{"usable", r.gpus.cuda_usable},
+        {"status", r.gpus.cuda_status},
+        {"driver_cuda_version", optional(r.gpus.driver_cuda_version)},
+        {"driver_version", optional(r.gpus.driver_version)},
+        {"gpu_count", r.gpus.devices.size()},
+        {"devices", devices}}},
+      {"nccl", {{"version", optional(r.gpus.nccl_version)}, {"status", r.gpus.nccl_status}}},
+      {"python", pythons},
+      {"config",
+       {{"path", optional(r.config.path)},
+        {"explicit", r.config.explicit_path},
+        {"values", r.config.values},
+        {"error", r.config.error.empty() ? json(nullptr) : json(r.config.error)}}},
+  };
+}
+
+}  // namespace accel::launcher

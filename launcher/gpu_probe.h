@@ -1,0 +1,38 @@
+#pragma once
+// GPUs, CUDA and NCCL as seen at run time through dlopen, so `accel` links none of them and
+// runs on machines without them.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace accel::launcher {
+
+struct GpuDevice {
+  int index = 0;
+  std::string name;
+  uint64_t memory_bytes = 0;
+};
+
+struct GpuInfo {
+  bool cuda_usable = false;   // the driver loaded, initialised and reports ≥ 1 device
+  std::string cuda_status;    // why not usable, or "ok"
+  std::optional<int> driver_cuda_version;   // cuDriverGetVersion, e.g. 13000
+  std::optional<std::string> driver_version;  // NVML's driver version string, e.g. "580.65.06"
+  std::vector<GpuDevice> devices;
+  std::optional<std::string> nccl_version;  // "2.28.9" from libnccl.so.2's ncclGetVersion
+  std::string nccl_status;                  // why absent, or "ok"
+};
+
+// Probes libcuda.so.1 (driver API), libnvidia-ml.so.1 and libnccl.so.2. Never throws; on a
+// machine without a driver it returns in milliseconds.
+GpuInfo probeGpus();
+
+// "2.28.9" for NCCL's version code 22809 (and the pre-2.9 scheme 2708 → "2.7.8").
+std::string ncclVersionString(int code);
+
+// "13.0" for CUDA's version code 13000.
+std::string cudaVersionString(int code);
+
+}  // namespace accel::launcher

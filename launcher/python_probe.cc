@@ -1,0 +1,59 @@
+#include "launcher/python_probe.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "launcher/subprocess_posix.h"
+
+namespace accel::launcher {
+namespace {
+
+constexpr const char* kProbe = R"PY(
+import importlib.util, os, re, sys
+version = ""
+try:
+    spec = importlib.util.find_spec("torch")
+    if spec is not None and spec.origin:
+        with open(os.path.join(os.path.dirname(spec.origin), "version.py")) as f:
+            m = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", f.read())
+            version = m.group(1) if m else "unknown"
+except Exception:
+    version = "unknown"
+print(sys.executable)
+print(sys.version.split()[0])
+print(version)
+)PY";
+
+}  // namespace
+
+std::string defaultPython() {
+  const char* exec = std::getenv("PYTHON_EXEC");
+  return exec && *exec ? exec : "python3";
+}
+
+PythonInfo probePython(const std::string& python) {
+  PythonInfo info;
+  info.command = python;
+  if (findInPath(python).empty()) {
+    info.error = "'" + python + "' not found in PATH";
+    return info;
+  }
+  auto run = runCaptured({python, "-c", kProbe}, std::chrono::seconds(5));
+  if (!run) {
+    info.error = run.error();
+    return info;
+  }
+  if (run->exit_code != 0) {
+    info.error = "'" + python + "' exited with code " + std::to_string(run->exit_code);
+    return info;
+  }
+  std::istringstream lines(run->output);
+  std::string torch;
+  std::getline(lines, info.executable);
+  std::getline(lines, info.version);
+  std::getline(lines, torch);
+  if (!torch.empty()) info.torch = torch;
+  return info;
+}
+
+}  // namespace accel::launcher

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every Debian package accel needs to build, test, benchmark and demo.
+# Idempotent and non-interactive: packages already present are not touched, and apt is
+# only called when something is missing.
+set -euo pipefail
+
+packages=(
+  # build
+  cmake g++ make ccache pkg-config
+  # libraries of the CLI and launcher
+  libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev
+  libboost-dev libboost-filesystem-dev
+  # worker library: LibTorch (CPU, c10d + Gloo)
+  libtorch-dev libgloo-dev
+  # tests
+  libgtest-dev libgmock-dev python3-torch clang libclang-rt-14-dev
+  # example data, benchmarks, scheduler and multi-host tests
+  dataset-fashion-mnist hyperfine slurm-wlm munge openmpi-bin libopenmpi-dev iproute2
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if ((EUID != 0)); then
+  command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
