@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -267,10 +269,64 @@ bool endsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+std::string hexByte(char c) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%02X", static_cast<unsigned char>(c));
+  return buf;
+}
+
+bool isControl(unsigned char c) { return (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F; }
+
+// Whether any string in `value` (keys included) holds a control character, which YAML escapes
+// could smuggle in and no config value needs.
+bool containsControl(const json& value) {
+  auto text = [](const std::string& s) {
+    return std::any_of(s.begin(), s.end(), [](char c) { return isControl(static_cast<unsigned char>(c)); });
+  };
+  if (value.is_string()) return text(value.get_ref<const std::string&>());
+  if (value.is_array()) return std::any_of(value.begin(), value.end(), containsControl);
+  if (value.is_object()) {
+    for (const auto& [k, v] : value.items()) {
+      if (text(k) || containsControl(v)) return true;
+    }
+  }
+  return false;
+}
+
+// The byte offset of the first invalid UTF-8 sequence or control character in `text`, or npos.
+size_t firstInvalidByte(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (isControl(c)) return i;
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > text.size()) return i;
+    uint32_t cp = len == 1 ? c : c & (0x7F >> len);
+    for (size_t k = 1; k < len; ++k) {
+      unsigned char cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc >> 6) != 0x2) return i;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
+    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += len;
+  }
+  return std::string::npos;
+}
+
 }  // namespace
 
 Expected<ClusterConfig> parseConfig(const std::string& text, const std::string& name,
                                     std::set<std::string>* keysInFile) {
+  if (size_t bad = firstInvalidByte(text); bad != std::string::npos) {
+    size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<long>(bad), '\n'));
+    size_t lineStart = text.rfind('\n', bad == 0 ? 0 : bad - 1);
+    size_t column = bad == 0 || lineStart == std::string::npos ? bad + 1 : bad - lineStart;
+    return makeError(name + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                     (isControl(static_cast<unsigned char>(text[bad]))
+                          ? ": control character " + hexByte(text[bad]) + " is not allowed in a config file"
+                          : ": invalid UTF-8; config files must be UTF-8 text"));
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -302,6 +358,9 @@ Expected<ClusterConfig> parseConfig(const std::string& text, const std::string& 
     marks[key] = kv.first.Mark();
     auto value = convertValue(*spec, kv.second, name);
     if (!value) return std::move(value).takeError();
+    if (containsControl(*value)) {
+      return makeError(where(name, kv.second.Mark()) + "'" + key + "' contains a control character");
+    }
     if (!value->is_null()) doc[key] = std::move(*value);
   }
 

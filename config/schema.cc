@@ -40,6 +40,7 @@ const std::vector<FieldSpec>& fieldSpecs() {
       {"megatron_lm_config", Kind::Mapping, {}},
       {"mpirun_config", Kind::Mapping, {}},
       {"dynamo_config", Kind::Mapping, {}},
+      {"ipex_config", Kind::Mapping, {}},  // written by accelerate 0.28–0.3x
       {"fp16", Kind::Bool, {}, 0, 0, /*legacy=*/true},
       {"dynamo_backend", Kind::String, {}, 0, 0, /*legacy=*/true},
   };

@@ -32,7 +32,7 @@ int runEnvCommand(const EnvCommandOptions& o) {
                             ACCEL_WITH_NCCL_BUILT != 0};
   auto report = launcher::collectEnvReport(build, o.config_file, config::PathEnv::fromProcess());
   if (o.json) {
-    std::cout << launcher::renderEnvJson(report).dump(2) << "\n";
+    std::cout << launcher::renderEnvJson(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << launcher::renderEnvText(report);
   }

@@ -2,6 +2,7 @@
 // Wires the subcommands; each lives in its own file and only main turns errors into exit codes.
 
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "accel_build_info.h"
@@ -9,6 +10,7 @@
 #include "apps/accel/env_command.h"
 
 int main(int argc, char** argv) {
+  spdlog::set_default_logger(spdlog::stderr_color_st("accel"));
   spdlog::set_pattern("accel: %^%l%$: %v");
 
   CLI::App app{"accel: configure, inspect and launch distributed training (accelerate-compatible)", "accel"};

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# CLI start-up: hyperfine of `accel env`, `accel config show` and `accel --help` against the
+# floor a Python-based tool pays (`python3 -c 'import torch'`, Debian's torch), in one run.
+# Prints the table and each command's ratio to the reference.
+#   scripts/bench/cli.sh [--runs N]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+runs=30
+[[ "${1:-}" == "--runs" ]] && runs=$2
+accel=${ACCEL_BUILD_DIR:-build}/apps/accel/accel
+[[ -x "$accel" ]] || { echo "build first: scripts/build" >&2; exit 1; }
+command -v hyperfine >/dev/null || { echo "hyperfine missing: scripts/setup.sh" >&2; exit 1; }
+
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+export HF_HOME=$scratch/hf
+"$accel" config default >/dev/null
+
+hyperfine --warmup 3 --runs "$runs" -N --export-json "$scratch/r.json" \
+  --command-name "python3 -c 'import torch' (reference)" "/usr/bin/python3 -c 'import torch'" \
+  --command-name "accel env" "$accel env" \
+  --command-name "accel config show" "$accel config show" \
+  --command-name "accel --help" "$accel --help" >/dev/null
+
+/usr/bin/python3 - "$scratch/r.json" <<'PY'
+import json, sys
+results = json.load(open(sys.argv[1]))["results"]
+ref = results[0]["median"]
+print(f"{'command':40} {'median':>10} {'mean ± sd':>20} {'speed-up vs reference':>22}")
+for r in results:
+    print(f"{r['command']:40} {r['median']*1e3:8.1f}ms {r['mean']*1e3:10.1f} ± {r['stddev']*1e3:5.1f}ms {ref / r['median']:20.1f}x")
+PY
