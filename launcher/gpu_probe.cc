@@ -132,6 +132,12 @@ std::string cudaVersionString(int code) {
   return std::to_string(code / 1000) + "." + std::to_string((code % 1000) / 10);
 }
 
+int countUsableGpus() {
+  GpuInfo info;
+  probeCuda(info);
+  return static_cast<int>(info.devices.size());
+}
+
 GpuInfo probeGpus() {
   GpuInfo info;
   probeCuda(info);

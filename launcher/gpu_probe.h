@@ -29,6 +29,10 @@ struct GpuInfo {
 // machine without a driver it returns in milliseconds.
 GpuInfo probeGpus();
 
+// Only the CUDA part of probeGpus (no NVML, no NCCL): the number of usable GPUs, 0 without a
+// driver. For launch-time checks, where every millisecond counts.
+int countUsableGpus();
+
 // "2.28.9" for NCCL's version code 22809 (and the pre-2.9 scheme 2708 → "2.7.8").
 std::string ncclVersionString(int code);
 

@@ -1,15 +1,20 @@
 #include "launcher/subprocess_posix.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 extern char** environ;
 
@@ -100,6 +105,129 @@ Expected<CapturedRun> runCaptured(const std::vector<std::string>& argv, std::chr
   ::close(fds[0]);
   run.exit_code = waitRetrying(pid);
   return run;
+}
+
+// ---- Workers ----------------------------------------------------------------------------
+
+
+Expected<pid_t> spawnWorker(const SpawnSpec& spec) {
+  // Everything the child needs is built before fork: after fork only async-signal-safe calls.
+  std::vector<char*> argv;
+  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  int errPipe[2];
+  if (::pipe2(errPipe, O_CLOEXEC) != 0) return makeError(std::string("pipe: ") + std::strerror(errno));
+  const pid_t parent = ::getpid();
+
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int err = errno;
+    ::close(errPipe[0]);
+    ::close(errPipe[1]);
+    return makeError(std::string("fork: ") + std::strerror(err));
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the agent died before prctl took effect
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    if (spec.stdout_fd >= 0) ::dup2(spec.stdout_fd, 1);
+    if (spec.stderr_fd >= 0) ::dup2(spec.stderr_fd, 2);
+    ::execve(argv[0], argv.data(), envp.data());
+    int err = errno;
+    ssize_t ignored = ::write(errPipe[1], &err, sizeof err);
+    (void)ignored;
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also in the parent, so signals sent right away reach the group
+  ::close(errPipe[1]);
+  int childErrno = 0;
+  ssize_t n;
+  do {
+    n = ::read(errPipe[0], &childErrno, sizeof childErrno);
+  } while (n < 0 && errno == EINTR);
+  ::close(errPipe[0]);
+  if (n == sizeof childErrno) {
+    int status;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return makeError("cannot execute '" + spec.argv[0] + "': " + std::strerror(childErrno));
+  }
+  return pid;
+}
+
+void becomeSubreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
+
+void signalGroup(pid_t pgid, int sig) {
+  if (pgid > 0) ::kill(-pgid, sig);
+}
+
+Reaped reapOne() {
+  int status = 0;
+  pid_t pid;
+  do {
+    pid = ::waitpid(-1, &status, WNOHANG);
+  } while (pid < 0 && errno == EINTR);
+  if (pid <= 0) return Reaped{pid < 0 ? -1 : 0, 0, 0};
+  Reaped r;
+  r.pid = pid;
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  r.exit_code = decodeStatus(status);
+  return r;
+}
+
+std::vector<pid_t> childrenOfThisProcess() {
+  std::vector<pid_t> out;
+  const pid_t self = ::getpid();
+  DIR* proc = ::opendir("/proc");
+  if (!proc) return out;
+  while (dirent* e = ::readdir(proc)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::ifstream stat(std::string("/proc/") + e->d_name + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...; comm may contain spaces and parentheses, so parse after the last ')'.
+    auto close = line.rfind(')');
+    if (close == std::string::npos || close + 4 > line.size()) continue;
+    char state = 0;
+    long ppid = 0;
+    if (std::sscanf(line.c_str() + close + 2, "%c %ld", &state, &ppid) != 2) continue;
+    if (ppid == self) out.push_back(static_cast<pid_t>(std::atol(e->d_name)));
+  }
+  ::closedir(proc);
+  return out;
+}
+
+std::string signalName(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+bool writeAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        pollfd p{fd, POLLOUT, 0};
+        ::poll(&p, 1, 100);
+        continue;
+      }
+      return false;
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
 }
 
 }  // namespace accel::launcher

@@ -8,6 +8,7 @@
 #include "accel_build_info.h"
 #include "apps/accel/config_command.h"
 #include "apps/accel/env_command.h"
+#include "apps/accel/launch_command.h"
 
 int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_st("accel"));
@@ -19,8 +20,10 @@ int main(int argc, char** argv) {
 
   accel::apps::ConfigCommandOptions configOptions;
   accel::apps::EnvCommandOptions envOptions;
+  accel::apps::LaunchCommandOptions launchOptions;
   accel::apps::registerConfigCommand(app, configOptions);
   accel::apps::registerEnvCommand(app, envOptions);
+  accel::apps::registerLaunchCommand(app, launchOptions);
 
   try {
     app.parse(argc, argv);
@@ -31,5 +34,6 @@ int main(int argc, char** argv) {
 
   if (configOptions.command->parsed()) return accel::apps::runConfigCommand(configOptions);
   if (envOptions.command->parsed()) return accel::apps::runEnvCommand(envOptions);
+  if (launchOptions.command->parsed()) return accel::apps::runLaunchCommand(launchOptions);
   return 2;
 }

@@ -1,0 +1,124 @@
+#include "launcher/job_report.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "launcher/subprocess_posix.h"
+
+namespace accel::launcher {
+namespace {
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s", s);
+  return buf;
+}
+
+std::string rankList(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out;
+}
+
+}  // namespace
+
+std::string describeEnd(const WorkerOutcome& w) {
+  if (w.signal != 0) return "signal " + signalName(w.signal) + " (exit code " + std::to_string(w.exit_code) + ")";
+  return "exit code " + std::to_string(w.exit_code);
+}
+
+std::string renderFailureSummary(const JobReport& report) {
+  if (report.attempts.empty() || report.attempts.back().succeeded()) return "";
+  std::ostringstream out;
+  const size_t total = report.attempts.size();
+  out << "\n======================== accel: job failed ========================\n";
+  for (const auto& a : report.attempts) {
+    out << "attempt " << a.attempt << " (" << seconds(a.duration_s) << "): ";
+    if (!a.culprit) {
+      out << (a.agent_signal ? "stopped by " + signalName(a.agent_signal) + " sent to the agent" : "succeeded") << "\n";
+    } else {
+      const auto& w = a.workers[*a.culprit];
+      out << "rank " << w.rank << " failed with " << describeEnd(w) << "\n";
+    }
+  }
+  const AttemptReport& last = report.attempts.back();
+  if (last.agent_signal) {
+    out << "The agent received " << signalName(last.agent_signal) << " and forwarded it to the workers.\n";
+  }
+  if (last.culprit) {
+    const WorkerOutcome& w = last.workers[*last.culprit];
+    out << "culprit: rank " << w.rank << " (local rank " << w.local_rank << ", pid " << w.pid << ") — first to fail, "
+        << describeEnd(w) << ", after " << seconds(w.ended_after_s) << "\n";
+    if (last.oom_suspected) {
+      out << "  likely killed by the OOM killer: this cgroup's oom_kill count rose during the run\n";
+    }
+    if (!w.error_file_message.empty()) out << "  error file: " << w.error_file_message << "\n";
+    if (w.stderr_tail.empty()) {
+      out << "  (its stderr was empty)\n";
+    } else {
+      out << "  last " << w.stderr_tail.size() << " line(s) of its stderr:\n";
+      for (const auto& line : w.stderr_tail) out << "    | " << line << "\n";
+    }
+  }
+  std::vector<int> collateral, killed, clean;
+  for (size_t i = 0; i < last.workers.size(); ++i) {
+    const auto& w = last.workers[i];
+    if (last.culprit && i == *last.culprit) continue;
+    if (w.stopped_by_agent) {
+      collateral.push_back(w.rank);
+      if (w.needed_sigkill) killed.push_back(w.rank);
+    } else if (w.exit_code == 0) {
+      clean.push_back(w.rank);
+    }
+  }
+  if (!collateral.empty()) {
+    out << "stopped by the agent (collateral): ranks " << rankList(collateral);
+    if (last.stop_s) out << " in " << seconds(*last.stop_s);
+    if (!killed.empty()) out << "; SIGKILL needed for ranks " << rankList(killed);
+    out << "\n";
+  }
+  if (!clean.empty()) out << "finished before the failure: ranks " << rankList(clean) << "\n";
+  if (total > 1) out << "restarts used: " << total - 1 << "\n";
+  out << "accel launch exits with " << report.exit_code << "\n";
+  out << "====================================================================\n";
+  return out.str();
+}
+
+nlohmann::json renderReportJson(const JobReport& report) {
+  nlohmann::json attempts = nlohmann::json::array();
+  for (const auto& a : report.attempts) {
+    nlohmann::json workers = nlohmann::json::array();
+    for (const auto& w : a.workers) {
+      workers.push_back({{"rank", w.rank},
+                         {"local_rank", w.local_rank},
+                         {"pid", w.pid},
+                         {"exit_code", w.exit_code},
+                         {"signal", w.signal ? nlohmann::json(signalName(w.signal)) : nlohmann::json(nullptr)},
+                         {"stopped_by_agent", w.stopped_by_agent},
+                         {"needed_sigkill", w.needed_sigkill},
+                         {"ended_after_s", w.ended_after_s},
+                         {"stderr_tail", w.stderr_tail}});
+    }
+    nlohmann::json entry = {{"attempt", a.attempt},
+                            {"succeeded", a.succeeded()},
+                            {"duration_s", a.duration_s},
+                            {"oom_suspected", a.oom_suspected},
+                            {"agent_signal", a.agent_signal ? nlohmann::json(signalName(a.agent_signal)) : nlohmann::json(nullptr)},
+                            {"stop_s", a.stop_s ? nlohmann::json(*a.stop_s) : nlohmann::json(nullptr)},
+                            {"workers", workers}};
+    if (a.culprit) {
+      const auto& w = a.workers[*a.culprit];
+      entry["culprit"] = {{"rank", w.rank}, {"local_rank", w.local_rank}, {"exit_code", w.exit_code},
+                          {"signal", w.signal ? nlohmann::json(signalName(w.signal)) : nlohmann::json(nullptr)},
+                          {"error_file_message", w.error_file_message}};
+    } else {
+      entry["culprit"] = nullptr;
+    }
+    attempts.push_back(entry);
+  }
+  return {{"exit_code", report.exit_code},
+          {"succeeded", report.exit_code == 0},
+          {"attempts", attempts}};
+}
+
+}  // namespace accel::launcher

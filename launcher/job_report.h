@@ -1,0 +1,55 @@
+#pragma once
+// What happened to a job: every attempt, every worker's end, and who was to blame. Rendered as
+// the one failure block on the console and as <log_dir>/summary.json.
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <sys/types.h>
+
+namespace accel::launcher {
+
+struct WorkerOutcome {
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = 0;
+  int exit_code = 0;             // 128+N when killed by signal N
+  int signal = 0;                // 0 when it exited by itself
+  bool stopped_by_agent = false; // the agent signalled it before it ended (collateral)
+  bool needed_sigkill = false;   // it outlived the grace period
+  double ended_after_s = 0;      // seconds since the attempt started
+  std::vector<std::string> stderr_tail;  // last lines of its stderr
+  std::string error_file_message;        // from TORCHELASTIC_ERROR_FILE, if the worker wrote one
+};
+
+struct AttemptReport {
+  int attempt = 0;                 // TORCHELASTIC_RESTART_COUNT of this attempt
+  std::vector<WorkerOutcome> workers;  // by local rank
+  std::optional<size_t> culprit;   // index of the first worker to fail
+  int agent_signal = 0;            // a signal the agent received and forwarded (0: none)
+  bool oom_suspected = false;      // the cgroup's oom_kill count rose during the attempt
+  double duration_s = 0;
+  std::optional<double> stop_s;    // culprit's end → last collateral worker's end
+
+  bool succeeded() const { return !culprit && agent_signal == 0; }
+};
+
+struct JobReport {
+  std::vector<AttemptReport> attempts;
+  int exit_code = 0;  // the last attempt's culprit's code, 0 on success
+};
+
+// The failure block printed at the end of a failed job ("" for a successful one). Names the
+// culprit, its exit code or signal, an OOM hint, its stderr tail, and the collateral ranks.
+std::string renderFailureSummary(const JobReport& report);
+
+// The same facts as JSON (for <log_dir>/summary.json), successful jobs included.
+nlohmann::json renderReportJson(const JobReport& report);
+
+// "exit code 3" or "signal SIGSEGV (exit code 139)".
+std::string describeEnd(const WorkerOutcome& worker);
+
+}  // namespace accel::launcher

@@ -1,0 +1,34 @@
+#pragma once
+// LaunchOptions: everything `accel launch` was told on its command line. apps/accel binds the
+// flags into it; launcher/launch_plan turns it (with the config file) into a LaunchPlan.
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/effective_config.h"
+
+namespace accel::launcher {
+
+struct LaunchOptions {
+  config::ConfigOverrides config;              // flags shared with `accel config show`
+  std::vector<std::string> command;            // SCRIPT.py|BINARY|MODULE and its arguments, untouched
+  bool module = false;                         // -m: run command[0] as a Python module
+  bool no_python = false;                      // --no_python: run command[0] directly
+  std::optional<std::string> python;           // --python (else $PYTHON_EXEC, else python3)
+  std::optional<int> num_cpu_threads_per_process;
+  std::optional<int> gradient_accumulation_steps;
+  int max_restarts = 0;
+  double monitor_interval = 0.1;               // accepted for compatibility; supervision is event-driven
+  std::optional<std::string> log_dir;
+  std::optional<int> tee;                      // 0 none, 1 stdout, 2 stderr, 3 both (default: both)
+  std::optional<std::string> local_ranks_filter;  // "0,2": console shows only these local ranks
+  bool quiet = false;                          // no agent notices, only worker output and errors
+  std::string rdzv_conf;                       // accepted for compatibility (single machine)
+  std::string role = "default";
+  bool dry_run = false;
+  std::chrono::milliseconds term_timeout{5000};  // SIGTERM → SIGKILL grace period
+};
+
+}  // namespace accel::launcher

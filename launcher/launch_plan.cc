@@ -1,0 +1,255 @@
+#include "launcher/launch_plan.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <random>
+
+#include "config/schema.h"
+#include "launcher/subprocess_posix.h"
+#include "libaccel/common/env_names.h"
+
+namespace accel::launcher {
+namespace {
+
+bool endsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string absolutePath(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char cwd[4096];
+  if (!::getcwd(cwd, sizeof cwd)) return path;
+  return std::string(cwd) + "/" + path;
+}
+
+std::string pythonBool(bool b) { return b ? "True" : "False"; }
+
+std::string upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
+  return s;
+}
+
+// A fresh id for TORCHELASTIC_RUN_ID (torchrun's default "none" lets separate jobs collide).
+std::string newRunId() {
+  std::random_device rd;
+  std::uniform_int_distribution<unsigned> digit(0, 15);
+  std::string id = "accel-";
+  for (int i = 0; i < 12; ++i) id += "0123456789abcdef"[digit(rd)];
+  return id;
+}
+
+// The argv every rank runs, with argv[0] resolved to a path.
+Expected<std::vector<std::string>> resolveCommand(const LaunchOptions& o, const Environment& env) {
+  if (o.command.empty()) return makeError("no training script given: accel launch [flags] SCRIPT [args...]");
+  const std::string& target = o.command[0];
+  std::vector<std::string> argv;
+  auto pythonCommand = [&]() -> Expected<std::string> {
+    std::string python = o.python ? *o.python : lookup(env, "PYTHON_EXEC").value_or("python3");
+    std::string path = findInPath(python);
+    if (path.empty()) {
+      return makeError("python interpreter '" + python + "' not found in PATH (set --python or PYTHON_EXEC)");
+    }
+    return path;
+  };
+
+  if (o.module) {
+    if (o.no_python) return makeError("-m/--module and --no_python cannot be used together");
+    auto python = pythonCommand();
+    if (!python) return std::move(python).takeError();
+    argv = {*python, "-u", "-m"};
+  } else if (!o.no_python && endsWith(target, ".py")) {
+    struct stat st {};
+    if (::stat(target.c_str(), &st) != 0) return makeError("training script '" + target + "' not found");
+    if (S_ISDIR(st.st_mode)) return makeError("training script '" + target + "' is a directory");
+    if (::access(target.c_str(), R_OK) != 0) return makeError("training script '" + target + "' is not readable");
+    auto python = pythonCommand();
+    if (!python) return std::move(python).takeError();
+    argv = {*python, "-u", absolutePath(target)};
+    argv.insert(argv.end(), o.command.begin() + 1, o.command.end());
+    return argv;
+  } else {
+    std::string path = findInPath(target);
+    if (path.empty()) {
+      struct stat st {};
+      bool exists = target.find('/') != std::string::npos ? ::stat(target.c_str(), &st) == 0 : false;
+      if (exists && !S_ISDIR(st.st_mode)) {
+        return makeError("training script '" + target + "' is not executable (chmod +x it, or give a .py file)");
+      }
+      return makeError("training script '" + target + "' not found" +
+                       (target.find('/') == std::string::npos ? " (not a file here and not in PATH)" : ""));
+    }
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      return makeError("training script '" + target + "' is a directory");
+    }
+    argv = {absolutePath(path)};
+    argv.insert(argv.end(), o.command.begin() + 1, o.command.end());
+    return argv;
+  }
+  argv.insert(argv.end(), o.command.begin(), o.command.end());
+  return argv;
+}
+
+Expected<std::set<int>> parseRankFilter(const std::string& text, int localWorldSize) {
+  std::set<int> ranks;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty() || !std::all_of(item.begin(), item.end(), ::isdigit) || item.size() > 6 ||
+        std::stoi(item) >= localWorldSize) {
+      return makeError("--local_ranks_filter: '" + item + "' is not a local rank (0.." +
+                       std::to_string(localWorldSize - 1) + ")");
+    }
+    ranks.insert(std::stoi(item));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return ranks;
+}
+
+int countGpuIds(const std::string& ids) { return static_cast<int>(std::count(ids.begin(), ids.end(), ',')) + 1; }
+
+}  // namespace
+
+std::optional<std::string> lookup(const Environment& env, const std::string& key) {
+  for (const auto& entry : env) {
+    if (entry.size() > key.size() && entry.compare(0, key.size(), key) == 0 && entry[key.size()] == '=') {
+      return entry.substr(key.size() + 1);
+    }
+  }
+  return std::nullopt;
+}
+
+Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEnv& paths, const Environment& env,
+                                    const std::function<int()>& countGpus) {
+  auto effective = config::resolveEffectiveConfig(o.config, paths);
+  if (!effective) return std::move(effective).takeError();
+  LaunchPlan plan;
+  plan.config = std::move(*effective);
+  const config::ClusterConfig& c = plan.config.config;
+
+  if (c.mixed_precision == "fp8") return makeError("mixed_precision fp8 is not supported by accel");
+  const bool gpu = c.distributed_type == config::kDistributedMultiGpu;
+  const int usableGpus = gpu || c.mixed_precision == "fp16" ? countGpus() : 0;
+  if (c.mixed_precision == "fp16" && (c.use_cpu || usableGpus == 0)) {
+    return makeError("mixed_precision fp16 needs a GPU" +
+                     std::string(c.use_cpu ? " but the job is CPU-only (--cpu / use_cpu)" : " and none is usable here") +
+                     "; use bf16 or no");
+  }
+  if (c.distributed_type != config::kDistributedNo && c.distributed_type != config::kDistributedMultiCpu && !gpu) {
+    return makeError("distributed_type " + c.distributed_type + " is not supported by accel (NO, MULTI_CPU, MULTI_GPU)");
+  }
+  if (c.num_machines > 1) {
+    return makeError("num_machines is " + std::to_string(c.num_machines) +
+                     ": multi-machine launches are not implemented yet in this version of accel");
+  }
+  plan.num_machines = c.num_machines;
+  plan.node_rank = c.machine_rank;
+  plan.world_size = c.num_processes;
+  if (plan.world_size % plan.num_machines != 0) {
+    return makeError("num_processes " + std::to_string(plan.world_size) + " is not a multiple of num_machines " +
+                     std::to_string(plan.num_machines));
+  }
+  plan.local_world_size = plan.world_size / plan.num_machines;
+
+  if (gpu) {
+    int available = usableGpus;
+    if (c.gpu_ids && *c.gpu_ids != "all") available = std::min(available, countGpuIds(*c.gpu_ids));
+    if (usableGpus == 0) {
+      return makeError("multi-GPU training was requested (" +
+                       std::string(plan.config.sources["distributed_type"] == config::Source::Flag
+                                       ? "--multi_gpu"
+                                       : "distributed_type MULTI_GPU in " + plan.config.file.value_or("the config")) +
+                       ") but no GPU is usable on this machine; use --cpu");
+    }
+    if (plan.local_world_size > available) {
+      return makeError("num_processes " + std::to_string(plan.local_world_size) + " on this machine is more than the " +
+                       std::to_string(available) + " GPU(s) available" +
+                       (c.gpu_ids && *c.gpu_ids != "all" ? " in gpu_ids " + *c.gpu_ids : "") +
+                       "; lower --num_processes or use --cpu");
+    }
+  }
+
+  auto argv = resolveCommand(o, env);
+  if (!argv) return std::move(argv).takeError();
+  plan.argv = std::move(*argv);
+
+  if (o.tee && (*o.tee < 0 || *o.tee > 3)) return makeError("--tee: " + std::to_string(*o.tee) + " is not 0, 1, 2 or 3");
+  plan.tee = o.tee.value_or(3);
+  if (o.local_ranks_filter) {
+    auto ranks = parseRankFilter(*o.local_ranks_filter, plan.local_world_size);
+    if (!ranks) return std::move(ranks).takeError();
+    plan.console_ranks = std::move(*ranks);
+  }
+  if (o.max_restarts < 0) return makeError("--max_restarts: must be 0 or more");
+  if (o.num_cpu_threads_per_process && *o.num_cpu_threads_per_process < 1) {
+    return makeError("--num_cpu_threads_per_process: must be at least 1");
+  }
+  if (o.gradient_accumulation_steps && *o.gradient_accumulation_steps < 1) {
+    return makeError("--gradient_accumulation_steps: must be at least 1");
+  }
+  if (o.term_timeout.count() < 0) return makeError("--term_timeout: must be 0 or more");
+
+  plan.max_restarts = o.max_restarts;
+  plan.run_id = lookup(env, "SLURM_JOB_ID").value_or(newRunId());
+  plan.role = o.role;
+  plan.log_dir = o.log_dir;
+  plan.quiet = o.quiet;
+  plan.dry_run = o.dry_run;
+  plan.term_timeout = o.term_timeout;
+  if (c.main_process_ip) plan.master_addr = *c.main_process_ip;
+  if (c.main_process_port && *c.main_process_port != 0) plan.master_port = *c.main_process_port;
+
+  // accelerate's variables for the same settings.
+  auto& e = plan.common_env;
+  e[env::kMixedPrecision] = c.mixed_precision;
+  e[env::kUseCpu] = pythonBool(c.use_cpu);
+  if (c.debug) e[env::kDebugMode] = "true";
+  if (c.enable_cpu_affinity) e[env::kCpuAffinity] = "1";
+  if (o.gradient_accumulation_steps) e[env::kGradientAccumulationSteps] = std::to_string(*o.gradient_accumulation_steps);
+  if (gpu && c.gpu_ids && *c.gpu_ids != "all") {
+    std::string ids = *c.gpu_ids;
+    ids.erase(std::remove(ids.begin(), ids.end(), ' '), ids.end());
+    e[env::kCudaVisibleDevices] = ids;
+  }
+  if (!gpu) {
+    e[env::kKmpAffinity] = "granularity=fine,compact,1,0";
+    e[env::kKmpBlocktime] = "1";
+  }
+  const auto dynamoIt = c.extras.find("dynamo_config");
+  const nlohmann::json dynamo = dynamoIt != c.extras.end() ? dynamoIt->second : nlohmann::json::object();
+  auto dynamoValue = [&](const char* key, const nlohmann::json& fallback) {
+    return dynamo.contains(key) ? dynamo.at(key) : fallback;
+  };
+  nlohmann::json backend = dynamoValue("dynamo_backend", "NO");
+  e[env::kDynamoBackend] = upper(backend.is_string() ? backend.get<std::string>() : "NO");
+  nlohmann::json mode = dynamoValue("dynamo_mode", "default");
+  e[env::kDynamoMode] = mode.is_string() ? mode.get<std::string>() : "default";
+  e[env::kDynamoUseFullgraph] = pythonBool(dynamoValue("dynamo_use_fullgraph", false) == true);
+  e[env::kDynamoUseDynamic] = pythonBool(dynamoValue("dynamo_use_dynamic", false) == true);
+  e[env::kDynamoUseRegionalCompilation] = pythonBool(dynamoValue("dynamo_use_regional_compilation", false) == true);
+  for (const char* key : {env::kTorchNcclAsyncErrorHandling, env::kNcclAsyncErrorHandling}) {
+    if (!lookup(env, key)) e[key] = "1";
+  }
+
+  if (o.num_cpu_threads_per_process) {
+    plan.omp_num_threads = *o.num_cpu_threads_per_process;
+  } else if (!lookup(env, env::kOmpNumThreads) && plan.local_world_size > 1) {
+    plan.omp_num_threads = 1;
+    plan.omp_notice = true;
+  }
+
+  if (o.monitor_interval != 0.1) {
+    plan.notices.push_back("--monitor_interval is ignored: accel reacts to worker exits as they happen");
+  }
+  if (!o.rdzv_conf.empty() || plan.config.sources["rdzv_backend"] == config::Source::Flag) {
+    plan.notices.push_back("--rdzv_backend/--rdzv_conf have no effect on a single machine");
+  }
+  return plan;
+}
+
+}  // namespace accel::launcher

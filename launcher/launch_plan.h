@@ -1,0 +1,58 @@
+#pragma once
+// LaunchPlan: what one `accel launch` will do on this machine, decided before anything is
+// spawned. makeLaunchPlan validates everything it can (script, GPUs, flags); an error here
+// means nothing was started and `accel launch` exits 2.
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config/effective_config.h"
+#include "launcher/launch_options.h"
+#include "libaccel/common/expected.h"
+
+namespace accel::launcher {
+
+struct LaunchPlan {
+  config::EffectiveConfig config;
+  std::vector<std::string> argv;    // identical for every rank; argv[0] is an absolute path
+  int world_size = 1;               // processes over all machines
+  int local_world_size = 1;         // processes on this machine
+  int node_rank = 0;
+  int num_machines = 1;
+  std::string master_addr = "127.0.0.1";
+  std::optional<int> master_port;   // nullopt: the agent picks a free one
+  int max_restarts = 0;
+  std::string run_id;
+  std::string role = "default";
+  std::optional<int> omp_num_threads;  // set for workers unless already in the environment
+  bool omp_notice = false;          // say so once: OMP_NUM_THREADS was unset and N > 1
+  // Variables every rank gets on top of the parent environment (accelerate's ACCELERATE_*,
+  // KMP_*, CUDA_VISIBLE_DEVICES ...); rank-specific ones are added by workerEnvironment.
+  std::map<std::string, std::string> common_env;
+  std::optional<std::string> log_dir;
+  int tee = 3;                      // bit 1: stdout to console, bit 2: stderr to console
+  std::optional<std::set<int>> console_ranks;  // local ranks shown on the console (all if unset)
+  bool quiet = false;
+  bool dry_run = false;
+  std::chrono::milliseconds term_timeout{5000};
+  std::vector<std::string> notices;  // one-line notices for the user (ignored flags and the like)
+};
+
+// The parent environment as KEY=VALUE strings (e.g. from `environ`).
+using Environment = std::vector<std::string>;
+
+// Value of `key` in `env`, or nullopt.
+std::optional<std::string> lookup(const Environment& env, const std::string& key);
+
+// Resolves config precedence, the command, sizes and the workers' common environment.
+// `usableGpus` counts the GPUs the agent can see; it is called only when GPUs matter
+// (multi-GPU or fp16), so CPU launches never load CUDA.
+Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& options, const config::PathEnv& paths,
+                                    const Environment& parentEnv, const std::function<int()>& usableGpus);
+
+}  // namespace accel::launcher

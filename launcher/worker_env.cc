@@ -1,0 +1,56 @@
+#include "launcher/worker_env.h"
+
+#include <map>
+
+#include "libaccel/common/env_names.h"
+
+namespace accel::launcher {
+namespace {
+
+std::map<std::string, std::string> variables(const LaunchPlan& plan, const WorkerSlot& slot) {
+  std::map<std::string, std::string> v = plan.common_env;
+  const int rank = globalRank(plan, slot.local_rank);
+  v[env::kRank] = std::to_string(rank);
+  v[env::kLocalRank] = std::to_string(slot.local_rank);
+  v[env::kWorldSize] = std::to_string(plan.world_size);
+  v[env::kLocalWorldSize] = std::to_string(plan.local_world_size);
+  v[env::kGroupRank] = std::to_string(plan.node_rank);
+  v[env::kGroupWorldSize] = std::to_string(plan.num_machines);
+  v[env::kRoleRank] = std::to_string(rank);
+  v[env::kRoleWorldSize] = std::to_string(plan.world_size);
+  v[env::kRoleName] = plan.role;
+  v[env::kMasterAddr] = plan.master_addr;
+  v[env::kMasterPort] = std::to_string(slot.master_port);
+  v[env::kRestartCount] = std::to_string(slot.restart_count);
+  v[env::kMaxRestarts] = std::to_string(plan.max_restarts);
+  v[env::kRunId] = plan.run_id;
+  // Rank 0 hosts the job's TCPStore at MASTER_ADDR:MASTER_PORT (no agent-hosted store yet).
+  v[env::kUseAgentStore] = "False";
+  if (!slot.error_file.empty()) v[env::kErrorFile] = slot.error_file;
+  if (plan.omp_num_threads) v[env::kOmpNumThreads] = std::to_string(*plan.omp_num_threads);
+  return v;
+}
+
+}  // namespace
+
+std::vector<std::string> launcherVariables(const LaunchPlan& plan, const WorkerSlot& slot) {
+  std::vector<std::string> out;
+  for (const auto& [key, value] : variables(plan, slot)) out.push_back(key + "=" + value);
+  return out;
+}
+
+std::vector<std::string> workerEnvironment(const LaunchPlan& plan, const WorkerSlot& slot, const Environment& parent) {
+  auto v = variables(plan, slot);
+  std::vector<std::string> out;
+  out.reserve(parent.size() + v.size());
+  for (const auto& entry : parent) {
+    auto eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    if (v.count(entry.substr(0, eq))) continue;
+    out.push_back(entry);
+  }
+  for (const auto& [key, value] : v) out.push_back(key + "=" + value);
+  return out;
+}
+
+}  // namespace accel::launcher

@@ -1,0 +1,44 @@
+#pragma once
+// The environment contract between `accel launch` and its workers, defined once and included
+// by both sides: torchrun's variables plus accelerate's. Values are documented where they are
+// produced (launcher/worker_env.h) and consumed (libaccel).
+
+namespace accel::env {
+
+// torchrun's contract.
+inline constexpr const char* kRank = "RANK";
+inline constexpr const char* kLocalRank = "LOCAL_RANK";
+inline constexpr const char* kWorldSize = "WORLD_SIZE";
+inline constexpr const char* kLocalWorldSize = "LOCAL_WORLD_SIZE";
+inline constexpr const char* kGroupRank = "GROUP_RANK";
+inline constexpr const char* kGroupWorldSize = "GROUP_WORLD_SIZE";
+inline constexpr const char* kRoleRank = "ROLE_RANK";
+inline constexpr const char* kRoleWorldSize = "ROLE_WORLD_SIZE";
+inline constexpr const char* kRoleName = "ROLE_NAME";
+inline constexpr const char* kMasterAddr = "MASTER_ADDR";
+inline constexpr const char* kMasterPort = "MASTER_PORT";
+inline constexpr const char* kRestartCount = "TORCHELASTIC_RESTART_COUNT";
+inline constexpr const char* kMaxRestarts = "TORCHELASTIC_MAX_RESTARTS";
+inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";
+inline constexpr const char* kUseAgentStore = "TORCHELASTIC_USE_AGENT_STORE";
+inline constexpr const char* kErrorFile = "TORCHELASTIC_ERROR_FILE";
+inline constexpr const char* kTorchNcclAsyncErrorHandling = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
+inline constexpr const char* kNcclAsyncErrorHandling = "NCCL_ASYNC_ERROR_HANDLING";  // torch 1.13's name
+inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
+inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
+
+// accelerate's contract.
+inline constexpr const char* kMixedPrecision = "ACCELERATE_MIXED_PRECISION";
+inline constexpr const char* kUseCpu = "ACCELERATE_USE_CPU";
+inline constexpr const char* kDebugMode = "ACCELERATE_DEBUG_MODE";
+inline constexpr const char* kGradientAccumulationSteps = "ACCELERATE_GRADIENT_ACCUMULATION_STEPS";
+inline constexpr const char* kCpuAffinity = "ACCELERATE_CPU_AFFINITY";
+inline constexpr const char* kDynamoBackend = "ACCELERATE_DYNAMO_BACKEND";
+inline constexpr const char* kDynamoMode = "ACCELERATE_DYNAMO_MODE";
+inline constexpr const char* kDynamoUseFullgraph = "ACCELERATE_DYNAMO_USE_FULLGRAPH";
+inline constexpr const char* kDynamoUseDynamic = "ACCELERATE_DYNAMO_USE_DYNAMIC";
+inline constexpr const char* kDynamoUseRegionalCompilation = "ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION";
+inline constexpr const char* kKmpAffinity = "KMP_AFFINITY";
+inline constexpr const char* kKmpBlocktime = "KMP_BLOCKTIME";
+
+}  // namespace accel::env
