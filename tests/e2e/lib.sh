@@ -14,10 +14,10 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 expect_exit() {
   local want=$1; shift
   set +e
-  "$@" >"$SCRATCH/out" 2>"$SCRATCH/err"
+  "$@" >"$SCRATCH/.stdout" 2>"$SCRATCH/.stderr"
   local got=$?
   set -e
-  OUT=$(cat "$SCRATCH/out"); ERR=$(cat "$SCRATCH/err")
+  OUT=$(cat "$SCRATCH/.stdout"); ERR=$(cat "$SCRATCH/.stderr")
   [[ $got == "$want" ]] || fail "exit $got (want $want) from: $*
 --- stdout:
 $OUT

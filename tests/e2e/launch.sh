@@ -1,0 +1,301 @@
+#!/usr/bin/env bash
+# End-to-end tests of `accel launch` with real processes: launch.sh CASE /path/to/accel
+source "$(dirname "$0")/lib.sh"
+CASE=$1
+ACCEL=$2
+W=$(cd "$(dirname "$0")/workers" && pwd)
+export OUT_DIR=$SCRATCH/out
+mkdir -p "$OUT_DIR"
+export MARKER="accel-e2e-$$-$RANDOM"
+PYARGS=(--python /usr/bin/python3)   # Debian's python3, the one with torch
+BEH=("$W/behave.sh" "$MARKER")        # the marker makes this test's workers findable
+
+leftovers() { pgrep -f "$MARKER" || true; }
+expect_no_leftovers() {
+  local i
+  for i in $(seq 1 40); do [[ -z "$(leftovers)" ]] && return 0; sleep 0.05; done
+  fail "processes survived: $(ps -o pid,ppid,pgid,args -p "$(leftovers | paste -sd,)")"
+}
+# wait_files PATTERN COUNT: until COUNT files match $OUT_DIR/PATTERN (≤ 10 s).
+wait_files() {
+  local i
+  for i in $(seq 1 200); do
+    [[ $(compgen -G "$OUT_DIR/$1" | wc -l) -ge $2 ]] && return 0
+    sleep 0.05
+  done
+  fail "timed out waiting for $2 files $1; have: $(ls "$OUT_DIR")"
+}
+env_of() { grep "^$2=" "$OUT_DIR/rank_$1.env" | cut -d= -f2-; }
+
+case $CASE in
+env_contract)
+  export FOO_FROM_PARENT=kept
+  unset OMP_NUM_THREADS
+  expect_exit 0 "$ACCEL" launch --cpu -n 4 --mixed_precision bf16 --gradient_accumulation_steps 4 \
+    "$W/env_dump.sh" --num_processes 9 -- "a b" ''
+  expect_contains "$ERR" "OMP_NUM_THREADS was unset; each of the 4 processes gets OMP_NUM_THREADS=1"
+  [[ $(grep -c OMP_NUM_THREADS <<<"$ERR") == 1 ]] || fail "notice printed more than once: $ERR"
+  port=$(env_of 0 MASTER_PORT)
+  [[ $port =~ ^[0-9]+$ && $port -gt 0 ]] || fail "MASTER_PORT=$port"
+  for r in 0 1 2 3; do
+    for kv in RANK=$r LOCAL_RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 GROUP_RANK=0 GROUP_WORLD_SIZE=1 \
+              ROLE_RANK=$r ROLE_WORLD_SIZE=4 ROLE_NAME=default MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+              TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=0 TORCHELASTIC_USE_AGENT_STORE=False \
+              ACCELERATE_MIXED_PRECISION=bf16 ACCELERATE_USE_CPU=True ACCELERATE_GRADIENT_ACCUMULATION_STEPS=4 \
+              ACCELERATE_DYNAMO_BACKEND=NO OMP_NUM_THREADS=1 KMP_BLOCKTIME=1 \
+              KMP_AFFINITY=granularity=fine,compact,1,0 FOO_FROM_PARENT=kept TORCH_NCCL_ASYNC_ERROR_HANDLING=1; do
+      [[ "$(env_of $r "${kv%%=*}")" == "${kv#*=}" ]] || fail "rank $r: want $kv, got $(env_of $r "${kv%%=*}")"
+    done
+    [[ -n "$(env_of $r TORCHELASTIC_RUN_ID)" ]] || fail "no run id"
+    [[ "$(env_of $r TORCHELASTIC_RUN_ID)" == "$(env_of 0 TORCHELASTIC_RUN_ID)" ]] || fail "run ids differ"
+    [[ -z "$(env_of $r CUDA_VISIBLE_DEVICES)" ]] || fail "CUDA_VISIBLE_DEVICES set on a CPU job"
+    # Everything after the script reaches it untouched, flags and empty strings included.
+    [[ "$(cat "$OUT_DIR/rank_$r.args"; echo .)" == $'--num_processes\n9\n--\na b\n\n.' ]] || fail "args: $(cat -A "$OUT_DIR/rank_$r.args")"
+  done
+  # The user's OMP_NUM_THREADS is kept; --num_cpu_threads_per_process wins over it.
+  OMP_NUM_THREADS=5 expect_exit 0 "$ACCEL" launch -n 2 "$W/env_dump.sh"
+  [[ "$(env_of 1 OMP_NUM_THREADS)" == 5 ]] || fail "parent OMP_NUM_THREADS not kept"
+  [[ "$ERR" != *OMP_NUM_THREADS* ]] || fail "notice although OMP_NUM_THREADS was set"
+  OMP_NUM_THREADS=5 expect_exit 0 "$ACCEL" launch -n 2 --num-cpu-threads-per-process 3 "$W/env_dump.sh"
+  [[ "$(env_of 1 OMP_NUM_THREADS)" == 3 ]] || fail "--num_cpu_threads_per_process ignored"
+  # Values from the config file apply when no flag is given.
+  mkdir -p "$HF_HOME/accelerate"
+  printf 'distributed_type: MULTI_CPU\nnum_processes: 3\nmixed_precision: bf16\nuse_cpu: true\nmain_process_port: 0\n' \
+    >"$HF_HOME/accelerate/default_config.yaml"
+  rm -f "$OUT_DIR"/rank_*
+  expect_exit 0 "$ACCEL" launch "$W/env_dump.sh"
+  [[ -f "$OUT_DIR/rank_2.env" && ! -f "$OUT_DIR/rank_3.env" ]] || fail "config num_processes 3 not used: $(ls "$OUT_DIR")"
+  [[ "$(env_of 2 WORLD_SIZE)" == 3 && "$(env_of 0 ACCELERATE_MIXED_PRECISION)" == bf16 ]] || fail "config not applied"
+  ;;
+python_gloo)
+  for n in 2 4; do
+    expect_exit 0 "$ACCEL" launch "${PYARGS[@]}" --cpu -n $n "$W/ddp_gloo.py"
+    for r in $(seq 0 $((n - 1))); do
+      expect_contains "$OUT" "[rank $r] ok rank=$r world=$n allreduce=$((n * (n + 1) / 2))"
+    done
+  done
+  ;;
+python_module)
+  mkdir -p "$SCRATCH/pkg/mymod"
+  printf 'import os, sys\nprint("module rank", os.environ["RANK"], sys.argv[1:])\n' >"$SCRATCH/pkg/mymod/__main__.py"
+  PYTHONPATH=$SCRATCH/pkg expect_exit 0 "$ACCEL" launch "${PYARGS[@]}" -n 2 -m mymod --flag x
+  expect_contains "$OUT" "[rank 1] module rank 1 ['--flag', 'x']"
+  ;;
+exit_codes)
+  BEHAVE_DEFAULT=sleep BEHAVE_2=exit:3 expect_exit 3 "$ACCEL" launch -n 4 "${BEH[@]}"
+  expect_contains "$ERR" "culprit: rank 2 (local rank 2, pid"
+  expect_contains "$ERR" "exit code 3"
+  expect_contains "$ERR" "    | rank 2 failing"
+  expect_contains "$ERR" "stopped by the agent (collateral): ranks 0, 1, 3"
+  BEHAVE_DEFAULT=sleep BEHAVE_1=segv expect_exit 139 "$ACCEL" launch -n 2 "${BEH[@]}"
+  expect_contains "$ERR" "rank 1 failed with signal SIGSEGV (exit code 139)"
+  expect_contains "$ERR" "stopped by the agent (collateral): ranks 0"
+  BEHAVE_DEFAULT=ok expect_exit 0 "$ACCEL" launch -n 3 "${BEH[@]}"
+  [[ "$ERR" != *"job failed"* ]] || fail "failure summary on success"
+  ;;
+collateral_stop)
+  # The others are stopped right after the culprit fails (SIGTERM), well within the grace period...
+  start=$(date +%s%N)
+  BEHAVE_DEFAULT=sleep BEHAVE_0=exit:7 expect_exit 7 "$ACCEL" launch -n 4 --term_timeout 10 "${BEH[@]}"
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  (( ms < 3000 )) || fail "stopping the collateral took ${ms} ms"
+  [[ "$ERR" != *"SIGKILL needed"* ]] || fail "SIGKILL was needed: $ERR"
+  # ...and a worker that ignores SIGTERM is killed when the grace period ends.
+  start=$(date +%s%N)
+  BEHAVE_DEFAULT=sleep-ignore-term BEHAVE_0=exit-when-ready:7 expect_exit 7 "$ACCEL" launch -n 3 --term_timeout 0.5 "${BEH[@]}"
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  (( ms >= 450 && ms < 3000 )) || fail "grace period not honoured: ${ms} ms"
+  expect_contains "$ERR" "SIGKILL needed for ranks 1, 2"
+  ;;
+no_orphans)
+  # A grandchild left sleeping is killed on success, on failure, and when it left the group.
+  BEHAVE_DEFAULT=grandchild expect_exit 0 "$ACCEL" launch -n 2 "${BEH[@]}"
+  expect_no_leftovers
+  BEHAVE_DEFAULT=grandchild GRANDCHILD_THEN=fail expect_exit 4 "$ACCEL" launch -n 2 "${BEH[@]}"
+  expect_no_leftovers
+  BEHAVE_DEFAULT=setsid-grandchild expect_exit 0 "$ACCEL" launch -n 2 "${BEH[@]}"
+  expect_no_leftovers
+  ;;
+kill9_agent)
+  BEHAVE_DEFAULT=grandchild GRANDCHILD_THEN=sleep "$ACCEL" launch -n 3 "${BEH[@]}" >/dev/null 2>&1 &
+  agent=$!
+  wait_files 'grandchild.*' 3
+  [[ -n "$(leftovers)" ]] || fail "grandchildren not running"
+  kill -9 $agent
+  wait $agent 2>/dev/null || true
+  expect_no_leftovers
+
+  ;;
+sigint_escalation)
+  BEHAVE_DEFAULT=traps "$ACCEL" launch -n 2 --term_timeout 30 "${BEH[@]}" >"$SCRATCH/o" 2>"$SCRATCH/e" &
+  agent=$!
+  wait_files 'started.*' 2
+  sleep 0.2
+  kill -INT $agent; wait_files 'int.*' 2
+  kill -INT $agent; wait_files 'term.*' 2
+  [[ -e /proc/$agent ]] || fail "agent exited before the third SIGINT"
+  kill -INT $agent
+  set +e; wait $agent; rc=$?; set -e
+  [[ $rc == 130 ]] || fail "exit $rc after Ctrl-C (want 130): $(cat "$SCRATCH/e")"
+  expect_contains "$(cat "$SCRATCH/e")" "second SIGINT: sending SIGTERM"
+  expect_contains "$(cat "$SCRATCH/e")" "third SIGINT: sending SIGKILL"
+  expect_contains "$(cat "$SCRATCH/e")" "stopped by SIGINT sent to the agent"
+  expect_no_leftovers
+  ;;
+signal_forwarding)
+  # SIGUSR1 (SLURM's preemption warning) reaches the workers and the job goes on.
+  BEHAVE_DEFAULT=usr1-then-exit "$ACCEL" launch -n 2 "${BEH[@]}" >/dev/null 2>"$SCRATCH/e" &
+  agent=$!
+  wait_files 'started.*' 2; sleep 0.2
+  kill -USR1 $agent
+  set +e; wait $agent; rc=$?; set -e
+  [[ $rc == 0 ]] || fail "exit $rc after SIGUSR1: $(cat "$SCRATCH/e")"
+  wait_files 'usr1.*' 2
+  # SIGTERM and SIGHUP are forwarded and end the job with 128+N.
+  for sig in TERM HUP; do
+    rm -f "$OUT_DIR"/*
+    BEHAVE_DEFAULT=traps "$ACCEL" launch -n 2 --term_timeout 0.5 "${BEH[@]}" >/dev/null 2>"$SCRATCH/e" &
+    agent=$!
+    wait_files 'started.*' 2; sleep 0.2
+    kill -$sig $agent
+    set +e; wait $agent; rc=$?; set -e
+    want=$(( 128 + $(kill -l $sig) ))
+    [[ $rc == "$want" ]] || fail "exit $rc after SIG$sig (want $want): $(cat "$SCRATCH/e")"
+    wait_files "$(tr 'A-Z' 'a-z' <<<"$sig").*" 2
+    expect_no_leftovers
+  done
+  ;;
+concurrent_launches)
+  # Two jobs started at the same moment, no port given: each gets its own free port.
+  "$ACCEL" launch "${PYARGS[@]}" --cpu -n 2 "$W/ddp_gloo.py" >"$SCRATCH/a.out" 2>&1 &
+  a=$!
+  "$ACCEL" launch "${PYARGS[@]}" --cpu -n 2 "$W/ddp_gloo.py" >"$SCRATCH/b.out" 2>&1 &
+  b=$!
+  set +e; wait $a; ra=$?; wait $b; rb=$?; set -e
+  [[ $ra == 0 && $rb == 0 ]] || fail "exit codes $ra $rb
+$(cat "$SCRATCH/a.out" "$SCRATCH/b.out")"
+  expect_contains "$(cat "$SCRATCH/a.out")" "[rank 1] ok rank=1 world=2"
+  expect_contains "$(cat "$SCRATCH/b.out")" "[rank 1] ok rank=1 world=2"
+  ;;
+port_taken)
+  /usr/bin/python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("0.0.0.0", 0)); s.listen()
+print(s.getsockname()[1], flush=True); time.sleep(30)' >"$SCRATCH/port" &
+holder=$!
+for _ in $(seq 1 100); do [[ -s "$SCRATCH/port" ]] && break; sleep 0.05; done
+port=$(cat "$SCRATCH/port")
+expect_exit 2 "$ACCEL" launch -n 2 --main_process_port "$port" "${BEH[@]}"
+kill $holder
+expect_contains "$ERR" "--main_process_port: port $port is already in use by pid $holder (python3)"
+[[ ! -e "$OUT_DIR/started.0" ]] || fail "a worker was started"
+  ;;
+restarts)
+  BEHAVE_0=fail-first-attempt BEHAVE_1=ok expect_exit 0 "$ACCEL" launch -n 2 --max_restarts 2 \
+    --log_dir "$SCRATCH/logs" "${BEH[@]}"
+  expect_contains "$ERR" "attempt 0 failed (rank 0: exit code 5); restarting (1 of 2)"
+  expect_contains "$(cat "$SCRATCH/logs/attempt_0/rank_0/stdout.log")" "attempt 0"
+  expect_contains "$(cat "$SCRATCH/logs/attempt_1/rank_0/stdout.log")" "attempt 1"
+  [[ ! -d "$SCRATCH/logs/attempt_2" ]] || fail "a third attempt ran"
+  $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["exit_code"]==0 and len(d["attempts"])==2 and not d["attempts"][0]["succeeded"], d' "$SCRATCH/logs/summary.json"
+  # Out of restarts: the summary lists every attempt and the job fails with the culprit's code.
+  BEHAVE_DEFAULT=exit:6 expect_exit 6 "$ACCEL" launch -n 2 --max_restarts 1 "${BEH[@]}"
+  expect_contains "$ERR" "attempt 0 ("
+  expect_contains "$ERR" "attempt 1 ("
+  expect_contains "$ERR" "restarts used: 1"
+  ;;
+logs)
+  # Whole lines only, never interleaved, even when ranks write a lot at once.
+  BEHAVE_DEFAULT=print-lines:300 expect_exit 0 "$ACCEL" launch -n 4 "${BEH[@]}"
+  bad=$(grep -cvE '^\[rank ([0-3])\] rank=\1 line=[0-9]+ x{200}$' <<<"$OUT" || true)
+  [[ $bad == 0 ]] || fail "$bad malformed console lines"
+  [[ $(wc -l <<<"$OUT") == 1200 ]] || fail "expected 1200 lines, got $(wc -l <<<"$OUT")"
+  # A last line without newline and \r progress bars keep their prefix.
+  BEHAVE_0=partial expect_exit 0 "$ACCEL" launch -n 1 "${BEH[@]}"
+  [[ "$OUT" == "[rank 0] no newline at the end" ]] || fail "partial line: $(cat -A <<<"$OUT")"
+  BEHAVE_0=progress expect_exit 0 "$ACCEL" launch -n 1 "${BEH[@]}"
+  [[ "$OUT" == $'[rank 0] \r[rank 0] progress 1/3\r[rank 0] progress 2/3\r[rank 0] progress 3/3' ]] ||
+    fail "progress bar: $(cat -A <<<"$OUT")"
+  # --local_ranks_filter limits the console; --log_dir with --tee keeps everything.
+  BEHAVE_DEFAULT=exit:0 expect_exit 0 "$ACCEL" launch -n 3 --local_ranks_filter 0 --log_dir "$SCRATCH/logs" --tee 3 "${BEH[@]}"
+  [[ "$ERR" == *"[rank 0] rank 0 failing"* && "$ERR" != *"[rank 1]"* && "$ERR" != *"[rank 2]"* ]] || fail "filter: $ERR"
+  for r in 0 1 2; do
+    [[ "$(cat "$SCRATCH/logs/attempt_0/rank_$r/stderr.log")" == $"rank $r failing"$'\n'"second line" ]] || fail "log of rank $r"
+  done
+  $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["exit_code"]==0, d' "$SCRATCH/logs/summary.json"
+  # --tee 0: nothing from the workers on the console.
+  BEHAVE_DEFAULT=ok expect_exit 0 "$ACCEL" launch -n 2 --tee 0 "${BEH[@]}"
+  [[ -z "$OUT" ]] || fail "--tee 0 printed: $OUT"
+  ;;
+failure_summary_json)
+  BEHAVE_DEFAULT=sleep BEHAVE_1=exit:3 expect_exit 3 "$ACCEL" launch -n 3 --log_dir "$SCRATCH/logs" "${BEH[@]}"
+  $PY - "$SCRATCH/logs/summary.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["exit_code"] == 3 and not d["succeeded"]
+a = d["attempts"][0]
+assert a["culprit"]["rank"] == 1 and a["culprit"]["exit_code"] == 3
+assert a["workers"][1]["stderr_tail"] == ["rank 1 failing", "second line"], a["workers"][1]
+assert [w["stopped_by_agent"] for w in a["workers"]] == [True, False, True]
+assert a["workers"][0]["signal"] == "SIGTERM"
+PYEOF
+  ;;
+oom_hint)
+  # A worker killed by the kernel's OOM killer in a memory-limited cgroup (needs root and a
+  # writable cgroup-v1 memory hierarchy).
+  base=/sys/fs/cgroup/memory$(awk -F: '$2=="memory"{print $3}' /proc/self/cgroup)
+  cg=$base/accel-oom-$$
+  if ! mkdir "$cg" 2>/dev/null; then echo "SKIPPED: cannot create a memory cgroup under $base"; exit 77; fi
+  trap 'rmdir "$cg" 2>/dev/null; rm -rf "$SCRATCH"' EXIT
+  echo $((300 * 1024 * 1024)) >"$cg/memory.limit_in_bytes"
+  echo 0 >"$cg/memory.swappiness" 2>/dev/null || true
+  set +e
+  BEHAVE_DEFAULT=sleep BEHAVE_1=oom bash -c "echo \$\$ >'$cg/cgroup.procs'; exec '$ACCEL' launch -n 2 '$W/behave.sh' '$MARKER'" \
+    >"$SCRATCH/o" 2>"$SCRATCH/e"
+  rc=$?
+  set -e
+  [[ $rc == 137 ]] || fail "exit $rc (want 137): $(cat "$SCRATCH/e")"
+  expect_contains "$(cat "$SCRATCH/e")" "likely killed by the OOM killer"
+  ;;
+validation)
+  cp "$W/behave.sh" "$SCRATCH/noexec.sh"; chmod -x "$SCRATCH/noexec.sh"
+  expect_exit 2 "$ACCEL" launch -n 2 "$SCRATCH/noexec.sh"
+  expect_contains "$ERR" "training script '$SCRATCH/noexec.sh' is not executable"
+  expect_exit 2 "$ACCEL" launch -n 2 "$SCRATCH/missing.py"
+  expect_contains "$ERR" "training script '$SCRATCH/missing.py' not found"
+  expect_exit 2 "$ACCEL" launch -n 2 no-such-program-xyz
+  expect_contains "$ERR" "training script 'no-such-program-xyz' not found (not a file here and not in PATH)"
+  expect_exit 2 "$ACCEL" launch --cpu --multi_gpu -n 2 "${BEH[@]}"
+  expect_contains "$ERR" "--cpu and --multi_gpu cannot be used together"
+  expect_exit 2 "$ACCEL" launch --gpu_ids 0,,1 -n 2 "${BEH[@]}"
+  expect_contains "$ERR" "--gpu_ids: is '0,,1': empty id at position 2"
+  if [[ -z "$(ldconfig -p | grep libcuda.so.1)" ]]; then
+    expect_exit 2 "$ACCEL" launch --multi_gpu -n 2 "${BEH[@]}"
+    expect_contains "$ERR" "multi-GPU training was requested (--multi_gpu) but no GPU is usable on this machine"
+    expect_exit 2 "$ACCEL" launch --mixed_precision fp16 -n 2 "${BEH[@]}"
+    expect_contains "$ERR" "mixed_precision fp16 needs a GPU and none is usable here"
+  fi
+  expect_exit 2 "$ACCEL" launch --num_proceses 2 "${BEH[@]}"
+  expect_contains "$ERR" "unknown flag '--num_proceses' (accel launch flags go before the script)"
+  expect_exit 2 "$ACCEL" launch -n 2 --local_ranks_filter 5 "${BEH[@]}"
+  expect_contains "$ERR" "--local_ranks_filter: '5' is not a local rank (0..1)"
+  expect_exit 2 "$ACCEL" launch -n 2 --tee 7 "${BEH[@]}"
+  expect_exit 2 "$ACCEL" launch -n 2 --python /nonexistent/python "$SCRATCH/x.py" 2>/dev/null || true
+  touch "$SCRATCH/x.py"
+  expect_exit 2 "$ACCEL" launch -n 2 --python /nonexistent/python "$SCRATCH/x.py"
+  expect_contains "$ERR" "python interpreter '/nonexistent/python' not found"
+  expect_exit 2 "$ACCEL" launch
+  expect_contains "$ERR" "no training script given"
+  [[ -z "$(ls "$OUT_DIR")" ]] || fail "something was spawned: $(ls "$OUT_DIR")"
+  ;;
+dry_run)
+  expect_exit 0 "$ACCEL" launch --dry_run --cpu -n 2 --main_process_port 29555 "${BEH[@]}" arg1
+  expect_contains "$OUT" "rank 1 (local rank 1):"
+  expect_contains "$OUT" "command: $W/behave.sh $MARKER arg1"
+  expect_contains "$OUT" "    MASTER_PORT=29555"
+  expect_contains "$OUT" "    WORLD_SIZE=2"
+  [[ -z "$(ls "$OUT_DIR")" ]] || fail "dry run spawned something"
+  ;;
+*) fail "unknown case $CASE" ;;
+esac
+echo "ok: $CASE"

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# A worker whose behaviour is chosen per rank by BEHAVE_<RANK> (default: BEHAVE_DEFAULT):
+#   ok | exit:N | segv | sleep | sleep-ignore-term | traps | grandchild | setsid-grandchild
+#   | exit-when-ready:N | fail-first-attempt | print-lines:N | partial | progress | oom
+# Processes it leaves behind carry $MARKER in their command line so the test can find them.
+set -u
+var="BEHAVE_$RANK"
+what=${!var:-${BEHAVE_DEFAULT:-ok}}
+mark() { touch "$OUT_DIR/$1.$RANK"; }
+mark started
+case $what in
+ok) echo "rank $RANK ok" ;;
+exit:*) echo "rank $RANK failing" >&2; echo "second line" >&2; exit "${what#exit:}" ;;
+segv) kill -SEGV $$ ;;
+sleep) while :; do sleep 0.05; done ;;
+sleep-ignore-term) trap 'mark term' TERM; mark ready; while :; do sleep 0.05; done ;;
+exit-when-ready:*)  # exits once every other rank reported ready
+  while [ "$(ls "$OUT_DIR" | grep -c '^ready\.')" -lt $((WORLD_SIZE - 1)) ]; do sleep 0.01; done
+  exit "${what#exit-when-ready:}" ;;
+traps)
+  trap 'mark int' INT; trap 'mark term' TERM; trap 'mark usr1' USR1; trap 'mark hup' HUP
+  while :; do sleep 0.05; done ;;
+usr1-then-exit) trap 'mark usr1; exit 0' USR1; while :; do sleep 0.05; done ;;
+grandchild)
+  bash -c "exec -a 'sleep-$MARKER' sleep 1000" & mark grandchild
+  [ "${GRANDCHILD_THEN:-ok}" = fail ] && exit 4
+  [ "${GRANDCHILD_THEN:-ok}" = sleep ] && while :; do sleep 0.05; done
+  echo done ;;
+setsid-grandchild) setsid bash -c "exec -a 'sleep-$MARKER' sleep 1000" & sleep 0.2; mark grandchild; echo done ;;
+fail-first-attempt)
+  echo "attempt $TORCHELASTIC_RESTART_COUNT"
+  [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && { echo "first attempt fails" >&2; exit 5; }
+  exit 0 ;;
+print-lines:*)
+  for i in $(seq 1 "${what#print-lines:}"); do echo "rank=$RANK line=$i $(printf 'x%.0s' $(seq 1 200))"; done ;;
+partial) printf 'no newline at the end' ;;
+progress) for i in 1 2 3; do printf '\rprogress %d/3' "$i"; sleep 0.01; done; printf '\n' ;;
+oom) /usr/bin/python3 -c 'x = bytearray(1 << 30); x2 = bytearray(1 << 30); print(len(x))' ;;
+*) echo "unknown behaviour $what" >&2; exit 99 ;;
+esac

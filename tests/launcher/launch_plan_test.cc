@@ -1,0 +1,119 @@
+#include "launcher/launch_plan.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/config/test_util.h"
+
+namespace accel::launcher {
+namespace {
+
+class LaunchPlanTest : public ::testing::Test {
+ protected:
+  Expected<LaunchPlan> plan(LaunchOptions o, int gpus = 0, Environment env = {"PATH=/usr/bin:/bin"}) {
+    return makeLaunchPlan(o, paths_, env, [gpus] { return gpus; });
+  }
+  LaunchOptions options(std::vector<std::string> command = {"/bin/true"}) {
+    LaunchOptions o;
+    o.command = std::move(command);
+    return o;
+  }
+  testing::ScratchDir dir_;
+  config::PathEnv paths_{dir_.path(), std::nullopt, "/root"};
+};
+
+TEST_F(LaunchPlanTest, DefaultsToOneProcess) {
+  auto p = plan(options());
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->world_size, 1);
+  EXPECT_EQ(p->argv, std::vector<std::string>{"/bin/true"});
+  EXPECT_FALSE(p->omp_num_threads.has_value());
+  EXPECT_FALSE(p->master_port.has_value());
+}
+
+TEST_F(LaunchPlanTest, PythonScriptRunsUnbuffered) {
+  testing::writeFile(dir_.file("train.py"), "print(1)\n");
+  auto o = options({dir_.file("train.py"), "--lr", "0.1"});
+  o.python = "/bin/sh";  // any executable stands in for the interpreter
+  auto p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->argv, (std::vector<std::string>{"/bin/sh", "-u", dir_.file("train.py"), "--lr", "0.1"}));
+}
+
+TEST_F(LaunchPlanTest, OmpThreadsNoticeOnlyWhenUnsetAndSeveralProcesses) {
+  auto o = options();
+  o.config.num_processes = 4;
+  auto p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->omp_num_threads, 1);
+  EXPECT_TRUE(p->omp_notice);
+  auto q = plan(o, 0, {"PATH=/usr/bin", "OMP_NUM_THREADS=8"});
+  ASSERT_TRUE(q.ok());
+  EXPECT_FALSE(q->omp_num_threads.has_value());
+}
+
+TEST_F(LaunchPlanTest, GpuChecks) {
+  auto o = options();
+  o.config.multi_gpu = true;
+  o.config.num_processes = 4;
+  auto none = plan(o, 0);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error(),
+            "multi-GPU training was requested (--multi_gpu) but no GPU is usable on this machine; use --cpu");
+  auto two = plan(o, 2);
+  ASSERT_FALSE(two.ok());
+  EXPECT_EQ(two.error(), "num_processes 4 on this machine is more than the 2 GPU(s) available; lower --num_processes "
+                         "or use --cpu");
+  o.config.gpu_ids = "1,3";
+  auto ids = plan(o, 8);
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(ids.error(), "num_processes 4 on this machine is more than the 2 GPU(s) available in gpu_ids 1,3; lower "
+                         "--num_processes or use --cpu");
+  o.config.num_processes = 2;
+  auto ok = plan(o, 8);
+  ASSERT_TRUE(ok.ok()) << ok.error();
+  EXPECT_EQ(ok->common_env.at("CUDA_VISIBLE_DEVICES"), "1,3");
+  EXPECT_EQ(ok->common_env.at("ACCELERATE_USE_CPU"), "False");
+  EXPECT_EQ(ok->common_env.count("KMP_AFFINITY"), 0u);
+}
+
+TEST_F(LaunchPlanTest, CpuJobsNeverAskForGpus) {
+  auto o = options();
+  o.config.cpu = true;
+  o.config.num_processes = 2;
+  auto p = makeLaunchPlan(o, paths_, {"PATH=/usr/bin"}, []() -> int {
+    ADD_FAILURE() << "GPU count asked for a CPU job";
+    return 0;
+  });
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->config.config.distributed_type, "MULTI_CPU");
+}
+
+TEST_F(LaunchPlanTest, Errors) {
+  auto expect = [&](LaunchOptions o, const std::string& message) {
+    auto p = plan(o);
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.error(), message);
+  };
+  expect(options({}), "no training script given: accel launch [flags] SCRIPT [args...]");
+  expect(options({dir_.file("nope.py")}), "training script '" + dir_.file("nope.py") + "' not found");
+  testing::writeFile(dir_.file("data.txt"), "");
+  expect(options({dir_.file("data.txt")}),
+         "training script '" + dir_.file("data.txt") + "' is not executable (chmod +x it, or give a .py file)");
+  auto o = options();
+  o.config.mixed_precision = "fp16";
+  expect(o, "mixed_precision fp16 needs a GPU and none is usable here; use bf16 or no");
+  o = options();
+  o.config.num_machines = 2;
+  o.config.num_processes = 4;
+  expect(o, "num_machines is 2: multi-machine launches are not implemented yet in this version of accel");
+  o = options();
+  o.module = true;
+  o.no_python = true;
+  expect(o, "-m/--module and --no_python cannot be used together");
+  o = options();
+  o.tee = 4;
+  expect(o, "--tee: 4 is not 0, 1, 2 or 3");
+}
+
+}  // namespace
+}  // namespace accel::launcher
