@@ -187,6 +187,13 @@ Reaped reapOne() {
 
 std::vector<pid_t> childrenOfThisProcess() {
   std::vector<pid_t> out;
+  // One file per thread lists its children (Linux ≥ 3.5); the agent is single-threaded.
+  std::ifstream children("/proc/self/task/" + std::to_string(::gettid()) + "/children");
+  if (children) {
+    long pid;
+    while (children >> pid) out.push_back(static_cast<pid_t>(pid));
+    return out;
+  }
   const pid_t self = ::getpid();
   DIR* proc = ::opendir("/proc");
   if (!proc) return out;

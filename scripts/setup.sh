@@ -15,7 +15,7 @@ packages=(
   # tests
   libgtest-dev libgmock-dev python3-torch python3-yaml clang libclang-rt-14-dev
   # example data, benchmarks, scheduler and multi-host tests
-  dataset-fashion-mnist hyperfine slurm-wlm munge openmpi-bin libopenmpi-dev iproute2
+  dataset-fashion-mnist hyperfine time slurm-wlm munge openmpi-bin libopenmpi-dev iproute2
 )
 
 missing=()

@@ -1,0 +1,1 @@
+# A Python worker that does nothing: measures launcher and interpreter start-up only.
