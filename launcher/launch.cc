@@ -14,6 +14,8 @@
 #include "launcher/supervisor.h"
 #include "launcher/worker_env.h"
 #include "libaccel/common/env_names.h"
+#include "libaccel/common/error.h"
+#include "libaccel/store/tcp_store_server.h"
 
 extern char** environ;
 
@@ -37,6 +39,7 @@ std::string shellQuote(const std::string& s) {
 }
 
 void printDryRun(const LaunchPlan& plan, int port) {
+  // Port 0: the agent binds a free port when it starts; the dry run cannot know which.
   std::string out;
   for (int lr = 0; lr < plan.local_world_size; ++lr) {
     WorkerSlot slot{lr, 0, port, "<run dir>/attempt_0/rank_" + std::to_string(globalRank(plan, lr)) + "/error.json"};
@@ -70,22 +73,12 @@ Expected<JobReport> launch(const LaunchOptions& options) {
   if (!planned) return std::move(planned).takeError();
   const LaunchPlan& plan = *planned;
 
-  int port = 0;
-  const bool distributed = plan.world_size > 1 || plan.num_machines > 1;
-  if (plan.master_port) {
-    if (distributed && !plan.dry_run) {
-      if (auto ok = checkPortFree(*plan.master_port); !ok) return std::move(ok).takeError();
-    }
-    port = *plan.master_port;
-  } else {
-    auto free = pickFreePort();
-    if (!free) return std::move(free).takeError();
-    port = *free;
-  }
-
   if (plan.dry_run) {
-    printDryRun(plan, port);
+    printDryRun(plan, plan.master_port.value_or(0));
     return JobReport{};
+  }
+  if (plan.master_port) {
+    if (auto ok = checkPortFree(*plan.master_port); !ok) return std::move(ok).takeError();
   }
   for (const auto& text : plan.notices) notice(plan, text);
   if (plan.omp_notice) {
@@ -106,8 +99,21 @@ Expected<JobReport> launch(const LaunchOptions& options) {
     tempRunDir = true;
   }
 
-  Supervisor supervisor(plan, parentEnv, port, runDir);
+  // The guard is forked before the store's thread exists; workers are forked after, and their
+  // children only call async-signal-safe functions before exec.
+  Supervisor supervisor(plan, parentEnv, runDir);
   if (auto ok = supervisor.start(); !ok) return std::move(ok).takeError();
+  // The agent hosts the job's store on the port it keeps for the whole job: port 0 means the
+  // kernel picks a free one and nobody else can take it.
+  std::unique_ptr<store::TcpStoreServer> server;
+  try {
+    server = store::TcpStoreServer::start({plan.master_addr, plan.master_port.value_or(0)});
+  } catch (const Error& e) {
+    supervisor.finish();
+    if (tempRunDir) removeTree(runDir);
+    return makeError(std::string(e.what()) + " (--main_process_ip/--main_process_port)");
+  }
+  supervisor.setMasterPort(server->port());
   JobReport report;
   for (int attempt = 0; attempt <= plan.max_restarts; ++attempt) {
     report.attempts.push_back(supervisor.runAttempt(attempt));
@@ -119,6 +125,7 @@ Expected<JobReport> launch(const LaunchOptions& options) {
                      std::to_string(plan.max_restarts) + ")");
   }
   supervisor.finish();
+  server->stop();
   report.exit_code = jobExitCode(report.attempts.back());
 
   std::string summary = renderFailureSummary(report);

@@ -67,24 +67,6 @@ std::string socketOwner(const std::string& inode) {
 
 }  // namespace
 
-Expected<int> pickFreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return makeError(std::string("socket: ") + std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    int err = errno;
-    ::close(fd);
-    return makeError(std::string("cannot find a free port: ") + std::strerror(err));
-  }
-  ::close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
-}
-
 Expected<void> checkPortFree(int port) {
   for (const auto& inode : listeningInodes(port)) {
     std::string owner = socketOwner(inode);

@@ -1,17 +1,12 @@
 #pragma once
-// Ports for the job's rendezvous: a free one chosen by the agent, or a check that the one the
-// user gave is free, naming who holds it when it is not.
+// A check that the port the user gave for the job's store is free, naming who holds it when
+// it is not. (With no port given, the store binds port 0 and keeps the socket: no check needed.)
 
 #include <string>
 
 #include "libaccel/common/expected.h"
 
 namespace accel::launcher {
-
-// A port the kernel reports free on all interfaces (bind to port 0). The socket is closed
-// before returning, so another process could take it before rank 0 binds it; the agent-hosted
-// store (a later issue) keeps the socket instead.
-Expected<int> pickFreePort();
 
 // Fails when a TCP socket already listens on `port` (or it cannot be bound), with a message
 // naming the port and, when /proc tells, the pid and command holding it.

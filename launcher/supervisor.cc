@@ -140,8 +140,8 @@ struct Supervisor::Worker {
   bool show_on_console = true;
 };
 
-Supervisor::Supervisor(const LaunchPlan& plan, Environment parentEnv, int masterPort, std::string runDir)
-    : plan_(plan), parent_env_(std::move(parentEnv)), master_port_(masterPort), run_dir_(std::move(runDir)) {}
+Supervisor::Supervisor(const LaunchPlan& plan, Environment parentEnv, std::string runDir)
+    : plan_(plan), parent_env_(std::move(parentEnv)), run_dir_(std::move(runDir)) {}
 
 Supervisor::~Supervisor() {
   if (epoll_fd_ >= 0) ::close(epoll_fd_);

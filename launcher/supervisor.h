@@ -25,7 +25,7 @@ class Supervisor {
  public:
   // `runDir` holds attempt_K/rank_N/{stdout.log,stderr.log,error.json}; logs are written there
   // only when the plan has a log_dir.
-  Supervisor(const LaunchPlan& plan, Environment parentEnv, int masterPort, std::string runDir);
+  Supervisor(const LaunchPlan& plan, Environment parentEnv, std::string runDir);
   ~Supervisor();
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
@@ -33,6 +33,9 @@ class Supervisor {
   // Blocks the handled signals (they arrive through the signalfd), becomes subreaper and starts
   // the guard. Call once, before runAttempt, from a single-threaded process.
   Expected<void> start();
+
+  // The store's port, given to workers as MASTER_PORT. Call before runAttempt.
+  void setMasterPort(int port) { master_port_ = port; }
 
   // Runs attempt `attempt` to its end. Blocking; returns when every worker has ended and no
   // descendant is left.
@@ -54,7 +57,7 @@ class Supervisor {
 
   const LaunchPlan& plan_;
   Environment parent_env_;
-  int master_port_;
+  int master_port_ = 0;
   std::string run_dir_;
   int epoll_fd_ = -1;
   int signal_fd_ = -1;

@@ -24,8 +24,9 @@ std::map<std::string, std::string> variables(const LaunchPlan& plan, const Worke
   v[env::kRestartCount] = std::to_string(slot.restart_count);
   v[env::kMaxRestarts] = std::to_string(plan.max_restarts);
   v[env::kRunId] = plan.run_id;
-  // Rank 0 hosts the job's TCPStore at MASTER_ADDR:MASTER_PORT (no agent-hosted store yet).
-  v[env::kUseAgentStore] = "False";
+  // The agent hosts the job's store at MASTER_ADDR:MASTER_PORT for the whole job; torch then
+  // connects as a client and prefixes its keys with /worker/attempt_<restart count>.
+  v[env::kUseAgentStore] = "True";
   if (!slot.error_file.empty()) v[env::kErrorFile] = slot.error_file;
   if (plan.omp_num_threads) v[env::kOmpNumThreads] = std::to_string(*plan.omp_num_threads);
   return v;

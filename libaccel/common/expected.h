@@ -12,17 +12,17 @@ namespace accel {
 
 // The error side of an Expected. `message` is complete and user-facing: it already names the
 // thing that is wrong (file:line:col, flag, host:port).
-struct Error {
+struct ErrorMessage {
   std::string message;
 };
 
-inline Error makeError(std::string message) { return Error{std::move(message)}; }
+inline ErrorMessage makeError(std::string message) { return ErrorMessage{std::move(message)}; }
 
 template <typename T>
 class [[nodiscard]] Expected {
  public:
   Expected(T value) : v_(std::move(value)) {}           // NOLINT: implicit by design
-  Expected(Error error) : v_(std::move(error)) {}       // NOLINT: implicit by design
+  Expected(ErrorMessage error) : v_(std::move(error)) {}       // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   explicit operator bool() const { return ok(); }
@@ -37,11 +37,11 @@ class [[nodiscard]] Expected {
   const T& operator*() const& { return value(); }
 
   // Precondition: !ok().
-  const std::string& error() const { return std::get<Error>(v_).message; }
-  Error takeError() && { return std::get<Error>(std::move(v_)); }
+  const std::string& error() const { return std::get<ErrorMessage>(v_).message; }
+  ErrorMessage takeError() && { return std::get<ErrorMessage>(std::move(v_)); }
 
  private:
-  std::variant<T, Error> v_;
+  std::variant<T, ErrorMessage> v_;
 };
 
 // Expected<void>: success or an error.
@@ -49,15 +49,15 @@ template <>
 class [[nodiscard]] Expected<void> {
  public:
   Expected() = default;
-  Expected(Error error) : error_(std::move(error)) {}   // NOLINT: implicit by design
+  Expected(ErrorMessage error) : error_(std::move(error)) {}   // NOLINT: implicit by design
 
   bool ok() const { return !error_.has_value(); }
   explicit operator bool() const { return ok(); }
   const std::string& error() const { return error_->message; }
-  Error takeError() && { return std::move(*error_); }
+  ErrorMessage takeError() && { return std::move(*error_); }
 
  private:
-  std::optional<Error> error_;
+  std::optional<ErrorMessage> error_;
 };
 
 }  // namespace accel

@@ -32,7 +32,7 @@ TEST(WorkerEnvTest, TorchrunContractForASecondMachine) {
                          "GROUP_WORLD_SIZE=2", "ROLE_RANK=6", "ROLE_WORLD_SIZE=8", "ROLE_NAME=default",
                          "MASTER_ADDR=10.0.0.1", "MASTER_PORT=29501", "TORCHELASTIC_RESTART_COUNT=1",
                          "TORCHELASTIC_MAX_RESTARTS=3", "TORCHELASTIC_RUN_ID=job42",
-                         "TORCHELASTIC_USE_AGENT_STORE=False",
+                         "TORCHELASTIC_USE_AGENT_STORE=True",
                          "TORCHELASTIC_ERROR_FILE=/run/attempt_1/rank_6/error.json",
                          "ACCELERATE_MIXED_PRECISION=bf16", "OMP_NUM_THREADS=2"}) {
     EXPECT_TRUE(has(vars, kv)) << kv;

@@ -1,0 +1,258 @@
+#include "libaccel/store/tcp_store_client.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "libaccel/common/error.h"
+#include "libaccel/store/wire_protocol.h"
+
+namespace accel::store {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using wire::QueryType;
+
+std::string seconds(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+std::string joinKeys(const std::vector<std::string>& keys) {
+  std::string out = "[";
+  for (size_t i = 0; i < keys.size(); ++i) out += (i ? ", " : "") + keys[i];
+  return out + "]";
+}
+
+// torch's client prefix for user keys.
+std::string wireKey(const std::string& key) { return "/" + key; }
+
+// Tries once to connect to host:port; returns the socket or -1 with errno-style text in `why`.
+int tryConnect(const std::string& host, int port, std::string& why) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0) {
+    why = ::gai_strerror(rc);
+    return -1;
+  }
+  int fd = -1;
+  for (addrinfo* a = found; a; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
+    why = std::strerror(errno);
+    ::close(fd);
+    fd = -1;
+  }
+  ::freeaddrinfo(found);
+  if (fd >= 0) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  return fd;
+}
+
+}  // namespace
+
+TcpStoreClient::TcpStoreClient(TcpStoreClientOptions options) : options_(std::move(options)) { connect(); }
+
+TcpStoreClient::~TcpStoreClient() { breakConnection(); }
+
+std::string TcpStoreClient::address() const {
+  const std::string& h = options_.host;
+  return (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(options_.port);
+}
+
+void TcpStoreClient::connect() {
+  const auto deadline = Clock::now() + options_.connect_timeout;
+  auto backoff = std::chrono::milliseconds(10);
+  std::string why = "no attempt made";
+  int attempts = 0;
+  while (true) {
+    ++attempts;
+    fd_ = tryConnect(options_.host, options_.port, why);
+    if (fd_ >= 0) return;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) break;
+    std::this_thread::sleep_for(std::min(backoff, left));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+  }
+  throw NetworkError("cannot connect to the store at " + address() + " within " + seconds(options_.connect_timeout) +
+                     " (" + std::to_string(attempts) + " attempts; last error: " + why + ")");
+}
+
+void TcpStoreClient::ensureConnected() {
+  if (fd_ < 0) connect();
+}
+
+void TcpStoreClient::breakConnection() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void TcpStoreClient::sendAll(const std::string& bytes, const char* what, const std::string& key) {
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      breakConnection();
+      throw NetworkError(std::string(what) + " '" + key + "' on the store at " + address() + ": " + std::strerror(err));
+    }
+    off += static_cast<size_t>(n);
+  }
+}
+
+void TcpStoreClient::recvAll(void* buf, size_t size, Clock::time_point deadline, const char* what,
+                             const std::string& key) {
+  char* p = static_cast<char*>(buf);
+  while (size > 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      // torch 1.13's protocol cannot cancel a request: the reply may still come, so this
+      // connection is out of step and is replaced on the next call.
+      breakConnection();
+      throw TimeoutError(std::string(what) + " '" + key + "': no reply from the store at " + address());
+    }
+    pollfd pfd{fd_, POLLIN, 0};
+    int ready = ::poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) continue;
+    ssize_t n = ::recv(fd_, p, size, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = n < 0 ? errno : 0;
+      breakConnection();
+      throw NetworkError(std::string(what) + " '" + key + "': the store at " + address() +
+                         (err ? std::string(" failed: ") + std::strerror(err) : " closed the connection"));
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+std::string TcpStoreClient::recvBytes(Clock::time_point deadline, const char* what, const std::string& key) {
+  uint64_t size = 0;
+  recvAll(&size, sizeof size, deadline, what, key);
+  if (size > (1ull << 36)) {
+    breakConnection();
+    throw NetworkError(std::string(what) + " '" + key + "': the store at " + address() + " sent a value of " +
+                       std::to_string(size) + " bytes");
+  }
+  std::string out(static_cast<size_t>(size), '\0');
+  if (size) recvAll(out.data(), out.size(), deadline, what, key);
+  return out;
+}
+
+void TcpStoreClient::set(const std::string& key, const std::string& value) {
+  ensureConnected();
+  wire::Request q;
+  q.type = QueryType::Set;
+  q.keys = {wireKey(key)};
+  q.value = value;
+  sendAll(wire::encodeRequest(q), "set", key);
+}
+
+std::string TcpStoreClient::get(const std::string& key, std::chrono::milliseconds timeout) {
+  wait({key}, timeout);
+  wire::Request q;
+  q.type = QueryType::Get;
+  q.keys = {wireKey(key)};
+  sendAll(wire::encodeRequest(q), "get", key);
+  return recvBytes(Clock::now() + options_.timeout, "get", key);
+}
+
+int64_t TcpStoreClient::add(const std::string& key, int64_t delta) {
+  ensureConnected();
+  wire::Request q;
+  q.type = QueryType::Add;
+  q.keys = {wireKey(key)};
+  q.delta = delta;
+  sendAll(wire::encodeRequest(q), "add", key);
+  int64_t value = 0;
+  recvAll(&value, sizeof value, Clock::now() + options_.timeout, "add", key);
+  return value;
+}
+
+std::string TcpStoreClient::compareSet(const std::string& key, const std::string& expected,
+                                       const std::string& desired) {
+  ensureConnected();
+  wire::Request q;
+  q.type = QueryType::CompareSet;
+  q.keys = {wireKey(key)};
+  q.value = expected;
+  q.desired = desired;
+  sendAll(wire::encodeRequest(q), "compare_set", key);
+  return recvBytes(Clock::now() + options_.timeout, "compare_set", key);
+}
+
+void TcpStoreClient::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  ensureConnected();
+  wire::Request q;
+  q.type = QueryType::Wait;
+  for (const auto& k : keys) q.keys.push_back(wireKey(k));
+  sendAll(wire::encodeRequest(q), "wait for", joinKeys(keys));
+  uint8_t reply = 0;
+  try {
+    recvAll(&reply, 1, Clock::now() + timeout, "wait for", joinKeys(keys));
+  } catch (const TimeoutError&) {
+    // Say which keys are still missing (on a fresh connection: this one is out of step).
+    std::vector<std::string> missing;
+    try {
+      for (const auto& k : keys) {
+        if (!check({k})) missing.push_back(k);
+      }
+    } catch (const Error&) {
+      missing = keys;
+    }
+    throw TimeoutError("waited " + seconds(timeout) + " for keys " + joinKeys(keys) + " on the store at " + address() +
+                       "; still missing " + joinKeys(missing) + " (" + std::to_string(keys.size() - missing.size()) +
+                       "/" + std::to_string(keys.size()) + " present)");
+  }
+}
+
+bool TcpStoreClient::check(const std::vector<std::string>& keys) {
+  ensureConnected();
+  wire::Request q;
+  q.type = QueryType::Check;
+  for (const auto& k : keys) q.keys.push_back(wireKey(k));
+  sendAll(wire::encodeRequest(q), "check", joinKeys(keys));
+  uint8_t reply = 0;
+  recvAll(&reply, 1, Clock::now() + options_.timeout, "check", joinKeys(keys));
+  return reply == static_cast<uint8_t>(wire::CheckResponse::Ready);
+}
+
+bool TcpStoreClient::deleteKey(const std::string& key) {
+  ensureConnected();
+  wire::Request q;
+  q.type = QueryType::DeleteKey;
+  q.keys = {wireKey(key)};
+  sendAll(wire::encodeRequest(q), "delete", key);
+  int64_t deleted = 0;
+  recvAll(&deleted, sizeof deleted, Clock::now() + options_.timeout, "delete", key);
+  return deleted > 0;
+}
+
+int64_t TcpStoreClient::numKeys() {
+  ensureConnected();
+  wire::Request q;
+  q.type = QueryType::GetNumKeys;
+  sendAll(wire::encodeRequest(q), "count keys", "*");
+  int64_t n = 0;
+  recvAll(&n, sizeof n, Clock::now() + options_.timeout, "count keys", "*");
+  return n;
+}
+
+}  // namespace accel::store

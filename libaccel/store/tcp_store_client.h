@@ -1,0 +1,58 @@
+#pragma once
+// TcpStoreClient: a client of the job's store (our TcpStoreServer or torch's own TCPStore
+// server; the protocol is torch 1.13's). Keys are sent with torch's "/" prefix, so a key set
+// here is the key torch.distributed.TCPStore(...).get() reads. One connection, blocking calls,
+// each bounded by a timeout; not thread-safe (use one client per thread).
+
+#include <chrono>
+#include <string>
+
+#include "libaccel/store/store.h"
+
+namespace accel::store {
+
+struct TcpStoreClientOptions {
+  std::string host = "127.0.0.1";
+  int port = 29500;
+  // How long to keep retrying the first connection (with backoff: 10 ms doubling to 1 s).
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
+  // Bound for every call that does not take its own timeout.
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+};
+
+class TcpStoreClient : public Store {
+ public:
+  // Connects (retrying until connect_timeout). Throws accel::NetworkError naming host:port and
+  // the last error when the store cannot be reached in time.
+  explicit TcpStoreClient(TcpStoreClientOptions options);
+  ~TcpStoreClient() override;
+  TcpStoreClient(const TcpStoreClient&) = delete;
+  TcpStoreClient& operator=(const TcpStoreClient&) = delete;
+
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
+  std::string get(const std::string& key) { return get(key, options_.timeout); }
+  int64_t add(const std::string& key, int64_t delta) override;
+  std::string compareSet(const std::string& key, const std::string& expected, const std::string& desired) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool deleteKey(const std::string& key) override;
+  int64_t numKeys() override;
+
+  // "host:port" of the store, for messages.
+  std::string address() const;
+
+ private:
+  void connect();
+  void ensureConnected();
+  void sendAll(const std::string& bytes, const char* what, const std::string& key);
+  void recvAll(void* buf, size_t size, std::chrono::steady_clock::time_point deadline, const char* what,
+               const std::string& key);
+  std::string recvBytes(std::chrono::steady_clock::time_point deadline, const char* what, const std::string& key);
+  void breakConnection();
+
+  TcpStoreClientOptions options_;
+  int fd_ = -1;
+};
+
+}  // namespace accel::store
