@@ -288,6 +288,17 @@ validation)
   expect_contains "$ERR" "no training script given"
   [[ -z "$(ls "$OUT_DIR")" ]] || fail "something was spawned: $(ls "$OUT_DIR")"
   ;;
+store_python_client)
+  expect_exit 0 "$ACCEL" launch "${PYARGS[@]}" -n 2 "$W/store_client.py"
+  expect_contains "$OUT" "[rank 0] rank 0 store ok"
+  expect_contains "$OUT" "[rank 1] rank 1 read rank 0's key"
+  ;;
+rank0_exits_first)
+  expect_exit 0 "$ACCEL" launch "${PYARGS[@]}" --cpu -n 3 "$W/rank0_exits_first.py"
+  expect_contains "$OUT" "[rank 0] rank 0 leaving"
+  expect_contains "$OUT" "[rank 1] rank 1 used the store after rank 0 left"
+  expect_contains "$OUT" "[rank 2] rank 2 used the store after rank 0 left"
+  ;;
 dry_run)
   expect_exit 0 "$ACCEL" launch --dry_run --cpu -n 2 --main_process_port 29555 "${BEH[@]}" arg1
   expect_contains "$OUT" "rank 1 (local rank 1):"

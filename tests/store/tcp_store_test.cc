@@ -1,0 +1,238 @@
+// The server and client together over real sockets, plus hostile clients on raw sockets.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <future>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "libaccel/common/error.h"
+#include "libaccel/store/tcp_store_client.h"
+#include "libaccel/store/tcp_store_server.h"
+#include "libaccel/store/wire_protocol.h"
+
+namespace accel::store {
+namespace {
+
+using namespace std::chrono_literals;
+
+class TcpStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { server_ = TcpStoreServer::start(serverOptions()); }
+  virtual TcpStoreServerOptions serverOptions() { return {}; }
+
+  std::unique_ptr<TcpStoreClient> client(std::chrono::milliseconds timeout = 5s) {
+    TcpStoreClientOptions o;
+    o.port = server_->port();
+    o.connect_timeout = 2s;
+    o.timeout = timeout;
+    return std::make_unique<TcpStoreClient>(o);
+  }
+
+  // A raw socket to the server, for speaking bytes that no well-behaved client would.
+  int rawSocket(int receiveBuffer = 0) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    // Set before connect, so the kernel does not grow the window (and absorb the replies).
+    if (receiveBuffer) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receiveBuffer, sizeof receiveBuffer);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(server_->port()));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    return fd;
+  }
+
+  // True when the server closed `fd` (read returns 0) within a second.
+  static bool closedByServer(int fd) {
+    timeval tv{1, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char c;
+    return ::recv(fd, &c, 1, 0) == 0;
+  }
+
+  std::unique_ptr<TcpStoreServer> server_;
+};
+
+TEST_F(TcpStoreTest, SetGetAddCompareSetDeleteNumKeys) {
+  auto c = client();
+  c->set("a", std::string("x\0y", 3));
+  EXPECT_EQ(c->get("a"), std::string("x\0y", 3));
+  EXPECT_EQ(c->add("n", 5), 5);
+  EXPECT_EQ(c->add("n", -2), 3);
+  EXPECT_EQ(c->get("n"), "3");
+  EXPECT_EQ(c->compareSet("a", "wrong", "z"), std::string("x\0y", 3));
+  EXPECT_EQ(c->compareSet("a", std::string("x\0y", 3), "z"), "z");
+  EXPECT_EQ(c->compareSet("fresh", "", "first"), "first");
+  EXPECT_EQ(c->compareSet("absent", "expected", "d"), "expected");  // torch 1.13's answer
+  EXPECT_FALSE(c->check({"absent"}));
+  EXPECT_TRUE(c->check({"a", "n"}));
+  EXPECT_EQ(c->numKeys(), 3);
+  EXPECT_TRUE(c->deleteKey("a"));
+  EXPECT_FALSE(c->deleteKey("a"));
+  EXPECT_EQ(c->numKeys(), 2);
+}
+
+TEST_F(TcpStoreTest, WaitIsParkedUntilTheLastKeyAppears) {
+  auto waiter = client();
+  auto setter = client();
+  auto done = std::async(std::launch::async, [&] { waiter->wait({"x", "y"}, 5s); });
+  EXPECT_EQ(done.wait_for(100ms), std::future_status::timeout);
+  setter->set("x", "1");
+  EXPECT_EQ(done.wait_for(100ms), std::future_status::timeout);
+  setter->add("y", 1);
+  EXPECT_EQ(done.wait_for(2s), std::future_status::ready);
+  done.get();
+}
+
+TEST_F(TcpStoreTest, GetTimesOutNamingKeyAddressAndProgress) {
+  auto c = client();
+  c->set("present", "1");
+  try {
+    c->wait({"present", "missing"}, 200ms);
+    FAIL() << "no timeout";
+  } catch (const TimeoutError& e) {
+    EXPECT_EQ(std::string(e.what()), "waited 0.2 s for keys [present, missing] on the store at 127.0.0.1:" +
+                                         std::to_string(server_->port()) + "; still missing [missing] (1/2 present)");
+  }
+  // The client recovers (a fresh connection) and the late key still arrives for others.
+  c->set("missing", "now");
+  EXPECT_EQ(c->get("missing"), "now");
+}
+
+TEST_F(TcpStoreTest, ConnectFailureNamesAddress) {
+  int port = server_->port();
+  server_.reset();
+  TcpStoreClientOptions o;
+  o.port = port;
+  o.connect_timeout = 100ms;
+  try {
+    TcpStoreClient c(o);
+    FAIL() << "connected to a stopped server";
+  } catch (const NetworkError& e) {
+    std::string m = e.what();
+    EXPECT_EQ(m.rfind("cannot connect to the store at 127.0.0.1:" + std::to_string(port) + " within 0.1 s", 0), 0u) << m;
+    EXPECT_NE(m.find("Connection refused"), std::string::npos) << m;
+  }
+}
+
+TEST_F(TcpStoreTest, UnknownQueryTypeDropsOnlyThatClient) {
+  auto good = client();
+  int bad = rawSocket();
+  ASSERT_EQ(::send(bad, "\x42", 1, 0), 1);
+  EXPECT_TRUE(closedByServer(bad));
+  ::close(bad);
+  good->set("still", "fine");
+  EXPECT_EQ(good->get("still"), "fine");
+  EXPECT_GE(server_->stats().connections_dropped, 1u);
+}
+
+TEST_F(TcpStoreTest, AbsurdLengthDropsTheClient) {
+  int bad = rawSocket();
+  std::string frame(1, '\x00');  // SET with a key of 2^60 bytes
+  wire::putUint64(frame, 1ull << 60);
+  ASSERT_EQ(::send(bad, frame.data(), frame.size(), 0), static_cast<ssize_t>(frame.size()));
+  EXPECT_TRUE(closedByServer(bad));
+  ::close(bad);
+  EXPECT_EQ(client()->add("alive", 1), 1);
+}
+
+TEST_F(TcpStoreTest, ClientsVanishingMidFrameAndMidWaitLeaveNoTrace) {
+  for (int i = 0; i < 50; ++i) {
+    int fd = rawSocket();
+    wire::Request q;
+    q.type = wire::QueryType::Set;
+    q.keys = {"/half"};
+    q.value = std::string(1000, 'v');
+    std::string bytes = wire::encodeRequest(q);
+    ASSERT_GT(::send(fd, bytes.data(), bytes.size() / 2, 0), 0);  // half a frame, then gone
+    ::close(fd);
+    int waiter = rawSocket();
+    q = {};
+    q.type = wire::QueryType::Wait;
+    q.keys = {"/never"};
+    bytes = wire::encodeRequest(q);
+    ASSERT_GT(::send(waiter, bytes.data(), bytes.size(), 0), 0);  // parked, then gone
+    ::close(waiter);
+  }
+  auto c = client();
+  EXPECT_FALSE(c->check({"half"}));
+  c->set("never", "now");  // wakes 50 dead waiters: must not crash or send to closed sockets
+  EXPECT_EQ(c->get("never"), "now");
+  for (int i = 0; i < 100 && server_->stats().connections_accepted < 101; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(server_->stats().connections_accepted, 101u);
+}
+
+class SlowReaderTest : public TcpStoreTest {
+  TcpStoreServerOptions serverOptions() override {
+    TcpStoreServerOptions o;
+    o.max_pending_output_bytes = 1 << 20;
+    return o;
+  }
+};
+
+TEST_F(SlowReaderTest, AReaderThatNeverReadsIsDroppedNotBuffered) {
+  auto c = client();
+  c->set("big", std::string(256 * 1024, 'b'));
+  ASSERT_EQ(c->get("big").size(), 256u * 1024);  // stored before the slow reader asks
+  int slow = rawSocket(4096);
+  wire::Request q;
+  q.type = wire::QueryType::Get;
+  q.keys = {"/big"};
+  std::string get = wire::encodeRequest(q);
+  std::string many;
+  for (int i = 0; i < 128; ++i) many += get;  // asks for 32 MiB of replies, reads none
+  ASSERT_EQ(::send(slow, many.data(), many.size(), 0), static_cast<ssize_t>(many.size()));
+  for (int i = 0; i < 200 && server_->stats().connections_dropped == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(server_->stats().connections_dropped, 1u);
+  ::close(slow);
+  EXPECT_EQ(c->get("big").size(), 256u * 1024);
+}
+
+TEST(TcpStoreServerTest, BindsOnlyTheAddressGiven) {
+  auto server = TcpStoreServer::start({"127.0.0.1", 0});
+  // Another loopback address (127.0.0.2 is loopback too) must not reach it.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(server->port()));
+  ::inet_pton(AF_INET, "127.0.0.2", &a.sin_addr);
+  EXPECT_NE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ::close(fd);
+}
+
+TEST(TcpStoreServerTest, TakenPortIsAnErrorNamingIt) {
+  auto first = TcpStoreServer::start({"127.0.0.1", 0});
+  try {
+    TcpStoreServer::start({"127.0.0.1", first->port()});
+    FAIL() << "bound a taken port";
+  } catch (const NetworkError& e) {
+    EXPECT_EQ(std::string(e.what()), "TCPStore server: cannot listen on 127.0.0.1:" + std::to_string(first->port()) +
+                                         ": Address already in use");
+  }
+}
+
+TEST(TcpStoreServerTest, ManyClientsReachABarrier) {
+  auto server = TcpStoreServer::start({});
+  constexpr int kClients = 64;
+  std::vector<std::thread> threads;
+  std::atomic<int> through{0};
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&] {
+      TcpStoreClientOptions o;
+      o.port = server->port();
+      TcpStoreClient c(o);
+      if (c.add("arrived", 1) == kClients) c.set("go", "1");
+      c.wait({"go"}, 10s);
+      ++through;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(through.load(), kClients);
+}
+
+}  // namespace
+}  // namespace accel::store
