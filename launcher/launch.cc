@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "config/config_file.h"
+#include "launcher/agent_rendezvous.h"
 #include "launcher/gpu_probe.h"
 #include "launcher/launch_plan.h"
 #include "launcher/ports.h"
@@ -15,6 +16,7 @@
 #include "launcher/worker_env.h"
 #include "libaccel/common/env_names.h"
 #include "libaccel/common/error.h"
+#include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
 
 extern char** environ;
@@ -57,6 +59,43 @@ void removeTree(const std::string& dir) {
          FTW_DEPTH | FTW_PHYS);
 }
 
+std::string hostName() {
+  char buf[256] = {0};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+// Connects this agent to the master's store and joins the rendezvous of the machines.
+Expected<RendezvousResult> joinMachines(const LaunchPlan& plan, int storePort, RendezvousOptions& rdzv,
+                                        std::unique_ptr<store::TcpStoreClient>& client) {
+  const std::string address = plan.master_addr + ":" + std::to_string(storePort);
+  try {
+    store::TcpStoreClientOptions options;
+    options.host = plan.master_addr;
+    options.port = storePort;
+    options.connect_timeout = plan.rdzv_timeout;
+    client = std::make_unique<store::TcpStoreClient>(options);
+  } catch (const Error& e) {
+    return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
+  }
+  rdzv.run_id = "job";  // the store belongs to this job alone
+  rdzv.num_machines = plan.num_machines;
+  rdzv.requested_machine_rank = plan.node_rank;
+  rdzv.local_world_size = plan.local_world_size;
+  rdzv.host = hostName();
+  rdzv.store_address = address;
+  rdzv.timeout = plan.rdzv_timeout;
+  rdzv.progress = [&plan](const std::string& status) { notice(plan, "rendezvous: " + status); };
+  auto result = rendezvous(*client, rdzv);
+  if (!result) return result;
+  if (result->world_size != plan.world_size) {
+    return makeError("the machines disagree on the job's size: this machine expects num_processes " +
+                     std::to_string(plan.world_size) + " but the machines that joined run " +
+                     std::to_string(result->world_size) + " processes in total");
+  }
+  return result;
+}
+
 int jobExitCode(const AttemptReport& last) {
   if (last.culprit) return last.workers[*last.culprit].exit_code;
   if (last.agent_signal) return 128 + last.agent_signal;
@@ -77,7 +116,7 @@ Expected<JobReport> launch(const LaunchOptions& options) {
     printDryRun(plan, plan.master_port.value_or(0));
     return JobReport{};
   }
-  if (plan.master_port) {
+  if (plan.master_port && plan.node_rank == 0) {  // the other machines connect to it instead
     if (auto ok = checkPortFree(*plan.master_port); !ok) return std::move(ok).takeError();
   }
   for (const auto& text : plan.notices) notice(plan, text);
@@ -99,21 +138,43 @@ Expected<JobReport> launch(const LaunchOptions& options) {
     tempRunDir = true;
   }
 
-  // The guard is forked before the store's thread exists; workers are forked after, and their
-  // children only call async-signal-safe functions before exec.
-  Supervisor supervisor(plan, parentEnv, runDir);
-  if (auto ok = supervisor.start(); !ok) return std::move(ok).takeError();
-  // The agent hosts the job's store on the port it keeps for the whole job: port 0 means the
-  // kernel picks a free one and nobody else can take it.
-  std::unique_ptr<store::TcpStoreServer> server;
-  try {
-    server = store::TcpStoreServer::start({plan.master_addr, plan.master_port.value_or(0)});
-  } catch (const Error& e) {
-    supervisor.finish();
+  // Machine 0's agent hosts the job's store on the port it keeps for the whole job (port 0: the
+  // kernel picks a free one, so nobody else can take it); the others connect to it. Until the
+  // supervisor starts, signals keep their default effect: Ctrl-C during the rendezvous simply
+  // ends the agent, which has started nothing yet.
+  const bool master = plan.node_rank == 0;
+  auto abandon = [&](std::string message) -> Expected<JobReport> {
     if (tempRunDir) removeTree(runDir);
-    return makeError(std::string(e.what()) + " (--main_process_ip/--main_process_port)");
+    return makeError(std::move(message));
+  };
+  std::unique_ptr<store::TcpStoreServer> server;
+  int storePort = plan.master_port.value_or(0);
+  if (master) {
+    try {
+      server = store::TcpStoreServer::start({plan.master_addr, storePort});
+    } catch (const Error& e) {
+      return abandon(std::string(e.what()) + " (--main_process_ip/--main_process_port)");
+    }
+    storePort = server->port();
   }
-  supervisor.setMasterPort(server->port());
+
+  std::unique_ptr<store::TcpStoreClient> agentStore;
+  RendezvousOptions rdzv;
+  int rankOffset = plan.rank_offset;
+  if (plan.num_machines > 1) {
+    auto joined = joinMachines(plan, storePort, rdzv, agentStore);
+    if (!joined) return abandon(joined.error());
+    rankOffset = joined->rank_offset;
+    notice(plan, "machine " + std::to_string(joined->machine_rank) + " of " + std::to_string(plan.num_machines) +
+                     ": ranks " + std::to_string(joined->rank_offset) + ".." +
+                     std::to_string(joined->rank_offset + plan.local_world_size - 1) + " of " +
+                     std::to_string(joined->world_size));
+  }
+
+  Supervisor supervisor(plan, parentEnv, runDir);
+  if (auto ok = supervisor.start(); !ok) return abandon(ok.error());
+  supervisor.setMasterPort(storePort);
+  supervisor.setRankOffset(rankOffset);
   JobReport report;
   for (int attempt = 0; attempt <= plan.max_restarts; ++attempt) {
     report.attempts.push_back(supervisor.runAttempt(attempt));
@@ -125,7 +186,15 @@ Expected<JobReport> launch(const LaunchOptions& options) {
                      std::to_string(plan.max_restarts) + ")");
   }
   supervisor.finish();
-  server->stop();
+  if (agentStore) {
+    // The master keeps the store up until every machine's workers are done with it.
+    int done = exitBarrier(*agentStore, rdzv, master, plan.rdzv_timeout);
+    if (master && done < plan.num_machines) {
+      notice(plan, "stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +
+                       std::to_string(plan.num_machines) + " machines reported their workers finished");
+    }
+  }
+  if (server) server->stop();
   report.exit_code = jobExitCode(report.attempts.back());
 
   std::string summary = renderFailureSummary(report);

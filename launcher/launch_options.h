@@ -25,7 +25,8 @@ struct LaunchOptions {
   std::optional<int> tee;                      // 0 none, 1 stdout, 2 stderr, 3 both (default: both)
   std::optional<std::string> local_ranks_filter;  // "0,2": console shows only these local ranks
   bool quiet = false;                          // no agent notices, only worker output and errors
-  std::string rdzv_conf;                       // accepted for compatibility (single machine)
+  std::string rdzv_conf;                       // torchrun's k=v,...: only timeout=SECONDS is used
+  std::optional<double> rdzv_timeout_s;        // --rdzv_timeout: how long agents wait for each other (900 s)
   std::string role = "default";
   bool dry_run = false;
   std::chrono::milliseconds term_timeout{5000};  // SIGTERM → SIGKILL grace period

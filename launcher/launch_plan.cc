@@ -111,6 +111,29 @@ Expected<std::set<int>> parseRankFilter(const std::string& text, int localWorldS
   return ranks;
 }
 
+// --rdzv_timeout, else timeout= in --rdzv_conf (torchrun's spelling), else 900 s.
+Expected<std::chrono::milliseconds> rdzvTimeout(const LaunchOptions& o) {
+  double seconds = 900;
+  if (o.rdzv_timeout_s) {
+    seconds = *o.rdzv_timeout_s;
+  } else {
+    size_t start = 0;
+    while (start < o.rdzv_conf.size()) {
+      size_t comma = o.rdzv_conf.find(',', start);
+      std::string item = o.rdzv_conf.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (item.rfind("timeout=", 0) == 0) {
+        char* end = nullptr;
+        seconds = std::strtod(item.c_str() + 8, &end);
+        if (*end != '\0') return makeError("--rdzv_conf: '" + item + "' is not timeout=SECONDS");
+      }
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (!(seconds > 0)) return makeError("--rdzv_timeout: must be more than 0 seconds");
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+}
+
 int countGpuIds(const std::string& ids) { return static_cast<int>(std::count(ids.begin(), ids.end(), ',')) + 1; }
 
 }  // namespace
@@ -143,18 +166,28 @@ Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEn
   if (c.distributed_type != config::kDistributedNo && c.distributed_type != config::kDistributedMultiCpu && !gpu) {
     return makeError("distributed_type " + c.distributed_type + " is not supported by accel (NO, MULTI_CPU, MULTI_GPU)");
   }
-  if (c.num_machines > 1) {
-    return makeError("num_machines is " + std::to_string(c.num_machines) +
-                     ": multi-machine launches are not implemented yet in this version of accel");
-  }
   plan.num_machines = c.num_machines;
   plan.node_rank = c.machine_rank;
+  if (c.num_machines > 1) {
+    if (!c.main_process_ip) {
+      return makeError("--main_process_ip: required with --num_machines " + std::to_string(c.num_machines) +
+                       " (the address of machine_rank 0, which hosts the job's store)");
+    }
+    if (!c.main_process_port || *c.main_process_port == 0) {
+      return makeError("--main_process_port: required with --num_machines " + std::to_string(c.num_machines) +
+                       " (every machine must use the same port)");
+    }
+    if (o.max_restarts > 0) {
+      return makeError("--max_restarts: restarts of multi-machine jobs are not supported yet");
+    }
+  }
   plan.world_size = c.num_processes;
   if (plan.world_size % plan.num_machines != 0) {
     return makeError("num_processes " + std::to_string(plan.world_size) + " is not a multiple of num_machines " +
                      std::to_string(plan.num_machines));
   }
   plan.local_world_size = plan.world_size / plan.num_machines;
+  plan.rank_offset = plan.node_rank * plan.local_world_size;
 
   if (gpu) {
     int available = usableGpus;
@@ -195,7 +228,12 @@ Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEn
   if (o.term_timeout.count() < 0) return makeError("--term_timeout: must be 0 or more");
 
   plan.max_restarts = o.max_restarts;
-  plan.run_id = lookup(env, "SLURM_JOB_ID").value_or(newRunId());
+  // Every machine of a job must agree on the run id without talking: the scheduler's job id, or
+  // one derived from the shared store address.
+  std::string sharedId = plan.num_machines > 1 ? "accel-" + c.main_process_ip.value_or("") + "-" +
+                                                     std::to_string(c.main_process_port.value_or(0))
+                                               : newRunId();
+  plan.run_id = lookup(env, "SLURM_JOB_ID").value_or(sharedId);
   plan.role = o.role;
   plan.log_dir = o.log_dir;
   plan.quiet = o.quiet;
@@ -246,8 +284,12 @@ Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEn
   if (o.monitor_interval != 0.1) {
     plan.notices.push_back("--monitor_interval is ignored: accel reacts to worker exits as they happen");
   }
-  if (!o.rdzv_conf.empty() || plan.config.sources["rdzv_backend"] == config::Source::Flag) {
-    plan.notices.push_back("--rdzv_backend/--rdzv_conf have no effect on a single machine");
+  auto timeout = rdzvTimeout(o);
+  if (!timeout) return std::move(timeout).takeError();
+  plan.rdzv_timeout = *timeout;
+  if (plan.num_machines == 1 && (!o.rdzv_conf.empty() || o.rdzv_timeout_s ||
+                                 plan.config.sources["rdzv_backend"] == config::Source::Flag)) {
+    plan.notices.push_back("--rdzv_backend/--rdzv_conf/--rdzv_timeout have no effect on a single machine");
   }
   return plan;
 }

@@ -22,8 +22,10 @@ struct LaunchPlan {
   std::vector<std::string> argv;    // identical for every rank; argv[0] is an absolute path
   int world_size = 1;               // processes over all machines
   int local_world_size = 1;         // processes on this machine
-  int node_rank = 0;
+  int node_rank = 0;                // the requested machine rank; set from the rendezvous when M > 1
+  int rank_offset = 0;              // global rank of local rank 0 (from the rendezvous when M > 1)
   int num_machines = 1;
+  std::chrono::milliseconds rdzv_timeout{std::chrono::seconds(900)};
   std::string master_addr = "127.0.0.1";
   std::optional<int> master_port;   // nullopt: the agent picks a free one
   int max_restarts = 0;

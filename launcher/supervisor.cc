@@ -96,30 +96,37 @@ std::string readErrorFile(const std::string& path) {
 // workers' process groups (PR_SET_PDEATHSIG covers the workers, not their children). It reads
 // "+PGID", "-PGID" and "done" lines; end of input without "done" means the agent died.
 [[noreturn]] void runGuard(int readFd) {
+  // Only async-signal-safe calls and no allocation: the agent may have other threads (the
+  // store's) when it forks this process.
   ::setpgid(0, 0);  // out of the terminal's foreground group: Ctrl-C is the agent's business
-  std::vector<pid_t> groups;
-  std::string line;
+  constexpr int kMaxGroups = 8192;
+  static pid_t groups[kMaxGroups];
+  int count = 0;
+  char line[32];
+  size_t length = 0;
   char c;
   while (true) {
     ssize_t n = ::read(readFd, &c, 1);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     if (c != '\n') {
-      line += c;
+      if (length < sizeof line - 1) line[length++] = c;
       continue;
     }
-    if (line == "done") ::_exit(0);
-    if (line.size() > 1 && line[0] == '+') groups.push_back(static_cast<pid_t>(std::atol(line.c_str() + 1)));
-    if (line.size() > 1 && line[0] == '-') {
-      pid_t g = static_cast<pid_t>(std::atol(line.c_str() + 1));
-      for (auto& existing : groups) {
-        if (existing == g) existing = 0;
+    line[length] = '\0';
+    length = 0;
+    if (std::strcmp(line, "done") == 0) ::_exit(0);
+    pid_t g = 0;
+    for (const char* p = line + 1; *p >= '0' && *p <= '9'; ++p) g = g * 10 + (*p - '0');
+    if (line[0] == '+' && count < kMaxGroups) groups[count++] = g;
+    if (line[0] == '-') {
+      for (int i = 0; i < count; ++i) {
+        if (groups[i] == g) groups[i] = 0;
       }
     }
-    line.clear();
   }
-  for (pid_t g : groups) {
-    if (g > 0) ::kill(-g, SIGKILL);
+  for (int i = 0; i < count; ++i) {
+    if (groups[i] > 0) ::kill(-groups[i], SIGKILL);
   }
   ::_exit(0);
 }

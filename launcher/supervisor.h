@@ -37,6 +37,9 @@ class Supervisor {
   // The store's port, given to workers as MASTER_PORT. Call before runAttempt.
   void setMasterPort(int port) { master_port_ = port; }
 
+  // Global rank of this machine's local rank 0 (from the rendezvous). Call before runAttempt.
+  void setRankOffset(int offset) { plan_.rank_offset = offset; }
+
   // Runs attempt `attempt` to its end. Blocking; returns when every worker has ended and no
   // descendant is left.
   AttemptReport runAttempt(int attempt);
@@ -55,7 +58,7 @@ class Supervisor {
   void killLeftovers(std::vector<Worker>& workers);
   void tellGuard(const std::string& line);
 
-  const LaunchPlan& plan_;
+  LaunchPlan plan_;
   Environment parent_env_;
   int master_port_ = 0;
   std::string run_dir_;

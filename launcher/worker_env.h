@@ -18,7 +18,7 @@ struct WorkerSlot {
 
 // The global rank of a local rank on this machine.
 inline int globalRank(const LaunchPlan& plan, int localRank) {
-  return plan.node_rank * plan.local_world_size + localRank;
+  return plan.rank_offset + localRank;
 }
 
 // Every variable accel sets for this worker (KEY=VALUE, sorted by key), without the parent's.

@@ -28,7 +28,9 @@ void registerLaunchCommand(CLI::App& app, LaunchCommandOptions& o) {
   o.command->add_option("--local_ranks_filter,--local-ranks-filter", l.local_ranks_filter,
                         "Show only these local ranks on the console, e.g. 0 or 0,2");
   o.command->add_flag("-q,--quiet", l.quiet, "No agent notices; worker output and the failure summary only");
-  o.command->add_option("--rdzv_conf,--rdzv-conf", l.rdzv_conf, "Accepted for compatibility (multi-machine)");
+  o.command->add_option("--rdzv_conf,--rdzv-conf", l.rdzv_conf, "torchrun's rendezvous settings; timeout=SECONDS is used");
+  o.command->add_option("--rdzv_timeout,--rdzv-timeout", l.rdzv_timeout_s,
+                        "Seconds the machines of a multi-machine job wait for each other (default 900)");
   o.command->add_option("--role", l.role, "ROLE_NAME for the workers");
   o.command->add_flag("--dry_run,--dry-run", l.dry_run, "Print each rank's command and environment; start nothing");
   o.command->add_option("--term_timeout,--term-timeout", o.term_timeout_s,

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -438,7 +439,14 @@ std::unique_ptr<TcpStoreServer> TcpStoreServer::start(const TcpStoreServerOption
   std::unique_ptr<TcpStoreServer> server(new TcpStoreServer(options));
   server->port_ = actualPort;
   server->loop_ = std::make_unique<Loop>(options, fd);
-  server->thread_ = std::thread([loop = server->loop_.get()] { loop->run(); });
+  server->thread_ = std::thread([loop = server->loop_.get()] {
+    // Signals are the embedding process's business (the agent reads them from a signalfd,
+    // which needs every thread to block them).
+    sigset_t all;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    loop->run();
+  });
   return server;
 }
 

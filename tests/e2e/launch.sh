@@ -299,6 +299,52 @@ rank0_exits_first)
   expect_contains "$OUT" "[rank 1] rank 1 used the store after rank 0 left"
   expect_contains "$OUT" "[rank 2] rank 2 used the store after rank 0 left"
   ;;
+multi_agent)
+  # Three agents on one machine form one job of 3 x 2 ranks through machine 0's store.
+  port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  common=(--num_machines 3 --main_process_ip 127.0.0.1 --main_process_port "$port" -n 6 --cpu "${PYARGS[@]}")
+  for r in 2 1; do
+    "$ACCEL" launch "${common[@]}" --machine_rank $r "$W/ddp_gloo.py" >"$SCRATCH/m$r.out" 2>&1 &
+    eval "pid$r=\$!"
+  done
+  expect_exit 0 "$ACCEL" launch "${common[@]}" --machine_rank 0 "$W/ddp_gloo.py"
+  set +e; wait $pid1; r1=$?; wait $pid2; r2=$?; set -e
+  [[ $r1 == 0 && $r2 == 0 ]] || fail "agents exited $r1 $r2: $(cat "$SCRATCH/m1.out" "$SCRATCH/m2.out")"
+  all="$OUT$(cat "$SCRATCH/m1.out" "$SCRATCH/m2.out")"
+  for rank in 0 1 2 3 4 5; do expect_contains "$all" "[rank $rank] ok rank=$rank world=6 allreduce=21"; done
+  expect_contains "$ERR" "machine 0 of 3: ranks 0..1 of 6"
+  expect_contains "$(cat "$SCRATCH/m2.out")" "machine 2 of 3: ranks 4..5 of 6"
+  # Environment of a non-master machine.
+  "$ACCEL" launch --num_machines 2 --main_process_ip 127.0.0.1 --main_process_port "$port" -n 4 --machine_rank 1 \
+    "$W/env_dump.sh" >/dev/null 2>&1 &
+  other=$!
+  expect_exit 0 "$ACCEL" launch --num_machines 2 --main_process_ip 127.0.0.1 --main_process_port "$port" -n 4 \
+    --machine_rank 0 "$W/env_dump.sh"
+  wait $other
+  for kv in RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 GROUP_WORLD_SIZE=2 \
+            MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TORCHELASTIC_RUN_ID=accel-127.0.0.1-$port; do
+    [[ "$(env_of 3 "${kv%%=*}")" == "${kv#*=}" ]] || fail "rank 3: want $kv, got $(env_of 3 "${kv%%=*}")"
+  done
+  ;;
+rendezvous_timeout)
+  port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  expect_exit 2 "$ACCEL" launch --num_machines 3 --machine_rank 0 --main_process_ip 127.0.0.1 \
+    --main_process_port "$port" -n 3 --rdzv_timeout 1 "${BEH[@]}"
+  expect_contains "$ERR" "rendezvous at 127.0.0.1:$port timed out after 1 s: 1/3 machines joined; waiting for machine_rank 1, 2"
+  # A machine whose master never comes: the error names the address.
+  expect_exit 2 "$ACCEL" launch --num_machines 2 --machine_rank 1 --main_process_ip 127.0.0.1 \
+    --main_process_port "$port" -n 2 --rdzv_timeout 1 "${BEH[@]}"
+  expect_contains "$ERR" "cannot reach the master agent (machine_rank 0): cannot connect to the store at 127.0.0.1:$port"
+  [[ -z "$(ls "$OUT_DIR")" ]] || fail "workers started: $(ls "$OUT_DIR")"
+  # SIGTERM (or Ctrl-C) while the agents wait for each other ends the agent at once.
+  "$ACCEL" launch --num_machines 2 --machine_rank 0 --main_process_ip 127.0.0.1 --main_process_port "$port" \
+    -n 2 "${BEH[@]}" 2>/dev/null &
+  agent=$!
+  sleep 0.3
+  kill -TERM $agent
+  for _ in $(seq 1 40); do [[ -e /proc/$agent ]] || break; sleep 0.05; done
+  [[ ! -e /proc/$agent ]] || { kill -9 $agent; fail "agent ignored SIGTERM during the rendezvous"; }
+  ;;
 dry_run)
   expect_exit 0 "$ACCEL" launch --dry_run --cpu -n 2 --main_process_port 29555 "${BEH[@]}" arg1
   expect_contains "$OUT" "rank 1 (local rank 1):"

@@ -105,7 +105,13 @@ TEST_F(LaunchPlanTest, Errors) {
   o = options();
   o.config.num_machines = 2;
   o.config.num_processes = 4;
-  expect(o, "num_machines is 2: multi-machine launches are not implemented yet in this version of accel");
+  expect(o, "--main_process_ip: required with --num_machines 2 (the address of machine_rank 0, which hosts the job's "
+            "store)");
+  o.config.main_process_ip = "10.0.0.1";
+  expect(o, "--main_process_port: required with --num_machines 2 (every machine must use the same port)");
+  o.config.main_process_port = 29500;
+  o.rdzv_conf = "timeout=abc";
+  expect(o, "--rdzv_conf: 'timeout=abc' is not timeout=SECONDS");
   o = options();
   o.module = true;
   o.no_python = true;

@@ -1,0 +1,197 @@
+#include "launcher/agent_rendezvous.h"
+
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "libaccel/common/error.h"
+
+namespace accel::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+std::string prefix(const RendezvousOptions& o) { return "accel/rdzv/" + o.run_id + "/"; }
+
+std::string secondsText(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+std::string list(const std::vector<int>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out;
+}
+
+// Reads the registrations of slots [0, count).
+std::vector<json> registrations(store::Store& s, const RendezvousOptions& o, int count) {
+  std::vector<json> out;
+  for (int slot = 0; slot < count; ++slot) {
+    out.push_back(json::parse(s.get(prefix(o) + "agent/" + std::to_string(slot), std::chrono::seconds(30))));
+  }
+  return out;
+}
+
+std::string missingText(const std::vector<json>& joined, int machines) {
+  std::set<int> requested;
+  int anyRank = 0;
+  for (const auto& j : joined) {
+    int r = j.at("requested_rank").get<int>();
+    if (r >= 0) requested.insert(r);
+    else ++anyRank;
+  }
+  std::vector<int> missing;
+  for (int r = 0; r < machines; ++r) {
+    if (!requested.count(r)) missing.push_back(r);
+  }
+  if (anyRank > 0 || missing.empty()) return "";
+  return "; waiting for machine_rank " + list(missing);
+}
+
+struct Assignment {
+  std::vector<MachineInfo> machines;  // by machine rank
+  std::vector<int> slot_rank;         // registration slot → machine rank
+};
+
+// The master's single pass: honour requested ranks, give the rest out in arrival order.
+Expected<Assignment> assign(const std::vector<json>& joined, int machines) {
+  std::vector<MachineInfo> byRank(static_cast<size_t>(machines));
+  std::vector<bool> taken(static_cast<size_t>(machines), false);
+  std::vector<int> slotRank(joined.size(), -1);
+  for (size_t slot = 0; slot < joined.size(); ++slot) {
+    int r = joined[slot].at("requested_rank").get<int>();
+    if (r < 0) continue;
+    if (r >= machines) {
+      return makeError("machine " + joined[slot].at("host").get<std::string>() + " asked for machine_rank " +
+                       std::to_string(r) + " but num_machines is " + std::to_string(machines));
+    }
+    if (taken[static_cast<size_t>(r)]) {
+      return makeError("two machines asked for machine_rank " + std::to_string(r) + " (" +
+                       byRank[static_cast<size_t>(r)].host + " and " + joined[slot].at("host").get<std::string>() + ")");
+    }
+    taken[static_cast<size_t>(r)] = true;
+    slotRank[slot] = r;
+    byRank[static_cast<size_t>(r)].host = joined[slot].at("host").get<std::string>();
+  }
+  int next = 0;
+  for (size_t slot = 0; slot < joined.size(); ++slot) {
+    if (slotRank[slot] >= 0) continue;
+    while (taken[static_cast<size_t>(next)]) ++next;
+    taken[static_cast<size_t>(next)] = true;
+    slotRank[slot] = next;
+  }
+  for (size_t slot = 0; slot < joined.size(); ++slot) {
+    MachineInfo& m = byRank[static_cast<size_t>(slotRank[slot])];
+    m.host = joined[slot].at("host").get<std::string>();
+    m.local_world_size = joined[slot].at("local_world_size").get<int>();
+    m.machine_rank = slotRank[slot];
+  }
+  int offset = 0;
+  for (auto& m : byRank) {
+    m.rank_offset = offset;
+    offset += m.local_world_size;
+  }
+  return Assignment{byRank, slotRank};
+}
+
+}  // namespace
+
+Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& o) {
+  const auto deadline = Clock::now() + o.timeout;
+  const bool master = o.requested_machine_rank == 0;
+  const std::string p = prefix(o);
+  try {
+    const int slot = static_cast<int>(s.add(p + "arrivals", 1)) - 1;
+    s.set(p + "agent/" + std::to_string(slot),
+          json{{"host", o.host}, {"local_world_size", o.local_world_size}, {"requested_rank", o.requested_machine_rank}}
+              .dump());
+
+    if (master) {
+      auto nextProgress = Clock::now() + o.progress_interval;
+      while (true) {
+        int count = static_cast<int>(s.add(p + "arrivals", 0));
+        if (count > o.num_machines) {
+          return makeError(std::to_string(count) + " machines joined a rendezvous for " + std::to_string(o.num_machines) +
+                           " (is another job using the same --main_process_port?)");
+        }
+        if (count == o.num_machines) break;
+        const bool timedOut = Clock::now() >= deadline;
+        if (timedOut || (o.progress && Clock::now() >= nextProgress)) {
+          std::string status = std::to_string(count) + "/" + std::to_string(o.num_machines) + " machines joined" +
+                               missingText(registrations(s, o, count), o.num_machines);
+          if (timedOut) {
+            std::string message =
+                "rendezvous at " + o.store_address + " timed out after " + secondsText(o.timeout) + ": " + status;
+            s.set(p + "assignment", json{{"error", message}}.dump());  // the others fail now, with the reason
+            return makeError(message);
+          }
+          o.progress(status);
+          nextProgress = Clock::now() + o.progress_interval;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      auto assigned = assign(registrations(s, o, o.num_machines), o.num_machines);
+      if (!assigned) {
+        s.set(p + "assignment", json{{"error", assigned.error()}}.dump());
+        return std::move(assigned).takeError();
+      }
+      json published = json::array();
+      for (const auto& m : assigned->machines) {
+        published.push_back({{"host", m.host}, {"local_world_size", m.local_world_size}, {"machine_rank", m.machine_rank},
+                             {"rank_offset", m.rank_offset}});
+      }
+      s.set(p + "assignment", json{{"machines", published}, {"slots", assigned->slot_rank}}.dump());
+    }
+
+    // A little longer than the master, so a master that gives up can still say why.
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) +
+                (master ? std::chrono::milliseconds(0) : std::chrono::milliseconds(2000));
+    std::string text;
+    try {
+      text = s.get(p + "assignment", std::max(left, std::chrono::milliseconds(1)));
+    } catch (const TimeoutError&) {
+      return makeError("rendezvous at " + o.store_address + " timed out after " + secondsText(o.timeout) +
+                       ": the master agent (machine_rank 0) did not publish the machine ranks; " +
+                       std::to_string(s.add(p + "arrivals", 0)) + "/" + std::to_string(o.num_machines) + " machines joined");
+    }
+    json assignment = json::parse(text);
+    if (assignment.contains("error")) return makeError("rendezvous failed: " + assignment["error"].get<std::string>());
+    RendezvousResult result;
+    for (const auto& m : assignment.at("machines")) {
+      result.machines.push_back(MachineInfo{m.at("host").get<std::string>(), m.at("local_world_size").get<int>(),
+                                            m.at("machine_rank").get<int>(), m.at("rank_offset").get<int>()});
+      result.world_size += m.at("local_world_size").get<int>();
+    }
+    result.machine_rank = assignment.at("slots").at(static_cast<size_t>(slot)).get<int>();
+    result.rank_offset = result.machines.at(static_cast<size_t>(result.machine_rank)).rank_offset;
+    return result;
+  } catch (const Error& e) {
+    return makeError(std::string("rendezvous through the store at ") + o.store_address + " failed: " + e.what());
+  } catch (const json::exception& e) {
+    return makeError(std::string("rendezvous through the store at ") + o.store_address +
+                     " failed: malformed record: " + e.what());
+  }
+}
+
+int exitBarrier(store::Store& s, const RendezvousOptions& o, bool master, std::chrono::milliseconds timeout) {
+  const std::string key = prefix(o) + "finished";
+  try {
+    int done = static_cast<int>(s.add(key, 1));
+    if (!master) return done;
+    const auto deadline = Clock::now() + timeout;
+    while (done < o.num_machines && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      done = static_cast<int>(s.add(key, 0));
+    }
+    return done;
+  } catch (const Error&) {
+    return -1;
+  }
+}
+
+}  // namespace accel::launcher

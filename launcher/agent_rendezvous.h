@@ -1,0 +1,56 @@
+#pragma once
+// Rendezvous of the agents of a multi-machine job, through the master agent's store.
+//
+// Every agent registers (host, local world size, requested machine rank) under a slot it gets
+// from one atomic add. The master agent (requested machine rank 0, the store's host) waits
+// until all have joined, assigns machine ranks (requested ones honoured, the rest in arrival
+// order) and global rank offsets in one pass, and publishes them with one write; the others
+// wait for that key. After the job, every agent reports in an exit barrier so the master keeps
+// the store up until the last machine is done.
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "libaccel/common/expected.h"
+#include "libaccel/store/store.h"
+
+namespace accel::launcher {
+
+struct RendezvousOptions {
+  std::string run_id = "job";   // namespaces the keys: accel/rdzv/<run_id>/...
+  int num_machines = 1;
+  int requested_machine_rank = -1;  // -1: any; 0 makes this agent the master
+  int local_world_size = 1;
+  std::string host;             // this machine's name, for messages
+  std::string store_address;    // "host:port" of the store, for messages
+  std::chrono::milliseconds timeout{std::chrono::seconds(900)};
+  std::chrono::milliseconds progress_interval{std::chrono::seconds(5)};
+  std::function<void(const std::string&)> progress;  // "3/4 machines joined; waiting for machine_rank 2"
+};
+
+struct MachineInfo {
+  std::string host;
+  int local_world_size = 0;
+  int machine_rank = 0;
+  int rank_offset = 0;  // global rank of its local rank 0
+};
+
+struct RendezvousResult {
+  int machine_rank = 0;
+  int rank_offset = 0;
+  int world_size = 0;
+  std::vector<MachineInfo> machines;  // by machine rank
+};
+
+// Joins the rendezvous. Blocks until every machine joined or the timeout; the error names what
+// is missing ("waited 900 s: 3/4 machines joined; missing machine_rank 2"). Store failures
+// (the master unreachable) are errors naming the store's address.
+Expected<RendezvousResult> rendezvous(store::Store& store, const RendezvousOptions& options);
+
+// The exit barrier: records that this machine's workers are done, and on the master waits
+// (at most `timeout`) until every machine has; returns how many finished.
+int exitBarrier(store::Store& store, const RendezvousOptions& options, bool master, std::chrono::milliseconds timeout);
+
+}  // namespace accel::launcher
