@@ -293,6 +293,12 @@ store_python_client)
   expect_contains "$OUT" "[rank 0] rank 0 store ok"
   expect_contains "$OUT" "[rank 1] rank 1 read rank 0's key"
   ;;
+restart_gloo)
+  expect_exit 0 "$ACCEL" launch "${PYARGS[@]}" --cpu -n 2 --max_restarts 1 --term_timeout 2 "$W/restart_gloo.py"
+  expect_contains "$ERR" "attempt 0 failed (rank 1: exit code 3); restarting (1 of 1)"
+  expect_contains "$OUT" "[rank 0] attempt 1 rank 0 allreduce=4"
+  expect_contains "$OUT" "[rank 1] attempt 1 rank 1 allreduce=4"
+  ;;
 rank0_exits_first)
   expect_exit 0 "$ACCEL" launch "${PYARGS[@]}" --cpu -n 3 "$W/rank0_exits_first.py"
   expect_contains "$OUT" "[rank 0] rank 0 leaving"

@@ -13,6 +13,7 @@ LaunchPlan twoByFour() {
   plan.local_world_size = 4;
   plan.num_machines = 2;
   plan.node_rank = 1;
+  plan.rank_offset = 4;
   plan.master_addr = "10.0.0.1";
   plan.max_restarts = 3;
   plan.run_id = "job42";
