@@ -11,7 +11,7 @@ packages=(
   libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev
   libboost-dev libboost-filesystem-dev
   # worker library: LibTorch (CPU, c10d + Gloo)
-  libtorch-dev libgloo-dev
+  libtorch-dev libgloo-dev zlib1g-dev
   # tests
   libgtest-dev libgmock-dev python3-torch python3-yaml clang libclang-rt-14-dev
   # example data, benchmarks, scheduler and multi-host tests

@@ -1,0 +1,30 @@
+#pragma once
+// The CPU communicator: LibTorch's c10d ProcessGroupGloo over a c10d store.
+
+#include <memory>
+#include <string>
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "accel/communicator.h"
+
+namespace accel::comm {
+
+struct GlooOptions {
+  // Interface Gloo binds ($GLOO_SOCKET_IFNAME); empty: the address this host uses to reach
+  // `peer_host` (loopback when the job is on one machine).
+  std::string interface;
+  std::string peer_host = "127.0.0.1";
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+};
+
+// Joins the group of `size` ranks through `store` (which namespaces the group's keys). Blocks
+// until every rank joined or the timeout.
+std::unique_ptr<Communicator> makeGlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                                   const GlooOptions& options);
+
+// The local IP address the kernel would use to reach `host` (no packet is sent), or "" when
+// `host` cannot be resolved.
+std::string localAddressFor(const std::string& host);
+
+}  // namespace accel::comm

@@ -1,0 +1,161 @@
+#pragma once
+// accel::Accelerator: what accelerate's Accelerator gives Python users, for C++ training
+// programs on LibTorch. It reads `accel launch`'s environment (RANK, WORLD_SIZE, MASTER_ADDR/
+// PORT, ACCELERATE_MIXED_PRECISION, ACCELERATE_GRADIENT_ACCUMULATION_STEPS, ...), joins the
+// agent's store and creates the communicator. Without a launcher it is a world of one with no
+// networking. Options given in code win over the environment.
+//
+//   accel::Accelerator acc;
+//   acc.prepare(*model, optimizer);
+//   for (auto& batch : batches) {
+//     acc.accumulate(isLast);                  // syncs on every k-th step and the last batch
+//     torch::Tensor loss;
+//     { auto cast = acc.autocast(); loss = lossFn(model->forward(x), y); }
+//     acc.backward(loss);                      // ÷k, loss scaling, averaged gradients
+//     acc.step();                              // optimizer step + zero_grad on sync steps
+//   }
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include "accel/communicator.h"
+#include "accel/data.h"
+#include "accel/grad_scaler.h"
+
+namespace accel {
+
+namespace sync {
+class GradientSync;
+}
+
+enum class MixedPrecision { No, Bf16, Fp16 };
+enum class Reduction { Sum, Mean };
+
+struct AcceleratorOptions {
+  std::optional<MixedPrecision> mixed_precision;    // else $ACCELERATE_MIXED_PRECISION, else no
+  std::optional<int> gradient_accumulation_steps;   // else $ACCELERATE_GRADIENT_ACCUMULATION_STEPS, else 1
+  std::optional<bool> cpu;                          // else $ACCELERATE_USE_CPU; CPU unless built with CUDA
+  size_t bucket_cap_bytes = 25u << 20;
+  bool find_unused_parameters = false;
+  GradScalerOptions scaler;
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // store and collectives
+  // For tests: use this communicator instead of creating one from the environment.
+  std::shared_ptr<Communicator> communicator;
+  int local_rank = -1;                              // with `communicator`: else $LOCAL_RANK
+};
+
+// Autocast scope (bf16 on CPU; bf16/fp16 on CUDA); restores the previous state on exit.
+class AutocastGuard {
+ public:
+  AutocastGuard(bool enabled, at::ScalarType dtype, bool cuda);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  bool enabled_;
+  bool cuda_;
+  bool previous_enabled_ = false;
+  at::ScalarType previous_dtype_ = at::kFloat;
+};
+
+class Accelerator {
+ public:
+  // Blocks while joining the process group (at most options.timeout). Throws accel::Error on a
+  // bad environment or option (fp16 without CUDA), accel::NetworkError when the store or the
+  // peers cannot be reached.
+  explicit Accelerator(AcceleratorOptions options = {});
+  ~Accelerator();
+  Accelerator(const Accelerator&) = delete;
+  Accelerator& operator=(const Accelerator&) = delete;
+
+  int processIndex() const { return comm_->rank(); }
+  int numProcesses() const { return comm_->size(); }
+  int localProcessIndex() const { return local_rank_; }
+  bool isMainProcess() const { return processIndex() == 0; }
+  bool isLocalMainProcess() const { return local_rank_ == 0; }
+  const torch::Device& device() const { return device_; }
+  MixedPrecision mixedPrecision() const { return mixed_precision_; }
+  int gradientAccumulationSteps() const { return accumulation_steps_; }
+  Communicator& communicator() { return *comm_; }
+
+  // Moves the model to the device, broadcasts its parameters and buffers from rank 0, and
+  // installs gradient synchronisation; registers the optimizer for step/zero_grad/save_state.
+  // Call once, before training.
+  void prepare(torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+
+  // Starts a training step and returns whether its backward synchronises gradients: every k-th
+  // step, and the last batch of the dataloader (`lastBatch`), after which counting restarts.
+  bool accumulate(bool lastBatch = false);
+  bool syncGradients() const { return sync_gradients_; }
+
+  AutocastGuard autocast() const;
+
+  // loss ÷ k, scaled for fp16, backward; on sync steps the averaged gradients are in .grad
+  // when it returns.
+  void backward(const at::Tensor& loss);
+
+  // On sync steps: unscale (fp16), skip on inf/NaN, optimizer step, scaler update, zero_grad.
+  // Returns whether the optimizer stepped. A no-op on accumulation steps.
+  bool step();
+  bool optimizerStepWasSkipped() const { return step_skipped_; }
+  GradScaler& scaler() { return scaler_; }
+
+  // Unscales first (fp16), then clips the total norm of the prepared model's gradients.
+  double clipGradNorm(double maxNorm, double normType = 2.0);
+
+  // Collectives.
+  at::Tensor gather(const at::Tensor& tensor);                     // concat on dim 0, rank order
+  // gather() that drops the samples the sampler duplicated to even out the last batch: call it
+  // on every batch with `lastBatch` set on the last one.
+  at::Tensor gatherForMetrics(const at::Tensor& tensor, const ShardedBatchSampler& sampler, bool lastBatch);
+  at::Tensor reduce(const at::Tensor& tensor, Reduction reduction = Reduction::Sum);
+  void broadcast(at::Tensor& tensor, int fromProcess = 0);
+  at::Tensor padAcrossProcesses(const at::Tensor& tensor, int64_t dim = 0, double padIndex = 0, bool padFirst = false);
+  void waitForEveryone() { comm_->barrier(); }
+
+  // Prints on the main process only (accelerate prints on the local main process).
+  void print(const std::string& text) const;
+  // Runs `fn` on the main process first, then on the others.
+  void mainProcessFirst(const std::function<void()>& fn);
+  std::pair<size_t, size_t> splitBetweenProcesses(size_t count) const {
+    return accel::splitBetweenProcesses(count, processIndex(), numProcesses());
+  }
+  // Seeds torch (and the device) with `seed`, plus the rank when `deviceSpecific`.
+  void setSeed(uint64_t seed, bool deviceSpecific = false);
+
+  // Checkpoints: model.pt, optimizer.pt (main process), scaler.json, accel_state.json and
+  // random_states_<rank>.pt. Loading works on a different number of processes.
+  void saveState(const std::string& dir);
+  void loadState(const std::string& dir);
+  int64_t stepCount() const { return optimizer_steps_; }
+
+ private:
+  std::vector<at::Tensor> gradients() const;
+
+  AcceleratorOptions options_;
+  std::shared_ptr<Communicator> comm_;
+  int local_rank_ = 0;
+  torch::Device device_{torch::kCPU};
+  MixedPrecision mixed_precision_ = MixedPrecision::No;
+  int accumulation_steps_ = 1;
+  GradScaler scaler_;
+  torch::nn::Module* model_ = nullptr;
+  torch::optim::Optimizer* optimizer_ = nullptr;
+  std::unique_ptr<sync::GradientSync> grad_sync_;
+  int64_t micro_step_ = 0;
+  int64_t optimizer_steps_ = 0;
+  bool sync_gradients_ = true;
+  bool unscaled_ = false;
+  bool step_skipped_ = false;
+  bool found_inf_ = false;
+};
+
+}  // namespace accel

@@ -1,0 +1,43 @@
+#pragma once
+// Communicator: the collectives a training process needs, on CPU (Gloo through LibTorch's
+// c10d) or, when built with NCCL, on CUDA devices. One per process; not thread-safe.
+
+#include <memory>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+namespace accel {
+
+enum class ReduceOp { Sum, Max, Min };
+
+// An operation in flight.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until the operation finished (and its result is in the tensor). Throws accel::Error
+  // on failure, e.g. a peer that died.
+  virtual void wait() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Starts an in-place all-reduce of `tensor` (contiguous) and returns at once.
+  virtual std::unique_ptr<Work> allreduceAsync(at::Tensor& tensor, ReduceOp op) = 0;
+  // In-place broadcast from `root`. Blocking.
+  virtual void broadcast(at::Tensor& tensor, int root) = 0;
+  // Every rank's `tensor` (all the same shape), in rank order. Blocking.
+  virtual std::vector<at::Tensor> allgather(const at::Tensor& tensor) = 0;
+  // Blocks until every rank reached it.
+  virtual void barrier() = 0;
+
+  void allreduce(at::Tensor& tensor, ReduceOp op = ReduceOp::Sum) { allreduceAsync(tensor, op)->wait(); }
+};
+
+// A world of one: every collective is the identity. No networking.
+std::unique_ptr<Communicator> makeSingleProcessCommunicator();
+
+}  // namespace accel

@@ -1,0 +1,121 @@
+#include "libaccel/sync/gradient_sync.h"
+
+#include "libaccel/common/error.h"
+
+namespace accel::sync {
+
+struct GradientSync::Bucket {
+  at::Tensor flat;                  // the bucket's gradients, back to back
+  std::vector<size_t> params;       // indices into params_
+  std::vector<int64_t> offsets;     // element offset of each param in `flat`
+  size_t ready = 0;
+  std::unique_ptr<Work> work;
+};
+
+GradientSync::GradientSync(Communicator& comm, std::vector<at::Tensor> params, std::vector<std::string> names,
+                           GradientSyncOptions options)
+    : comm_(comm), params_(std::move(params)), names_(std::move(names)), options_(options) {
+  where_.resize(params_.size());
+  ready_.assign(params_.size(), false);
+  // Reverse order: the last layers' gradients come first in backward.
+  std::unique_ptr<Bucket> current;
+  size_t bytes = 0;
+  for (size_t k = params_.size(); k-- > 0;) {
+    const at::Tensor& p = params_[k];
+    if (!p.requires_grad()) continue;
+    const size_t size = static_cast<size_t>(p.numel()) * p.element_size();
+    if (current && (bytes + size > options_.bucket_cap_bytes || current->flat.scalar_type() != p.scalar_type() ||
+                    current->flat.device() != p.device())) {
+      buckets_.push_back(std::move(current));
+    }
+    if (!current) {
+      current = std::make_unique<Bucket>();
+      current->flat = at::empty({0}, p.options().requires_grad(false));
+      bytes = 0;
+    }
+    where_[k] = {buckets_.size(), current->params.size()};
+    current->offsets.push_back(current->flat.numel());
+    current->params.push_back(k);
+    current->flat = at::empty({current->flat.numel() + p.numel()}, current->flat.options());
+    bytes += size;
+  }
+  if (current) buckets_.push_back(std::move(current));
+  for (auto& b : buckets_) b->flat.zero_();
+
+  for (size_t k = 0; k < params_.size(); ++k) {
+    if (!params_[k].requires_grad()) continue;
+    params_[k].register_hook([this, k](at::Tensor grad) {
+      onGradient(k, grad);
+      return grad;
+    });
+  }
+}
+
+GradientSync::~GradientSync() = default;
+
+void GradientSync::onGradient(size_t k, const at::Tensor& grad) {
+  if (!enabled_) return;
+  pending_ = true;
+  if (ready_[k]) return;  // already counted (should not happen for leaves)
+  ready_[k] = true;
+  auto [b, slot] = where_[k];
+  Bucket& bucket = *buckets_[b];
+  // The hook sees this backward's gradient before it is added to .grad, which may already hold
+  // the steps accumulated without sync: reduce their sum.
+  const at::Tensor& accumulated = params_[k].grad();
+  at::Tensor total = accumulated.defined() ? accumulated + grad : grad;
+  bucket.flat.narrow(0, bucket.offsets[slot], params_[k].numel()).copy_(total.reshape({-1}));
+  if (++bucket.ready == bucket.params.size()) launch(bucket);
+}
+
+void GradientSync::launch(Bucket& bucket) { bucket.work = comm_.allreduceAsync(bucket.flat, ReduceOp::Sum); }
+
+void GradientSync::finish() {
+  if (!enabled_ || !pending_) return;
+  std::vector<std::string> missing;
+  for (auto& bucket : buckets_) {
+    if (bucket->work) continue;
+    for (size_t slot = 0; slot < bucket->params.size(); ++slot) {
+      size_t k = bucket->params[slot];
+      if (ready_[k]) continue;
+      if (!options_.find_unused_parameters) {
+        missing.push_back(names_.empty() ? "#" + std::to_string(k) : names_[k]);
+        continue;
+      }
+      // Unused here (maybe not on other ranks): contribute what is accumulated, else zero.
+      const at::Tensor& g = params_[k].grad();
+      auto view = bucket->flat.narrow(0, bucket->offsets[slot], params_[k].numel());
+      if (g.defined()) view.copy_(g.reshape({-1}));
+      else view.zero_();
+      ready_[k] = true;
+    }
+    if (missing.empty()) launch(*bucket);
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (size_t i = 0; i < missing.size() && i < 10; ++i) list += (i ? ", " : "") + missing[i];
+    if (missing.size() > 10) list += ", ... (" + std::to_string(missing.size()) + " in all)";
+    for (auto& bucket : buckets_) {
+      if (bucket->work) bucket->work->wait();  // leave no collective half-done
+    }
+    throw Error("parameters received no gradient in this backward: " + list +
+                "; every rank must use every parameter, or enable find_unused_parameters");
+  }
+  const double inverse = 1.0 / comm_.size();
+  for (auto& bucket : buckets_) {
+    bucket->work->wait();
+    bucket->work.reset();
+    bucket->flat.mul_(inverse);
+    for (size_t slot = 0; slot < bucket->params.size(); ++slot) {
+      at::Tensor& p = params_[bucket->params[slot]];
+      at::Tensor averaged = bucket->flat.narrow(0, bucket->offsets[slot], p.numel()).view(p.sizes());
+      if (p.grad().defined()) p.mutable_grad().copy_(averaged);
+      else p.mutable_grad() = averaged.clone();
+    }
+    bucket->ready = 0;
+  }
+  std::fill(ready_.begin(), ready_.end(), false);
+  pending_ = false;
+}
+
+}  // namespace accel::sync

@@ -1,0 +1,57 @@
+#pragma once
+// GradientSync: data-parallel gradient averaging that overlaps backward. Parameters are packed,
+// in reverse registration order (roughly the order backward produces their gradients), into
+// buckets of at most `bucket_cap_bytes`; an autograd hook per parameter copies its gradient
+// into its bucket, and the moment a bucket is full its all-reduce starts while backward goes
+// on. finish() waits for the buckets and writes the averaged gradients into .grad.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "accel/communicator.h"
+
+namespace accel::sync {
+
+struct GradientSyncOptions {
+  size_t bucket_cap_bytes = 25u << 20;
+  bool find_unused_parameters = false;  // else a parameter without a gradient is an error
+};
+
+class GradientSync {
+ public:
+  // `params` must outlive this object; `names` label them in errors. Installs the hooks.
+  GradientSync(Communicator& comm, std::vector<at::Tensor> params, std::vector<std::string> names,
+               GradientSyncOptions options);
+  ~GradientSync();
+
+  // Whether the next backward all-reduces (off during gradient accumulation).
+  void setEnabled(bool enabled) { enabled_ = enabled; }
+  bool enabled() const { return enabled_; }
+
+  // After loss.backward() on a synced step: starts what is left, waits for every bucket and
+  // replaces each .grad by the average over ranks. Throws accel::Error naming the parameters
+  // that got no gradient (unless find_unused_parameters, which treats them as zero).
+  void finish();
+
+  size_t numBuckets() const { return buckets_.size(); }
+
+ private:
+  struct Bucket;
+  void onGradient(size_t param, const at::Tensor& grad);
+  void launch(Bucket& bucket);
+
+  Communicator& comm_;
+  std::vector<at::Tensor> params_;
+  std::vector<std::string> names_;
+  GradientSyncOptions options_;
+  std::vector<std::unique_ptr<Bucket>> buckets_;
+  std::vector<std::pair<size_t, size_t>> where_;  // param → (bucket, slot)
+  std::vector<bool> ready_;
+  bool enabled_ = true;
+  bool pending_ = false;  // a synced backward ran and finish() has not yet
+};
+
+}  // namespace accel::sync
