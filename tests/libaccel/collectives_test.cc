@@ -1,0 +1,138 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "accel/accelerator.h"
+#include "tests/libaccel/world.h"
+
+namespace accel {
+namespace {
+
+class CollectivesTest : public ::testing::TestWithParam<int> {};
+
+AcceleratorOptions withComm(std::shared_ptr<Communicator> comm, int rank) {
+  AcceleratorOptions o;
+  o.communicator = std::move(comm);
+  o.local_rank = rank;
+  o.mixed_precision = MixedPrecision::No;
+  o.gradient_accumulation_steps = 1;
+  return o;
+}
+
+TEST_P(CollectivesTest, CommunicatorPrimitives) {
+  const int n = GetParam();
+  testing::runRanks(n, [n](std::shared_ptr<Communicator> comm, int rank) {
+    auto t = torch::full({3}, static_cast<float>(rank + 1));
+    comm->allreduce(t, ReduceOp::Sum);
+    EXPECT_TRUE(torch::allclose(t, torch::full({3}, n * (n + 1) / 2.0f)));
+    auto m = torch::full({1}, static_cast<float>(rank));
+    comm->allreduce(m, ReduceOp::Max);
+    EXPECT_EQ(m.item<float>(), n - 1);
+    auto b = torch::full({2}, rank == n - 1 ? 42.0f : 0.0f);
+    comm->broadcast(b, n - 1);
+    EXPECT_EQ(b[1].item<float>(), 42.0f);
+    auto all = comm->allgather(torch::full({1}, static_cast<float>(rank * 10)));
+    ASSERT_EQ(all.size(), static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) EXPECT_EQ(all[static_cast<size_t>(r)].item<float>(), r * 10.0f);
+    comm->barrier();
+  });
+}
+
+TEST_P(CollectivesTest, AcceleratorHelpers) {
+  const int n = GetParam();
+  testing::runRanks(n, [n](std::shared_ptr<Communicator> comm, int rank) {
+    Accelerator acc(withComm(comm, rank));
+    EXPECT_EQ(acc.numProcesses(), n);
+    EXPECT_EQ(acc.isMainProcess(), rank == 0);
+    auto g = acc.gather(torch::tensor({rank, rank}, torch::kLong));
+    ASSERT_EQ(g.size(0), 2 * n);
+    EXPECT_EQ(g[2 * n - 1].item<int64_t>(), n - 1);
+    EXPECT_EQ(acc.gather(torch::tensor(rank)).size(0), n);  // scalars become one row each
+    auto sum = acc.reduce(torch::full({2}, 1.0 + rank));
+    EXPECT_DOUBLE_EQ(sum[0].item<double>(), n + n * (n - 1) / 2.0);
+    auto mean = acc.reduce(torch::full({1}, 1.0 + rank), Reduction::Mean);
+    EXPECT_DOUBLE_EQ(mean.item<double>(), (n + 1) / 2.0);
+    auto x = torch::full({1}, static_cast<double>(rank));
+    acc.broadcast(x, 1);
+    EXPECT_EQ(x.item<double>(), 1.0);
+    // Rank r has r+1 rows; padded to n rows with -1, at the end or the start.
+    auto rows = torch::full({rank + 1, 2}, static_cast<float>(rank));
+    auto padded = acc.padAcrossProcesses(rows, 0, -1);
+    ASSERT_EQ(padded.size(0), n);
+    EXPECT_EQ(padded[0][0].item<float>(), rank);
+    if (rank + 1 < n) {
+      EXPECT_EQ(padded[n - 1][1].item<float>(), -1.0f);
+    }
+    auto first = acc.padAcrossProcesses(rows, 0, -1, /*padFirst=*/true);
+    EXPECT_EQ(first[n - 1][0].item<float>(), rank);
+    auto [begin, end] = acc.splitBetweenProcesses(10);
+    EXPECT_EQ(end - begin, 10 / n + (static_cast<size_t>(rank) < 10 % n ? 1 : 0));
+    std::vector<int> order;
+    acc.mainProcessFirst([&] { order.push_back(rank); });
+    acc.waitForEveryone();
+  });
+}
+
+TEST_P(CollectivesTest, GatherForMetricsCountsEverySampleOnce) {
+  const int n = GetParam();
+  testing::runRanks(n, [n](std::shared_ptr<Communicator> comm, int rank) {
+    Accelerator acc(withComm(comm, rank));
+    ShardOptions o;
+    o.dataset_size = 23;  // not a multiple of batch × ranks: the last step wraps around
+    o.batch_size = 4;
+    ShardedBatchSampler sampler(o, rank, n);
+    auto batches = sampler.batches();
+    std::vector<int64_t> seen;
+    for (size_t i = 0; i < batches.size(); ++i) {
+      std::vector<int64_t> ids(batches[i].begin(), batches[i].end());
+      auto g = acc.gatherForMetrics(torch::tensor(ids), sampler, i + 1 == batches.size());
+      for (int64_t j = 0; j < g.size(0); ++j) seen.push_back(g[j].item<int64_t>());
+    }
+    std::sort(seen.begin(), seen.end());
+    ASSERT_EQ(seen.size(), 23u) << "world " << n;
+    for (int64_t j = 0; j < 23; ++j) EXPECT_EQ(seen[static_cast<size_t>(j)], j);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, CollectivesTest, ::testing::Values(2, 3));
+
+TEST(SingleProcessTest, NoLauncherNoNetworking) {
+  unsetenv("WORLD_SIZE");
+  Accelerator acc;
+  EXPECT_EQ(acc.numProcesses(), 1);
+  EXPECT_TRUE(acc.isMainProcess());
+  auto g = acc.gather(torch::ones({2}));
+  EXPECT_EQ(g.size(0), 2);
+  acc.waitForEveryone();
+}
+
+TEST(SingleProcessTest, Fp16WithoutCudaIsAnError) {
+  AcceleratorOptions o;
+  o.mixed_precision = MixedPrecision::Fp16;
+  try {
+    Accelerator acc(o);
+    FAIL() << "fp16 accepted without CUDA";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "mixed precision fp16 needs a CUDA device and this LibTorch has none; use bf16 or no");
+  }
+}
+
+TEST(SingleProcessTest, MixedPrecisionFromEnvironment) {
+  setenv("ACCELERATE_MIXED_PRECISION", "bf16", 1);
+  setenv("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "4", 1);
+  Accelerator acc;
+  EXPECT_EQ(acc.mixedPrecision(), MixedPrecision::Bf16);
+  EXPECT_EQ(acc.gradientAccumulationSteps(), 4);
+  {
+    auto cast = acc.autocast();
+    auto y = torch::mm(torch::ones({2, 2}), torch::ones({2, 2}));
+    EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
+  }
+  EXPECT_EQ(torch::mm(torch::ones({2, 2}), torch::ones({2, 2})).scalar_type(), torch::kFloat);
+  setenv("ACCELERATE_MIXED_PRECISION", "fp32", 1);
+  EXPECT_THROW(Accelerator bad, Error);
+  unsetenv("ACCELERATE_MIXED_PRECISION");
+  unsetenv("ACCELERATE_GRADIENT_ACCUMULATION_STEPS");
+}
+
+}  // namespace
+}  // namespace accel

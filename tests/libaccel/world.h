@@ -1,0 +1,44 @@
+#pragma once
+// Ranks as threads: N Gloo communicators over an in-process c10d::HashStore, each rank's body
+// run on its own thread; the first exception is rethrown on the test's thread.
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include "libaccel/comm/gloo_communicator.h"
+
+namespace accel::testing {
+
+inline void runRanks(int world, const std::function<void(std::shared_ptr<Communicator>, int)>& body) {
+  static int group = 0;
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  const std::string prefix = "world" + std::to_string(group++);
+  std::vector<std::thread> threads;
+  std::exception_ptr failure;
+  std::mutex m;
+  for (int rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        comm::GlooOptions options;
+        options.timeout = std::chrono::seconds(30);
+        std::shared_ptr<Communicator> comm =
+            comm::makeGlooCommunicator(c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank, world, options);
+        body(comm, rank);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(m);
+        if (!failure) failure = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace accel::testing
