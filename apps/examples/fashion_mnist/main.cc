@@ -1,0 +1,165 @@
+// Fashion-MNIST on libaccel: run it with `accel launch -n 2 build/apps/examples/fashion_mnist`.
+// Rank 0 shows progress, the loss and the test accuracy.
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <torch/torch.h>
+
+#include "accel/accelerator.h"
+#include "accel/idx.h"
+#include "apps/examples/fashion_mnist/models.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr float kMean = 0.2860f, kStd = 0.3530f;
+
+struct Options {
+  std::string data = "/usr/share/datasets/fashion-mnist";
+  std::string model = "mlp";
+  int epochs = 1;
+  int64_t max_steps = 0;  // 0: whole epochs
+  int64_t batch = 64;     // per rank
+  bool shuffle = true;
+  uint64_t seed = 0;
+  std::string mixed_precision;  // empty: $ACCELERATE_MIXED_PRECISION
+  bool progress = true;
+  std::string save_state, load_state;
+};
+
+torch::Tensor loadImages(const std::string& path) {
+  return (accel::readIdx(path).to(torch::kFloat).div_(255.0f).sub_(kMean).div_(kStd)).unsqueeze(1);
+}
+
+template <typename Model>
+int run(Model model, const Options& o, accel::Accelerator& acc) {
+  const auto start = Clock::now();
+  auto trainX = loadImages(o.data + "/train-images-idx3-ubyte.gz");
+  auto trainY = accel::readIdx(o.data + "/train-labels-idx1-ubyte.gz").to(torch::kLong);
+  auto testX = loadImages(o.data + "/t10k-images-idx3-ubyte.gz");
+  auto testY = accel::readIdx(o.data + "/t10k-labels-idx1-ubyte.gz").to(torch::kLong);
+
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (o.model == "mlp") {
+    optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  } else {
+    optimizer = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3));
+  }
+  acc.prepare(*model, *optimizer);
+  if (!o.load_state.empty()) acc.loadState(o.load_state);
+
+  accel::ShardOptions shard;
+  shard.dataset_size = static_cast<size_t>(trainX.size(0));
+  shard.batch_size = static_cast<size_t>(o.batch);
+  shard.shuffle = o.shuffle;
+  shard.seed = o.seed;
+  accel::ShardedBatchSampler sampler(shard, acc.processIndex(), acc.numProcesses());
+
+  int64_t steps = 0;
+  double firstStepSeconds = -1;
+  auto trainStart = Clock::now();
+  float lastLoss = 0;
+  for (int epoch = 0; epoch < o.epochs && (o.max_steps == 0 || steps < o.max_steps); ++epoch) {
+    model->train();
+    sampler.setEpoch(static_cast<uint64_t>(epoch));
+    auto batches = sampler.batches();
+    for (size_t i = 0; i < batches.size(); ++i) {
+      if (o.max_steps && steps >= o.max_steps) break;
+      auto idx = torch::tensor(std::vector<int64_t>(batches[i].begin(), batches[i].end()));
+      auto x = trainX.index_select(0, idx), y = trainY.index_select(0, idx);
+      acc.accumulate(i + 1 == batches.size());
+      torch::Tensor logits;
+      {
+        auto cast = acc.autocast();
+        logits = model->forward(x);
+      }
+      auto loss = torch::cross_entropy_loss(logits.to(torch::kFloat), y);
+      acc.backward(loss);
+      acc.step();
+      ++steps;
+      if (firstStepSeconds < 0) firstStepSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+      if (o.progress && acc.isMainProcess() && (steps % 20 == 0 || i + 1 == batches.size())) {
+        lastLoss = loss.item<float>();
+        const int width = 30;
+        int filled = static_cast<int>(width * (i + 1) / batches.size());
+        std::printf("\repoch %d/%d [%s%s] %zu/%zu loss %.4f", epoch + 1, o.epochs, std::string(filled, '=').c_str(),
+                    std::string(width - filled, ' ').c_str(), i + 1, batches.size(), lastLoss);
+        std::fflush(stdout);
+      }
+    }
+    if (o.progress && acc.isMainProcess()) std::printf("\n");
+  }
+  acc.waitForEveryone();
+  const double trainSeconds = std::chrono::duration<double>(Clock::now() - trainStart).count();
+  if (!o.save_state.empty()) acc.saveState(o.save_state);
+
+  // Test accuracy: each rank scores its share; gatherForMetrics counts every image once.
+  model->eval();
+  torch::NoGradGuard noGrad;
+  accel::ShardOptions testShard;
+  testShard.dataset_size = static_cast<size_t>(testX.size(0));
+  testShard.batch_size = 500;
+  accel::ShardedBatchSampler testSampler(testShard, acc.processIndex(), acc.numProcesses());
+  auto testBatches = testSampler.batches();
+  int64_t correct = 0, total = 0;
+  for (size_t i = 0; i < testBatches.size(); ++i) {
+    auto idx = torch::tensor(std::vector<int64_t>(testBatches[i].begin(), testBatches[i].end()));
+    torch::Tensor logits;
+    {
+      auto cast = acc.autocast();
+      logits = model->forward(testX.index_select(0, idx));
+    }
+    auto hit = logits.argmax(1).eq(testY.index_select(0, idx)).to(torch::kLong);
+    auto all = acc.gatherForMetrics(hit, testSampler, i + 1 == testBatches.size());
+    correct += all.sum().item<int64_t>();
+    total += all.size(0);
+  }
+  const double samplesPerSecond = static_cast<double>(steps * o.batch * acc.numProcesses()) / trainSeconds;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "model %s, %d processes, %s: %lld steps, final loss %.4f, test accuracy %.2f%% (%lld/%lld), "
+                "%.0f samples/s, first step after %.2f s",
+                o.model.c_str(), acc.numProcesses(),
+                acc.mixedPrecision() == accel::MixedPrecision::Bf16 ? "bf16" : "fp32", static_cast<long long>(steps),
+                lastLoss, 100.0 * static_cast<double>(correct) / static_cast<double>(total),
+                static_cast<long long>(correct), static_cast<long long>(total), samplesPerSecond, firstStepSeconds);
+  acc.print(line);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"Fashion-MNIST on libaccel (run under `accel launch`)"};
+  app.add_option("--data", o.data, "Directory with the four idx files (.gz)");
+  app.add_option("--model", o.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}));
+  app.add_option("--epochs", o.epochs, "Epochs")->check(CLI::PositiveNumber);
+  app.add_option("--steps", o.max_steps, "Stop after this many steps (0: whole epochs)");
+  app.add_option("--batch", o.batch, "Batch size per rank")->check(CLI::PositiveNumber);
+  app.add_flag("--shuffle,!--no-shuffle", o.shuffle, "Shuffle each epoch (off: file order, batch i to rank i mod N)");
+  app.add_option("--seed", o.seed, "Seed, set before the model is built");
+  app.add_option("--mixed_precision,--mixed-precision", o.mixed_precision, "no or bf16 (default: from accel launch)")
+      ->check(CLI::IsMember({"no", "bf16", "fp16"}));
+  app.add_flag("--progress,!--no-progress", o.progress, "Progress bar on rank 0");
+  app.add_option("--save_state", o.save_state, "Save a checkpoint here after training");
+  app.add_option("--load_state", o.load_state, "Resume from this checkpoint");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    accel::AcceleratorOptions options;
+    if (o.mixed_precision == "bf16") options.mixed_precision = accel::MixedPrecision::Bf16;
+    if (o.mixed_precision == "fp16") options.mixed_precision = accel::MixedPrecision::Fp16;
+    if (o.mixed_precision == "no") options.mixed_precision = accel::MixedPrecision::No;
+    accel::Accelerator acc(options);
+    acc.setSeed(o.seed);
+    if (o.model == "mlp") return run(accel::examples::Mlp(), o, acc);
+    return run(accel::examples::Cnn(), o, acc);
+  } catch (const std::exception& e) {
+    std::cerr << "fashion_mnist: " << e.what() << std::endl;
+    return 1;
+  }
+}
