@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Training throughput, in one run: the C++ Fashion-MNIST example (libaccel) against the same
+# models, data order (file order, batch i to rank i mod N) and batch (64 per rank) in Python
+# (python3-torch DDP over gloo, support/ddp_fashion_mnist.py), both under accel launch with
+# OMP_NUM_THREADS=1, for N = 1 and 2, MLP and CNN, fp32 and bf16. Reports samples/s, scaling
+# efficiency (N=2 / 2×N=1), time to the first step, whole-command wall time and peak RSS per rank.
+#   scripts/bench/train.sh [--steps S]      (default 200 steps per rank)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+steps=200
+[[ "${1:-}" == "--steps" ]] && steps=$2
+build=${ACCEL_BUILD_DIR:-build}
+accel=$build/apps/accel/accel
+example=$build/apps/examples/fashion_mnist/fashion_mnist
+[[ -x "$accel" && -x "$example" ]] || { echo "build first: scripts/build" >&2; exit 1; }
+export OMP_NUM_THREADS=1
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+
+# run NAME N PRECISION MODEL: prints "samples/s first_step wall_s rss_mib"
+run() {
+  local impl=$1 n=$2 precision=$3 model=$4 out=$scratch/out
+  local cmd
+  if [[ $impl == cpp ]]; then
+    cmd=("$example" --model "$model" --steps "$steps" --no-shuffle --no-progress --no-eval)
+  else
+    cmd=(/usr/bin/python3 scripts/bench/support/ddp_fashion_mnist.py --model "$model" --steps "$steps")
+  fi
+  local start end
+  start=$(date +%s.%N)
+  # GNU time per rank: wrap the worker so each rank reports its own peak RSS.
+  "$accel" launch -q --cpu -n "$n" --mixed_precision "$precision" --no_python \
+    /usr/bin/time -f "rss_kb=%M" -- "${cmd[@]}" >"$out" 2>&1
+  end=$(date +%s.%N)
+  local sps first rss
+  sps=$(sed -n 's/.* \([0-9]*\) samples\/s.*/\1/p' "$out" | head -1)
+  first=$(sed -n 's/.*first step after \([0-9.]*\) s.*/\1/p' "$out" | head -1)
+  rss=$(sed -n 's/.*rss_kb=\([0-9]*\).*/\1/p' "$out" | sort -n | tail -1)
+  echo "$sps $first $(awk -v s="$start" -v e="$end" 'BEGIN{printf "%.1f", e-s}') $(awk -v r="$rss" 'BEGIN{printf "%.0f", r/1024}')"
+}
+
+printf '%-5s %-5s %-2s | %9s %9s %6s | %6s %6s | %6s %6s | %6s %6s | %5s %5s\n' \
+  model prec N "C++ sps" "Py sps" "ratio" "C++ 1st" "Py 1st" "C++ s" "Py s" "C++MB" "PyMB" "effC" "effPy"
+for model in mlp cnn; do
+  for precision in no bf16; do
+    declare -A one=()
+    for n in 1 2; do
+      read -r c_sps c_first c_wall c_rss < <(run cpp "$n" "$precision" "$model")
+      read -r p_sps p_first p_wall p_rss < <(run py "$n" "$precision" "$model")
+      if [[ $n == 1 ]]; then one[c]=$c_sps; one[p]=$p_sps; eff_c=-; eff_p=-; else
+        eff_c=$(awk -v a="$c_sps" -v b="${one[c]}" 'BEGIN{printf "%.0f%%", 100*a/(2*b)}')
+        eff_p=$(awk -v a="$p_sps" -v b="${one[p]}" 'BEGIN{printf "%.0f%%", 100*a/(2*b)}')
+      fi
+      ratio=$(awk -v a="$c_sps" -v b="$p_sps" 'BEGIN{printf "%.2fx", a/b}')
+      printf '%-5s %-5s %-2s | %9s %9s %6s | %6s %6s | %6s %6s | %6s %6s | %5s %5s\n' \
+        "$model" "$precision" "$n" "$c_sps" "$p_sps" "$ratio" "$c_first" "$p_first" "$c_wall" "$p_wall" \
+        "$c_rss" "$p_rss" "$eff_c" "$eff_p"
+    done
+  done
+done
