@@ -156,54 +156,54 @@ std::string TcpStoreClient::recvBytes(Clock::time_point deadline, const char* wh
   return out;
 }
 
-void TcpStoreClient::set(const std::string& key, const std::string& value) {
-  ensureConnected();
+wire::Request TcpStoreClient::query(QueryType type, const std::vector<std::string>& keys) {
   wire::Request q;
-  q.type = QueryType::Set;
-  q.keys = {wireKey(key)};
+  q.type = type;
+  for (const auto& k : keys) q.keys.push_back(wireKey(k));
+  return q;
+}
+
+void TcpStoreClient::send(const wire::Request& q, const char* what, const std::string& label) {
+  ensureConnected();
+  sendAll(wire::encodeRequest(q), what, label);
+}
+
+int64_t TcpStoreClient::recvInt64(const char* what, const std::string& label) {
+  int64_t value = 0;
+  recvAll(&value, sizeof value, Clock::now() + options_.timeout, what, label);
+  return value;
+}
+
+void TcpStoreClient::set(const std::string& key, const std::string& value) {
+  auto q = query(QueryType::Set, {key});
   q.value = value;
-  sendAll(wire::encodeRequest(q), "set", key);
+  send(q, "set", key);
 }
 
 std::string TcpStoreClient::get(const std::string& key, std::chrono::milliseconds timeout) {
   wait({key}, timeout);
-  wire::Request q;
-  q.type = QueryType::Get;
-  q.keys = {wireKey(key)};
-  sendAll(wire::encodeRequest(q), "get", key);
+  send(query(QueryType::Get, {key}), "get", key);
   return recvBytes(Clock::now() + options_.timeout, "get", key);
 }
 
 int64_t TcpStoreClient::add(const std::string& key, int64_t delta) {
-  ensureConnected();
-  wire::Request q;
-  q.type = QueryType::Add;
-  q.keys = {wireKey(key)};
+  auto q = query(QueryType::Add, {key});
   q.delta = delta;
-  sendAll(wire::encodeRequest(q), "add", key);
-  int64_t value = 0;
-  recvAll(&value, sizeof value, Clock::now() + options_.timeout, "add", key);
-  return value;
+  send(q, "add", key);
+  return recvInt64("add", key);
 }
 
 std::string TcpStoreClient::compareSet(const std::string& key, const std::string& expected,
                                        const std::string& desired) {
-  ensureConnected();
-  wire::Request q;
-  q.type = QueryType::CompareSet;
-  q.keys = {wireKey(key)};
+  auto q = query(QueryType::CompareSet, {key});
   q.value = expected;
   q.desired = desired;
-  sendAll(wire::encodeRequest(q), "compare_set", key);
+  send(q, "compare_set", key);
   return recvBytes(Clock::now() + options_.timeout, "compare_set", key);
 }
 
 void TcpStoreClient::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  ensureConnected();
-  wire::Request q;
-  q.type = QueryType::Wait;
-  for (const auto& k : keys) q.keys.push_back(wireKey(k));
-  sendAll(wire::encodeRequest(q), "wait for", joinKeys(keys));
+  send(query(QueryType::Wait, keys), "wait for", joinKeys(keys));
   uint8_t reply = 0;
   try {
     recvAll(&reply, 1, Clock::now() + timeout, "wait for", joinKeys(keys));
@@ -224,35 +224,20 @@ void TcpStoreClient::wait(const std::vector<std::string>& keys, std::chrono::mil
 }
 
 bool TcpStoreClient::check(const std::vector<std::string>& keys) {
-  ensureConnected();
-  wire::Request q;
-  q.type = QueryType::Check;
-  for (const auto& k : keys) q.keys.push_back(wireKey(k));
-  sendAll(wire::encodeRequest(q), "check", joinKeys(keys));
+  send(query(QueryType::Check, keys), "check", joinKeys(keys));
   uint8_t reply = 0;
   recvAll(&reply, 1, Clock::now() + options_.timeout, "check", joinKeys(keys));
   return reply == static_cast<uint8_t>(wire::CheckResponse::Ready);
 }
 
 bool TcpStoreClient::deleteKey(const std::string& key) {
-  ensureConnected();
-  wire::Request q;
-  q.type = QueryType::DeleteKey;
-  q.keys = {wireKey(key)};
-  sendAll(wire::encodeRequest(q), "delete", key);
-  int64_t deleted = 0;
-  recvAll(&deleted, sizeof deleted, Clock::now() + options_.timeout, "delete", key);
-  return deleted > 0;
+  send(query(QueryType::DeleteKey, {key}), "delete", key);
+  return recvInt64("delete", key) > 0;
 }
 
 int64_t TcpStoreClient::numKeys() {
-  ensureConnected();
-  wire::Request q;
-  q.type = QueryType::GetNumKeys;
-  sendAll(wire::encodeRequest(q), "count keys", "*");
-  int64_t n = 0;
-  recvAll(&n, sizeof n, Clock::now() + options_.timeout, "count keys", "*");
-  return n;
+  send(query(QueryType::GetNumKeys, {}), "count keys", "*");
+  return recvInt64("count keys", "*");
 }
 
 }  // namespace accel::store

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "libaccel/store/store.h"
+#include "libaccel/store/wire_protocol.h"
 
 namespace accel::store {
 
@@ -43,6 +44,11 @@ class TcpStoreClient : public Store {
   std::string address() const;
 
  private:
+  // A request with `keys` in torch's "/"-prefixed form.
+  static wire::Request query(wire::QueryType type, const std::vector<std::string>& keys);
+  // Connects if needed and sends `q`; `what` and `label` name it in errors.
+  void send(const wire::Request& q, const char* what, const std::string& label);
+  int64_t recvInt64(const char* what, const std::string& label);
   void connect();
   void ensureConnected();
   void sendAll(const std::string& bytes, const char* what, const std::string& key);
