@@ -17,30 +17,38 @@ GradientSync::GradientSync(Communicator& comm, std::vector<at::Tensor> params, s
     : comm_(comm), params_(std::move(params)), names_(std::move(names)), options_(options) {
   where_.resize(params_.size());
   ready_.assign(params_.size(), false);
-  // Reverse order: the last layers' gradients come first in backward.
+  // Reverse order: the last layers' gradients come first in backward. A bucket holds one dtype
+  // on one device; its flat buffer is allocated once the layout is known.
   std::unique_ptr<Bucket> current;
+  int64_t numel = 0;
   size_t bytes = 0;
+  auto close = [&] {
+    current->flat = at::zeros({numel}, params_[current->params.front()].options().requires_grad(false));
+    buckets_.push_back(std::move(current));
+  };
   for (size_t k = params_.size(); k-- > 0;) {
     const at::Tensor& p = params_[k];
     if (!p.requires_grad()) continue;
     const size_t size = static_cast<size_t>(p.numel()) * p.element_size();
-    if (current && (bytes + size > options_.bucket_cap_bytes || current->flat.scalar_type() != p.scalar_type() ||
-                    current->flat.device() != p.device())) {
-      buckets_.push_back(std::move(current));
+    if (current) {
+      const at::Tensor& first = params_[current->params.front()];
+      if (bytes + size > options_.bucket_cap_bytes || first.scalar_type() != p.scalar_type() ||
+          first.device() != p.device()) {
+        close();
+      }
     }
     if (!current) {
       current = std::make_unique<Bucket>();
-      current->flat = at::empty({0}, p.options().requires_grad(false));
+      numel = 0;
       bytes = 0;
     }
     where_[k] = {buckets_.size(), current->params.size()};
-    current->offsets.push_back(current->flat.numel());
+    current->offsets.push_back(numel);
     current->params.push_back(k);
-    current->flat = at::empty({current->flat.numel() + p.numel()}, current->flat.options());
+    numel += p.numel();
     bytes += size;
   }
-  if (current) buckets_.push_back(std::move(current));
-  for (auto& b : buckets_) b->flat.zero_();
+  if (current) close();
 
   for (size_t k = 0; k < params_.size(); ++k) {
     if (!params_[k].requires_grad()) continue;

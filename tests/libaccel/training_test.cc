@@ -8,6 +8,7 @@
 
 #include "accel/accelerator.h"
 #include "libaccel/common/error.h"
+#include "libaccel/sync/gradient_sync.h"
 #include "tests/libaccel/world.h"
 
 namespace accel {
@@ -186,6 +187,49 @@ TEST(TrainingTest, ParametersWithoutGradientAreAnErrorUnlessAllowed) {
       }
     });
   }
+}
+
+// A world of two simulated in one process, which records when all-reduces start.
+class RecordingCommunicator : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::unique_ptr<Work> allreduceAsync(at::Tensor& t, ReduceOp) override {
+    ++started;
+    t.mul_(2);  // as if the other rank had the same gradients
+    struct Done : Work {
+      void wait() override {}
+    };
+    return std::make_unique<Done>();
+  }
+  void broadcast(at::Tensor&, int) override {}
+  std::vector<at::Tensor> allgather(const at::Tensor& t) override { return {t, t}; }
+  void barrier() override {}
+  int started = 0;
+};
+
+TEST(GradientSyncTest, BucketsStartDuringBackwardInReverseOrder) {
+  auto net = makeNet();
+  RecordingCommunicator comm;
+  std::vector<at::Tensor> params = net->parameters();
+  sync::GradientSync gs(comm, params, {}, sync::GradientSyncOptions{/*bucket_cap_bytes=*/100, false});
+  ASSERT_GE(gs.numBuckets(), 3u);
+  torch::mse_loss(net->forward(torch::ones({4, 8})), torch::zeros({4, 2})).backward();
+  // Every bucket's all-reduce was started by the hooks, before backward returned.
+  EXPECT_EQ(comm.started, static_cast<int>(gs.numBuckets()));
+  auto local = snapshot(*net);
+  std::vector<at::Tensor> grads;
+  for (auto& p : params) grads.push_back(p.grad().clone());
+  gs.finish();
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(params[i].grad(), grads[i])) << "averaged gradient of " << i;
+  }
+  // Not synchronising: no collective at all.
+  gs.setEnabled(false);
+  comm.started = 0;
+  torch::mse_loss(net->forward(torch::ones({4, 8})), torch::zeros({4, 2})).backward();
+  gs.finish();
+  EXPECT_EQ(comm.started, 0);
 }
 
 TEST(CheckpointTest, ResumedTrainingMatchesUninterrupted) {
