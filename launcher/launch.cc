@@ -186,15 +186,6 @@ Expected<JobReport> launch(const LaunchOptions& options) {
                      std::to_string(plan.max_restarts) + ")");
   }
   supervisor.finish();
-  if (agentStore) {
-    // The master keeps the store up until every machine's workers are done with it.
-    int done = exitBarrier(*agentStore, rdzv, master, plan.rdzv_timeout);
-    if (master && done < plan.num_machines) {
-      notice(plan, "stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +
-                       std::to_string(plan.num_machines) + " machines reported their workers finished");
-    }
-  }
-  if (server) server->stop();
   report.exit_code = jobExitCode(report.attempts.back());
 
   std::string summary = renderFailureSummary(report);
@@ -203,6 +194,16 @@ Expected<JobReport> launch(const LaunchOptions& options) {
     auto ok = config::writeFileAtomically(*plan.log_dir + "/summary.json", renderReportJson(report).dump(2) + "\n");
     if (!ok) notice(plan, "could not write summary.json: " + ok.error());
   }
+  // The master keeps the store up until every machine's workers are done with it (after a
+  // local failure there is nothing to wait for: the others' collectives fail with it).
+  if (agentStore && (!master || report.exit_code == 0)) {
+    int done = exitBarrier(*agentStore, rdzv, master, plan.rdzv_timeout);
+    if (master && done < plan.num_machines) {
+      notice(plan, "stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +
+                       std::to_string(plan.num_machines) + " machines reported their workers finished");
+    }
+  }
+  if (server) server->stop();
   if (tempRunDir) removeTree(runDir);
   return report;
 }
