@@ -16,6 +16,11 @@
 #include <torch/serialize.h>
 
 #include "libaccel/comm/gloo_communicator.h"
+#ifdef ACCEL_HAVE_NCCL
+#include <cuda_runtime_api.h>
+
+#include "libaccel/comm/nccl_communicator.h"
+#endif
 #include "libaccel/common/env_names.h"
 #include "libaccel/common/error.h"
 #include "libaccel/sync/gradient_sync.h"
@@ -46,8 +51,10 @@ MixedPrecision parsePrecision(const std::string& text) {
 }
 
 // The process group of `accel launch`'s workers: the agent's store (namespaced per attempt,
-// as torch does) and Gloo.
-std::shared_ptr<Communicator> communicatorFromEnvironment(std::chrono::milliseconds timeout) {
+// as torch does), and NCCL when it was built, a CUDA device is usable and the job is not
+// CPU-only; Gloo otherwise.
+std::shared_ptr<Communicator> communicatorFromEnvironment(std::chrono::milliseconds timeout, bool cpuOnly,
+                                                          int localRank) {
   const int world = getenvInt(env::kWorldSize, 1);
   if (world <= 1) return makeSingleProcessCommunicator();
   const int rank = getenvInt(env::kRank, -1);
@@ -73,6 +80,16 @@ std::shared_ptr<Communicator> communicatorFromEnvironment(std::chrono::milliseco
         "/worker/attempt_" + getenvString(env::kRestartCount).value_or("0"), store);
   }
   store = c10::make_intrusive<c10d::PrefixStore>("accel", store);
+#ifdef ACCEL_HAVE_NCCL
+  if (!cpuOnly && comm::cudaUnavailableReason().empty()) {
+    int devices = 0;
+    cudaGetDeviceCount(&devices);
+    return comm::makeNcclCommunicator(store, rank, world, std::max(localRank, 0) % devices, timeout);
+  }
+#else
+  (void)cpuOnly;
+  (void)localRank;
+#endif
   comm::GlooOptions gloo;
   gloo.interface = getenvString("GLOO_SOCKET_IFNAME").value_or("");
   gloo.peer_host = *addr;
@@ -140,7 +157,9 @@ Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(option
   if (mixed_precision_ == MixedPrecision::Fp16 && !torch::cuda::is_available()) {
     throw Error("mixed precision fp16 needs a CUDA device and this LibTorch has none; use bf16 or no");
   }
-  comm_ = options_.communicator ? options_.communicator : communicatorFromEnvironment(options_.timeout);
+  const bool cpuOnly = options_.cpu.value_or(getenvString(env::kUseCpu).value_or("False") == "True");
+  comm_ = options_.communicator ? options_.communicator
+                                : communicatorFromEnvironment(options_.timeout, cpuOnly, getenvInt(env::kLocalRank, 0));
   local_rank_ = options_.local_rank >= 0 ? options_.local_rank
                                          : getenvInt(env::kLocalRank, options_.communicator ? comm_->rank() : 0);
   scaler_ = GradScaler([&] {
