@@ -81,10 +81,13 @@ std::shared_ptr<Communicator> communicatorFromEnvironment(std::chrono::milliseco
   }
   store = c10::make_intrusive<c10d::PrefixStore>("accel", store);
 #ifdef ACCEL_HAVE_NCCL
+  // NCCL needs a device per local rank (it refuses two ranks on one GPU).
   if (!cpuOnly && comm::cudaUnavailableReason().empty()) {
     int devices = 0;
     cudaGetDeviceCount(&devices);
-    return comm::makeNcclCommunicator(store, rank, world, std::max(localRank, 0) % devices, timeout);
+    if (devices >= getenvInt(env::kLocalWorldSize, 1)) {
+      return comm::makeNcclCommunicator(store, rank, world, std::max(localRank, 0), timeout);
+    }
   }
 #else
   (void)cpuOnly;
