@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "config/paths.h"
 #include "launcher/oom.h"
 #include "launcher/output_prefixer.h"
 #include "launcher/subprocess_posix.h"
@@ -63,18 +64,6 @@ class TailBuffer {
   std::deque<std::string> lines_;
   std::string partial_;
 };
-
-void makeDirs(const std::string& path) {
-  std::string partial;
-  std::istringstream parts(path);
-  std::string part;
-  if (!path.empty() && path[0] == '/') partial = "/";
-  while (std::getline(parts, part, '/')) {
-    if (part.empty()) continue;
-    partial += part + "/";
-    ::mkdir(partial.c_str(), 0755);
-  }
-}
 
 // torch's @record writes {"message": {"message": "...", "extraInfo": {...}}}; keep the message.
 std::string readErrorFile(const std::string& path) {
@@ -307,7 +296,7 @@ AttemptReport Supervisor::runAttempt(int attempt) {
     w.prefixers[1] = OutputPrefixer(prefix);
     w.show_on_console = !plan_.console_ranks || plan_.console_ranks->count(lr);
     const std::string rankDir = attemptDir + "/rank_" + std::to_string(w.rank);
-    makeDirs(rankDir);
+    (void)config::makeDirectories(rankDir);  // a failure shows as missing logs, not a lost job
     w.error_file = rankDir + "/error.json";
     ::unlink(w.error_file.c_str());
     if (plan_.log_dir) {
