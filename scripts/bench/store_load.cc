@@ -56,7 +56,7 @@ void sendAll(int fd, const std::string& bytes) {
 }
 
 // Runs `count` clients to completion; total is the barrier size over all processes.
-int runClients(const sockaddr_in& addr, int count, int total) {
+int runClients(const sockaddr_in& addr, int count, int total, const std::string& tag) {
   int ep = ::epoll_create1(0);
   std::vector<Client> clients(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) {
@@ -73,9 +73,9 @@ int runClients(const sockaddr_in& addr, int count, int total) {
     ev.data.u32 = static_cast<uint32_t>(i);
     ::epoll_ctl(ep, EPOLL_CTL_ADD, c.fd, &ev);
   }
-  const std::string add = request(QueryType::Add, {"/counter"}, 1);
-  const std::string wait = request(QueryType::Wait, {"/barrier"});
-  const std::string release = request(QueryType::Set, {"/barrier"}, 0, "1");
+  const std::string add = request(QueryType::Add, {"/counter-" + tag}, 1);
+  const std::string wait = request(QueryType::Wait, {"/barrier-" + tag});
+  const std::string release = request(QueryType::Set, {"/barrier-" + tag}, 0, "1");
   int done = 0;
   std::vector<epoll_event> events(1024);
   while (done < count) {
@@ -146,6 +146,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: store_load --clients N [--processes P] [--host H] [--port P]\n");
     return 2;
   }
+  // Keys of their own, so a run never meets a barrier an earlier run left set.
+  const std::string tag = std::to_string(::getpid()) + "-" +
+                          std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
   accel::store::raiseFileLimit();
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -157,7 +160,7 @@ int main(int argc, char** argv) {
   for (int p = 0; p < processes; ++p) {
     int share = clients / processes + (p < clients % processes ? 1 : 0);
     pid_t pid = ::fork();
-    if (pid == 0) ::_exit(runClients(addr, share, clients));
+    if (pid == 0) ::_exit(runClients(addr, share, clients, tag));
     children.push_back(pid);
   }
   int failures = 0;
