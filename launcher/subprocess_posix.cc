@@ -123,7 +123,9 @@ Expected<pid_t> spawnWorker(const SpawnSpec& spec) {
   if (::pipe2(errPipe, O_CLOEXEC) != 0) return makeError(std::string("pipe: ") + std::strerror(errno));
   const pid_t parent = ::getpid();
 
-  pid_t pid = ::fork();
+  // vfork: the child borrows the agent's memory until execve, so starting a worker does not copy
+  // the agent's page tables; it only makes system calls and touches its own stack until then.
+  pid_t pid = ::vfork();
   if (pid < 0) {
     int err = errno;
     ::close(errPipe[0]);

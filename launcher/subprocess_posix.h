@@ -37,7 +37,7 @@ struct SpawnSpec {
 
 // Starts a worker in its own process group (pgid = pid), with PR_SET_PDEATHSIG(SIGKILL) so it
 // dies with the agent, default signal dispositions and an empty signal mask, stdin from
-// /dev/null. Uses fork+execve because posix_spawn cannot set PR_SET_PDEATHSIG in the child.
+// /dev/null. Uses vfork+execve because posix_spawn cannot set PR_SET_PDEATHSIG in the child.
 // An exec failure (ENOENT, EACCES, ...) is reported as an error naming argv[0]. Must be called
 // from a single-threaded process (PR_SET_PDEATHSIG tracks the calling thread).
 Expected<pid_t> spawnWorker(const SpawnSpec& spec);
