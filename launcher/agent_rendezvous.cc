@@ -112,28 +112,32 @@ Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& 
               .dump());
 
     if (master) {
-      auto nextProgress = Clock::now() + o.progress_interval;
+      // Parked on the store until the last slot is registered; woken every progress interval
+      // to say who is missing.
+      const std::string lastSlot = p + "agent/" + std::to_string(o.num_machines - 1);
       while (true) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left.count() > 0) {
+          try {
+            s.wait({lastSlot}, std::min(left, o.progress_interval));
+          } catch (const TimeoutError&) {
+          }
+        }
         int count = static_cast<int>(s.add(p + "arrivals", 0));
         if (count > o.num_machines) {
           return makeError(std::to_string(count) + " machines joined a rendezvous for " + std::to_string(o.num_machines) +
                            " (is another job using the same --main_process_port?)");
         }
         if (count == o.num_machines) break;
-        const bool timedOut = Clock::now() >= deadline;
-        if (timedOut || (o.progress && Clock::now() >= nextProgress)) {
-          std::string status = std::to_string(count) + "/" + std::to_string(o.num_machines) + " machines joined" +
-                               missingText(registrations(s, o, count), o.num_machines);
-          if (timedOut) {
-            std::string message =
-                "rendezvous at " + o.store_address + " timed out after " + secondsText(o.timeout) + ": " + status;
-            s.set(p + "assignment", json{{"error", message}}.dump());  // the others fail now, with the reason
-            return makeError(message);
-          }
-          o.progress(status);
-          nextProgress = Clock::now() + o.progress_interval;
+        std::string status = std::to_string(count) + "/" + std::to_string(o.num_machines) + " machines joined" +
+                             missingText(registrations(s, o, count), o.num_machines);
+        if (Clock::now() >= deadline) {
+          std::string message =
+              "rendezvous at " + o.store_address + " timed out after " + secondsText(o.timeout) + ": " + status;
+          s.set(p + "assignment", json{{"error", message}}.dump());  // the others fail now, with the reason
+          return makeError(message);
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (o.progress) o.progress(status);
       }
       auto assigned = assign(registrations(s, o, o.num_machines), o.num_machines);
       if (!assigned) {
