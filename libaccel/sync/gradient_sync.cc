@@ -70,9 +70,11 @@ void GradientSync::onGradient(size_t k, const at::Tensor& grad) {
   Bucket& bucket = *buckets_[b];
   // The hook sees this backward's gradient before it is added to .grad, which may already hold
   // the steps accumulated without sync: reduce their sum.
+  // Summed in place in the bucket: no temporary per parameter on this hot path.
   const at::Tensor& accumulated = params_[k].grad();
-  at::Tensor total = accumulated.defined() ? accumulated + grad : grad;
-  bucket.flat.narrow(0, bucket.offsets[slot], params_[k].numel()).copy_(total.reshape({-1}));
+  at::Tensor view = bucket.flat.narrow(0, bucket.offsets[slot], params_[k].numel());
+  view.copy_(grad.reshape({-1}));
+  if (accumulated.defined()) view.add_(accumulated.reshape({-1}));
   if (++bucket.ready == bucket.params.size()) launch(bucket);
 }
 
