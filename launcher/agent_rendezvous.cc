@@ -88,6 +88,7 @@ Expected<Assignment> assign(const std::vector<json>& joined, int machines) {
   for (size_t slot = 0; slot < joined.size(); ++slot) {
     MachineInfo& m = byRank[static_cast<size_t>(slotRank[slot])];
     m.host = joined[slot].at("host").get<std::string>();
+    m.address = joined[slot].value("address", "");
     m.local_world_size = joined[slot].at("local_world_size").get<int>();
     m.machine_rank = slotRank[slot];
   }
@@ -108,7 +109,8 @@ Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& 
   try {
     const int slot = static_cast<int>(s.add(p + "arrivals", 1)) - 1;
     s.set(p + "agent/" + std::to_string(slot),
-          json{{"host", o.host}, {"local_world_size", o.local_world_size}, {"requested_rank", o.requested_machine_rank}}
+          json{{"host", o.host}, {"address", o.address}, {"local_world_size", o.local_world_size},
+           {"requested_rank", o.requested_machine_rank}}
               .dump());
 
     if (master) {
@@ -146,8 +148,8 @@ Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& 
       }
       json published = json::array();
       for (const auto& m : assigned->machines) {
-        published.push_back({{"host", m.host}, {"local_world_size", m.local_world_size}, {"machine_rank", m.machine_rank},
-                             {"rank_offset", m.rank_offset}});
+        published.push_back({{"host", m.host}, {"address", m.address}, {"local_world_size", m.local_world_size},
+                             {"machine_rank", m.machine_rank}, {"rank_offset", m.rank_offset}});
       }
       s.set(p + "assignment", json{{"machines", published}, {"slots", assigned->slot_rank}}.dump());
     }
@@ -167,8 +169,9 @@ Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& 
     if (assignment.contains("error")) return makeError("rendezvous failed: " + assignment["error"].get<std::string>());
     RendezvousResult result;
     for (const auto& m : assignment.at("machines")) {
-      result.machines.push_back(MachineInfo{m.at("host").get<std::string>(), m.at("local_world_size").get<int>(),
-                                            m.at("machine_rank").get<int>(), m.at("rank_offset").get<int>()});
+      result.machines.push_back(MachineInfo{m.at("host").get<std::string>(), m.value("address", ""),
+                                            m.at("local_world_size").get<int>(), m.at("machine_rank").get<int>(),
+                                            m.at("rank_offset").get<int>()});
       result.world_size += m.at("local_world_size").get<int>();
     }
     result.machine_rank = assignment.at("slots").at(static_cast<size_t>(slot)).get<int>();
@@ -180,6 +183,27 @@ Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& 
     return makeError(std::string("rendezvous through the store at ") + o.store_address +
                      " failed: malformed record: " + e.what());
   }
+}
+
+std::string failureKey(const RendezvousOptions& o) { return prefix(o) + "failure"; }
+
+std::optional<JobFailure> publishFailure(store::Store& s, const RendezvousOptions& o, const JobFailure& mine) {
+  try {
+    const std::string stored = s.compareSet(failureKey(o), "", failureToJson(mine).dump());
+    JobFailure first = failureFromJson(json::parse(stored));
+    if (first.machine_rank == mine.machine_rank) return std::nullopt;
+    return first;
+  } catch (const Error&) {
+    return std::nullopt;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<JobFailure> readFailure(store::Store& s, const RendezvousOptions& o, int machineRank) {
+  JobFailure first = failureFromJson(json::parse(s.get(failureKey(o), std::chrono::seconds(30))));
+  if (first.machine_rank == machineRank) return std::nullopt;
+  return first;
 }
 
 int exitBarrier(store::Store& s, const RendezvousOptions& o, bool master, std::chrono::milliseconds timeout) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/job_report.h"
 #include "libaccel/common/expected.h"
 #include "libaccel/store/store.h"
 
@@ -24,6 +25,7 @@ struct RendezvousOptions {
   int requested_machine_rank = -1;  // -1: any; 0 makes this agent the master
   int local_world_size = 1;
   std::string host;             // this machine's name, for messages
+  std::string address;          // this machine's address as seen on the way to the master
   std::string store_address;    // "host:port" of the store, for messages
   std::chrono::milliseconds timeout{std::chrono::seconds(900)};
   std::chrono::milliseconds progress_interval{std::chrono::seconds(5)};
@@ -32,6 +34,7 @@ struct RendezvousOptions {
 
 struct MachineInfo {
   std::string host;
+  std::string address;  // the address it reached the master from (its route's source address)
   int local_world_size = 0;
   int machine_rank = 0;
   int rank_offset = 0;  // global rank of its local rank 0
@@ -48,6 +51,19 @@ struct RendezvousResult {
 // is missing ("waited 900 s: 3/4 machines joined; missing machine_rank 2"). Store failures
 // (the master unreachable) are errors naming the store's address.
 Expected<RendezvousResult> rendezvous(store::Store& store, const RendezvousOptions& options);
+
+// The key under which the job's first failure is published (JSON of a JobFailure).
+std::string failureKey(const RendezvousOptions& options);
+
+// Publishes `mine` as the job's first failure unless one is there already (one compare-and-set,
+// so exactly one machine's failure is the job's first). Returns the first failure when it is
+// another machine's, nullopt when it is `mine` (or the store cannot be reached: then nobody
+// else can be told either).
+std::optional<JobFailure> publishFailure(store::Store& store, const RendezvousOptions& options, const JobFailure& mine);
+
+// Reads the published failure; nullopt when it is `machineRank`'s own. Throws accel::Error when
+// the store cannot be read, nlohmann::json::exception when the record is malformed.
+std::optional<JobFailure> readFailure(store::Store& store, const RendezvousOptions& options, int machineRank);
 
 // The exit barrier: records that this machine's workers are done, and on the master waits
 // (at most `timeout`) until every machine has; returns how many finished.

@@ -20,11 +20,55 @@ std::string rankList(const std::vector<int>& ranks) {
   return out;
 }
 
+std::string endText(int exitCode, int signal) {
+  if (signal != 0) return "signal " + signalName(signal) + " (exit code " + std::to_string(exitCode) + ")";
+  return "exit code " + std::to_string(exitCode);
+}
+
+void printEvidence(std::ostringstream& out, const std::string& errorFileMessage, const std::vector<std::string>& tail) {
+  if (!errorFileMessage.empty()) out << "  error file: " << errorFileMessage << "\n";
+  if (tail.empty()) {
+    out << "  (its stderr was empty)\n";
+  } else {
+    out << "  last " << tail.size() << " line(s) of its stderr:\n";
+    for (const auto& line : tail) out << "    | " << line << "\n";
+  }
+}
+
+std::string machineText(const JobFailure& f) {
+  return "machine " + std::to_string(f.machine_rank) + (f.host.empty() ? "" : " (" + f.host + ")");
+}
+
 }  // namespace
 
-std::string describeEnd(const WorkerOutcome& w) {
-  if (w.signal != 0) return "signal " + signalName(w.signal) + " (exit code " + std::to_string(w.exit_code) + ")";
-  return "exit code " + std::to_string(w.exit_code);
+std::string describeEnd(const WorkerOutcome& w) { return endText(w.exit_code, w.signal); }
+
+std::string describeFailure(const JobFailure& f) {
+  if (f.rank < 0) return machineText(f) + ": " + f.reason;
+  return "rank " + std::to_string(f.rank) + " on " + machineText(f) + " failed with " + endText(f.exit_code, f.signal);
+}
+
+nlohmann::json failureToJson(const JobFailure& f) {
+  return {{"machine_rank", f.machine_rank}, {"host", f.host},           {"rank", f.rank},
+          {"local_rank", f.local_rank},     {"pid", f.pid},             {"exit_code", f.exit_code},
+          {"signal", f.signal},             {"reason", f.reason},       {"ended_after_s", f.ended_after_s},
+          {"stderr_tail", f.stderr_tail},   {"error_file_message", f.error_file_message}};
+}
+
+JobFailure failureFromJson(const nlohmann::json& j) {
+  JobFailure f;
+  f.machine_rank = j.at("machine_rank").get<int>();
+  f.host = j.at("host").get<std::string>();
+  f.rank = j.at("rank").get<int>();
+  f.local_rank = j.at("local_rank").get<int>();
+  f.pid = j.at("pid").get<long>();
+  f.exit_code = j.at("exit_code").get<int>();
+  f.signal = j.at("signal").get<int>();
+  f.reason = j.at("reason").get<std::string>();
+  f.ended_after_s = j.at("ended_after_s").get<double>();
+  f.stderr_tail = j.at("stderr_tail").get<std::vector<std::string>>();
+  f.error_file_message = j.at("error_file_message").get<std::string>();
+  return f;
 }
 
 std::string renderFailureSummary(const JobReport& report) {
@@ -34,7 +78,9 @@ std::string renderFailureSummary(const JobReport& report) {
   out << "\n======================== accel: job failed ========================\n";
   for (const auto& a : report.attempts) {
     out << "attempt " << a.attempt << " (" << seconds(a.duration_s) << "): ";
-    if (!a.culprit) {
+    if (a.remote_culprit) {
+      out << describeFailure(*a.remote_culprit) << "\n";
+    } else if (!a.culprit) {
       out << (a.agent_signal ? "stopped by " + signalName(a.agent_signal) + " sent to the agent" : "succeeded") << "\n";
     } else {
       const auto& w = a.workers[*a.culprit];
@@ -45,20 +91,30 @@ std::string renderFailureSummary(const JobReport& report) {
   if (last.agent_signal) {
     out << "The agent received " << signalName(last.agent_signal) << " and forwarded it to the workers.\n";
   }
-  if (last.culprit) {
+  if (last.remote_culprit) {
+    const JobFailure& f = *last.remote_culprit;
+    if (f.rank >= 0) {
+      out << "culprit: rank " << f.rank << " on " << machineText(f) << ", local rank " << f.local_rank << ", pid " << f.pid
+          << " — first to fail in the job, " << endText(f.exit_code, f.signal) << ", after " << seconds(f.ended_after_s)
+          << "\n";
+      printEvidence(out, f.error_file_message, f.stderr_tail);
+    } else {
+      out << "culprit: " << describeFailure(f) << "\n";
+    }
+    if (last.culprit) {
+      const WorkerOutcome& w = last.workers[*last.culprit];
+      out << "also failed on this machine, after it: rank " << w.rank << " with " << describeEnd(w) << "\n";
+    }
+  } else if (last.culprit) {
     const WorkerOutcome& w = last.workers[*last.culprit];
-    out << "culprit: rank " << w.rank << " (local rank " << w.local_rank << ", pid " << w.pid << ") — first to fail, "
-        << describeEnd(w) << ", after " << seconds(w.ended_after_s) << "\n";
+    out << "culprit: rank " << w.rank << " (local rank " << w.local_rank << ", pid " << w.pid << ") — first to fail"
+        << (last.told_others ? " in the job" : "") << ", " << describeEnd(w) << ", after " << seconds(w.ended_after_s)
+        << "\n";
     if (last.oom_suspected) {
       out << "  likely killed by the OOM killer: this cgroup's oom_kill count rose during the run\n";
     }
-    if (!w.error_file_message.empty()) out << "  error file: " << w.error_file_message << "\n";
-    if (w.stderr_tail.empty()) {
-      out << "  (its stderr was empty)\n";
-    } else {
-      out << "  last " << w.stderr_tail.size() << " line(s) of its stderr:\n";
-      for (const auto& line : w.stderr_tail) out << "    | " << line << "\n";
-    }
+    printEvidence(out, w.error_file_message, w.stderr_tail);
+    if (last.told_others) out << "the agents of the other machines were told to stop their workers\n";
   }
   std::vector<int> collateral, killed, clean;
   for (size_t i = 0; i < last.workers.size(); ++i) {
@@ -114,6 +170,7 @@ nlohmann::json renderReportJson(const JobReport& report) {
     } else {
       entry["culprit"] = nullptr;
     }
+    entry["remote_culprit"] = a.remote_culprit ? failureToJson(*a.remote_culprit) : nlohmann::json(nullptr);
     attempts.push_back(entry);
   }
   return {{"exit_code", report.exit_code},

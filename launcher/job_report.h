@@ -25,6 +25,28 @@ struct WorkerOutcome {
   std::string error_file_message;        // from TORCHELASTIC_ERROR_FILE, if the worker wrote one
 };
 
+// The first failure of a multi-machine job, as its agent publishes it to the others: a worker's
+// end, or something that is not a worker's (an agent stopped by a signal, the master lost).
+struct JobFailure {
+  int machine_rank = -1;
+  std::string host;
+  int rank = -1;                 // -1: not a worker's failure (see reason)
+  int local_rank = -1;
+  long pid = 0;
+  int exit_code = 1;             // what every agent of the job exits with
+  int signal = 0;
+  std::string reason;            // for failures that are not a worker's: "its agent received SIGTERM"
+  double ended_after_s = 0;
+  std::vector<std::string> stderr_tail;
+  std::string error_file_message;
+};
+
+// "rank 3 on machine 1 (hostB): exit code 7", "machine 1 (hostB): its agent received SIGTERM".
+std::string describeFailure(const JobFailure& failure);
+nlohmann::json failureToJson(const JobFailure& failure);
+// Throws nlohmann::json::exception on a malformed record.
+JobFailure failureFromJson(const nlohmann::json& j);
+
 struct AttemptReport {
   int attempt = 0;                 // TORCHELASTIC_RESTART_COUNT of this attempt
   std::vector<WorkerOutcome> workers;  // by local rank
@@ -33,8 +55,13 @@ struct AttemptReport {
   bool oom_suspected = false;      // the cgroup's oom_kill count rose during the attempt
   double duration_s = 0;
   std::optional<double> stop_s;    // culprit's end → last collateral worker's end
+  // Multi-machine jobs: the job's first failure when it happened on another machine (it is then
+  // the culprit, and `culprit`, if any, failed after it); `told_others` when this machine's
+  // failure was published as the job's first.
+  std::optional<JobFailure> remote_culprit;
+  bool told_others = false;
 
-  bool succeeded() const { return !culprit && agent_signal == 0; }
+  bool succeeded() const { return !culprit && agent_signal == 0 && !remote_culprit; }
 };
 
 struct JobReport {

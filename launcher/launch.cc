@@ -10,6 +10,7 @@
 #include "launcher/agent_rendezvous.h"
 #include "launcher/gpu_probe.h"
 #include "launcher/launch_plan.h"
+#include "launcher/net_check.h"
 #include "launcher/ports.h"
 #include "launcher/subprocess_posix.h"
 #include "launcher/supervisor.h"
@@ -43,8 +44,11 @@ std::string shellQuote(const std::string& s) {
 void printDryRun(const LaunchPlan& plan, int port) {
   // Port 0: the agent binds a free port when it starts; the dry run cannot know which.
   std::string out;
-  for (int lr = 0; lr < plan.local_world_size; ++lr) {
-    WorkerSlot slot{lr, 0, port, "<run dir>/attempt_0/rank_" + std::to_string(globalRank(plan, lr)) + "/error.json"};
+  const int first = plan.exec_in_place ? plan.exec_local_rank : 0;
+  const int last = plan.exec_in_place ? plan.exec_local_rank + 1 : plan.local_world_size;
+  for (int lr = first; lr < last; ++lr) {
+    WorkerSlot slot{lr, 0, port,
+                    plan.exec_in_place ? "" : "<run dir>/attempt_0/rank_" + std::to_string(globalRank(plan, lr)) + "/error.json"};
     out += "rank " + std::to_string(globalRank(plan, lr)) + " (local rank " + std::to_string(lr) + "):\n  command:";
     for (const auto& a : plan.argv) out += " " + shellQuote(a);
     out += "\n  environment (on top of the inherited one):\n";
@@ -66,8 +70,8 @@ std::string hostName() {
 }
 
 // Connects this agent to the master's store and joins the rendezvous of the machines.
-Expected<RendezvousResult> joinMachines(const LaunchPlan& plan, int storePort, RendezvousOptions& rdzv,
-                                        std::unique_ptr<store::TcpStoreClient>& client) {
+Expected<RendezvousResult> joinMachines(const LaunchPlan& plan, int storePort, const std::string& localAddress,
+                                        RendezvousOptions& rdzv, std::unique_ptr<store::TcpStoreClient>& client) {
   const std::string address = plan.master_addr + ":" + std::to_string(storePort);
   try {
     store::TcpStoreClientOptions options;
@@ -83,6 +87,7 @@ Expected<RendezvousResult> joinMachines(const LaunchPlan& plan, int storePort, R
   rdzv.requested_machine_rank = plan.node_rank;
   rdzv.local_world_size = plan.local_world_size;
   rdzv.host = hostName();
+  rdzv.address = localAddress;
   rdzv.store_address = address;
   rdzv.timeout = plan.rdzv_timeout;
   rdzv.progress = [&plan](const std::string& status) { notice(plan, "rendezvous: " + status); };
@@ -97,9 +102,55 @@ Expected<RendezvousResult> joinMachines(const LaunchPlan& plan, int storePort, R
 }
 
 int jobExitCode(const AttemptReport& last) {
+  if (last.remote_culprit) return last.remote_culprit->exit_code;
   if (last.culprit) return last.workers[*last.culprit].exit_code;
   if (last.agent_signal) return 128 + last.agent_signal;
   return 0;
+}
+
+// SLURM names the master by its node name; where that name does not resolve, the controller's
+// NodeAddr for it does.
+void resolveSchedulerMaster(LaunchPlan& plan) {
+  if (!plan.master_addr_from_scheduler || plan.scheduler != "SLURM" || routeTo(plan.master_addr)) return;
+  if (auto addr = slurmNodeAddress(plan.master_addr)) {
+    notice(plan, "SLURM node '" + plan.master_addr + "' does not resolve here; using its NodeAddr " + *addr);
+    plan.master_addr = *addr;
+  }
+}
+
+// A rank per scheduler task: become the worker. Returns only when the command cannot be run.
+Expected<JobReport> execRank(LaunchPlan& plan, const Environment& parentEnv) {
+  const int rank = globalRank(plan, plan.exec_local_rank);
+  if (plan.num_machines > 1 && !lookup(parentEnv, "GLOO_SOCKET_IFNAME")) {
+    if (auto route = routeTo(plan.master_addr); route && !route->interface.empty()) {
+      plan.common_env["GLOO_SOCKET_IFNAME"] = route->interface;
+    }
+  }
+  if (rank == 0) {
+    notice(plan, plan.scheduler.value_or("the scheduler") + ": " + std::to_string(plan.world_size) +
+                     " ranks, one per task, on " + std::to_string(plan.num_machines) +
+                     " node(s); rank 0 hosts the store at " + plan.master_addr + ":" +
+                     std::to_string(*plan.master_port));
+  }
+  WorkerSlot slot{plan.exec_local_rank, 0, *plan.master_port, ""};
+  std::string why = execInPlace(plan.argv, workerEnvironment(plan, slot, parentEnv));
+  return makeError("rank " + std::to_string(rank) + ": cannot execute '" + plan.argv[0] + "': " + why);
+}
+
+// The interface the workers' Gloo should use: the one that reaches the other machines. A
+// non-master reaches the master; the master reaches machine 1 at the address it came from.
+std::optional<std::string> workerInterface(const LaunchPlan& plan, const RendezvousResult& joined,
+                                           const std::optional<Route>& toMaster) {
+  if (joined.machine_rank != 0) {
+    if (toMaster && !toMaster->interface.empty()) return toMaster->interface;
+    return std::nullopt;
+  }
+  for (const auto& m : joined.machines) {
+    if (m.machine_rank == 0 || m.address.empty()) continue;
+    if (auto route = routeTo(m.address); route && !route->interface.empty()) return route->interface;
+  }
+  (void)plan;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -110,11 +161,18 @@ Expected<JobReport> launch(const LaunchOptions& options) {
 
   auto planned = makeLaunchPlan(options, config::PathEnv::fromProcess(), parentEnv, countUsableGpus);
   if (!planned) return std::move(planned).takeError();
-  const LaunchPlan& plan = *planned;
+  LaunchPlan plan = std::move(*planned);
+  resolveSchedulerMaster(plan);
 
   if (plan.dry_run) {
     printDryRun(plan, plan.master_port.value_or(0));
     return JobReport{};
+  }
+  if (plan.exec_in_place) {
+    for (const auto& text : plan.notices) {
+      if (globalRank(plan, plan.exec_local_rank) == 0) notice(plan, text);
+    }
+    return execRank(plan, parentEnv);
   }
   if (plan.master_port && plan.node_rank == 0) {  // the other machines connect to it instead
     if (auto ok = checkPortFree(*plan.master_port); !ok) return std::move(ok).takeError();
@@ -150,31 +208,87 @@ Expected<JobReport> launch(const LaunchOptions& options) {
   std::unique_ptr<store::TcpStoreServer> server;
   int storePort = plan.master_port.value_or(0);
   if (master) {
+    // With other machines, listen on every address: --main_process_ip may be a name that
+    // resolves to loopback here (Debian's 127.0.1.1) yet to the real address elsewhere.
+    const std::string bindHost = plan.num_machines > 1
+                                     ? (plan.master_addr.find(':') != std::string::npos ? "::" : "0.0.0.0")
+                                     : plan.master_addr;
     try {
-      server = store::TcpStoreServer::start({plan.master_addr, storePort});
+      server = store::TcpStoreServer::start({bindHost, storePort});
     } catch (const Error& e) {
       return abandon(std::string(e.what()) + " (--main_process_ip/--main_process_port)");
     }
     storePort = server->port();
   }
 
-  std::unique_ptr<store::TcpStoreClient> agentStore;
+  std::unique_ptr<store::TcpStoreClient> agentStore, watchStore;
   RendezvousOptions rdzv;
   int rankOffset = plan.rank_offset;
+  std::optional<RendezvousResult> joined;
   if (plan.num_machines > 1) {
-    auto joined = joinMachines(plan, storePort, rdzv, agentStore);
-    if (!joined) return abandon(joined.error());
+    // Before anything is spawned: the master must be reachable, from an interface we can name.
+    if (!master) {
+      auto reached = waitForListener(plan.master_addr, storePort, plan.rdzv_timeout, std::chrono::seconds(10),
+                                     [&plan](const std::string& status) { notice(plan, status); });
+      if (!reached) return abandon(reached.error());
+    }
+    std::optional<Route> toMaster;
+    if (auto route = routeTo(plan.master_addr)) toMaster = *route;
+    auto result = joinMachines(plan, storePort, toMaster ? toMaster->local_ip : "", rdzv, agentStore);
+    if (!result) return abandon(result.error());
+    joined = *result;
     rankOffset = joined->rank_offset;
     notice(plan, "machine " + std::to_string(joined->machine_rank) + " of " + std::to_string(plan.num_machines) +
                      ": ranks " + std::to_string(joined->rank_offset) + ".." +
                      std::to_string(joined->rank_offset + plan.local_world_size - 1) + " of " +
                      std::to_string(joined->world_size));
+    if (!lookup(parentEnv, "GLOO_SOCKET_IFNAME")) {
+      if (auto iface = workerInterface(plan, *joined, toMaster)) {
+        plan.common_env["GLOO_SOCKET_IFNAME"] = *iface;
+        notice(plan, "workers use GLOO_SOCKET_IFNAME=" + *iface + " (the interface that reaches the other machines)");
+      }
+    }
+    try {
+      store::TcpStoreClientOptions watchOptions;
+      watchOptions.host = plan.master_addr;
+      watchOptions.port = storePort;
+      watchOptions.connect_timeout = std::chrono::seconds(30);
+      watchStore = std::make_unique<store::TcpStoreClient>(watchOptions);
+    } catch (const Error& e) {
+      return abandon(std::string("cannot open the failure watch on the master's store: ") + e.what());
+    }
   }
 
   Supervisor supervisor(plan, parentEnv, runDir);
   if (auto ok = supervisor.start(); !ok) return abandon(ok.error());
   supervisor.setMasterPort(storePort);
   supervisor.setRankOffset(rankOffset);
+  if (watchStore) {
+    // A failure on any machine stops the workers on every machine; each names the job's first.
+    JobEvents events;
+    events.machine_rank = joined->machine_rank;
+    events.host = rdzv.host;
+    const std::string storeAddress = rdzv.store_address;
+    try {
+      events.fd = watchStore->startWait({failureKey(rdzv)});
+    } catch (const Error& e) {
+      return abandon(std::string("cannot watch the master's store for failures: ") + e.what());
+    }
+    events.read = [&, storeAddress]() -> std::optional<JobFailure> {
+      try {
+        watchStore->finishWait();
+        return readFailure(*watchStore, rdzv, joined->machine_rank);
+      } catch (const std::exception& e) {
+        JobFailure lost;
+        lost.machine_rank = 0;
+        lost.host = joined->machines.front().host;
+        lost.reason = "lost contact with the master agent's store at " + storeAddress + " (" + e.what() + ")";
+        return lost;
+      }
+    };
+    events.publish = [&](const JobFailure& mine) { return publishFailure(*agentStore, rdzv, mine); };
+    supervisor.setJobEvents(std::move(events));
+  }
   JobReport report;
   for (int attempt = 0; attempt <= plan.max_restarts; ++attempt) {
     report.attempts.push_back(supervisor.runAttempt(attempt));
@@ -194,10 +308,13 @@ Expected<JobReport> launch(const LaunchOptions& options) {
     auto ok = config::writeFileAtomically(*plan.log_dir + "/summary.json", renderReportJson(report).dump(2) + "\n");
     if (!ok) notice(plan, "could not write summary.json: " + ok.error());
   }
-  // The master keeps the store up until every machine's workers are done with it (after a
-  // local failure there is nothing to wait for: the others' collectives fail with it).
-  if (agentStore && (!master || report.exit_code == 0)) {
-    int done = exitBarrier(*agentStore, rdzv, master, plan.rdzv_timeout);
+  // The master keeps the store up until every machine's workers are done with it; after a
+  // failure, only as long as the others need to read it and stop their workers.
+  if (agentStore) {
+    const auto wait = report.exit_code == 0
+                          ? plan.rdzv_timeout
+                          : std::min(plan.rdzv_timeout, plan.term_timeout + std::chrono::milliseconds(10000));
+    int done = exitBarrier(*agentStore, rdzv, master, wait);
     if (master && done < plan.num_machines) {
       notice(plan, "stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +
                        std::to_string(plan.num_machines) + " machines reported their workers finished");

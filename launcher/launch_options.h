@@ -29,6 +29,7 @@ struct LaunchOptions {
   std::optional<double> rdzv_timeout_s;        // --rdzv_timeout: how long agents wait for each other (900 s)
   std::string role = "default";
   bool dry_run = false;
+  bool no_spawn = false;                       // --no_spawn: this scheduler task is one rank (exec, no agent)
   std::chrono::milliseconds term_timeout{5000};  // SIGTERM → SIGKILL grace period
 };
 

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "config/schema.h"
+#include "launcher/scheduler_env.h"
 #include "launcher/subprocess_posix.h"
 #include "libaccel/common/env_names.h"
 
@@ -136,7 +137,121 @@ Expected<std::chrono::milliseconds> rdzvTimeout(const LaunchOptions& o) {
 
 int countGpuIds(const std::string& ids) { return static_cast<int>(std::count(ids.begin(), ids.end(), ',')) + 1; }
 
+bool givenAsFlag(const LaunchPlan& plan, const char* key) {
+  auto it = plan.config.sources.find(key);
+  return it != plan.config.sources.end() && it->second == config::Source::Flag;
+}
+
+bool givenAtAll(const LaunchPlan& plan, const char* key) {
+  auto it = plan.config.sources.find(key);
+  return it != plan.config.sources.end() && it->second != config::Source::Default;
+}
+
+// A rank per scheduler task: the scheduler started every process; this one becomes one rank.
+Expected<void> placeTask(LaunchPlan& plan, const SchedulerInfo& s) {
+  const config::ClusterConfig& c = plan.config.config;
+  if (s.name == "SLURM" && !s.in_step) {
+    return makeError("--no_spawn makes each srun task one rank, but this is SLURM's batch script itself (no "
+                     "SLURM_STEP_ID): run `srun accel launch --no_spawn ...`");
+  }
+  if (givenAsFlag(plan, "num_processes") && c.num_processes != s.num_tasks) {
+    return makeError("--num_processes " + std::to_string(c.num_processes) + " disagrees with " + s.name + ", which started " +
+                     std::to_string(s.num_tasks) + " tasks, each one rank (" + s.source + ")");
+  }
+  for (const char* key : {"num_machines", "machine_rank"}) {
+    if (givenAsFlag(plan, key)) plan.notices.push_back(std::string("--") + key + " is ignored: " + s.name + " places the ranks");
+  }
+  plan.exec_in_place = true;
+  plan.agent_store = false;
+  plan.world_size = s.num_tasks;
+  plan.local_world_size = s.local_num_tasks;
+  plan.num_machines = s.num_nodes;
+  plan.node_rank = s.node_rank;
+  plan.exec_local_rank = s.local_task_rank;
+  plan.rank_offset = s.task_rank - s.local_task_rank;  // so that globalRank(exec_local_rank) is the task's rank
+  if (c.main_process_ip && givenAsFlag(plan, "main_process_ip")) {
+    plan.master_addr = *c.main_process_ip;
+  } else if (!s.hosts.empty()) {
+    plan.master_addr = s.hosts.front();
+    plan.master_addr_from_scheduler = true;
+  } else if (s.num_nodes > 1) {
+    return makeError("--main_process_ip: required under " + s.name + " across " + std::to_string(s.num_nodes) +
+                     " nodes (the address of the node that runs rank 0; " + s.name + " does not say)");
+  } else {
+    plan.master_addr = "127.0.0.1";
+  }
+  plan.master_port = givenAtAll(plan, "main_process_port") && c.main_process_port && *c.main_process_port != 0
+                         ? *c.main_process_port
+                         : portForJob(s.job_id);
+  return {};
+}
+
+// Where this agent's machine stands in the job: flags, else the scheduler, else the file.
+Expected<void> placeMachines(LaunchPlan& plan, const LaunchOptions& o, const std::optional<SchedulerInfo>& scheduler,
+                             int usableGpus) {
+  const config::ClusterConfig& c = plan.config.config;
+  plan.num_machines = c.num_machines;
+  plan.node_rank = c.machine_rank;
+  plan.world_size = c.num_processes;
+  if (c.main_process_ip) plan.master_addr = *c.main_process_ip;
+  if (c.main_process_port && *c.main_process_port != 0) plan.master_port = *c.main_process_port;
+  if (o.no_spawn && !scheduler) {
+    return makeError("--no_spawn: each task's rank comes from its scheduler, but no SLURM step (SLURM_PROCID) or MPI "
+                     "launch (OMPI_COMM_WORLD_RANK, PMI_RANK) is visible here");
+  }
+  if (scheduler) {
+    const SchedulerInfo& s = *scheduler;
+    plan.scheduler = s.name;
+    if (s.job_id) plan.run_id = *s.job_id;
+    if (o.no_spawn || s.name != "SLURM") return placeTask(plan, s);
+    // SLURM, an agent per node.
+    if (!s.in_step && s.num_nodes > 1) {
+      return makeError("this SLURM job has " + std::to_string(s.num_nodes) + " nodes but accel launch runs in the batch "
+                       "script, on the first one only: start an agent on every node with `srun --ntasks-per-node=1 "
+                       "accel launch ...`");
+    }
+    if (s.in_step && s.num_tasks != s.num_nodes) {
+      return makeError("srun started " + std::to_string(s.num_tasks) + " tasks on " + std::to_string(s.num_nodes) +
+                       " node(s) (" + s.source + "): use --ntasks-per-node=1 for one agent per node, or "
+                       "accel launch --no_spawn to make each task one rank");
+    }
+    if (!givenAsFlag(plan, "num_machines")) plan.num_machines = s.num_nodes;
+    if (!givenAsFlag(plan, "machine_rank")) plan.node_rank = s.node_rank;
+    if (plan.node_rank >= plan.num_machines) {
+      return makeError("machine_rank " + std::to_string(plan.node_rank) + " must be below num_machines " +
+                       std::to_string(plan.num_machines));
+    }
+    if (plan.num_machines > 1 && !givenAsFlag(plan, "main_process_ip")) {
+      plan.master_addr = s.hosts.front();
+      plan.master_addr_from_scheduler = true;
+    }
+    if (plan.num_machines > 1 && !givenAtAll(plan, "main_process_port")) plan.master_port = portForJob(s.job_id);
+    if (!givenAtAll(plan, "num_processes")) {
+      // One process per GPU SLURM gave this node (when the job uses GPUs), else one per node.
+      const int perNode = usableGpus > 0 && s.gpus_on_node && *s.gpus_on_node > 0 ? *s.gpus_on_node : 1;
+      plan.world_size = perNode * plan.num_machines;
+    }
+  }
+  if (plan.world_size % plan.num_machines != 0) {
+    return makeError("num_processes " + std::to_string(plan.world_size) + " is not a multiple of num_machines " +
+                     std::to_string(plan.num_machines));
+  }
+  {
+    plan.local_world_size = plan.world_size / plan.num_machines;
+    plan.rank_offset = plan.node_rank * plan.local_world_size;
+  }
+  return {};
+}
+
 }  // namespace
+
+int portForJob(const std::optional<std::string>& jobId) {
+  if (!jobId || jobId->empty() || jobId->size() > 18 ||
+      jobId->find_first_not_of("0123456789") != std::string::npos) {
+    return 29500;
+  }
+  return 20000 + static_cast<int>(std::stoll(*jobId) % 10000);
+}
 
 std::optional<std::string> lookup(const Environment& env, const std::string& key) {
   for (const auto& entry : env) {
@@ -166,28 +281,23 @@ Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEn
   if (c.distributed_type != config::kDistributedNo && c.distributed_type != config::kDistributedMultiCpu && !gpu) {
     return makeError("distributed_type " + c.distributed_type + " is not supported by accel (NO, MULTI_CPU, MULTI_GPU)");
   }
-  plan.num_machines = c.num_machines;
-  plan.node_rank = c.machine_rank;
-  if (c.num_machines > 1) {
-    if (!c.main_process_ip) {
-      return makeError("--main_process_ip: required with --num_machines " + std::to_string(c.num_machines) +
+  auto scheduler = detectScheduler(env);
+  if (!scheduler) return makeError("cannot use the scheduler's environment: " + scheduler.error());
+  auto machines = placeMachines(plan, o, *scheduler, gpu ? usableGpus : 0);
+  if (!machines) return std::move(machines).takeError();
+  if (plan.num_machines > 1 && !plan.exec_in_place) {
+    if (!plan.config.config.main_process_ip && !plan.master_addr_from_scheduler) {
+      return makeError("--main_process_ip: required with --num_machines " + std::to_string(plan.num_machines) +
                        " (the address of machine_rank 0, which hosts the job's store)");
     }
-    if (!c.main_process_port || *c.main_process_port == 0) {
-      return makeError("--main_process_port: required with --num_machines " + std::to_string(c.num_machines) +
+    if (!plan.master_port) {
+      return makeError("--main_process_port: required with --num_machines " + std::to_string(plan.num_machines) +
                        " (every machine must use the same port)");
     }
     if (o.max_restarts > 0) {
       return makeError("--max_restarts: restarts of multi-machine jobs are not supported yet");
     }
   }
-  plan.world_size = c.num_processes;
-  if (plan.world_size % plan.num_machines != 0) {
-    return makeError("num_processes " + std::to_string(plan.world_size) + " is not a multiple of num_machines " +
-                     std::to_string(plan.num_machines));
-  }
-  plan.local_world_size = plan.world_size / plan.num_machines;
-  plan.rank_offset = plan.node_rank * plan.local_world_size;
 
   if (gpu) {
     int available = usableGpus;
@@ -230,17 +340,16 @@ Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEn
   plan.max_restarts = o.max_restarts;
   // Every machine of a job must agree on the run id without talking: the scheduler's job id, or
   // one derived from the shared store address.
-  std::string sharedId = plan.num_machines > 1 ? "accel-" + c.main_process_ip.value_or("") + "-" +
-                                                     std::to_string(c.main_process_port.value_or(0))
-                                               : newRunId();
-  plan.run_id = lookup(env, "SLURM_JOB_ID").value_or(sharedId);
+  if (plan.run_id.empty()) {
+    plan.run_id = plan.num_machines > 1
+                      ? "accel-" + plan.master_addr + "-" + std::to_string(plan.master_port.value_or(0))
+                      : newRunId();
+  }
   plan.role = o.role;
   plan.log_dir = o.log_dir;
   plan.quiet = o.quiet;
   plan.dry_run = o.dry_run;
   plan.term_timeout = o.term_timeout;
-  if (c.main_process_ip) plan.master_addr = *c.main_process_ip;
-  if (c.main_process_port && *c.main_process_port != 0) plan.master_port = *c.main_process_port;
 
   // accelerate's variables for the same settings.
   auto& e = plan.common_env;
@@ -276,6 +385,12 @@ Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEn
 
   if (o.num_cpu_threads_per_process) {
     plan.omp_num_threads = *o.num_cpu_threads_per_process;
+  } else if (!lookup(env, env::kOmpNumThreads) && *scheduler && (*scheduler)->cpus_on_node) {
+    // The scheduler's CPUs on this node, shared by the processes on it.
+    plan.omp_num_threads = std::max(1, *(*scheduler)->cpus_on_node / plan.local_world_size);
+    plan.notices.push_back(std::string(env::kOmpNumThreads) + "=" + std::to_string(*plan.omp_num_threads) + " for each of the " +
+                           std::to_string(plan.local_world_size) + " processes on this node (" +
+                           (*scheduler)->name + " gives it " + std::to_string(*(*scheduler)->cpus_on_node) + " CPUs)");
   } else if (!lookup(env, env::kOmpNumThreads) && plan.local_world_size > 1) {
     plan.omp_num_threads = 1;
     plan.omp_notice = true;

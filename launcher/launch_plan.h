@@ -25,6 +25,13 @@ struct LaunchPlan {
   int node_rank = 0;                // the requested machine rank; set from the rendezvous when M > 1
   int rank_offset = 0;              // global rank of local rank 0 (from the rendezvous when M > 1)
   int num_machines = 1;
+  // A rank per scheduler task (--no_spawn, or under MPI): the agent does not spawn; it execs
+  // the command as local rank `exec_local_rank`, and rank 0 hosts the store (torch's env://).
+  bool exec_in_place = false;
+  int exec_local_rank = 0;
+  bool agent_store = true;          // TORCHELASTIC_USE_AGENT_STORE: the agent hosts the store
+  std::optional<std::string> scheduler;  // "SLURM", "Open MPI", "PMI" when one gave the machines
+  bool master_addr_from_scheduler = false;  // master_addr is a SLURM node name (may need NodeAddr)
   std::chrono::milliseconds rdzv_timeout{std::chrono::seconds(900)};
   std::string master_addr = "127.0.0.1";
   std::optional<int> master_port;   // nullopt: the agent picks a free one
@@ -51,7 +58,13 @@ using Environment = std::vector<std::string>;
 // Value of `key` in `env`, or nullopt.
 std::optional<std::string> lookup(const Environment& env, const std::string& key);
 
+// The port every machine of a scheduled job agrees on without talking, when none was given:
+// 20000 + job id mod 10000 (below the ephemeral range; different jobs rarely collide), else 29500.
+int portForJob(const std::optional<std::string>& jobId);
+
 // Resolves config precedence, the command, sizes and the workers' common environment.
+// Under a scheduler (launcher/scheduler_env.h) its machines, ranks and run id are used where
+// no flag says otherwise: flag > scheduler > config file > default.
 // `usableGpus` counts the GPUs the agent can see; it is called only when GPUs matter
 // (multi-GPU or fp16), so CPU launches never load CUDA.
 Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& options, const config::PathEnv& paths,

@@ -167,6 +167,17 @@ Expected<pid_t> spawnWorker(const SpawnSpec& spec) {
   return pid;
 }
 
+std::string execInPlace(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  ::execve(argv[0], argv.data(), envp.data());
+  return std::strerror(errno);
+}
+
 void becomeSubreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
 
 void signalGroup(pid_t pgid, int sig) {

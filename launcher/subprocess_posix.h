@@ -42,6 +42,10 @@ struct SpawnSpec {
 // from a single-threaded process (PR_SET_PDEATHSIG tracks the calling thread).
 Expected<pid_t> spawnWorker(const SpawnSpec& spec);
 
+// Replaces this process with argv[0] (a path) and `env`: a rank per scheduler task, where the
+// scheduler supervises the process itself. Returns only on failure, with the reason.
+std::string execInPlace(const std::vector<std::string>& argv, const std::vector<std::string>& env);
+
 // Makes this process the reaper of its orphaned descendants (PR_SET_CHILD_SUBREAPER).
 void becomeSubreaper();
 

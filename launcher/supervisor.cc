@@ -255,6 +255,23 @@ void Supervisor::handleSignals(AttemptReport& report, std::vector<Worker>& worke
   }
 }
 
+void Supervisor::onRemoteFailure(AttemptReport& report, std::vector<Worker>& workers) {
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, events_.fd, nullptr);
+  watching_ = false;
+  std::optional<JobFailure> failure = events_.read();
+  if (!failure || report.remote_culprit || report.told_others) return;
+  report.remote_culprit = std::move(failure);
+  if (stopping_) return;  // already stopping for a reason of its own
+  if (!plan_.quiet) {
+    std::string note = "accel: " + describeFailure(*report.remote_culprit) + "; stopping the workers here\n";
+    writeAll(2, note.data(), note.size());
+  }
+  culprit_end_ = Clock::now();
+  signalRunning(workers, SIGTERM, /*collateral=*/true);
+  stopping_ = true;
+  kill_deadline_ = Clock::now() + plan_.term_timeout;
+}
+
 void Supervisor::killLeftovers(std::vector<Worker>& workers) {
   // Whatever is left in a worker's process group (a forked sleeper, a data-loader process)...
   for (auto& w : workers) signalGroup(w.pid, SIGKILL);
@@ -371,8 +388,46 @@ AttemptReport Supervisor::runAttempt(int attempt) {
     return false;
   };
 
+  // The first failure here, published to the other machines once its stderr is read.
+  bool published = false;
+  auto publishFailure = [&] {
+    if (published || !events_.publish || (!report.culprit && report.agent_signal == 0)) return;
+    published = true;
+    if (report.remote_culprit) return;  // another machine was first; the others know
+    JobFailure mine;
+    mine.machine_rank = events_.machine_rank;
+    mine.host = events_.host;
+    if (report.culprit) {
+      Worker& w = workers[*report.culprit];
+      if (w.fds[1] >= 0) drain(w, 1);
+      mine.rank = w.rank;
+      mine.local_rank = w.local_rank;
+      mine.pid = w.pid;
+      mine.exit_code = w.outcome.exit_code;
+      mine.signal = w.outcome.signal;
+      mine.ended_after_s = w.outcome.ended_after_s;
+      mine.stderr_tail = w.outcome.stderr_tail.empty() ? w.stderr_tail.lines() : w.outcome.stderr_tail;
+      mine.error_file_message = w.outcome.error_file_message;
+    } else {
+      mine.reason = "its agent received " + signalName(report.agent_signal);
+      mine.exit_code = 128 + report.agent_signal;
+    }
+    if (auto first = events_.publish(mine)) {
+      report.remote_culprit = std::move(first);
+    } else {
+      report.told_others = true;
+    }
+  };
+  if (events_.fd >= 0 && !watching_) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = ~1ull;
+    watching_ = ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, events_.fd, &ev) == 0;
+  }
+
   // Signals that arrived before or during spawning (e.g. Ctrl-C at start-up) are handled here.
   handleSignals(report, workers);
+  publishFailure();
   epoll_event events[64];
   while (anyRunning()) {
     int timeout = -1;
@@ -397,12 +452,22 @@ AttemptReport Supervisor::runAttempt(int attempt) {
         handleSignals(report, workers);
         continue;
       }
+      if (events[i].data.u64 == ~1ull) {
+        if (watching_) onRemoteFailure(report, workers);
+        continue;
+      }
       auto& w = workers[events[i].data.u64 >> 1];
       int stream = static_cast<int>(events[i].data.u64 & 1);
       if (w.fds[stream] >= 0) drain(w, stream);
     }
+    publishFailure();
   }
 
+  publishFailure();
+  if (watching_) {
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, events_.fd, nullptr);
+    watching_ = false;
+  }
   killLeftovers(workers);
   // Everything that could write to the pipes is gone: read what is left, then close.
   for (auto& w : workers) {

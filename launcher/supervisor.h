@@ -12,6 +12,8 @@
 // Nothing outlives an attempt: leftover descendants (adopted as subreaper) are killed, and a
 // guard process kills the workers' groups if the agent itself is SIGKILLed.
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <sys/types.h>
 
@@ -20,6 +22,19 @@
 #include "libaccel/common/expected.h"
 
 namespace accel::launcher {
+
+// Multi-machine jobs: how the agent hears of a failure on another machine, and tells the
+// others of its own (through the job's store; see launcher/job_link.h).
+struct JobEvents {
+  int fd = -1;  // readable once the job's first failure is published, or the store is gone
+  // Called when fd is readable: the job's first failure, or nullopt when it is this machine's.
+  std::function<std::optional<JobFailure>()> read;
+  // Publishes this machine's first failure; returns the job's first failure when another
+  // machine's came before it (nullopt: this one is the job's first).
+  std::function<std::optional<JobFailure>(const JobFailure&)> publish;
+  int machine_rank = 0;
+  std::string host;
+};
 
 class Supervisor {
  public:
@@ -40,6 +55,9 @@ class Supervisor {
   // Global rank of this machine's local rank 0 (from the rendezvous). Call before runAttempt.
   void setRankOffset(int offset) { plan_.rank_offset = offset; }
 
+  // Links this machine to the others of a multi-machine job. Call before runAttempt.
+  void setJobEvents(JobEvents events) { events_ = std::move(events); }
+
   // Runs attempt `attempt` to its end. Blocking; returns when every worker has ended and no
   // descendant is left.
   AttemptReport runAttempt(int attempt);
@@ -56,8 +74,11 @@ class Supervisor {
   void onWorkerExit(AttemptReport& report, std::vector<Worker>& workers, size_t index, int exitCode, int signal);
   void signalRunning(std::vector<Worker>& workers, int sig, bool collateral);
   void killLeftovers(std::vector<Worker>& workers);
+  void onRemoteFailure(AttemptReport& report, std::vector<Worker>& workers);
   void tellGuard(const std::string& line);
 
+  JobEvents events_;
+  bool watching_ = false;  // events_.fd is in the epoll set
   LaunchPlan plan_;
   Environment parent_env_;
   int master_port_ = 0;

@@ -25,8 +25,9 @@ std::map<std::string, std::string> variables(const LaunchPlan& plan, const Worke
   v[env::kMaxRestarts] = std::to_string(plan.max_restarts);
   v[env::kRunId] = plan.run_id;
   // The agent hosts the job's store at MASTER_ADDR:MASTER_PORT for the whole job; torch then
-  // connects as a client and prefixes its keys with /worker/attempt_<restart count>.
-  v[env::kUseAgentStore] = "True";
+  // connects as a client and prefixes its keys with /worker/attempt_<restart count>. Without an
+  // agent (a rank per scheduler task), rank 0 hosts it, as in torch's env:// init.
+  v[env::kUseAgentStore] = plan.agent_store ? "True" : "False";
   if (!slot.error_file.empty()) v[env::kErrorFile] = slot.error_file;
   if (plan.omp_num_threads) v[env::kOmpNumThreads] = std::to_string(*plan.omp_num_threads);
   return v;

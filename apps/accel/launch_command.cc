@@ -32,6 +32,8 @@ void registerLaunchCommand(CLI::App& app, LaunchCommandOptions& o) {
   o.command->add_option("--rdzv_timeout,--rdzv-timeout", l.rdzv_timeout_s,
                         "Seconds the machines of a multi-machine job wait for each other (default 900)");
   o.command->add_option("--role", l.role, "ROLE_NAME for the workers");
+  o.command->add_flag("--no_spawn,--no-spawn", l.no_spawn,
+                      "Under srun/mpirun: this task is one rank (from SLURM_PROCID/OMPI_COMM_WORLD_RANK); exec it, spawn nothing");
   o.command->add_flag("--dry_run,--dry-run", l.dry_run, "Print each rank's command and environment; start nothing");
   o.command->add_option("--term_timeout,--term-timeout", o.term_timeout_s,
                         "Seconds between SIGTERM and SIGKILL when stopping workers (default 5)");

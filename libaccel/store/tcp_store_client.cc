@@ -223,6 +223,16 @@ void TcpStoreClient::wait(const std::vector<std::string>& keys, std::chrono::mil
   }
 }
 
+int TcpStoreClient::startWait(const std::vector<std::string>& keys) {
+  send(query(QueryType::Wait, keys), "wait for", joinKeys(keys));
+  return fd_;
+}
+
+void TcpStoreClient::finishWait() {
+  uint8_t reply = 0;
+  recvAll(&reply, 1, Clock::now() + options_.timeout, "wait", "(asynchronous)");
+}
+
 bool TcpStoreClient::check(const std::vector<std::string>& keys) {
   send(query(QueryType::Check, keys), "check", joinKeys(keys));
   uint8_t reply = 0;

@@ -40,6 +40,14 @@ class TcpStoreClient : public Store {
   bool deleteKey(const std::string& key) override;
   int64_t numKeys() override;
 
+  // An asynchronous wait, for callers with their own event loop: sends WAIT for `keys` and
+  // returns the connection's descriptor, which becomes readable when every key exists or the
+  // store goes away; then call finishWait(). No other call may be made in between.
+  int startWait(const std::vector<std::string>& keys);
+  // Reads the reply to startWait (it is there: the descriptor was readable). Throws
+  // accel::NetworkError when the store closed the connection instead.
+  void finishWait();
+
   // "host:port" of the store, for messages.
   std::string address() const;
 

@@ -320,17 +320,54 @@ multi_agent)
   for rank in 0 1 2 3 4 5; do expect_contains "$all" "[rank $rank] ok rank=$rank world=6 allreduce=21"; done
   expect_contains "$ERR" "machine 0 of 3: ranks 0..1 of 6"
   expect_contains "$(cat "$SCRATCH/m2.out")" "machine 2 of 3: ranks 4..5 of 6"
-  # Environment of a non-master machine.
-  "$ACCEL" launch --num_machines 2 --main_process_ip 127.0.0.1 --main_process_port "$port" -n 4 --machine_rank 1 \
+  # Environment of a non-master machine; the master named by a host name.
+  "$ACCEL" launch --num_machines 2 --main_process_ip localhost --main_process_port "$port" -n 4 --machine_rank 1 \
     "$W/env_dump.sh" >/dev/null 2>&1 &
   other=$!
-  expect_exit 0 "$ACCEL" launch --num_machines 2 --main_process_ip 127.0.0.1 --main_process_port "$port" -n 4 \
+  expect_exit 0 "$ACCEL" launch --num_machines 2 --main_process_ip localhost --main_process_port "$port" -n 4 \
     --machine_rank 0 "$W/env_dump.sh"
   wait $other
+  expect_contains "$ERR" "workers use GLOO_SOCKET_IFNAME=lo"
   for kv in RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 GROUP_WORLD_SIZE=2 \
-            MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TORCHELASTIC_RUN_ID=accel-127.0.0.1-$port; do
+            MASTER_ADDR=localhost MASTER_PORT=$port TORCHELASTIC_RUN_ID=accel-localhost-$port GLOO_SOCKET_IFNAME=lo; do
     [[ "$(env_of 3 "${kv%%=*}")" == "${kv#*=}" ]] || fail "rank 3: want $kv, got $(env_of 3 "${kv%%=*}")"
   done
+  ;;
+multi_machine_failure)
+  # Rank 3 on machine 1 fails while every other rank runs: both machines stop, both name it,
+  # both agents exit with its code.
+  port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  common=(--num_machines 2 --main_process_ip 127.0.0.1 --main_process_port "$port" -n 4 --cpu)
+  BEHAVE_DEFAULT=ready-sleep BEHAVE_3=exit-when-ready:7 \
+    "$ACCEL" launch "${common[@]}" --machine_rank 1 "${BEH[@]}" >"$SCRATCH/m1.out" 2>&1 &
+  m1=$!
+  BEHAVE_DEFAULT=ready-sleep BEHAVE_3=exit-when-ready:7 expect_exit 7 "$ACCEL" launch "${common[@]}" --machine_rank 0 "${BEH[@]}"
+  set +e; wait $m1; r1=$?; set -e
+  M1=$(cat "$SCRATCH/m1.out")
+  [[ $r1 == 7 ]] || fail "machine 1's agent exited $r1: $M1"
+  expect_contains "$ERR" "rank 3 on machine 1 ($(hostname)) failed with exit code 7; stopping the workers here"
+  expect_contains "$ERR" "culprit: rank 3 on machine 1 ($(hostname)), local rank 1, pid"
+  expect_contains "$ERR" "    | rank 3 failing"
+  expect_contains "$ERR" "stopped by the agent (collateral): ranks 0, 1"
+  expect_contains "$ERR" "accel launch exits with 7"
+  expect_contains "$M1" "culprit: rank 3 (local rank 1, pid"
+  expect_contains "$M1" "first to fail in the job, exit code 7"
+  expect_contains "$M1" "the agents of the other machines were told to stop their workers"
+  expect_contains "$M1" "stopped by the agent (collateral): ranks 2"
+  expect_no_leftovers
+  # The master agent killed outright: the other machine loses its store and stops its workers.
+  rm -f "$OUT_DIR"/*
+  BEHAVE_DEFAULT=ready-sleep "$ACCEL" launch "${common[@]}" --machine_rank 0 "${BEH[@]}" >/dev/null 2>&1 &
+  m0=$!
+  BEHAVE_DEFAULT=ready-sleep "$ACCEL" launch "${common[@]}" --machine_rank 1 "${BEH[@]}" >"$SCRATCH/m1.out" 2>&1 &
+  m1=$!
+  wait_files 'ready.*' 4
+  kill -KILL $m0
+  set +e; wait $m1; r1=$?; set -e
+  M1=$(cat "$SCRATCH/m1.out")
+  [[ $r1 == 1 ]] || fail "machine 1's agent exited $r1 after losing the master: $M1"
+  expect_contains "$M1" "culprit: machine 0 ($(hostname)): lost contact with the master agent's store at 127.0.0.1:$port"
+  expect_no_leftovers
   ;;
 rendezvous_timeout)
   port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -340,7 +377,7 @@ rendezvous_timeout)
   # A machine whose master never comes: the error names the address.
   expect_exit 2 "$ACCEL" launch --num_machines 2 --machine_rank 1 --main_process_ip 127.0.0.1 \
     --main_process_port "$port" -n 2 --rdzv_timeout 1 "${BEH[@]}"
-  expect_contains "$ERR" "cannot reach the master agent (machine_rank 0): cannot connect to the store at 127.0.0.1:$port"
+  expect_contains "$ERR" "cannot reach the master agent (machine_rank 0) at 127.0.0.1:$port from local interface lo (127.0.0.1): Connection refused (tried for 1 s"
   [[ -z "$(ls "$OUT_DIR")" ]] || fail "workers started: $(ls "$OUT_DIR")"
   # SIGTERM (or Ctrl-C) while the agents wait for each other ends the agent at once.
   "$ACCEL" launch --num_machines 2 --machine_rank 0 --main_process_ip 127.0.0.1 --main_process_port "$port" \

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -86,6 +87,24 @@ TEST_F(TcpStoreTest, WaitIsParkedUntilTheLastKeyAppears) {
   setter->add("y", 1);
   EXPECT_EQ(done.wait_for(2s), std::future_status::ready);
   done.get();
+}
+
+// startWait/finishWait: the descriptor becomes readable when the key is set, or when the store
+// goes away (then finishWait throws) — what an agent's event loop watches for a job failure.
+TEST_F(TcpStoreTest, AsynchronousWaitWakesOnTheKeyOrOnTheStoreGoingAway) {
+  auto watcher = client();
+  auto writer = client();
+  pollfd p{watcher->startWait({"failure"}), POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 50), 0);  // not yet
+  writer->set("failure", "rank 3");
+  ASSERT_EQ(::poll(&p, 1, 2000), 1);
+  watcher->finishWait();
+  EXPECT_EQ(watcher->get("failure"), "rank 3");
+
+  p.fd = watcher->startWait({"never"});
+  server_->stop();
+  ASSERT_EQ(::poll(&p, 1, 2000), 1);
+  EXPECT_THROW(watcher->finishWait(), NetworkError);
 }
 
 TEST_F(TcpStoreTest, GetTimesOutNamingKeyAddressAndProgress) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A worker whose behaviour is chosen per rank by BEHAVE_<RANK> (default: BEHAVE_DEFAULT):
-#   ok | exit:N | segv | sleep | sleep-ignore-term | traps | grandchild | setsid-grandchild
+#   ok | exit:N | segv | sleep | ready-sleep | sleep-ignore-term | traps | grandchild | setsid-grandchild
 #   | exit-when-ready:N | fail-first-attempt | print-lines:N | partial | progress | oom
 # Processes it leaves behind carry $MARKER in their command line so the test can find them.
 set -u
@@ -13,10 +13,11 @@ ok) echo "rank $RANK ok" ;;
 exit:*) echo "rank $RANK failing" >&2; echo "second line" >&2; exit "${what#exit:}" ;;
 segv) kill -SEGV $$ ;;
 sleep) while :; do sleep 0.05; done ;;
+ready-sleep) mark ready; while :; do sleep 0.05; done ;;
 sleep-ignore-term) trap 'mark term' TERM; mark ready; while :; do sleep 0.05; done ;;
 exit-when-ready:*)  # exits once every other rank reported ready
   while [ "$(ls "$OUT_DIR" | grep -c '^ready\.')" -lt $((WORLD_SIZE - 1)) ]; do sleep 0.01; done
-  exit "${what#exit-when-ready:}" ;;
+  echo "rank $RANK failing" >&2; exit "${what#exit-when-ready:}" ;;
 traps)
   trap 'mark int' INT; trap 'mark term' TERM; trap 'mark usr1' USR1; trap 'mark hup' HUP
   while :; do sleep 0.05; done ;;

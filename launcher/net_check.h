@@ -1,0 +1,40 @@
+#pragma once
+// Network facts an agent of a multi-machine job needs before it spawns anything: which local
+// interface reaches the master, and whether the master's store answers there. Errors name the
+// host, the port and the local interface, so "cannot reach" says where to look.
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "libaccel/common/expected.h"
+
+namespace accel::launcher {
+
+struct Route {
+  std::string address;    // the master's address as resolved here (first usable result)
+  std::string local_ip;   // the source address the kernel picks for it
+  std::string interface;  // the interface that holds local_ip ("lo", "eth0", ...)
+};
+
+// Resolves `host` and asks the kernel which local address and interface reach it (no packet
+// is sent). Errors: the name does not resolve, or there is no route to it.
+Expected<Route> routeTo(const std::string& host);
+
+// "vethB (10.200.0.2)", or "no interface" when unknown.
+std::string describeInterface(const Route& route);
+
+// Keeps trying a TCP connection to host:port until one succeeds or `timeout` passes (the master
+// may start later than this agent), reporting every `progressEvery` through `progress`. The
+// error names the host, the port, the local interface and the last reason ("connection
+// refused", "no route to host").
+Expected<void> waitForListener(const std::string& host, int port, std::chrono::milliseconds timeout,
+                               std::chrono::milliseconds progressEvery,
+                               const std::function<void(const std::string&)>& progress);
+
+// The address SLURM's controller has for node `name` (NodeAddr in `scontrol show node`), for
+// clusters whose node names do not resolve; nullopt when scontrol cannot say.
+std::optional<std::string> slurmNodeAddress(const std::string& name);
+
+}  // namespace accel::launcher
