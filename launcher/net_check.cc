@@ -133,15 +133,19 @@ Expected<void> waitForListener(const std::string& host, int port, std::chrono::m
   const auto deadline = start + timeout;
   auto nextProgress = start + progressEvery;
   auto backoff = std::chrono::milliseconds(10);
-  std::string reason, via;
+  // A name that does not resolve or an address with no route will not heal by waiting: said at once.
+  auto route = routeTo(host);
+  if (!route) {
+    return makeError("cannot reach the master agent (machine_rank 0) at " + host + ":" + std::to_string(port) + ": " +
+                     route.error() + " (is --main_process_ip right?)");
+  }
+  const std::string where = host + ":" + std::to_string(port) + " from local interface " + describeInterface(*route);
+  std::string reason;
   while (true) {
     AddrInfo found;
-    auto resolved = resolve(host, port, SOCK_STREAM, found);
-    if (!resolved) {
+    if (auto resolved = resolve(host, port, SOCK_STREAM, found); !resolved) {
       reason = resolved.error();
     } else {
-      auto route = routeTo(host);
-      via = route ? describeInterface(*route) : "no interface (" + route.error() + ")";
       for (addrinfo* a = found.list; a; a = a->ai_next) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         reason = tryConnect(a, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(2000)));
@@ -150,7 +154,6 @@ Expected<void> waitForListener(const std::string& host, int port, std::chrono::m
     }
     const auto now = Clock::now();
     const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - start).count();
-    const std::string where = host + ":" + std::to_string(port) + " from local interface " + (via.empty() ? "?" : via);
     if (now >= deadline) {
       return makeError("cannot reach the master agent (machine_rank 0) at " + where + ": " + reason + " (tried for " +
                        std::to_string(waited) + " s; is machine 0's agent running, and is --main_process_ip an "

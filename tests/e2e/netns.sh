@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Two hosts on one machine: network namespaces joined by a veth pair (10.200.0.1 and
+# 10.200.0.2, no other route), one `accel launch` agent in each.
+#   netns.sh CASE /path/to/accel /path/to/fashion_mnist
+# CASE: python_gloo (2 machines x 2 python3-torch ranks: all_reduce, DDP step, barrier, then a
+# failure on one host), example (the C++ Fashion-MNIST example), unreachable (the pre-spawn
+# check). Needs root for `ip netns`; exits 77 (skipped) with the reason otherwise.
+source "$(dirname "$0")/lib.sh"
+CASE=$1
+ACCEL=$2
+EXAMPLE=$3
+W=$(cd "$(dirname "$0")/workers" && pwd)
+
+skip() { echo "SKIPPED: $*"; exit 77; }
+[[ $(id -u) == 0 ]] || skip "creating network namespaces needs root"
+command -v ip >/dev/null || skip "iproute2's ip is not installed"
+
+# Names unique to this run, so parallel cases and leftovers of a killed run never collide.
+tag=$$
+NA=accA-$tag NB=accB-$tag VA=va$tag VB=vb$tag
+A=10.200.0.1 B=10.200.0.2
+cleanup() {
+  local ns
+  for ns in "$NA" "$NB"; do
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true
+  done
+  ip link del "$VA" 2>/dev/null || true   # only if it never moved into a namespace
+  rm -rf "$SCRATCH"
+}
+trap cleanup EXIT
+ip netns add "$NA" 2>"$SCRATCH/ip.err" || skip "ip netns add failed: $(cat "$SCRATCH/ip.err")"
+ip netns add "$NB"
+ip link add "$VA" type veth peer name "$VB"
+ip link set "$VA" netns "$NA"
+ip link set "$VB" netns "$NB"
+ip -n "$NA" addr add $A/24 dev "$VA"
+ip -n "$NB" addr add $B/24 dev "$VB"
+for ns in "$NA" "$NB"; do ip -n "$ns" link set lo up; done
+ip -n "$NA" link set "$VA" up
+ip -n "$NB" link set "$VB" up
+
+port=29517
+common=(--num_machines 2 --main_process_ip $A --main_process_port $port -n 4 --cpu --rdzv_timeout 60)
+# on_host NS LOGNAME CMD...: runs CMD inside NS in the background; its pid in $!.
+on_host() { local ns=$1 log=$2; shift 2; ip netns exec "$ns" "$@" >"$SCRATCH/$log" 2>&1 & }
+# two_hosts ARGS...: one agent per host with ARGS after the common flags; sets RA and RB to
+# their exit codes and OA and OB to their output.
+two_hosts() {
+  on_host "$NB" b.out "$ACCEL" launch "${common[@]}" --machine_rank 1 "$@"
+  local pb=$!
+  on_host "$NA" a.out "$ACCEL" launch "${common[@]}" --machine_rank 0 "$@"
+  local pa=$!
+  set +e; wait $pa; RA=$?; wait $pb; RB=$?; set -e
+  OA=$(cat "$SCRATCH/a.out"); OB=$(cat "$SCRATCH/b.out")
+}
+
+case $CASE in
+python_gloo)
+  two_hosts --python /usr/bin/python3 "$W/ddp_gloo.py"
+  [[ $RA == 0 && $RB == 0 ]] || fail "agents exited $RA $RB
+--- host A:
+$OA
+--- host B:
+$OB"
+  for r in 0 1; do expect_contains "$OA" "[rank $r] ok rank=$r world=4 allreduce=10"; done
+  for r in 2 3; do expect_contains "$OB" "[rank $r] ok rank=$r world=4 allreduce=10"; done
+  # Gloo ran over the veth pair: each agent chose the interface that reaches the other host.
+  expect_contains "$OA" "workers use GLOO_SOCKET_IFNAME=$VA"
+  expect_contains "$OB" "workers use GLOO_SOCKET_IFNAME=$VB"
+  expect_contains "$OB" "machine 1 of 2: ranks 2..3 of 4"
+
+  # A failure on host B stops host A's workers; both name rank 2 on machine 1 and exit with its code.
+  export OUT_DIR=$SCRATCH/out MARKER=accel-netns-$tag
+  mkdir -p "$OUT_DIR"
+  BEHAVE_DEFAULT=sleep BEHAVE_2=exit:9 two_hosts "$W/behave.sh" "$MARKER"
+  [[ $RA == 9 && $RB == 9 ]] || fail "agents exited $RA $RB (want 9 9)
+--- host A:
+$OA
+--- host B:
+$OB"
+  expect_contains "$OA" "culprit: rank 2 on machine 1"
+  expect_contains "$OA" "    | rank 2 failing"
+  expect_contains "$OB" "culprit: rank 2 (local rank 0"
+  ;;
+example)
+  two_hosts "$EXAMPLE" --model mlp --steps 40 --no-progress
+  [[ $RA == 0 && $RB == 0 ]] || fail "agents exited $RA $RB
+--- host A:
+$OA
+--- host B:
+$OB"
+  expect_contains "$OA" "[rank 0] model mlp, 4 processes, fp32: 40 steps"
+  expect_contains "$OA" "test accuracy"
+  ;;
+unreachable)
+  # Machine 1 pointed at an address nobody has: the error names host, port and interface,
+  # and nothing is spawned.
+  ip netns exec "$NB" "$ACCEL" launch --num_machines 2 --machine_rank 1 --main_process_ip 10.200.0.9 \
+    --main_process_port $port -n 4 --cpu --rdzv_timeout 2 /bin/echo spawned >"$SCRATCH/b.out" 2>&1 && fail "succeeded"
+  OB=$(cat "$SCRATCH/b.out")
+  expect_contains "$OB" "cannot reach the master agent (machine_rank 0) at 10.200.0.9:$port from local interface $VB ($B)"
+  [[ "$OB" != *spawned* ]] || fail "a worker was spawned: $OB"
+  # No route at all (another subnet): said at once, not after the timeout.
+  SECONDS=0
+  ip netns exec "$NB" "$ACCEL" launch --num_machines 2 --machine_rank 1 --main_process_ip 192.0.2.1 \
+    --main_process_port $port -n 4 --cpu --rdzv_timeout 2 /bin/echo spawned >"$SCRATCH/b.out" 2>&1 && fail "succeeded"
+  expect_contains "$(cat "$SCRATCH/b.out")" "at 192.0.2.1:$port: no route from this machine to '192.0.2.1': Network is unreachable"
+  [[ $SECONDS -lt 2 ]] || fail "took $SECONDS s to say there is no route"
+  ;;
+*) fail "unknown case $CASE" ;;
+esac
+[[ -n "${NETNS_VERBOSE:-}" ]] && printf "%s\n--- B:\n%s\n" "$OA" "$OB"
+echo "ok: netns $CASE"
