@@ -113,7 +113,7 @@ int jobExitCode(const AttemptReport& last) {
 void resolveSchedulerMaster(LaunchPlan& plan) {
   if (!plan.master_addr_from_scheduler || plan.scheduler != "SLURM" || routeTo(plan.master_addr)) return;
   if (auto addr = slurmNodeAddress(plan.master_addr)) {
-    notice(plan, "SLURM node '" + plan.master_addr + "' does not resolve here; using its NodeAddr " + *addr);
+    if (!plan.exec_in_place || globalRank(plan, plan.exec_local_rank) == 0) notice(plan, "SLURM node '" + plan.master_addr + "' does not resolve here; using its NodeAddr " + *addr);
     plan.master_addr = *addr;
   }
 }

@@ -260,6 +260,8 @@ void Supervisor::onRemoteFailure(AttemptReport& report, std::vector<Worker>& wor
   watching_ = false;
   std::optional<JobFailure> failure = events_.read();
   if (!failure || report.remote_culprit || report.told_others) return;
+  // Stopped by a signal here too (scancel signals every node): this agent's own story stands.
+  if (report.agent_signal != 0 && failure->rank < 0) return;
   report.remote_culprit = std::move(failure);
   if (stopping_) return;  // already stopping for a reason of its own
   if (!plan_.quiet) {
@@ -413,7 +415,7 @@ AttemptReport Supervisor::runAttempt(int attempt) {
       mine.exit_code = 128 + report.agent_signal;
     }
     if (auto first = events_.publish(mine)) {
-      report.remote_culprit = std::move(first);
+      if (report.culprit || first->rank >= 0) report.remote_culprit = std::move(first);
     } else {
       report.told_others = true;
     }

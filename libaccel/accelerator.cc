@@ -63,9 +63,12 @@ std::shared_ptr<Communicator> communicatorFromEnvironment(std::chrono::milliseco
   auto port = getenvInt(env::kMasterPort, -1);
   ACCEL_CHECK(addr && port > 0, env::kMasterAddr, " and ", env::kMasterPort, " must be set when ", env::kWorldSize,
               " > 1 (run under accel launch)");
+  // Under `accel launch` the agent hosts the store; without an agent (a rank per scheduler
+  // task, --no_spawn) rank 0 hosts it, as in torch's env:// init.
+  const bool agentStore = getenvString(env::kUseAgentStore).value_or("") == "True";
   c10d::TCPStoreOptions options;
   options.port = static_cast<uint16_t>(port);
-  options.isServer = false;
+  options.isServer = !agentStore && rank == 0;
   options.waitWorkers = false;
   options.timeout = timeout;
   c10::intrusive_ptr<c10d::Store> store;
@@ -75,7 +78,7 @@ std::shared_ptr<Communicator> communicatorFromEnvironment(std::chrono::milliseco
     throw NetworkError("rank " + std::to_string(rank) + ": cannot reach the job's store at " + *addr + ":" +
                        std::to_string(port) + ": " + e.what());
   }
-  if (getenvString(env::kUseAgentStore).value_or("") == "True") {
+  if (agentStore) {
     store = c10::make_intrusive<c10d::PrefixStore>(
         "/worker/attempt_" + getenvString(env::kRestartCount).value_or("0"), store);
   }

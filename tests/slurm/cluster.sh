@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The tests' SLURM cluster: two nodes (n1, n2) on this machine, munge authentication with a
+# key of its own. Everything lives in DIR; nothing outside it is written.
+#   cluster.sh start DIR   munged, slurmctld, slurmd -N n1, slurmd -N n2; returns once both
+#                          nodes are idle and DIR/env holds `export SLURM_CONF=...`
+#   cluster.sh stop DIR    stops every daemon start started (by their pid files)
+# Exits 77 with the reason when the cluster cannot be had here (not root, SLURM not installed).
+set -euo pipefail
+cmd=${1:?usage: cluster.sh start|stop DIR}
+D=${2:?usage: cluster.sh start|stop DIR}
+HERE=$(cd "$(dirname "$0")" && pwd)
+
+stop() {
+  local f pid i
+  for f in "$D"/run/slurmd-*.pid "$D"/run/slurmctld.pid "$D"/munge/munged.pid; do
+    [[ -f $f ]] || continue
+    pid=$(cat "$f")
+    kill "$pid" 2>/dev/null || continue
+    for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  # Job steps the daemons left behind (slurmstepd) belong to this cluster's spool.
+  pkill -KILL -f "slurmstepd.*$D" 2>/dev/null || true
+  rm -f "$D/env"
+}
+
+case $cmd in
+stop) stop; echo "slurm test cluster in $D stopped" ;;
+start)
+  skip() { echo "SKIPPED: $*"; exit 77; }
+  [[ $(id -u) == 0 ]] || skip "the test cluster runs slurmd as root"
+  for bin in munged slurmctld slurmd srun sbatch sinfo; do
+    command -v "$bin" >/dev/null || PATH=$PATH:/usr/sbin command -v "$bin" >/dev/null || skip "$bin not installed (scripts/setup.sh installs slurm-wlm and munge)"
+  done
+  export PATH=$PATH:/usr/sbin
+  stop  # leftovers of an interrupted run
+  rm -rf "$D"
+  mkdir -p "$D"/{spool,log,run,munge}
+  trap 'echo "slurm did not start; logs in $D/log and $D/munge" >&2; stop' ERR
+
+  # munge with a key of the test's own (root runs it, hence --force).
+  head -c 1024 /dev/urandom >"$D/munge/munge.key"
+  chmod 400 "$D/munge/munge.key"
+  munged --force --socket="$D/munge/munge.socket" --pid-file="$D/munge/munged.pid" \
+    --log-file="$D/munge/munged.log" --seed-file="$D/munge/munged.seed" --key-file="$D/munge/munge.key"
+
+  # Three free ports: slurmctld's and one per slurmd.
+  read -r ctld p0 p1 < <(/usr/bin/python3 -c '
+import socket
+socks = [socket.socket() for _ in range(3)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(*(s.getsockname()[1] for s in socks))')
+  sed -e "s|@DIR@|$D|g" -e "s|@HOST@|$(hostname -s)|g" -e "s|@CTLD_PORT@|$ctld|g" \
+      -e "s|@SLURMD_PORT0@|$p0|g" -e "s|@SLURMD_PORT1@|$p1|g" -e "s|@CPUS@|${CPUS_PER_NODE:-2}|g" \
+      "$HERE/slurm.conf.in" >"$D/slurm.conf"
+  cp "$HERE/cgroup.conf" "$D/cgroup.conf"
+  export SLURM_CONF=$D/slurm.conf
+  slurmctld -f "$SLURM_CONF"
+  slurmd -N n1 -f "$SLURM_CONF"
+  slurmd -N n2 -f "$SLURM_CONF"
+  for _ in $(seq 1 120); do
+    if [[ $(sinfo -h -N -o '%T' 2>/dev/null | grep -cx idle) == 2 ]]; then
+      echo "export SLURM_CONF=$SLURM_CONF" >"$D/env"
+      echo "slurm test cluster up in $D: $(sinfo -h -N -o '%N %T' | paste -sd' ')"
+      exit 0
+    fi
+    sleep 0.25
+  done
+  echo "nodes never became idle: $(sinfo -h -N -o '%N %T' 2>&1 | paste -sd' ')" >&2
+  false ;;
+*) echo "usage: cluster.sh start|stop DIR" >&2; exit 2 ;;
+esac
