@@ -121,5 +121,108 @@ TEST_F(LaunchPlanTest, Errors) {
   expect(o, "--tee: 4 is not 0, 1, 2 or 3");
 }
 
+
+Environment slurmStep(int nodeId, int tasks = 2, int procId = 0, int localId = 0) {
+  return {"PATH=/usr/bin",
+          "SLURM_JOB_ID=123457",
+          "SLURM_STEP_ID=0",
+          "SLURM_JOB_NODELIST=gpu[01-02]",
+          "SLURM_STEP_NODELIST=gpu[01-02]",
+          "SLURM_NNODES=2",
+          "SLURM_NODEID=" + std::to_string(nodeId),
+          "SLURM_NTASKS=" + std::to_string(tasks),
+          "SLURM_PROCID=" + std::to_string(procId),
+          "SLURM_LOCALID=" + std::to_string(localId),
+          "SLURM_STEP_TASKS_PER_NODE=" + std::to_string(tasks / 2) + "(x2)",
+          "SLURM_CPUS_ON_NODE=8",
+          "SLURM_GPUS_ON_NODE=4"};
+}
+
+TEST_F(LaunchPlanTest, SlurmAgentPerNodeNeedsNoMachineFlags) {
+  auto p = plan(options(), 0, slurmStep(1));
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->scheduler, "SLURM");
+  EXPECT_EQ(p->num_machines, 2);
+  EXPECT_EQ(p->node_rank, 1);
+  EXPECT_EQ(p->world_size, 2);  // CPU job, no --num_processes: one rank per node
+  EXPECT_EQ(p->rank_offset, 1);
+  EXPECT_EQ(p->master_addr, "gpu01");
+  EXPECT_TRUE(p->master_addr_from_scheduler);
+  EXPECT_EQ(p->master_port, 20000 + 123457 % 10000);
+  EXPECT_EQ(p->run_id, "123457");
+  EXPECT_EQ(p->omp_num_threads, 8);  // SLURM_CPUS_ON_NODE / one rank
+  EXPECT_FALSE(p->exec_in_place);
+}
+
+TEST_F(LaunchPlanTest, SlurmGpuJobsGetOneRankPerGpuAndFlagsWin) {
+  auto o = options();
+  o.config.multi_gpu = true;
+  auto p = plan(o, 4, slurmStep(0));
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->world_size, 8);
+  EXPECT_EQ(p->local_world_size, 4);
+  EXPECT_EQ(p->omp_num_threads, 2);
+  o.config.num_processes = 4;  // the total, as in accelerate
+  o.config.main_process_ip = "10.0.0.1";
+  o.config.main_process_port = 29400;
+  p = plan(o, 4, slurmStep(0));
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->local_world_size, 2);
+  EXPECT_EQ(p->master_addr, "10.0.0.1");
+  EXPECT_EQ(p->master_port, 29400);
+}
+
+TEST_F(LaunchPlanTest, SlurmMisuseIsExplained) {
+  auto p = plan(options(), 0, slurmStep(0, /*tasks=*/4));
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().find("srun started 4 tasks on 2 node(s)"), std::string::npos) << p.error();
+  Environment batch = {"SLURM_JOB_ID=5", "SLURM_JOB_NODELIST=n[1-3]", "SLURM_NNODES=3", "SLURM_NODEID=0"};
+  p = plan(options(), 0, batch);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().find("srun --ntasks-per-node=1 accel launch"), std::string::npos) << p.error();
+  auto o = options();
+  o.no_spawn = true;
+  p = plan(o, 0, {"PATH=/usr/bin"});
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().find("--no_spawn: each task's rank comes from its scheduler"), std::string::npos) << p.error();
+}
+
+TEST_F(LaunchPlanTest, NoSpawnMakesTheTaskOneRank) {
+  auto o = options();
+  o.no_spawn = true;
+  auto p = plan(o, 0, slurmStep(1, 4, /*procId=*/3, /*localId=*/1));
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_TRUE(p->exec_in_place);
+  EXPECT_FALSE(p->agent_store);
+  EXPECT_EQ(p->world_size, 4);
+  EXPECT_EQ(p->local_world_size, 2);
+  EXPECT_EQ(p->node_rank, 1);
+  EXPECT_EQ(p->exec_local_rank, 1);
+  EXPECT_EQ(p->rank_offset + p->exec_local_rank, 3);
+  EXPECT_EQ(p->master_addr, "gpu01");
+  o.config.num_processes = 8;
+  p = plan(o, 0, slurmStep(1, 4, 3, 1));
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().find("--num_processes 8 disagrees with SLURM, which started 4 tasks"), std::string::npos)
+      << p.error();
+}
+
+TEST_F(LaunchPlanTest, OpenMpiRanksAcrossNodesNeedTheMasterAddress) {
+  Environment env = {"PATH=/usr/bin", "OMPI_COMM_WORLD_RANK=5", "OMPI_COMM_WORLD_SIZE=8",
+                     "OMPI_COMM_WORLD_LOCAL_RANK=1", "OMPI_COMM_WORLD_LOCAL_SIZE=4"};
+  auto p = plan(options(), 0, env);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().find("--main_process_ip: required under Open MPI across 2 nodes"), std::string::npos) << p.error();
+  auto o = options();
+  o.config.main_process_ip = "node-a";
+  p = plan(o, 0, env);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_TRUE(p->exec_in_place);  // no --no_spawn needed under MPI
+  EXPECT_EQ(p->rank_offset + p->exec_local_rank, 5);
+  EXPECT_EQ(p->node_rank, 1);
+  EXPECT_EQ(p->master_addr, "node-a");
+  EXPECT_EQ(p->master_port, 29500);  // no job id to derive one from
+}
+
 }  // namespace
 }  // namespace accel::launcher

@@ -115,8 +115,8 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
       acc.step();
       ++steps;
       if (firstStepSeconds < 0) firstStepSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+      if (acc.isMainProcess()) lastLoss = loss.item<float>();
       if (o.progress && acc.isMainProcess() && (steps % 20 == 0 || i + 1 == batches.size())) {
-        lastLoss = loss.item<float>();
         const int width = 30;
         int filled = static_cast<int>(width * (i + 1) / batches.size());
         std::printf("\repoch %d/%d [%s%s] %zu/%zu loss %.4f", epoch + 1, o.epochs, std::string(filled, '=').c_str(),

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# accel launch under Open MPI's mpirun: every MPI process becomes one rank (no --no_spawn
+# needed), rank 0 hosts the store, the failing rank's exit code reaches mpirun.
+#   mpi.sh CASE /path/to/accel [/path/to/fashion_mnist]   CASE: python_gloo | env_and_exit | example
+source "$(dirname "$0")/lib.sh"
+CASE=$1
+ACCEL=$2
+W=$(cd "$(dirname "$0")/workers" && pwd)
+command -v mpirun >/dev/null || { echo "SKIPPED: mpirun not installed (scripts/setup.sh installs openmpi-bin)"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1   # CI runs as root
+export OMPI_MCA_btl=self,tcp   # no shared-memory transport warnings in small containers
+export OUT_DIR=$SCRATCH/out MARKER=accel-mpi-$$-$RANDOM
+mkdir -p "$OUT_DIR"
+MPIRUN=(mpirun --oversubscribe -np 4)
+env_of() { grep "^$2=" "$OUT_DIR/rank_$1.env" | cut -d= -f2-; }
+
+case $CASE in
+python_gloo)
+  expect_exit 0 "${MPIRUN[@]}" "$ACCEL" launch --python /usr/bin/python3 "$W/ddp_gloo.py"
+  for r in 0 1 2 3; do expect_contains "$OUT" "ok rank=$r world=4 allreduce=10"; done
+  expect_contains "$ERR" "Open MPI: 4 ranks, one per task, on 1 node(s); rank 0 hosts the store at 127.0.0.1:"
+  ;;
+env_and_exit)
+  expect_exit 0 "${MPIRUN[@]}" "$ACCEL" launch "$W/env_dump.sh"
+  port=$(env_of 0 MASTER_PORT)
+  for r in 0 1 2 3; do
+    for kv in RANK=$r LOCAL_RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 GROUP_RANK=0 GROUP_WORLD_SIZE=1 \
+              MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TORCHELASTIC_USE_AGENT_STORE=False OMPI_COMM_WORLD_RANK=$r; do
+      [[ "$(env_of $r "${kv%%=*}")" == "${kv#*=}" ]] || fail "rank $r: want $kv, got '$(env_of $r "${kv%%=*}")'"
+    done
+  done
+  BEHAVE_2=exit:6 expect_exit 6 "${MPIRUN[@]}" "$ACCEL" launch "$W/behave.sh" "$MARKER"
+  expect_contains "$ERR" "rank 2 failing"
+  ;;
+example)
+  # libaccel's rank 0 hosts the store itself when no agent does.
+  expect_exit 0 mpirun --oversubscribe -np 2 "$ACCEL" launch "$3" --model mlp --steps 30 --no-progress
+  expect_contains "$OUT" "model mlp, 2 processes, fp32: 30 steps"
+  expect_contains "$OUT" "test accuracy"
+  ;;
+*) fail "unknown case $CASE" ;;
+esac
+echo "ok: mpi $CASE"
