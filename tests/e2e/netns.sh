@@ -15,30 +15,11 @@ skip() { echo "SKIPPED: $*"; exit 77; }
 [[ $(id -u) == 0 ]] || skip "creating network namespaces needs root"
 command -v ip >/dev/null || skip "iproute2's ip is not installed"
 
+source "$(dirname "$0")/netns_lib.sh"
 # Names unique to this run, so parallel cases and leftovers of a killed run never collide.
 tag=$$
-NA=accA-$tag NB=accB-$tag VA=va$tag VB=vb$tag
-A=10.200.0.1 B=10.200.0.2
-cleanup() {
-  local ns
-  for ns in "$NA" "$NB"; do
-    ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
-    ip netns del "$ns" 2>/dev/null || true
-  done
-  ip link del "$VA" 2>/dev/null || true   # only if it never moved into a namespace
-  rm -rf "$SCRATCH"
-}
-trap cleanup EXIT
-ip netns add "$NA" 2>"$SCRATCH/ip.err" || skip "ip netns add failed: $(cat "$SCRATCH/ip.err")"
-ip netns add "$NB"
-ip link add "$VA" type veth peer name "$VB"
-ip link set "$VA" netns "$NA"
-ip link set "$VB" netns "$NB"
-ip -n "$NA" addr add $A/24 dev "$VA"
-ip -n "$NB" addr add $B/24 dev "$VB"
-for ns in "$NA" "$NB"; do ip -n "$ns" link set lo up; done
-ip -n "$NA" link set "$VA" up
-ip -n "$NB" link set "$VB" up
+trap 'netns_down; rm -rf "$SCRATCH"' EXIT
+netns_up $tag 2>"$SCRATCH/ip.err" || skip "ip netns add failed: $(cat "$SCRATCH/ip.err")"
 
 port=29517
 common=(--num_machines 2 --main_process_ip $A --main_process_port $port -n 4 --cpu --rdzv_timeout 60)

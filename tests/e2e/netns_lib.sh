@@ -1,0 +1,28 @@
+# Two "hosts" on one machine: network namespaces joined by a veth pair, no other route.
+# Sourced by tests/e2e/netns.sh and scripts/bench/multinode.sh. Needs root.
+#   netns_up TAG     creates accA-TAG (10.200.0.1 on vaTAG) and accB-TAG (10.200.0.2 on vbTAG);
+#                    sets NA NB VA VB A B
+#   netns_down       kills what runs inside them and deletes them (safe to call twice)
+netns_up() {
+  local tag=$1 ns
+  NA=accA-$tag NB=accB-$tag VA=va$tag VB=vb$tag A=10.200.0.1 B=10.200.0.2
+  ip netns add "$NA" || return 1
+  ip netns add "$NB"
+  ip link add "$VA" type veth peer name "$VB"
+  ip link set "$VA" netns "$NA"
+  ip link set "$VB" netns "$NB"
+  ip -n "$NA" addr add $A/24 dev "$VA"
+  ip -n "$NB" addr add $B/24 dev "$VB"
+  for ns in "$NA" "$NB"; do ip -n "$ns" link set lo up; done
+  ip -n "$NA" link set "$VA" up
+  ip -n "$NB" link set "$VB" up
+}
+netns_down() {
+  local ns
+  for ns in "${NA:-}" "${NB:-}"; do
+    [[ -n $ns ]] || continue
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true
+  done
+  [[ -n ${VA:-} ]] && ip link del "$VA" 2>/dev/null || true   # only if it never moved into a namespace
+}
