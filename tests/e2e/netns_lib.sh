@@ -1,10 +1,17 @@
 # Two "hosts" on one machine: network namespaces joined by a veth pair, no other route.
 # Sourced by tests/e2e/netns.sh and scripts/bench/multinode.sh. Needs root.
-#   netns_up TAG     creates accA-TAG (10.200.0.1 on vaTAG) and accB-TAG (10.200.0.2 on vbTAG);
+#   netns_up TAG     removes namespaces left by killed runs (TAG ends in the run's pid), creates accA-TAG (10.200.0.1 on vaTAG) and accB-TAG (10.200.0.2 on vbTAG);
 #                    sets NA NB VA VB A B
 #   netns_down       kills what runs inside them and deletes them (safe to call twice)
 netns_up() {
-  local tag=$1 ns
+  local tag=$1 ns pid
+  # Namespaces of runs that were killed before their cleanup (the tag ends in the run's pid).
+  for ns in $(ip netns list 2>/dev/null | grep -oE '^acc[AB]-[a-z]*[0-9]+'); do
+    pid=$(grep -oE '[0-9]+$' <<<"$ns")
+    kill -0 "$pid" 2>/dev/null && continue
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true
+  done
   NA=accA-$tag NB=accB-$tag VA=va$tag VB=vb$tag A=10.200.0.1 B=10.200.0.2
   ip netns add "$NA" || return 1
   ip netns add "$NB"
