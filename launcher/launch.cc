@@ -113,7 +113,9 @@ int jobExitCode(const AttemptReport& last) {
 void resolveSchedulerMaster(LaunchPlan& plan) {
   if (!plan.master_addr_from_scheduler || plan.scheduler != "SLURM" || routeTo(plan.master_addr)) return;
   if (auto addr = slurmNodeAddress(plan.master_addr)) {
-    if (!plan.exec_in_place || globalRank(plan, plan.exec_local_rank) == 0) notice(plan, "SLURM node '" + plan.master_addr + "' does not resolve here; using its NodeAddr " + *addr);
+    if (!plan.exec_in_place || globalRank(plan, plan.exec_local_rank) == 0) {
+      notice(plan, "SLURM node '" + plan.master_addr + "' does not resolve here; using its NodeAddr " + *addr);
+    }
     plan.master_addr = *addr;
   }
 }
@@ -139,8 +141,7 @@ Expected<JobReport> execRank(LaunchPlan& plan, const Environment& parentEnv) {
 
 // The interface the workers' Gloo should use: the one that reaches the other machines. A
 // non-master reaches the master; the master reaches machine 1 at the address it came from.
-std::optional<std::string> workerInterface(const LaunchPlan& plan, const RendezvousResult& joined,
-                                           const std::optional<Route>& toMaster) {
+std::optional<std::string> workerInterface(const RendezvousResult& joined, const std::optional<Route>& toMaster) {
   if (joined.machine_rank != 0) {
     if (toMaster && !toMaster->interface.empty()) return toMaster->interface;
     return std::nullopt;
@@ -149,7 +150,6 @@ std::optional<std::string> workerInterface(const LaunchPlan& plan, const Rendezv
     if (m.machine_rank == 0 || m.address.empty()) continue;
     if (auto route = routeTo(m.address); route && !route->interface.empty()) return route->interface;
   }
-  (void)plan;
   return std::nullopt;
 }
 
@@ -243,7 +243,7 @@ Expected<JobReport> launch(const LaunchOptions& options) {
                      std::to_string(joined->rank_offset + plan.local_world_size - 1) + " of " +
                      std::to_string(joined->world_size));
     if (!lookup(parentEnv, "GLOO_SOCKET_IFNAME")) {
-      if (auto iface = workerInterface(plan, *joined, toMaster)) {
+      if (auto iface = workerInterface(*joined, toMaster)) {
         plan.common_env["GLOO_SOCKET_IFNAME"] = *iface;
         notice(plan, "workers use GLOO_SOCKET_IFNAME=" + *iface + " (the interface that reaches the other machines)");
       }

@@ -236,10 +236,8 @@ Expected<void> placeMachines(LaunchPlan& plan, const LaunchOptions& o, const std
     return makeError("num_processes " + std::to_string(plan.world_size) + " is not a multiple of num_machines " +
                      std::to_string(plan.num_machines));
   }
-  {
-    plan.local_world_size = plan.world_size / plan.num_machines;
-    plan.rank_offset = plan.node_rank * plan.local_world_size;
-  }
+  plan.local_world_size = plan.world_size / plan.num_machines;
+  plan.rank_offset = plan.node_rank * plan.local_world_size;
   return {};
 }
 
