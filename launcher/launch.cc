@@ -183,24 +183,17 @@ Expected<JobReport> launch(const LaunchOptions& options) {
                      " processes gets OMP_NUM_THREADS=1 (set --num_cpu_threads_per_process to change it)");
   }
 
-  // Per-attempt files (error.json, and logs with --log_dir) live in the log dir or a temp dir.
-  std::string runDir;
-  bool tempRunDir = false;
-  if (plan.log_dir) {
-    if (auto ok = config::makeDirectories(*plan.log_dir); !ok) return makeError("--log_dir: " + ok.error());
-    runDir = *plan.log_dir;
-  } else {
-    char tmpl[] = "/tmp/accel-run-XXXXXX";
-    if (!::mkdtemp(tmpl)) return makeError("cannot create a run directory in /tmp");
-    runDir = tmpl;
-    tempRunDir = true;
-  }
-
   // Machine 0's agent hosts the job's store on the port it keeps for the whole job (port 0: the
   // kernel picks a free one, so nobody else can take it); the others connect to it. Until the
   // supervisor starts, signals keep their default effect: Ctrl-C during the rendezvous simply
   // ends the agent, which has started nothing yet.
   const bool master = plan.node_rank == 0;
+  std::string runDir;
+  bool tempRunDir = false;
+  if (plan.log_dir) {
+    if (auto ok = config::makeDirectories(*plan.log_dir); !ok) return makeError("--log_dir: " + ok.error());
+    runDir = *plan.log_dir;
+  }
   auto abandon = [&](std::string message) -> Expected<JobReport> {
     if (tempRunDir) removeTree(runDir);
     return makeError(std::move(message));
@@ -259,7 +252,17 @@ Expected<JobReport> launch(const LaunchOptions& options) {
     }
   }
 
+  // Without --log_dir, per-attempt files (error.json) live in a temp dir, made once the machines
+  // have met (an agent stopped while it waits leaves nothing behind).
+  if (!plan.log_dir) {
+    char tmpl[] = "/tmp/accel-run-XXXXXX";
+    if (!::mkdtemp(tmpl)) return makeError("cannot create a run directory in /tmp");
+    runDir = tmpl;
+    tempRunDir = true;
+  }
+
   Supervisor supervisor(plan, parentEnv, runDir);
+  if (tempRunDir) supervisor.removeRunDirIfKilled();
   if (auto ok = supervisor.start(); !ok) return abandon(ok.error());
   supervisor.setMasterPort(storePort);
   supervisor.setRankOffset(rankOffset);

@@ -83,8 +83,9 @@ std::string readErrorFile(const std::string& path) {
 
 // The guard: a forked helper that outlives a SIGKILLed agent just long enough to kill the
 // workers' process groups (PR_SET_PDEATHSIG covers the workers, not their children). It reads
-// "+PGID", "-PGID" and "done" lines; end of input without "done" means the agent died.
-[[noreturn]] void runGuard(int readFd) {
+// "+PGID", "-PGID" and "done" lines; end of input without "done" means the agent died. Then,
+// when `removeArgv` is given (the agent's temporary run directory), it becomes `rm -rf DIR`.
+[[noreturn]] void runGuard(int readFd, char* const* removeArgv) {
   // Only async-signal-safe calls and no allocation: the agent may have other threads (the
   // store's) when it forks this process.
   ::setpgid(0, 0);  // out of the terminal's foreground group: Ctrl-C is the agent's business
@@ -117,6 +118,7 @@ std::string readErrorFile(const std::string& path) {
   for (int i = 0; i < count; ++i) {
     if (groups[i] > 0) ::kill(-groups[i], SIGKILL);
   }
+  if (removeArgv) ::execv("/bin/rm", removeArgv);
   ::_exit(0);
 }
 
@@ -163,11 +165,14 @@ Expected<void> Supervisor::start() {
 
   int pipeFds[2];
   if (::pipe2(pipeFds, O_CLOEXEC) != 0) return makeError(std::string("pipe: ") + std::strerror(errno));
+  // Built before fork: the guard may not allocate.
+  std::string rmName = "rm", rmFlags = "-rf", rmDir = run_dir_;
+  char* removeArgv[] = {rmName.data(), rmFlags.data(), rmDir.data(), nullptr};
   pid_t pid = ::fork();
   if (pid < 0) return makeError(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
     ::close(pipeFds[1]);
-    runGuard(pipeFds[0]);
+    runGuard(pipeFds[0], remove_run_dir_ ? removeArgv : nullptr);
   }
   ::close(pipeFds[0]);
   guard_pid_ = pid;

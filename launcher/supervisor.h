@@ -45,6 +45,10 @@ class Supervisor {
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
+  // The run directory is the agent's own (a temporary one): if the agent is SIGKILLed, the guard
+  // deletes it after killing the workers. Call before start().
+  void removeRunDirIfKilled() { remove_run_dir_ = true; }
+
   // Blocks the handled signals (they arrive through the signalfd), becomes subreaper and starts
   // the guard. Call once, before runAttempt, from a single-threaded process.
   Expected<void> start();
@@ -87,6 +91,7 @@ class Supervisor {
   int signal_fd_ = -1;
   pid_t guard_pid_ = -1;
   int guard_fd_ = -1;
+  bool remove_run_dir_ = false;
   bool stop_requested_ = false;
   int interrupts_ = 0;
   bool stopping_ = false;

@@ -121,9 +121,15 @@ kill9_agent)
   agent=$!
   wait_files 'grandchild.*' 3
   [[ -n "$(leftovers)" ]] || fail "grandchildren not running"
+  # The agent's temporary run directory, from a worker's TORCHELASTIC_ERROR_FILE.
+  worker=$(pgrep -f "^bash .*behave.sh $MARKER" | head -1)
+  run_dir=$(tr '\0' '\n' <"/proc/$worker/environ" | sed -n 's|^TORCHELASTIC_ERROR_FILE=\(.*\)/attempt_0/.*|\1|p')
+  [[ -d $run_dir ]] || fail "no run directory '$run_dir'"
   kill -9 $agent
   wait $agent 2>/dev/null || true
   expect_no_leftovers
+  for _ in $(seq 1 40); do [[ -e $run_dir ]] || break; sleep 0.05; done
+  [[ ! -e $run_dir ]] || fail "the SIGKILLed agent's run directory $run_dir is left behind"
 
   ;;
 sigint_escalation)
