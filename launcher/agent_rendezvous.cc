@@ -1,6 +1,7 @@
 #include "launcher/agent_rendezvous.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -206,13 +207,18 @@ std::optional<JobFailure> readFailure(store::Store& s, const RendezvousOptions& 
   return first;
 }
 
-int exitBarrier(store::Store& s, const RendezvousOptions& o, bool master, std::chrono::milliseconds timeout) {
+int exitBarrier(store::Store& s, const RendezvousOptions& o, bool master, std::chrono::milliseconds afterFailure,
+                const std::function<bool()>& othersGone) {
   const std::string key = prefix(o) + "finished";
   try {
     int done = static_cast<int>(s.add(key, 1));
     if (!master) return done;
-    const auto deadline = Clock::now() + timeout;
-    while (done < o.num_machines && Clock::now() < deadline) {
+    std::optional<Clock::time_point> failureDeadline;
+    while (done < o.num_machines) {
+      if (!failureDeadline && s.check({failureKey(o)})) failureDeadline = Clock::now() + afterFailure;
+      if (failureDeadline ? Clock::now() >= *failureDeadline : othersGone && othersGone()) {
+        return static_cast<int>(s.add(key, 0));
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       done = static_cast<int>(s.add(key, 0));
     }

@@ -65,8 +65,11 @@ std::optional<JobFailure> publishFailure(store::Store& store, const RendezvousOp
 // the store cannot be read, nlohmann::json::exception when the record is malformed.
 std::optional<JobFailure> readFailure(store::Store& store, const RendezvousOptions& options, int machineRank);
 
-// The exit barrier: records that this machine's workers are done, and on the master waits
-// (at most `timeout`) until every machine has; returns how many finished.
-int exitBarrier(store::Store& store, const RendezvousOptions& options, bool master, std::chrono::milliseconds timeout);
+// The exit barrier: records that this machine's workers are done; the master then waits until
+// every machine has, or until `othersGone()` says no other agent is connected any more (one that
+// died never reports), or, once a failure was published, `afterFailure` has passed (the others
+// only need the store to read it). Returns how many finished.
+int exitBarrier(store::Store& store, const RendezvousOptions& options, bool master, std::chrono::milliseconds afterFailure,
+                const std::function<bool()>& othersGone);
 
 }  // namespace accel::launcher

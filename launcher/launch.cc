@@ -206,8 +206,13 @@ Expected<JobReport> launch(const LaunchOptions& options) {
     const std::string bindHost = plan.num_machines > 1
                                      ? (plan.master_addr.find(':') != std::string::npos ? "::" : "0.0.0.0")
                                      : plan.master_addr;
+    store::TcpStoreServerOptions serverOptions;
+    serverOptions.host = bindHost;
+    serverOptions.port = storePort;
+    // Every agent parks a WAIT on the failure key while it lives: the exit barrier's liveness.
+    serverOptions.tracked_wait_key = "/" + failureKey(RendezvousOptions{});
     try {
-      server = store::TcpStoreServer::start({bindHost, storePort});
+      server = store::TcpStoreServer::start(serverOptions);
     } catch (const Error& e) {
       return abandon(std::string(e.what()) + " (--main_process_ip/--main_process_port)");
     }
@@ -311,13 +316,12 @@ Expected<JobReport> launch(const LaunchOptions& options) {
     auto ok = config::writeFileAtomically(*plan.log_dir + "/summary.json", renderReportJson(report).dump(2) + "\n");
     if (!ok) notice(plan, "could not write summary.json: " + ok.error());
   }
-  // The master keeps the store up until every machine's workers are done with it; after a
-  // failure, only as long as the others need to read it and stop their workers.
+  // The master keeps the store up until every machine's workers are done with it, or every
+  // other agent is gone; after a failure, only as long as the others need to read it.
   if (agentStore) {
-    const auto wait = report.exit_code == 0
-                          ? plan.rdzv_timeout
-                          : std::min(plan.rdzv_timeout, plan.term_timeout + std::chrono::milliseconds(10000));
-    int done = exitBarrier(*agentStore, rdzv, master, wait);
+    // 1: the master's own watch.
+    auto othersGone = [&server] { return server && server->stats().tracked_waiters <= 1; };
+    int done = exitBarrier(*agentStore, rdzv, master, plan.term_timeout + std::chrono::milliseconds(10000), othersGone);
     if (master && done < plan.num_machines) {
       notice(plan, "stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +
                        std::to_string(plan.num_machines) + " machines reported their workers finished");

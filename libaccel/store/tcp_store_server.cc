@@ -375,6 +375,16 @@ class TcpStoreServer::Loop {
 
   void publishStats() {
     stats_local_.keys = data_.size();
+    if (!options_.tracked_wait_key.empty()) {
+      uint64_t live = 0;
+      if (auto it = waiting_.find(options_.tracked_wait_key); it != waiting_.end()) {
+        for (uint64_t w : it->second) {
+          auto waiter = waiters_.find(w);
+          if (waiter != waiters_.end() && conns_.count(waiter->second.conn)) ++live;
+        }
+      }
+      stats_local_.tracked_waiters = live;
+    }
     std::lock_guard<std::mutex> lock(stats_mutex_);
     stats_ = stats_local_;
   }

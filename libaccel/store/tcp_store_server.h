@@ -23,6 +23,9 @@ struct TcpStoreServerOptions {
   uint64_t max_value_bytes = 64ull << 20;
   uint64_t max_pending_output_bytes = 256ull << 20;  // per client; beyond it the client is dropped
   int backlog = 65535;                // capped by the kernel's somaxconn
+  // A key (as stored: torch's clients prefix theirs with "/") whose parked WAITs are counted in
+  // stats().tracked_waiters: who is still connected and waiting on it.
+  std::string tracked_wait_key = "";
 };
 
 struct TcpStoreServerStats {
@@ -30,6 +33,7 @@ struct TcpStoreServerStats {
   uint64_t connections_dropped = 0;   // closed by the server for bad input or slow reading
   uint64_t requests = 0;
   uint64_t keys = 0;
+  uint64_t tracked_waiters = 0;       // live connections parked on options.tracked_wait_key
 };
 
 class TcpStoreServer {

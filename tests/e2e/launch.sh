@@ -374,6 +374,15 @@ multi_machine_failure)
   [[ $r1 == 1 ]] || fail "machine 1's agent exited $r1 after losing the master: $M1"
   expect_contains "$M1" "culprit: machine 0 ($(hostname)): lost contact with the master agent's store at 127.0.0.1:$port"
   expect_no_leftovers
+  # A machine that finishes long after the master (beyond --rdzv_timeout) still has its store:
+  # the master waits while the other agents live.
+  BEHAVE_2=ok-after:3 BEHAVE_3=ok-after:3 "$ACCEL" launch "${common[@]}" --rdzv_timeout 2 --machine_rank 1 "${BEH[@]}" \
+    >"$SCRATCH/m1.out" 2>&1 &
+  m1=$!
+  expect_exit 0 "$ACCEL" launch "${common[@]}" --rdzv_timeout 2 --machine_rank 0 "${BEH[@]}"
+  set +e; wait $m1; r1=$?; set -e
+  [[ $r1 == 0 ]] || fail "machine 1 exited $r1: $(cat "$SCRATCH/m1.out")"
+  [[ "$ERR" != *"stopping the store although"* ]] || fail "the master did not wait: $ERR"
   ;;
 rendezvous_timeout)
   port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -2,6 +2,7 @@
 
 #include "launcher/agent_rendezvous.h"
 
+#include <atomic>
 #include <future>
 #include <mutex>
 
@@ -121,10 +122,58 @@ TEST_F(AgentRendezvousTest, ExitBarrierWaitsForEveryMachine) {
   store::TcpStoreClientOptions c;
   c.port = server_->port();
   store::TcpStoreClient a(c), b(c);
-  auto master = std::async(std::launch::async, [&] { return exitBarrier(a, o, true, 5s); });
-  EXPECT_EQ(master.wait_for(100ms), std::future_status::timeout);
-  EXPECT_EQ(exitBarrier(b, o, false, 5s), 2);
+  auto master = std::async(std::launch::async, [&] { return exitBarrier(a, o, true, 5s, [] { return false; }); });
+  EXPECT_EQ(master.wait_for(100ms), std::future_status::timeout);  // no deadline while the others live
+  EXPECT_EQ(exitBarrier(b, o, false, 5s, nullptr), 2);
   EXPECT_EQ(master.get(), 2);
+}
+
+TEST_F(AgentRendezvousTest, ExitBarrierStopsWaitingWhenTheOthersAreGone) {
+  auto o = options(3, 0, 1);
+  store::TcpStoreClientOptions c;
+  c.port = server_->port();
+  store::TcpStoreClient a(c);
+  std::atomic<bool> gone{false};
+  auto master = std::async(std::launch::async, [&] { return exitBarrier(a, o, true, 5s, [&] { return gone.load(); }); });
+  EXPECT_EQ(master.wait_for(100ms), std::future_status::timeout);
+  gone = true;  // the other agents died without reporting
+  ASSERT_EQ(master.wait_for(2s), std::future_status::ready);
+  EXPECT_EQ(master.get(), 1);
+}
+
+TEST_F(AgentRendezvousTest, ExitBarrierAfterAFailureIsBounded) {
+  auto o = options(2, 0, 1);
+  store::TcpStoreClientOptions c;
+  c.port = server_->port();
+  store::TcpStoreClient a(c);
+  JobFailure f;
+  f.machine_rank = 1;
+  EXPECT_FALSE(publishFailure(a, o, f).has_value());  // the job's first failure
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(exitBarrier(a, o, true, 200ms, [] { return false; }), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+}
+
+TEST_F(AgentRendezvousTest, OnlyTheFirstFailureIsPublished) {
+  auto o = options(2, 0, 1);
+  store::TcpStoreClientOptions c;
+  c.port = server_->port();
+  store::TcpStoreClient a(c), b(c);
+  JobFailure first, second;
+  first.machine_rank = 1;
+  first.rank = 3;
+  first.exit_code = 7;
+  first.stderr_tail = {"boom"};
+  second.machine_rank = 0;
+  second.rank = 0;
+  EXPECT_FALSE(publishFailure(b, o, first).has_value());
+  auto winner = publishFailure(a, o, second);
+  ASSERT_TRUE(winner.has_value());
+  EXPECT_EQ(winner->rank, 3);
+  EXPECT_EQ(winner->exit_code, 7);
+  EXPECT_EQ(winner->stderr_tail, std::vector<std::string>{"boom"});
+  EXPECT_FALSE(readFailure(b, o, 1).has_value());  // machine 1's own
+  EXPECT_EQ(readFailure(a, o, 0)->rank, 3);
 }
 
 }  // namespace

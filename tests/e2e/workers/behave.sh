@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A worker whose behaviour is chosen per rank by BEHAVE_<RANK> (default: BEHAVE_DEFAULT):
-#   ok | exit:N | segv | sleep | ready-sleep | sleep-ignore-term | traps | grandchild | setsid-grandchild
+#   ok | ok-after:SECONDS | exit:N | segv | sleep | ready-sleep | sleep-ignore-term | traps | grandchild | setsid-grandchild
 #   | exit-when-ready:N | fail-first-attempt | print-lines:N | partial | progress | oom
 # Processes it leaves behind carry $MARKER in their command line so the test can find them.
 set -u
@@ -14,6 +14,7 @@ exit:*) echo "rank $RANK failing" >&2; echo "second line" >&2; exit "${what#exit
 segv) kill -SEGV $$ ;;
 sleep) while :; do sleep 0.05; done ;;
 ready-sleep) mark ready; while :; do sleep 0.05; done ;;
+ok-after:*) sleep "${what#ok-after:}"; echo "rank $RANK ok" ;;
 sleep-ignore-term) trap 'mark term' TERM; mark ready; while :; do sleep 0.05; done ;;
 exit-when-ready:*)  # exits once every other rank reported ready
   while [ "$(ls "$OUT_DIR" | grep -c '^ready\.')" -lt $((WORLD_SIZE - 1)) ]; do sleep 0.01; done
