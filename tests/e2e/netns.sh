@@ -51,6 +51,22 @@ $OB"
   expect_contains "$OB" "workers use GLOO_SOCKET_IFNAME=$VB"
   expect_contains "$OB" "machine 1 of 2: ranks 2..3 of 4"
 
+  # The master named by a host name that resolves to 127.0.1.1 on the master itself (Debian's
+  # /etc/hosts for its own name) and to its real address elsewhere.
+  netns_hosts "$NA" "127.0.1.1 node-a" "$B node-b"
+  netns_hosts "$NB" "$A node-a" "$B node-b"
+  common=(--num_machines 2 --main_process_ip node-a --main_process_port $port -n 4 --cpu --rdzv_timeout 60)
+  two_hosts --python /usr/bin/python3 "$W/ddp_gloo.py"
+  [[ $RA == 0 && $RB == 0 ]] || fail "with --main_process_ip node-a: agents exited $RA $RB
+--- host A:
+$OA
+--- host B:
+$OB"
+  for r in 0 1; do expect_contains "$OA" "[rank $r] ok rank=$r world=4 allreduce=10"; done
+  for r in 2 3; do expect_contains "$OB" "[rank $r] ok rank=$r world=4 allreduce=10"; done
+  expect_contains "$OA" "workers use GLOO_SOCKET_IFNAME=$VA"
+  common=(--num_machines 2 --main_process_ip $A --main_process_port $port -n 4 --cpu --rdzv_timeout 60)
+
   # A failure on host B stops host A's workers; both name rank 2 on machine 1 and exit with its code.
   export OUT_DIR=$SCRATCH/out MARKER=accel-netns-$tag
   mkdir -p "$OUT_DIR"

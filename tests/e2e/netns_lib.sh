@@ -11,6 +11,7 @@ netns_up() {
     kill -0 "$pid" 2>/dev/null && continue
     ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || true
+    rm -rf "/etc/netns/$ns"
   done
   NA=accA-$tag NB=accB-$tag VA=va$tag VB=vb$tag A=10.200.0.1 B=10.200.0.2
   ip netns add "$NA" || return 1
@@ -24,12 +25,19 @@ netns_up() {
   ip -n "$NA" link set "$VA" up
   ip -n "$NB" link set "$VB" up
 }
+# netns_hosts NS LINE...: NS's own /etc/hosts (ip netns exec mounts /etc/netns/NS/hosts over it).
+netns_hosts() {
+  local ns=$1; shift
+  mkdir -p "/etc/netns/$ns"
+  printf '%s\n' "127.0.0.1 localhost" "$@" >"/etc/netns/$ns/hosts"
+}
 netns_down() {
   local ns
   for ns in "${NA:-}" "${NB:-}"; do
     [[ -n $ns ]] || continue
     ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || true
+    rm -rf "/etc/netns/$ns"
   done
   [[ -n ${VA:-} ]] && ip link del "$VA" 2>/dev/null || true   # only if it never moved into a namespace
 }
