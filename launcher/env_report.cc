@@ -10,6 +10,8 @@
 #include "config/config_file.h"
 #include "launcher/subprocess_posix.h"
 
+extern char** environ;
+
 namespace accel::launcher {
 namespace {
 
@@ -52,6 +54,13 @@ EnvReport collectEnvReport(const BuildInfo& build, const std::optional<std::stri
 
   report.system = probeSystem();
   report.gpus = probeGpus();
+  Environment environment;
+  for (char** e = environ; *e; ++e) environment.emplace_back(*e);
+  if (auto scheduler = detectScheduler(environment)) {
+    report.scheduler = *scheduler;
+  } else {
+    report.scheduler_error = scheduler.error();
+  }
 
   auto path = config::resolveConfigPath(configFile, env);
   report.config.explicit_path = configFile.has_value();
@@ -104,6 +113,21 @@ std::string renderEnvText(const EnvReport& r) {
     }
     out << p.version << " at " << p.executable << ", torch " << (p.torch ? *p.torch : "not installed") << "\n";
   }
+  out << "- Scheduler: ";
+  if (!r.scheduler_error.empty()) {
+    out << "malformed (" << r.scheduler_error << ")\n";
+  } else if (!r.scheduler) {
+    out << "none (a static launch)\n";
+  } else {
+    const SchedulerInfo& s = *r.scheduler;
+    out << s.name << (s.job_id ? " job " + *s.job_id : "") << ": node " << s.node_rank << " of " << s.num_nodes;
+    if (!s.hosts.empty()) out << " (master " << s.hosts.front() << ")";
+    out << ", task " << s.task_rank << " of " << s.num_tasks << " (local " << s.local_task_rank << " of "
+        << s.local_num_tasks << ")";
+    if (s.gpus_on_node) out << ", " << *s.gpus_on_node << " GPU(s)";
+    if (s.cpus_on_node) out << ", " << *s.cpus_on_node << " CPU(s) on this node";
+    out << "\n";
+  }
   out << (r.config.explicit_path ? "- `accel` config passed:" : "- `accel` default config:");
   if (r.config.path) out << " " << *r.config.path;
   out << "\n";
@@ -130,6 +154,17 @@ json renderEnvJson(const EnvReport& r) {
     pythons.push_back(entry);
   }
   auto optional = [](const auto& o) { return o ? json(*o) : json(nullptr); };
+  json scheduler = nullptr;
+  if (!r.scheduler_error.empty()) {
+    scheduler = {{"error", r.scheduler_error}};
+  } else if (r.scheduler) {
+    const SchedulerInfo& s = *r.scheduler;
+    scheduler = {{"name", s.name},           {"job_id", optional(s.job_id)},   {"hosts", s.hosts},
+                 {"num_nodes", s.num_nodes}, {"node_rank", s.node_rank},       {"num_tasks", s.num_tasks},
+                 {"task_rank", s.task_rank}, {"local_task_rank", s.local_task_rank},
+                 {"local_num_tasks", s.local_num_tasks}, {"gpus_on_node", optional(s.gpus_on_node)},
+                 {"cpus_on_node", optional(s.cpus_on_node)}};
+  }
   return json{
       {"accel",
        {{"version", r.build.version},
@@ -156,6 +191,7 @@ json renderEnvJson(const EnvReport& r) {
         {"devices", devices}}},
       {"nccl", {{"version", optional(r.gpus.nccl_version)}, {"status", r.gpus.nccl_status}}},
       {"python", pythons},
+      {"scheduler", scheduler},
       {"config",
        {{"path", optional(r.config.path)},
         {"explicit", r.config.explicit_path},

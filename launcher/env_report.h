@@ -11,6 +11,7 @@
 #include "config/paths.h"
 #include "launcher/gpu_probe.h"
 #include "launcher/python_probe.h"
+#include "launcher/scheduler_env.h"
 #include "launcher/system_info.h"
 
 namespace accel::launcher {
@@ -39,9 +40,11 @@ struct EnvReport {
   GpuInfo gpus;
   std::vector<PythonInfo> pythons;
   ConfigSection config;
+  std::optional<SchedulerInfo> scheduler;  // SLURM/MPI as this process sees it
+  std::string scheduler_error;             // its variables are malformed ("" when fine)
 };
 
-// Collects the report. `configFile` is --config_file if given. Finishes in well under a
+// Collects the report (the scheduler from `environ`). `configFile` is --config_file if given. Finishes in well under a
 // second on a machine without GPUs (the slowest part is one python3 start).
 EnvReport collectEnvReport(const BuildInfo& build, const std::optional<std::string>& configFile,
                            const config::PathEnv& env);

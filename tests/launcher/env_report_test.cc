@@ -55,6 +55,28 @@ TEST(EnvReportTest, TextHasOneLinePerFact) {
   }
 }
 
+TEST(EnvReportTest, SchedulerLine) {
+  EnvReport r = sampleReport();
+  EXPECT_NE(renderEnvText(r).find("- Scheduler: none (a static launch)\n"), std::string::npos);
+  EXPECT_TRUE(renderEnvJson(r).at("scheduler").is_null());
+  auto info = detectScheduler({"SLURM_JOB_ID=42", "SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=n[1-2]", "SLURM_NNODES=2",
+                               "SLURM_NODEID=1", "SLURM_NTASKS=2", "SLURM_PROCID=1", "SLURM_LOCALID=0",
+                               "SLURM_GPUS_ON_NODE=4", "SLURM_CPUS_ON_NODE=32"});
+  ASSERT_TRUE(info) << info.error();
+  r.scheduler = **info;
+  EXPECT_NE(renderEnvText(r).find("- Scheduler: SLURM job 42: node 1 of 2 (master n1), task 1 of 2 (local 0 of 1), "
+                                  "4 GPU(s), 32 CPU(s) on this node\n"),
+            std::string::npos)
+      << renderEnvText(r);
+  auto j = renderEnvJson(r).at("scheduler");
+  EXPECT_EQ(j.at("name"), "SLURM");
+  EXPECT_EQ(j.at("hosts"), nlohmann::json({"n1", "n2"}));
+  EXPECT_EQ(j.at("node_rank"), 1);
+  r.scheduler.reset();
+  r.scheduler_error = "SLURM_NODEID='x' is not a non-negative integer";
+  EXPECT_NE(renderEnvText(r).find("- Scheduler: malformed (SLURM_NODEID='x'"), std::string::npos);
+}
+
 TEST(EnvReportTest, MissingConfigSaysNotFound) {
   EnvReport r = sampleReport();
   r.config = ConfigSection{};
