@@ -48,6 +48,10 @@ agent_per_node)
       TORCHELASTIC_USE_AGENT_STORE=True
   done
   expect_contains "$ERR" "SLURM node 'n1' does not resolve here; using its NodeAddr 127.0.0.1"
+  # accel env inside a step says what the agent will use.
+  expect_exit 0 srun -N2 --ntasks-per-node=1 --label "$ACCEL" env
+  expect_contains "$OUT" "1: - Scheduler: SLURM job"
+  expect_contains "$OUT" ": node 1 of 2 (master n1), task 1 of 2 (local 0 of 1)"
   # Two tasks on one node without --no_spawn would be two agents each spawning the job.
   expect_exit 2 srun -N1 -n2 "$ACCEL" launch --cpu "$W/env_dump.sh"
   expect_contains "$ERR" "srun started 2 tasks on 1 node(s)"
