@@ -19,8 +19,6 @@ stop() {
     for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
   done
-  # Job steps the daemons left behind (slurmstepd) belong to this cluster's spool.
-  pkill -KILL -f "slurmstepd.*$D" 2>/dev/null || true
   rm -f "$D/env"
 }
 
