@@ -35,15 +35,19 @@ two_hosts() {
   set +e; wait $pa; RA=$?; wait $pb; RB=$?; set -e
   OA=$(cat "$SCRATCH/a.out"); OB=$(cat "$SCRATCH/b.out")
 }
-
-case $CASE in
-python_gloo)
-  two_hosts --python /usr/bin/python3 "$W/ddp_gloo.py"
-  [[ $RA == 0 && $RB == 0 ]] || fail "agents exited $RA $RB
+# expect_codes A B: the agents of two_hosts exited with A and B; else fail showing both outputs.
+expect_codes() {
+  [[ $RA == "$1" && $RB == "$2" ]] || fail "agents exited $RA $RB (want $1 $2)
 --- host A:
 $OA
 --- host B:
 $OB"
+}
+
+case $CASE in
+python_gloo)
+  two_hosts --python /usr/bin/python3 "$W/ddp_gloo.py"
+  expect_codes 0 0
   for r in 0 1; do expect_contains "$OA" "[rank $r] ok rank=$r world=4 allreduce=10"; done
   for r in 2 3; do expect_contains "$OB" "[rank $r] ok rank=$r world=4 allreduce=10"; done
   # Gloo ran over the veth pair: each agent chose the interface that reaches the other host.
@@ -57,11 +61,7 @@ $OB"
   netns_hosts "$NB" "$A node-a" "$B node-b"
   common=(--num_machines 2 --main_process_ip node-a --main_process_port $port -n 4 --cpu --rdzv_timeout 60)
   two_hosts --python /usr/bin/python3 "$W/ddp_gloo.py"
-  [[ $RA == 0 && $RB == 0 ]] || fail "with --main_process_ip node-a: agents exited $RA $RB
---- host A:
-$OA
---- host B:
-$OB"
+  expect_codes 0 0
   for r in 0 1; do expect_contains "$OA" "[rank $r] ok rank=$r world=4 allreduce=10"; done
   for r in 2 3; do expect_contains "$OB" "[rank $r] ok rank=$r world=4 allreduce=10"; done
   expect_contains "$OA" "workers use GLOO_SOCKET_IFNAME=$VA"
@@ -71,22 +71,14 @@ $OB"
   export OUT_DIR=$SCRATCH/out MARKER=accel-netns-$tag
   mkdir -p "$OUT_DIR"
   BEHAVE_DEFAULT=sleep BEHAVE_2=exit:9 two_hosts "$W/behave.sh" "$MARKER"
-  [[ $RA == 9 && $RB == 9 ]] || fail "agents exited $RA $RB (want 9 9)
---- host A:
-$OA
---- host B:
-$OB"
+  expect_codes 9 9
   expect_contains "$OA" "culprit: rank 2 on machine 1"
   expect_contains "$OA" "    | rank 2 failing"
   expect_contains "$OB" "culprit: rank 2 (local rank 0"
   ;;
 example)
   two_hosts "$EXAMPLE" --model mlp --steps 40 --no-progress
-  [[ $RA == 0 && $RB == 0 ]] || fail "agents exited $RA $RB
---- host A:
-$OA
---- host B:
-$OB"
+  expect_codes 0 0
   expect_contains "$OA" "[rank 0] model mlp, 4 processes, fp32: 40 steps"
   expect_contains "$OA" "test accuracy"
   ;;
