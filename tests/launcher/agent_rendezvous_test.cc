@@ -31,12 +31,14 @@ class AgentRendezvousTest : public ::testing::Test {
     return o;
   }
 
-  Expected<RendezvousResult> join(RendezvousOptions o) {
+  // A client of the test's store (one per thread: clients are not thread-safe).
+  std::unique_ptr<store::TcpStoreClient> client() {
     store::TcpStoreClientOptions c;
     c.port = server_->port();
-    store::TcpStoreClient client(c);
-    return rendezvous(client, o);
+    return std::make_unique<store::TcpStoreClient>(c);
   }
+
+  Expected<RendezvousResult> join(RendezvousOptions o) { return rendezvous(*client(), o); }
 
   std::unique_ptr<store::TcpStoreServer> server_;
 };
@@ -119,22 +121,18 @@ TEST_F(AgentRendezvousTest, ProgressIsReported) {
 
 TEST_F(AgentRendezvousTest, ExitBarrierWaitsForEveryMachine) {
   auto o = options(2, 0, 1);
-  store::TcpStoreClientOptions c;
-  c.port = server_->port();
-  store::TcpStoreClient a(c), b(c);
-  auto master = std::async(std::launch::async, [&] { return exitBarrier(a, o, true, 5s, [] { return false; }); });
+  auto a = client(), b = client();
+  auto master = std::async(std::launch::async, [&] { return exitBarrier(*a, o, true, 5s, [] { return false; }); });
   EXPECT_EQ(master.wait_for(100ms), std::future_status::timeout);  // no deadline while the others live
-  EXPECT_EQ(exitBarrier(b, o, false, 5s, nullptr), 2);
+  EXPECT_EQ(exitBarrier(*b, o, false, 5s, nullptr), 2);
   EXPECT_EQ(master.get(), 2);
 }
 
 TEST_F(AgentRendezvousTest, ExitBarrierStopsWaitingWhenTheOthersAreGone) {
   auto o = options(3, 0, 1);
-  store::TcpStoreClientOptions c;
-  c.port = server_->port();
-  store::TcpStoreClient a(c);
+  auto a = client();
   std::atomic<bool> gone{false};
-  auto master = std::async(std::launch::async, [&] { return exitBarrier(a, o, true, 5s, [&] { return gone.load(); }); });
+  auto master = std::async(std::launch::async, [&] { return exitBarrier(*a, o, true, 5s, [&] { return gone.load(); }); });
   EXPECT_EQ(master.wait_for(100ms), std::future_status::timeout);
   gone = true;  // the other agents died without reporting
   ASSERT_EQ(master.wait_for(2s), std::future_status::ready);
@@ -143,22 +141,18 @@ TEST_F(AgentRendezvousTest, ExitBarrierStopsWaitingWhenTheOthersAreGone) {
 
 TEST_F(AgentRendezvousTest, ExitBarrierAfterAFailureIsBounded) {
   auto o = options(2, 0, 1);
-  store::TcpStoreClientOptions c;
-  c.port = server_->port();
-  store::TcpStoreClient a(c);
+  auto a = client();
   JobFailure f;
   f.machine_rank = 1;
-  EXPECT_FALSE(publishFailure(a, o, f).has_value());  // the job's first failure
+  EXPECT_FALSE(publishFailure(*a, o, f).has_value());  // the job's first failure
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_EQ(exitBarrier(a, o, true, 200ms, [] { return false; }), 1);
+  EXPECT_EQ(exitBarrier(*a, o, true, 200ms, [] { return false; }), 1);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
 }
 
 TEST_F(AgentRendezvousTest, OnlyTheFirstFailureIsPublished) {
   auto o = options(2, 0, 1);
-  store::TcpStoreClientOptions c;
-  c.port = server_->port();
-  store::TcpStoreClient a(c), b(c);
+  auto a = client(), b = client();
   JobFailure first, second;
   first.machine_rank = 1;
   first.rank = 3;
@@ -166,14 +160,14 @@ TEST_F(AgentRendezvousTest, OnlyTheFirstFailureIsPublished) {
   first.stderr_tail = {"boom"};
   second.machine_rank = 0;
   second.rank = 0;
-  EXPECT_FALSE(publishFailure(b, o, first).has_value());
-  auto winner = publishFailure(a, o, second);
+  EXPECT_FALSE(publishFailure(*b, o, first).has_value());
+  auto winner = publishFailure(*a, o, second);
   ASSERT_TRUE(winner.has_value());
   EXPECT_EQ(winner->rank, 3);
   EXPECT_EQ(winner->exit_code, 7);
   EXPECT_EQ(winner->stderr_tail, std::vector<std::string>{"boom"});
-  EXPECT_FALSE(readFailure(b, o, 1).has_value());  // machine 1's own
-  EXPECT_EQ(readFailure(a, o, 0)->rank, 3);
+  EXPECT_FALSE(readFailure(*b, o, 1).has_value());  // machine 1's own
+  EXPECT_EQ(readFailure(*a, o, 0)->rank, 3);
 }
 
 }  // namespace
