@@ -16,16 +16,6 @@ expect_no_leftovers() {
   for i in $(seq 1 40); do [[ -z "$(leftovers)" ]] && return 0; sleep 0.05; done
   fail "processes survived: $(ps -o pid,ppid,pgid,args -p "$(leftovers | paste -sd,)")"
 }
-# wait_files PATTERN COUNT: until COUNT files match $OUT_DIR/PATTERN (≤ 10 s).
-wait_files() {
-  local i
-  for i in $(seq 1 200); do
-    [[ $(compgen -G "$OUT_DIR/$1" | wc -l) -ge $2 ]] && return 0
-    sleep 0.05
-  done
-  fail "timed out waiting for $2 files $1; have: $(ls "$OUT_DIR")"
-}
-env_of() { grep "^$2=" "$OUT_DIR/rank_$1.env" | cut -d= -f2-; }
 
 case $CASE in
 env_contract)
@@ -38,14 +28,12 @@ env_contract)
   port=$(env_of 0 MASTER_PORT)
   [[ $port =~ ^[0-9]+$ && $port -gt 0 ]] || fail "MASTER_PORT=$port"
   for r in 0 1 2 3; do
-    for kv in RANK=$r LOCAL_RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 GROUP_RANK=0 GROUP_WORLD_SIZE=1 \
-              ROLE_RANK=$r ROLE_WORLD_SIZE=4 ROLE_NAME=default MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-              TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=0 TORCHELASTIC_USE_AGENT_STORE=True \
-              ACCELERATE_MIXED_PRECISION=bf16 ACCELERATE_USE_CPU=True ACCELERATE_GRADIENT_ACCUMULATION_STEPS=4 \
-              ACCELERATE_DYNAMO_BACKEND=NO OMP_NUM_THREADS=1 KMP_BLOCKTIME=1 \
-              KMP_AFFINITY=granularity=fine,compact,1,0 FOO_FROM_PARENT=kept TORCH_NCCL_ASYNC_ERROR_HANDLING=1; do
-      [[ "$(env_of $r "${kv%%=*}")" == "${kv#*=}" ]] || fail "rank $r: want $kv, got $(env_of $r "${kv%%=*}")"
-    done
+    check_env $r RANK=$r LOCAL_RANK=$r WORLD_SIZE=4 LOCAL_WORLD_SIZE=4 GROUP_RANK=0 GROUP_WORLD_SIZE=1 \
+      ROLE_RANK=$r ROLE_WORLD_SIZE=4 ROLE_NAME=default MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      TORCHELASTIC_RESTART_COUNT=0 TORCHELASTIC_MAX_RESTARTS=0 TORCHELASTIC_USE_AGENT_STORE=True \
+      ACCELERATE_MIXED_PRECISION=bf16 ACCELERATE_USE_CPU=True ACCELERATE_GRADIENT_ACCUMULATION_STEPS=4 \
+      ACCELERATE_DYNAMO_BACKEND=NO OMP_NUM_THREADS=1 KMP_BLOCKTIME=1 \
+      KMP_AFFINITY=granularity=fine,compact,1,0 FOO_FROM_PARENT=kept TORCH_NCCL_ASYNC_ERROR_HANDLING=1
     [[ -n "$(env_of $r TORCHELASTIC_RUN_ID)" ]] || fail "no run id"
     [[ "$(env_of $r TORCHELASTIC_RUN_ID)" == "$(env_of 0 TORCHELASTIC_RUN_ID)" ]] || fail "run ids differ"
     [[ -z "$(env_of $r CUDA_VISIBLE_DEVICES)" ]] || fail "CUDA_VISIBLE_DEVICES set on a CPU job"
@@ -334,10 +322,8 @@ multi_agent)
     --machine_rank 0 "$W/env_dump.sh"
   wait $other
   expect_contains "$ERR" "workers use GLOO_SOCKET_IFNAME=lo"
-  for kv in RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 GROUP_WORLD_SIZE=2 \
-            MASTER_ADDR=localhost MASTER_PORT=$port TORCHELASTIC_RUN_ID=accel-localhost-$port GLOO_SOCKET_IFNAME=lo; do
-    [[ "$(env_of 3 "${kv%%=*}")" == "${kv#*=}" ]] || fail "rank 3: want $kv, got $(env_of 3 "${kv%%=*}")"
-  done
+  check_env 3 RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 GROUP_WORLD_SIZE=2 \
+    MASTER_ADDR=localhost MASTER_PORT=$port TORCHELASTIC_RUN_ID=accel-localhost-$port GLOO_SOCKET_IFNAME=lo
   ;;
 multi_machine_failure)
   # Rank 3 on machine 1 fails while every other rank runs: both machines stop, both name it,

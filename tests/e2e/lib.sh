@@ -31,3 +31,23 @@ $2
 --- in:
 $1"
 }
+
+# Workers that write files into $OUT_DIR (workers/env_dump.sh, workers/behave.sh):
+# wait_files PATTERN COUNT: until COUNT files match $OUT_DIR/PATTERN (≤ 10 s).
+wait_files() {
+  local i
+  for i in $(seq 1 200); do
+    [[ $(compgen -G "$OUT_DIR/$1" | wc -l) -ge $2 ]] && return 0
+    sleep 0.05
+  done
+  fail "timed out waiting for $2 files $1; have: $(ls "$OUT_DIR")"
+}
+# env_of RANK KEY: KEY's value in rank RANK's environment as env_dump.sh wrote it.
+env_of() { grep "^$2=" "$OUT_DIR/rank_$1.env" | cut -d= -f2-; }
+# check_env RANK KEY=VALUE...: every KEY has exactly VALUE in rank RANK's environment.
+check_env() {
+  local r=$1 kv; shift
+  for kv in "$@"; do
+    [[ "$(env_of "$r" "${kv%%=*}")" == "${kv#*=}" ]] || fail "rank $r: want $kv, got '$(env_of "$r" "${kv%%=*}")'"
+  done
+}

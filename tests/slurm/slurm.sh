@@ -17,20 +17,7 @@ mkdir -p "$OUT_DIR"
 cd "$SCRATCH"   # job output files land here
 PYARGS=(--python /usr/bin/python3)
 BEH=("$W/behave.sh" "$MARKER")
-env_of() { grep "^$2=" "$OUT_DIR/rank_$1.env" | cut -d= -f2-; }
-# check_env RANK KEY=VALUE...
-check_env() {
-  local r=$1 kv; shift
-  for kv in "$@"; do
-    [[ "$(env_of "$r" "${kv%%=*}")" == "${kv#*=}" ]] || fail "rank $r: want $kv, got '$(env_of "$r" "${kv%%=*}")'"
-  done
-}
 job_id() { squeue -h -n "$1" -o %i; }
-wait_files() {
-  local i
-  for i in $(seq 1 200); do [[ $(compgen -G "$OUT_DIR/$1" | wc -l) -ge $2 ]] && return 0; sleep 0.05; done
-  fail "timed out waiting for $2 files $1; have: $(ls "$OUT_DIR")"
-}
 
 case $CASE in
 agent_per_node)
