@@ -10,8 +10,6 @@
 #include "config/config_file.h"
 #include "launcher/subprocess_posix.h"
 
-extern char** environ;
-
 namespace accel::launcher {
 namespace {
 
@@ -54,9 +52,7 @@ EnvReport collectEnvReport(const BuildInfo& build, const std::optional<std::stri
 
   report.system = probeSystem();
   report.gpus = probeGpus();
-  Environment environment;
-  for (char** e = environ; *e; ++e) environment.emplace_back(*e);
-  if (auto scheduler = detectScheduler(environment)) {
+  if (auto scheduler = detectScheduler(processEnvironment())) {
     report.scheduler = *scheduler;
   } else {
     report.scheduler_error = scheduler.error();

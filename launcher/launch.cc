@@ -20,8 +20,6 @@
 #include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
 
-extern char** environ;
-
 namespace accel::launcher {
 namespace {
 
@@ -156,8 +154,7 @@ std::optional<std::string> workerInterface(const RendezvousResult& joined, const
 }  // namespace
 
 Expected<JobReport> launch(const LaunchOptions& options) {
-  Environment parentEnv;
-  for (char** e = environ; *e; ++e) parentEnv.emplace_back(*e);
+  const Environment parentEnv = processEnvironment();
 
   auto planned = makeLaunchPlan(options, config::PathEnv::fromProcess(), parentEnv, countUsableGpus);
   if (!planned) return std::move(planned).takeError();

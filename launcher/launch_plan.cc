@@ -251,15 +251,6 @@ int portForJob(const std::optional<std::string>& jobId) {
   return 20000 + static_cast<int>(std::stoll(*jobId) % 10000);
 }
 
-std::optional<std::string> lookup(const Environment& env, const std::string& key) {
-  for (const auto& entry : env) {
-    if (entry.size() > key.size() && entry.compare(0, key.size(), key) == 0 && entry[key.size()] == '=') {
-      return entry.substr(key.size() + 1);
-    }
-  }
-  return std::nullopt;
-}
-
 Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEnv& paths, const Environment& env,
                                     const std::function<int()>& countGpus) {
   auto effective = config::resolveEffectiveConfig(o.config, paths);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/effective_config.h"
+#include "launcher/environment.h"
 #include "launcher/launch_options.h"
 #include "libaccel/common/expected.h"
 
@@ -51,12 +52,6 @@ struct LaunchPlan {
   std::chrono::milliseconds term_timeout{5000};
   std::vector<std::string> notices;  // one-line notices for the user (ignored flags and the like)
 };
-
-// The parent environment as KEY=VALUE strings (e.g. from `environ`).
-using Environment = std::vector<std::string>;
-
-// Value of `key` in `env`, or nullopt.
-std::optional<std::string> lookup(const Environment& env, const std::string& key);
 
 // The port every machine of a scheduled job agrees on without talking, when none was given:
 // 20000 + job id mod 10000 (below the ephemeral range; different jobs rarely collide), else 29500.

@@ -10,15 +10,6 @@ namespace {
 // the machine's memory.
 constexpr size_t kMaxHosts = 1 << 20;
 
-std::optional<std::string> lookupVar(const Environment& env, const std::string& key) {
-  for (const auto& entry : env) {
-    if (entry.size() > key.size() && entry.compare(0, key.size(), key) == 0 && entry[key.size()] == '=') {
-      return entry.substr(key.size() + 1);
-    }
-  }
-  return std::nullopt;
-}
-
 bool allDigits(const std::string& s) {
   if (s.empty() || s.size() > 9) return false;
   for (unsigned char c : s) {
@@ -76,7 +67,7 @@ Expected<std::vector<std::string>> expandRanges(const std::string& body, const s
 }
 
 Expected<int> intVar(const Environment& env, const std::string& key, int min) {
-  auto value = lookupVar(env, key);
+  auto value = lookup(env, key);
   if (!value) return makeError(key + " is not set");
   if (!allDigits(*value) || std::stol(*value) < min) {
     return makeError(key + "='" + *value + "' is not " + (min > 0 ? "a positive" : "a non-negative") + " integer");
@@ -87,7 +78,7 @@ Expected<int> intVar(const Environment& env, const std::string& key, int min) {
 // The first of `keys` that is set, as an integer ≥ min.
 Expected<std::optional<int>> optionalInt(const Environment& env, std::initializer_list<const char*> keys, int min) {
   for (const char* key : keys) {
-    if (!lookupVar(env, key)) continue;
+    if (!lookup(env, key)) continue;
     auto value = intVar(env, key, min);
     if (!value) return std::move(value).takeError();
     return std::optional<int>(*value);
@@ -97,7 +88,7 @@ Expected<std::optional<int>> optionalInt(const Environment& env, std::initialize
 
 // SLURM_GPUS_ON_NODE is a count; some sites export a list ("0,1") in SLURM_STEP_GPUS instead.
 std::optional<int> gpusOnNode(const Environment& env) {
-  auto value = lookupVar(env, "SLURM_GPUS_ON_NODE");
+  auto value = lookup(env, "SLURM_GPUS_ON_NODE");
   if (value && allDigits(*value)) return static_cast<int>(std::stol(*value));
   return std::nullopt;
 }
@@ -105,7 +96,7 @@ std::optional<int> gpusOnNode(const Environment& env) {
 std::string describe(const Environment& env, std::initializer_list<const char*> keys) {
   std::string out;
   for (const char* key : keys) {
-    if (auto v = lookupVar(env, key)) out += (out.empty() ? "" : " ") + std::string(key) + "=" + *v;
+    if (auto v = lookup(env, key)) out += (out.empty() ? "" : " ") + std::string(key) + "=" + *v;
   }
   return out;
 }
@@ -113,12 +104,12 @@ std::string describe(const Environment& env, std::initializer_list<const char*> 
 Expected<SchedulerInfo> fromSlurm(const Environment& env) {
   SchedulerInfo s;
   s.name = "SLURM";
-  s.job_id = lookupVar(env, "SLURM_JOB_ID");
-  s.in_step = lookupVar(env, "SLURM_STEP_ID").has_value() && lookupVar(env, "SLURM_PROCID").has_value();
-  const char* listKey = s.in_step && lookupVar(env, "SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST"
-                        : lookupVar(env, "SLURM_JOB_NODELIST")              ? "SLURM_JOB_NODELIST"
+  s.job_id = lookup(env, "SLURM_JOB_ID");
+  s.in_step = lookup(env, "SLURM_STEP_ID").has_value() && lookup(env, "SLURM_PROCID").has_value();
+  const char* listKey = s.in_step && lookup(env, "SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST"
+                        : lookup(env, "SLURM_JOB_NODELIST")              ? "SLURM_JOB_NODELIST"
                                                                             : "SLURM_NODELIST";
-  auto list = lookupVar(env, listKey);
+  auto list = lookup(env, listKey);
   if (!list) return makeError("SLURM_JOB_ID is set but SLURM_JOB_NODELIST is not");
   auto hosts = expandHostlist(*list);
   if (!hosts) return makeError(std::string(listKey) + ": " + hosts.error());
@@ -153,8 +144,8 @@ Expected<SchedulerInfo> fromSlurm(const Environment& env) {
     s.num_tasks = tasks->value_or(1);
     s.task_rank = *procId;
     s.local_task_rank = localId->value_or(0);
-    const char* perNodeKey = lookupVar(env, "SLURM_STEP_TASKS_PER_NODE") ? "SLURM_STEP_TASKS_PER_NODE" : "SLURM_TASKS_PER_NODE";
-    if (auto perNode = lookupVar(env, perNodeKey)) {
+    const char* perNodeKey = lookup(env, "SLURM_STEP_TASKS_PER_NODE") ? "SLURM_STEP_TASKS_PER_NODE" : "SLURM_TASKS_PER_NODE";
+    if (auto perNode = lookup(env, perNodeKey)) {
       auto counts = expandTasksPerNode(*perNode);
       if (!counts) return makeError(std::string(perNodeKey) + ": " + counts.error());
       if (static_cast<int>(counts->size()) != s.num_nodes) {
@@ -205,7 +196,7 @@ Expected<SchedulerInfo> fromMpi(const Environment& env, bool openMpi) {
   // (mpirun's default), the node is rank / ranks-per-node.
   s.num_nodes = s.num_tasks % s.local_num_tasks == 0 ? s.num_tasks / s.local_num_tasks : 1;
   s.node_rank = s.num_nodes > 1 ? s.task_rank / s.local_num_tasks : 0;
-  if (openMpi) s.job_id = lookupVar(env, "OMPI_MCA_ess_base_jobid");
+  if (openMpi) s.job_id = lookup(env, "OMPI_MCA_ess_base_jobid");
   s.source = openMpi ? describe(env, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
                                       "OMPI_COMM_WORLD_LOCAL_SIZE"})
                      : describe(env, {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"});
@@ -282,11 +273,11 @@ Expected<std::vector<int>> expandTasksPerNode(const std::string& text) {
 
 Expected<std::optional<SchedulerInfo>> detectScheduler(const Environment& env) {
   Expected<SchedulerInfo> info = makeError("");
-  if (lookupVar(env, "OMPI_COMM_WORLD_SIZE")) {
+  if (lookup(env, "OMPI_COMM_WORLD_SIZE")) {
     info = fromMpi(env, true);
-  } else if (lookupVar(env, "SLURM_JOB_ID")) {
+  } else if (lookup(env, "SLURM_JOB_ID")) {
     info = fromSlurm(env);
-  } else if (lookupVar(env, "PMI_SIZE") && lookupVar(env, "PMI_RANK")) {
+  } else if (lookup(env, "PMI_SIZE") && lookup(env, "PMI_RANK")) {
     info = fromMpi(env, false);
   } else {
     return std::optional<SchedulerInfo>();

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/environment.h"
 #include "libaccel/common/expected.h"
 
 namespace accel::launcher {
@@ -42,8 +43,6 @@ struct SchedulerInfo {
   int local_num_tasks = 1;
   bool in_step = true;              // SLURM: inside srun (false in the batch script itself)
 };
-
-using Environment = std::vector<std::string>;
 
 // The scheduler this process runs under, or nullopt (none: a static launch). Open MPI's
 // variables win over SLURM's (mpirun inside an allocation), SLURM's over generic PMI ones.
