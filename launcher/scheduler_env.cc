@@ -18,7 +18,8 @@ bool allDigits(const std::string& s) {
   return true;
 }
 
-// Splits at commas that are not inside brackets.
+// Splits at commas that are not inside brackets ("a,b" → a b; "n[1,3],m" → n[1,3] m; empty
+// parts are kept, so callers can reject them).
 std::vector<std::string> splitTopLevel(const std::string& text) {
   std::vector<std::string> parts;
   std::string current;
@@ -40,10 +41,7 @@ std::vector<std::string> splitTopLevel(const std::string& text) {
 // "01-04,07" → 01 02 03 04 07 (zero padding from the lower bound's width).
 Expected<std::vector<std::string>> expandRanges(const std::string& body, const std::string& whole) {
   std::vector<std::string> out;
-  size_t start = 0;
-  while (true) {
-    size_t comma = body.find(',', start);
-    std::string item = body.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const auto& item : splitTopLevel(body)) {
     size_t dash = item.find('-');
     std::string lo = item.substr(0, dash), hi = dash == std::string::npos ? lo : item.substr(dash + 1);
     if (!allDigits(lo) || !allDigits(hi)) {
@@ -60,8 +58,6 @@ Expected<std::vector<std::string>> expandRanges(const std::string& body, const s
       if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
       out.push_back(digits);
     }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return out;
 }
@@ -251,10 +247,7 @@ Expected<std::vector<std::string>> expandHostlist(const std::string& text) {
 
 Expected<std::vector<int>> expandTasksPerNode(const std::string& text) {
   std::vector<int> out;
-  size_t start = 0;
-  while (true) {
-    size_t comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const auto& item : splitTopLevel(text)) {
     std::string count = item, repeat = "1";
     if (size_t paren = item.find("(x"); paren != std::string::npos && !item.empty() && item.back() == ')') {
       count = item.substr(0, paren);
@@ -265,8 +258,6 @@ Expected<std::vector<int>> expandTasksPerNode(const std::string& text) {
       return makeError("'" + text + "': '" + item + "' is not N or N(xM)");
     }
     out.insert(out.end(), static_cast<size_t>(std::stol(repeat)), static_cast<int>(std::stol(count)));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return out;
 }
