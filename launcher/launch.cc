@@ -80,7 +80,8 @@ Expected<RendezvousResult> joinMachines(const LaunchPlan& plan, int storePort, c
   } catch (const Error& e) {
     return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
   }
-  rdzv.run_id = "job";  // the store belongs to this job alone
+  // rdzv.run_id keeps its default: the store belongs to this job alone, and the server's tracked
+  // failure key (below) is computed from the same default.
   rdzv.num_machines = plan.num_machines;
   rdzv.requested_machine_rank = plan.node_rank;
   rdzv.local_world_size = plan.local_world_size;
