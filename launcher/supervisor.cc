@@ -136,6 +136,12 @@ struct Supervisor::Worker {
   std::string error_file;
   WorkerOutcome outcome;
   bool show_on_console = true;
+
+  // What the failure report shows of its stderr: a spawn error if it never started, else the
+  // last lines it wrote.
+  std::vector<std::string> stderrTail() {
+    return outcome.stderr_tail.empty() ? stderr_tail.lines() : outcome.stderr_tail;
+  }
 };
 
 Supervisor::Supervisor(const LaunchPlan& plan, Environment parentEnv, std::string runDir)
@@ -413,7 +419,7 @@ AttemptReport Supervisor::runAttempt(int attempt) {
       mine.exit_code = w.outcome.exit_code;
       mine.signal = w.outcome.signal;
       mine.ended_after_s = w.outcome.ended_after_s;
-      mine.stderr_tail = w.outcome.stderr_tail.empty() ? w.stderr_tail.lines() : w.outcome.stderr_tail;
+      mine.stderr_tail = w.stderrTail();
       mine.error_file_message = w.outcome.error_file_message;
     } else {
       mine.reason = "its agent received " + signalName(report.agent_signal);
@@ -496,7 +502,7 @@ AttemptReport Supervisor::runAttempt(int attempt) {
   }
 
   for (auto& w : workers) {
-    w.outcome.stderr_tail = w.outcome.stderr_tail.empty() ? w.stderr_tail.lines() : w.outcome.stderr_tail;
+    w.outcome.stderr_tail = w.stderrTail();
     report.workers.push_back(w.outcome);
   }
   report.duration_s = std::chrono::duration<double>(Clock::now() - attempt_start_).count();
