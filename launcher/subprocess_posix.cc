@@ -21,6 +21,15 @@ extern char** environ;
 namespace accel::launcher {
 namespace {
 
+// The null-terminated char* array execve wants, pointing into `strings` (which must outlive it).
+std::vector<char*> cStrings(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (const auto& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
 int decodeStatus(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -69,9 +78,7 @@ Expected<CapturedRun> runCaptured(const std::vector<std::string>& argv, std::chr
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
 
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+  std::vector<char*> args = cStrings(argv);
 
   pid_t pid = 0;
   int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
@@ -112,12 +119,8 @@ Expected<CapturedRun> runCaptured(const std::vector<std::string>& argv, std::chr
 
 Expected<pid_t> spawnWorker(const SpawnSpec& spec) {
   // Everything the child needs is built before fork: after fork only async-signal-safe calls.
-  std::vector<char*> argv;
-  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+  std::vector<char*> argv = cStrings(spec.argv);
+  std::vector<char*> envp = cStrings(spec.env);
 
   int errPipe[2];
   if (::pipe2(errPipe, O_CLOEXEC) != 0) return makeError(std::string("pipe: ") + std::strerror(errno));
@@ -168,12 +171,8 @@ Expected<pid_t> spawnWorker(const SpawnSpec& spec) {
 }
 
 std::string execInPlace(const std::vector<std::string>& args, const std::vector<std::string>& env) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+  std::vector<char*> argv = cStrings(args);
+  std::vector<char*> envp = cStrings(env);
   ::execve(argv[0], argv.data(), envp.data());
   return std::strerror(errno);
 }
