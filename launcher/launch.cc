@@ -67,16 +67,22 @@ std::string hostName() {
   return buf;
 }
 
+// A connection to the master agent's store (throws accel::Error when it cannot be made in time).
+std::unique_ptr<store::TcpStoreClient> connectToMaster(const LaunchPlan& plan, int storePort,
+                                                       std::chrono::milliseconds connectTimeout) {
+  store::TcpStoreClientOptions options;
+  options.host = plan.master_addr;
+  options.port = storePort;
+  options.connect_timeout = connectTimeout;
+  return std::make_unique<store::TcpStoreClient>(options);
+}
+
 // Connects this agent to the master's store and joins the rendezvous of the machines.
 Expected<RendezvousResult> joinMachines(const LaunchPlan& plan, int storePort, const std::string& localAddress,
                                         RendezvousOptions& rdzv, std::unique_ptr<store::TcpStoreClient>& client) {
   const std::string address = plan.master_addr + ":" + std::to_string(storePort);
   try {
-    store::TcpStoreClientOptions options;
-    options.host = plan.master_addr;
-    options.port = storePort;
-    options.connect_timeout = plan.rdzv_timeout;
-    client = std::make_unique<store::TcpStoreClient>(options);
+    client = connectToMaster(plan, storePort, plan.rdzv_timeout);
   } catch (const Error& e) {
     return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
   }
@@ -245,11 +251,7 @@ Expected<JobReport> launch(const LaunchOptions& options) {
       }
     }
     try {
-      store::TcpStoreClientOptions watchOptions;
-      watchOptions.host = plan.master_addr;
-      watchOptions.port = storePort;
-      watchOptions.connect_timeout = std::chrono::seconds(30);
-      watchStore = std::make_unique<store::TcpStoreClient>(watchOptions);
+      watchStore = connectToMaster(plan, storePort, std::chrono::seconds(30));
     } catch (const Error& e) {
       return abandon(std::string("cannot open the failure watch on the master's store: ") + e.what());
     }
