@@ -229,13 +229,15 @@ Expected<JobReport> launch(const LaunchOptions& options) {
   std::optional<RendezvousResult> joined;
   if (plan.num_machines > 1) {
     // Before anything is spawned: the master must be reachable, from an interface we can name.
+    std::optional<Route> toMaster;
     if (!master) {
       auto reached = waitForListener(plan.master_addr, storePort, plan.rdzv_timeout, std::chrono::seconds(10),
                                      [&plan](const std::string& status) { notice(plan, status); });
       if (!reached) return abandon(reached.error());
+      toMaster = *reached;
+    } else if (auto route = routeTo(plan.master_addr)) {
+      toMaster = *route;
     }
-    std::optional<Route> toMaster;
-    if (auto route = routeTo(plan.master_addr)) toMaster = *route;
     auto result = joinMachines(plan, storePort, toMaster ? toMaster->local_ip : "", rdzv, agentStore);
     if (!result) return abandon(result.error());
     joined = *result;

@@ -126,7 +126,7 @@ std::string describeInterface(const Route& route) {
   return route.interface + " (" + route.local_ip + ")";
 }
 
-Expected<void> waitForListener(const std::string& host, int port, std::chrono::milliseconds timeout,
+Expected<Route> waitForListener(const std::string& host, int port, std::chrono::milliseconds timeout,
                                std::chrono::milliseconds progressEvery,
                                const std::function<void(const std::string&)>& progress) {
   const auto start = Clock::now();
@@ -149,7 +149,7 @@ Expected<void> waitForListener(const std::string& host, int port, std::chrono::m
       for (addrinfo* a = found.list; a; a = a->ai_next) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         reason = tryConnect(a, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(2000)));
-        if (reason.empty()) return {};
+        if (reason.empty()) return *route;
       }
     }
     const auto now = Clock::now();

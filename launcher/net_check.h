@@ -26,10 +26,10 @@ Expected<Route> routeTo(const std::string& host);
 std::string describeInterface(const Route& route);
 
 // Keeps trying a TCP connection to host:port until one succeeds or `timeout` passes (the master
-// may start later than this agent), reporting every `progressEvery` through `progress`. The
-// error names the host, the port, the local interface and the last reason ("connection
-// refused", "no route to host").
-Expected<void> waitForListener(const std::string& host, int port, std::chrono::milliseconds timeout,
+// may start later than this agent), reporting every `progressEvery` through `progress`, and
+// returns the route it reached it by. The error names the host, the port, the local interface
+// and the last reason ("connection refused", "no route to host").
+Expected<Route> waitForListener(const std::string& host, int port, std::chrono::milliseconds timeout,
                                std::chrono::milliseconds progressEvery,
                                const std::function<void(const std::string&)>& progress);
 
