@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <thread>
 
 #include "config/config_file.h"
 #include "launcher/agent_rendezvous.h"
@@ -77,6 +78,18 @@ std::unique_ptr<store::TcpStoreClient> connectToMaster(const LaunchPlan& plan, i
   return std::make_unique<store::TcpStoreClient>(options);
 }
 
+// The master, after the rendezvous: until all `machines` agents' failure watches are parked on
+// its store (they were sent before each registration, so this takes a moment at most). The
+// exit barrier's "every other agent is gone" relies on it. False if they never all were.
+bool awaitWatches(const store::TcpStoreServer& server, int machines, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (server.stats().tracked_waiters < static_cast<uint64_t>(machines)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 // Connects this agent to the master's store and joins the rendezvous of the machines.
 Expected<RendezvousResult> joinMachines(const LaunchPlan& plan, int storePort, const std::string& localAddress,
                                         RendezvousOptions& rdzv, std::unique_ptr<store::TcpStoreClient>& client) {
@@ -118,9 +131,7 @@ int jobExitCode(const AttemptReport& last) {
 void resolveSchedulerMaster(LaunchPlan& plan) {
   if (!plan.master_addr_from_scheduler || plan.scheduler != "SLURM" || routeTo(plan.master_addr)) return;
   if (auto addr = slurmNodeAddress(plan.master_addr)) {
-    if (!plan.exec_in_place || globalRank(plan, plan.exec_local_rank) == 0) {
-      notice(plan, "SLURM node '" + plan.master_addr + "' does not resolve here; using its NodeAddr " + *addr);
-    }
+    notice(plan, "SLURM node '" + plan.master_addr + "' does not resolve here; using its NodeAddr " + *addr);
     plan.master_addr = *addr;
   }
 }
@@ -133,12 +144,9 @@ Expected<JobReport> execRank(LaunchPlan& plan, const Environment& parentEnv) {
       plan.common_env["GLOO_SOCKET_IFNAME"] = route->interface;
     }
   }
-  if (rank == 0) {
-    notice(plan, plan.scheduler.value_or("the scheduler") + ": " + std::to_string(plan.world_size) +
-                     " ranks, one per task, on " + std::to_string(plan.num_machines) +
-                     " node(s); rank 0 hosts the store at " + plan.master_addr + ":" +
-                     std::to_string(*plan.master_port));
-  }
+  notice(plan, plan.scheduler.value_or("the scheduler") + ": " + std::to_string(plan.world_size) +
+                   " ranks, one per task, on " + std::to_string(plan.num_machines) +
+                   " node(s); rank 0 hosts the store at " + plan.master_addr + ":" + std::to_string(*plan.master_port));
   WorkerSlot slot{plan.exec_local_rank, 0, *plan.master_port, ""};
   std::string why = execInPlace(plan.argv, workerEnvironment(plan, slot, parentEnv));
   return makeError("rank " + std::to_string(rank) + ": cannot execute '" + plan.argv[0] + "': " + why);
@@ -173,9 +181,7 @@ Expected<JobReport> launch(const LaunchOptions& options) {
     return JobReport{};
   }
   if (plan.exec_in_place) {
-    for (const auto& text : plan.notices) {
-      if (globalRank(plan, plan.exec_local_rank) == 0) notice(plan, text);
-    }
+    for (const auto& text : plan.notices) notice(plan, text);
     return execRank(plan, parentEnv);
   }
   if (plan.master_port && plan.node_rank == 0) {  // the other machines connect to it instead
@@ -224,6 +230,7 @@ Expected<JobReport> launch(const LaunchOptions& options) {
   }
 
   std::unique_ptr<store::TcpStoreClient> agentStore, watchStore;
+  int watchFd = -1;
   RendezvousOptions rdzv;
   int rankOffset = plan.rank_offset;
   std::optional<RendezvousResult> joined;
@@ -238,9 +245,20 @@ Expected<JobReport> launch(const LaunchOptions& options) {
     } else if (auto route = routeTo(plan.master_addr)) {
       toMaster = *route;
     }
+    // The failure watch is parked before this agent registers: once the rendezvous completes,
+    // every machine's watch is parked (or on its way), and the master's exit barrier counts them.
+    try {
+      watchStore = connectToMaster(plan, storePort, std::chrono::seconds(30));
+      watchFd = watchStore->startWait({failureKey(rdzv)});
+    } catch (const Error& e) {
+      return abandon(std::string("cannot watch the master's store for failures: ") + e.what());
+    }
     auto result = joinMachines(plan, storePort, toMaster ? toMaster->local_ip : "", rdzv, agentStore);
     if (!result) return abandon(result.error());
     joined = *result;
+    if (master && !awaitWatches(*server, plan.num_machines, plan.rdzv_timeout)) {
+      notice(plan, "not every machine's agent is watching the store for failures; it may have died");
+    }
     rankOffset = joined->rank_offset;
     notice(plan, "machine " + std::to_string(joined->machine_rank) + " of " + std::to_string(plan.num_machines) +
                      ": ranks " + std::to_string(joined->rank_offset) + ".." +
@@ -251,11 +269,6 @@ Expected<JobReport> launch(const LaunchOptions& options) {
         plan.common_env["GLOO_SOCKET_IFNAME"] = *iface;
         notice(plan, "workers use GLOO_SOCKET_IFNAME=" + *iface + " (the interface that reaches the other machines)");
       }
-    }
-    try {
-      watchStore = connectToMaster(plan, storePort, std::chrono::seconds(30));
-    } catch (const Error& e) {
-      return abandon(std::string("cannot open the failure watch on the master's store: ") + e.what());
     }
   }
 
@@ -279,11 +292,7 @@ Expected<JobReport> launch(const LaunchOptions& options) {
     events.machine_rank = joined->machine_rank;
     events.host = rdzv.host;
     const std::string storeAddress = rdzv.store_address;
-    try {
-      events.fd = watchStore->startWait({failureKey(rdzv)});
-    } catch (const Error& e) {
-      return abandon(std::string("cannot watch the master's store for failures: ") + e.what());
-    }
+    events.fd = watchFd;
     events.read = [&, storeAddress]() -> std::optional<JobFailure> {
       try {
         watchStore->finishWait();

@@ -10,6 +10,7 @@
 #include "config/schema.h"
 #include "launcher/scheduler_env.h"
 #include "launcher/subprocess_posix.h"
+#include "launcher/worker_env.h"
 #include "libaccel/common/env_names.h"
 
 namespace accel::launcher {
@@ -336,7 +337,8 @@ Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEn
   }
   plan.role = o.role;
   plan.log_dir = o.log_dir;
-  plan.quiet = o.quiet;
+  // A rank per task: only rank 0 speaks for the job (hundreds of tasks must not repeat it).
+  plan.quiet = o.quiet || (plan.exec_in_place && globalRank(plan, plan.exec_local_rank) != 0);
   plan.dry_run = o.dry_run;
   plan.term_timeout = o.term_timeout;
 
