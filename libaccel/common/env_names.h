@@ -27,6 +27,10 @@ inline constexpr const char* kNcclAsyncErrorHandling = "NCCL_ASYNC_ERROR_HANDLIN
 inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
 inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
 
+// accel's own: which TCPStore protocol generation libaccel's store client speaks ("legacy":
+// torch 1.13–2.0, "validated": torch 2.1+, "auto" or unset: probe the server once).
+inline constexpr const char* kStoreProtocol = "ACCEL_STORE_PROTOCOL";
+
 // accelerate's contract.
 inline constexpr const char* kMixedPrecision = "ACCELERATE_MIXED_PRECISION";
 inline constexpr const char* kUseCpu = "ACCELERATE_USE_CPU";

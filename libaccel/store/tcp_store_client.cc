@@ -9,9 +9,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
+#include "libaccel/common/env_names.h"
 #include "libaccel/common/error.h"
 #include "libaccel/store/wire_protocol.h"
 
@@ -19,7 +21,24 @@ namespace accel::store {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using wire::QueryType;
+using wire::Op;
+
+// The generation $ACCEL_STORE_PROTOCOL asks for (unset or "auto": none).
+std::optional<wire::Generation> generationFromEnvironment() {
+  const char* v = std::getenv(env::kStoreProtocol);
+  if (!v || !*v || std::string(v) == "auto") return std::nullopt;
+  if (std::string(v) == "legacy") return wire::Generation::Legacy;
+  if (std::string(v) == "validated") return wire::Generation::Validated;
+  throw Error(std::string(env::kStoreProtocol) + "='" + v + "': expected legacy, validated or auto");
+}
+
+// torch 2.x's first query on every connection.
+std::string validateFrame() {
+  wire::Request q;
+  q.op = Op::Validate;
+  q.word = wire::kValidationMagic;
+  return wire::encodeRequest(wire::Generation::Validated, q);
+}
 
 std::string seconds(std::chrono::milliseconds ms) {
   char buf[32];
@@ -65,7 +84,10 @@ int tryConnect(const std::string& host, int port, std::string& why) {
 
 }  // namespace
 
-TcpStoreClient::TcpStoreClient(TcpStoreClientOptions options) : options_(std::move(options)) { connect(); }
+TcpStoreClient::TcpStoreClient(TcpStoreClientOptions options)
+    : options_(std::move(options)), generation_(options_.generation ? options_.generation : generationFromEnvironment()) {
+  connect();
+}
 
 TcpStoreClient::~TcpStoreClient() { breakConnection(); }
 
@@ -82,7 +104,20 @@ void TcpStoreClient::connect() {
   while (true) {
     ++attempts;
     fd_ = tryConnect(options_.host, options_.port, why);
-    if (fd_ >= 0) return;
+    if (fd_ >= 0 && !generation_) {
+      if (probeValidated()) {
+        generation_ = wire::Generation::Validated;
+        return;
+      }
+      // A torch 1.13/2.0 server closed the connection on the handshake: speak its protocol.
+      breakConnection();
+      generation_ = wire::Generation::Legacy;
+      continue;
+    }
+    if (fd_ >= 0) {
+      if (*generation_ == wire::Generation::Validated) sendAll(validateFrame(), "validate", "(handshake)");
+      return;
+    }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) break;
     std::this_thread::sleep_for(std::min(backoff, left));
@@ -143,6 +178,43 @@ void TcpStoreClient::recvAll(void* buf, size_t size, Clock::time_point deadline,
   }
 }
 
+bool TcpStoreClient::probeValidated() {
+  // VALIDATE + magic, then GETNUMKEYS (7) four times: to a legacy server, bytes 1..8 are a SET's
+  // key length of 0x070707073C85F7CE, an allocation that fails at once (see the header).
+  std::string probe = validateFrame();
+  wire::Request count;
+  count.op = Op::GetNumKeys;
+  for (int i = 0; i < 4; ++i) probe += wire::encodeRequest(wire::Generation::Validated, count);
+  try {
+    sendAll(probe, "probe", "(protocol)");
+    int64_t replies[4];
+    const auto bound = std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(30));
+    recvAll(replies, sizeof replies, Clock::now() + bound, "probe", "(protocol)");
+    return true;
+  } catch (const TimeoutError&) {
+    throw;  // neither generation answers like this: say so rather than guess
+  } catch (const NetworkError&) {
+    return false;
+  }
+}
+
+void TcpStoreClient::cancelWait(const std::string& label) {
+  wire::Request q;
+  q.op = Op::CancelWait;
+  send(q, "cancel the wait for", label);
+  // A STOP_WAITING sent just before the cancel arrived comes first.
+  uint8_t reply = 0;
+  recvAll(&reply, 1, Clock::now() + options_.timeout, "cancel the wait for", label);
+  if (reply == static_cast<uint8_t>(wire::WaitResponse::StopWaiting)) {
+    recvAll(&reply, 1, Clock::now() + options_.timeout, "cancel the wait for", label);
+  }
+  if (reply != static_cast<uint8_t>(wire::WaitResponse::WaitCanceled)) {
+    breakConnection();
+    throw NetworkError("cancel the wait for " + label + ": the store at " + address() + " answered " +
+                       std::to_string(reply) + " instead of WAIT_CANCELED");
+  }
+}
+
 std::string TcpStoreClient::recvBytes(Clock::time_point deadline, const char* what, const std::string& key) {
   uint64_t size = 0;
   recvAll(&size, sizeof size, deadline, what, key);
@@ -156,16 +228,16 @@ std::string TcpStoreClient::recvBytes(Clock::time_point deadline, const char* wh
   return out;
 }
 
-wire::Request TcpStoreClient::query(QueryType type, const std::vector<std::string>& keys) {
+wire::Request TcpStoreClient::query(Op op, const std::vector<std::string>& keys) {
   wire::Request q;
-  q.type = type;
+  q.op = op;
   for (const auto& k : keys) q.keys.push_back(wireKey(k));
   return q;
 }
 
 void TcpStoreClient::send(const wire::Request& q, const char* what, const std::string& label) {
   ensureConnected();
-  sendAll(wire::encodeRequest(q), what, label);
+  sendAll(wire::encodeRequest(*generation_, q), what, label);
 }
 
 int64_t TcpStoreClient::recvInt64(const char* what, const std::string& label) {
@@ -175,19 +247,19 @@ int64_t TcpStoreClient::recvInt64(const char* what, const std::string& label) {
 }
 
 void TcpStoreClient::set(const std::string& key, const std::string& value) {
-  auto q = query(QueryType::Set, {key});
+  auto q = query(Op::Set, {key});
   q.value = value;
   send(q, "set", key);
 }
 
 std::string TcpStoreClient::get(const std::string& key, std::chrono::milliseconds timeout) {
   wait({key}, timeout);
-  send(query(QueryType::Get, {key}), "get", key);
+  send(query(Op::Get, {key}), "get", key);
   return recvBytes(Clock::now() + options_.timeout, "get", key);
 }
 
 int64_t TcpStoreClient::add(const std::string& key, int64_t delta) {
-  auto q = query(QueryType::Add, {key});
+  auto q = query(Op::Add, {key});
   q.delta = delta;
   send(q, "add", key);
   return recvInt64("add", key);
@@ -195,7 +267,7 @@ int64_t TcpStoreClient::add(const std::string& key, int64_t delta) {
 
 std::string TcpStoreClient::compareSet(const std::string& key, const std::string& expected,
                                        const std::string& desired) {
-  auto q = query(QueryType::CompareSet, {key});
+  auto q = query(Op::CompareSet, {key});
   q.value = expected;
   q.desired = desired;
   send(q, "compare_set", key);
@@ -203,12 +275,18 @@ std::string TcpStoreClient::compareSet(const std::string& key, const std::string
 }
 
 void TcpStoreClient::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  send(query(QueryType::Wait, keys), "wait for", joinKeys(keys));
+  const std::string label = joinKeys(keys);
+  send(query(Op::Wait, keys), "wait for", label);
   uint8_t reply = 0;
   try {
-    recvAll(&reply, 1, Clock::now() + timeout, "wait for", joinKeys(keys));
+    if (*generation_ == wire::Generation::Validated && !readableWithin(timeout)) {
+      cancelWait(label);  // the connection stays in step: the check below can use it
+      throw TimeoutError("wait");
+    }
+    // Legacy: no cancel in the protocol; a timeout here breaks the connection.
+    recvAll(&reply, 1, Clock::now() + timeout, "wait for", label);
   } catch (const TimeoutError&) {
-    // Say which keys are still missing (on a fresh connection: this one is out of step).
+    // Say which keys are still missing (a legacy connection is replaced: it is out of step).
     std::vector<std::string> missing;
     try {
       for (const auto& k : keys) {
@@ -217,14 +295,26 @@ void TcpStoreClient::wait(const std::vector<std::string>& keys, std::chrono::mil
     } catch (const Error&) {
       missing = keys;
     }
-    throw TimeoutError("waited " + seconds(timeout) + " for keys " + joinKeys(keys) + " on the store at " + address() +
+    throw TimeoutError("waited " + seconds(timeout) + " for keys " + label + " on the store at " + address() +
                        "; still missing " + joinKeys(missing) + " (" + std::to_string(keys.size() - missing.size()) +
                        "/" + std::to_string(keys.size()) + " present)");
   }
 }
 
+bool TcpStoreClient::readableWithin(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd pfd{fd_, POLLIN, 0};
+    int ready = ::poll(&pfd, 1, static_cast<int>(std::clamp<long long>(left, 0, 1 << 30)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready != 0) return true;  // data, or an error the next read reports
+    if (left <= 0) return false;
+  }
+}
+
 int TcpStoreClient::startWait(const std::vector<std::string>& keys) {
-  send(query(QueryType::Wait, keys), "wait for", joinKeys(keys));
+  send(query(Op::Wait, keys), "wait for", joinKeys(keys));
   return fd_;
 }
 
@@ -234,19 +324,19 @@ void TcpStoreClient::finishWait() {
 }
 
 bool TcpStoreClient::check(const std::vector<std::string>& keys) {
-  send(query(QueryType::Check, keys), "check", joinKeys(keys));
+  send(query(Op::Check, keys), "check", joinKeys(keys));
   uint8_t reply = 0;
   recvAll(&reply, 1, Clock::now() + options_.timeout, "check", joinKeys(keys));
   return reply == static_cast<uint8_t>(wire::CheckResponse::Ready);
 }
 
 bool TcpStoreClient::deleteKey(const std::string& key) {
-  send(query(QueryType::DeleteKey, {key}), "delete", key);
+  send(query(Op::DeleteKey, {key}), "delete", key);
   return recvInt64("delete", key) > 0;
 }
 
 int64_t TcpStoreClient::numKeys() {
-  send(query(QueryType::GetNumKeys, {}), "count keys", "*");
+  send(query(Op::GetNumKeys, {}), "count keys", "*");
   return recvInt64("count keys", "*");
 }
 

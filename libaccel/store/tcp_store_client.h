@@ -1,10 +1,19 @@
 #pragma once
-// TcpStoreClient: a client of the job's store (our TcpStoreServer or torch's own TCPStore
-// server; the protocol is torch 1.13's). Keys are sent with torch's "/" prefix, so a key set
-// here is the key torch.distributed.TCPStore(...).get() reads. One connection, blocking calls,
-// each bounded by a timeout; not thread-safe (use one client per thread).
+// TcpStoreClient: a client of the job's store — our TcpStoreServer, or torch's own TCPStore
+// server of any release (1.13's, 2.x's legacy or libuv server). Keys are sent with torch's "/"
+// prefix, so a key set here is the key torch.distributed.TCPStore(...).get() reads. One
+// connection, blocking calls, each bounded by a timeout; not thread-safe (use one client per
+// thread).
+//
+// The protocol generation (wire_protocol.h) comes from the options, else from
+// $ACCEL_STORE_PROTOCOL (legacy | validated | auto), else from one probe when connecting: the
+// client sends torch 2.x's VALIDATE and four GETNUMKEYS. A 2.x server (either backend) answers
+// four int64s; a torch 1.13/2.0 server reads those bytes as a SET whose key length is over
+// 2^58 bytes, fails that allocation at once and closes the connection, and the client
+// reconnects speaking the legacy protocol. Nothing is stored by the probe on either.
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "libaccel/store/store.h"
@@ -19,6 +28,8 @@ struct TcpStoreClientOptions {
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
   // Bound for every call that does not take its own timeout.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  // The protocol to speak; unset: $ACCEL_STORE_PROTOCOL, else a probe (see above).
+  std::optional<wire::Generation> generation;
 };
 
 class TcpStoreClient : public Store {
@@ -51,9 +62,18 @@ class TcpStoreClient : public Store {
   // "host:port" of the store, for messages.
   std::string address() const;
 
+  // The generation this client speaks (known once connected).
+  wire::Generation generation() const { return *generation_; }
+
  private:
   // A request with `keys` in torch's "/"-prefixed form.
-  static wire::Request query(wire::QueryType type, const std::vector<std::string>& keys);
+  static wire::Request query(wire::Op op, const std::vector<std::string>& keys);
+  // Sends torch 2.x's handshake and four GETNUMKEYS; true if the server answered them.
+  bool probeValidated();
+  // Whether the connection has something to read within `timeout`.
+  bool readableWithin(std::chrono::milliseconds timeout);
+  // After a wait timed out: CANCEL_WAIT, so the connection stays in step (torch 2.x).
+  void cancelWait(const std::string& label);
   // Connects if needed and sends `q`; `what` and `label` name it in errors.
   void send(const wire::Request& q, const char* what, const std::string& label);
   int64_t recvInt64(const char* what, const std::string& label);
@@ -66,6 +86,7 @@ class TcpStoreClient : public Store {
   void breakConnection();
 
   TcpStoreClientOptions options_;
+  std::optional<wire::Generation> generation_;
   int fd_ = -1;
 };
 

@@ -14,18 +14,18 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <future>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "libaccel/common/error.h"
+#include "libaccel/store/store_state.h"
 #include "libaccel/store/wire_protocol.h"
 
 namespace accel::store {
 namespace {
-
-using wire::QueryType;
 
 constexpr uint64_t kListenerTag = ~0ull;
 constexpr uint64_t kWakeTag = ~0ull - 1;
@@ -33,6 +33,21 @@ constexpr size_t kReadChunk = 64 * 1024;
 
 std::string addressText(const std::string& host, int port) {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+std::string peerText(const sockaddr_storage& peer) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (peer.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&peer);
+    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+    port = ntohs(a->sin_port);
+  } else if (peer.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&peer);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+    port = ntohs(a->sin6_port);
+  }
+  return addressText(host, port);
 }
 
 }  // namespace
@@ -49,7 +64,10 @@ uint64_t raiseFileLimit() {
 
 class TcpStoreServer::Loop {
  public:
-  Loop(const TcpStoreServerOptions& options, int listenFd) : options_(options), listen_fd_(listenFd) {
+  Loop(const TcpStoreServerOptions& options, int listenFd)
+      : options_(options), listen_fd_(listenFd), state_([this](uint64_t conn, const std::string& bytes) {
+          sendTo(conn, bytes);
+        }) {
     limits_.max_value_bytes = options.max_value_bytes;
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -67,10 +85,27 @@ class TcpStoreServer::Loop {
 
   void requestStop() {
     stop_.store(true);
-    uint64_t one = 1;
-    ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
-    (void)ignored;
+    wake();
   }
+
+  // Runs `task` on the loop's thread and waits for it (at most `timeout`).
+  void runOnLoop(std::function<void()> task, std::chrono::milliseconds timeout) {
+    auto done = std::make_shared<std::promise<void>>();
+    auto finished = done->get_future();
+    {
+      std::lock_guard<std::mutex> lock(tasks_mutex_);
+      tasks_.push_back([task = std::move(task), done] {
+        task();
+        done->set_value();
+      });
+    }
+    wake();
+    if (finished.wait_for(timeout) != std::future_status::ready) {
+      throw TimeoutError("the store's loop did not run a task within " + std::to_string(timeout.count()) + " ms");
+    }
+  }
+
+  StoreState& state() { return state_; }
 
   TcpStoreServerStats stats() const {
     std::lock_guard<std::mutex> lock(stats_mutex_);
@@ -85,29 +120,7 @@ class TcpStoreServer::Loop {
         if (errno == EINTR) continue;
         return;
       }
-      for (int i = 0; i < n; ++i) {
-        uint64_t tag = events[i].data.u64;
-        if (tag == kListenerTag) {
-          acceptAll();
-        } else if (tag == kWakeTag) {
-          uint64_t v;
-          ssize_t ignored = ::read(wake_fd_, &v, sizeof v);
-          (void)ignored;
-        } else {
-          auto it = conns_.find(tag);
-          if (it == conns_.end()) continue;  // closed earlier in this batch
-          if (events[i].events & (EPOLLERR | EPOLLHUP)) {
-            // Read what is left first: a client may send a request and close at once.
-            if (!(events[i].events & EPOLLIN)) {
-              drop(tag, false);
-              continue;
-            }
-          }
-          if (events[i].events & EPOLLIN) onReadable(tag);
-          auto again = conns_.find(tag);
-          if (again != conns_.end() && (events[i].events & EPOLLOUT)) flush(again->second);
-        }
-      }
+      for (int i = 0; i < n; ++i) dispatch(events[i]);
       publishStats();
     }
   }
@@ -116,16 +129,46 @@ class TcpStoreServer::Loop {
   struct Conn {
     uint64_t id = 0;
     int fd = -1;
+    std::string peer;                          // "host:port", for log lines
+    std::optional<wire::Generation> generation;  // told from the first bytes
+    bool decided = false;      // false: unvalidated, Legacy or Torch21 (wire_protocol.h)
+    bool answered_any = false;  // a query was handled (for classifyUnvalidated)
     std::string in;
     size_t in_off = 0;
     std::string out;
     size_t out_off = 0;
     bool want_write = false;
   };
-  struct Waiter {
-    uint64_t conn = 0;
-    size_t missing = 0;
-  };
+
+  void wake() {
+    uint64_t one = 1;
+    ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
+    (void)ignored;
+  }
+
+  void dispatch(const epoll_event& event) {
+    const uint64_t tag = event.data.u64;
+    if (tag == kListenerTag) return acceptAll();
+    if (tag == kWakeTag) return runTasks();
+    if (!conns_.count(tag)) return;  // closed earlier in this batch
+    // Read what is left first: a client may send a request and close at once.
+    if ((event.events & (EPOLLERR | EPOLLHUP)) && !(event.events & EPOLLIN)) return drop(tag, false);
+    if (event.events & EPOLLIN) onReadable(tag);
+    auto again = conns_.find(tag);
+    if (again != conns_.end() && (event.events & EPOLLOUT)) flush(again->second);
+  }
+
+  void runTasks() {
+    uint64_t v;
+    ssize_t ignored = ::read(wake_fd_, &v, sizeof v);
+    (void)ignored;
+    std::vector<std::function<void()>> tasks;
+    {
+      std::lock_guard<std::mutex> lock(tasks_mutex_);
+      tasks.swap(tasks_);
+    }
+    for (auto& task : tasks) task();
+  }
 
   void add(int fd, uint64_t tag, uint32_t events) {
     epoll_event ev{};
@@ -136,7 +179,9 @@ class TcpStoreServer::Loop {
 
   void acceptAll() {
     while (true) {
-      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      sockaddr_storage peer{};
+      socklen_t len = sizeof peer;
+      int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         return;  // EAGAIN, or EMFILE: the client retries; RLIMIT_NOFILE was raised at start
@@ -147,6 +192,7 @@ class TcpStoreServer::Loop {
       Conn& c = conns_[id];
       c.id = id;
       c.fd = fd;
+      c.peer = peerText(peer);
       add(fd, id, EPOLLIN);
       ++stats_local_.connections_accepted;
     }
@@ -159,45 +205,101 @@ class TcpStoreServer::Loop {
     ::close(it->second.fd);
     conns_.erase(it);
     if (forced) ++stats_local_.connections_dropped;
-    // Its parked waits and watches are discarded lazily (their connection id no longer exists).
+    state_.disconnect(id);
+  }
+
+  // Closes a connection that sent bytes of no protocol we know, saying so once.
+  void reject(Conn& c, const std::string& why, std::string_view bytes) {
+    ++stats_local_.protocol_errors;
+    log("closing the connection from " + c.peer + ": " + why + " (bytes: " + wire::hexBytes(bytes) + ")");
+    drop(c.id, true);
+  }
+
+  void log(const std::string& line) {
+    if (options_.log) return options_.log(line);
+    std::string text = "accel store: " + line + "\n";
+    ssize_t ignored = ::write(2, text.data(), text.size());
+    (void)ignored;
   }
 
   void onReadable(uint64_t id) {
-    Conn* c = &conns_.at(id);
+    Conn& c = conns_.at(id);
     char buf[kReadChunk];
     ssize_t n;
     do {
-      n = ::read(c->fd, buf, sizeof buf);
+      n = ::read(c.fd, buf, sizeof buf);
     } while (n < 0 && errno == EINTR);
-    if (n == 0 || (n < 0 && errno != EAGAIN)) {
-      drop(id, false);
-      return;
-    }
+    if (n == 0 || (n < 0 && errno != EAGAIN)) return drop(id, false);
     if (n < 0) return;
-    c->in.append(buf, static_cast<size_t>(n));
-    while (true) {
-      wire::Request request;
-      std::string_view pending(c->in.data() + c->in_off, c->in.size() - c->in_off);
-      auto result = wire::parseRequest(pending, limits_, request);
-      if (result.status == wire::ParseStatus::NeedMore) break;
-      if (result.status == wire::ParseStatus::Invalid) {
-        drop(id, true);
-        return;
-      }
-      c->in_off += result.consumed;
-      ++stats_local_.requests;
-      handle(*c, request);
-      auto again = conns_.find(id);
-      if (again == conns_.end()) return;
-      c = &again->second;
-    }
-    if (c->in_off > 0 && (c->in_off == c->in.size() || c->in_off > (1u << 20))) {
-      c->in.erase(0, c->in_off);
-      c->in_off = 0;
+    c.in.append(buf, static_cast<size_t>(n));
+    if (!processInput(id)) return;
+    Conn& after = conns_.at(id);
+    if (after.in_off > 0 && (after.in_off == after.in.size() || after.in_off > (1u << 20))) {
+      after.in.erase(0, after.in_off);
+      after.in_off = 0;
     }
   }
 
-  void send(Conn& c, const std::string& bytes) {
+  // Handles every complete request buffered on connection `id`. False if it was closed.
+  bool processInput(uint64_t id) {
+    while (true) {
+      auto it = conns_.find(id);
+      if (it == conns_.end()) return false;
+      Conn& c = it->second;
+      std::string_view pending(c.in.data() + c.in_off, c.in.size() - c.in_off);
+      if (!c.generation && !detect(c, pending)) return conns_.count(id) > 0;
+      wire::Generation generation = *c.generation;
+      if (!c.decided && !classify(c, pending, generation)) return conns_.count(id) > 0;
+      wire::Request request;
+      auto result = wire::parseRequest(generation, pending, limits_, request);
+      if (result.status == wire::ParseStatus::NeedMore) return true;
+      if (result.status == wire::ParseStatus::Invalid) {
+        reject(c, result.error, pending);
+        return false;
+      }
+      c.in_off += result.consumed;
+      c.answered_any = true;
+      ++stats_local_.requests;
+      state_.execute(id, request);
+    }
+  }
+
+  // Tells the connection's generation from its first bytes. False while undecided or rejected.
+  bool detect(Conn& c, std::string_view pending) {
+    auto d = wire::detectGeneration(pending);
+    if (d.status == wire::ParseStatus::NeedMore) return false;
+    if (d.status == wire::ParseStatus::Invalid) {
+      reject(c, d.error, pending);
+      return false;
+    }
+    c.generation = d.generation;
+    c.decided = d.decisive;
+    ++(c.decided ? stats_local_.validated_connections : stats_local_.unvalidated_connections);
+    return true;
+  }
+
+  // An unvalidated connection's next query: which generation it is in. False while undecided
+  // for lack of bytes, or rejected.
+  bool classify(Conn& c, std::string_view pending, wire::Generation& generation) {
+    auto d = wire::classifyUnvalidated(pending, !c.answered_any);
+    if (d.status == wire::ParseStatus::NeedMore) return false;
+    if (d.status == wire::ParseStatus::Invalid) {
+      reject(c, d.error, pending);
+      return false;
+    }
+    generation = d.generation;
+    if (d.decisive) {
+      c.generation = d.generation;
+      c.decided = true;
+      ++(d.generation == wire::Generation::Legacy ? stats_local_.legacy_connections : stats_local_.torch21_connections);
+    }
+    return true;
+  }
+
+  void sendTo(uint64_t connId, const std::string& bytes) {
+    auto it = conns_.find(connId);
+    if (it == conns_.end()) return;
+    Conn& c = it->second;
     c.out.append(bytes);
     if (c.out.size() - c.out_off > options_.max_pending_output_bytes) {
       drop(c.id, true);  // a reader this slow would grow the agent without bound
@@ -206,20 +308,12 @@ class TcpStoreServer::Loop {
     flush(c);
   }
 
-  void sendTo(uint64_t connId, const std::string& bytes) {
-    auto it = conns_.find(connId);
-    if (it != conns_.end()) send(it->second, bytes);
-  }
-
   void flush(Conn& c) {
     while (c.out_off < c.out.size()) {
       ssize_t n = ::send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && errno == EAGAIN) break;
-      if (n < 0) {
-        drop(c.id, false);
-        return;
-      }
+      if (n < 0) return drop(c.id, false);
       c.out_off += static_cast<size_t>(n);
     }
     if (c.out_off == c.out.size()) {
@@ -236,155 +330,11 @@ class TcpStoreServer::Loop {
     }
   }
 
-  // A key appeared: answer the waiters it completes.
-  void keyCreated(const std::string& key) {
-    auto it = waiting_.find(key);
-    if (it == waiting_.end()) return;
-    std::vector<uint64_t> ids = std::move(it->second);
-    waiting_.erase(it);
-    for (uint64_t w : ids) {
-      auto waiter = waiters_.find(w);
-      if (waiter == waiters_.end()) continue;
-      if (--waiter->second.missing == 0) {
-        uint64_t conn = waiter->second.conn;
-        waiters_.erase(waiter);
-        std::string reply;
-        wire::putByte(reply, static_cast<uint8_t>(wire::WaitResponse::StopWaiting));
-        sendTo(conn, reply);
-      }
-    }
-  }
-
-  void notifyWatchers(const std::string& key, wire::WatchResponse event, const std::string& oldValue,
-                      const std::string& newValue) {
-    auto it = watchers_.find(key);
-    if (it == watchers_.end()) return;
-    std::string message;
-    wire::putByte(message, static_cast<uint8_t>(event));
-    wire::putBytes(message, key);
-    wire::putBytes(message, oldValue);
-    wire::putBytes(message, newValue);
-    std::vector<uint64_t> alive;
-    for (uint64_t conn : it->second) {
-      if (conns_.count(conn)) {
-        alive.push_back(conn);
-        sendTo(conn, message);
-      }
-    }
-    it->second = std::move(alive);
-  }
-
-  // Stores `value` under `key`, waking waiters and watchers.
-  void store(const std::string& key, std::string value) {
-    auto it = data_.find(key);
-    if (it == data_.end()) {
-      data_.emplace(key, value);
-      notifyWatchers(key, wire::WatchResponse::KeyCreated, "", value);
-      keyCreated(key);
-    } else {
-      std::string old = std::move(it->second);
-      it->second = value;
-      notifyWatchers(key, wire::WatchResponse::KeyUpdated, old, value);
-    }
-  }
-
-  void handle(Conn& c, const wire::Request& q) {
-    const uint64_t id = c.id;
-    std::string reply;
-    switch (q.type) {
-      case QueryType::Set:
-        store(q.keys[0], q.value);
-        return;
-      case QueryType::CompareSet: {
-        // torch 1.13's semantics, including its answer for a missing key with a non-empty
-        // expected value (it returns the expected value and stores nothing).
-        auto it = data_.find(q.keys[0]);
-        if (it == data_.end()) {
-          if (q.value.empty()) {
-            store(q.keys[0], q.desired);
-            wire::putBytes(reply, q.desired);
-          } else {
-            wire::putBytes(reply, q.value);
-          }
-        } else {
-          if (it->second == q.value) store(q.keys[0], q.desired);
-          wire::putBytes(reply, data_.at(q.keys[0]));
-        }
-        break;
-      }
-      case QueryType::Get: {
-        auto it = data_.find(q.keys[0]);
-        wire::putBytes(reply, it == data_.end() ? std::string() : it->second);
-        break;
-      }
-      case QueryType::Add: {
-        int64_t value = q.delta;
-        auto it = data_.find(q.keys[0]);
-        if (it != data_.end()) {
-          errno = 0;
-          char* end = nullptr;
-          long long current = std::strtoll(it->second.c_str(), &end, 10);
-          if (!it->second.empty() && *end == '\0' && errno == 0) value = static_cast<int64_t>(current) + q.delta;
-        }
-        store(q.keys[0], std::to_string(value));
-        wire::putInt64(reply, value);
-        break;
-      }
-      case QueryType::Check: {
-        bool all = true;
-        for (const auto& k : q.keys) all = all && data_.count(k);
-        wire::putByte(reply, static_cast<uint8_t>(all ? wire::CheckResponse::Ready : wire::CheckResponse::NotReady));
-        break;
-      }
-      case QueryType::Wait: {
-        std::unordered_set<std::string> missing;
-        for (const auto& k : q.keys) {
-          if (!data_.count(k)) missing.insert(k);
-        }
-        if (missing.empty()) {
-          wire::putByte(reply, static_cast<uint8_t>(wire::WaitResponse::StopWaiting));
-          break;
-        }
-        uint64_t w = next_waiter_++;
-        waiters_[w] = Waiter{id, missing.size()};
-        for (const auto& k : missing) waiting_[k].push_back(w);
-        return;  // parked: answered by keyCreated
-      }
-      case QueryType::GetNumKeys:
-        wire::putInt64(reply, static_cast<int64_t>(data_.size()));
-        break;
-      case QueryType::WatchKey:
-        watchers_[q.keys[0]].push_back(id);
-        wire::putByte(reply, static_cast<uint8_t>(wire::WatchResponse::KeyCallbackResponse));
-        break;
-      case QueryType::DeleteKey: {
-        auto it = data_.find(q.keys[0]);
-        int64_t deleted = 0;
-        if (it != data_.end()) {
-          std::string old = std::move(it->second);
-          data_.erase(it);
-          deleted = 1;
-          notifyWatchers(q.keys[0], wire::WatchResponse::KeyDeleted, old, "");
-        }
-        wire::putInt64(reply, deleted);
-        break;
-      }
-    }
-    sendTo(id, reply);
-  }
-
   void publishStats() {
-    stats_local_.keys = data_.size();
-    if (!options_.tracked_wait_key.empty()) {
-      uint64_t live = 0;
-      if (auto it = waiting_.find(options_.tracked_wait_key); it != waiting_.end()) {
-        for (uint64_t w : it->second) {
-          auto waiter = waiters_.find(w);
-          if (waiter != waiters_.end() && conns_.count(waiter->second.conn)) ++live;
-        }
-      }
-      stats_local_.tracked_waiters = live;
-    }
+    stats_local_.keys = state_.keyCount();
+    stats_local_.parked_waits = state_.parkedWaits();
+    stats_local_.watches = state_.watchCount();
+    if (!options_.tracked_wait_key.empty()) stats_local_.tracked_waiters = state_.waitersOn(options_.tracked_wait_key);
     std::lock_guard<std::mutex> lock(stats_mutex_);
     stats_ = stats_local_;
   }
@@ -396,12 +346,10 @@ class TcpStoreServer::Loop {
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};
   uint64_t next_id_ = 1;
-  uint64_t next_waiter_ = 1;
   std::unordered_map<uint64_t, Conn> conns_;
-  std::unordered_map<std::string, std::string> data_;
-  std::unordered_map<uint64_t, Waiter> waiters_;
-  std::unordered_map<std::string, std::vector<uint64_t>> waiting_;   // key → waiter ids
-  std::unordered_map<std::string, std::vector<uint64_t>> watchers_;  // key → connection ids
+  StoreState state_;
+  std::mutex tasks_mutex_;
+  std::vector<std::function<void()>> tasks_;
   TcpStoreServerStats stats_local_;
   mutable std::mutex stats_mutex_;
   TcpStoreServerStats stats_;
@@ -470,5 +418,14 @@ void TcpStoreServer::stop() {
 TcpStoreServer::~TcpStoreServer() { stop(); }
 
 TcpStoreServerStats TcpStoreServer::stats() const { return loop_ ? loop_->stats() : TcpStoreServerStats{}; }
+
+size_t TcpStoreServer::clearKeysExcept(const std::vector<std::string>& keep, std::chrono::milliseconds timeout) {
+  if (!loop_) return 0;
+  // The task owns what it touches: after a timeout it may still run, after this call returned.
+  auto removed = std::make_shared<size_t>(0);
+  Loop* loop = loop_.get();
+  loop_->runOnLoop([loop, keep, removed] { *removed = loop->state().clearExcept(keep); }, timeout);
+  return *removed;
+}
 
 }  // namespace accel::store

@@ -1,7 +1,9 @@
 // Load generator for scripts/bench/store.sh: N clients, each on its own non-blocking TCP
 // connection, `add` a counter and `wait` on a barrier key that the last one to arrive sets.
 // Prints the time from the first connect to the last client released, in seconds.
-//   store_load --clients N [--processes P] [--host H] [--port P]   (default: $MASTER_ADDR/$MASTER_PORT)
+// --protocol validated makes every client a torch 2.x one (VALIDATE + magic first, 2.x codes).
+//   store_load --clients N [--processes P] [--host H] [--port P] [--protocol legacy|validated]
+//   (default: $MASTER_ADDR/$MASTER_PORT, legacy)
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -24,7 +26,8 @@
 
 namespace {
 
-using accel::store::wire::QueryType;
+using accel::store::wire::Generation;
+using accel::store::wire::Op;
 using accel::store::wire::Request;
 
 struct Client {
@@ -33,13 +36,16 @@ struct Client {
   std::string in;
 };
 
-std::string request(QueryType type, std::vector<std::string> keys, int64_t delta = 0, std::string value = "") {
+Generation protocol = Generation::Legacy;
+
+std::string request(Op op, std::vector<std::string> keys, int64_t delta = 0, std::string value = "") {
   Request r;
-  r.type = type;
+  r.op = op;
   r.keys = std::move(keys);
   r.delta = delta;
   r.value = std::move(value);
-  return accel::store::wire::encodeRequest(r);
+  r.word = accel::store::wire::kValidationMagic;
+  return accel::store::wire::encodeRequest(protocol, r);
 }
 
 void sendAll(int fd, const std::string& bytes) {
@@ -73,9 +79,10 @@ int runClients(const sockaddr_in& addr, int count, int total, const std::string&
     ev.data.u32 = static_cast<uint32_t>(i);
     ::epoll_ctl(ep, EPOLL_CTL_ADD, c.fd, &ev);
   }
-  const std::string add = request(QueryType::Add, {"/counter-" + tag}, 1);
-  const std::string wait = request(QueryType::Wait, {"/barrier-" + tag});
-  const std::string release = request(QueryType::Set, {"/barrier-" + tag}, 0, "1");
+  const std::string add = (protocol == Generation::Validated ? request(Op::Validate, {}) : std::string()) +
+                          request(Op::Add, {"/counter-" + tag}, 1);
+  const std::string wait = request(Op::Wait, {"/barrier-" + tag});
+  const std::string release = request(Op::Set, {"/barrier-" + tag}, 0, "1");
   int done = 0;
   std::vector<epoll_event> events(1024);
   while (done < count) {
@@ -141,9 +148,10 @@ int main(int argc, char** argv) {
     else if (flag == "--processes") processes = std::atoi(argv[i + 1]);
     else if (flag == "--host") host = argv[i + 1];
     else if (flag == "--port") port = std::atoi(argv[i + 1]);
+    else if (flag == "--protocol") protocol = std::string(argv[i + 1]) == "validated" ? Generation::Validated : Generation::Legacy;
   }
   if (port <= 0 || clients < 1 || processes < 1) {
-    std::fprintf(stderr, "usage: store_load --clients N [--processes P] [--host H] [--port P]\n");
+    std::fprintf(stderr, "usage: store_load --clients N [--processes P] [--host H] [--port P] [--protocol legacy|validated]\n");
     return 2;
   }
   // Keys of their own, so a run never meets a barrier an earlier run left set.

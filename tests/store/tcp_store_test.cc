@@ -21,6 +21,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
+TcpStoreServerOptions loopback(int port) {
+  TcpStoreServerOptions o;
+  o.host = "127.0.0.1";
+  o.port = port;
+  return o;
+}
+
 class TcpStoreTest : public ::testing::Test {
  protected:
   void SetUp() override { server_ = TcpStoreServer::start(serverOptions()); }
@@ -163,17 +170,17 @@ TEST_F(TcpStoreTest, ClientsVanishingMidFrameAndMidWaitLeaveNoTrace) {
   for (int i = 0; i < 50; ++i) {
     int fd = rawSocket();
     wire::Request q;
-    q.type = wire::QueryType::Set;
+    q.op = wire::Op::Set;
     q.keys = {"/half"};
     q.value = std::string(1000, 'v');
-    std::string bytes = wire::encodeRequest(q);
+    std::string bytes = wire::encodeRequest(wire::Generation::Legacy, q);
     ASSERT_GT(::send(fd, bytes.data(), bytes.size() / 2, 0), 0);  // half a frame, then gone
     ::close(fd);
     int waiter = rawSocket();
     q = {};
-    q.type = wire::QueryType::Wait;
+    q.op = wire::Op::Wait;
     q.keys = {"/never"};
-    bytes = wire::encodeRequest(q);
+    bytes = wire::encodeRequest(wire::Generation::Legacy, q);
     ASSERT_GT(::send(waiter, bytes.data(), bytes.size(), 0), 0);  // parked, then gone
     ::close(waiter);
   }
@@ -199,9 +206,9 @@ TEST_F(SlowReaderTest, AReaderThatNeverReadsIsDroppedNotBuffered) {
   ASSERT_EQ(c->get("big").size(), 256u * 1024);  // stored before the slow reader asks
   int slow = rawSocket(4096);
   wire::Request q;
-  q.type = wire::QueryType::Get;
+  q.op = wire::Op::Get;
   q.keys = {"/big"};
-  std::string get = wire::encodeRequest(q);
+  std::string get = wire::encodeRequest(wire::Generation::Legacy, q);
   std::string many;
   for (int i = 0; i < 128; ++i) many += get;  // asks for 32 MiB of replies, reads none
   ASSERT_EQ(::send(slow, many.data(), many.size(), 0), static_cast<ssize_t>(many.size()));
@@ -212,7 +219,7 @@ TEST_F(SlowReaderTest, AReaderThatNeverReadsIsDroppedNotBuffered) {
 }
 
 TEST(TcpStoreServerTest, BindsOnlyTheAddressGiven) {
-  auto server = TcpStoreServer::start({"127.0.0.1", 0});
+  auto server = TcpStoreServer::start(loopback(0));
   // Another loopback address (127.0.0.2 is loopback too) must not reach it.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -224,9 +231,9 @@ TEST(TcpStoreServerTest, BindsOnlyTheAddressGiven) {
 }
 
 TEST(TcpStoreServerTest, TakenPortIsAnErrorNamingIt) {
-  auto first = TcpStoreServer::start({"127.0.0.1", 0});
+  auto first = TcpStoreServer::start(loopback(0));
   try {
-    TcpStoreServer::start({"127.0.0.1", first->port()});
+    TcpStoreServer::start(loopback(first->port()));
     FAIL() << "bound a taken port";
   } catch (const NetworkError& e) {
     EXPECT_EQ(std::string(e.what()), "TCPStore server: cannot listen on 127.0.0.1:" + std::to_string(first->port()) +

@@ -1,0 +1,84 @@
+#pragma once
+// StoreState: the data and the rules of the job's store, without sockets — keys and values,
+// WAITs parked until their keys exist, legacy WATCH_KEY subscriptions, torch 2.8's queues and
+// 2.12's barriers.
+// TcpStoreServer's loop feeds it one parsed request at a time and delivers what it sends.
+// Semantics follow torch's own servers (TCPStoreBackend.cpp and TCPStoreLibUvBackend.cpp) where
+// they agree, and the libuv server (the default since torch 2.4) where they differ; see
+// execute(). Not thread-safe: one loop thread owns it.
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "libaccel/store/wire_protocol.h"
+
+namespace accel::store {
+
+class StoreState {
+ public:
+  // Delivers reply bytes to a connection (the loop queues and flushes them).
+  using Send = std::function<void(uint64_t conn, const std::string& bytes)>;
+  explicit StoreState(Send send) : send_(std::move(send)) {}
+
+  // Carries out one request from connection `conn`; replies go through Send, now or (for a
+  // parked WAIT) when the keys appear.
+  void execute(uint64_t conn, const wire::Request& q);
+
+  // The connection is gone: its parked waits and watches are freed.
+  void disconnect(uint64_t conn);
+
+  // Removes every key (and queue) whose name starts with none of `keep`; returns how many.
+  // Parked waits stay parked: their keys are missing either way.
+  size_t clearExcept(const std::vector<std::string>& keep);
+
+  size_t keyCount() const { return data_.size(); }
+  size_t parkedWaits() const { return waiters_.size(); }
+  size_t watchCount() const;
+  // Connections with a WAIT parked on `key`.
+  size_t waitersOn(const std::string& key) const;
+
+ private:
+  struct Waiter {
+    uint64_t conn = 0;
+    std::vector<std::string> missing_keys;  // the keys it was parked on
+    size_t missing = 0;                     // of those, how many are still absent
+  };
+
+  bool exists(const std::string& key) const;
+  void store(const std::string& key, std::string value);
+  void keyCreated(const std::string& key);
+  void notifyWatchers(const std::string& key, wire::WatchResponse event, const std::string& oldValue,
+                      const std::string& newValue);
+  void park(uint64_t conn, const std::vector<std::string>& keys);
+  void wakeOne(const std::string& key);
+  void barrier(uint64_t conn, const std::string& key, int64_t worldSize);
+  std::string listKeys() const;
+  void unpark(uint64_t waiterId);
+  void cancelWaits(uint64_t conn);
+
+  std::string compareSet(const wire::Request& q);
+  int64_t add(const std::string& key, int64_t delta);
+  void wait(uint64_t conn, const std::vector<std::string>& keys);
+  int64_t deleteKey(const std::string& key);
+  void append(const std::string& key, const std::string& value);
+  std::string queuePop(const std::string& key);
+
+  Send send_;
+  std::unordered_map<std::string, std::string> data_;
+  std::unordered_map<std::string, std::deque<std::string>> queues_;
+  uint64_t next_waiter_ = 1;
+  std::unordered_map<uint64_t, Waiter> waiters_;
+  std::unordered_map<std::string, std::vector<uint64_t>> waiting_;  // key → waiter ids
+  std::unordered_map<uint64_t, std::vector<uint64_t>> conn_waiters_;  // conn → waiter ids
+  std::unordered_map<std::string, std::set<uint64_t>> watchers_;     // key → connections
+  std::unordered_map<uint64_t, std::unordered_set<std::string>> conn_watches_;  // conn → keys
+  std::unordered_map<std::string, std::vector<uint64_t>> barriers_;  // key → connections waiting
+};
+
+}  // namespace accel::store

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# A real torch 2.x on Debian 12: Debian trixie (python3-torch 2.6, libtorch-dev 2.6) in a chroot.
+#
+#   scripts/torch2_chroot.sh ensure          build the chroot if it is missing or stale (idempotent)
+#   scripts/torch2_chroot.sh path            print its directory (exit 1 if it is not built)
+#   scripts/torch2_chroot.sh check           exit 0 if usable here, else 77 and the reason on stderr
+#   scripts/torch2_chroot.sh run CMD [ARG]…  run CMD inside it, in the current directory
+#
+# The chroot is made once with debootstrap from the mirror apt already uses and cached under
+# ${ACCEL_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/accel}/chroots/ (beside ccache's cache), so the
+# next run finds it; it is built in a temporary directory and renamed into place, so an
+# interrupted build leaves nothing half-made. `run` mounts /proc, /dev, /sys, /tmp and the
+# directories the caller needs (the repository, the build directory: $ACCEL_CHROOT_BINDS, colon
+# separated, plus $PWD) inside a private mount namespace of its own process: the mounts exist only
+# while the command runs and vanish with it on every exit path, SIGKILL included. The command's
+# pid is the caller's child's pid (exec all the way), so signals and exit codes pass through.
+# Needs root (debootstrap, chroot, mount); `check` says so instead of failing.
+set -euo pipefail
+
+suite=trixie
+# Bump when the package list changes: a cached chroot with another stamp is rebuilt.
+stamp="v1 $suite python3-torch libtorch-dev"
+packages=(
+  # the torch 2.x python client and LibTorch 2.6 with Gloo
+  python3-torch python3-yaml libtorch-dev libgloo-dev
+  # to build accel, libaccel and their tests against LibTorch 2.6
+  cmake g++ make ccache pkg-config libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev
+  libboost-dev libgtest-dev libgmock-dev zlib1g-dev
+)
+
+self=$(readlink -f "$0")
+cache_dir=${ACCEL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/accel}
+root=$cache_dir/chroots/$suite-torch
+
+die() { echo "torch2_chroot: $*" >&2; exit 1; }
+
+mirror() {
+  local uri
+  uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+  [[ -n "$uri" ]] || uri=$(awk '$1 == "deb" {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+  [[ -n "$uri" ]] || die "no Debian mirror in /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list"
+  echo "$uri"
+}
+
+is_built() { [[ -f "$root/.accel-stamp" && "$(cat "$root/.accel-stamp")" == "$stamp" ]]; }
+
+why_unusable() {
+  ((EUID == 0)) || { echo "needs root (debootstrap, chroot and mount); running as uid $EUID"; return; }
+  command -v unshare >/dev/null || { echo "unshare (util-linux) is missing"; return; }
+  is_built || echo "the chroot is not built ($root); run scripts/torch2_chroot.sh ensure"
+}
+
+# Runs "$@" in the chroot at $1 with the mounts described above, in a private mount namespace.
+enter() {
+  local dir=$1
+  shift
+  local binds="/tmp:${PWD}:${ACCEL_CHROOT_BINDS:-}"
+  # shellcheck disable=SC2016
+  exec unshare --mount --propagation private -- /bin/sh -c '
+    set -e
+    dir=$1 binds=$2 cwd=$3
+    shift 3
+    mount -t proc proc "$dir/proc"
+    mount --rbind /dev "$dir/dev"
+    mount --rbind /sys "$dir/sys"
+    IFS=:
+    for b in $binds; do
+      # Only real directories below the root: binding / itself would hide the chroot.
+      case "$b" in "" | / | /proc* | /dev* | /sys*) continue ;; esac
+      [ -d "$b" ] || continue
+      mkdir -p "$dir$b"
+      mount --bind "$b" "$dir$b"
+    done
+    unset IFS
+    exec chroot "$dir" /bin/sh -c "cd \"\$0\" && exec \"\$@\"" "$cwd" "$@"
+  ' sh "$dir" "$binds" "$PWD" "$@"
+}
+
+build() {
+  command -v debootstrap >/dev/null || {
+    echo "torch2_chroot: installing debootstrap"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap >/dev/null
+  }
+  local url tmp
+  url=$(mirror)
+  mkdir -p "$cache_dir/chroots"
+  tmp=$(mktemp -d "$cache_dir/chroots/.building-XXXXXX")
+  # An interrupted build leaves only this temporary directory, which is removed here.
+  trap 'rm -rf --one-file-system "$tmp"' EXIT
+  echo "torch2_chroot: debootstrap $suite from $url into $tmp (about a minute)"
+  debootstrap --variant=minbase --include=python3,ca-certificates "$suite" "$tmp" "$url" >"$tmp.log" 2>&1 ||
+    { tail -20 "$tmp.log" >&2; rm -f "$tmp.log"; die "debootstrap $suite from $url failed"; }
+  rm -f "$tmp.log"
+  echo "torch2_chroot: installing ${packages[*]} (about 3 minutes)"
+  (
+    export DEBIAN_FRONTEND=noninteractive ACCEL_CHROOT_BINDS=
+    cd /
+    # The chroot's _apt user cannot read what root made in it; root downloads (no warning).
+    apt=(apt-get -q -o APT::Sandbox::User=root)
+    "$self" __enter "$tmp" "${apt[@]}" update >/dev/null
+    "$self" __enter "$tmp" "${apt[@]}" install -y --no-install-recommends "${packages[@]}" >/dev/null
+    "$self" __enter "$tmp" "${apt[@]}" clean
+    "$self" __enter "$tmp" /usr/bin/python3 -c 'import torch.distributed as d; assert d.is_available()'
+  ) || die "installing the packages in the $suite chroot failed (or its torch cannot import)"
+  echo "$stamp" >"$tmp/.accel-stamp"
+  rm -rf --one-file-system "$root"
+  mv "$tmp" "$root"
+  trap - EXIT
+  echo "torch2_chroot: ready at $root ($("$self" run /usr/bin/python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null))"
+}
+
+case "${1:-}" in
+  ensure)
+    ((EUID == 0)) || die "needs root to build the chroot (debootstrap, chroot, mount)"
+    mkdir -p "$cache_dir/chroots"
+    # One builder at a time; a second caller waits and then finds it built.
+    exec 9>"$cache_dir/chroots/.lock"
+    flock 9
+    if is_built; then echo "torch2_chroot: $root is up to date"; else build; fi
+    # Leftovers of builds killed before their trap ran.
+    find "$cache_dir/chroots" -maxdepth 1 -name '.building-*' -mmin +60 -exec rm -rf --one-file-system {} + 2>/dev/null || true
+    ;;
+  path)
+    is_built || die "not built: $root"
+    echo "$root"
+    ;;
+  check)
+    reason=$(why_unusable)
+    [[ -z "$reason" ]] || { echo "torch2 chroot unusable: $reason" >&2; exit 77; }
+    ;;
+  run)
+    shift
+    (($#)) || die "run: no command given"
+    reason=$(why_unusable)
+    [[ -z "$reason" ]] || die "$reason"
+    enter "$root" "$@"
+    ;;
+  __enter)  # internal: enter a chroot that is still being built
+    shift
+    dir=$1
+    shift
+    enter "$dir" "$@"
+    ;;
+  *)
+    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+    ;;
+esac
