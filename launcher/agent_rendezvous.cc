@@ -15,7 +15,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-std::string prefix(const RendezvousOptions& o) { return "accel/rdzv/" + o.run_id + "/"; }
+std::string prefix(const RendezvousOptions& o) { return std::string(kAgentKeyPrefix) + "rdzv/" + o.run_id + "/"; }
 
 std::string secondsText(std::chrono::milliseconds ms) {
   char buf[32];

@@ -19,6 +19,10 @@
 
 namespace accel::launcher {
 
+// Every key the agents keep in the job's store starts with this (workers' keys never do); they
+// survive the fresh key space each restart attempt gets.
+inline constexpr const char* kAgentKeyPrefix = "accel/";
+
 struct RendezvousOptions {
   std::string run_id = "job";   // namespaces the keys: accel/rdzv/<run_id>/...
   int num_machines = 1;

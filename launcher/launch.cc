@@ -166,6 +166,20 @@ std::optional<std::string> workerInterface(const RendezvousResult& joined, const
   return std::nullopt;
 }
 
+// Before attempt K > 0: the workers' keys of the attempts before it are removed from the store,
+// so no worker reads a stale value. torch 1.13 prefixed worker keys per attempt, torch 2.x does
+// not (it expects a new store per attempt); clearing serves both. The agents' own keys
+// ("/accel/...") stay. Every worker of the last attempt has exited by now.
+void clearWorkerKeys(const LaunchPlan& plan, store::TcpStoreServer& server, int attempt) {
+  try {
+    size_t removed = server.clearKeysExcept({"/" + std::string(kAgentKeyPrefix)});
+    notice(plan, "attempt " + std::to_string(attempt) + " starts with a fresh key space (" + std::to_string(removed) +
+                     " keys of earlier attempts removed from the store)");
+  } catch (const Error& e) {
+    notice(plan, std::string("could not clear the store between attempts: ") + e.what());
+  }
+}
+
 }  // namespace
 
 Expected<JobReport> launch(const LaunchOptions& options) {
@@ -310,6 +324,7 @@ Expected<JobReport> launch(const LaunchOptions& options) {
   }
   JobReport report;
   for (int attempt = 0; attempt <= plan.max_restarts; ++attempt) {
+    if (attempt > 0 && server) clearWorkerKeys(plan, *server, attempt);
     report.attempts.push_back(supervisor.runAttempt(attempt));
     const AttemptReport& last = report.attempts.back();
     if (last.succeeded() || supervisor.stopRequested() || attempt == plan.max_restarts) break;

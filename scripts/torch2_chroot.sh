@@ -63,6 +63,8 @@ enter() {
     mount -t proc proc "$dir/proc"
     mount --rbind /dev "$dir/dev"
     mount --rbind /sys "$dir/sys"
+    # This machine'"'"'s names (Gloo resolves the host name to pick its address).
+    mount --bind /etc/hosts "$dir/etc/hosts"
     IFS=:
     for b in $binds; do
       # Only real directories below the root: binding / itself would hide the chroot.

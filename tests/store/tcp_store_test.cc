@@ -218,6 +218,26 @@ TEST_F(SlowReaderTest, AReaderThatNeverReadsIsDroppedNotBuffered) {
   EXPECT_EQ(c->get("big").size(), 256u * 1024);
 }
 
+TEST_F(TcpStoreTest, ClearKeysKeepsTheAgentsKeysAndParkedWaits) {
+  auto c = client();
+  c->set("accel/rdzv/job/agent/0", "a");
+  c->set("default_pg/0", "stale");
+  c->add("worker/attempt_0/x", 1);
+  auto waiter = client();
+  int fd = waiter->startWait({"later"});
+  c->set("sync", "1");  // this connection's requests are handled in order: the WAIT is parked by now
+  ASSERT_TRUE(c->check({"sync"}));
+  EXPECT_EQ(server_->clearKeysExcept({"/accel/"}), 3u);
+  EXPECT_TRUE(c->check({"accel/rdzv/job/agent/0"}));
+  EXPECT_FALSE(c->check({"default_pg/0"}));
+  EXPECT_EQ(c->add("worker/attempt_0/x", 0), 0);  // gone: counts from 0 again
+  // The WAIT parked before the clear is still answered when its key appears.
+  c->set("later", "1");
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 5000), 1);
+  waiter->finishWait();
+}
+
 TEST(TcpStoreServerTest, BindsOnlyTheAddressGiven) {
   auto server = TcpStoreServer::start(loopback(0));
   // Another loopback address (127.0.0.2 is loopback too) must not reach it.

@@ -7,6 +7,8 @@ import time
 import torch
 import torch.distributed as dist
 
+import torch_quirks  # noqa: F401  (Debian's torch 2.6 without libuv; see the module)
+
 dist.init_process_group("gloo", init_method="env://")
 rank, world = dist.get_rank(), dist.get_world_size()
 t = torch.ones(2)
