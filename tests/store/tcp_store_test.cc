@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -216,6 +217,53 @@ TEST_F(SlowReaderTest, AReaderThatNeverReadsIsDroppedNotBuffered) {
   EXPECT_EQ(server_->stats().connections_dropped, 1u);
   ::close(slow);
   EXPECT_EQ(c->get("big").size(), 256u * 1024);
+}
+
+class LoggedStoreTest : public TcpStoreTest {
+ protected:
+  TcpStoreServerOptions serverOptions() override {
+    TcpStoreServerOptions o;
+    o.log = [this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      lines_.push_back(line);
+    };
+    return o;
+  }
+  std::vector<std::string> lines() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return lines_;
+  }
+  std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
+
+TEST_F(LoggedStoreTest, BytesOfNoProtocolCloseAtOnceWithOneLineNamingPeerAndBytes) {
+  auto good = client();
+  int http = rawSocket();
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  ::getsockname(http, reinterpret_cast<sockaddr*>(&local), &len);
+  ASSERT_EQ(::send(http, "GET / HTTP/1.1\r\n", 16, 0), 16);
+  EXPECT_TRUE(closedByServer(http));
+  ::close(http);
+  // A validated (torch 2.2+) connection sending a code no release has.
+  int validated = rawSocket();
+  std::string bytes = std::string("\x00\xce\xf7\x85\x3c", 5) + "\x63";
+  ASSERT_EQ(::send(validated, bytes.data(), bytes.size(), 0), 6);
+  EXPECT_TRUE(closedByServer(validated));
+  ::close(validated);
+  good->set("still", "fine");
+  EXPECT_EQ(good->get("still"), "fine");
+  auto logged = lines();
+  ASSERT_EQ(logged.size(), 2u);
+  EXPECT_EQ(logged[0], "closing the connection from 127.0.0.1:" + std::to_string(ntohs(local.sin_port)) +
+                           ": first query code 71 is neither torch 2.2+'s VALIDATE nor a torch 1.13-2.1 query; not a "
+                           "TCPStore client (bytes: 47 45 54 20 2f 20 48 54 54 50 2f 31 2e 31 0d 0a)");
+  EXPECT_NE(logged[1].find(": unknown query code 99 for the validated (torch 2.2 - 2.14) protocol (bytes: 63)"),
+            std::string::npos)
+      << logged[1];
+  EXPECT_EQ(server_->stats().protocol_errors, 2u);
+  EXPECT_EQ(server_->stats().validated_connections, 2u);  // ours (the probe) and the bad one
 }
 
 TEST_F(TcpStoreTest, ClearKeysKeepsTheAgentsKeysAndParkedWaits) {
