@@ -28,8 +28,9 @@ std::optional<wire::Generation> generationFromEnvironment() {
   const char* v = std::getenv(env::kStoreProtocol);
   if (!v || !*v || std::string(v) == "auto") return std::nullopt;
   if (std::string(v) == "legacy") return wire::Generation::Legacy;
+  if (std::string(v) == "torch21") return wire::Generation::Torch21;
   if (std::string(v) == "validated") return wire::Generation::Validated;
-  throw Error(std::string(env::kStoreProtocol) + "='" + v + "': expected legacy, validated or auto");
+  throw Error(std::string(env::kStoreProtocol) + "='" + v + "': expected legacy, torch21, validated or auto");
 }
 
 // torch 2.x's first query on every connection.
@@ -109,8 +110,15 @@ void TcpStoreClient::connect() {
         generation_ = wire::Generation::Validated;
         return;
       }
-      // A torch 1.13/2.0 server closed the connection on the handshake: speak its protocol.
+      // A torch 1.13-2.1 server closed the connection on the handshake: ask which of them.
       breakConnection();
+      fd_ = tryConnect(options_.host, options_.port, why);
+      if (fd_ < 0) continue;
+      if (probeTorch21()) {
+        generation_ = wire::Generation::Torch21;
+        return;  // this connection stays: it is in step
+      }
+      breakConnection();  // 1.13 closed this one too
       generation_ = wire::Generation::Legacy;
       continue;
     }
@@ -198,6 +206,20 @@ bool TcpStoreClient::probeValidated() {
   }
 }
 
+bool TcpStoreClient::probeTorch21() {
+  // CANCEL_WAIT (11 in 2.1) with nothing to cancel: 2.1 answers WAIT_CANCELED; 1.13 and 2.0 have
+  // no query 11 and close the connection.
+  try {
+    sendAll(std::string(1, '\x0b'), "probe", "(protocol)");
+    uint8_t reply = 0;
+    const auto bound = std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(30));
+    recvAll(&reply, 1, Clock::now() + bound, "probe", "(protocol)");
+    return reply == static_cast<uint8_t>(wire::WaitResponse::WaitCanceled);
+  } catch (const NetworkError&) {
+    return false;
+  }
+}
+
 void TcpStoreClient::cancelWait(const std::string& label) {
   wire::Request q;
   q.op = Op::CancelWait;
@@ -279,7 +301,7 @@ void TcpStoreClient::wait(const std::vector<std::string>& keys, std::chrono::mil
   send(query(Op::Wait, keys), "wait for", label);
   uint8_t reply = 0;
   try {
-    if (*generation_ == wire::Generation::Validated && !readableWithin(timeout)) {
+    if (*generation_ != wire::Generation::Legacy && !readableWithin(timeout)) {
       cancelWait(label);  // the connection stays in step: the check below can use it
       throw TimeoutError("wait");
     }

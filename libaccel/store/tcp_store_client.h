@@ -6,11 +6,13 @@
 // thread).
 //
 // The protocol generation (wire_protocol.h) comes from the options, else from
-// $ACCEL_STORE_PROTOCOL (legacy | validated | auto), else from one probe when connecting: the
-// client sends torch 2.x's VALIDATE and four GETNUMKEYS. A 2.x server (either backend) answers
-// four int64s; a torch 1.13/2.0 server reads those bytes as a SET whose key length is over
-// 2^58 bytes, fails that allocation at once and closes the connection, and the client
-// reconnects speaking the legacy protocol. Nothing is stored by the probe on either.
+// $ACCEL_STORE_PROTOCOL (legacy | torch21 | validated | auto), else from a probe when
+// connecting: the client sends torch 2.2+'s VALIDATE and four GETNUMKEYS. A 2.2+ server (either
+// backend) answers four int64s. A torch 1.13-2.1 server reads those bytes as a SET whose key
+// length is over 2^58 bytes, fails that allocation at once and closes the connection; the
+// client then reconnects and sends a lone CANCEL_WAIT (2.1's query 11): torch 2.1 answers
+// WAIT_CANCELED, 1.13/2.0 close again and the client reconnects speaking the legacy protocol.
+// Nothing is stored by the probes on any of them; our own server answers the first.
 
 #include <chrono>
 #include <optional>
@@ -70,6 +72,8 @@ class TcpStoreClient : public Store {
   static wire::Request query(wire::Op op, const std::vector<std::string>& keys);
   // Sends torch 2.x's handshake and four GETNUMKEYS; true if the server answered them.
   bool probeValidated();
+  // On a fresh connection to a server without VALIDATE: true if it is torch 2.1's.
+  bool probeTorch21();
   // Whether the connection has something to read within `timeout`.
   bool readableWithin(std::chrono::milliseconds timeout);
   // After a wait timed out: CANCEL_WAIT, so the connection stays in step (torch 2.x).

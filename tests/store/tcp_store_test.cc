@@ -219,6 +219,44 @@ TEST_F(SlowReaderTest, AReaderThatNeverReadsIsDroppedNotBuffered) {
   EXPECT_EQ(c->get("big").size(), 256u * 1024);
 }
 
+class ClientGenerationTest : public TcpStoreTest, public ::testing::WithParamInterface<wire::Generation> {};
+
+TEST_P(ClientGenerationTest, EveryCallInEveryGenerationAndCancelledWaitsKeepTheConnection) {
+  TcpStoreClientOptions o;
+  o.port = server_->port();
+  o.timeout = 5s;
+  o.generation = GetParam();
+  TcpStoreClient c(o);
+  EXPECT_EQ(c.generation(), GetParam());
+  c.set("k", "v");
+  EXPECT_EQ(c.get("k"), "v");
+  EXPECT_EQ(c.add("n", 2), 2);
+  EXPECT_EQ(c.compareSet("k", "v", "w"), "w");
+  EXPECT_TRUE(c.check({"k", "n"}));
+  EXPECT_EQ(c.numKeys(), 2);
+  EXPECT_TRUE(c.deleteKey("n"));
+  EXPECT_FALSE(c.deleteKey("n"));
+  const uint64_t accepted = server_->stats().connections_accepted;
+  EXPECT_THROW(c.wait({"never"}, 50ms), TimeoutError);
+  EXPECT_EQ(c.get("k"), "w");
+  // Legacy cannot cancel a wait and replaces its connection; the others keep theirs.
+  EXPECT_EQ(server_->stats().connections_accepted - accepted, GetParam() == wire::Generation::Legacy ? 1u : 0u);
+  if (GetParam() != wire::Generation::Legacy) {
+    EXPECT_EQ(server_->stats().parked_waits, 0u);  // cancelled, not left parked
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Generations, ClientGenerationTest,
+                         ::testing::Values(wire::Generation::Legacy, wire::Generation::Torch21,
+                                           wire::Generation::Validated));
+
+TEST_F(TcpStoreTest, TheClientProbesOurServerAsValidated) {
+  auto c = client();
+  EXPECT_EQ(c->generation(), wire::Generation::Validated);
+  EXPECT_EQ(server_->stats().validated_connections, 1u);
+  EXPECT_EQ(server_->stats().connections_accepted, 1u);
+}
+
 class LoggedStoreTest : public TcpStoreTest {
  protected:
   TcpStoreServerOptions serverOptions() override {
