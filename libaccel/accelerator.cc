@@ -14,6 +14,7 @@
 #include <torch/cuda.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/serialize.h>
+#include <torch/version.h>
 
 #include "libaccel/comm/gloo_communicator.h"
 #ifdef ACCEL_HAVE_NCCL
@@ -122,32 +123,47 @@ bool exists(const std::string& path) {
 
 }  // namespace
 
+// torch 2.4 made autocast's state per device type (is_autocast_enabled(kCPU), ...) and
+// deprecated the per-backend functions that 1.13 only has; use whichever this LibTorch offers.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+namespace {
+bool autocastEnabled(bool cuda) { return at::autocast::is_autocast_enabled(cuda ? at::kCUDA : at::kCPU); }
+at::ScalarType autocastDtype(bool cuda) { return at::autocast::get_autocast_dtype(cuda ? at::kCUDA : at::kCPU); }
+void setAutocast(bool cuda, bool enabled, at::ScalarType dtype) {
+  at::autocast::set_autocast_dtype(cuda ? at::kCUDA : at::kCPU, dtype);
+  at::autocast::set_autocast_enabled(cuda ? at::kCUDA : at::kCPU, enabled);
+}
+}  // namespace
+#else
+namespace {
+bool autocastEnabled(bool cuda) { return cuda ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled(); }
+at::ScalarType autocastDtype(bool cuda) {
+  return cuda ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+}
+void setAutocast(bool cuda, bool enabled, at::ScalarType dtype) {
+  if (cuda) {
+    at::autocast::set_autocast_gpu_dtype(dtype);
+    at::autocast::set_enabled(enabled);
+  } else {
+    at::autocast::set_autocast_cpu_dtype(dtype);
+    at::autocast::set_cpu_enabled(enabled);
+  }
+}
+}  // namespace
+#endif
+
 AutocastGuard::AutocastGuard(bool enabled, at::ScalarType dtype, bool cuda) : enabled_(enabled), cuda_(cuda) {
   if (!enabled_) return;
-  if (cuda_) {
-    previous_enabled_ = at::autocast::is_enabled();
-    previous_dtype_ = at::autocast::get_autocast_gpu_dtype();
-    at::autocast::set_autocast_gpu_dtype(dtype);
-    at::autocast::set_enabled(true);
-  } else {
-    previous_enabled_ = at::autocast::is_cpu_enabled();
-    previous_dtype_ = at::autocast::get_autocast_cpu_dtype();
-    at::autocast::set_autocast_cpu_dtype(dtype);
-    at::autocast::set_cpu_enabled(true);
-  }
+  previous_enabled_ = autocastEnabled(cuda_);
+  previous_dtype_ = autocastDtype(cuda_);
+  setAutocast(cuda_, true, dtype);
   at::autocast::increment_nesting();
 }
 
 AutocastGuard::~AutocastGuard() {
   if (!enabled_) return;
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-  if (cuda_) {
-    at::autocast::set_enabled(previous_enabled_);
-    at::autocast::set_autocast_gpu_dtype(previous_dtype_);
-  } else {
-    at::autocast::set_cpu_enabled(previous_enabled_);
-    at::autocast::set_autocast_cpu_dtype(previous_dtype_);
-  }
+  setAutocast(cuda_, previous_enabled_, previous_dtype_);
 }
 
 Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(options)), scaler_(options_.scaler) {
