@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Store throughput: N clients (non-blocking sockets in 2 processes) each connect, `add` a
-# counter and `wait` on a barrier key; time to the last client released, for accel's store
-# (hosted by `accel launch`, the load generator being its one worker) and, in the same run, for
-# python3-torch 1.13's own TCPStore server under the same load. Each run gets a fresh server.
+# counter and `wait` on a barrier key; time to the last client released, in one run:
+#   accel (1.13)   accel's store (hosted by `accel launch`, the load generator its one worker),
+#                  clients speaking torch 1.13's protocol
+#   accel (2.x)    the same with torch 2.x's clients (VALIDATE first, 2.x codes)
+#   torch 1.13     python3-torch 1.13's own TCPStore server, 1.13 clients
+#   torch 2.6      Debian trixie's torch 2.6 server (legacy backend: no libuv in that build),
+#                  2.x clients, in the scripts/torch2_chroot.sh chroot (n/a without it)
+# Each run gets a fresh server; ratios are torch's time over accel's for the same clients.
 #   scripts/bench/store.sh [--repeat R] [N ...]      (default: 256 1024 4096, best of 3)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,26 +21,34 @@ load=$build/scripts/bench/store_load
 [[ -x "$accel" && -x "$load" ]] || { echo "build first: scripts/build" >&2; exit 1; }
 
 best() { sort -g | head -1; }
-ours() {  # N
-  for _ in $(seq 1 "$repeat"); do "$accel" launch -q -n 1 "$load" --clients "$1"; done | sed 's/^\[rank 0\] //' | best
+ours() {  # N PROTOCOL
+  for _ in $(seq 1 "$repeat"); do "$accel" launch -q -n 1 "$load" --clients "$1" --protocol "$2"; done |
+    sed 's/^\[rank 0\] //' | best
 }
-theirs() {  # N: a fresh server for every run, as accel's is
+theirs() {  # N PROTOCOL PYTHON...: a fresh server for every run, as accel's is
+  local n=$1 protocol=$2
+  shift 2
   for _ in $(seq 1 "$repeat"); do
     local dir port server
     dir=$(mktemp -d); mkfifo "$dir/in"
-    /usr/bin/python3 scripts/bench/support/torch_store_server.py <"$dir/in" >"$dir/port" &
+    "$@" scripts/bench/support/torch_store_server.py <"$dir/in" >"$dir/port" &
     server=$!
     exec 9>"$dir/in"
-    for _ in $(seq 1 100); do [[ -s "$dir/port" ]] && break; sleep 0.05; done
-    port=$(cat "$dir/port")
-    timeout 120 "$load" --clients "$1" --port "$port" || echo "failed"
+    for _ in $(seq 1 600); do [[ -s "$dir/port" ]] && break; sleep 0.05; done
+    port=$(cut -d' ' -f1 "$dir/port")
+    timeout 120 "$load" --clients "$n" --port "$port" --protocol "$protocol" || echo "failed"
     exec 9>&-; wait "$server" 2>/dev/null || true; rm -rf "$dir"
   done | best
 }
+ratio() { awk -v a="$1" -v t="$2" 'BEGIN { if (t ~ /^[0-9.]+$/ && a ~ /^[0-9.]+$/) printf "%.1fx", t / a; else print "n/a" }'; }
 
-printf '%-8s %14s %22s %10s\n' clients "accel (s)" "torch 1.13 TCPStore (s)" speed-up
+torch2=(env ACCEL_CHROOT_BINDS="$PWD" scripts/torch2_chroot.sh run /usr/bin/python3)
+have_torch2=1
+scripts/torch2_chroot.sh check 2>/dev/null || have_torch2=0
+printf '%-8s %12s %14s %9s %12s %14s %9s\n' clients "accel (1.13)" "torch 1.13 (s)" speed-up "accel (2.x)" "torch 2.6 (s)" speed-up
 for n in "${sizes[@]}"; do
-  a=$(ours "$n"); t=$(theirs "$n")
-  ratio=$(awk -v a="$a" -v t="$t" 'BEGIN { if (t ~ /^[0-9.]+$/) printf "%.1fx", t / a; else print "n/a" }')
-  printf '%-8s %14s %22s %10s\n' "$n" "$a" "$t" "$ratio"
+  a1=$(ours "$n" legacy); t1=$(theirs "$n" legacy /usr/bin/python3)
+  a2=$(ours "$n" validated); t2=n/a
+  ((have_torch2)) && t2=$(theirs "$n" validated "${torch2[@]}")
+  printf '%-8s %12s %14s %9s %12s %14s %9s\n' "$n" "$a1" "$t1" "$(ratio "$a1" "$t1")" "$a2" "$t2" "$(ratio "$a2" "$t2")"
 done
