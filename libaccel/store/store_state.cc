@@ -299,28 +299,28 @@ void StoreState::disconnect(uint64_t conn) {
   conn_watches_.erase(watched);
 }
 
-size_t StoreState::clearExcept(const std::vector<std::string>& keep) {
-  auto kept = [&keep](const std::string& key) {
-    return std::any_of(keep.begin(), keep.end(), [&key](const std::string& p) { return key.rfind(p, 0) == 0; });
-  };
+namespace {
+// Erases the entries of `map` whose key `kept` rejects; returns how many.
+template <typename Map, typename Pred>
+size_t eraseUnless(Map& map, const Pred& kept) {
   size_t removed = 0;
-  for (auto it = data_.begin(); it != data_.end();) {
+  for (auto it = map.begin(); it != map.end();) {
     if (kept(it->first)) {
       ++it;
     } else {
-      it = data_.erase(it);
-      ++removed;
-    }
-  }
-  for (auto it = queues_.begin(); it != queues_.end();) {
-    if (kept(it->first)) {
-      ++it;
-    } else {
-      it = queues_.erase(it);
+      it = map.erase(it);
       ++removed;
     }
   }
   return removed;
+}
+}  // namespace
+
+size_t StoreState::clearExcept(const std::vector<std::string>& keep) {
+  auto kept = [&keep](const std::string& key) {
+    return std::any_of(keep.begin(), keep.end(), [&key](const std::string& p) { return key.rfind(p, 0) == 0; });
+  };
+  return eraseUnless(data_, kept) + eraseUnless(queues_, kept);
 }
 
 size_t StoreState::watchCount() const {

@@ -102,6 +102,7 @@ sbatch_readme)
   sed -n '/^<!-- sbatch-example -->$/,/^<!-- end -->$/p' "$README" | sed '1,2d;$d' | sed '$d' >"$SCRATCH/train.sbatch"
   head -1 "$SCRATCH/train.sbatch" | grep -q '^#!' || fail "no sbatch script between the README's markers"
   cp "$W/ddp_gloo.py" "$SCRATCH/train.py"
+  cp "$W/torch_quirks.py" "$SCRATCH/"  # train.py imports it (a no-op on Debian 12's torch 1.13)
   PATH=$(dirname "$ACCEL"):$PATH PYTHON_EXEC=/usr/bin/python3 expect_exit 0 sbatch --wait "$SCRATCH/train.sbatch"
   job=$(sed -n 's/^Submitted batch job //p' <<<"$OUT")
   log=$(cat "$SCRATCH"/*-"$job".out)

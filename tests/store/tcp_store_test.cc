@@ -16,6 +16,7 @@
 #include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
 #include "libaccel/store/wire_protocol.h"
+#include "tests/store/raw_socket.h"
 
 namespace accel::store {
 namespace {
@@ -44,14 +45,8 @@ class TcpStoreTest : public ::testing::Test {
 
   // A raw socket to the server, for speaking bytes that no well-behaved client would.
   int rawSocket(int receiveBuffer = 0) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    // Set before connect, so the kernel does not grow the window (and absorb the replies).
-    if (receiveBuffer) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receiveBuffer, sizeof receiveBuffer);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(server_->port()));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    int fd = testing::connectLoopback(server_->port(), receiveBuffer);
+    EXPECT_GE(fd, 0);
     return fd;
   }
 

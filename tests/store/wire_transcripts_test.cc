@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include "libaccel/store/tcp_store_server.h"
+#include "tests/store/raw_socket.h"
 
 #ifndef ACCEL_FUZZ_CORPUS_DIR
 #error "ACCEL_FUZZ_CORPUS_DIR must name tests/fuzz/corpus/store"
@@ -152,14 +153,8 @@ class WireTranscriptTest : public ::testing::TestWithParam<Transcript> {
     server_ = TcpStoreServer::start(o);
   }
   int connectRaw() {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    timeval tv{5, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(server_->port()));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    int fd = testing::connectLoopback(server_->port());
+    EXPECT_GE(fd, 0);
     return fd;
   }
   static std::string recvExactly(int fd, size_t n) {
@@ -215,12 +210,8 @@ INSTANTIATE_TEST_SUITE_P(Releases, WireTranscriptTest, ::testing::ValuesIn(trans
 TEST(WireTranscripts, ListKeysAnswersEveryKeyOnce) {
   auto server = TcpStoreServer::start({});
   std::string out = u8(0) + u32(0x3C85F7CE) + u8(1) + str("/a") + str("1") + u8(1) + str("/b") + str("2") + u8(17);
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(server->port()));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  int fd = testing::connectLoopback(server->port());
+  ASSERT_GE(fd, 0);
   ASSERT_EQ(::send(fd, out.data(), out.size(), 0), static_cast<ssize_t>(out.size()));
   int64_t n = 0;
   ASSERT_EQ(::recv(fd, &n, 8, MSG_WAITALL), 8);
