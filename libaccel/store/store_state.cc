@@ -213,11 +213,7 @@ void StoreState::wakeOne(const std::string& key) {
   const uint64_t id = it->second.front();
   it->second.erase(it->second.begin());
   if (it->second.empty()) waiting_.erase(it);
-  auto w = waiters_.find(id);
-  if (w == waiters_.end() || --w->second.missing > 0) return;
-  const uint64_t conn = w->second.conn;
-  unpark(id);
-  send_(conn, byteReply(static_cast<uint8_t>(wire::WaitResponse::StopWaiting)));
+  keyArrived(id);
 }
 
 void StoreState::keyCreated(const std::string& key) {
@@ -225,13 +221,15 @@ void StoreState::keyCreated(const std::string& key) {
   if (it == waiting_.end()) return;
   std::vector<uint64_t> ids = std::move(it->second);
   waiting_.erase(it);
-  for (uint64_t id : ids) {
-    auto w = waiters_.find(id);
-    if (w == waiters_.end() || --w->second.missing > 0) continue;
-    const uint64_t conn = w->second.conn;
-    unpark(id);
-    send_(conn, byteReply(static_cast<uint8_t>(wire::WaitResponse::StopWaiting)));
-  }
+  for (uint64_t id : ids) keyArrived(id);
+}
+
+void StoreState::keyArrived(uint64_t id) {
+  auto w = waiters_.find(id);
+  if (w == waiters_.end() || --w->second.missing > 0) return;
+  const uint64_t conn = w->second.conn;
+  unpark(id);
+  send_(conn, byteReply(static_cast<uint8_t>(wire::WaitResponse::StopWaiting)));
 }
 
 void StoreState::notifyWatchers(const std::string& key, wire::WatchResponse event, const std::string& oldValue,

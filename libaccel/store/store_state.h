@@ -57,6 +57,9 @@ class StoreState {
                       const std::string& newValue);
   void park(uint64_t conn, const std::vector<std::string>& keys);
   void wakeOne(const std::string& key);
+  // One of waiter `id`'s keys appeared (its entry in waiting_ is already gone): answer it if
+  // that was the last one.
+  void keyArrived(uint64_t id);
   void barrier(uint64_t conn, const std::string& key, int64_t worldSize);
   std::string listKeys() const;
   void unpark(uint64_t waiterId);

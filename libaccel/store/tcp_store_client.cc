@@ -186,6 +186,10 @@ void TcpStoreClient::recvAll(void* buf, size_t size, Clock::time_point deadline,
   }
 }
 
+Clock::time_point TcpStoreClient::probeDeadline() const {
+  return Clock::now() + std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(30));
+}
+
 bool TcpStoreClient::probeValidated() {
   // VALIDATE + magic, then GETNUMKEYS (7) four times: to a legacy server, bytes 1..8 are a SET's
   // key length of 0x070707073C85F7CE, an allocation that fails at once (see the header).
@@ -196,8 +200,7 @@ bool TcpStoreClient::probeValidated() {
   try {
     sendAll(probe, "probe", "(protocol)");
     int64_t replies[4];
-    const auto bound = std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(30));
-    recvAll(replies, sizeof replies, Clock::now() + bound, "probe", "(protocol)");
+    recvAll(replies, sizeof replies, probeDeadline(), "probe", "(protocol)");
     return true;
   } catch (const TimeoutError&) {
     throw;  // neither generation answers like this: say so rather than guess
@@ -212,8 +215,7 @@ bool TcpStoreClient::probeTorch21() {
   try {
     sendAll(std::string(1, '\x0b'), "probe", "(protocol)");
     uint8_t reply = 0;
-    const auto bound = std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(30));
-    recvAll(&reply, 1, Clock::now() + bound, "probe", "(protocol)");
+    recvAll(&reply, 1, probeDeadline(), "probe", "(protocol)");
     return reply == static_cast<uint8_t>(wire::WaitResponse::WaitCanceled);
   } catch (const NetworkError&) {
     return false;

@@ -70,6 +70,8 @@ class TcpStoreClient : public Store {
  private:
   // A request with `keys` in torch's "/"-prefixed form.
   static wire::Request query(wire::Op op, const std::vector<std::string>& keys);
+  // How long a probe waits for its answer: the call timeout, at most 30 s.
+  std::chrono::steady_clock::time_point probeDeadline() const;
   // Sends torch 2.x's handshake and four GETNUMKEYS; true if the server answered them.
   bool probeValidated();
   // On a fresh connection to a server without VALIDATE: true if it is torch 2.1's.
