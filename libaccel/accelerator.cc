@@ -17,6 +17,7 @@
 #include <torch/version.h>
 
 #include "libaccel/comm/gloo_communicator.h"
+#include "libaccel/comm/torch_tcp_store.h"
 #ifdef ACCEL_HAVE_NCCL
 #include <cuda_runtime_api.h>
 
@@ -28,21 +29,6 @@
 
 namespace accel {
 namespace {
-
-// LibTorch's TCPStore. torch 2.x defaults to its libuv backend and checks for it even in
-// clients; a LibTorch built without libuv (Debian's 2.x) then uses the legacy one, which speaks
-// the same bytes.
-c10::intrusive_ptr<c10d::Store> makeTcpStore(const std::string& host, c10d::TCPStoreOptions options) {
-#if TORCH_VERSION_MAJOR >= 2
-  try {
-    return c10::make_intrusive<c10d::TCPStore>(host, options);
-  } catch (const c10::Error& e) {
-    if (std::string(e.what()).find("libuv") == std::string::npos) throw;
-    options.useLibUV = false;
-  }
-#endif
-  return c10::make_intrusive<c10d::TCPStore>(host, options);
-}
 
 std::optional<std::string> getenvString(const char* name) {
   const char* v = std::getenv(name);
@@ -89,7 +75,7 @@ std::shared_ptr<Communicator> communicatorFromEnvironment(std::chrono::milliseco
   options.timeout = timeout;
   c10::intrusive_ptr<c10d::Store> store;
   try {
-    store = makeTcpStore(*addr, options);
+    store = comm::makeTorchTcpStore(*addr, options);
   } catch (const std::exception& e) {
     throw NetworkError("rank " + std::to_string(rank) + ": cannot reach the job's store at " + *addr + ":" +
                        std::to_string(port) + ": " + e.what());

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "libaccel/comm/torch_tcp_store.h"
 #include "libaccel/common/error.h"
 #include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
@@ -24,18 +25,8 @@ using namespace std::chrono_literals;
 std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
 std::string text(const std::vector<uint8_t>& v) { return {v.begin(), v.end()}; }
 
-// A c10d::TCPStore with options `o`. torch 2.x defaults to its libuv backend (and clients check
-// for it too); Debian's LibTorch 2.x is built without libuv, so there the legacy one is used.
-c10::intrusive_ptr<c10d::TCPStore> makeTorchStore(c10d::TCPStoreOptions o) {
-#if TORCH_VERSION_MAJOR >= 2
-  try {
-    return c10::make_intrusive<c10d::TCPStore>("127.0.0.1", o);
-  } catch (const c10::Error& e) {
-    if (std::string(e.what()).find("libuv") == std::string::npos) throw;
-    o.useLibUV = false;
-  }
-#endif
-  return c10::make_intrusive<c10d::TCPStore>("127.0.0.1", o);
+c10::intrusive_ptr<c10d::TCPStore> makeTorchStore(const c10d::TCPStoreOptions& o) {
+  return comm::makeTorchTcpStore("127.0.0.1", o);
 }
 
 class LibTorchClientTest : public ::testing::Test {
