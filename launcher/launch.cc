@@ -180,16 +180,228 @@ void clearWorkerKeys(const LaunchPlan& plan, store::TcpStoreServer& server, int 
   }
 }
 
+
+// One machine's agent for one job. run() is its lifecycle, phase by phase: host the job's store
+// (machine 0), meet the other machines, make the run directory, supervise every attempt,
+// report, and the exit barrier. Each phase keeps what it makes in the agent; an error before
+// anything is spawned ends the job, and the destructor removes what was made.
+class Agent {
+ public:
+  Agent(LaunchPlan plan, Environment parentEnv)
+      : plan_(std::move(plan)), parent_env_(std::move(parentEnv)), master_(plan_.node_rank == 0),
+        store_port_(plan_.master_port.value_or(0)), rank_offset_(plan_.rank_offset) {}
+
+  ~Agent() {
+    if (server_) server_->stop();
+    if (temp_run_dir_) removeTree(run_dir_);
+  }
+
+  Expected<JobReport> run() {
+    if (auto ok = useLogDir(); !ok) return std::move(ok).takeError();
+    if (auto ok = hostStore(); !ok) return std::move(ok).takeError();
+    if (plan_.num_machines > 1) {
+      if (auto ok = meetMachines(); !ok) return std::move(ok).takeError();
+    }
+    if (auto ok = makeRunDir(); !ok) return std::move(ok).takeError();
+    if (auto ok = startSupervisor(); !ok) return std::move(ok).takeError();
+    JobReport report = superviseAttempts();
+    reportOutcome(report);
+    if (agent_store_) awaitOtherMachines();
+    return report;
+  }
+
+ private:
+  Expected<void> useLogDir() {
+    if (!plan_.log_dir) return {};
+    if (auto ok = config::makeDirectories(*plan_.log_dir); !ok) return makeError("--log_dir: " + ok.error());
+    run_dir_ = *plan_.log_dir;
+    return {};
+  }
+
+  // Machine 0's agent hosts the job's store on the port it keeps for the whole job (port 0: the
+  // kernel picks a free one, so nobody else can take it); the others connect to it. Until the
+  // supervisor starts, signals keep their default effect: Ctrl-C during the rendezvous simply
+  // ends the agent, which has started nothing yet.
+  Expected<void> hostStore() {
+    if (!master_) return {};
+    // With other machines, listen on every address: --main_process_ip may be a name that
+    // resolves to loopback here (Debian's 127.0.1.1) yet to the real address elsewhere.
+    store::TcpStoreServerOptions options;
+    options.host = plan_.num_machines > 1 ? (plan_.master_addr.find(':') != std::string::npos ? "::" : "0.0.0.0")
+                                          : plan_.master_addr;
+    options.port = store_port_;
+    // Every agent parks a WAIT on the failure key while it lives: the exit barrier's liveness.
+    options.tracked_wait_key = "/" + failureKey(RendezvousOptions{});
+    try {
+      server_ = store::TcpStoreServer::start(options);
+    } catch (const Error& e) {
+      return makeError(std::string(e.what()) + " (--main_process_ip/--main_process_port)");
+    }
+    store_port_ = server_->port();
+    return {};
+  }
+
+  Expected<void> meetMachines() {
+    // Before anything is spawned: the master must be reachable, from an interface we can name.
+    std::optional<Route> toMaster;
+    if (!master_) {
+      auto reached = waitForListener(plan_.master_addr, store_port_, plan_.rdzv_timeout, std::chrono::seconds(10),
+                                     [this](const std::string& status) { notice(plan_, status); });
+      if (!reached) return makeError(reached.error());
+      toMaster = *reached;
+    } else if (auto route = routeTo(plan_.master_addr)) {
+      toMaster = *route;
+    }
+    // The failure watch is parked before this agent registers: once the rendezvous completes,
+    // every machine's watch is parked (or on its way), and the master's exit barrier counts them.
+    try {
+      watch_store_ = connectToMaster(plan_, store_port_, std::chrono::seconds(30));
+      watch_fd_ = watch_store_->startWait({failureKey(rdzv_)});
+    } catch (const Error& e) {
+      return makeError(std::string("cannot watch the master's store for failures: ") + e.what());
+    }
+    auto result = joinMachines(plan_, store_port_, toMaster ? toMaster->local_ip : "", rdzv_, agent_store_);
+    if (!result) return makeError(result.error());
+    joined_ = *result;
+    if (master_ && !awaitWatches(*server_, plan_.num_machines, plan_.rdzv_timeout)) {
+      notice(plan_, "not every machine's agent is watching the store for failures; it may have died");
+    }
+    rank_offset_ = joined_->rank_offset;
+    notice(plan_, "machine " + std::to_string(joined_->machine_rank) + " of " + std::to_string(plan_.num_machines) +
+                      ": ranks " + std::to_string(joined_->rank_offset) + ".." +
+                      std::to_string(joined_->rank_offset + plan_.local_world_size - 1) + " of " +
+                      std::to_string(joined_->world_size));
+    chooseWorkerInterface(toMaster);
+    return {};
+  }
+
+  void chooseWorkerInterface(const std::optional<Route>& toMaster) {
+    if (lookup(parent_env_, "GLOO_SOCKET_IFNAME")) return;
+    if (auto iface = workerInterface(*joined_, toMaster)) {
+      plan_.common_env["GLOO_SOCKET_IFNAME"] = *iface;
+      notice(plan_, "workers use GLOO_SOCKET_IFNAME=" + *iface + " (the interface that reaches the other machines)");
+    }
+  }
+
+  // Without --log_dir, per-attempt files (error.json) live in a temp dir, made once the machines
+  // have met (an agent stopped while it waits leaves nothing behind).
+  Expected<void> makeRunDir() {
+    if (plan_.log_dir) return {};
+    char tmpl[] = "/tmp/accel-run-XXXXXX";
+    if (!::mkdtemp(tmpl)) return makeError("cannot create a run directory in /tmp");
+    run_dir_ = tmpl;
+    temp_run_dir_ = true;
+    return {};
+  }
+
+  Expected<void> startSupervisor() {
+    supervisor_ = std::make_unique<Supervisor>(plan_, parent_env_, run_dir_);
+    if (temp_run_dir_) supervisor_->removeRunDirIfKilled();
+    if (auto ok = supervisor_->start(); !ok) return ok;
+    supervisor_->setMasterPort(store_port_);
+    supervisor_->setRankOffset(rank_offset_);
+    if (watch_store_) supervisor_->setJobEvents(jobEvents());
+    return {};
+  }
+
+  // A failure on any machine stops the workers on every machine; each names the job's first.
+  JobEvents jobEvents() {
+    JobEvents events;
+    events.machine_rank = joined_->machine_rank;
+    events.host = rdzv_.host;
+    events.fd = watch_fd_;
+    events.read = [this]() { return readJobFailure(); };
+    events.publish = [this](const JobFailure& mine) { return publishFailure(*agent_store_, rdzv_, mine); };
+    return events;
+  }
+
+  std::optional<JobFailure> readJobFailure() {
+    try {
+      watch_store_->finishWait();
+      return readFailure(*watch_store_, rdzv_, joined_->machine_rank);
+    } catch (const std::exception& e) {
+      JobFailure lost;
+      lost.machine_rank = 0;
+      lost.host = joined_->machines.front().host;
+      lost.reason = "lost contact with the master agent's store at " + rdzv_.store_address + " (" + e.what() + ")";
+      return lost;
+    }
+  }
+
+  JobReport superviseAttempts() {
+    JobReport report;
+    for (int attempt = 0; attempt <= plan_.max_restarts; ++attempt) {
+      if (attempt > 0 && server_) clearWorkerKeys(plan_, *server_, attempt);
+      report.attempts.push_back(supervisor_->runAttempt(attempt));
+      const AttemptReport& last = report.attempts.back();
+      if (last.succeeded() || supervisor_->stopRequested() || attempt == plan_.max_restarts) break;
+      const auto& culprit = last.workers[*last.culprit];
+      notice(plan_, "attempt " + std::to_string(attempt) + " failed (rank " + std::to_string(culprit.rank) + ": " +
+                        describeEnd(culprit) + "); restarting (" + std::to_string(attempt + 1) + " of " +
+                        std::to_string(plan_.max_restarts) + ")");
+    }
+    supervisor_->finish();
+    report.exit_code = jobExitCode(report.attempts.back());
+    return report;
+  }
+
+  void reportOutcome(const JobReport& report) {
+    std::string summary = renderFailureSummary(report);
+    if (!summary.empty()) writeAll(2, summary.data(), summary.size());
+    if (!plan_.log_dir) return;
+    auto ok = config::writeFileAtomically(*plan_.log_dir + "/summary.json", renderReportJson(report).dump(2) + "\n");
+    if (!ok) notice(plan_, "could not write summary.json: " + ok.error());
+  }
+
+  // The master keeps the store up until every machine's workers are done with it, or every
+  // other agent is gone; after a failure, only as long as the others need to read it.
+  void awaitOtherMachines() {
+    // 1: the master's own watch.
+    auto othersGone = [this] { return server_ && server_->stats().tracked_waiters <= 1; };
+    int done = exitBarrier(*agent_store_, rdzv_, master_, plan_.term_timeout + std::chrono::milliseconds(10000),
+                           othersGone);
+    if (master_ && done < plan_.num_machines) {
+      notice(plan_, "stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +
+                        std::to_string(plan_.num_machines) + " machines reported their workers finished");
+    }
+  }
+
+  LaunchPlan plan_;
+  const Environment parent_env_;
+  const bool master_;
+  int store_port_;
+  int rank_offset_;
+  std::string run_dir_;
+  bool temp_run_dir_ = false;
+  std::unique_ptr<store::TcpStoreServer> server_;
+  std::unique_ptr<store::TcpStoreClient> agent_store_, watch_store_;
+  int watch_fd_ = -1;
+  RendezvousOptions rdzv_;
+  std::optional<RendezvousResult> joined_;
+  std::unique_ptr<Supervisor> supervisor_;  // last: its job events refer to the members above
+};
+
+// The checks and notices before the agent starts; an error here spawns nothing.
+Expected<void> preflight(const LaunchPlan& plan) {
+  if (plan.master_port && plan.node_rank == 0) {  // the other machines connect to it instead
+    if (auto ok = checkPortFree(*plan.master_port); !ok) return ok;
+  }
+  for (const auto& text : plan.notices) notice(plan, text);
+  if (plan.omp_notice) {
+    notice(plan, "OMP_NUM_THREADS was unset; each of the " + std::to_string(plan.local_world_size) +
+                     " processes gets OMP_NUM_THREADS=1 (set --num_cpu_threads_per_process to change it)");
+  }
+  return {};
+}
+
 }  // namespace
 
 Expected<JobReport> launch(const LaunchOptions& options) {
   const Environment parentEnv = processEnvironment();
-
   auto planned = makeLaunchPlan(options, config::PathEnv::fromProcess(), parentEnv, countUsableGpus);
   if (!planned) return std::move(planned).takeError();
   LaunchPlan plan = std::move(*planned);
   resolveSchedulerMaster(plan);
-
   if (plan.dry_run) {
     printDryRun(plan, plan.master_port.value_or(0));
     return JobReport{};
@@ -198,164 +410,8 @@ Expected<JobReport> launch(const LaunchOptions& options) {
     for (const auto& text : plan.notices) notice(plan, text);
     return execRank(plan, parentEnv);
   }
-  if (plan.master_port && plan.node_rank == 0) {  // the other machines connect to it instead
-    if (auto ok = checkPortFree(*plan.master_port); !ok) return std::move(ok).takeError();
-  }
-  for (const auto& text : plan.notices) notice(plan, text);
-  if (plan.omp_notice) {
-    notice(plan, "OMP_NUM_THREADS was unset; each of the " + std::to_string(plan.local_world_size) +
-                     " processes gets OMP_NUM_THREADS=1 (set --num_cpu_threads_per_process to change it)");
-  }
-
-  // Machine 0's agent hosts the job's store on the port it keeps for the whole job (port 0: the
-  // kernel picks a free one, so nobody else can take it); the others connect to it. Until the
-  // supervisor starts, signals keep their default effect: Ctrl-C during the rendezvous simply
-  // ends the agent, which has started nothing yet.
-  const bool master = plan.node_rank == 0;
-  std::string runDir;
-  bool tempRunDir = false;
-  if (plan.log_dir) {
-    if (auto ok = config::makeDirectories(*plan.log_dir); !ok) return makeError("--log_dir: " + ok.error());
-    runDir = *plan.log_dir;
-  }
-  auto abandon = [&](std::string message) -> Expected<JobReport> {
-    if (tempRunDir) removeTree(runDir);
-    return makeError(std::move(message));
-  };
-  std::unique_ptr<store::TcpStoreServer> server;
-  int storePort = plan.master_port.value_or(0);
-  if (master) {
-    // With other machines, listen on every address: --main_process_ip may be a name that
-    // resolves to loopback here (Debian's 127.0.1.1) yet to the real address elsewhere.
-    const std::string bindHost = plan.num_machines > 1
-                                     ? (plan.master_addr.find(':') != std::string::npos ? "::" : "0.0.0.0")
-                                     : plan.master_addr;
-    store::TcpStoreServerOptions serverOptions;
-    serverOptions.host = bindHost;
-    serverOptions.port = storePort;
-    // Every agent parks a WAIT on the failure key while it lives: the exit barrier's liveness.
-    serverOptions.tracked_wait_key = "/" + failureKey(RendezvousOptions{});
-    try {
-      server = store::TcpStoreServer::start(serverOptions);
-    } catch (const Error& e) {
-      return abandon(std::string(e.what()) + " (--main_process_ip/--main_process_port)");
-    }
-    storePort = server->port();
-  }
-
-  std::unique_ptr<store::TcpStoreClient> agentStore, watchStore;
-  int watchFd = -1;
-  RendezvousOptions rdzv;
-  int rankOffset = plan.rank_offset;
-  std::optional<RendezvousResult> joined;
-  if (plan.num_machines > 1) {
-    // Before anything is spawned: the master must be reachable, from an interface we can name.
-    std::optional<Route> toMaster;
-    if (!master) {
-      auto reached = waitForListener(plan.master_addr, storePort, plan.rdzv_timeout, std::chrono::seconds(10),
-                                     [&plan](const std::string& status) { notice(plan, status); });
-      if (!reached) return abandon(reached.error());
-      toMaster = *reached;
-    } else if (auto route = routeTo(plan.master_addr)) {
-      toMaster = *route;
-    }
-    // The failure watch is parked before this agent registers: once the rendezvous completes,
-    // every machine's watch is parked (or on its way), and the master's exit barrier counts them.
-    try {
-      watchStore = connectToMaster(plan, storePort, std::chrono::seconds(30));
-      watchFd = watchStore->startWait({failureKey(rdzv)});
-    } catch (const Error& e) {
-      return abandon(std::string("cannot watch the master's store for failures: ") + e.what());
-    }
-    auto result = joinMachines(plan, storePort, toMaster ? toMaster->local_ip : "", rdzv, agentStore);
-    if (!result) return abandon(result.error());
-    joined = *result;
-    if (master && !awaitWatches(*server, plan.num_machines, plan.rdzv_timeout)) {
-      notice(plan, "not every machine's agent is watching the store for failures; it may have died");
-    }
-    rankOffset = joined->rank_offset;
-    notice(plan, "machine " + std::to_string(joined->machine_rank) + " of " + std::to_string(plan.num_machines) +
-                     ": ranks " + std::to_string(joined->rank_offset) + ".." +
-                     std::to_string(joined->rank_offset + plan.local_world_size - 1) + " of " +
-                     std::to_string(joined->world_size));
-    if (!lookup(parentEnv, "GLOO_SOCKET_IFNAME")) {
-      if (auto iface = workerInterface(*joined, toMaster)) {
-        plan.common_env["GLOO_SOCKET_IFNAME"] = *iface;
-        notice(plan, "workers use GLOO_SOCKET_IFNAME=" + *iface + " (the interface that reaches the other machines)");
-      }
-    }
-  }
-
-  // Without --log_dir, per-attempt files (error.json) live in a temp dir, made once the machines
-  // have met (an agent stopped while it waits leaves nothing behind).
-  if (!plan.log_dir) {
-    char tmpl[] = "/tmp/accel-run-XXXXXX";
-    if (!::mkdtemp(tmpl)) return makeError("cannot create a run directory in /tmp");
-    runDir = tmpl;
-    tempRunDir = true;
-  }
-
-  Supervisor supervisor(plan, parentEnv, runDir);
-  if (tempRunDir) supervisor.removeRunDirIfKilled();
-  if (auto ok = supervisor.start(); !ok) return abandon(ok.error());
-  supervisor.setMasterPort(storePort);
-  supervisor.setRankOffset(rankOffset);
-  if (watchStore) {
-    // A failure on any machine stops the workers on every machine; each names the job's first.
-    JobEvents events;
-    events.machine_rank = joined->machine_rank;
-    events.host = rdzv.host;
-    const std::string storeAddress = rdzv.store_address;
-    events.fd = watchFd;
-    events.read = [&, storeAddress]() -> std::optional<JobFailure> {
-      try {
-        watchStore->finishWait();
-        return readFailure(*watchStore, rdzv, joined->machine_rank);
-      } catch (const std::exception& e) {
-        JobFailure lost;
-        lost.machine_rank = 0;
-        lost.host = joined->machines.front().host;
-        lost.reason = "lost contact with the master agent's store at " + storeAddress + " (" + e.what() + ")";
-        return lost;
-      }
-    };
-    events.publish = [&](const JobFailure& mine) { return publishFailure(*agentStore, rdzv, mine); };
-    supervisor.setJobEvents(std::move(events));
-  }
-  JobReport report;
-  for (int attempt = 0; attempt <= plan.max_restarts; ++attempt) {
-    if (attempt > 0 && server) clearWorkerKeys(plan, *server, attempt);
-    report.attempts.push_back(supervisor.runAttempt(attempt));
-    const AttemptReport& last = report.attempts.back();
-    if (last.succeeded() || supervisor.stopRequested() || attempt == plan.max_restarts) break;
-    const auto& culprit = last.workers[*last.culprit];
-    notice(plan, "attempt " + std::to_string(attempt) + " failed (rank " + std::to_string(culprit.rank) + ": " +
-                     describeEnd(culprit) + "); restarting (" + std::to_string(attempt + 1) + " of " +
-                     std::to_string(plan.max_restarts) + ")");
-  }
-  supervisor.finish();
-  report.exit_code = jobExitCode(report.attempts.back());
-
-  std::string summary = renderFailureSummary(report);
-  if (!summary.empty()) writeAll(2, summary.data(), summary.size());
-  if (plan.log_dir) {
-    auto ok = config::writeFileAtomically(*plan.log_dir + "/summary.json", renderReportJson(report).dump(2) + "\n");
-    if (!ok) notice(plan, "could not write summary.json: " + ok.error());
-  }
-  // The master keeps the store up until every machine's workers are done with it, or every
-  // other agent is gone; after a failure, only as long as the others need to read it.
-  if (agentStore) {
-    // 1: the master's own watch.
-    auto othersGone = [&server] { return server && server->stats().tracked_waiters <= 1; };
-    int done = exitBarrier(*agentStore, rdzv, master, plan.term_timeout + std::chrono::milliseconds(10000), othersGone);
-    if (master && done < plan.num_machines) {
-      notice(plan, "stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +
-                       std::to_string(plan.num_machines) + " machines reported their workers finished");
-    }
-  }
-  if (server) server->stop();
-  if (tempRunDir) removeTree(runDir);
-  return report;
+  if (auto ok = preflight(plan); !ok) return std::move(ok).takeError();
+  return Agent(std::move(plan), parentEnv).run();
 }
 
 }  // namespace accel::launcher
