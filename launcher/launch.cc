@@ -9,7 +9,9 @@
 
 #include "config/config_file.h"
 #include "launcher/agent_rendezvous.h"
+#include "launcher/console.h"
 #include "launcher/gpu_probe.h"
+#include "launcher/job_link.h"
 #include "launcher/launch_plan.h"
 #include "launcher/net_check.h"
 #include "launcher/ports.h"
@@ -166,21 +168,6 @@ std::optional<std::string> workerInterface(const RendezvousResult& joined, const
   return std::nullopt;
 }
 
-// Before attempt K > 0: the workers' keys of the attempts before it are removed from the store,
-// so no worker reads a stale value. torch 1.13 prefixed worker keys per attempt, torch 2.x does
-// not (it expects a new store per attempt); clearing serves both. The agents' own keys
-// ("/accel/...") stay. Every worker of the last attempt has exited by now.
-void clearWorkerKeys(const LaunchPlan& plan, store::TcpStoreServer& server, int attempt) {
-  try {
-    size_t removed = server.clearKeysExcept({"/" + std::string(kAgentKeyPrefix)});
-    notice(plan, "attempt " + std::to_string(attempt) + " starts with a fresh key space (" + std::to_string(removed) +
-                     " keys of earlier attempts removed from the store)");
-  } catch (const Error& e) {
-    notice(plan, std::string("could not clear the store between attempts: ") + e.what());
-  }
-}
-
-
 // One machine's agent for one job. run() is its lifecycle, phase by phase: host the job's store
 // (machine 0), meet the other machines, make the run directory, supervise every attempt,
 // report, and the exit barrier. Each phase keeps what it makes in the agent; an error before
@@ -192,6 +179,7 @@ class Agent {
         store_port_(plan_.master_port.value_or(0)), rank_offset_(plan_.rank_offset) {}
 
   ~Agent() {
+    link_.reset();
     if (server_) server_->stop();
     if (temp_run_dir_) removeTree(run_dir_);
   }
@@ -211,6 +199,10 @@ class Agent {
   }
 
  private:
+  void say(const std::string& text) {
+    if (!plan_.quiet) console_.write(2, "accel: " + text + "\n");
+  }
+
   Expected<void> useLogDir() {
     if (!plan_.log_dir) return {};
     if (auto ok = config::makeDirectories(*plan_.log_dir); !ok) return makeError("--log_dir: " + ok.error());
@@ -252,14 +244,7 @@ class Agent {
     } else if (auto route = routeTo(plan_.master_addr)) {
       toMaster = *route;
     }
-    // The failure watch is parked before this agent registers: once the rendezvous completes,
-    // every machine's watch is parked (or on its way), and the master's exit barrier counts them.
-    try {
-      watch_store_ = connectToMaster(plan_, store_port_, std::chrono::seconds(30));
-      watch_fd_ = watch_store_->startWait({failureKey(rdzv_)});
-    } catch (const Error& e) {
-      return makeError(std::string("cannot watch the master's store for failures: ") + e.what());
-    }
+    if (auto ok = parkFailureWatch(); !ok) return ok;
     auto result = joinMachines(plan_, store_port_, toMaster ? toMaster->local_ip : "", rdzv_, agent_store_);
     if (!result) return makeError(result.error());
     joined_ = *result;
@@ -272,6 +257,20 @@ class Agent {
                       std::to_string(joined_->rank_offset + plan_.local_world_size - 1) + " of " +
                       std::to_string(joined_->world_size));
     chooseWorkerInterface(toMaster);
+    return {};
+  }
+
+  // The failure watch is parked before this agent registers: once the rendezvous completes,
+  // every machine's watch is parked (or on its way), and the master's exit barrier counts them.
+  // The publisher is the job link's own connection (the link's thread uses it alone).
+  Expected<void> parkFailureWatch() {
+    try {
+      watch_store_ = connectToMaster(plan_, store_port_, std::chrono::seconds(30));
+      watch_fd_ = watch_store_->startWait({failureKey(rdzv_)});
+      publisher_store_ = connectToMaster(plan_, store_port_, std::chrono::seconds(30));
+    } catch (const Error& e) {
+      return makeError(std::string("cannot watch the master's store for failures: ") + e.what());
+    }
     return {};
   }
 
@@ -294,72 +293,70 @@ class Agent {
     return {};
   }
 
+  // A failure on any machine stops the workers on every machine; each names the job's first.
   Expected<void> startSupervisor() {
-    supervisor_ = std::make_unique<Supervisor>(plan_, parent_env_, run_dir_);
+    supervisor_ = std::make_unique<Supervisor>(plan_, parent_env_, run_dir_, console_);
     if (temp_run_dir_) supervisor_->removeRunDirIfKilled();
     if (auto ok = supervisor_->start(); !ok) return ok;
     supervisor_->setMasterPort(store_port_);
     supervisor_->setRankOffset(rank_offset_);
-    if (watch_store_) supervisor_->setJobEvents(jobEvents());
-    return {};
-  }
-
-  // A failure on any machine stops the workers on every machine; each names the job's first.
-  JobEvents jobEvents() {
-    JobEvents events;
-    events.machine_rank = joined_->machine_rank;
-    events.host = rdzv_.host;
-    events.fd = watch_fd_;
-    events.read = [this]() { return readJobFailure(); };
-    events.publish = [this](const JobFailure& mine) { return publishFailure(*agent_store_, rdzv_, mine); };
-    return events;
-  }
-
-  std::optional<JobFailure> readJobFailure() {
-    try {
-      watch_store_->finishWait();
-      return readFailure(*watch_store_, rdzv_, joined_->machine_rank);
-    } catch (const std::exception& e) {
-      JobFailure lost;
-      lost.machine_rank = 0;
-      lost.host = joined_->machines.front().host;
-      lost.reason = "lost contact with the master agent's store at " + rdzv_.store_address + " (" + e.what() + ")";
-      return lost;
+    if (watch_store_) {
+      link_ = std::make_unique<JobLink>(std::move(watch_store_), watch_fd_, std::move(publisher_store_), rdzv_,
+                                        joined_->machine_rank, joined_->machines.front().host);
+      supervisor_->setJobLink(link_.get(), joined_->machine_rank, rdzv_.host);
     }
+    return {};
   }
 
   JobReport superviseAttempts() {
     JobReport report;
     for (int attempt = 0; attempt <= plan_.max_restarts; ++attempt) {
-      if (attempt > 0 && server_) clearWorkerKeys(plan_, *server_, attempt);
+      if (attempt > 0 && server_) clearWorkerKeys(attempt);
       report.attempts.push_back(supervisor_->runAttempt(attempt));
       const AttemptReport& last = report.attempts.back();
       if (last.succeeded() || supervisor_->stopRequested() || attempt == plan_.max_restarts) break;
       const auto& culprit = last.workers[*last.culprit];
-      notice(plan_, "attempt " + std::to_string(attempt) + " failed (rank " + std::to_string(culprit.rank) + ": " +
-                        describeEnd(culprit) + "); restarting (" + std::to_string(attempt + 1) + " of " +
-                        std::to_string(plan_.max_restarts) + ")");
+      say("attempt " + std::to_string(attempt) + " failed (rank " + std::to_string(culprit.rank) + ": " +
+          describeEnd(culprit) + "); restarting (" + std::to_string(attempt + 1) + " of " +
+          std::to_string(plan_.max_restarts) + ")");
     }
     supervisor_->finish();
+    if (link_) link_->stop();  // at once, even if a publication still waits for an unreachable master
     report.exit_code = jobExitCode(report.attempts.back());
     return report;
   }
 
+  // Before attempt K > 0: the workers' keys of the attempts before it are removed from the
+  // store, so no worker reads a stale value. torch 1.13 prefixed worker keys per attempt, torch
+  // 2.x does not (it expects a new store per attempt); clearing serves both. The agents' own keys
+  // ("/accel/...") stay. Every worker of the last attempt has exited by now.
+  void clearWorkerKeys(int attempt) {
+    try {
+      size_t removed = server_->clearKeysExcept({"/" + std::string(kAgentKeyPrefix)});
+      say("attempt " + std::to_string(attempt) + " starts with a fresh key space (" + std::to_string(removed) +
+          " keys of earlier attempts removed from the store)");
+    } catch (const Error& e) {
+      say(std::string("could not clear the store between attempts: ") + e.what());
+    }
+  }
+
   void reportOutcome(const JobReport& report) {
-    std::string summary = renderFailureSummary(report);
-    if (!summary.empty()) writeAll(2, summary.data(), summary.size());
+    console_.write(2, renderFailureSummary(report));
+    console_.flush();  // supervision is over: now the summary may wait for the terminal
     if (!plan_.log_dir) return;
     auto ok = config::writeFileAtomically(*plan_.log_dir + "/summary.json", renderReportJson(report).dump(2) + "\n");
     if (!ok) notice(plan_, "could not write summary.json: " + ok.error());
   }
 
   // The master keeps the store up until every machine's workers are done with it, or every
-  // other agent is gone; after a failure, only as long as the others need to read it.
+  // other agent is gone; after a failure, only as long as the others need to read it. Another
+  // machine's agent reports and leaves; an unreachable master does not hold it for long.
   void awaitOtherMachines() {
+    const auto afterFailure = plan_.term_timeout + std::chrono::milliseconds(10000);
+    if (!master_) agent_store_->setTimeout(afterFailure);
     // 1: the master's own watch.
     auto othersGone = [this] { return server_ && server_->stats().tracked_waiters <= 1; };
-    int done = exitBarrier(*agent_store_, rdzv_, master_, plan_.term_timeout + std::chrono::milliseconds(10000),
-                           othersGone);
+    int done = exitBarrier(*agent_store_, rdzv_, master_, afterFailure, othersGone);
     if (master_ && done < plan_.num_machines) {
       notice(plan_, "stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +
                         std::to_string(plan_.num_machines) + " machines reported their workers finished");
@@ -371,14 +368,16 @@ class Agent {
   const bool master_;
   int store_port_;
   int rank_offset_;
+  Console console_;
   std::string run_dir_;
   bool temp_run_dir_ = false;
   std::unique_ptr<store::TcpStoreServer> server_;
-  std::unique_ptr<store::TcpStoreClient> agent_store_, watch_store_;
+  std::unique_ptr<store::TcpStoreClient> agent_store_, watch_store_, publisher_store_;
   int watch_fd_ = -1;
   RendezvousOptions rdzv_;
   std::optional<RendezvousResult> joined_;
-  std::unique_ptr<Supervisor> supervisor_;  // last: its job events refer to the members above
+  std::unique_ptr<JobLink> link_;
+  std::unique_ptr<Supervisor> supervisor_;
 };
 
 // The checks and notices before the agent starts; an error here spawns nothing.

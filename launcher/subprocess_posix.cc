@@ -5,7 +5,9 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <linux/close_range.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -136,24 +138,29 @@ Expected<pid_t> spawnWorker(const SpawnSpec& spec) {
     return makeError(std::string("fork: ") + std::strerror(err));
   }
   if (pid == 0) {
-    ::setpgid(0, 0);
+    ::setsid();
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);  // the agent died before prctl took effect
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, 0);
+    if (!spec.inherit_stdin) {
+      int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // dup2 clears O_CLOEXEC on fd 0 only
+      if (devnull >= 0) ::dup2(devnull, 0);
+    }
     if (spec.stdout_fd >= 0) ::dup2(spec.stdout_fd, 1);
     if (spec.stderr_fd >= 0) ::dup2(spec.stderr_fd, 2);
+    // Nothing of the agent's reaches the worker: descriptors another thread (the store's) opened
+    // without O_CLOEXEC, or inherited by the agent itself, close at exec (errPipe included).
+    closeOnExecFrom(3);
     ::execve(argv[0], argv.data(), envp.data());
     int err = errno;
     ssize_t ignored = ::write(errPipe[1], &err, sizeof err);
     (void)ignored;
     ::_exit(127);
   }
-  ::setpgid(pid, pid);  // also in the parent, so signals sent right away reach the group
+  // vfork: the child has called setsid (so its group exists for signals) by the time we run.
   ::close(errPipe[1]);
   int childErrno = 0;
   ssize_t n;
@@ -177,6 +184,20 @@ std::string execInPlace(const std::vector<std::string>& args, const std::vector<
   return std::strerror(errno);
 }
 
+void closeOnExecFrom(int first) {
+  if (::close_range(static_cast<unsigned>(first), ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
+  // Kernels before 5.11: every possible descriptor, one call each.
+  rlimit limit{};
+  const long max = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
+                       ? static_cast<long>(limit.rlim_cur) : 65536;
+  for (long fd = first; fd < max; ++fd) ::fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
+}
+
+void closeAllButStdioAnd(int keep) {
+  if (keep > 3) ::close_range(3, static_cast<unsigned>(keep - 1), 0);
+  ::close_range(static_cast<unsigned>(keep < 3 ? 3 : keep + 1), ~0U, 0);
+}
+
 void becomeSubreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
 
 void signalGroup(pid_t pgid, int sig) {
@@ -197,9 +218,30 @@ Reaped reapOne() {
   return r;
 }
 
+std::optional<Reaped> endedUnreaped(pid_t pid) {
+  siginfo_t info{};
+  int rc;
+  do {
+    rc = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
+  } while (rc < 0 && errno == EINTR);
+  if (rc < 0 || info.si_pid != pid) return std::nullopt;
+  Reaped r;
+  r.pid = pid;
+  if (info.si_code == CLD_EXITED) {
+    r.exit_code = info.si_status;
+  } else {
+    r.signal = info.si_status;
+    r.exit_code = 128 + info.si_status;
+  }
+  return r;
+}
+
+void reap(pid_t pid) { waitRetrying(pid); }
+
 std::vector<pid_t> childrenOfThisProcess() {
   std::vector<pid_t> out;
-  // One file per thread lists its children (Linux ≥ 3.5); the agent is single-threaded.
+  // One file per thread lists its children (Linux ≥ 3.5): the main thread's, which spawns the
+  // workers and, as the thread-group leader, adopts orphans as subreaper. Call from it.
   std::ifstream children("/proc/self/task/" + std::to_string(::gettid()) + "/children");
   if (children) {
     long pid;

@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,14 +34,25 @@ struct SpawnSpec {
   std::vector<std::string> env;   // the complete environment
   int stdout_fd = -1;             // the child's stdout/stderr (write ends; the parent keeps its copies)
   int stderr_fd = -1;
+  bool inherit_stdin = false;     // the agent's stdin (for pdb in one rank); else /dev/null
 };
 
-// Starts a worker in its own process group (pgid = pid), with PR_SET_PDEATHSIG(SIGKILL) so it
-// dies with the agent, default signal dispositions and an empty signal mask, stdin from
-// /dev/null. Uses vfork+execve because posix_spawn cannot set PR_SET_PDEATHSIG in the child.
-// An exec failure (ENOENT, EACCES, ...) is reported as an error naming argv[0]. Must be called
-// from a single-threaded process (PR_SET_PDEATHSIG tracks the calling thread).
+// Starts a worker in its own session and process group (pgid = pid, as torchrun's
+// start_new_session: reading an inherited terminal works, Ctrl-C at the terminal reaches only
+// the agent), with PR_SET_PDEATHSIG(SIGKILL) so it dies with the agent, default signal
+// dispositions, an empty signal mask, and no descriptor but 0, 1 and 2 (stdin from /dev/null
+// unless `inherit_stdin`). Uses vfork+execve because posix_spawn cannot set PR_SET_PDEATHSIG in
+// the child. An exec failure (ENOENT, EACCES, ...) is reported as an error naming argv[0].
+// PR_SET_PDEATHSIG fires when the *calling thread* ends: call it from the thread that outlives
+// the workers (the agent's main thread); other threads may run meanwhile.
 Expected<pid_t> spawnWorker(const SpawnSpec& spec);
+
+// Marks every descriptor >= `first` close-on-exec, except `keep` (-1: none). Async-signal-safe:
+// for a child between fork and exec, and for the guard.
+void closeOnExecFrom(int first);
+
+// Closes every descriptor >= 3 except `keep`. Async-signal-safe.
+void closeAllButStdioAnd(int keep);
 
 // Replaces this process with argv[0] (a path) and `env`: a rank per scheduler task, where the
 // scheduler supervises the process itself. Returns only on failure, with the reason.
@@ -60,6 +72,13 @@ struct Reaped {
   int signal = 0;
 };
 Reaped reapOne();
+
+// Whether child `pid` has ended, without reaping it (waitid WNOWAIT): while it stays a zombie,
+// its pid and process-group id cannot be given to another process.
+std::optional<Reaped> endedUnreaped(pid_t pid);
+
+// Reaps child `pid`, waiting for it to end.
+void reap(pid_t pid);
 
 // The pids whose parent is this process (from /proc), e.g. orphans adopted as subreaper.
 std::vector<pid_t> childrenOfThisProcess();

@@ -4,9 +4,9 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -27,6 +27,13 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kTailLines = 20;
 constexpr int kHandledSignals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+// How long an attempt whose workers have all ended waits for its failure to be published.
+constexpr auto kPublishGrace = std::chrono::seconds(5);
+
+// Identifiers of the loop's descriptors other than the workers' pipes ((local rank << 1) | stream).
+constexpr uint64_t kSignalsId = ~0ull;
+constexpr uint64_t kLinkId = ~1ull;
+constexpr uint64_t kConsoleId = ~2ull;
 
 sigset_t handledSet() {
   sigset_t set;
@@ -81,53 +88,32 @@ std::string readErrorFile(const std::string& path) {
   return raw.substr(0, 300);
 }
 
-// The guard: a forked helper that outlives a SIGKILLed agent just long enough to kill the
-// workers' process groups (PR_SET_PDEATHSIG covers the workers, not their children). It reads
-// "+PGID", "-PGID" and "done" lines; end of input without "done" means the agent died. Then,
-// when `removeArgv` is given (the agent's temporary run directory), it becomes `rm -rf DIR`.
-[[noreturn]] void runGuard(int readFd, char* const* removeArgv) {
-  // Only async-signal-safe calls and no allocation: the agent may have other threads (the
-  // store's) when it forks this process.
-  ::setpgid(0, 0);  // out of the terminal's foreground group: Ctrl-C is the agent's business
-  constexpr int kMaxGroups = 8192;
-  static pid_t groups[kMaxGroups];
-  int count = 0;
-  char line[32];
-  size_t length = 0;
-  char c;
-  while (true) {
-    ssize_t n = ::read(readFd, &c, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (c != '\n') {
-      if (length < sizeof line - 1) line[length++] = c;
-      continue;
-    }
-    line[length] = '\0';
-    length = 0;
-    if (std::strcmp(line, "done") == 0) ::_exit(0);
-    pid_t g = 0;
-    for (const char* p = line + 1; *p >= '0' && *p <= '9'; ++p) g = g * 10 + (*p - '0');
-    if (line[0] == '+' && count < kMaxGroups) groups[count++] = g;
-    if (line[0] == '-') {
-      for (int i = 0; i < count; ++i) {
-        if (groups[i] == g) groups[i] = 0;
-      }
-    }
-  }
-  for (int i = 0; i < count; ++i) {
-    if (groups[i] > 0) ::kill(-groups[i], SIGKILL);
-  }
-  if (removeArgv) ::execv("/bin/rm", removeArgv);
-  ::_exit(0);
+void watchFd(int epollFd, int fd, uint64_t id, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = id;
+  if (::epoll_ctl(epollFd, EPOLL_CTL_MOD, fd, &ev) != 0) ::epoll_ctl(epollFd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+std::string interruptNote(int count) {
+  if (count == 1) return "accel: SIGINT forwarded to the workers (again: SIGTERM, a third time: SIGKILL)\n";
+  if (count == 2) return "accel: second SIGINT: sending SIGTERM to the workers\n";
+  return "accel: third SIGINT: sending SIGKILL to the workers\n";
 }
 
 }  // namespace
 
-struct Supervisor::Worker {
+// ---- One attempt --------------------------------------------------------------------------
+// Its phases, in order: prepare the workers' slots, spawn them, supervise until every worker has
+// ended (the loop dispatches each ready descriptor to its handler), tear down (kill what is
+// left, reap, read the pipes to the end), and build the report.
+
+namespace {
+
+struct Worker {
   int local_rank = 0;
   int rank = 0;
-  pid_t pid = -1;
+  pid_t pid = -1;    // while > 0 and not reaped, its process-group id is ours
   bool running = false;
   int fds[2] = {-1, -1};       // read ends: stdout, stderr
   int log_fds[2] = {-1, -1};   // log files, when logging
@@ -144,179 +130,91 @@ struct Supervisor::Worker {
   }
 };
 
-Supervisor::Supervisor(const LaunchPlan& plan, Environment parentEnv, std::string runDir)
-    : plan_(plan), parent_env_(std::move(parentEnv)), run_dir_(std::move(runDir)) {}
-
-Supervisor::~Supervisor() {
-  if (epoll_fd_ >= 0) ::close(epoll_fd_);
-  if (signal_fd_ >= 0) ::close(signal_fd_);
-  if (guard_fd_ >= 0) ::close(guard_fd_);
+uint64_t pipeId(const Worker& w, int stream) {
+  return (static_cast<uint64_t>(w.local_rank) << 1) | static_cast<uint64_t>(stream);
 }
 
-Expected<void> Supervisor::start() {
-  sigset_t set = handledSet();
-  if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0) return makeError(std::string("sigprocmask: ") + std::strerror(errno));
-  ::signal(SIGPIPE, SIG_IGN);  // a closed console must not kill the agent (children get SIG_DFL back)
-  signal_fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (signal_fd_ < 0) return makeError(std::string("signalfd: ") + std::strerror(errno));
-  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  if (epoll_fd_ < 0) return makeError(std::string("epoll_create1: ") + std::strerror(errno));
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u64 = ~0ull;
-  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, signal_fd_, &ev) != 0) {
-    return makeError(std::string("epoll_ctl: ") + std::strerror(errno));
+}  // namespace
+
+class Supervisor::Attempt {
+ public:
+  Attempt(Supervisor& s, int attempt) : s_(s), plan_(s.plan_), attempt_(attempt), buf_(65536) {
+    report_.attempt = attempt;
   }
-  becomeSubreaper();
 
-  int pipeFds[2];
-  if (::pipe2(pipeFds, O_CLOEXEC) != 0) return makeError(std::string("pipe: ") + std::strerror(errno));
-  // Built before fork: the guard may not allocate.
-  std::string rmName = "rm", rmFlags = "-rf", rmDir = run_dir_;
-  char* removeArgv[] = {rmName.data(), rmFlags.data(), rmDir.data(), nullptr};
-  pid_t pid = ::fork();
-  if (pid < 0) return makeError(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    ::close(pipeFds[1]);
-    runGuard(pipeFds[0], remove_run_dir_ ? removeArgv : nullptr);
+  AttemptReport run() {
+    start_ = Clock::now();
+    oom_before_ = readOomKillCount();
+    prepareWorkers();
+    spawnWorkers();
+    superviseUntilDone();
+    tearDown();
+    return finalReport();
   }
-  ::close(pipeFds[0]);
-  guard_pid_ = pid;
-  guard_fd_ = pipeFds[1];
-  return {};
+
+ private:
+  enum class Publication { kNone, kPending, kDone };
+
+  // ---- Phases ----
+  void prepareWorkers();
+  void spawnWorkers();
+  bool spawn(Worker& w);
+  void superviseUntilDone();
+  void tearDown();
+  AttemptReport finalReport();
+
+  // ---- The loop ----
+  bool finished() const;
+  int waitMillis() const;
+  void dispatch(uint64_t id);
+  void afterBatch();
+
+  // ---- Handlers ----
+  void onSignals();
+  void onAgentSignal(int sig);
+  void onChildren();
+  void onWorkerExit(Worker& w, int exitCode, int signal);
+  void onOutput(Worker& w, int stream);
+  void onLinkEvents();
+  void onRemoteFailure(JobFailure failure);
+  void onConsoleReady();
+
+  // ---- Actions ----
+  void stopTheOthers();
+  void signalRunning(int sig, bool collateral);
+  void killOverdue();
+  void publishFirstFailure();
+  JobFailure myFailure();
+  void pauseOutput();
+  void resumeOutput();
+  void killLeftovers();
+  void say(const std::string& line);
+
+  Supervisor& s_;
+  const LaunchPlan& plan_;
+  const int attempt_;
+  AttemptReport report_;
+  std::vector<Worker> workers_;
+  std::vector<char> buf_;
+  Clock::time_point start_;
+  std::optional<uint64_t> oom_before_;
+  bool stopping_ = false;  // SIGTERM sent; SIGKILL at kill_deadline_
+  Clock::time_point kill_deadline_{};
+  std::optional<Clock::time_point> culprit_end_;
+  Publication publication_ = Publication::kNone;
+  Clock::time_point publish_deadline_{};
+  bool output_paused_ = false;
+};
+
+void Supervisor::Attempt::say(const std::string& line) {
+  if (!plan_.quiet) s_.console_.write(2, line);
 }
 
-void Supervisor::tellGuard(const std::string& line) {
-  if (guard_fd_ >= 0) writeAll(guard_fd_, (line + "\n").data(), line.size() + 1);
-}
-
-void Supervisor::finish() {
-  tellGuard("done");
-  if (guard_fd_ >= 0) ::close(guard_fd_);
-  guard_fd_ = -1;
-  if (guard_pid_ > 0) {
-    int status;
-    while (::waitpid(guard_pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    guard_pid_ = -1;
-  }
-  sigset_t set = handledSet();
-  ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
-}
-
-void Supervisor::signalRunning(std::vector<Worker>& workers, int sig, bool collateral) {
-  for (auto& w : workers) {
-    if (!w.running) continue;
-    if (collateral) w.outcome.stopped_by_agent = true;
-    signalGroup(w.pid, sig);
-  }
-}
-
-void Supervisor::onWorkerExit(AttemptReport& report, std::vector<Worker>& workers, size_t index, int exitCode,
-                              int signal) {
-  Worker& w = workers[index];
-  w.running = false;
-  w.outcome.exit_code = exitCode;
-  w.outcome.signal = signal;
-  w.outcome.ended_after_s = std::chrono::duration<double>(Clock::now() - attempt_start_).count();
-  if (exitCode == 0) return;
-  if (!w.error_file.empty()) w.outcome.error_file_message = readErrorFile(w.error_file);
-  if (report.culprit || w.outcome.stopped_by_agent || report.agent_signal != 0) return;
-  report.culprit = index;
-  culprit_end_ = Clock::now();
-  signalRunning(workers, SIGTERM, /*collateral=*/true);
-  stopping_ = true;
-  kill_deadline_ = Clock::now() + plan_.term_timeout;
-}
-
-void Supervisor::handleSignals(AttemptReport& report, std::vector<Worker>& workers) {
-  signalfd_siginfo info;
-  while (::read(signal_fd_, &info, sizeof info) == sizeof info) {
-    const int sig = static_cast<int>(info.ssi_signo);
-    if (sig == SIGCHLD) continue;  // reaped below, whatever the number of SIGCHLDs merged
-    if (sig == SIGUSR1 || sig == SIGUSR2) {
-      signalRunning(workers, sig, false);
-      continue;
-    }
-    report.agent_signal = sig;
-    stop_requested_ = true;
-    int forward = sig;
-    if (sig == SIGINT) {
-      ++interrupts_;
-      forward = interrupts_ == 1 ? SIGINT : interrupts_ == 2 ? SIGTERM : SIGKILL;
-      if (!plan_.quiet) {
-        std::string note = interrupts_ == 1 ? "accel: SIGINT forwarded to the workers (again: SIGTERM, a third time: SIGKILL)\n"
-                           : interrupts_ == 2 ? "accel: second SIGINT: sending SIGTERM to the workers\n"
-                                              : "accel: third SIGINT: sending SIGKILL to the workers\n";
-        writeAll(2, note.data(), note.size());
-      }
-    } else if (!stopping_) {
-      stopping_ = true;
-      kill_deadline_ = Clock::now() + plan_.term_timeout;
-    }
-    signalRunning(workers, forward, false);
-  }
-  // Reap everything that ended: workers, and orphans we adopted as subreaper.
-  while (true) {
-    Reaped r = reapOne();
-    if (r.pid <= 0) break;
-    for (size_t i = 0; i < workers.size(); ++i) {
-      if (workers[i].pid == r.pid && workers[i].running) onWorkerExit(report, workers, i, r.exit_code, r.signal);
-    }
-  }
-}
-
-void Supervisor::onRemoteFailure(AttemptReport& report, std::vector<Worker>& workers) {
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, events_.fd, nullptr);
-  watching_ = false;
-  std::optional<JobFailure> failure = events_.read();
-  if (!failure || report.remote_culprit || report.told_others) return;
-  // Stopped by a signal here too (scancel signals every node): this agent's own story stands.
-  if (report.agent_signal != 0 && failure->rank < 0) return;
-  report.remote_culprit = std::move(failure);
-  if (stopping_) return;  // already stopping for a reason of its own
-  if (!plan_.quiet) {
-    std::string note = "accel: " + describeFailure(*report.remote_culprit) + "; stopping the workers here\n";
-    writeAll(2, note.data(), note.size());
-  }
-  culprit_end_ = Clock::now();
-  signalRunning(workers, SIGTERM, /*collateral=*/true);
-  stopping_ = true;
-  kill_deadline_ = Clock::now() + plan_.term_timeout;
-}
-
-void Supervisor::killLeftovers(std::vector<Worker>& workers) {
-  // Whatever is left in a worker's process group (a forked sleeper, a data-loader process)...
-  for (auto& w : workers) signalGroup(w.pid, SIGKILL);
-  // ...and orphans re-parented to us that left those groups.
-  for (int round = 0; round < 50; ++round) {
-    std::vector<pid_t> children;
-    for (pid_t pid : childrenOfThisProcess()) {
-      if (pid != guard_pid_) children.push_back(pid);
-    }
-    if (children.empty()) break;
-    for (pid_t pid : children) {
-      ::kill(pid, SIGKILL);
-      int status;
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-    }
-  }
-  for (auto& w : workers) tellGuard("-" + std::to_string(w.pid));
-}
-
-AttemptReport Supervisor::runAttempt(int attempt) {
-  AttemptReport report;
-  report.attempt = attempt;
-  stopping_ = false;
-  culprit_end_.reset();
-  attempt_start_ = Clock::now();
-  const auto oomBefore = readOomKillCount();
-  const std::string attemptDir = run_dir_ + "/attempt_" + std::to_string(attempt);
-
-  std::vector<Worker> workers(static_cast<size_t>(plan_.local_world_size));
+void Supervisor::Attempt::prepareWorkers() {
+  const std::string attemptDir = s_.run_dir_ + "/attempt_" + std::to_string(attempt_);
+  workers_.resize(static_cast<size_t>(plan_.local_world_size));
   for (int lr = 0; lr < plan_.local_world_size; ++lr) {
-    Worker& w = workers[static_cast<size_t>(lr)];
+    Worker& w = workers_[static_cast<size_t>(lr)];
     w.local_rank = lr;
     w.rank = globalRank(plan_, lr);
     w.outcome.rank = w.rank;
@@ -334,189 +232,397 @@ AttemptReport Supervisor::runAttempt(int attempt) {
       w.log_fds[1] = ::open((rankDir + "/stderr.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     }
   }
+}
 
-  // Spawn all workers; a worker that cannot start counts as the culprit.
-  for (auto& w : workers) {
-    if (report.culprit) break;
-    int out[2], err[2];
-    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-      w.outcome.stderr_tail = {std::string("cannot create pipes: ") + std::strerror(errno)};
-      onWorkerExit(report, workers, static_cast<size_t>(w.local_rank), 127, 0);
-      break;
-    }
-    WorkerSlot slot{w.local_rank, attempt, master_port_, w.error_file};
-    SpawnSpec spec{plan_.argv, workerEnvironment(plan_, slot, parent_env_), out[1], err[1]};
-    auto pid = spawnWorker(spec);
-    ::close(out[1]);
-    ::close(err[1]);
-    if (!pid) {
-      ::close(out[0]);
-      ::close(err[0]);
-      w.outcome.stderr_tail = {pid.error()};
-      std::string line = "accel: rank " + std::to_string(w.rank) + ": " + pid.error() + "\n";
-      writeAll(2, line.data(), line.size());
-      onWorkerExit(report, workers, static_cast<size_t>(w.local_rank), 127, 0);
-      break;
-    }
-    w.pid = *pid;
-    w.running = true;
-    w.outcome.pid = *pid;
-    tellGuard("+" + std::to_string(*pid));
-    for (int stream = 0; stream < 2; ++stream) {
-      w.fds[stream] = stream == 0 ? out[0] : err[0];
-      ::fcntl(w.fds[stream], F_SETFL, O_NONBLOCK);
-      epoll_event ev{};
-      ev.events = EPOLLIN;
-      ev.data.u64 = (static_cast<uint64_t>(w.local_rank) << 1) | static_cast<uint64_t>(stream);
-      ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, w.fds[stream], &ev);
-    }
+// Spawns every worker; a worker that cannot start counts as the culprit, and no more are started.
+void Supervisor::Attempt::spawnWorkers() {
+  for (auto& w : workers_) {
+    if (report_.culprit || !spawn(w)) break;
   }
+}
 
-  char buf[65536];
-  auto drain = [&](Worker& w, int stream) {
-    while (true) {
-      ssize_t n = ::read(w.fds[stream], buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return;  // EAGAIN: more later
-      if (n == 0) {       // EOF: the last writer (worker or descendant) closed it
-        std::string rest = w.prefixers[stream].flush();
-        if (!rest.empty() && w.show_on_console && (plan_.tee & (stream + 1))) writeAll(stream + 1, rest.data(), rest.size());
-        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, w.fds[stream], nullptr);
-        ::close(w.fds[stream]);
-        w.fds[stream] = -1;
-        return;
-      }
-      if (w.log_fds[stream] >= 0) writeAll(w.log_fds[stream], buf, static_cast<size_t>(n));
-      if (stream == 1) w.stderr_tail.feed(buf, static_cast<size_t>(n));
-      std::string lines = w.prefixers[stream].feed(std::string_view(buf, static_cast<size_t>(n)));
-      if (!lines.empty() && w.show_on_console && (plan_.tee & (stream + 1))) {
-        writeAll(stream + 1, lines.data(), lines.size());
-      }
-    }
-  };
-  auto anyRunning = [&] {
-    for (auto& w : workers) {
-      if (w.running) return true;
-    }
+bool Supervisor::Attempt::spawn(Worker& w) {
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    w.outcome.stderr_tail = {std::string("cannot create pipes: ") + std::strerror(errno)};
+    onWorkerExit(w, 127, 0);
     return false;
-  };
-
-  // The first failure here, published to the other machines once its stderr is read.
-  bool published = false;
-  auto publishFailure = [&] {
-    if (published || !events_.publish || (!report.culprit && report.agent_signal == 0)) return;
-    published = true;
-    if (report.remote_culprit) return;  // another machine was first; the others know
-    JobFailure mine;
-    mine.machine_rank = events_.machine_rank;
-    mine.host = events_.host;
-    if (report.culprit) {
-      Worker& w = workers[*report.culprit];
-      if (w.fds[1] >= 0) drain(w, 1);
-      mine.rank = w.rank;
-      mine.local_rank = w.local_rank;
-      mine.pid = w.pid;
-      mine.exit_code = w.outcome.exit_code;
-      mine.signal = w.outcome.signal;
-      mine.ended_after_s = w.outcome.ended_after_s;
-      mine.stderr_tail = w.stderrTail();
-      mine.error_file_message = w.outcome.error_file_message;
-    } else {
-      mine.reason = "its agent received " + signalName(report.agent_signal);
-      mine.exit_code = 128 + report.agent_signal;
-    }
-    if (auto first = events_.publish(mine)) {
-      if (report.culprit || first->rank >= 0) report.remote_culprit = std::move(first);
-    } else {
-      report.told_others = true;
-    }
-  };
-  if (events_.fd >= 0 && !watching_) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = ~1ull;
-    watching_ = ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, events_.fd, &ev) == 0;
   }
+  WorkerSlot slot{w.local_rank, attempt_, s_.master_port_, w.error_file};
+  SpawnSpec spec{plan_.argv, workerEnvironment(plan_, slot, s_.parent_env_), out[1], err[1]};
+  spec.inherit_stdin = w.rank == 0;  // local rank 0 of machine 0: pdb/breakpoint() work there
+  auto pid = spawnWorker(spec);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (!pid) {
+    ::close(out[0]);
+    ::close(err[0]);
+    w.outcome.stderr_tail = {pid.error()};
+    say("accel: rank " + std::to_string(w.rank) + ": " + pid.error() + "\n");
+    onWorkerExit(w, 127, 0);
+    return false;
+  }
+  w.pid = *pid;
+  w.running = true;
+  w.outcome.pid = *pid;
+  s_.guard_.add(*pid);
+  for (int stream = 0; stream < 2; ++stream) {
+    w.fds[stream] = stream == 0 ? out[0] : err[0];
+    ::fcntl(w.fds[stream], F_SETFL, O_NONBLOCK);
+    watchFd(s_.epoll_fd_, w.fds[stream], pipeId(w, stream), output_paused_ ? 0u : uint32_t{EPOLLIN});
+  }
+  return true;
+}
 
+// ---- The loop -----------------------------------------------------------------------------
+
+// Done when every worker has ended and this machine's failure, if any, is published (or the
+// store did not answer within kPublishGrace).
+bool Supervisor::Attempt::finished() const {
+  for (const auto& w : workers_) {
+    if (w.running) return false;
+  }
+  return publication_ != Publication::kPending || Clock::now() >= publish_deadline_;
+}
+
+int Supervisor::Attempt::waitMillis() const {
+  std::optional<Clock::time_point> next;
+  if (stopping_) next = kill_deadline_;
+  if (publication_ == Publication::kPending) next = next ? std::min(*next, publish_deadline_) : publish_deadline_;
+  if (!next) return -1;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now()).count();
+  return static_cast<int>(std::max<int64_t>(left, 0)) + 1;
+}
+
+void Supervisor::Attempt::superviseUntilDone() {
   // Signals that arrived before or during spawning (e.g. Ctrl-C at start-up) are handled here.
-  handleSignals(report, workers);
-  publishFailure();
+  onSignals();
+  afterBatch();
   epoll_event events[64];
-  while (anyRunning()) {
-    int timeout = -1;
-    if (stopping_) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(kill_deadline_ - Clock::now()).count();
-      if (left <= 0) {
-        for (auto& w : workers) {
-          if (w.running) {
-            w.outcome.needed_sigkill = true;
-            signalGroup(w.pid, SIGKILL);
-          }
-        }
-        stopping_ = false;  // SIGKILL cannot be refused; just wait for the exits
-        continue;
-      }
-      timeout = static_cast<int>(left) + 1;
-    }
-    int n = ::epoll_wait(epoll_fd_, events, 64, timeout);
-    if (n < 0 && errno == EINTR) continue;
-    for (int i = 0; i < n; ++i) {
-      if (events[i].data.u64 == ~0ull) {
-        handleSignals(report, workers);
-        continue;
-      }
-      if (events[i].data.u64 == ~1ull) {
-        if (watching_) onRemoteFailure(report, workers);
-        continue;
-      }
-      auto& w = workers[events[i].data.u64 >> 1];
-      int stream = static_cast<int>(events[i].data.u64 & 1);
-      if (w.fds[stream] >= 0) drain(w, stream);
-    }
-    publishFailure();
+  while (!finished()) {
+    int n = ::epoll_wait(s_.epoll_fd_, events, 64, waitMillis());
+    if (n < 0 && errno != EINTR) break;
+    for (int i = 0; i < n; ++i) dispatch(events[i].data.u64);
+    afterBatch();
   }
+}
 
-  publishFailure();
-  if (watching_) {
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, events_.fd, nullptr);
-    watching_ = false;
+void Supervisor::Attempt::dispatch(uint64_t id) {
+  if (id == kSignalsId) return onSignals();
+  if (id == kLinkId) return onLinkEvents();
+  if (id == kConsoleId) return onConsoleReady();
+  Worker& w = workers_[id >> 1];
+  const int stream = static_cast<int>(id & 1);
+  if (w.fds[stream] >= 0) onOutput(w, stream);
+}
+
+// What every pass of the loop checks, whatever woke it.
+void Supervisor::Attempt::afterBatch() {
+  killOverdue();
+  publishFirstFailure();
+  if (!output_paused_ && s_.console_.backlogged()) pauseOutput();
+}
+
+// ---- Handlers -----------------------------------------------------------------------------
+
+void Supervisor::Attempt::onSignals() {
+  signalfd_siginfo info;
+  bool children = false;
+  while (::read(s_.signal_fd_, &info, sizeof info) == sizeof info) {
+    const int sig = static_cast<int>(info.ssi_signo);
+    if (sig == SIGCHLD) {
+      children = true;  // handled once below, whatever the number of SIGCHLDs merged
+    } else if (sig == SIGUSR1 || sig == SIGUSR2) {
+      for (auto& w : workers_) {
+        if (w.running) ::kill(w.pid, sig);  // the process only: its unprepared children would die
+      }
+    } else {
+      onAgentSignal(sig);
+    }
   }
-  killLeftovers(workers);
+  if (children) onChildren();
+}
+
+void Supervisor::Attempt::onAgentSignal(int sig) {
+  report_.agent_signal = sig;
+  s_.stop_requested_ = true;
+  int forward = sig;
+  if (sig == SIGINT) {
+    const int count = ++s_.interrupts_;
+    forward = count == 1 ? SIGINT : count == 2 ? SIGTERM : SIGKILL;
+    say(interruptNote(count));
+  } else if (!stopping_) {
+    stopping_ = true;
+    kill_deadline_ = Clock::now() + plan_.term_timeout;
+  }
+  signalRunning(forward, false);
+}
+
+// Workers that ended are noted but stay unreaped; orphans adopted as subreaper are reaped.
+void Supervisor::Attempt::onChildren() {
+  for (auto& w : workers_) {
+    if (!w.running) continue;
+    if (auto ended = endedUnreaped(w.pid)) onWorkerExit(w, ended->exit_code, ended->signal);
+  }
+  for (pid_t pid : childrenOfThisProcess()) {
+    if (pid == s_.guard_.pid()) continue;
+    if (std::any_of(workers_.begin(), workers_.end(), [pid](const Worker& w) { return w.pid == pid; })) continue;
+    if (endedUnreaped(pid)) reap(pid);
+  }
+}
+
+void Supervisor::Attempt::onWorkerExit(Worker& w, int exitCode, int signal) {
+  w.running = false;
+  w.outcome.exit_code = exitCode;
+  w.outcome.signal = signal;
+  w.outcome.ended_after_s = std::chrono::duration<double>(Clock::now() - start_).count();
+  if (exitCode == 0) return;
+  if (!w.error_file.empty()) w.outcome.error_file_message = readErrorFile(w.error_file);
+  if (report_.culprit || w.outcome.stopped_by_agent || report_.agent_signal != 0) return;
+  report_.culprit = static_cast<size_t>(w.local_rank);
+  stopTheOthers();
+}
+
+// Reads what the pipe has now (it is non-blocking until tearDown); EOF closes it.
+void Supervisor::Attempt::onOutput(Worker& w, int stream) {
+  while (true) {
+    ssize_t n = ::read(w.fds[stream], buf_.data(), buf_.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return;  // EAGAIN: more later
+    const bool shown = w.show_on_console && (plan_.tee & (stream + 1));
+    if (n == 0) {  // EOF: the last writer (worker or descendant) closed it
+      std::string rest = w.prefixers[stream].flush();
+      if (shown) s_.console_.write(stream + 1, std::move(rest));
+      ::epoll_ctl(s_.epoll_fd_, EPOLL_CTL_DEL, w.fds[stream], nullptr);
+      ::close(w.fds[stream]);
+      w.fds[stream] = -1;
+      return;
+    }
+    if (w.log_fds[stream] >= 0) writeAll(w.log_fds[stream], buf_.data(), static_cast<size_t>(n));
+    if (stream == 1) w.stderr_tail.feed(buf_.data(), static_cast<size_t>(n));
+    std::string lines = w.prefixers[stream].feed(std::string_view(buf_.data(), static_cast<size_t>(n)));
+    if (shown) s_.console_.write(stream + 1, std::move(lines));
+  }
+}
+
+void Supervisor::Attempt::onLinkEvents() {
+  for (auto& event : s_.link_->takeEvents()) {
+    switch (event.kind) {
+      case LinkEvent::Kind::kPublishedFirst:
+        report_.told_others = true;
+        publication_ = Publication::kDone;
+        break;
+      case LinkEvent::Kind::kAnotherWasFirst:
+        if (report_.culprit || event.failure.rank >= 0) report_.remote_culprit = std::move(event.failure);
+        publication_ = Publication::kDone;
+        break;
+      case LinkEvent::Kind::kRemoteFailure:
+        onRemoteFailure(std::move(event.failure));
+        break;
+    }
+  }
+}
+
+void Supervisor::Attempt::onRemoteFailure(JobFailure failure) {
+  if (report_.remote_culprit || report_.told_others) return;
+  // Stopped by a signal here too (scancel signals every node): this agent's own story stands.
+  if (report_.agent_signal != 0 && failure.rank < 0) return;
+  report_.remote_culprit = std::move(failure);
+  if (stopping_) return;  // already stopping for a reason of its own
+  say("accel: " + describeFailure(*report_.remote_culprit) + "; stopping the workers here\n");
+  stopTheOthers();
+}
+
+void Supervisor::Attempt::onConsoleReady() {
+  s_.console_.ackReady();
+  if (output_paused_ && !s_.console_.backlogged()) resumeOutput();
+}
+
+// ---- Actions ------------------------------------------------------------------------------
+
+// The job failed (here or elsewhere): SIGTERM to every running worker, SIGKILL after the grace.
+void Supervisor::Attempt::stopTheOthers() {
+  culprit_end_ = Clock::now();
+  signalRunning(SIGTERM, /*collateral=*/true);
+  stopping_ = true;
+  kill_deadline_ = Clock::now() + plan_.term_timeout;
+}
+
+// Signals the process group of every running worker (its leader unreaped: the group is ours).
+void Supervisor::Attempt::signalRunning(int sig, bool collateral) {
+  for (auto& w : workers_) {
+    if (!w.running) continue;
+    if (collateral) w.outcome.stopped_by_agent = true;
+    signalGroup(w.pid, sig);
+  }
+}
+
+void Supervisor::Attempt::killOverdue() {
+  if (!stopping_ || Clock::now() < kill_deadline_) return;
+  for (auto& w : workers_) {
+    if (!w.running) continue;
+    w.outcome.needed_sigkill = true;
+    signalGroup(w.pid, SIGKILL);
+  }
+  stopping_ = false;  // SIGKILL cannot be refused; the exits follow
+}
+
+// The first failure here goes to the other machines once its stderr is read (without waiting:
+// the job link's thread talks to the store).
+void Supervisor::Attempt::publishFirstFailure() {
+  if (!s_.link_ || publication_ != Publication::kNone || (!report_.culprit && report_.agent_signal == 0)) return;
+  publication_ = Publication::kDone;
+  if (report_.remote_culprit) return;  // another machine was first; the others know
+  if (!s_.link_->publish(myFailure())) return;
+  publication_ = Publication::kPending;
+  publish_deadline_ = Clock::now() + kPublishGrace;
+}
+
+JobFailure Supervisor::Attempt::myFailure() {
+  JobFailure mine;
+  mine.machine_rank = s_.machine_rank_;
+  mine.host = s_.host_;
+  if (!report_.culprit) {
+    mine.reason = "its agent received " + signalName(report_.agent_signal);
+    mine.exit_code = 128 + report_.agent_signal;
+    return mine;
+  }
+  Worker& w = workers_[*report_.culprit];
+  if (w.fds[1] >= 0) onOutput(w, 1);
+  mine.rank = w.rank;
+  mine.local_rank = w.local_rank;
+  mine.pid = w.pid;
+  mine.exit_code = w.outcome.exit_code;
+  mine.signal = w.outcome.signal;
+  mine.ended_after_s = w.outcome.ended_after_s;
+  mine.stderr_tail = w.stderrTail();
+  mine.error_file_message = w.outcome.error_file_message;
+  return mine;
+}
+
+// The console is behind: stop reading the workers' pipes until it catches up (their writes
+// block, as on a slow terminal); exits, signals and the job link are still served.
+void Supervisor::Attempt::pauseOutput() {
+  output_paused_ = true;
+  for (auto& w : workers_) {
+    for (int stream = 0; stream < 2; ++stream) {
+      if (w.fds[stream] >= 0) watchFd(s_.epoll_fd_, w.fds[stream], pipeId(w, stream), 0);
+    }
+  }
+  if (!s_.console_.backlogged()) resumeOutput();  // drained meanwhile: its signal may be gone
+}
+
+void Supervisor::Attempt::resumeOutput() {
+  output_paused_ = false;
+  for (auto& w : workers_) {
+    for (int stream = 0; stream < 2; ++stream) {
+      if (w.fds[stream] >= 0) watchFd(s_.epoll_fd_, w.fds[stream], pipeId(w, stream), EPOLLIN);
+    }
+  }
+}
+
+// The workers' groups (their leaders unreaped until now, so the ids are still ours), then the
+// leaders, then orphans re-parented to us that left those groups.
+void Supervisor::Attempt::killLeftovers() {
+  for (auto& w : workers_) {
+    if (w.pid > 0) signalGroup(w.pid, SIGKILL);
+  }
+  for (auto& w : workers_) {
+    if (w.pid <= 0) continue;
+    s_.guard_.remove(w.pid);
+    reap(w.pid);
+  }
+  for (int round = 0; round < 50; ++round) {
+    std::vector<pid_t> children = childrenOfThisProcess();
+    children.erase(std::remove(children.begin(), children.end(), s_.guard_.pid()), children.end());
+    if (children.empty()) break;
+    for (pid_t pid : children) {
+      ::kill(pid, SIGKILL);  // our unreaped child: the pid is still its
+      reap(pid);
+    }
+  }
+}
+
+// ---- Tear-down and report -----------------------------------------------------------------
+
+void Supervisor::Attempt::tearDown() {
+  killLeftovers();
   // Everything that could write to the pipes is gone: read what is left, then close.
-  for (auto& w : workers) {
+  for (auto& w : workers_) {
     for (int stream = 0; stream < 2; ++stream) {
       if (w.fds[stream] >= 0) {
         ::fcntl(w.fds[stream], F_SETFL, 0);
-        drain(w, stream);
+        onOutput(w, stream);
       }
       if (w.log_fds[stream] >= 0) ::close(w.log_fds[stream]);
     }
   }
-  // SIGCHLDs of the leftovers were consumed by waitpid above; drop their queued signals.
+  // SIGCHLDs of the leftovers were consumed by the reaping above; drop their queued signals.
   signalfd_siginfo info;
-  while (::read(signal_fd_, &info, sizeof info) == sizeof info) {
+  while (::read(s_.signal_fd_, &info, sizeof info) == sizeof info) {
     if (info.ssi_signo != SIGCHLD) {
-      report.agent_signal = static_cast<int>(info.ssi_signo);
-      stop_requested_ = true;
+      report_.agent_signal = static_cast<int>(info.ssi_signo);
+      s_.stop_requested_ = true;
     }
   }
+}
 
-  for (auto& w : workers) {
+AttemptReport Supervisor::Attempt::finalReport() {
+  for (auto& w : workers_) {
     w.outcome.stderr_tail = w.stderrTail();
-    report.workers.push_back(w.outcome);
+    report_.workers.push_back(w.outcome);
   }
-  report.duration_s = std::chrono::duration<double>(Clock::now() - attempt_start_).count();
+  report_.duration_s = std::chrono::duration<double>(Clock::now() - start_).count();
   if (culprit_end_) {
     double last = 0;
-    for (const auto& w : report.workers) {
+    for (const auto& w : report_.workers) {
       if (w.stopped_by_agent) last = std::max(last, w.ended_after_s);
     }
-    double culpritAt = std::chrono::duration<double>(*culprit_end_ - attempt_start_).count();
-    if (last > 0) report.stop_s = std::max(0.0, last - culpritAt);
+    double culpritAt = std::chrono::duration<double>(*culprit_end_ - start_).count();
+    if (last > 0) report_.stop_s = std::max(0.0, last - culpritAt);
   }
   const auto oomAfter = readOomKillCount();
-  report.oom_suspected = oomBefore && oomAfter && *oomAfter > *oomBefore;
-  return report;
+  report_.oom_suspected = oom_before_ && oomAfter && *oomAfter > *oom_before_;
+  return std::move(report_);
+}
+
+// ---- Supervisor ---------------------------------------------------------------------------
+
+Supervisor::Supervisor(const LaunchPlan& plan, Environment parentEnv, std::string runDir, Console& console)
+    : plan_(plan), parent_env_(std::move(parentEnv)), run_dir_(std::move(runDir)), console_(console) {}
+
+Supervisor::~Supervisor() {
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+  if (signal_fd_ >= 0) ::close(signal_fd_);
+}
+
+Expected<void> Supervisor::start() {
+  sigset_t set = handledSet();
+  if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return makeError(std::string("sigprocmask: ") + std::strerror(errno));
+  ::signal(SIGPIPE, SIG_IGN);  // a closed console must not kill the agent (children get SIG_DFL back)
+  signal_fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd_ < 0) return makeError(std::string("signalfd: ") + std::strerror(errno));
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) return makeError(std::string("epoll_create1: ") + std::strerror(errno));
+  watchFd(epoll_fd_, signal_fd_, kSignalsId, EPOLLIN);
+  watchFd(epoll_fd_, console_.readyFd(), kConsoleId, EPOLLIN);
+  becomeSubreaper();
+  return guard_.start(remove_run_dir_ ? run_dir_ : "");
+}
+
+void Supervisor::setJobLink(JobLink* link, int machineRank, std::string host) {
+  link_ = link;
+  machine_rank_ = machineRank;
+  host_ = std::move(host);
+  if (link_) watchFd(epoll_fd_, link_->fd(), kLinkId, EPOLLIN);
+}
+
+AttemptReport Supervisor::runAttempt(int attempt) { return Attempt(*this, attempt).run(); }
+
+void Supervisor::finish() {
+  guard_.finish();
+  sigset_t set = handledSet();
+  ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
 }
 
 }  // namespace accel::launcher

@@ -104,7 +104,7 @@ void TcpStoreClient::connect() {
   int attempts = 0;
   while (true) {
     ++attempts;
-    fd_ = tryConnect(options_.host, options_.port, why);
+    adopt(tryConnect(options_.host, options_.port, why));
     if (fd_ >= 0 && !generation_) {
       if (probeValidated()) {
         generation_ = wire::Generation::Validated;
@@ -112,7 +112,7 @@ void TcpStoreClient::connect() {
       }
       // A torch 1.13-2.1 server closed the connection on the handshake: ask which of them.
       breakConnection();
-      fd_ = tryConnect(options_.host, options_.port, why);
+      adopt(tryConnect(options_.host, options_.port, why));
       if (fd_ < 0) continue;
       if (probeTorch21()) {
         generation_ = wire::Generation::Torch21;
@@ -136,12 +136,28 @@ void TcpStoreClient::connect() {
 }
 
 void TcpStoreClient::ensureConnected() {
-  if (fd_ < 0) connect();
+  if (fd_ < 0) connect();  // after interrupt(): adopt() throws
 }
 
 void TcpStoreClient::breakConnection() {
+  std::lock_guard lock(fd_mutex_);
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+}
+
+void TcpStoreClient::adopt(int fd) {
+  std::lock_guard lock(fd_mutex_);
+  if (interrupted_) {
+    if (fd >= 0) ::close(fd);
+    throw NetworkError("the connection to the store at " + address() + " was interrupted by its owner");
+  }
+  fd_ = fd;
+}
+
+void TcpStoreClient::interrupt() {
+  std::lock_guard lock(fd_mutex_);
+  interrupted_ = true;
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
 }
 
 void TcpStoreClient::sendAll(const std::string& bytes, const char* what, const std::string& key) {

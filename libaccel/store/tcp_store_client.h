@@ -15,6 +15,7 @@
 // Nothing is stored by the probes on any of them; our own server answers the first.
 
 #include <chrono>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -64,6 +65,13 @@ class TcpStoreClient : public Store {
   // "host:port" of the store, for messages.
   std::string address() const;
 
+  // The only calls that may come from another thread while one blocks: interrupt() shuts the
+  // connection down, so the blocked call fails at once with accel::NetworkError, as does every
+  // later call (no reconnection). For an owner that must not wait for an unreachable store.
+  void interrupt();
+  // Changes the bound of every later call that takes no timeout of its own.
+  void setTimeout(std::chrono::milliseconds timeout) { options_.timeout = timeout; }
+
   // The generation this client speaks (known once connected).
   wire::Generation generation() const { return *generation_; }
 
@@ -90,10 +98,14 @@ class TcpStoreClient : public Store {
                const std::string& key);
   std::string recvBytes(std::chrono::steady_clock::time_point deadline, const char* what, const std::string& key);
   void breakConnection();
+  // Makes `fd` (or -1) the connection, unless interrupted (then closes it and throws).
+  void adopt(int fd);
 
   TcpStoreClientOptions options_;
   std::optional<wire::Generation> generation_;
   int fd_ = -1;
+  std::mutex fd_mutex_;  // fd_ against interrupt() from another thread
+  bool interrupted_ = false;
 };
 
 }  // namespace accel::store
