@@ -120,9 +120,9 @@ std::string renderFailureSummary(const JobReport& report) {
   for (size_t i = 0; i < last.workers.size(); ++i) {
     const auto& w = last.workers[i];
     if (last.culprit && i == *last.culprit) continue;
+    if (w.needed_sigkill) killed.push_back(w.rank);
     if (w.stopped_by_agent) {
       collateral.push_back(w.rank);
-      if (w.needed_sigkill) killed.push_back(w.rank);
     } else if (w.exit_code == 0) {
       clean.push_back(w.rank);
     }
@@ -132,6 +132,8 @@ std::string renderFailureSummary(const JobReport& report) {
     if (last.stop_s) out << " in " << seconds(*last.stop_s);
     if (!killed.empty()) out << "; SIGKILL needed for ranks " << rankList(killed);
     out << "\n";
+  } else if (!killed.empty()) {  // stopped by a signal to the agent
+    out << "SIGKILL needed for ranks " << rankList(killed) << " (alive after --term_timeout)\n";
   }
   if (!clean.empty()) out << "finished before the failure: ranks " << rankList(clean) << "\n";
   if (total > 1) out << "restarts used: " << total - 1 << "\n";

@@ -389,6 +389,70 @@ rendezvous_timeout)
   for _ in $(seq 1 40); do [[ -e /proc/$agent ]] || break; sleep 0.05; done
   [[ ! -e /proc/$agent ]] || { kill -9 $agent; fail "agent ignored SIGTERM during the rendezvous"; }
   ;;
+worker_stdin)
+  # As under torchrun, a worker can read the agent's stdin (pdb, breakpoint()): global rank 0
+  # only; the others read /dev/null.
+  BEHAVE_DEFAULT=read-stdin expect_exit 0 "$ACCEL" launch -n 2 "${BEH[@]}" <<<"typed line"
+  expect_contains "$OUT" "[rank 0] stdin=[typed line]"
+  expect_contains "$OUT" "[rank 1] stdin=[]"
+  ;;
+no_leaked_fds)
+  # Nothing of the agent's reaches a worker (ls in a worker sees 0 1 2 and its own directory),
+  # even with descriptors the agent inherited without close-on-exec (7 here) and while the
+  # store's thread runs.
+  BEHAVE_DEFAULT=list-fds expect_exit 0 "$ACCEL" launch -n 2 "${BEH[@]}" 7</dev/null
+  for r in 0 1; do expect_contains "$OUT" "[rank $r] fds=0 1 2 3 "; done
+  # The guard keeps 0, 1, 2, its command pipe and its own pidfds of the two workers, nothing else.
+  BEHAVE_DEFAULT=ready-sleep "$ACCEL" launch -n 2 "${BEH[@]}" >/dev/null 2>&1 7</dev/null &
+  agent=$!
+  wait_files 'ready.*' 2
+  workers=" $(cat "$OUT_DIR"/pid.* | tr '\n' ' ') "
+  guard=
+  for child in $(cat /proc/$agent/task/*/children); do [[ $workers == *" $child "* ]] || guard=$child; done
+  [[ -n $guard ]] || fail "no guard among the agent's children: $(cat /proc/$agent/task/*/children)"
+  fds=$(for fd in $(ls /proc/$guard/fd | sort -n); do
+    target=$(readlink /proc/$guard/fd/$fd); case $target in pipe:*) echo -n "pipe ";; anon_inode:\[pidfd\]) echo -n "pidfd ";; *) echo -n "$fd ";; esac
+  done)
+  [[ $(tr ' ' '\n' <<<"$fds" | sort | paste -sd' ') == " 0 1 2 pidfd pidfd pipe" ]] ||
+    fail "the guard holds descriptors $fds: $(ls -l /proc/$guard/fd)"
+  kill -TERM $agent; wait $agent || true
+  expect_no_leftovers
+  ;;
+usr1_to_process)
+  # SIGUSR1 goes to each worker process, not its group: a child of the worker that has no
+  # handler (a DataLoader worker forked before one was installed) survives it.
+  BEHAVE_DEFAULT=usr1-child "$ACCEL" launch -n 2 "${BEH[@]}" >/dev/null 2>"$SCRATCH/e" &
+  agent=$!
+  wait_files 'ready.*' 2
+  kill -USR1 $agent
+  set +e; wait $agent; rc=$?; set -e
+  [[ $rc == 0 ]] || fail "exit $rc after SIGUSR1: $(cat "$SCRATCH/e")"
+  [[ -e $OUT_DIR/child-alive.0 && -e $OUT_DIR/child-alive.1 ]] || fail "SIGUSR1 reached the workers' children: $(ls "$OUT_DIR")"
+  expect_no_leftovers
+  ;;
+no_stranger_killed)
+  # A worker that exits early stays a zombie until the attempt ends, so its process-group id
+  # cannot be given to a stranger that the end of the job would then SIGKILL. In a private pid
+  # namespace, ns_last_pid steers the stranger's pid to the early worker's, which only an agent
+  # that reaped the worker early lets it have.
+  [[ $(id -u) == 0 ]] && command -v unshare >/dev/null || { echo "SKIPPED: needs root and unshare"; exit 77; }
+  BEHAVE_DEFAULT=exec-sleep BEHAVE_1=ok unshare --pid --fork --mount-proc bash -c '
+    "$0" launch -n 3 "$1" "$2" >/dev/null 2>&1 & agent=$!
+    until [[ -e $OUT_DIR/ready.0 && -e $OUT_DIR/ready.2 && -s $OUT_DIR/pid.1 ]]; do sleep 0.01; done
+    early=$(cat "$OUT_DIR/pid.1")
+    until [[ ! -e /proc/$early || $(cut -d" " -f3 /proc/$early/stat) == Z ]]; do sleep 0.01; done
+    echo $((early - 1)) >/proc/sys/kernel/ns_last_pid
+    setsid sleep 1000 & stranger=$!
+    until [[ $(cut -d" " -f5 /proc/$stranger/stat) == "$stranger" ]]; do sleep 0.01; done  # its own group
+    echo "early=$early stranger=$stranger" >"$OUT_DIR/pids"
+    kill -TERM $agent; wait $agent
+    state=$(cut -d" " -f3 /proc/$stranger/stat 2>/dev/null)  # killed: a zombie, or reaped by bash
+    [[ -n $state && $state != Z ]] && echo alive >"$OUT_DIR/stranger" || echo dead >"$OUT_DIR/stranger"
+    kill -KILL $stranger 2>/dev/null; true' "$ACCEL" "${BEH[@]}"
+  [[ $(cat "$OUT_DIR/stranger") == alive ]] || fail "the stranger was killed ($(cat "$OUT_DIR/pids"))"
+  read -r e s <<<"$(sed 's/[a-z]*=//g' "$OUT_DIR/pids")"
+  [[ $e != "$s" ]] || fail "the stranger got the early worker's pid $e: it had been reaped"
+  ;;
 dry_run)
   expect_exit 0 "$ACCEL" launch --dry_run --cpu -n 2 --main_process_port 29555 "${BEH[@]}" arg1
   expect_contains "$OUT" "rank 1 (local rank 1):"

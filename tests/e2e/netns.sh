@@ -82,6 +82,35 @@ example)
   expect_contains "$OA" "[rank 0] model mlp, 4 processes, fp32: 40 steps"
   expect_contains "$OA" "test accuracy"
   ;;
+master_unreachable)
+  # The master's link goes down mid-job, then machine 1's agent gets SIGINT and SIGTERM: its
+  # event loop still forwards both at once and SIGKILLs its workers when --term_timeout ends
+  # (publishing the failure to the unreachable master happens beside it, not in its way), and
+  # the agent then exits without waiting for the master.
+  export OUT_DIR=$SCRATCH/out MARKER="accel-netns-$$"
+  mkdir -p "$OUT_DIR"
+  BEHAVE_DEFAULT=traps on_host "$NA" a.out "$ACCEL" launch "${common[@]}" --machine_rank 0 "$W/behave.sh" "$MARKER"
+  pa=$!
+  BEHAVE_DEFAULT=traps on_host "$NB" b.out "$ACCEL" launch "${common[@]}" --machine_rank 1 --term_timeout 1 \
+    "$W/behave.sh" "$MARKER"
+  pb=$!
+  wait_files 'started.*' 4
+  ip -n "$NA" link set "$VA" down
+  kill -INT $pb
+  wait_files 'int.[23]' 2
+  kill -TERM $pb
+  wait_files 'term.[23]' 2
+  SECONDS=0
+  for _ in $(seq 1 600); do [[ -e /proc/$pb ]] || break; sleep 0.05; done
+  [[ ! -e /proc/$pb ]] || fail "machine 1's agent still runs 30 s after SIGTERM: $(cat "$SCRATCH/b.out")"
+  set +e; wait $pb; RB=$?; set -e
+  OB=$(cat "$SCRATCH/b.out")
+  echo "machine 1's agent exited ${SECONDS} s after SIGTERM (--term_timeout 1)"
+  [[ $RB == 143 ]] || fail "machine 1's agent exited $RB (want 143): $OB"
+  expect_contains "$OB" "SIGKILL needed for ranks 2, 3"
+  [[ ! -e $OUT_DIR/int.0 && ! -e $OUT_DIR/term.0 ]] || fail "machine 0's workers were signalled over a link that is down"
+  kill -KILL $pa 2>/dev/null || true
+  ;;
 unreachable)
   # Machine 1 pointed at an address nobody has: the error names host, port and interface,
   # and nothing is spawned.

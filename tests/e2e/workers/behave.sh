@@ -2,11 +2,14 @@
 # A worker whose behaviour is chosen per rank by BEHAVE_<RANK> (default: BEHAVE_DEFAULT):
 #   ok | ok-after:SECONDS | exit:N | segv | sleep | ready-sleep | sleep-ignore-term | traps | grandchild | setsid-grandchild
 #   | exit-when-ready:N | fail-first-attempt | print-lines:N | partial | progress | oom
+#   | read-stdin | list-fds | usr1-child | exec-sleep
+# Every worker writes its pid to $OUT_DIR/pid.$RANK first.
 # Processes it leaves behind carry $MARKER in their command line so the test can find them.
 set -u
 var="BEHAVE_$RANK"
 what=${!var:-${BEHAVE_DEFAULT:-ok}}
 mark() { touch "$OUT_DIR/$1.$RANK"; }
+echo $$ >"$OUT_DIR/pid.$RANK"
 mark started
 case $what in
 ok) echo "rank $RANK ok" ;;
@@ -38,5 +41,17 @@ print-lines:*)
 partial) printf 'no newline at the end' ;;
 progress) for i in 1 2 3; do printf '\rprogress %d/3' "$i"; sleep 0.01; done; printf '\n' ;;
 oom) /usr/bin/python3 -c 'x = bytearray(1 << 30); x2 = bytearray(1 << 30); print(len(x))' ;;
+read-stdin) line=; read -r line || true; echo "stdin=[$line]" ;;
+list-fds) echo "fds=$(ls /proc/self/fd | tr '\n' ' ')" ;;  # ls's own: 0 1 2 and its directory
+usr1-child)
+  # A child with SIGUSR1's default action (death) that answers SIGUSR2 by a file: on SIGUSR1 the
+  # worker asks it whether it is alive; it dies if SIGUSR1 went to the whole process group.
+  bash -c "trap 'touch \"$OUT_DIR/pong.$RANK\"' USR2; while :; do sleep 0.05; done" & child=$!
+  trap 'kill -USR2 $child
+    alive() { st=$(cut -d" " -f3 /proc/$child/stat 2>/dev/null); [ -n "$st" ] && [ "$st" != Z ]; }
+    while [ ! -e "$OUT_DIR/pong.$RANK" ] && alive; do sleep 0.01; done
+    [ -e "$OUT_DIR/pong.$RANK" ] && mark child-alive || mark child-died; kill $child; exit 0' USR1
+  mark ready; while :; do sleep 0.05; done ;;
+exec-sleep) mark ready; exec -a "sleep-$MARKER" sleep 1000 ;;  # runs on without forking
 *) echo "unknown behaviour $what" >&2; exit 99 ;;
 esac
