@@ -9,6 +9,8 @@ mkdir -p "$OUT_DIR"
 export MARKER="accel-e2e-$$-$RANDOM"
 PYARGS=(--python /usr/bin/python3)   # Debian's python3, the one with torch
 BEH=("$W/behave.sh" "$MARKER")        # the marker makes this test's workers findable
+# A failed case leaves nothing running: its agents and workers carry the marker.
+trap 'pkill -KILL -f "$MARKER" 2>/dev/null; rm -rf "$SCRATCH"' EXIT
 
 leftovers() { pgrep -f "$MARKER" || true; }
 expect_no_leftovers() {
@@ -452,6 +454,32 @@ no_stranger_killed)
   [[ $(cat "$OUT_DIR/stranger") == alive ]] || fail "the stranger was killed ($(cat "$OUT_DIR/pids"))"
   read -r e s <<<"$(sed 's/[a-z]*=//g' "$OUT_DIR/pids")"
   [[ $e != "$s" ]] || fail "the stranger got the early worker's pid $e: it had been reaped"
+  ;;
+console_blocked)
+  # The agent's stdout is a pipe nobody reads (a paused terminal): supervision goes on. SIGTERM
+  # is forwarded and the workers are SIGKILLed after --term_timeout while the console is still
+  # stuck; once someone reads, the agent finishes with every line it had and the summary.
+  mkfifo "$SCRATCH/console"
+  exec 8<>"$SCRATCH/console"  # a reader that never reads: opening for writing does not block
+  BEHAVE_DEFAULT=spam-ignore-term "$ACCEL" launch -n 2 --term_timeout 0.5 "${BEH[@]}" >"$SCRATCH/console" 2>"$SCRATCH/e" &
+  agent=$!
+  wait_files 'ready.*' 2
+  until grep -qs pipe_write /proc/$agent/task/*/wchan; do sleep 0.01; done  # its console is stuck
+  kill -TERM $agent
+  wait_files 'term.*' 2
+  for pid in $(cat "$OUT_DIR"/pid.*); do
+    for _ in $(seq 1 200); do [[ -e /proc/$pid ]] || break; sleep 0.05; done
+    [[ ! -e /proc/$pid ]] || fail "worker $pid outlived --term_timeout while the console was stuck"
+  done
+  [[ -e /proc/$agent ]] || fail "the agent exited although its console was not read"
+  cat "$SCRATCH/console" >"$SCRATCH/o" 8<&- &  # not a writer itself
+  exec 8<&-
+  set +e; wait $agent; rc=$?; set -e
+  wait
+  [[ $rc == 143 ]] || fail "exit $rc (want 143): $(cat "$SCRATCH/e")"
+  expect_contains "$(cat "$SCRATCH/e")" "SIGKILL needed for ranks 0, 1"
+  bad=$(grep -cvE '^\[rank [01]\] y{200}$' "$SCRATCH/o" || true)
+  [[ $bad == 0 ]] || fail "$bad malformed console lines"
   ;;
 dry_run)
   expect_exit 0 "$ACCEL" launch --dry_run --cpu -n 2 --main_process_port 29555 "${BEH[@]}" arg1

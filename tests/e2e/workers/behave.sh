@@ -2,7 +2,7 @@
 # A worker whose behaviour is chosen per rank by BEHAVE_<RANK> (default: BEHAVE_DEFAULT):
 #   ok | ok-after:SECONDS | exit:N | segv | sleep | ready-sleep | sleep-ignore-term | traps | grandchild | setsid-grandchild
 #   | exit-when-ready:N | fail-first-attempt | print-lines:N | partial | progress | oom
-#   | read-stdin | list-fds | usr1-child | exec-sleep
+#   | read-stdin | list-fds | usr1-child | exec-sleep | spam-ignore-term
 # Every worker writes its pid to $OUT_DIR/pid.$RANK first.
 # Processes it leaves behind carry $MARKER in their command line so the test can find them.
 set -u
@@ -52,6 +52,8 @@ usr1-child)
     while [ ! -e "$OUT_DIR/pong.$RANK" ] && alive; do sleep 0.01; done
     [ -e "$OUT_DIR/pong.$RANK" ] && mark child-alive || mark child-died; kill $child; exit 0' USR1
   mark ready; while :; do sleep 0.05; done ;;
+spam-ignore-term)  # writes lines as fast as the agent takes them, ignoring SIGTERM
+  trap 'mark term' TERM; mark ready; line=$(printf 'y%.0s' $(seq 1 200)); while :; do echo "$line"; done ;;
 exec-sleep) mark ready; exec -a "sleep-$MARKER" sleep 1000 ;;  # runs on without forking
 *) echo "unknown behaviour $what" >&2; exit 99 ;;
 esac
