@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <string_view>
+#include <unordered_set>
 
 namespace accel::store {
 
@@ -145,9 +147,11 @@ int64_t StoreState::add(const std::string& key, int64_t delta) {
 }
 
 void StoreState::wait(uint64_t conn, const std::vector<std::string>& keys) {
+  // Linear in the keys (a WAIT may list a million): each distinct missing key once.
   std::vector<std::string> missing;
+  std::unordered_set<std::string_view> seen;
   for (const auto& k : keys) {
-    if (!exists(k) && std::find(missing.begin(), missing.end(), k) == missing.end()) missing.push_back(k);
+    if (!exists(k) && seen.insert(k).second) missing.push_back(k);
   }
   if (missing.empty()) {
     send_(conn, byteReply(static_cast<uint8_t>(wire::WaitResponse::StopWaiting)));
@@ -325,6 +329,17 @@ size_t StoreState::watchCount() const {
   size_t n = 0;
   for (const auto& [key, conns] : watchers_) n += conns.size();
   return n;
+}
+
+size_t StoreState::parkedBarriers() const {
+  size_t n = 0;
+  for (const auto& [key, conns] : barriers_) n += conns.size();
+  return n;
+}
+
+size_t StoreState::parkedEntries() const {
+  return waiters_.size() + waiting_.size() + conn_waiters_.size() + watchers_.size() + conn_watches_.size() +
+         barriers_.size();
 }
 
 size_t StoreState::waitersOn(const std::string& key) const {

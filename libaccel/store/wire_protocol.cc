@@ -230,7 +230,7 @@ void RequestParser::reset() {
   spec_ = nullptr;
   field_ = 0;
   count_ = 0;
-  string_ = nullptr;
+  in_string_ = false;
   string_left_ = 0;
   held_ = 0;
 }
@@ -244,7 +244,7 @@ ParseResult RequestParser::feed(Generation g, std::string_view input) {
     pos = 1;
   }
   while (true) {
-    if (string_ && !continueString(input, pos)) return finish(ParseStatus::NeedMore, pos, std::move(result));
+    if (in_string_ && !continueString(input, pos)) return finish(ParseStatus::NeedMore, pos, std::move(result));
     const Field f = nextField();
     if (f == Field::End) return finish(ParseStatus::Complete, pos, std::move(result));
     if (!readField(f, input, pos, result)) {
@@ -339,20 +339,10 @@ bool RequestParser::beginString(Field f, std::string_view input, size_t& pos, Pa
                    std::to_string(limits_.max_value_bytes) + " bytes";
     return false;
   }
-  switch (f) {
-    case Field::Value:
-      string_ = &request_.value;
-      break;
-    case Field::Desired:
-      string_ = &request_.desired;
-      break;
-    case Field::ListValue:
-      string_ = &request_.values.emplace_back();
-      break;
-    default:
-      string_ = &request_.keys.emplace_back();
-      break;
-  }
+  if (f == Field::ListKey || f == Field::Key) request_.keys.emplace_back();
+  if (f == Field::ListValue) request_.values.emplace_back();
+  in_string_ = true;
+  string_field_ = f;
   string_left_ = n;
   held_ += kStringOverhead;
   ++field_;
@@ -362,12 +352,25 @@ bool RequestParser::beginString(Field f, std::string_view input, size_t& pos, Pa
 // Appends what `input` holds of the string being filled. True once it is whole.
 bool RequestParser::continueString(std::string_view input, size_t& pos) {
   const size_t n = static_cast<size_t>(std::min<uint64_t>(string_left_, input.size() - pos));
-  string_->append(input.data() + pos, n);
+  stringField().append(input.data() + pos, n);
   pos += n;
   string_left_ -= n;
   if (string_left_ > 0) return false;
-  string_ = nullptr;
+  in_string_ = false;
   return true;
+}
+
+std::string& RequestParser::stringField() {
+  switch (string_field_) {
+    case Field::Value:
+      return request_.value;
+    case Field::Desired:
+      return request_.desired;
+    case Field::ListValue:
+      return request_.values.back();
+    default:
+      return request_.keys.back();
+  }
 }
 
 ParseResult parseRequest(Generation g, std::string_view input, const ParseLimits& limits, Request& out) {

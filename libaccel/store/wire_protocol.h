@@ -208,6 +208,7 @@ class RequestParser {
   bool readField(Field f, std::string_view input, size_t& pos, ParseResult& result);
   bool beginString(Field f, std::string_view input, size_t& pos, ParseResult& result);
   bool continueString(std::string_view input, size_t& pos);
+  std::string& stringField();  // the key or value `string_field_` names
   ParseResult finish(ParseStatus status, size_t consumed, ParseResult result);
 
   ParseLimits limits_;
@@ -215,7 +216,8 @@ class RequestParser {
   const QuerySpec* spec_ = nullptr;  // the request under way, if any
   size_t field_ = 0;                 // fields of it read so far
   uint64_t count_ = 0;               // a list's length, once read
-  std::string* string_ = nullptr;    // the key or value being filled, if any
+  bool in_string_ = false;           // a key or value is being filled
+  Field string_field_ = Field::End;  // which (a list's is its last element)
   uint64_t string_left_ = 0;         // its bytes still to come
   uint64_t held_ = 0;
   uint64_t examined_ = 0;
