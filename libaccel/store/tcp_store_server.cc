@@ -32,6 +32,7 @@ namespace {
 constexpr uint64_t kListenerTag = ~0ull;
 constexpr uint64_t kWakeTag = ~0ull - 1;
 constexpr size_t kReadChunk = 64 * 1024;
+constexpr uint64_t kRoomForKey = 1024;  // a SET's key and headers beside a value of the longest length
 
 std::string addressText(const std::string& host, int port) {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
@@ -489,11 +490,10 @@ std::pair<int, int> listenOn(const TcpStoreServerOptions& options) {
 }
 
 void checkLimits(const TcpStoreServerOptions& o) {
-  constexpr uint64_t kRoomForKey = 1ull << 20;
   if (o.max_connection_input_bytes < o.max_value_bytes + kRoomForKey) {
     throw Error("TCPStore server: max_connection_input_bytes (" + std::to_string(o.max_connection_input_bytes) +
                 ") must be at least max_value_bytes (" + std::to_string(o.max_value_bytes) +
-                ") + 1 MiB, so that a SET of the longest value allowed fits");
+                ") + 1 KiB, so that a SET of the longest value allowed fits");
   }
   if (o.max_total_input_bytes < o.max_connection_input_bytes) {
     throw Error("TCPStore server: max_total_input_bytes (" + std::to_string(o.max_total_input_bytes) +

@@ -38,8 +38,8 @@ struct TcpStoreServerOptions {
   // (keys and values decoded as they arrive, each counted with RequestParser::kStringOverhead
   // bytes of bookkeeping) and bytes read but not yet parsed. A complete request is carried out
   // at once and holds nothing. Checked after every read (at most 64 KiB). At least
-  // max_value_bytes + 1 MiB (start() throws accel::Error otherwise), so a SET of any value the
-  // limits allow always fits. 128 MiB: twice the longest value, so a COMPARE_SET or MULTI_SET
+  // max_value_bytes + 1 KiB (start() throws accel::Error otherwise), so a SET of any value the
+  // limits allow, under a key of torch's length, always fits. 128 MiB: twice the longest value, so a COMPARE_SET or MULTI_SET
   // carrying two long values fits too, while one connection can pin at most 1/8 of the budget.
   uint64_t max_connection_input_bytes = 128ull << 20;
   // The same summed over every connection. When a read takes the sum past it, the connection

@@ -338,7 +338,7 @@ TEST(StoreLimitsOptionsTest, AConnectionLimitBelowTheLongestValueIsRefused) {
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
               "TCPStore server: max_connection_input_bytes (67108864) must be at least max_value_bytes (67108864) "
-              "+ 1 MiB, so that a SET of the longest value allowed fits");
+              "+ 1 KiB, so that a SET of the longest value allowed fits");
   }
 }
 
