@@ -32,7 +32,10 @@ namespace {
 constexpr uint64_t kListenerTag = ~0ull;
 constexpr uint64_t kWakeTag = ~0ull - 1;
 constexpr size_t kReadChunk = 64 * 1024;
-constexpr uint64_t kRoomForKey = 1024;  // a SET's key and headers beside a value of the longest length
+constexpr uint64_t kRoomForKey = 1024;
+constexpr int kKeepaliveIdleSeconds = 60;
+constexpr int kKeepaliveIntervalSeconds = 10;
+constexpr int kKeepaliveProbes = 6;  // a SET's key and headers beside a value of the longest length
 
 std::string addressText(const std::string& host, int port) {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
@@ -51,6 +54,18 @@ std::string peerText(const sockaddr_storage& peer) {
     port = ntohs(a->sin6_port);
   }
   return addressText(host, port);
+}
+
+// No Nagle delay for replies; keepalive probes, so that a peer whose machine vanished without
+// closing (power, network) is dropped within about two minutes, with its parked waits.
+void configureAccepted(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  int idle = kKeepaliveIdleSeconds, interval = kKeepaliveIntervalSeconds, count = kKeepaliveProbes;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
 }
 
 }  // namespace
@@ -81,6 +96,7 @@ struct Connection {
   std::string out;
   size_t out_off = 0;
   bool want_write = false;
+  bool closing = false;  // found unfit while replying: closed once the request under way is done
 
   std::string_view pending() const { return std::string_view(in).substr(in_off); }
   uint64_t inputHeld() const { return (in.size() - in_off) + parser.heldBytes(); }
@@ -190,8 +206,7 @@ class TcpStoreServer::Loop {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         return;  // EAGAIN, or EMFILE: the client retries; RLIMIT_NOFILE was raised at start
       }
-      int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      configureAccepted(fd);
       addConnection(fd, peerText(peer));
     }
   }
@@ -213,6 +228,7 @@ class TcpStoreServer::Loop {
   void onWritable(uint64_t id) {
     auto it = conns_.find(id);
     if (it != conns_.end()) flush(it->second);
+    dropClosing();
   }
 
   // Reads what arrived (at most kReadChunk), carries out every request it completes, and
@@ -257,6 +273,7 @@ class TcpStoreServer::Loop {
       c.answered_any = true;
       ++stats_local_.requests;
       state_.execute(id, c.parser.request());
+      dropClosing();
     }
   }
 
@@ -367,14 +384,30 @@ class TcpStoreServer::Loop {
     auto it = conns_.find(connId);
     if (it == conns_.end()) return;
     Connection& c = it->second;
+    if (c.closing) return;
     c.out.append(bytes);
     if (c.out.size() - c.out_off > options_.max_pending_output_bytes) {
       // A reader this slow would grow the agent without bound.
       log("closing the connection from " + c.peer + ": it has not read " + std::to_string(c.out.size() - c.out_off) +
           " bytes of replies, over the limit of " + std::to_string(options_.max_pending_output_bytes) + " bytes");
-      return drop(c.id, true);
+      return markClosing(c, true);
     }
     flush(c);
+  }
+
+  // Replies go out from inside a request, so a connection found unfit then (a slow reader, a
+  // peer gone) is closed once that request is done: closing it at once would free what the
+  // request is about to park for it (a BARRIER that woke its own WAIT).
+  void markClosing(Connection& c, bool forced) {
+    if (c.closing) return;
+    c.closing = true;
+    closing_.emplace_back(c.id, forced);
+  }
+
+  void dropClosing() {
+    std::vector<std::pair<uint64_t, bool>> marked;
+    marked.swap(closing_);
+    for (auto [id, forced] : marked) drop(id, forced);
   }
 
   void flush(Connection& c) {
@@ -382,7 +415,7 @@ class TcpStoreServer::Loop {
       ssize_t n = ::send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && errno == EAGAIN) break;
-      if (n < 0) return drop(c.id, false);
+      if (n < 0) return markClosing(c, false);
       c.out_off += static_cast<size_t>(n);
     }
     if (c.out_off == c.out.size()) {
@@ -437,6 +470,7 @@ class TcpStoreServer::Loop {
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, Connection> conns_;
   uint64_t buffered_input_ = 0;  // the sum of every connection's `held`
+  std::vector<std::pair<uint64_t, bool>> closing_;  // to close after the request under way (id, forced)
   StoreState state_;
   std::mutex tasks_mutex_;
   std::vector<std::function<void()>> tasks_;
