@@ -66,6 +66,10 @@ void StoreState::execute(uint64_t conn, const wire::Request& q) {
     case Op::GetNumKeys:
       return send_(conn, int64Reply(static_cast<int64_t>(data_.size())));
     case Op::WatchKey:
+      // One subscription per connection and key. torch 1.13's server appends the socket again
+      // on each WATCH_KEY and notifies it once per entry, but its client keeps one callback
+      // per key (a repeat replaces it), so a second entry only ran that callback twice: here a
+      // repeat is answered and changes nothing, and a client looping on it cannot grow us.
       if (watchers_[key].insert(conn).second) conn_watches_[conn].insert(key);
       return send_(conn, byteReply(static_cast<uint8_t>(wire::WatchResponse::KeyCallbackResponse)));
     case Op::DeleteKey:
