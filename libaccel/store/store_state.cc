@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <string_view>
+#include <unordered_set>
 
 namespace accel::store {
 
@@ -64,6 +66,10 @@ void StoreState::execute(uint64_t conn, const wire::Request& q) {
     case Op::GetNumKeys:
       return send_(conn, int64Reply(static_cast<int64_t>(data_.size())));
     case Op::WatchKey:
+      // One subscription per connection and key. torch 1.13's server appends the socket again
+      // on each WATCH_KEY and notifies it once per entry, but its client keeps one callback
+      // per key (a repeat replaces it), so a second entry only ran that callback twice: here a
+      // repeat is answered and changes nothing, and a client looping on it cannot grow us.
       if (watchers_[key].insert(conn).second) conn_watches_[conn].insert(key);
       return send_(conn, byteReply(static_cast<uint8_t>(wire::WatchResponse::KeyCallbackResponse)));
     case Op::DeleteKey:
@@ -145,9 +151,11 @@ int64_t StoreState::add(const std::string& key, int64_t delta) {
 }
 
 void StoreState::wait(uint64_t conn, const std::vector<std::string>& keys) {
+  // Linear in the keys (a WAIT may list a million): each distinct missing key once.
   std::vector<std::string> missing;
+  std::unordered_set<std::string_view> seen;
   for (const auto& k : keys) {
-    if (!exists(k) && std::find(missing.begin(), missing.end(), k) == missing.end()) missing.push_back(k);
+    if (!exists(k) && seen.insert(k).second) missing.push_back(k);
   }
   if (missing.empty()) {
     send_(conn, byteReply(static_cast<uint8_t>(wire::WaitResponse::StopWaiting)));
@@ -325,6 +333,17 @@ size_t StoreState::watchCount() const {
   size_t n = 0;
   for (const auto& [key, conns] : watchers_) n += conns.size();
   return n;
+}
+
+size_t StoreState::parkedBarriers() const {
+  size_t n = 0;
+  for (const auto& [key, conns] : barriers_) n += conns.size();
+  return n;
+}
+
+size_t StoreState::parkedEntries() const {
+  return waiters_.size() + waiting_.size() + conn_waiters_.size() + watchers_.size() + conn_watches_.size() +
+         barriers_.size();
 }
 
 size_t StoreState::waitersOn(const std::string& key) const {

@@ -30,7 +30,8 @@ class StoreState {
   // parked WAIT) when the keys appear.
   void execute(uint64_t conn, const wire::Request& q);
 
-  // The connection is gone: its parked waits and watches are freed.
+  // The connection is gone: its parked WAITs and BARRIER arrivals and its watches are freed
+  // (a BARRIER's count of arrivals stays: it is a key, as in torch).
   void disconnect(uint64_t conn);
 
   // Removes every key (and queue) whose name starts with none of `keep`; returns how many.
@@ -39,7 +40,11 @@ class StoreState {
 
   size_t keyCount() const { return data_.size(); }
   size_t parkedWaits() const { return waiters_.size(); }
+  size_t parkedBarriers() const;
   size_t watchCount() const;
+  // Entries of every table that indexes parked WAITs, BARRIERs and watches (by key and by
+  // connection): 0 whenever nothing is parked or watched.
+  size_t parkedEntries() const;
   // Connections with a WAIT parked on `key`.
   size_t waitersOn(const std::string& key) const;
 

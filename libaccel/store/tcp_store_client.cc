@@ -5,6 +5,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -161,10 +162,20 @@ void TcpStoreClient::interrupt() {
 }
 
 void TcpStoreClient::sendAll(const std::string& bytes, const char* what, const std::string& key) {
+  // A store that stops reading (its machine gone, its loop stuck) must not hold us forever.
+  timeval limit{};
+  limit.tv_sec = static_cast<time_t>(options_.timeout.count() / 1000);
+  limit.tv_usec = static_cast<suseconds_t>((options_.timeout.count() % 1000) * 1000);
+  ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
   size_t off = 0;
   while (off < bytes.size()) {
     ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      breakConnection();
+      throw TimeoutError(std::string(what) + " '" + key + "': the store at " + address() + " took no bytes for " +
+                         seconds(options_.timeout));
+    }
     if (n < 0) {
       int err = errno;
       breakConnection();

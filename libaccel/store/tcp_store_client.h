@@ -38,7 +38,11 @@ struct TcpStoreClientOptions {
 class TcpStoreClient : public Store {
  public:
   // Connects (retrying until connect_timeout). Throws accel::NetworkError naming host:port and
-  // the last error when the store cannot be reached in time.
+  // the last error when the store cannot be reached in time, accel::Error when
+  // $ACCEL_STORE_PROTOCOL names no generation.
+  // Every call below blocks at most options.timeout (get and wait: their own timeout) and
+  // throws accel::TimeoutError beyond it, accel::NetworkError when the connection breaks or the
+  // store answers out of protocol (e.g. when the server closed it for an input limit).
   explicit TcpStoreClient(TcpStoreClientOptions options);
   ~TcpStoreClient() override;
   TcpStoreClient(const TcpStoreClient&) = delete;

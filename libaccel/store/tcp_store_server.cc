@@ -13,11 +13,13 @@
 
 #include <cerrno>
 #include <csignal>
+#include <condition_variable>
 #include <cstring>
 #include <future>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "libaccel/common/error.h"
@@ -30,6 +32,10 @@ namespace {
 constexpr uint64_t kListenerTag = ~0ull;
 constexpr uint64_t kWakeTag = ~0ull - 1;
 constexpr size_t kReadChunk = 64 * 1024;
+constexpr uint64_t kRoomForKey = 1024;
+constexpr int kKeepaliveIdleSeconds = 60;
+constexpr int kKeepaliveIntervalSeconds = 10;
+constexpr int kKeepaliveProbes = 6;  // a SET's key and headers beside a value of the longest length
 
 std::string addressText(const std::string& host, int port) {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
@@ -50,6 +56,18 @@ std::string peerText(const sockaddr_storage& peer) {
   return addressText(host, port);
 }
 
+// No Nagle delay for replies; keepalive probes, so that a peer whose machine vanished without
+// closing (power, network) is dropped within about two minutes, with its parked waits.
+void configureAccepted(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  int idle = kKeepaliveIdleSeconds, interval = kKeepaliveIntervalSeconds, count = kKeepaliveProbes;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+}
+
 }  // namespace
 
 uint64_t raiseFileLimit() {
@@ -62,6 +80,31 @@ uint64_t raiseFileLimit() {
   return limit.rlim_cur;
 }
 
+// A connection: its socket, what it proved to speak, its unfinished request and its replies.
+struct Connection {
+  uint64_t id = 0;
+  int fd = -1;
+  std::string peer;                            // "host:port", for log lines
+  std::optional<wire::Generation> generation;  // told from the first bytes
+  bool decided = false;       // false: unvalidated, Legacy or Torch21 (wire_protocol.h)
+  bool answered_any = false;  // a query was handled (for classifyUnvalidated)
+  wire::Generation request_generation = wire::Generation::Legacy;  // of the request under way
+  wire::RequestParser parser;
+  std::string in;  // bytes read and not yet taken by the parser (a split header, or the first
+  size_t in_off = 0;  // bytes of a request whose generation is not told yet)
+  uint64_t held = 0;  // input held, as counted in the loop's total
+  std::string out;
+  size_t out_off = 0;
+  bool want_write = false;
+  bool closing = false;  // found unfit while replying: closed once the request under way is done
+
+  std::string_view pending() const { return std::string_view(in).substr(in_off); }
+  uint64_t inputHeld() const { return (in.size() - in_off) + parser.heldBytes(); }
+};
+
+// The server's thread: one epoll loop that dispatches each event to its handler —
+// onAcceptable (listener), onTasks (work from other threads), onReadable / onWritable /
+// onHangup (a connection) — and publishes the counters after each pass.
 class TcpStoreServer::Loop {
  public:
   Loop(const TcpStoreServerOptions& options, int listenFd)
@@ -112,6 +155,11 @@ class TcpStoreServer::Loop {
     return stats_;
   }
 
+  bool awaitStats(const std::function<bool(const TcpStoreServerStats&)>& pred, std::chrono::milliseconds timeout) const {
+    std::unique_lock<std::mutex> lock(stats_mutex_);
+    return stats_published_.wait_for(lock, timeout, [&] { return pred(stats_); });
+  }
+
   void run() {
     std::vector<epoll_event> events(1024);
     while (!stop_.load()) {
@@ -125,40 +173,45 @@ class TcpStoreServer::Loop {
     }
   }
 
- private:
-  struct Conn {
-    uint64_t id = 0;
-    int fd = -1;
-    std::string peer;                          // "host:port", for log lines
-    std::optional<wire::Generation> generation;  // told from the first bytes
-    bool decided = false;      // false: unvalidated, Legacy or Torch21 (wire_protocol.h)
-    bool answered_any = false;  // a query was handled (for classifyUnvalidated)
-    std::string in;
-    size_t in_off = 0;
-    std::string out;
-    size_t out_off = 0;
-    bool want_write = false;
-  };
-
-  void wake() {
-    uint64_t one = 1;
-    ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
-    (void)ignored;
+  // Registers a connected socket (on the loop's thread).
+  void addConnection(int fd, std::string peer) {
+    uint64_t id = next_id_++;
+    Connection& c = conns_[id];
+    c.id = id;
+    c.fd = fd;
+    c.peer = std::move(peer);
+    c.parser = wire::RequestParser(limits_);
+    add(fd, id, EPOLLIN);
+    ++stats_local_.connections_accepted;
   }
 
+ private:
   void dispatch(const epoll_event& event) {
     const uint64_t tag = event.data.u64;
-    if (tag == kListenerTag) return acceptAll();
-    if (tag == kWakeTag) return runTasks();
+    if (tag == kListenerTag) return onAcceptable();
+    if (tag == kWakeTag) return onTasks();
     if (!conns_.count(tag)) return;  // closed earlier in this batch
     // Read what is left first: a client may send a request and close at once.
-    if ((event.events & (EPOLLERR | EPOLLHUP)) && !(event.events & EPOLLIN)) return drop(tag, false);
+    if ((event.events & (EPOLLERR | EPOLLHUP)) && !(event.events & EPOLLIN)) return onHangup(tag);
     if (event.events & EPOLLIN) onReadable(tag);
-    auto again = conns_.find(tag);
-    if (again != conns_.end() && (event.events & EPOLLOUT)) flush(again->second);
+    if (event.events & EPOLLOUT) onWritable(tag);
   }
 
-  void runTasks() {
+  void onAcceptable() {
+    while (true) {
+      sockaddr_storage peer{};
+      socklen_t len = sizeof peer;
+      int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        return;  // EAGAIN, or EMFILE: the client retries; RLIMIT_NOFILE was raised at start
+      }
+      configureAccepted(fd);
+      addConnection(fd, peerText(peer));
+    }
+  }
+
+  void onTasks() {
     uint64_t v;
     ssize_t ignored = ::read(wake_fd_, &v, sizeof v);
     (void)ignored;
@@ -170,60 +223,18 @@ class TcpStoreServer::Loop {
     for (auto& task : tasks) task();
   }
 
-  void add(int fd, uint64_t tag, uint32_t events) {
-    epoll_event ev{};
-    ev.events = events;
-    ev.data.u64 = tag;
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-  }
+  void onHangup(uint64_t id) { drop(id, false); }
 
-  void acceptAll() {
-    while (true) {
-      sockaddr_storage peer{};
-      socklen_t len = sizeof peer;
-      int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        return;  // EAGAIN, or EMFILE: the client retries; RLIMIT_NOFILE was raised at start
-      }
-      int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      uint64_t id = next_id_++;
-      Conn& c = conns_[id];
-      c.id = id;
-      c.fd = fd;
-      c.peer = peerText(peer);
-      add(fd, id, EPOLLIN);
-      ++stats_local_.connections_accepted;
-    }
-  }
-
-  void drop(uint64_t id, bool forced) {
+  void onWritable(uint64_t id) {
     auto it = conns_.find(id);
-    if (it == conns_.end()) return;
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second.fd, nullptr);
-    ::close(it->second.fd);
-    conns_.erase(it);
-    if (forced) ++stats_local_.connections_dropped;
-    state_.disconnect(id);
+    if (it != conns_.end()) flush(it->second);
+    dropClosing();
   }
 
-  // Closes a connection that sent bytes of no protocol we know, saying so once.
-  void reject(Conn& c, const std::string& why, std::string_view bytes) {
-    ++stats_local_.protocol_errors;
-    log("closing the connection from " + c.peer + ": " + why + " (bytes: " + wire::hexBytes(bytes) + ")");
-    drop(c.id, true);
-  }
-
-  void log(const std::string& line) {
-    if (options_.log) return options_.log(line);
-    std::string text = "accel store: " + line + "\n";
-    ssize_t ignored = ::write(2, text.data(), text.size());
-    (void)ignored;
-  }
-
+  // Reads what arrived (at most kReadChunk), carries out every request it completes, and
+  // holds the rest against the input limits.
   void onReadable(uint64_t id) {
-    Conn& c = conns_.at(id);
+    Connection& c = conns_.at(id);
     char buf[kReadChunk];
     ssize_t n;
     do {
@@ -231,13 +242,13 @@ class TcpStoreServer::Loop {
     } while (n < 0 && errno == EINTR);
     if (n == 0 || (n < 0 && errno != EAGAIN)) return drop(id, false);
     if (n < 0) return;
+    stats_local_.bytes_received += static_cast<uint64_t>(n);
     c.in.append(buf, static_cast<size_t>(n));
     if (!processInput(id)) return;
-    Conn& after = conns_.at(id);
-    if (after.in_off > 0 && (after.in_off == after.in.size() || after.in_off > (1u << 20))) {
-      after.in.erase(0, after.in_off);
-      after.in_off = 0;
-    }
+    Connection& after = conns_.at(id);
+    compactInput(after);
+    account(after);
+    enforceInputLimits(after);
   }
 
   // Handles every complete request buffered on connection `id`. False if it was closed.
@@ -245,27 +256,37 @@ class TcpStoreServer::Loop {
     while (true) {
       auto it = conns_.find(id);
       if (it == conns_.end()) return false;
-      Conn& c = it->second;
-      std::string_view pending(c.in.data() + c.in_off, c.in.size() - c.in_off);
-      if (!c.generation && !detect(c, pending)) return conns_.count(id) > 0;
-      wire::Generation generation = *c.generation;
-      if (!c.decided && !classify(c, pending, generation)) return conns_.count(id) > 0;
-      wire::Request request;
-      auto result = wire::parseRequest(generation, pending, limits_, request);
+      Connection& c = it->second;
+      const std::string_view pending = c.pending();
+      if (!c.parser.midRequest()) {
+        if (pending.empty()) return true;
+        if (!beginRequest(c, pending)) return conns_.count(id) > 0;
+      }
+      const wire::ParseResult result = c.parser.feed(c.request_generation, pending);
+      c.in_off += result.consumed;
+      stats_local_.parser_bytes_examined += result.consumed;
       if (result.status == wire::ParseStatus::NeedMore) return true;
       if (result.status == wire::ParseStatus::Invalid) {
         reject(c, result.error, pending);
         return false;
       }
-      c.in_off += result.consumed;
       c.answered_any = true;
       ++stats_local_.requests;
-      state_.execute(id, request);
+      state_.execute(id, c.parser.request());
+      dropClosing();
     }
   }
 
+  // Before a request's first byte is parsed: the generation it is in. False while that cannot
+  // be told for lack of bytes, or when the connection was rejected.
+  bool beginRequest(Connection& c, std::string_view pending) {
+    if (!c.generation && !detect(c, pending)) return false;
+    c.request_generation = *c.generation;
+    return c.decided || classify(c, pending, c.request_generation);
+  }
+
   // Tells the connection's generation from its first bytes. False while undecided or rejected.
-  bool detect(Conn& c, std::string_view pending) {
+  bool detect(Connection& c, std::string_view pending) {
     auto d = wire::detectGeneration(pending);
     if (d.status == wire::ParseStatus::NeedMore) return false;
     if (d.status == wire::ParseStatus::Invalid) {
@@ -280,7 +301,7 @@ class TcpStoreServer::Loop {
 
   // An unvalidated connection's next query: which generation it is in. False while undecided
   // for lack of bytes, or rejected.
-  bool classify(Conn& c, std::string_view pending, wire::Generation& generation) {
+  bool classify(Connection& c, std::string_view pending, wire::Generation& generation) {
     auto d = wire::classifyUnvalidated(pending, !c.answered_any);
     if (d.status == wire::ParseStatus::NeedMore) return false;
     if (d.status == wire::ParseStatus::Invalid) {
@@ -296,24 +317,105 @@ class TcpStoreServer::Loop {
     return true;
   }
 
+  // Drops the bytes the parser took; gives back a large buffer once it is empty.
+  static void compactInput(Connection& c) {
+    if (c.in_off == 0) return;
+    c.in.erase(0, c.in_off);
+    c.in_off = 0;
+    if (c.in.empty() && c.in.capacity() > 4 * kReadChunk) std::string().swap(c.in);
+  }
+
+  void account(Connection& c) {
+    const uint64_t held = c.inputHeld();
+    buffered_input_ = buffered_input_ - c.held + held;
+    c.held = held;
+  }
+
+  // Closes the connection over its own limit, or the one holding the most when the total is
+  // over the budget.
+  void enforceInputLimits(Connection& c) {
+    if (c.held > options_.max_connection_input_bytes) {
+      return closeForInput(c, "its unfinished request holds " + std::to_string(c.held) + " bytes, over the limit of " +
+                                  std::to_string(options_.max_connection_input_bytes) + " bytes per connection");
+    }
+    if (buffered_input_ <= options_.max_total_input_bytes) return;
+    Connection* hog = &c;
+    for (auto& [id, other] : conns_) {
+      if (other.held > hog->held) hog = &other;
+    }
+    closeForInput(*hog, "unfinished requests hold " + std::to_string(buffered_input_) +
+                            " bytes over all connections, over the budget of " +
+                            std::to_string(options_.max_total_input_bytes) + " bytes; this one holds the most (" +
+                            std::to_string(hog->held) + " bytes)");
+  }
+
+  void closeForInput(Connection& c, const std::string& why) {
+    ++stats_local_.input_limit_drops;
+    log("closing the connection from " + c.peer + ": " + why);
+    drop(c.id, true);
+  }
+
+  // Closes a connection that sent bytes of no protocol we know, saying so once.
+  void reject(Connection& c, const std::string& why, std::string_view bytes) {
+    ++stats_local_.protocol_errors;
+    log("closing the connection from " + c.peer + ": " + why + " (bytes: " + wire::hexBytes(bytes) + ")");
+    drop(c.id, true);
+  }
+
+  void drop(uint64_t id, bool forced) {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second.fd, nullptr);
+    ::close(it->second.fd);
+    buffered_input_ -= it->second.held;
+    conns_.erase(it);
+    if (forced) ++stats_local_.connections_dropped;
+    state_.disconnect(id);
+  }
+
+  void log(const std::string& line) {
+    if (options_.log) return options_.log(line);
+    std::string text = "accel store: " + line + "\n";
+    ssize_t ignored = ::write(2, text.data(), text.size());
+    (void)ignored;
+  }
+
   void sendTo(uint64_t connId, const std::string& bytes) {
     auto it = conns_.find(connId);
     if (it == conns_.end()) return;
-    Conn& c = it->second;
+    Connection& c = it->second;
+    if (c.closing) return;
     c.out.append(bytes);
     if (c.out.size() - c.out_off > options_.max_pending_output_bytes) {
-      drop(c.id, true);  // a reader this slow would grow the agent without bound
-      return;
+      // A reader this slow would grow the agent without bound.
+      log("closing the connection from " + c.peer + ": it has not read " + std::to_string(c.out.size() - c.out_off) +
+          " bytes of replies, over the limit of " + std::to_string(options_.max_pending_output_bytes) + " bytes");
+      return markClosing(c, true);
     }
     flush(c);
   }
 
-  void flush(Conn& c) {
+  // Replies go out from inside a request, so a connection found unfit then (a slow reader, a
+  // peer gone) is closed once that request is done: closing it at once would free what the
+  // request is about to park for it (a BARRIER that woke its own WAIT).
+  void markClosing(Connection& c, bool forced) {
+    if (c.closing) return;
+    c.closing = true;
+    closing_.emplace_back(c.id, forced);
+  }
+
+  void dropClosing() {
+    std::vector<std::pair<uint64_t, bool>> marked;
+    marked.swap(closing_);
+    for (auto [id, forced] : marked) drop(id, forced);
+  }
+
+  void flush(Connection& c) {
     while (c.out_off < c.out.size()) {
       ssize_t n = ::send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && errno == EAGAIN) break;
-      if (n < 0) return drop(c.id, false);
+      if (n < 0) return markClosing(c, false);
       c.out_off += static_cast<size_t>(n);
     }
     if (c.out_off == c.out.size()) {
@@ -330,13 +432,33 @@ class TcpStoreServer::Loop {
     }
   }
 
+  void wake() {
+    uint64_t one = 1;
+    ssize_t ignored = ::write(wake_fd_, &one, sizeof one);
+    (void)ignored;
+  }
+
+  void add(int fd, uint64_t tag, uint32_t events) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = tag;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  }
+
   void publishStats() {
+    stats_local_.connections = conns_.size();
+    stats_local_.buffered_input_bytes = buffered_input_;
     stats_local_.keys = state_.keyCount();
     stats_local_.parked_waits = state_.parkedWaits();
+    stats_local_.parked_barriers = state_.parkedBarriers();
     stats_local_.watches = state_.watchCount();
+    stats_local_.parked_entries = state_.parkedEntries();
     if (!options_.tracked_wait_key.empty()) stats_local_.tracked_waiters = state_.waitersOn(options_.tracked_wait_key);
-    std::lock_guard<std::mutex> lock(stats_mutex_);
-    stats_ = stats_local_;
+    {
+      std::lock_guard<std::mutex> lock(stats_mutex_);
+      stats_ = stats_local_;
+    }
+    stats_published_.notify_all();
   }
 
   const TcpStoreServerOptions options_;
@@ -346,19 +468,24 @@ class TcpStoreServer::Loop {
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};
   uint64_t next_id_ = 1;
-  std::unordered_map<uint64_t, Conn> conns_;
+  std::unordered_map<uint64_t, Connection> conns_;
+  uint64_t buffered_input_ = 0;  // the sum of every connection's `held`
+  std::vector<std::pair<uint64_t, bool>> closing_;  // to close after the request under way (id, forced)
   StoreState state_;
   std::mutex tasks_mutex_;
   std::vector<std::function<void()>> tasks_;
   TcpStoreServerStats stats_local_;
   mutable std::mutex stats_mutex_;
+  mutable std::condition_variable stats_published_;
   TcpStoreServerStats stats_;
 };
 
 TcpStoreServer::TcpStoreServer(const TcpStoreServerOptions& options) : options_(options) {}
 
-std::unique_ptr<TcpStoreServer> TcpStoreServer::start(const TcpStoreServerOptions& options) {
-  raiseFileLimit();
+namespace {
+
+// A listening, non-blocking socket on options.host:options.port, and the port it got.
+std::pair<int, int> listenOn(const TcpStoreServerOptions& options) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -393,9 +520,29 @@ std::unique_ptr<TcpStoreServer> TcpStoreServer::start(const TcpStoreServerOption
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
   int actualPort = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
                                                : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  return {fd, actualPort};
+}
 
+void checkLimits(const TcpStoreServerOptions& o) {
+  if (o.max_connection_input_bytes < o.max_value_bytes + kRoomForKey) {
+    throw Error("TCPStore server: max_connection_input_bytes (" + std::to_string(o.max_connection_input_bytes) +
+                ") must be at least max_value_bytes (" + std::to_string(o.max_value_bytes) +
+                ") + 1 KiB, so that a SET of the longest value allowed fits");
+  }
+  if (o.max_total_input_bytes < o.max_connection_input_bytes) {
+    throw Error("TCPStore server: max_total_input_bytes (" + std::to_string(o.max_total_input_bytes) +
+                ") must be at least max_connection_input_bytes (" + std::to_string(o.max_connection_input_bytes) + ")");
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<TcpStoreServer> TcpStoreServer::start(const TcpStoreServerOptions& options) {
+  checkLimits(options);
+  raiseFileLimit();
+  auto [fd, port] = listenOn(options);
   std::unique_ptr<TcpStoreServer> server(new TcpStoreServer(options));
-  server->port_ = actualPort;
+  server->port_ = port;
   server->loop_ = std::make_unique<Loop>(options, fd);
   server->thread_ = std::thread([loop = server->loop_.get()] {
     // Signals are the embedding process's business (the agent reads them from a signalfd,
@@ -418,6 +565,32 @@ void TcpStoreServer::stop() {
 TcpStoreServer::~TcpStoreServer() { stop(); }
 
 TcpStoreServerStats TcpStoreServer::stats() const { return loop_ ? loop_->stats() : TcpStoreServerStats{}; }
+
+bool TcpStoreServer::awaitStats(const std::function<bool(const TcpStoreServerStats&)>& pred,
+                                std::chrono::milliseconds timeout) const {
+  return loop_ ? loop_->awaitStats(pred, timeout) : pred(TcpStoreServerStats{});
+}
+
+void TcpStoreServer::adoptConnection(int fd, const std::string& peer, std::chrono::milliseconds timeout) {
+  if (!loop_) {
+    ::close(fd);
+    throw NetworkError("TCPStore server: stopped; cannot serve " + peer);
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  // The task owns the descriptor until the loop takes it: after a timeout it may still run, and
+  // if it never does, it closes the descriptor when it is destroyed (with the loop at the latest).
+  struct OwnedFd {
+    int fd = -1;
+    ~OwnedFd() {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+  auto owned = std::make_shared<OwnedFd>();
+  owned->fd = fd;
+  Loop* loop = loop_.get();
+  loop_->runOnLoop([loop, owned, peer] { loop->addConnection(std::exchange(owned->fd, -1), peer); }, timeout);
+}
 
 size_t TcpStoreServer::clearKeysExcept(const std::vector<std::string>& keep, std::chrono::milliseconds timeout) {
   if (!loop_) return 0;

@@ -119,66 +119,14 @@ class Reader {
   size_t pos_ = 0;
 };
 
-// Parses the arguments of one layout. False: truncated, or (with `error` set) invalid.
-class ArgumentParser {
- public:
-  ArgumentParser(Reader& r, const ParseLimits& limits, Request& out) : r_(r), limits_(limits), out_(out) {}
-
-  bool parse(Layout layout) {
-    switch (layout) {
-      case Layout::None:
-        return true;
-      case Layout::Key:
-        return key();
-      case Layout::KeyValue:
-        return key() && bytes(out_.value);
-      case Layout::KeyTwoValues:
-        return key() && bytes(out_.value) && bytes(out_.desired);
-      case Layout::KeyInt64:
-        return key() && r_.raw(out_.delta);
-      case Layout::KeyList:
-        return list(false);
-      case Layout::KeyValueList:
-        return list(true);
-      case Layout::Uint32:
-        return r_.raw(out_.word);
-    }
-    return false;
-  }
-  std::string error;
-
- private:
-  bool bytes(std::string& v) {
-    bool tooLong = false;
-    if (r_.bytes(v, limits_.max_value_bytes, tooLong)) return true;
-    if (tooLong) error = "a key or value is longer than the limit of " + std::to_string(limits_.max_value_bytes) + " bytes";
-    return false;
-  }
-  bool key() {
-    out_.keys.emplace_back();
-    return bytes(out_.keys.back());
-  }
-  bool list(bool withValues) {
-    uint64_t n;
-    if (!r_.raw(n)) return false;
-    if (n > limits_.max_keys) {
-      error = "a list of " + std::to_string(n) + " keys is longer than the limit of " + std::to_string(limits_.max_keys);
-      return false;
-    }
-    for (uint64_t i = 0; i < n; ++i) {
-      if (!key()) return false;
-      if (withValues) {
-        out_.values.emplace_back();
-        if (!bytes(out_.values.back())) return false;
-      }
-    }
-    return true;
-  }
-
-  Reader& r_;
-  const ParseLimits& limits_;
-  Request& out_;
-};
+// Reads a fixed-width little-endian integer at `pos`; false (nothing read) when fewer bytes remain.
+template <typename T>
+bool takeRaw(std::string_view in, size_t& pos, T& v) {
+  if (in.size() - pos < sizeof v) return false;
+  std::memcpy(&v, in.data() + pos, sizeof v);
+  pos += sizeof v;
+  return true;
+}
 
 }  // namespace
 
@@ -277,29 +225,159 @@ Detection classifyUnvalidated(std::string_view pending, bool firstQuery) {
   return d;
 }
 
-ParseResult parseRequest(Generation g, std::string_view input, const ParseLimits& limits, Request& out) {
-  Reader r(input);
+void RequestParser::reset() {
+  request_ = Request{};
+  spec_ = nullptr;
+  field_ = 0;
+  count_ = 0;
+  in_string_ = false;
+  string_left_ = 0;
+  held_ = 0;
+}
+
+ParseResult RequestParser::feed(Generation g, std::string_view input) {
   ParseResult result;
-  uint8_t code;
-  if (!r.u8(code)) return result;
+  size_t pos = 0;
+  if (!spec_) {
+    if (input.empty()) return result;
+    if (!start(g, static_cast<uint8_t>(input[0]), result)) return finish(ParseStatus::Invalid, 1, std::move(result));
+    pos = 1;
+  }
+  while (true) {
+    if (in_string_ && !continueString(input, pos)) return finish(ParseStatus::NeedMore, pos, std::move(result));
+    const Field f = nextField();
+    if (f == Field::End) return finish(ParseStatus::Complete, pos, std::move(result));
+    if (!readField(f, input, pos, result)) {
+      const ParseStatus status = result.error.empty() ? ParseStatus::NeedMore : ParseStatus::Invalid;
+      return finish(status, pos, std::move(result));
+    }
+  }
+}
+
+bool RequestParser::start(Generation g, uint8_t code, ParseResult& result) {
   const QuerySpec* spec = findQuery(g, code);
   if (!spec) {
-    result.status = ParseStatus::Invalid;
     result.error = "unknown query code " + std::to_string(code) + " for the " + describe(g) + " protocol";
-    return result;
+    return false;
   }
-  out = Request{};
-  out.op = spec->op;
-  ArgumentParser args(r, limits, out);
-  if (!args.parse(spec->layout)) {
-    if (!args.error.empty()) {
-      result.status = ParseStatus::Invalid;
-      result.error = spec->name + std::string(": ") + args.error;
-    }
-    return result;
+  reset();
+  spec_ = spec;
+  request_.op = spec->op;
+  return true;
+}
+
+ParseResult RequestParser::finish(ParseStatus status, size_t consumed, ParseResult result) {
+  result.status = status;
+  result.consumed = consumed;
+  examined_ += consumed;
+  held_ += consumed;
+  if (status == ParseStatus::Complete) {
+    spec_ = nullptr;
+    held_ = 0;
   }
-  result.status = ParseStatus::Complete;
-  result.consumed = r.pos();
+  return result;
+}
+
+// The next field of the request under way, from its layout and what was read of it so far.
+RequestParser::Field RequestParser::nextField() const {
+  static constexpr Field kKeyValue[] = {Field::Key, Field::Value};
+  static constexpr Field kKeyTwoValues[] = {Field::Key, Field::Value, Field::Desired};
+  static constexpr Field kKeyInt64[] = {Field::Key, Field::Int64};
+  switch (spec_->layout) {
+    case Layout::None:
+      return Field::End;
+    case Layout::Key:
+      return field_ < 1 ? Field::Key : Field::End;
+    case Layout::KeyValue:
+      return field_ < 2 ? kKeyValue[field_] : Field::End;
+    case Layout::KeyTwoValues:
+      return field_ < 3 ? kKeyTwoValues[field_] : Field::End;
+    case Layout::KeyInt64:
+      return field_ < 2 ? kKeyInt64[field_] : Field::End;
+    case Layout::Uint32:
+      return field_ < 1 ? Field::Uint32 : Field::End;
+    case Layout::KeyList:
+      if (field_ == 0) return Field::Count;
+      return request_.keys.size() < count_ ? Field::ListKey : Field::End;
+    case Layout::KeyValueList:
+      if (field_ == 0) return Field::Count;
+      if (request_.values.size() < request_.keys.size()) return Field::ListValue;
+      return request_.keys.size() < count_ ? Field::ListKey : Field::End;
+  }
+  return Field::End;
+}
+
+bool RequestParser::readField(Field f, std::string_view input, size_t& pos, ParseResult& result) {
+  switch (f) {
+    case Field::Int64:
+      if (!takeRaw(input, pos, request_.delta)) return false;
+      break;
+    case Field::Uint32:
+      if (!takeRaw(input, pos, request_.word)) return false;
+      break;
+    case Field::Count:
+      if (!takeRaw(input, pos, count_)) return false;
+      if (count_ > limits_.max_keys) {
+        result.error = std::string(spec_->name) + ": a list of " + std::to_string(count_) +
+                       " keys is longer than the limit of " + std::to_string(limits_.max_keys);
+        return false;
+      }
+      break;
+    default:
+      return beginString(f, input, pos, result);
+  }
+  ++field_;
+  return true;
+}
+
+// Reads a key's or value's length and sets it up to be filled; its bytes follow (continueString).
+bool RequestParser::beginString(Field f, std::string_view input, size_t& pos, ParseResult& result) {
+  uint64_t n;
+  if (!takeRaw(input, pos, n)) return false;
+  if (n > limits_.max_value_bytes) {
+    result.error = std::string(spec_->name) + ": a key or value is longer than the limit of " +
+                   std::to_string(limits_.max_value_bytes) + " bytes";
+    return false;
+  }
+  if (f == Field::ListKey || f == Field::Key) request_.keys.emplace_back();
+  if (f == Field::ListValue) request_.values.emplace_back();
+  in_string_ = true;
+  string_field_ = f;
+  string_left_ = n;
+  held_ += kStringOverhead;
+  ++field_;
+  return true;
+}
+
+// Appends what `input` holds of the string being filled. True once it is whole.
+bool RequestParser::continueString(std::string_view input, size_t& pos) {
+  const size_t n = static_cast<size_t>(std::min<uint64_t>(string_left_, input.size() - pos));
+  stringField().append(input.data() + pos, n);
+  pos += n;
+  string_left_ -= n;
+  if (string_left_ > 0) return false;
+  in_string_ = false;
+  return true;
+}
+
+std::string& RequestParser::stringField() {
+  switch (string_field_) {
+    case Field::Value:
+      return request_.value;
+    case Field::Desired:
+      return request_.desired;
+    case Field::ListValue:
+      return request_.values.back();
+    default:
+      return request_.keys.back();
+  }
+}
+
+ParseResult parseRequest(Generation g, std::string_view input, const ParseLimits& limits, Request& out) {
+  RequestParser parser(limits);
+  ParseResult result = parser.feed(g, input);
+  if (result.status == ParseStatus::Complete) out = std::move(parser.request());
+  if (result.status == ParseStatus::NeedMore) result.consumed = 0;
   return result;
 }
 

@@ -169,9 +169,64 @@ Detection detectGeneration(std::string_view firstBytes);
 // for the reply) and 2.1's APPEND when bytes follow (its value). 9-11 are 2.1's.
 Detection classifyUnvalidated(std::string_view pending, bool firstQuery);
 
-// Parses one request of generation `g` from the front of `input`. Never reads past `input`,
-// never allocates more than the limits allow, and never throws: Invalid for a code the
-// generation does not have or a length over the limits, NeedMore for a truncated frame.
+// Parses a stream of requests that arrives in pieces, resuming where the last piece ended: each
+// byte is examined once, whatever the pieces (a frame sent one byte at a time costs what it costs
+// in one piece), and a key or value grows as its bytes arrive, so the caller need not keep the
+// bytes of an unfinished request. Never reads past its input, never allocates ahead of the bytes
+// received (a length prefix reserves nothing), never throws. Not thread-safe: one per connection.
+class RequestParser {
+ public:
+  explicit RequestParser(const ParseLimits& limits = {}) : limits_(limits) {}
+
+  // Consumes bytes of generation `g`'s requests from the front of `input`:
+  //  Complete  `consumed` bytes finished a request, now in request() (until the next feed).
+  //  NeedMore  `consumed` bytes (all of `input` but at most 7 bytes of a split length or
+  //            integer, which the caller passes again with what follows) were taken in.
+  //  Invalid   a code `g` lacks or a length over the limits (`error` says which); the stream
+  //            is unusable (reset() before any reuse).
+  // `g` is read at a request's first byte; later pieces of that request ignore it.
+  ParseResult feed(Generation g, std::string_view input);
+
+  const Request& request() const { return request_; }
+  Request& request() { return request_; }
+  // True once a request's first byte was consumed and until it is complete.
+  bool midRequest() const { return spec_ != nullptr; }
+  // What the unfinished request holds: its bytes so far plus kStringOverhead per key or value.
+  uint64_t heldBytes() const { return held_; }
+  // Every byte consumed since construction (each byte is examined once: this is the work done).
+  uint64_t bytesExamined() const { return examined_; }
+  void reset();
+
+  // The bookkeeping of one decoded key or value (a std::string), counted in heldBytes().
+  static constexpr uint64_t kStringOverhead = sizeof(std::string);
+
+ private:
+  enum class Field : uint8_t { Key, Value, Desired, Int64, Uint32, Count, ListKey, ListValue, End };
+  Field nextField() const;
+  bool start(Generation g, uint8_t code, ParseResult& result);
+  // Reads field `f` from input at `pos`: false when it needs more bytes or is invalid.
+  bool readField(Field f, std::string_view input, size_t& pos, ParseResult& result);
+  bool beginString(Field f, std::string_view input, size_t& pos, ParseResult& result);
+  bool continueString(std::string_view input, size_t& pos);
+  std::string& stringField();  // the key or value `string_field_` names
+  ParseResult finish(ParseStatus status, size_t consumed, ParseResult result);
+
+  ParseLimits limits_;
+  Request request_;
+  const QuerySpec* spec_ = nullptr;  // the request under way, if any
+  size_t field_ = 0;                 // fields of it read so far
+  uint64_t count_ = 0;               // a list's length, once read
+  bool in_string_ = false;           // a key or value is being filled
+  Field string_field_ = Field::End;  // which (a list's is its last element)
+  uint64_t string_left_ = 0;         // its bytes still to come
+  uint64_t held_ = 0;
+  uint64_t examined_ = 0;
+};
+
+// Parses one request of generation `g` from the front of a buffer holding it whole (a
+// RequestParser fed once): Complete with `consumed`, NeedMore (consumed 0) for a truncated
+// frame, Invalid for a code the generation does not have or a length over the limits. Never
+// reads past `input`, never allocates more than the limits allow, never throws.
 ParseResult parseRequest(Generation g, std::string_view input, const ParseLimits& limits, Request& out);
 
 // Encoders, appending to `out`.

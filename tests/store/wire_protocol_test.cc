@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 namespace accel::store::wire {
@@ -85,6 +86,58 @@ TEST_P(EveryGeneration, EveryTruncationNeedsMore) {
       EXPECT_EQ(r.status, ParseStatus::NeedMore) << "op " << static_cast<int>(q.op) << " cut at " << cut;
     }
   }
+}
+
+// The stream of every query of a generation, fed to one RequestParser in pieces of every size
+// from one byte: the same requests as in one piece, each byte examined once, and nothing held
+// between requests.
+TEST_P(EveryGeneration, AResumingParserSeesThePiecesAsOneStream) {
+  const Generation g = GetParam();
+  std::string stream;
+  for (const auto& q : samples(g)) stream += encodeRequest(g, q);
+  for (size_t piece = 1; piece <= 17; ++piece) {
+    RequestParser parser;
+    std::string pending;  // what the caller keeps: at most a split length or integer
+    std::vector<Request> got;
+    uint64_t maxPending = 0;
+    for (size_t at = 0; at < stream.size(); at += piece) {
+      pending += stream.substr(at, piece);
+      while (true) {
+        ParseResult r = parser.feed(g, pending);
+        ASSERT_NE(r.status, ParseStatus::Invalid) << r.error;
+        pending.erase(0, r.consumed);
+        if (r.status == ParseStatus::NeedMore) break;
+        got.push_back(parser.request());
+        EXPECT_EQ(parser.heldBytes(), 0u);
+      }
+      maxPending = std::max<uint64_t>(maxPending, pending.size());
+    }
+    EXPECT_TRUE(pending.empty());
+    EXPECT_FALSE(parser.midRequest());
+    EXPECT_LT(maxPending, 8u) << "piece " << piece;  // at most a split length or integer
+    EXPECT_EQ(parser.bytesExamined(), stream.size()) << "piece " << piece;
+    const auto want = samples(g);
+    ASSERT_EQ(got.size(), want.size()) << "piece " << piece;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(encodeRequest(g, got[i]), encodeRequest(g, want[i])) << "piece " << piece << ", request " << i;
+    }
+  }
+}
+
+// A value under way is held as it arrives, never reserved from its claimed length.
+TEST(RequestParserTest, HoldsWhatArrivedNotWhatALengthClaims) {
+  RequestParser parser;
+  std::string head;
+  putByte(head, *codeOf(kLegacy, Op::Set));
+  putBytes(head, "/k");
+  putUint64(head, 60ull << 20);  // a 60 MiB value is announced
+  head += std::string(1000, 'v');  // 1000 bytes of it arrive
+  ParseResult r = parser.feed(kLegacy, head);
+  EXPECT_EQ(r.status, ParseStatus::NeedMore);
+  EXPECT_EQ(r.consumed, head.size());
+  EXPECT_TRUE(parser.midRequest());
+  EXPECT_EQ(parser.heldBytes(), head.size() + 2 * RequestParser::kStringOverhead);
+  EXPECT_LT(parser.request().value.capacity(), 1u << 20);
 }
 
 TEST_P(EveryGeneration, AbsurdLengthsAreInvalidBeforeAnyAllocation) {
