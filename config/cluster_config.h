@@ -41,7 +41,8 @@ struct ClusterConfig {
   Document toDocument() const;
 
   // Builds a config from a document whose values already passed schema validation
-  // (see loadConfig). Keys not in the typed fields go to `extras`.
+  // (see loadConfig). Keys not in the typed fields go to `extras`. A typed field holding a value
+  // of the wrong kind (a document that skipped validation) throws nlohmann::json::type_error.
   static ClusterConfig fromDocument(const Document& doc);
 
   bool operator==(const ClusterConfig& other) const { return toDocument() == other.toDocument(); }

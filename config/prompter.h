@@ -1,7 +1,8 @@
 #pragma once
 // Prompter: asks one question at a time on a stream pair, shows the default, re-asks with the
 // reason on an invalid answer, and reports end of input as an error. Works the same on a
-// terminal and on piped stdin (menus are answered by number, never with arrow keys).
+// terminal and on piped stdin (menus are answered by number, never with arrow keys). Every
+// question blocks on `in` until a line is read; nothing throws (unless a check does).
 
 #include <functional>
 #include <istream>

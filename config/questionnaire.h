@@ -11,9 +11,9 @@
 
 namespace accel::config {
 
-// Asks every question on `in`/`out` and returns the resulting config (nothing is written).
-// Invalid answers are re-asked with the reason; end of input before the last answer is an
-// error. Blocking on `in`.
+// Asks every question on `out`, reads the answers from `in`, and returns the resulting config
+// (no file is written). Invalid answers are re-asked with the reason; end of input before the
+// last answer is an error naming the question. Blocks on `in`; never throws.
 Expected<ClusterConfig> runQuestionnaire(std::istream& in, std::ostream& out, const PathEnv& env);
 
 }  // namespace accel::config

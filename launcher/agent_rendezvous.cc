@@ -101,83 +101,104 @@ Expected<Assignment> assign(const std::vector<json>& joined, int machines) {
   return Assignment{byRank, slotRank};
 }
 
+// Registers this agent under the next free slot (one atomic add); returns the slot.
+int registerAgent(store::Store& s, const RendezvousOptions& o) {
+  const int slot = static_cast<int>(s.add(prefix(o) + "arrivals", 1)) - 1;
+  s.set(prefix(o) + "agent/" + std::to_string(slot),
+        json{{"host", o.host}, {"address", o.address}, {"local_world_size", o.local_world_size},
+             {"requested_rank", o.requested_machine_rank}}
+            .dump());
+  return slot;
+}
+
+// The master, parked on the store until the last slot is registered; woken every progress
+// interval to say who is missing. On timeout the reason is published, so the others fail now.
+Expected<void> awaitAllMachines(store::Store& s, const RendezvousOptions& o, Clock::time_point deadline) {
+  const std::string p = prefix(o);
+  const std::string lastSlot = p + "agent/" + std::to_string(o.num_machines - 1);
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() > 0) {
+      try {
+        s.wait({lastSlot}, std::min(left, o.progress_interval));
+      } catch (const TimeoutError&) {
+      }
+    }
+    int count = static_cast<int>(s.add(p + "arrivals", 0));
+    if (count > o.num_machines) {
+      return makeError(std::to_string(count) + " machines joined a rendezvous for " + std::to_string(o.num_machines) +
+                       " (is another job using the same --main_process_port?)");
+    }
+    if (count == o.num_machines) return {};
+    std::string status = std::to_string(count) + "/" + std::to_string(o.num_machines) + " machines joined" +
+                         missingText(registrations(s, o, count), o.num_machines);
+    if (Clock::now() >= deadline) {
+      std::string message = "rendezvous at " + o.store_address + " timed out after " + secondsText(o.timeout) + ": " + status;
+      s.set(p + "assignment", json{{"error", message}}.dump());
+      return makeError(message);
+    }
+    if (o.progress) o.progress(status);
+  }
+}
+
+// The master assigns every machine its rank and offset and publishes them with one write (or
+// publishes why it cannot).
+Expected<void> publishAssignment(store::Store& s, const RendezvousOptions& o) {
+  auto assigned = assign(registrations(s, o, o.num_machines), o.num_machines);
+  if (!assigned) {
+    s.set(prefix(o) + "assignment", json{{"error", assigned.error()}}.dump());
+    return std::move(assigned).takeError();
+  }
+  json published = json::array();
+  for (const auto& m : assigned->machines) {
+    published.push_back({{"host", m.host}, {"address", m.address}, {"local_world_size", m.local_world_size},
+                         {"machine_rank", m.machine_rank}, {"rank_offset", m.rank_offset}});
+  }
+  s.set(prefix(o) + "assignment", json{{"machines", published}, {"slots", assigned->slot_rank}}.dump());
+  return {};
+}
+
+// Every agent: waits for the master's assignment and reads its own place in it.
+Expected<RendezvousResult> readAssignment(store::Store& s, const RendezvousOptions& o, int slot, bool master,
+                                          Clock::time_point deadline) {
+  const std::string p = prefix(o);
+  // A little longer than the master, so a master that gives up can still say why.
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) +
+              (master ? std::chrono::milliseconds(0) : std::chrono::milliseconds(2000));
+  std::string text;
+  try {
+    text = s.get(p + "assignment", std::max(left, std::chrono::milliseconds(1)));
+  } catch (const TimeoutError&) {
+    return makeError("rendezvous at " + o.store_address + " timed out after " + secondsText(o.timeout) +
+                     ": the master agent (machine_rank 0) did not publish the machine ranks; " +
+                     std::to_string(s.add(p + "arrivals", 0)) + "/" + std::to_string(o.num_machines) + " machines joined");
+  }
+  json assignment = json::parse(text);
+  if (assignment.contains("error")) return makeError("rendezvous failed: " + assignment["error"].get<std::string>());
+  RendezvousResult result;
+  for (const auto& m : assignment.at("machines")) {
+    result.machines.push_back(MachineInfo{m.at("host").get<std::string>(), m.value("address", ""),
+                                          m.at("local_world_size").get<int>(), m.at("machine_rank").get<int>(),
+                                          m.at("rank_offset").get<int>()});
+    result.world_size += m.at("local_world_size").get<int>();
+  }
+  result.machine_rank = assignment.at("slots").at(static_cast<size_t>(slot)).get<int>();
+  result.rank_offset = result.machines.at(static_cast<size_t>(result.machine_rank)).rank_offset;
+  return result;
+}
+
 }  // namespace
 
 Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& o) {
   const auto deadline = Clock::now() + o.timeout;
   const bool master = o.requested_machine_rank == 0;
-  const std::string p = prefix(o);
   try {
-    const int slot = static_cast<int>(s.add(p + "arrivals", 1)) - 1;
-    s.set(p + "agent/" + std::to_string(slot),
-          json{{"host", o.host}, {"address", o.address}, {"local_world_size", o.local_world_size},
-           {"requested_rank", o.requested_machine_rank}}
-              .dump());
-
+    const int slot = registerAgent(s, o);
     if (master) {
-      // Parked on the store until the last slot is registered; woken every progress interval
-      // to say who is missing.
-      const std::string lastSlot = p + "agent/" + std::to_string(o.num_machines - 1);
-      while (true) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-        if (left.count() > 0) {
-          try {
-            s.wait({lastSlot}, std::min(left, o.progress_interval));
-          } catch (const TimeoutError&) {
-          }
-        }
-        int count = static_cast<int>(s.add(p + "arrivals", 0));
-        if (count > o.num_machines) {
-          return makeError(std::to_string(count) + " machines joined a rendezvous for " + std::to_string(o.num_machines) +
-                           " (is another job using the same --main_process_port?)");
-        }
-        if (count == o.num_machines) break;
-        std::string status = std::to_string(count) + "/" + std::to_string(o.num_machines) + " machines joined" +
-                             missingText(registrations(s, o, count), o.num_machines);
-        if (Clock::now() >= deadline) {
-          std::string message =
-              "rendezvous at " + o.store_address + " timed out after " + secondsText(o.timeout) + ": " + status;
-          s.set(p + "assignment", json{{"error", message}}.dump());  // the others fail now, with the reason
-          return makeError(message);
-        }
-        if (o.progress) o.progress(status);
-      }
-      auto assigned = assign(registrations(s, o, o.num_machines), o.num_machines);
-      if (!assigned) {
-        s.set(p + "assignment", json{{"error", assigned.error()}}.dump());
-        return std::move(assigned).takeError();
-      }
-      json published = json::array();
-      for (const auto& m : assigned->machines) {
-        published.push_back({{"host", m.host}, {"address", m.address}, {"local_world_size", m.local_world_size},
-                             {"machine_rank", m.machine_rank}, {"rank_offset", m.rank_offset}});
-      }
-      s.set(p + "assignment", json{{"machines", published}, {"slots", assigned->slot_rank}}.dump());
+      if (auto ok = awaitAllMachines(s, o, deadline); !ok) return std::move(ok).takeError();
+      if (auto ok = publishAssignment(s, o); !ok) return std::move(ok).takeError();
     }
-
-    // A little longer than the master, so a master that gives up can still say why.
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) +
-                (master ? std::chrono::milliseconds(0) : std::chrono::milliseconds(2000));
-    std::string text;
-    try {
-      text = s.get(p + "assignment", std::max(left, std::chrono::milliseconds(1)));
-    } catch (const TimeoutError&) {
-      return makeError("rendezvous at " + o.store_address + " timed out after " + secondsText(o.timeout) +
-                       ": the master agent (machine_rank 0) did not publish the machine ranks; " +
-                       std::to_string(s.add(p + "arrivals", 0)) + "/" + std::to_string(o.num_machines) + " machines joined");
-    }
-    json assignment = json::parse(text);
-    if (assignment.contains("error")) return makeError("rendezvous failed: " + assignment["error"].get<std::string>());
-    RendezvousResult result;
-    for (const auto& m : assignment.at("machines")) {
-      result.machines.push_back(MachineInfo{m.at("host").get<std::string>(), m.value("address", ""),
-                                            m.at("local_world_size").get<int>(), m.at("machine_rank").get<int>(),
-                                            m.at("rank_offset").get<int>()});
-      result.world_size += m.at("local_world_size").get<int>();
-    }
-    result.machine_rank = assignment.at("slots").at(static_cast<size_t>(slot)).get<int>();
-    result.rank_offset = result.machines.at(static_cast<size_t>(result.machine_rank)).rank_offset;
-    return result;
+    return readAssignment(s, o, slot, master, deadline);
   } catch (const Error& e) {
     return makeError(std::string("rendezvous through the store at ") + o.store_address + " failed: " + e.what());
   } catch (const json::exception& e) {

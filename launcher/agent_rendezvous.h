@@ -7,6 +7,9 @@
 // order) and global rank offsets in one pass, and publishes them with one write; the others
 // wait for that key. After the job, every agent reports in an exit barrier so the master keeps
 // the store up until the last machine is done.
+//
+// Every function here uses `store` from the calling thread only, for its whole call: a store
+// client is not thread-safe, so no other thread may use the same client meanwhile.
 
 #include <chrono>
 #include <functional>
@@ -33,7 +36,9 @@ struct RendezvousOptions {
   std::string store_address;    // "host:port" of the store, for messages
   std::chrono::milliseconds timeout{std::chrono::seconds(900)};
   std::chrono::milliseconds progress_interval{std::chrono::seconds(5)};
-  std::function<void(const std::string&)> progress;  // "3/4 machines joined; waiting for machine_rank 2"
+  // Called by the master only, on the thread that runs rendezvous(), every progress_interval
+  // while machines are missing: "3/4 machines joined; waiting for machine_rank 2".
+  std::function<void(const std::string&)> progress;
 };
 
 struct MachineInfo {
@@ -51,9 +56,11 @@ struct RendezvousResult {
   std::vector<MachineInfo> machines;  // by machine rank
 };
 
-// Joins the rendezvous. Blocks until every machine joined or the timeout; the error names what
-// is missing ("waited 900 s: 3/4 machines joined; missing machine_rank 2"). Store failures
-// (the master unreachable) are errors naming the store's address.
+// Joins the rendezvous. Blocks until every machine joined or the timeout (an agent other than
+// the master waits 2 s longer, so that the master's reason for giving up reaches it); the error
+// names what is missing ("timed out after 900 s: 3/4 machines joined; waiting for machine_rank
+// 2"). Store failures (the master unreachable) and malformed records are errors naming the
+// store's address; nothing is thrown.
 Expected<RendezvousResult> rendezvous(store::Store& store, const RendezvousOptions& options);
 
 // The key under which the job's first failure is published (JSON of a JobFailure).
@@ -62,17 +69,23 @@ std::string failureKey(const RendezvousOptions& options);
 // Publishes `mine` as the job's first failure unless one is there already (one compare-and-set,
 // so exactly one machine's failure is the job's first). Returns the first failure when it is
 // another machine's, nullopt when it is `mine` (or the store cannot be reached: then nobody
-// else can be told either).
+// else can be told either). Blocks for one round trip to the store, bounded only by the store
+// client's own timeout; never throws.
 std::optional<JobFailure> publishFailure(store::Store& store, const RendezvousOptions& options, const JobFailure& mine);
 
-// Reads the published failure; nullopt when it is `machineRank`'s own. Throws accel::Error when
-// the store cannot be read, nlohmann::json::exception when the record is malformed.
+// Reads the published failure; nullopt when it is `machineRank`'s own. Blocks until the failure
+// key exists, at most 30 s (call it once the key is known to exist, e.g. after a watch fired).
+// Throws accel::Error when the store cannot be read (accel::TimeoutError when no failure was
+// published within 30 s), nlohmann::json::exception when the record is malformed.
 std::optional<JobFailure> readFailure(store::Store& store, const RendezvousOptions& options, int machineRank);
 
 // The exit barrier: records that this machine's workers are done; the master then waits until
 // every machine has, or until `othersGone()` says no other agent is connected any more (one that
 // died never reports), or, once a failure was published, `afterFailure` has passed (the others
-// only need the store to read it). Returns how many finished.
+// only need the store to read it). Returns how many finished, or -1 when the store cannot be
+// reached; never throws. A non-master returns after one round trip. The master polls the store
+// every 20 ms and calls `othersGone` (on the calling thread) while no failure is published; with
+// `othersGone` empty and no failure, it waits for every machine without a time limit.
 int exitBarrier(store::Store& store, const RendezvousOptions& options, bool master, std::chrono::milliseconds afterFailure,
                 const std::function<bool()>& othersGone);
 

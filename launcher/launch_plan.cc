@@ -242,6 +242,173 @@ Expected<void> placeMachines(LaunchPlan& plan, const LaunchOptions& o, const std
   return {};
 }
 
+// The GPU facts the plan depends on, known once the config is resolved.
+struct Devices {
+  bool gpu = false;     // a multi-GPU job
+  int usable_gpus = 0;  // counted only when GPUs matter (multi-GPU or fp16)
+};
+
+// Precision and distributed type accel can run, given the GPUs this machine has.
+Expected<Devices> checkDevices(const config::ClusterConfig& c, const std::function<int()>& countGpus) {
+  if (c.mixed_precision == "fp8") return makeError("mixed_precision fp8 is not supported by accel");
+  Devices d;
+  d.gpu = c.distributed_type == config::kDistributedMultiGpu;
+  d.usable_gpus = d.gpu || c.mixed_precision == "fp16" ? countGpus() : 0;
+  if (c.mixed_precision == "fp16" && (c.use_cpu || d.usable_gpus == 0)) {
+    return makeError("mixed_precision fp16 needs a GPU" +
+                     std::string(c.use_cpu ? " but the job is CPU-only (--cpu / use_cpu)" : " and none is usable here") +
+                     "; use bf16 or no");
+  }
+  if (c.distributed_type != config::kDistributedNo && c.distributed_type != config::kDistributedMultiCpu && !d.gpu) {
+    return makeError("distributed_type " + c.distributed_type + " is not supported by accel (NO, MULTI_CPU, MULTI_GPU)");
+  }
+  return d;
+}
+
+// Agents of several machines meet at one address and port, and cannot restart together yet.
+Expected<void> checkMultiMachine(const LaunchPlan& plan, const LaunchOptions& o) {
+  if (plan.num_machines <= 1 || plan.exec_in_place) return {};
+  if (!plan.config.config.main_process_ip && !plan.master_addr_from_scheduler) {
+    return makeError("--main_process_ip: required with --num_machines " + std::to_string(plan.num_machines) +
+                     " (the address of machine_rank 0, which hosts the job's store)");
+  }
+  if (!plan.master_port) {
+    return makeError("--main_process_port: required with --num_machines " + std::to_string(plan.num_machines) +
+                     " (every machine must use the same port)");
+  }
+  if (o.max_restarts > 0) return makeError("--max_restarts: restarts of multi-machine jobs are not supported yet");
+  return {};
+}
+
+// A multi-GPU job needs a GPU per local process, among those gpu_ids allows.
+Expected<void> checkGpuCount(LaunchPlan& plan, const Devices& d) {
+  if (!d.gpu) return {};
+  const config::ClusterConfig& c = plan.config.config;
+  int available = d.usable_gpus;
+  if (c.gpu_ids && *c.gpu_ids != "all") available = std::min(available, countGpuIds(*c.gpu_ids));
+  if (d.usable_gpus == 0) {
+    return makeError("multi-GPU training was requested (" +
+                     std::string(plan.config.sources["distributed_type"] == config::Source::Flag
+                                     ? "--multi_gpu"
+                                     : "distributed_type MULTI_GPU in " + plan.config.file.value_or("the config")) +
+                     ") but no GPU is usable on this machine; use --cpu");
+  }
+  if (plan.local_world_size > available) {
+    return makeError("num_processes " + std::to_string(plan.local_world_size) + " on this machine is more than the " +
+                     std::to_string(available) + " GPU(s) available" +
+                     (c.gpu_ids && *c.gpu_ids != "all" ? " in gpu_ids " + *c.gpu_ids : "") +
+                     "; lower --num_processes or use --cpu");
+  }
+  return {};
+}
+
+// The flags that only the agent reads: console output and limits.
+Expected<void> applyAgentFlags(LaunchPlan& plan, const LaunchOptions& o) {
+  if (o.tee && (*o.tee < 0 || *o.tee > 3)) return makeError("--tee: " + std::to_string(*o.tee) + " is not 0, 1, 2 or 3");
+  plan.tee = o.tee.value_or(3);
+  if (o.local_ranks_filter) {
+    auto ranks = parseRankFilter(*o.local_ranks_filter, plan.local_world_size);
+    if (!ranks) return std::move(ranks).takeError();
+    plan.console_ranks = std::move(*ranks);
+  }
+  if (o.max_restarts < 0) return makeError("--max_restarts: must be 0 or more");
+  if (o.num_cpu_threads_per_process && *o.num_cpu_threads_per_process < 1) {
+    return makeError("--num_cpu_threads_per_process: must be at least 1");
+  }
+  if (o.gradient_accumulation_steps && *o.gradient_accumulation_steps < 1) {
+    return makeError("--gradient_accumulation_steps: must be at least 1");
+  }
+  if (o.term_timeout.count() < 0) return makeError("--term_timeout: must be 0 or more");
+  plan.max_restarts = o.max_restarts;
+  plan.role = o.role;
+  plan.log_dir = o.log_dir;
+  // A rank per task: only rank 0 speaks for the job (hundreds of tasks must not repeat it).
+  plan.quiet = o.quiet || (plan.exec_in_place && globalRank(plan, plan.exec_local_rank) != 0);
+  plan.dry_run = o.dry_run;
+  plan.term_timeout = o.term_timeout;
+  return {};
+}
+
+// Every machine of a job must agree on the run id without talking: the scheduler's job id, or
+// one derived from the shared store address.
+void chooseRunId(LaunchPlan& plan) {
+  if (!plan.run_id.empty()) return;
+  plan.run_id = plan.num_machines > 1 ? "accel-" + plan.master_addr + "-" + std::to_string(plan.master_port.value_or(0))
+                                      : newRunId();
+}
+
+// accelerate's ACCELERATE_DYNAMO_* variables from the config's dynamo_config section.
+void setDynamoEnv(std::map<std::string, std::string>& e, const config::ClusterConfig& c) {
+  const auto dynamoIt = c.extras.find("dynamo_config");
+  const nlohmann::json dynamo = dynamoIt != c.extras.end() ? dynamoIt->second : nlohmann::json::object();
+  auto dynamoValue = [&dynamo](const char* key, const nlohmann::json& fallback) {
+    return dynamo.contains(key) ? dynamo.at(key) : fallback;
+  };
+  nlohmann::json backend = dynamoValue("dynamo_backend", "NO");
+  e[env::kDynamoBackend] = upper(backend.is_string() ? backend.get<std::string>() : "NO");
+  nlohmann::json mode = dynamoValue("dynamo_mode", "default");
+  e[env::kDynamoMode] = mode.is_string() ? mode.get<std::string>() : "default";
+  e[env::kDynamoUseFullgraph] = pythonBool(dynamoValue("dynamo_use_fullgraph", false) == true);
+  e[env::kDynamoUseDynamic] = pythonBool(dynamoValue("dynamo_use_dynamic", false) == true);
+  e[env::kDynamoUseRegionalCompilation] = pythonBool(dynamoValue("dynamo_use_regional_compilation", false) == true);
+}
+
+// accelerate's variables for the same settings, and NCCL's async error handling.
+void setCommonEnv(LaunchPlan& plan, const LaunchOptions& o, const Environment& env, bool gpu) {
+  const config::ClusterConfig& c = plan.config.config;
+  auto& e = plan.common_env;
+  e[env::kMixedPrecision] = c.mixed_precision;
+  e[env::kUseCpu] = pythonBool(c.use_cpu);
+  if (c.debug) e[env::kDebugMode] = "true";
+  if (c.enable_cpu_affinity) e[env::kCpuAffinity] = "1";
+  if (o.gradient_accumulation_steps) e[env::kGradientAccumulationSteps] = std::to_string(*o.gradient_accumulation_steps);
+  if (gpu && c.gpu_ids && *c.gpu_ids != "all") {
+    std::string ids = *c.gpu_ids;
+    ids.erase(std::remove(ids.begin(), ids.end(), ' '), ids.end());
+    e[env::kCudaVisibleDevices] = ids;
+  }
+  if (!gpu) {
+    e[env::kKmpAffinity] = "granularity=fine,compact,1,0";
+    e[env::kKmpBlocktime] = "1";
+  }
+  setDynamoEnv(e, c);
+  for (const char* key : {env::kTorchNcclAsyncErrorHandling, env::kNcclAsyncErrorHandling}) {
+    if (!lookup(env, key)) e[key] = "1";
+  }
+}
+
+// OMP_NUM_THREADS for the workers: the flag, else the scheduler's CPUs shared out, else 1 when
+// several processes would otherwise each take every core.
+void chooseOmpThreads(LaunchPlan& plan, const LaunchOptions& o, const Environment& env,
+                      const std::optional<SchedulerInfo>& scheduler) {
+  if (o.num_cpu_threads_per_process) {
+    plan.omp_num_threads = *o.num_cpu_threads_per_process;
+  } else if (!lookup(env, env::kOmpNumThreads) && scheduler && scheduler->cpus_on_node) {
+    plan.omp_num_threads = std::max(1, *scheduler->cpus_on_node / plan.local_world_size);
+    plan.notices.push_back(std::string(env::kOmpNumThreads) + "=" + std::to_string(*plan.omp_num_threads) +
+                           " for each of the " + std::to_string(plan.local_world_size) + " processes on this node (" +
+                           scheduler->name + " gives it " + std::to_string(*scheduler->cpus_on_node) + " CPUs)");
+  } else if (!lookup(env, env::kOmpNumThreads) && plan.local_world_size > 1) {
+    plan.omp_num_threads = 1;
+    plan.omp_notice = true;
+  }
+}
+
+// How long agents wait for each other, and notices for torchrun flags that do nothing here.
+Expected<void> applyRendezvousFlags(LaunchPlan& plan, const LaunchOptions& o) {
+  if (o.monitor_interval != 0.1) {
+    plan.notices.push_back("--monitor_interval is ignored: accel reacts to worker exits as they happen");
+  }
+  auto timeout = rdzvTimeout(o);
+  if (!timeout) return std::move(timeout).takeError();
+  plan.rdzv_timeout = *timeout;
+  if (plan.num_machines == 1 && (!o.rdzv_conf.empty() || o.rdzv_timeout_s ||
+                                 plan.config.sources["rdzv_backend"] == config::Source::Flag)) {
+    plan.notices.push_back("--rdzv_backend/--rdzv_conf/--rdzv_timeout have no effect on a single machine");
+  }
+  return {};
+}
+
 }  // namespace
 
 int portForJob(const std::optional<std::string>& jobId) {
@@ -258,145 +425,21 @@ Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEn
   if (!effective) return std::move(effective).takeError();
   LaunchPlan plan;
   plan.config = std::move(*effective);
-  const config::ClusterConfig& c = plan.config.config;
-
-  if (c.mixed_precision == "fp8") return makeError("mixed_precision fp8 is not supported by accel");
-  const bool gpu = c.distributed_type == config::kDistributedMultiGpu;
-  const int usableGpus = gpu || c.mixed_precision == "fp16" ? countGpus() : 0;
-  if (c.mixed_precision == "fp16" && (c.use_cpu || usableGpus == 0)) {
-    return makeError("mixed_precision fp16 needs a GPU" +
-                     std::string(c.use_cpu ? " but the job is CPU-only (--cpu / use_cpu)" : " and none is usable here") +
-                     "; use bf16 or no");
-  }
-  if (c.distributed_type != config::kDistributedNo && c.distributed_type != config::kDistributedMultiCpu && !gpu) {
-    return makeError("distributed_type " + c.distributed_type + " is not supported by accel (NO, MULTI_CPU, MULTI_GPU)");
-  }
+  auto devices = checkDevices(plan.config.config, countGpus);
+  if (!devices) return std::move(devices).takeError();
   auto scheduler = detectScheduler(env);
   if (!scheduler) return makeError("cannot use the scheduler's environment: " + scheduler.error());
-  auto machines = placeMachines(plan, o, *scheduler, gpu ? usableGpus : 0);
-  if (!machines) return std::move(machines).takeError();
-  if (plan.num_machines > 1 && !plan.exec_in_place) {
-    if (!plan.config.config.main_process_ip && !plan.master_addr_from_scheduler) {
-      return makeError("--main_process_ip: required with --num_machines " + std::to_string(plan.num_machines) +
-                       " (the address of machine_rank 0, which hosts the job's store)");
-    }
-    if (!plan.master_port) {
-      return makeError("--main_process_port: required with --num_machines " + std::to_string(plan.num_machines) +
-                       " (every machine must use the same port)");
-    }
-    if (o.max_restarts > 0) {
-      return makeError("--max_restarts: restarts of multi-machine jobs are not supported yet");
-    }
-  }
-
-  if (gpu) {
-    int available = usableGpus;
-    if (c.gpu_ids && *c.gpu_ids != "all") available = std::min(available, countGpuIds(*c.gpu_ids));
-    if (usableGpus == 0) {
-      return makeError("multi-GPU training was requested (" +
-                       std::string(plan.config.sources["distributed_type"] == config::Source::Flag
-                                       ? "--multi_gpu"
-                                       : "distributed_type MULTI_GPU in " + plan.config.file.value_or("the config")) +
-                       ") but no GPU is usable on this machine; use --cpu");
-    }
-    if (plan.local_world_size > available) {
-      return makeError("num_processes " + std::to_string(plan.local_world_size) + " on this machine is more than the " +
-                       std::to_string(available) + " GPU(s) available" +
-                       (c.gpu_ids && *c.gpu_ids != "all" ? " in gpu_ids " + *c.gpu_ids : "") +
-                       "; lower --num_processes or use --cpu");
-    }
-  }
-
+  if (auto ok = placeMachines(plan, o, *scheduler, devices->gpu ? devices->usable_gpus : 0); !ok) return std::move(ok).takeError();
+  if (auto ok = checkMultiMachine(plan, o); !ok) return std::move(ok).takeError();
+  if (auto ok = checkGpuCount(plan, *devices); !ok) return std::move(ok).takeError();
   auto argv = resolveCommand(o, env);
   if (!argv) return std::move(argv).takeError();
   plan.argv = std::move(*argv);
-
-  if (o.tee && (*o.tee < 0 || *o.tee > 3)) return makeError("--tee: " + std::to_string(*o.tee) + " is not 0, 1, 2 or 3");
-  plan.tee = o.tee.value_or(3);
-  if (o.local_ranks_filter) {
-    auto ranks = parseRankFilter(*o.local_ranks_filter, plan.local_world_size);
-    if (!ranks) return std::move(ranks).takeError();
-    plan.console_ranks = std::move(*ranks);
-  }
-  if (o.max_restarts < 0) return makeError("--max_restarts: must be 0 or more");
-  if (o.num_cpu_threads_per_process && *o.num_cpu_threads_per_process < 1) {
-    return makeError("--num_cpu_threads_per_process: must be at least 1");
-  }
-  if (o.gradient_accumulation_steps && *o.gradient_accumulation_steps < 1) {
-    return makeError("--gradient_accumulation_steps: must be at least 1");
-  }
-  if (o.term_timeout.count() < 0) return makeError("--term_timeout: must be 0 or more");
-
-  plan.max_restarts = o.max_restarts;
-  // Every machine of a job must agree on the run id without talking: the scheduler's job id, or
-  // one derived from the shared store address.
-  if (plan.run_id.empty()) {
-    plan.run_id = plan.num_machines > 1
-                      ? "accel-" + plan.master_addr + "-" + std::to_string(plan.master_port.value_or(0))
-                      : newRunId();
-  }
-  plan.role = o.role;
-  plan.log_dir = o.log_dir;
-  // A rank per task: only rank 0 speaks for the job (hundreds of tasks must not repeat it).
-  plan.quiet = o.quiet || (plan.exec_in_place && globalRank(plan, plan.exec_local_rank) != 0);
-  plan.dry_run = o.dry_run;
-  plan.term_timeout = o.term_timeout;
-
-  // accelerate's variables for the same settings.
-  auto& e = plan.common_env;
-  e[env::kMixedPrecision] = c.mixed_precision;
-  e[env::kUseCpu] = pythonBool(c.use_cpu);
-  if (c.debug) e[env::kDebugMode] = "true";
-  if (c.enable_cpu_affinity) e[env::kCpuAffinity] = "1";
-  if (o.gradient_accumulation_steps) e[env::kGradientAccumulationSteps] = std::to_string(*o.gradient_accumulation_steps);
-  if (gpu && c.gpu_ids && *c.gpu_ids != "all") {
-    std::string ids = *c.gpu_ids;
-    ids.erase(std::remove(ids.begin(), ids.end(), ' '), ids.end());
-    e[env::kCudaVisibleDevices] = ids;
-  }
-  if (!gpu) {
-    e[env::kKmpAffinity] = "granularity=fine,compact,1,0";
-    e[env::kKmpBlocktime] = "1";
-  }
-  const auto dynamoIt = c.extras.find("dynamo_config");
-  const nlohmann::json dynamo = dynamoIt != c.extras.end() ? dynamoIt->second : nlohmann::json::object();
-  auto dynamoValue = [&](const char* key, const nlohmann::json& fallback) {
-    return dynamo.contains(key) ? dynamo.at(key) : fallback;
-  };
-  nlohmann::json backend = dynamoValue("dynamo_backend", "NO");
-  e[env::kDynamoBackend] = upper(backend.is_string() ? backend.get<std::string>() : "NO");
-  nlohmann::json mode = dynamoValue("dynamo_mode", "default");
-  e[env::kDynamoMode] = mode.is_string() ? mode.get<std::string>() : "default";
-  e[env::kDynamoUseFullgraph] = pythonBool(dynamoValue("dynamo_use_fullgraph", false) == true);
-  e[env::kDynamoUseDynamic] = pythonBool(dynamoValue("dynamo_use_dynamic", false) == true);
-  e[env::kDynamoUseRegionalCompilation] = pythonBool(dynamoValue("dynamo_use_regional_compilation", false) == true);
-  for (const char* key : {env::kTorchNcclAsyncErrorHandling, env::kNcclAsyncErrorHandling}) {
-    if (!lookup(env, key)) e[key] = "1";
-  }
-
-  if (o.num_cpu_threads_per_process) {
-    plan.omp_num_threads = *o.num_cpu_threads_per_process;
-  } else if (!lookup(env, env::kOmpNumThreads) && *scheduler && (*scheduler)->cpus_on_node) {
-    // The scheduler's CPUs on this node, shared by the processes on it.
-    plan.omp_num_threads = std::max(1, *(*scheduler)->cpus_on_node / plan.local_world_size);
-    plan.notices.push_back(std::string(env::kOmpNumThreads) + "=" + std::to_string(*plan.omp_num_threads) + " for each of the " +
-                           std::to_string(plan.local_world_size) + " processes on this node (" +
-                           (*scheduler)->name + " gives it " + std::to_string(*(*scheduler)->cpus_on_node) + " CPUs)");
-  } else if (!lookup(env, env::kOmpNumThreads) && plan.local_world_size > 1) {
-    plan.omp_num_threads = 1;
-    plan.omp_notice = true;
-  }
-
-  if (o.monitor_interval != 0.1) {
-    plan.notices.push_back("--monitor_interval is ignored: accel reacts to worker exits as they happen");
-  }
-  auto timeout = rdzvTimeout(o);
-  if (!timeout) return std::move(timeout).takeError();
-  plan.rdzv_timeout = *timeout;
-  if (plan.num_machines == 1 && (!o.rdzv_conf.empty() || o.rdzv_timeout_s ||
-                                 plan.config.sources["rdzv_backend"] == config::Source::Flag)) {
-    plan.notices.push_back("--rdzv_backend/--rdzv_conf/--rdzv_timeout have no effect on a single machine");
-  }
+  if (auto ok = applyAgentFlags(plan, o); !ok) return std::move(ok).takeError();
+  chooseRunId(plan);
+  setCommonEnv(plan, o, env, devices->gpu);
+  chooseOmpThreads(plan, o, env, *scheduler);
+  if (auto ok = applyRendezvousFlags(plan, o); !ok) return std::move(ok).takeError();
   return plan;
 }
 

@@ -60,8 +60,10 @@ int portForJob(const std::optional<std::string>& jobId);
 // Resolves config precedence, the command, sizes and the workers' common environment.
 // Under a scheduler (launcher/scheduler_env.h) its machines, ranks and run id are used where
 // no flag says otherwise: flag > scheduler > config file > default.
-// `usableGpus` counts the GPUs the agent can see; it is called only when GPUs matter
-// (multi-GPU or fp16), so CPU launches never load CUDA.
+// `usableGpus` counts the GPUs the agent can see; it is called at most once, and only when GPUs
+// matter (multi-GPU or fp16), so CPU launches never load CUDA. Reads the config file, the
+// script and PATH (a relative script is resolved against the current directory); nothing else
+// blocks. Errors are returned, never thrown.
 Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& options, const config::PathEnv& paths,
                                     const Environment& parentEnv, const std::function<int()>& usableGpus);
 

@@ -114,5 +114,70 @@ TEST(QuestionnaireTest, MenuAcceptsOptionText) {
   EXPECT_EQ(run.result->mixed_precision, "bf16");
 }
 
+TEST(QuestionnaireTest, OnlyThisMachineIsAccepted) {
+  auto run = answer("1\n0\n\n\n\n\n\n\n");
+  ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
+  EXPECT_EQ(run.result->compute_environment, "LOCAL_MACHINE");
+  EXPECT_NE(run.transcript.find("Invalid answer: AWS (Amazon SageMaker) is not supported by accel; choose 0"),
+            std::string::npos)
+      << run.transcript;
+}
+
+TEST(QuestionnaireTest, MainProcessAnswersAreChecked) {
+  // multi-GPU; 3 machines; rank 5, -1 then 2; ip 'a b', '', 'a/b' then h; port 0, 70000 then
+  // 29400; same network no; backend zzz then static; debug n; dynamo n; 6 GPUs; defaults; no.
+  auto run = answer("0\n4\n3\n5\n-1\n2\na b\n\na/b\nh\n0\n70000\n29400\nn\nzzz\nstatic\nn\nn\n6\n\n\nno\n");
+  ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
+  const auto& c = *run.result;
+  EXPECT_EQ(c.machine_rank, 2);
+  EXPECT_EQ(c.main_process_ip, "h");
+  EXPECT_EQ(c.main_process_port, 29400);
+  EXPECT_EQ(c.rdzv_backend, "static");
+  EXPECT_FALSE(c.same_network);
+  EXPECT_EQ(c.num_processes, 6);
+  const std::string& t = run.transcript;
+  auto count = [&t](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = t.find(what); at != std::string::npos; at = t.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("Invalid answer: must be between 0 and 2"), 2u) << t;
+  EXPECT_EQ(count("Invalid answer: 'a b' is not a host name or IP address"), 1u) << t;
+  EXPECT_EQ(count("Invalid answer: an address or host name is required"), 1u) << t;
+  EXPECT_EQ(count("Invalid answer: 'a/b' is not a host name or IP address"), 1u) << t;
+  EXPECT_EQ(count("Invalid answer: must be between 1 and 65535"), 2u) << t;
+  EXPECT_EQ(count("Invalid answer: 'zzz' is not one of static, c10d, etcd, etcd-v2"), 1u) << t;
+}
+
+TEST(QuestionnaireTest, MpirunHostfileIsExpanded) {
+  // multi-CPU; 1 machine; debug n; mpirun y with the default ~/hostfile; dynamo n; 2; no.
+  auto run = answer("0\n1\n1\nn\ny\n\nn\n2\nno\n");
+  ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
+  EXPECT_EQ(run.result->extras.at("mpirun_config"), (nlohmann::json{{"mpirun_hostfile", "/home/u/hostfile"}}));
+}
+
+TEST(QuestionnaireTest, CpuOnlySkipsTheGpuQuestions) {
+  // No distribution; CPU only y; dynamo n; fp16 refused on CPU, then no.
+  auto run = answer("0\n0\ny\nn\nfp16\n0\n");
+  ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
+  EXPECT_TRUE(run.result->use_cpu);
+  EXPECT_EQ(run.result->num_processes, 1);
+  EXPECT_FALSE(run.result->gpu_ids.has_value());
+  EXPECT_EQ(run.transcript.find("What GPU(s)"), std::string::npos) << run.transcript;
+  EXPECT_NE(run.transcript.find("Invalid answer: fp16 needs a GPU"), std::string::npos) << run.transcript;
+}
+
+TEST(QuestionnaireTest, MultiGpuOnOneMachineNeedsTwoGpus) {
+  // multi-GPU; 1 machine; debug n; dynamo n; 1 GPU refused, then 2; ids all; numa n; fp16.
+  auto run = answer("0\n4\n1\nn\nn\n1\n2\nall\nn\n1\n");
+  ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
+  EXPECT_EQ(run.result->num_processes, 2);
+  EXPECT_EQ(run.result->mixed_precision, "fp16");
+  EXPECT_NE(run.transcript.find("Invalid answer: multi-GPU on one machine needs at least 2 GPUs; for one GPU choose "
+                                "'No distributed training'"),
+            std::string::npos)
+      << run.transcript;
+}
+
 }  // namespace
 }  // namespace accel::config

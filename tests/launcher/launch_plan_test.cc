@@ -122,6 +122,140 @@ TEST_F(LaunchPlanTest, Errors) {
 }
 
 
+TEST_F(LaunchPlanTest, DevicesAccelCannotRunAreRefused) {
+  auto o = options();
+  o.config.mixed_precision = "fp8";
+  auto p = plan(o, 8);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error(), "mixed_precision fp8 is not supported by accel");
+  testing::writeFile(dir_.file("xpu.yaml"), "distributed_type: MULTI_XPU\nnum_processes: 2\n");
+  o = options();
+  o.config.config_file = dir_.file("xpu.yaml");
+  p = plan(o, 8);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error(), "distributed_type MULTI_XPU is not supported by accel (NO, MULTI_CPU, MULTI_GPU)");
+}
+
+TEST_F(LaunchPlanTest, AgentFlagsAreChecked) {
+  auto expect = [&](LaunchOptions o, const std::string& message) {
+    auto p = plan(o);
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.error(), message);
+  };
+  auto o = options();
+  o.max_restarts = -1;
+  expect(o, "--max_restarts: must be 0 or more");
+  o = options();
+  o.num_cpu_threads_per_process = 0;
+  expect(o, "--num_cpu_threads_per_process: must be at least 1");
+  o = options();
+  o.gradient_accumulation_steps = 0;
+  expect(o, "--gradient_accumulation_steps: must be at least 1");
+  o = options();
+  o.term_timeout = std::chrono::milliseconds(-1);
+  expect(o, "--term_timeout: must be 0 or more");
+  o = options();
+  o.config.num_processes = 2;
+  o.local_ranks_filter = "0,2";
+  expect(o, "--local_ranks_filter: '2' is not a local rank (0..1)");
+
+  o = options();
+  o.config.num_processes = 3;
+  o.local_ranks_filter = "0,2";
+  o.tee = 1;
+  o.max_restarts = 2;
+  o.num_cpu_threads_per_process = 5;
+  o.role = "trainer";
+  o.term_timeout = std::chrono::milliseconds(700);
+  auto p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->console_ranks, (std::set<int>{0, 2}));
+  EXPECT_EQ(p->tee, 1);
+  EXPECT_EQ(p->max_restarts, 2);
+  EXPECT_EQ(p->omp_num_threads, 5);  // the flag wins, without a notice
+  EXPECT_FALSE(p->omp_notice);
+  EXPECT_EQ(p->role, "trainer");
+  EXPECT_EQ(p->term_timeout, std::chrono::milliseconds(700));
+  EXPECT_EQ(p->run_id.rfind("accel-", 0), 0u) << p->run_id;
+}
+
+TEST_F(LaunchPlanTest, MachinesAgreeOnTheRunIdAndCannotRestart) {
+  auto o = options();
+  o.config.num_machines = 2;
+  o.config.num_processes = 4;
+  o.config.machine_rank = 1;
+  o.config.main_process_ip = "10.0.0.1";
+  o.config.main_process_port = 29400;
+  auto p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->run_id, "accel-10.0.0.1-29400");
+  EXPECT_EQ(p->rank_offset, 2);
+  EXPECT_EQ(p->local_world_size, 2);
+  o.max_restarts = 1;
+  p = plan(o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error(), "--max_restarts: restarts of multi-machine jobs are not supported yet");
+}
+
+TEST_F(LaunchPlanTest, WorkersGetAccelerateVariablesFromTheConfig) {
+  testing::writeFile(dir_.file("c.yaml"),
+                     "distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: bf16\ngpu_ids: '0, 1'\n"
+                     "debug: true\nenable_cpu_affinity: true\ndynamo_config:\n  dynamo_backend: inductor\n"
+                     "  dynamo_mode: max-autotune\n  dynamo_use_fullgraph: true\n");
+  auto o = options();
+  o.config.config_file = dir_.file("c.yaml");
+  o.gradient_accumulation_steps = 4;
+  auto p = plan(o, 2, {"PATH=/usr/bin", "TORCH_NCCL_ASYNC_ERROR_HANDLING=0"});
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->common_env, (std::map<std::string, std::string>{
+                               {"ACCELERATE_CPU_AFFINITY", "1"},
+                               {"ACCELERATE_DEBUG_MODE", "true"},
+                               {"ACCELERATE_DYNAMO_BACKEND", "INDUCTOR"},
+                               {"ACCELERATE_DYNAMO_MODE", "max-autotune"},
+                               {"ACCELERATE_DYNAMO_USE_DYNAMIC", "False"},
+                               {"ACCELERATE_DYNAMO_USE_FULLGRAPH", "True"},
+                               {"ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION", "False"},
+                               {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "4"},
+                               {"ACCELERATE_MIXED_PRECISION", "bf16"},
+                               {"ACCELERATE_USE_CPU", "False"},
+                               {"CUDA_VISIBLE_DEVICES", "0,1"},
+                               {"NCCL_ASYNC_ERROR_HANDLING", "1"},  // the parent's TORCH_NCCL_... is kept
+                           }));
+  auto cpu = plan(options());
+  ASSERT_TRUE(cpu.ok()) << cpu.error();
+  EXPECT_EQ(cpu->common_env.at("ACCELERATE_DYNAMO_BACKEND"), "NO");
+  EXPECT_EQ(cpu->common_env.at("KMP_AFFINITY"), "granularity=fine,compact,1,0");
+  EXPECT_EQ(cpu->common_env.at("KMP_BLOCKTIME"), "1");
+  EXPECT_EQ(cpu->common_env.at("TORCH_NCCL_ASYNC_ERROR_HANDLING"), "1");
+}
+
+TEST_F(LaunchPlanTest, RendezvousFlagsOnOneMachineAreNoticedAsIgnored) {
+  auto o = options();
+  o.rdzv_conf = "a=b,timeout=12.5,c=d";
+  o.monitor_interval = 1;
+  auto p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->rdzv_timeout, std::chrono::milliseconds(12500));
+  EXPECT_EQ(p->notices, (std::vector<std::string>{
+                            "--monitor_interval is ignored: accel reacts to worker exits as they happen",
+                            "--rdzv_backend/--rdzv_conf/--rdzv_timeout have no effect on a single machine"}));
+  o = options();
+  o.rdzv_timeout_s = 3;  // the flag wins over --rdzv_conf
+  o.rdzv_conf = "timeout=5";
+  o.config.num_machines = 2;
+  o.config.num_processes = 2;
+  o.config.main_process_ip = "h";
+  o.config.main_process_port = 1;
+  p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->rdzv_timeout, std::chrono::milliseconds(3000));
+  EXPECT_TRUE(p->notices.empty());
+  o.rdzv_timeout_s = 0;
+  p = plan(o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error(), "--rdzv_timeout: must be more than 0 seconds");
+}
+
 Environment slurmStep(int nodeId, int tasks = 2, int procId = 0, int localId = 0) {
   return {"PATH=/usr/bin",
           "SLURM_JOB_ID=123457",
