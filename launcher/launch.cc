@@ -10,7 +10,7 @@
 #include "config/config_file.h"
 #include "launcher/agent_rendezvous.h"
 #include "launcher/console.h"
-#include "launcher/gpu_probe.h"
+#include "probes/gpu_probe.h"
 #include "launcher/job_link.h"
 #include "launcher/launch_plan.h"
 #include "launcher/net_check.h"
@@ -24,6 +24,10 @@
 #include "libaccel/store/tcp_store_server.h"
 
 namespace accel::launcher {
+
+// The vocabulary of the machine's environment comes from probes/.
+using probes::processEnvironment;
+using probes::countUsableGpus;
 namespace {
 
 void notice(const LaunchPlan& plan, const std::string& text) {

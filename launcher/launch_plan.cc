@@ -8,12 +8,17 @@
 #include <random>
 
 #include "config/schema.h"
-#include "launcher/scheduler_env.h"
+#include "probes/scheduler_env.h"
 #include "launcher/subprocess_posix.h"
 #include "launcher/worker_env.h"
 #include "libaccel/common/env_names.h"
 
 namespace accel::launcher {
+
+// The vocabulary of the machine's environment comes from probes/.
+using probes::findInPath;
+using probes::SchedulerInfo;
+using probes::detectScheduler;
 namespace {
 
 bool endsWith(const std::string& s, const std::string& suffix) {

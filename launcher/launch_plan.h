@@ -12,11 +12,15 @@
 #include <vector>
 
 #include "config/effective_config.h"
-#include "launcher/environment.h"
+#include "probes/environment.h"
 #include "launcher/launch_options.h"
 #include "libaccel/common/expected.h"
 
 namespace accel::launcher {
+
+// The vocabulary of the machine's environment comes from probes/.
+using probes::Environment;
+using probes::lookup;
 
 struct LaunchPlan {
   config::EffectiveConfig config;
@@ -58,7 +62,7 @@ struct LaunchPlan {
 int portForJob(const std::optional<std::string>& jobId);
 
 // Resolves config precedence, the command, sizes and the workers' common environment.
-// Under a scheduler (launcher/scheduler_env.h) its machines, ranks and run id are used where
+// Under a scheduler (probes/scheduler_env.h) its machines, ranks and run id are used where
 // no flag says otherwise: flag > scheduler > config file > default.
 // `usableGpus` counts the GPUs the agent can see; it is called at most once, and only when GPUs
 // matter (multi-GPU or fp16), so CPU launches never load CUDA. Reads the config file, the

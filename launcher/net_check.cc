@@ -18,6 +18,9 @@
 #include "launcher/subprocess_posix.h"
 
 namespace accel::launcher {
+
+// The vocabulary of the machine's environment comes from probes/.
+using probes::runCaptured;
 namespace {
 
 using Clock = std::chrono::steady_clock;

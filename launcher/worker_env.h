@@ -9,6 +9,10 @@
 
 namespace accel::launcher {
 
+// The vocabulary of the machine's environment comes from probes/.
+using probes::Environment;
+using probes::lookup;
+
 struct WorkerSlot {
   int local_rank = 0;
   int restart_count = 0;       // TORCHELASTIC_RESTART_COUNT

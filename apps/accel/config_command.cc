@@ -9,7 +9,7 @@
 #include "apps/accel/config_flags.h"
 #include "config/config_file.h"
 #include "config/questionnaire.h"
-#include "launcher/gpu_probe.h"
+#include "probes/gpu_probe.h"
 
 namespace accel::apps {
 namespace {
@@ -56,7 +56,7 @@ int runDefault(const ConfigCommandOptions& o, const PathEnv& env) {
     return 0;
   }
   // accelerate's write_basic_config: several GPUs → MULTI_GPU over all; one → NO; none → CPU.
-  auto gpus = launcher::probeGpus();
+  auto gpus = probes::probeGpus();
   int count = static_cast<int>(gpus.devices.size());
   if (o.mixed_precision == "fp16" && count == 0) {
     return fail("--mixed_precision: fp16 needs a GPU and none is usable here (" + gpus.cuda_status + ")");

@@ -4,7 +4,7 @@
 
 #include "accel_build_info.h"
 #include "accel_git_revision.h"
-#include "launcher/env_report.h"
+#include "probes/env_report.h"
 
 namespace accel::apps {
 namespace {
@@ -28,13 +28,13 @@ void registerEnvCommand(CLI::App& app, EnvCommandOptions& o) {
 }
 
 int runEnvCommand(const EnvCommandOptions& o) {
-  launcher::BuildInfo build{ACCEL_VERSION, ACCEL_GIT_REVISION, compilerName(), ACCEL_BUILD_TYPE, ACCEL_TORCH_VERSION,
+  probes::BuildInfo build{ACCEL_VERSION, ACCEL_GIT_REVISION, compilerName(), ACCEL_BUILD_TYPE, ACCEL_TORCH_VERSION,
                             ACCEL_WITH_NCCL_BUILT != 0};
-  auto report = launcher::collectEnvReport(build, o.config_file, config::PathEnv::fromProcess());
+  auto report = probes::collectEnvReport(build, o.config_file, config::PathEnv::fromProcess());
   if (o.json) {
-    std::cout << launcher::renderEnvJson(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << probes::renderEnvJson(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
-    std::cout << launcher::renderEnvText(report);
+    std::cout << probes::renderEnvText(report);
   }
   return report.config.error.empty() ? 0 : 1;
 }

@@ -10,7 +10,7 @@ export MARKER="accel-e2e-$$-$RANDOM"
 PYARGS=(--python /usr/bin/python3)   # Debian's python3, the one with torch
 BEH=("$W/behave.sh" "$MARKER")        # the marker makes this test's workers findable
 # A failed case leaves nothing running: its agents and workers carry the marker.
-trap 'pkill -KILL -f "$MARKER" 2>/dev/null; rm -rf "$SCRATCH"' EXIT
+trap 'pkill -KILL -f "$MARKER" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
 
 leftovers() { pgrep -f "$MARKER" || true; }
 expect_no_leftovers() {

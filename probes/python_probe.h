@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-namespace accel::launcher {
+namespace accel::probes {
 
 struct PythonInfo {
   std::string command;                // as asked for, e.g. "python3" or "/usr/bin/python3"
@@ -21,4 +21,4 @@ PythonInfo probePython(const std::string& python);
 // The interpreter `accel launch` runs .py scripts with: $PYTHON_EXEC if set, else "python3".
 std::string defaultPython();
 
-}  // namespace accel::launcher
+}  // namespace accel::probes

@@ -1,4 +1,4 @@
-#include "launcher/env_report.h"
+#include "probes/env_report.h"
 
 #include <unistd.h>
 
@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "config/config_file.h"
-#include "launcher/subprocess_posix.h"
+#include "probes/run_program.h"
 
-namespace accel::launcher {
+namespace accel::probes {
 namespace {
 
 using nlohmann::json;
@@ -196,4 +196,4 @@ json renderEnvJson(const EnvReport& r) {
   };
 }
 
-}  // namespace accel::launcher
+}  // namespace accel::probes

@@ -3,7 +3,7 @@
 
 #include <string>
 
-namespace accel::launcher {
+namespace accel::probes {
 
 struct SystemInfo {
   std::string os;          // PRETTY_NAME from /etc/os-release, e.g. "Debian GNU/Linux 12 (bookworm)"
@@ -20,4 +20,4 @@ struct SystemInfo {
 // Reads the facts above; fields that cannot be read stay empty/zero. Never throws; fast.
 SystemInfo probeSystem();
 
-}  // namespace accel::launcher
+}  // namespace accel::probes

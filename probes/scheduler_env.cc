@@ -1,9 +1,9 @@
-#include "launcher/scheduler_env.h"
+#include "probes/scheduler_env.h"
 
 #include <cctype>
 #include <climits>
 
-namespace accel::launcher {
+namespace accel::probes {
 namespace {
 
 // Hostlists with more names than this are refused: a typo like "n[1-999999999]" must not eat
@@ -277,4 +277,4 @@ Expected<std::optional<SchedulerInfo>> detectScheduler(const Environment& env) {
   return std::optional<SchedulerInfo>(std::move(*info));
 }
 
-}  // namespace accel::launcher
+}  // namespace accel::probes

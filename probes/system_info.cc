@@ -1,4 +1,4 @@
-#include "launcher/system_info.h"
+#include "probes/system_info.h"
 
 #include <sched.h>
 #include <sys/utsname.h>
@@ -8,7 +8,7 @@
 #include <set>
 #include <utility>
 
-namespace accel::launcher {
+namespace accel::probes {
 namespace {
 
 std::string valueAfterColon(const std::string& line) {
@@ -68,4 +68,4 @@ SystemInfo probeSystem() {
   return info;
 }
 
-}  // namespace accel::launcher
+}  // namespace accel::probes

@@ -9,12 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "config/paths.h"
-#include "launcher/gpu_probe.h"
-#include "launcher/python_probe.h"
-#include "launcher/scheduler_env.h"
-#include "launcher/system_info.h"
+#include "probes/gpu_probe.h"
+#include "probes/python_probe.h"
+#include "probes/scheduler_env.h"
+#include "probes/system_info.h"
 
-namespace accel::launcher {
+namespace accel::probes {
 
 // Facts fixed when accel was built (filled from CMake by the caller).
 struct BuildInfo {
@@ -52,4 +52,4 @@ EnvReport collectEnvReport(const BuildInfo& build, const std::optional<std::stri
 std::string renderEnvText(const EnvReport& report);
 nlohmann::json renderEnvJson(const EnvReport& report);
 
-}  // namespace accel::launcher
+}  // namespace accel::probes

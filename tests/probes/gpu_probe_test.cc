@@ -1,10 +1,10 @@
-#include "launcher/gpu_probe.h"
+#include "probes/gpu_probe.h"
 
 #include <dlfcn.h>
 
 #include <gtest/gtest.h>
 
-namespace accel::launcher {
+namespace accel::probes {
 namespace {
 
 TEST(GpuProbeTest, NcclVersionCodes) {
@@ -36,4 +36,4 @@ TEST(GpuProbeTest, ReportIsConsistentWithWhatCanBeLoaded) {
 }
 
 }  // namespace
-}  // namespace accel::launcher
+}  // namespace accel::probes

@@ -1,11 +1,11 @@
-#include "launcher/python_probe.h"
+#include "probes/python_probe.h"
 
 #include <cstdlib>
 #include <sstream>
 
-#include "launcher/subprocess_posix.h"
+#include "probes/run_program.h"
 
-namespace accel::launcher {
+namespace accel::probes {
 namespace {
 
 constexpr const char* kProbe = R"PY(
@@ -56,4 +56,4 @@ PythonInfo probePython(const std::string& python) {
   return info;
 }
 
-}  // namespace accel::launcher
+}  // namespace accel::probes

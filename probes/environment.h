@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace accel::launcher {
+namespace accel::probes {
 
 using Environment = std::vector<std::string>;
 
@@ -16,4 +16,4 @@ std::optional<std::string> lookup(const Environment& env, const std::string& key
 // This process's environment (`environ`).
 Environment processEnvironment();
 
-}  // namespace accel::launcher
+}  // namespace accel::probes

@@ -1,8 +1,8 @@
-#include "launcher/gpu_probe.h"
+#include "probes/gpu_probe.h"
 
 #include <dlfcn.h>
 
-namespace accel::launcher {
+namespace accel::probes {
 namespace {
 
 // Closes a dlopen handle on scope exit.
@@ -146,4 +146,4 @@ GpuInfo probeGpus() {
   return info;
 }
 
-}  // namespace accel::launcher
+}  // namespace accel::probes

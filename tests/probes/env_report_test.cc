@@ -1,8 +1,8 @@
-#include "launcher/env_report.h"
+#include "probes/env_report.h"
 
 #include <gtest/gtest.h>
 
-namespace accel::launcher {
+namespace accel::probes {
 namespace {
 
 EnvReport sampleReport() {
@@ -98,4 +98,4 @@ TEST(EnvReportTest, JsonHasDocumentedFields) {
 }
 
 }  // namespace
-}  // namespace accel::launcher
+}  // namespace accel::probes

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace accel::launcher {
+namespace accel::probes {
 
 struct GpuDevice {
   int index = 0;
@@ -39,4 +39,4 @@ std::string ncclVersionString(int code);
 // "13.0" for CUDA's version code 13000.
 std::string cudaVersionString(int code);
 
-}  // namespace accel::launcher
+}  // namespace accel::probes

@@ -1,8 +1,8 @@
-#include "launcher/scheduler_env.h"
+#include "probes/scheduler_env.h"
 
 #include <gtest/gtest.h>
 
-namespace accel::launcher {
+namespace accel::probes {
 namespace {
 
 using Hosts = std::vector<std::string>;
@@ -144,4 +144,4 @@ TEST(DetectSchedulerTest, PmiNeedsALocalRank) {
 }
 
 }  // namespace
-}  // namespace accel::launcher
+}  // namespace accel::probes

@@ -1,8 +1,8 @@
-#include "launcher/environment.h"
+#include "probes/environment.h"
 
 extern char** environ;
 
-namespace accel::launcher {
+namespace accel::probes {
 
 std::optional<std::string> lookup(const Environment& env, const std::string& key) {
   for (const auto& entry : env) {
@@ -19,4 +19,4 @@ Environment processEnvironment() {
   return env;
 }
 
-}  // namespace accel::launcher
+}  // namespace accel::probes

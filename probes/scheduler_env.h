@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "launcher/environment.h"
+#include "probes/environment.h"
 #include "libaccel/common/expected.h"
 
-namespace accel::launcher {
+namespace accel::probes {
 
 // Expands SLURM's hostlist syntax: "gpu-a[01-04,07],cpu[1-2]" → gpu-a01 gpu-a02 gpu-a03 gpu-a04
 // gpu-a07 cpu1 cpu2. Zero padding is kept ("[08-10]" → 08 09 10); several bracket groups in one
@@ -49,4 +49,4 @@ struct SchedulerInfo {
 // Malformed values are errors naming the variable.
 Expected<std::optional<SchedulerInfo>> detectScheduler(const Environment& env);
 
-}  // namespace accel::launcher
+}  // namespace accel::probes
