@@ -24,7 +24,7 @@
 #include "libaccel/comm/nccl_communicator.h"
 #endif
 #include "libaccel/common/env_names.h"
-#include "libaccel/common/error.h"
+#include "accel/error.h"
 #include "libaccel/sync/gradient_sync.h"
 
 namespace accel {

@@ -28,7 +28,7 @@
 #include "accel/communicator.h"
 #include "accel/data.h"
 #include "accel/grad_scaler.h"
-#include "libaccel/common/error.h"  // accel::Error and friends, thrown by every call
+#include "accel/error.h"  // accel::Error and friends, thrown by every call
 
 namespace accel {
 
