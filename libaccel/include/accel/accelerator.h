@@ -35,6 +35,9 @@ namespace accel {
 namespace sync {
 class GradientSync;
 }
+namespace checkpoint {
+class StagedDir;
+}
 
 enum class MixedPrecision { No, Bf16, Fp16 };
 enum class Reduction { Sum, Mean };
@@ -132,14 +135,33 @@ class Accelerator {
   // Seeds torch (and the device) with `seed`, plus the rank when `deviceSpecific`.
   void setSeed(uint64_t seed, bool deviceSpecific = false);
 
-  // Checkpoints: model.pt, optimizer.pt (main process), scaler.json, accel_state.json and
-  // random_states_<rank>.pt. Loading works on a different number of processes.
+  // Checkpoints: model.pt, optimizer.pt, scaler.json, accel_state.json (written by the main
+  // process) and random_states_<rank>.pt (each rank's CPU generator).
+  //
+  // saveState: a collective (every rank calls it). Each rank creates the directories it
+  // writes (no shared file system needed: a rank on another machine keeps its own files
+  // under `dir`), writes into a temporary directory beside `dir` (`.NAME.tmp-*`), and once
+  // every rank has written, the directory is swapped into place; an existing checkpoint there
+  // is replaced only then, so a crash at any point leaves it whole. Every write is checked and
+  // fsynced. Throws accel::Error naming the file (on every rank: those that did not fail name
+  // the ranks that did) and leaves any previous checkpoint as it was; refuses to replace a
+  // directory holding anything but checkpoint files. Blocks for the writes and the collectives
+  // (at most options.timeout for each collective).
+  //
+  // loadState: a collective too. Every rank reads the files it needs (so without a shared file
+  // system, copy the checkpoint to every machine, as with accelerate); a missing, torn or
+  // unparsable file is an accel::Error naming it, on every rank, before any state changed
+  // (a file that parses but does not fit the model or optimizer may leave them partly
+  // loaded). Works on a different number of processes: ranks the saving job did not have keep
+  // their RNG state.
   void saveState(const std::string& dir);
   void loadState(const std::string& dir);
   int64_t stepCount() const { return optimizer_steps_; }
 
  private:
   std::vector<at::Tensor> gradients() const;
+  void writeOwnFiles(const checkpoint::StagedDir& staged) const;
+  void loadOwnFiles(const std::string& dir);
 
   AcceleratorOptions options_;
   std::shared_ptr<Communicator> comm_;
