@@ -52,14 +52,18 @@ GradientSync::GradientSync(Communicator& comm, std::vector<at::Tensor> params, s
 
   for (size_t k = 0; k < params_.size(); ++k) {
     if (!params_[k].requires_grad()) continue;
-    params_[k].register_hook([this, k](at::Tensor grad) {
+    hooks_.emplace_back(k, params_[k].register_hook([this, k](at::Tensor grad) {
       onGradient(k, grad);
       return grad;
-    });
+    }));
   }
 }
 
-GradientSync::~GradientSync() = default;
+// The parameters may outlive this object (a model kept after its Accelerator): a later
+// backward must not call into it.
+GradientSync::~GradientSync() {
+  for (const auto& [k, hook] : hooks_) params_[k].remove_hook(hook);
+}
 
 void GradientSync::onGradient(size_t k, const at::Tensor& grad) {
   if (!enabled_) return;

@@ -28,7 +28,8 @@ struct GradientSyncOptions {
 
 class GradientSync {
  public:
-  // `params` must outlive this object; `names` label them in errors. Installs the hooks.
+  // `names` label `params` in errors. Installs a gradient hook on each parameter that needs a
+  // gradient; the destructor removes them (the parameters may outlive this object).
   GradientSync(Communicator& comm, std::vector<at::Tensor> params, std::vector<std::string> names,
                GradientSyncOptions options);
   ~GradientSync();
@@ -61,6 +62,7 @@ class GradientSync {
   std::vector<std::unique_ptr<Bucket>> buckets_;
   std::vector<std::pair<size_t, size_t>> where_;  // param → (bucket, slot)
   std::vector<bool> ready_;
+  std::vector<std::pair<size_t, unsigned>> hooks_;  // (param, hook handle)
   size_t next_launch_ = 0;  // the first bucket whose all-reduce has not started
   bool enabled_ = true;
   bool pending_ = false;  // a synced backward ran and finish() has not yet

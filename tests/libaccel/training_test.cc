@@ -278,6 +278,16 @@ TEST(GradientSyncTest, AFullBucketWaitsForTheEarlierOnes) {
   for (size_t i = 0; i < params.size(); ++i) EXPECT_TRUE(torch::equal(params[i].grad(), local[i] * 2)) << i;
 }
 
+// A model may outlive its Accelerator: once the GradientSync is gone, its hooks are too.
+TEST(GradientSyncTest, DestroyingItRemovesTheHooks) {
+  auto net = makeNet();
+  std::vector<at::Tensor> params = net->parameters();
+  RecordingCommunicator comm;
+  { sync::GradientSync gs(comm, params, {}, sync::GradientSyncOptions{/*bucket_cap_bytes=*/140, false}); }
+  net->forward(torch::ones({4, 8})).sum().backward();
+  EXPECT_EQ(comm.started.size(), 0u);
+}
+
 struct TwoBranches : torch::nn::Module {
   TwoBranches(int64_t aOut, int64_t bOut) {
     a = register_module("a", torch::nn::Linear(4, aOut));
