@@ -1,11 +1,12 @@
 #include "accel/accelerator.h"
 
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <random>
 
 #include <ATen/autocast_mode.h>
 #include <nlohmann/json.hpp>
@@ -13,9 +14,10 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/cuda.h>
 #include <torch/nn/utils/clip_grad.h>
-#include <torch/serialize.h>
 #include <torch/version.h>
 
+#include "libaccel/checkpoint/staged_dir.h"
+#include "libaccel/checkpoint/state_files.h"
 #include "libaccel/comm/gloo_communicator.h"
 #include "libaccel/comm/torch_tcp_store.h"
 #ifdef ACCEL_HAVE_NCCL
@@ -24,7 +26,7 @@
 #include "libaccel/comm/nccl_communicator.h"
 #endif
 #include "libaccel/common/env_names.h"
-#include "libaccel/common/error.h"
+#include "accel/error.h"
 #include "libaccel/sync/gradient_sync.h"
 
 namespace accel {
@@ -105,21 +107,34 @@ std::shared_ptr<Communicator> communicatorFromEnvironment(std::chrono::milliseco
   return comm::makeGlooCommunicator(store, rank, world, gloo);
 }
 
-void makeDirs(const std::string& dir) {
-  std::string partial;
-  for (size_t i = 0; i <= dir.size(); ++i) {
-    if (i == dir.size() || dir[i] == '/') {
-      if (!partial.empty()) ::mkdir(partial.c_str(), 0755);
-    }
-    if (i < dir.size()) partial += dir[i];
+// Runs this rank's part of a collective operation and tells every rank whether every part
+// succeeded: "" when they did, else this rank's own error, or which ranks failed.
+std::string agreeOnSuccess(Communicator& comm, const std::string& what, const std::function<void()>& part) {
+  std::string mine;
+  try {
+    part();
+  } catch (const std::exception& e) {
+    mine = e.what();
   }
-  struct stat st {};
-  ACCEL_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), "cannot create checkpoint directory '", dir, "'");
+  const std::vector<at::Tensor> flags = comm.allgather(at::full({1}, mine.empty() ? 0 : 1, at::kInt));
+  if (!mine.empty()) return mine;
+  std::string failed;
+  for (size_t r = 0; r < flags.size(); ++r) {
+    if (flags[r].item<int>() != 0) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
+  }
+  return failed.empty() ? "" : what + " failed on rank(s) " + failed + " (see their errors); nothing was changed here";
 }
 
-bool exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
+// A name for this save's staging directory that every rank agrees on.
+uint64_t agreeOnToken(Communicator& comm) {
+  at::Tensor token = at::zeros({1}, at::kLong);
+  if (comm.rank() == 0) {
+    std::random_device random;
+    const uint64_t bits = (static_cast<uint64_t>(random()) << 32) ^ random() ^ static_cast<uint64_t>(::getpid());
+    token.fill_(static_cast<int64_t>(bits >> 1));
+  }
+  comm.broadcast(token, 0);
+  return static_cast<uint64_t>(token.item<int64_t>());
 }
 
 }  // namespace
@@ -329,60 +344,107 @@ void Accelerator::setSeed(uint64_t seed, bool deviceSpecific) {
   torch::manual_seed(seed + (deviceSpecific ? static_cast<uint64_t>(processIndex()) : 0));
 }
 
+// Checkpoints. saveState is a collective in two phases, each ended by agreeing on success:
+// every rank writes its part into the staged directory, then one rank per file system
+// publishes it. A failure anywhere leaves the previous checkpoint as it was, and every rank
+// throws.
 void Accelerator::saveState(const std::string& dir) {
   ACCEL_CHECK(model_ && optimizer_, "saveState() before prepare()");
-  if (isMainProcess()) {
-    makeDirs(dir);
-    torch::serialize::OutputArchive model;
-    model_->save(model);
-    model.save_to(dir + "/model.pt");
-    torch::serialize::OutputArchive optimizer;
-    optimizer_->save(optimizer);
-    optimizer.save_to(dir + "/optimizer.pt");
-    std::ofstream(dir + "/scaler.json") << nlohmann::json{{"scale", scaler_.currentScale()},
-                                                          {"growth_tracker", scaler_.growthTracker()}}
-                                               .dump(2);
-    std::ofstream(dir + "/accel_state.json") << nlohmann::json{{"step", optimizer_steps_},
-                                                               {"micro_step", micro_step_},
-                                                               {"num_processes", numProcesses()}}
-                                                    .dump(2);
+  checkpoint::StagedDir staged(dir, agreeOnToken(*comm_));
+  std::string failure = agreeOnSuccess(*comm_, "saveState('" + dir + "')", [&] {
+    staged.create();
+    writeOwnFiles(staged);
+  });
+  if (failure.empty()) {
+    failure = agreeOnSuccess(*comm_, "saveState('" + dir + "')", [&] {
+      if (staged.claim()) staged.publish();
+    });
   }
-  waitForEveryone();
+  staged.cleanUp();
+  if (!failure.empty()) throw Error(failure);
+}
+
+void Accelerator::writeOwnFiles(const checkpoint::StagedDir& staged) const {
+  if (isMainProcess()) {
+    const std::string model = checkpoint::encodeModule(*model_), optimizer = checkpoint::encodeOptimizer(*optimizer_);
+    staged.write("model.pt", model);
+    staged.write("optimizer.pt", optimizer);
+    staged.write("scaler.json",
+                 nlohmann::json{{"scale", scaler_.currentScale()}, {"growth_tracker", scaler_.growthTracker()}}.dump(2));
+    // Written last: the sizes let loadState tell a torn file from one that is merely corrupt.
+    staged.write("accel_state.json", nlohmann::json{{"step", optimizer_steps_},
+                                                    {"micro_step", micro_step_},
+                                                    {"num_processes", numProcesses()},
+                                                    {"sizes", {{"model.pt", model.size()},
+                                                               {"optimizer.pt", optimizer.size()}}}}
+                                         .dump(2));
+  }
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   at::Tensor rngState;
   {
     std::lock_guard<std::mutex> lock(generator.mutex());
     rngState = generator.get_state();
   }
-  torch::save(rngState, dir + "/random_states_" + std::to_string(processIndex()) + ".pt");
-  waitForEveryone();
+  staged.write("random_states_" + std::to_string(processIndex()) + ".pt", checkpoint::encodeTensor(rngState));
 }
 
+// Collective too: every rank reads and checks every file it needs before any state changes,
+// and throws when any rank could not.
 void Accelerator::loadState(const std::string& dir) {
   ACCEL_CHECK(model_ && optimizer_, "loadState() before prepare()");
-  for (const char* file : {"/model.pt", "/optimizer.pt", "/accel_state.json"}) {
-    ACCEL_CHECK(exists(dir + file), "checkpoint '", dir, "' has no ", file + 1);
+  const std::string failure = agreeOnSuccess(*comm_, "loadState('" + dir + "')", [&] { loadOwnFiles(dir); });
+  if (!failure.empty()) throw Error(failure);
+}
+
+void Accelerator::loadOwnFiles(const std::string& dir) {
+  const std::filesystem::path root(dir), statePath = root / "accel_state.json";
+  const nlohmann::json state = checkpoint::readJson(statePath);
+  const int64_t step = checkpoint::field<int64_t>(state, "step", statePath);
+  const int64_t microStep = checkpoint::field<int64_t>(state, "micro_step", statePath);
+  const int savedProcesses = checkpoint::field<int>(state, "num_processes", statePath);
+  if (state.contains("sizes")) {
+    for (const char* name : {"model.pt", "optimizer.pt"}) {
+      const auto expected = checkpoint::field<int64_t>(state.at("sizes"), name, statePath);
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(root / name, ec);
+      if (ec) throw Error("checkpoint file '" + (root / name).string() + "' is missing or unreadable: " + ec.message());
+      if (static_cast<int64_t>(size) != expected) {
+        throw Error("checkpoint file '" + (root / name).string() + "' is torn: " + std::to_string(size) +
+                    " bytes, the checkpoint recorded " + std::to_string(expected));
+      }
+    }
   }
-  torch::serialize::InputArchive model;
-  model.load_from(dir + "/model.pt");
-  model_->load(model);
-  torch::serialize::InputArchive optimizer;
-  optimizer.load_from(dir + "/optimizer.pt");
-  optimizer_->load(optimizer);
-  if (exists(dir + "/scaler.json")) {
-    auto s = nlohmann::json::parse(std::ifstream(dir + "/scaler.json"));
-    scaler_.setState(s.at("scale").get<double>(), s.at("growth_tracker").get<int>());
+  torch::serialize::InputArchive model, optimizer;
+  checkpoint::readArchive(root / "model.pt", model);
+  checkpoint::readArchive(root / "optimizer.pt", optimizer);
+  std::optional<std::pair<double, int>> scale;
+  if (std::filesystem::exists(root / "scaler.json")) {
+    const auto scaler = checkpoint::readJson(root / "scaler.json");
+    scale.emplace(checkpoint::field<double>(scaler, "scale", root / "scaler.json"),
+                  checkpoint::field<int>(scaler, "growth_tracker", root / "scaler.json"));
   }
-  auto state = nlohmann::json::parse(std::ifstream(dir + "/accel_state.json"));
-  optimizer_steps_ = state.at("step").get<int64_t>();
-  micro_step_ = state.at("micro_step").get<int64_t>();
-  const std::string rng = dir + "/random_states_" + std::to_string(processIndex()) + ".pt";
-  if (exists(rng)) {
-    at::Tensor s;
-    torch::load(s, rng);
+  // A rank the saving job did not have starts from its own seed (loading on more processes).
+  at::Tensor rng;
+  if (processIndex() < savedProcesses) {
+    rng = checkpoint::readTensor(root / ("random_states_" + std::to_string(processIndex()) + ".pt"));
+  }
+  try {
+    model_->load(model);
+  } catch (const std::exception& e) {
+    throw Error("checkpoint file '" + (root / "model.pt").string() + "' does not fit the model: " + e.what());
+  }
+  try {
+    optimizer_->load(optimizer);
+  } catch (const std::exception& e) {
+    throw Error("checkpoint file '" + (root / "optimizer.pt").string() + "' does not fit the optimizer: " + e.what());
+  }
+  if (scale) scaler_.setState(scale->first, scale->second);
+  optimizer_steps_ = step;
+  micro_step_ = microStep;
+  if (rng.defined()) {
     at::Generator generator = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(s);
+    generator.set_state(rng);
   }
 }
 

@@ -7,7 +7,7 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include "libaccel/common/error.h"
+#include "accel/error.h"
 
 namespace accel::comm {
 namespace {

@@ -19,7 +19,9 @@ struct GlooOptions {
 };
 
 // Joins the group of `size` ranks through `store` (which namespaces the group's keys). Blocks
-// until every rank joined or the timeout.
+// until every rank joined, at most options.timeout, which also bounds every collective later.
+// Throws accel::NetworkError when the group cannot be formed, accel::Error when no local
+// address reaches `peer_host`.
 std::unique_ptr<Communicator> makeGlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                                                    const GlooOptions& options);
 

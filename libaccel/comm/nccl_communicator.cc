@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "libaccel/common/error.h"
+#include "accel/error.h"
 
 namespace accel::comm {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "libaccel/common/error.h"
+#include "accel/error.h"
 
 namespace accel {
 namespace {

@@ -3,7 +3,7 @@
 #include <random>
 
 #include "accel/data.h"
-#include "libaccel/common/error.h"
+#include "accel/error.h"
 
 namespace accel {
 

@@ -1,6 +1,6 @@
 #include "libaccel/sync/gradient_sync.h"
 
-#include "libaccel/common/error.h"
+#include "accel/error.h"
 
 namespace accel::sync {
 
@@ -52,14 +52,18 @@ GradientSync::GradientSync(Communicator& comm, std::vector<at::Tensor> params, s
 
   for (size_t k = 0; k < params_.size(); ++k) {
     if (!params_[k].requires_grad()) continue;
-    params_[k].register_hook([this, k](at::Tensor grad) {
+    hooks_.emplace_back(k, params_[k].register_hook([this, k](at::Tensor grad) {
       onGradient(k, grad);
       return grad;
-    });
+    }));
   }
 }
 
-GradientSync::~GradientSync() = default;
+// The parameters may outlive this object (a model kept after its Accelerator): a later
+// backward must not call into it.
+GradientSync::~GradientSync() {
+  for (const auto& [k, hook] : hooks_) params_[k].remove_hook(hook);
+}
 
 void GradientSync::onGradient(size_t k, const at::Tensor& grad) {
   if (!enabled_) return;
@@ -75,7 +79,17 @@ void GradientSync::onGradient(size_t k, const at::Tensor& grad) {
   at::Tensor view = bucket.flat.narrow(0, bucket.offsets[slot], params_[k].numel());
   view.copy_(grad.reshape({-1}));
   if (accumulated.defined()) view.add_(accumulated.reshape({-1}));
-  if (++bucket.ready == bucket.params.size()) launch(bucket);
+  if (++bucket.ready == bucket.params.size() && b == next_launch_) launchReady();
+}
+
+// Collectives are matched by the order they start in, on every communicator: starting a full
+// bucket ahead of an earlier one that is still waiting for a gradient would, on a rank whose
+// unused parameters differ, pair it with a different bucket on a peer (wrong sums, or a hang
+// when the sizes differ).
+void GradientSync::launchReady() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_]->ready == buckets_[next_launch_]->params.size()) {
+    launch(*buckets_[next_launch_++]);
+  }
 }
 
 void GradientSync::launch(Bucket& bucket) { bucket.work = comm_.allreduceAsync(bucket.flat, ReduceOp::Sum); }
@@ -83,10 +97,10 @@ void GradientSync::launch(Bucket& bucket) { bucket.work = comm_.allreduceAsync(b
 void GradientSync::finish() {
   if (!enabled_ || !pending_) return;
   std::vector<std::string> missing;
-  for (auto& bucket : buckets_) {
-    if (bucket->work) continue;
-    for (size_t slot = 0; slot < bucket->params.size(); ++slot) {
-      size_t k = bucket->params[slot];
+  for (size_t b = next_launch_; b < buckets_.size(); ++b) {
+    Bucket& bucket = *buckets_[b];
+    for (size_t slot = 0; slot < bucket.params.size(); ++slot) {
+      const size_t k = bucket.params[slot];
       if (ready_[k]) continue;
       if (!options_.find_unused_parameters) {
         missing.push_back(names_.empty() ? "#" + std::to_string(k) : names_[k]);
@@ -94,23 +108,35 @@ void GradientSync::finish() {
       }
       // Unused here (maybe not on other ranks): contribute what is accumulated, else zero.
       const at::Tensor& g = params_[k].grad();
-      auto view = bucket->flat.narrow(0, bucket->offsets[slot], params_[k].numel());
+      auto view = bucket.flat.narrow(0, bucket.offsets[slot], params_[k].numel());
       if (g.defined()) view.copy_(g.reshape({-1}));
       else view.zero_();
       ready_[k] = true;
+      ++bucket.ready;
     }
-    if (missing.empty()) launch(*bucket);
   }
-  if (!missing.empty()) {
-    std::string list;
-    for (size_t i = 0; i < missing.size() && i < 10; ++i) list += (i ? ", " : "") + missing[i];
-    if (missing.size() > 10) list += ", ... (" + std::to_string(missing.size()) + " in all)";
-    for (auto& bucket : buckets_) {
-      if (bucket->work) bucket->work->wait();  // leave no collective half-done
-    }
-    throw Error("parameters received no gradient in this backward: " + list +
-                "; every rank must use every parameter, or enable find_unused_parameters");
+  if (!missing.empty()) failMissing(missing);
+  launchReady();
+  writeBack();
+}
+
+void GradientSync::failMissing(const std::vector<std::string>& missing) {
+  std::string list;
+  for (size_t i = 0; i < missing.size() && i < 10; ++i) list += (i ? ", " : "") + missing[i];
+  if (missing.size() > 10) list += ", ... (" + std::to_string(missing.size()) + " in all)";
+  for (auto& bucket : buckets_) {
+    if (bucket->work) bucket->work->wait();  // leave no collective half-done
+    bucket->work.reset();
+    bucket->ready = 0;
   }
+  std::fill(ready_.begin(), ready_.end(), false);
+  next_launch_ = 0;
+  pending_ = false;
+  throw Error("parameters received no gradient in this backward: " + list +
+              "; every rank must use every parameter, or enable find_unused_parameters");
+}
+
+void GradientSync::writeBack() {
   const double inverse = 1.0 / comm_.size();
   for (auto& bucket : buckets_) {
     bucket->work->wait();
@@ -125,6 +151,7 @@ void GradientSync::finish() {
     bucket->ready = 0;
   }
   std::fill(ready_.begin(), ready_.end(), false);
+  next_launch_ = 0;
   pending_ = false;
 }
 

@@ -2,8 +2,14 @@
 // GradientSync: data-parallel gradient averaging that overlaps backward. Parameters are packed,
 // in reverse registration order (roughly the order backward produces their gradients), into
 // buckets of at most `bucket_cap_bytes`; an autograd hook per parameter copies its gradient
-// into its bucket, and the moment a bucket is full its all-reduce starts while backward goes
-// on. finish() waits for the buckets and writes the averaged gradients into .grad.
+// into its bucket, and once a bucket is full its all-reduce starts while backward goes on.
+// Buckets start in index order on every rank (DDP's rule): a full bucket waits until every
+// earlier bucket has started, since collectives are matched by the order they start in. A
+// rank whose use of parameters differs (find_unused_parameters) thus never pairs its bucket
+// with another bucket of a peer. finish() starts what is left, in order, waits for the buckets
+// and writes the averaged gradients into .grad.
+//
+// Not thread-safe: one backward at a time, and finish() on the thread that ran it.
 
 #include <memory>
 #include <string>
@@ -22,7 +28,8 @@ struct GradientSyncOptions {
 
 class GradientSync {
  public:
-  // `params` must outlive this object; `names` label them in errors. Installs the hooks.
+  // `names` label `params` in errors. Installs a gradient hook on each parameter that needs a
+  // gradient; the destructor removes them (the parameters may outlive this object).
   GradientSync(Communicator& comm, std::vector<at::Tensor> params, std::vector<std::string> names,
                GradientSyncOptions options);
   ~GradientSync();
@@ -32,8 +39,10 @@ class GradientSync {
   bool enabled() const { return enabled_; }
 
   // After loss.backward() on a synced step: starts what is left, waits for every bucket and
-  // replaces each .grad by the average over ranks. Throws accel::Error naming the parameters
-  // that got no gradient (unless find_unused_parameters, which treats them as zero).
+  // replaces each .grad by the average over ranks. Blocks until every rank called it (bounded
+  // by the communicator's timeout). Throws accel::Error naming the parameters that got no
+  // gradient (unless find_unused_parameters, which treats them as zero), or when a collective
+  // fails.
   void finish();
 
   size_t numBuckets() const { return buckets_.size(); }
@@ -41,6 +50,9 @@ class GradientSync {
  private:
   struct Bucket;
   void onGradient(size_t param, const at::Tensor& grad);
+  void launchReady();
+  [[noreturn]] void failMissing(const std::vector<std::string>& missing);
+  void writeBack();
   void launch(Bucket& bucket);
 
   Communicator& comm_;
@@ -50,6 +62,8 @@ class GradientSync {
   std::vector<std::unique_ptr<Bucket>> buckets_;
   std::vector<std::pair<size_t, size_t>> where_;  // param → (bucket, slot)
   std::vector<bool> ready_;
+  std::vector<std::pair<size_t, unsigned>> hooks_;  // (param, hook handle)
+  size_t next_launch_ = 0;  // the first bucket whose all-reduce has not started
   bool enabled_ = true;
   bool pending_ = false;  // a synced backward ran and finish() has not yet
 };

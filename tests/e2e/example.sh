@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The Fashion-MNIST example (libaccel) under `accel launch`: 2 ranks learn, rank 0 reports once,
-# bf16 runs, a checkpoint resumes, and a bad data directory fails with a clear message.
+# bf16 runs, a checkpoint resumes where it left off (step count and loss; a run that ignored
+# it would start at step 0 with the first run's first loss, as the seed is the same), and a
+# bad data directory fails with a clear message.
 source "$(dirname "$0")/lib.sh"
 ACCEL=$1
 EXAMPLE=$2
 
 accuracy() { sed -n 's/.*test accuracy \([0-9.]*\)%.*/\1/p' <<<"$1"; }
+first_loss() { sed -n 's/.*first loss \([0-9.]*\),.*/\1/p' <<<"$1"; }
+final_loss() { sed -n 's/.*final loss \([0-9.]*\),.*/\1/p' <<<"$1"; }
 
 expect_exit 0 "$ACCEL" launch --cpu -n 2 "$EXAMPLE" --model mlp --steps 60 --no-progress --save_state "$SCRATCH/ckpt"
 [[ $(grep -c "test accuracy" <<<"$OUT") == 1 ]] || fail "expected one report from rank 0: $OUT"
@@ -13,8 +17,14 @@ expect_contains "$OUT" "[rank 0] model mlp, 2 processes, fp32: 60 steps"
 acc=$(accuracy "$OUT")
 awk -v a="$acc" 'BEGIN { exit !(a > 60) }' || fail "accuracy $acc% after 60 steps"
 [[ -f "$SCRATCH/ckpt/model.pt" && -f "$SCRATCH/ckpt/random_states_1.pt" ]] || fail "checkpoint incomplete: $(ls "$SCRATCH/ckpt")"
+OUT1=$OUT
 
 expect_exit 0 "$ACCEL" launch --cpu -n 2 "$EXAMPLE" --model mlp --steps 20 --no-progress --load_state "$SCRATCH/ckpt"
+expect_contains "$OUT" "[rank 0] resumed from $SCRATCH/ckpt at step 60"
+first=$(first_loss "$OUT1") final=$(final_loss "$OUT1") resumed=$(first_loss "$OUT")
+[[ -n $first && -n $final && -n $resumed ]] || fail "no losses reported: $OUT1 / $OUT"
+awk -v f="$first" -v e="$final" -v r="$resumed" 'BEGIN { exit !(r < f - 0.5 && r < e + 0.5) }' ||
+  fail "the resumed run started from scratch: first loss $resumed (first run: $first -> $final)"
 acc2=$(accuracy "$OUT")
 awk -v a="$acc" -v b="$acc2" 'BEGIN { exit !(b > a - 5) }' || fail "resumed run lost accuracy: $acc% -> $acc2%"
 

@@ -1,13 +1,15 @@
 // Data-parallel training equals single-process training on the same data: gradient sync,
 // accumulation, unused parameters, checkpoints and the loss scaler.
 
+#include <algorithm>
 #include <cstdlib>
+#include <mutex>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "accel/accelerator.h"
-#include "libaccel/common/error.h"
+#include "accel/error.h"
 #include "libaccel/sync/gradient_sync.h"
 #include "tests/libaccel/world.h"
 
@@ -189,14 +191,15 @@ TEST(TrainingTest, ParametersWithoutGradientAreAnErrorUnlessAllowed) {
   }
 }
 
-// A world of two simulated in one process, which records when all-reduces start.
+// Rank 0 of a world of two simulated in one process, whose peer's gradients are always 3× its
+// own (so the average is 2× its own); records what each all-reduce started with, in order.
 class RecordingCommunicator : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 2; }
   std::unique_ptr<Work> allreduceAsync(at::Tensor& t, ReduceOp) override {
-    ++started;
-    t.mul_(2);  // as if the other rank had the same gradients
+    started.push_back(t.clone());
+    t.mul_(4);
     struct Done : Work {
       void wait() override {}
     };
@@ -205,31 +208,210 @@ class RecordingCommunicator : public Communicator {
   void broadcast(at::Tensor&, int) override {}
   std::vector<at::Tensor> allgather(const at::Tensor& t) override { return {t, t}; }
   void barrier() override {}
-  int started = 0;
+  std::vector<at::Tensor> started;
 };
 
+// The gradients of `loss` for `params`, computed before any hook is installed; .grad is left
+// undefined again.
+std::vector<at::Tensor> localGradients(std::vector<at::Tensor>& params, const std::function<at::Tensor()>& loss) {
+  loss().backward();
+  std::vector<at::Tensor> out;
+  for (auto& p : params) {
+    out.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+    p.mutable_grad() = at::Tensor();
+  }
+  return out;
+}
+
+at::Tensor flat(const std::vector<at::Tensor>& tensors, std::initializer_list<size_t> which) {
+  std::vector<at::Tensor> parts;
+  for (size_t i : which) parts.push_back(tensors[i].reshape({-1}));
+  return torch::cat(parts);
+}
+
+// params: fc1.weight (512 bytes), fc1.bias (64), fc2.weight (128), fc2.bias (8). With a cap of
+// 140 bytes, reversed: [fc2.bias, fc2.weight], [fc1.bias], [fc1.weight] (alone, over the cap).
 TEST(GradientSyncTest, BucketsStartDuringBackwardInReverseOrder) {
   auto net = makeNet();
-  RecordingCommunicator comm;
   std::vector<at::Tensor> params = net->parameters();
-  sync::GradientSync gs(comm, params, {}, sync::GradientSyncOptions{/*bucket_cap_bytes=*/100, false});
-  ASSERT_GE(gs.numBuckets(), 3u);
-  torch::mse_loss(net->forward(torch::ones({4, 8})), torch::zeros({4, 2})).backward();
-  // Every bucket's all-reduce was started by the hooks, before backward returned.
-  EXPECT_EQ(comm.started, static_cast<int>(gs.numBuckets()));
-  auto local = snapshot(*net);
-  std::vector<at::Tensor> grads;
-  for (auto& p : params) grads.push_back(p.grad().clone());
+  auto loss = [&] { return torch::mse_loss(net->forward(torch::ones({4, 8})), torch::zeros({4, 2})); };
+  const auto local = localGradients(params, loss);
+  RecordingCommunicator comm;
+  sync::GradientSync gs(comm, params, {}, sync::GradientSyncOptions{/*bucket_cap_bytes=*/140, false});
+  ASSERT_EQ(gs.numBuckets(), 3u);
+  loss().backward();
+  // Every bucket's all-reduce was started by the hooks, before backward returned, last layer first.
+  ASSERT_EQ(comm.started.size(), 3u);
+  EXPECT_TRUE(torch::equal(comm.started[0], flat(local, {3, 2}))) << "bucket 0: fc2.bias, fc2.weight";
+  EXPECT_TRUE(torch::equal(comm.started[1], flat(local, {1}))) << "bucket 1: fc1.bias";
+  EXPECT_TRUE(torch::equal(comm.started[2], flat(local, {0}))) << "bucket 2: fc1.weight";
   gs.finish();
+  EXPECT_EQ(comm.started.size(), 3u);
   for (size_t i = 0; i < params.size(); ++i) {
-    EXPECT_TRUE(torch::allclose(params[i].grad(), grads[i])) << "averaged gradient of " << i;
+    EXPECT_TRUE(torch::equal(params[i].grad(), local[i] * 2)) << "the average written back to parameter " << i;
   }
-  // Not synchronising: no collective at all.
+  // Not synchronising: no collective at all, and .grad accumulates locally.
   gs.setEnabled(false);
-  comm.started = 0;
-  torch::mse_loss(net->forward(torch::ones({4, 8})), torch::zeros({4, 2})).backward();
+  loss().backward();
   gs.finish();
-  EXPECT_EQ(comm.started, 0);
+  EXPECT_EQ(comm.started.size(), 3u);
+  EXPECT_TRUE(torch::equal(params[3].grad(), local[3] * 3));
+}
+
+// DDP's rule: a full bucket waits for every earlier bucket to start. Here fc2 (bucket 0) gets
+// no gradient, so buckets 1 and 2, though full during backward, start only in finish(), after
+// bucket 0 (zeros).
+TEST(GradientSyncTest, AFullBucketWaitsForTheEarlierOnes) {
+  auto net = makeNet();
+  std::vector<at::Tensor> params = net->parameters();
+  auto loss = [&] { return net->fc1(torch::ones({4, 8})).pow(2).sum(); };
+  const auto local = localGradients(params, loss);
+  RecordingCommunicator comm;
+  sync::GradientSync gs(comm, params, {}, sync::GradientSyncOptions{/*bucket_cap_bytes=*/140, true});
+  loss().backward();
+  EXPECT_EQ(comm.started.size(), 0u) << "a bucket started before an earlier one";
+  gs.finish();
+  ASSERT_EQ(comm.started.size(), 3u);
+  EXPECT_TRUE(torch::equal(comm.started[0], torch::zeros({34})));
+  EXPECT_TRUE(torch::equal(comm.started[1], flat(local, {1})));
+  EXPECT_TRUE(torch::equal(comm.started[2], flat(local, {0})));
+  for (size_t i = 0; i < params.size(); ++i) EXPECT_TRUE(torch::equal(params[i].grad(), local[i] * 2)) << i;
+}
+
+// A model may outlive its Accelerator: once the GradientSync is gone, its hooks are too.
+TEST(GradientSyncTest, DestroyingItRemovesTheHooks) {
+  auto net = makeNet();
+  std::vector<at::Tensor> params = net->parameters();
+  RecordingCommunicator comm;
+  { sync::GradientSync gs(comm, params, {}, sync::GradientSyncOptions{/*bucket_cap_bytes=*/140, false}); }
+  net->forward(torch::ones({4, 8})).sum().backward();
+  EXPECT_EQ(comm.started.size(), 0u);
+}
+
+struct TwoBranches : torch::nn::Module {
+  TwoBranches(int64_t aOut, int64_t bOut) {
+    a = register_module("a", torch::nn::Linear(4, aOut));
+    b = register_module("b", torch::nn::Linear(4, bOut));
+  }
+  torch::nn::Linear a{nullptr}, b{nullptr};
+};
+
+// find_unused_parameters with rank-dependent unused parameters: on step s, rank r uses only
+// branch a when (r + s) is even, else only b; one bucket per branch. Before buckets started in
+// order, rank 0 started a's bucket while rank 1 started b's, and the two were summed together
+// (same sizes) or the ranks hung (different sizes). Every rank must get the exact average of
+// both ranks' gradients, with zeros for the branch a rank did not use.
+class RankDependentUnusedTest : public ::testing::TestWithParam<std::pair<int64_t, int64_t>> {};
+
+TEST_P(RankDependentUnusedTest, EveryRankGetsTheAverage) {
+  const auto [aOut, bOut] = GetParam();
+  const size_t cap = static_cast<size_t>(4 * 5 * std::max(aOut, bOut));  // one branch per bucket
+  constexpr int kSteps = 2;
+  std::vector<std::shared_ptr<TwoBranches>> nets;
+  for (int r = 0; r < 2; ++r) {
+    torch::manual_seed(3);
+    nets.push_back(std::make_shared<TwoBranches>(aOut, bOut));
+  }
+  // [step][rank]: each rank's own gradients, and what finish() wrote back.
+  std::vector<std::vector<std::vector<at::Tensor>>> local(kSteps, std::vector<std::vector<at::Tensor>>(2)),
+      synced = local;
+  testing::runRanks(
+      2,
+      [&](std::shared_ptr<Communicator> comm, int rank) {
+        TwoBranches& net = *nets[static_cast<size_t>(rank)];
+        std::vector<at::Tensor> params = net.parameters();
+        sync::GradientSync gs(*comm, params, {}, sync::GradientSyncOptions{cap, true});
+        if (gs.numBuckets() != 2) throw Error("expected 2 buckets, got " + std::to_string(gs.numBuckets()));
+        for (int s = 0; s < kSteps; ++s) {
+          const at::Tensor x = torch::arange(12, torch::kFloat).reshape({3, 4}) * (rank + 1) + s;
+          auto loss = [&] { return ((rank + s) % 2 == 0 ? net.a(x) : net.b(x)).pow(2).sum(); };
+          gs.setEnabled(false);
+          local[s][rank] = localGradients(params, loss);
+          gs.setEnabled(true);
+          loss().backward();
+          gs.finish();
+          for (auto& p : params) {
+            synced[s][rank].push_back(p.grad().clone());
+            p.mutable_grad() = at::Tensor();
+          }
+        }
+      },
+      std::chrono::seconds(10));
+  for (int s = 0; s < kSteps; ++s) {
+    for (int r = 0; r < 2; ++r) {
+      for (size_t i = 0; i < 4; ++i) {
+        const at::Tensor expected = (local[s][0][i] + local[s][1][i]) * 0.5;
+        EXPECT_TRUE(torch::equal(synced[s][r][i], expected)) << "step " << s << ", rank " << r << ", parameter " << i;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Branches, RankDependentUnusedTest,
+                         ::testing::Values(std::make_pair<int64_t, int64_t>(4, 4),
+                                           std::make_pair<int64_t, int64_t>(4, 6)),
+                         [](const auto& info) {
+                           return info.param.first == info.param.second ? "SameSizes" : "DifferentSizes";
+                         });
+
+// Events of all ranks in one order (a shared, locked log), with the barriers each rank passes.
+struct EventLog {
+  void add(const std::string& event) {
+    std::lock_guard<std::mutex> lock(m);
+    events.push_back(event);
+  }
+  // Position of `event`, or -1.
+  ptrdiff_t at(const std::string& event) const {
+    auto it = std::find(events.begin(), events.end(), event);
+    return it == events.end() ? -1 : it - events.begin();
+  }
+  std::mutex m;
+  std::vector<std::string> events;
+};
+
+class LoggingCommunicator : public Communicator {
+ public:
+  LoggingCommunicator(std::shared_ptr<Communicator> inner, EventLog& log) : inner_(std::move(inner)), log_(log) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::unique_ptr<Work> allreduceAsync(at::Tensor& t, ReduceOp op) override { return inner_->allreduceAsync(t, op); }
+  void broadcast(at::Tensor& t, int root) override { inner_->broadcast(t, root); }
+  std::vector<at::Tensor> allgather(const at::Tensor& t) override { return inner_->allgather(t); }
+  void barrier() override {
+    log_.add("r" + std::to_string(rank()) + " barrier in");
+    inner_->barrier();
+    log_.add("r" + std::to_string(rank()) + " barrier out");
+  }
+
+ private:
+  std::shared_ptr<Communicator> inner_;
+  EventLog& log_;
+};
+
+// The main process's section ends before any other rank's begins: in the shared order of
+// events, and in each rank's own order (main: section, then barrier; others: barrier, then
+// section), which holds however the threads happen to be scheduled.
+TEST(AcceleratorTest, MainProcessFirstRunsTheMainSectionBeforeTheOthers) {
+  constexpr int kWorld = 3;
+  EventLog log;
+  testing::runRanks(kWorld, [&](std::shared_ptr<Communicator> comm, int rank) {
+    Accelerator acc(options(std::make_shared<LoggingCommunicator>(comm, log), rank));
+    const std::string me = "r" + std::to_string(rank);
+    acc.mainProcessFirst([&] {
+      log.add(me + " begin");
+      log.add(me + " end");
+    });
+  });
+  const auto mainEnd = log.at("r0 end");
+  ASSERT_GE(mainEnd, 0);
+  EXPECT_LT(log.at("r0 end"), log.at("r0 barrier in")) << "the main process waited before its section";
+  for (int r = 1; r < kWorld; ++r) {
+    const std::string me = "r" + std::to_string(r);
+    EXPECT_GT(log.at(me + " begin"), mainEnd) << me << " began before the main process's section ended";
+    EXPECT_GE(log.at(me + " barrier out"), 0) << me << " did not wait for the main process";
+    EXPECT_LT(log.at(me + " barrier out"), log.at(me + " begin")) << me << " did not wait before its section";
+  }
+  EXPECT_EQ(log.events.size(), static_cast<size_t>(kWorld * 4)) << "each rank: one section, one barrier";
 }
 
 TEST(CheckpointTest, ResumedTrainingMatchesUninterrupted) {
@@ -258,7 +440,7 @@ TEST(CheckpointTest, ResumedTrainingMatchesUninterrupted) {
     train(acc, net, data, 2, 4, 2);
     resumed[static_cast<size_t>(rank)] = snapshot(net);
   });
-  expectClose(resumed[0], uninterrupted[0], "resumed vs uninterrupted");
+  for (size_t r = 0; r < 2; ++r) expectClose(resumed[r], uninterrupted[r], ("rank " + std::to_string(r)).c_str());
   // A different number of processes restores model and optimizer.
   auto single = makeNet(5);
   torch::optim::Adam opt(single->parameters(), 1e-2);

@@ -1,6 +1,7 @@
 #pragma once
 // Ranks as threads: N Gloo communicators over an in-process c10d::HashStore, each rank's body
-// run on its own thread; the first exception is rethrown on the test's thread.
+// run on its own thread; the first exception is rethrown on the test's thread. A collective
+// that does not complete within `timeout` throws on its rank, so a hang fails the test.
 
 #include <exception>
 #include <functional>
@@ -16,7 +17,8 @@
 
 namespace accel::testing {
 
-inline void runRanks(int world, const std::function<void(std::shared_ptr<Communicator>, int)>& body) {
+inline void runRanks(int world, const std::function<void(std::shared_ptr<Communicator>, int)>& body,
+                     std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
   static int group = 0;
   auto store = c10::make_intrusive<c10d::HashStore>();
   const std::string prefix = "world" + std::to_string(group++);
@@ -27,7 +29,7 @@ inline void runRanks(int world, const std::function<void(std::shared_ptr<Communi
     threads.emplace_back([&, rank] {
       try {
         comm::GlooOptions options;
-        options.timeout = std::chrono::seconds(30);
+        options.timeout = timeout;
         std::shared_ptr<Communicator> comm =
             comm::makeGlooCommunicator(c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank, world, options);
         body(comm, rank);

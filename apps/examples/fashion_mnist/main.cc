@@ -83,7 +83,10 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
     optimizer = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3));
   }
   acc.prepare(*model, *optimizer);
-  if (!o.load_state.empty()) acc.loadState(o.load_state);
+  if (!o.load_state.empty()) {
+    acc.loadState(o.load_state);
+    acc.print("resumed from " + o.load_state + " at step " + std::to_string(acc.stepCount()));
+  }
 
   accel::ShardOptions shard;
   shard.dataset_size = static_cast<size_t>(trainX.size(0));
@@ -95,7 +98,7 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
   int64_t steps = 0;
   double firstStepSeconds = -1;
   auto trainStart = Clock::now();
-  float lastLoss = 0;
+  float firstLoss = 0, lastLoss = 0;  // rank 0's
   for (int epoch = 0; epoch < o.epochs && (o.max_steps == 0 || steps < o.max_steps); ++epoch) {
     model->train();
     sampler.setEpoch(static_cast<uint64_t>(epoch));
@@ -116,6 +119,7 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
       ++steps;
       if (firstStepSeconds < 0) firstStepSeconds = std::chrono::duration<double>(Clock::now() - start).count();
       if (acc.isMainProcess()) lastLoss = loss.item<float>();
+      if (steps == 1) firstLoss = lastLoss;
       if (o.progress && acc.isMainProcess() && (steps % 20 == 0 || i + 1 == batches.size())) {
         const int width = 30;
         int filled = static_cast<int>(width * (i + 1) / batches.size());
@@ -135,11 +139,12 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
   const double samplesPerSecond = static_cast<double>(steps * o.batch * acc.numProcesses()) / trainSeconds;
   char line[512];
   std::snprintf(line, sizeof line,
-                "model %s, %d processes, %s: %lld steps, final loss %.4f, test accuracy %.2f%% (%lld/%lld), "
+                "model %s, %d processes, %s: %lld steps, first loss %.4f, final loss %.4f, "
+                "test accuracy %.2f%% (%lld/%lld), "
                 "%.0f samples/s, first step after %.2f s",
                 o.model.c_str(), acc.numProcesses(),
                 acc.mixedPrecision() == accel::MixedPrecision::Bf16 ? "bf16" : "fp32", static_cast<long long>(steps),
-                lastLoss, 100.0 * static_cast<double>(correct) / static_cast<double>(total),
+                firstLoss, lastLoss, 100.0 * static_cast<double>(correct) / static_cast<double>(total),
                 static_cast<long long>(correct), static_cast<long long>(total), samplesPerSecond, firstStepSeconds);
   acc.print(line);
   return 0;

@@ -5,6 +5,9 @@
 // agent's store and creates the communicator. Without a launcher it is a world of one with no
 // networking. Options given in code win over the environment.
 //
+// Not thread-safe. Calls marked "collective" must be made by every rank in the same order; each
+// blocks for at most options.timeout per collective and throws accel::Error when one fails.
+//
 //   accel::Accelerator acc;
 //   acc.prepare(*model, optimizer);
 //   for (auto& batch : batches) {
@@ -28,12 +31,15 @@
 #include "accel/communicator.h"
 #include "accel/data.h"
 #include "accel/grad_scaler.h"
-#include "libaccel/common/error.h"  // accel::Error and friends, thrown by every call
+#include "accel/error.h"  // accel::Error and friends, thrown by every call
 
 namespace accel {
 
 namespace sync {
 class GradientSync;
+}
+namespace checkpoint {
+class StagedDir;
 }
 
 enum class MixedPrecision { No, Bf16, Fp16 };
@@ -87,9 +93,10 @@ class Accelerator {
   int gradientAccumulationSteps() const { return accumulation_steps_; }
   Communicator& communicator() { return *comm_; }
 
-  // Moves the model to the device, broadcasts its parameters and buffers from rank 0, and
-  // installs gradient synchronisation; registers the optimizer for step/zero_grad/save_state.
-  // Call once, before training.
+  // Moves the model to the device, broadcasts its parameters and buffers from rank 0 (a
+  // collective), and installs gradient synchronisation; registers the optimizer for
+  // step/zero_grad/save_state. Call once, before training: throws accel::Error the second time.
+  // The model and the optimizer must outlive the Accelerator's use of them.
   void prepare(torch::nn::Module& model, torch::optim::Optimizer& optimizer);
 
   // Starts a training step and returns whether its backward synchronises gradients: every k-th
@@ -99,20 +106,23 @@ class Accelerator {
 
   AutocastGuard autocast() const;
 
-  // loss ÷ k, scaled for fp16, backward; on sync steps the averaged gradients are in .grad
-  // when it returns.
+  // loss ÷ k, scaled for fp16, backward; on sync steps (a collective) the averaged gradients
+  // are in .grad when it returns. Throws accel::Error for parameters that got no gradient
+  // (unless find_unused_parameters).
   void backward(const at::Tensor& loss);
 
-  // On sync steps: unscale (fp16), skip on inf/NaN, optimizer step, scaler update, zero_grad.
-  // Returns whether the optimizer stepped. A no-op on accumulation steps.
+  // On sync steps: unscale (fp16: a collective), skip on inf/NaN, optimizer step, scaler
+  // update, zero_grad. Returns whether the optimizer stepped. A no-op on accumulation steps.
+  // Throws accel::Error before prepare().
   bool step();
   bool optimizerStepWasSkipped() const { return step_skipped_; }
   GradScaler& scaler() { return scaler_; }
 
-  // Unscales first (fp16), then clips the total norm of the prepared model's gradients.
+  // Unscales first (fp16: a collective), then clips the total norm of the prepared model's
+  // gradients. Throws accel::Error before prepare().
   double clipGradNorm(double maxNorm, double normType = 2.0);
 
-  // Collectives.
+  // Collectives (each blocks until every rank called it).
   at::Tensor gather(const at::Tensor& tensor);                     // concat on dim 0, rank order
   // gather() that drops the samples the sampler duplicated to even out the last batch: call it
   // on every batch with `lastBatch` set on the last one.
@@ -124,7 +134,10 @@ class Accelerator {
 
   // Prints on the main process only (accelerate prints on the local main process).
   void print(const std::string& text) const;
-  // Runs `fn` on the main process first, then on the others.
+  // Runs `fn` on the main process first, then on the others: a collective (two barriers), so
+  // every rank must call it. The others start `fn` only once the main process's `fn` returned.
+  // Should `fn` throw on the main process, the exception propagates there and the others wait
+  // in the barrier until options.timeout, then throw accel::Error.
   void mainProcessFirst(const std::function<void()>& fn);
   std::pair<size_t, size_t> splitBetweenProcesses(size_t count) const {
     return accel::splitBetweenProcesses(count, processIndex(), numProcesses());
@@ -132,14 +145,33 @@ class Accelerator {
   // Seeds torch (and the device) with `seed`, plus the rank when `deviceSpecific`.
   void setSeed(uint64_t seed, bool deviceSpecific = false);
 
-  // Checkpoints: model.pt, optimizer.pt (main process), scaler.json, accel_state.json and
-  // random_states_<rank>.pt. Loading works on a different number of processes.
+  // Checkpoints: model.pt, optimizer.pt, scaler.json, accel_state.json (written by the main
+  // process) and random_states_<rank>.pt (each rank's CPU generator).
+  //
+  // saveState: a collective (every rank calls it). Each rank creates the directories it
+  // writes (no shared file system needed: a rank on another machine keeps its own files
+  // under `dir`), writes into a temporary directory beside `dir` (`.NAME.tmp-*`), and once
+  // every rank has written, the directory is swapped into place; an existing checkpoint there
+  // is replaced only then, so a crash at any point leaves it whole. Every write is checked and
+  // fsynced. Throws accel::Error naming the file (on every rank: those that did not fail name
+  // the ranks that did) and leaves any previous checkpoint as it was; refuses to replace a
+  // directory holding anything but checkpoint files. Blocks for the writes and the collectives
+  // (at most options.timeout for each collective).
+  //
+  // loadState: a collective too. Every rank reads the files it needs (so without a shared file
+  // system, copy the checkpoint to every machine, as with accelerate); a missing, torn or
+  // unparsable file is an accel::Error naming it, on every rank, before any state changed
+  // (a file that parses but does not fit the model or optimizer may leave them partly
+  // loaded). Works on a different number of processes: ranks the saving job did not have keep
+  // their RNG state.
   void saveState(const std::string& dir);
   void loadState(const std::string& dir);
   int64_t stepCount() const { return optimizer_steps_; }
 
  private:
   std::vector<at::Tensor> gradients() const;
+  void writeOwnFiles(const checkpoint::StagedDir& staged) const;
+  void loadOwnFiles(const std::string& dir);
 
   AcceleratorOptions options_;
   std::shared_ptr<Communicator> comm_;

@@ -1,6 +1,9 @@
 #pragma once
 // Communicator: the collectives a training process needs, on CPU (Gloo through LibTorch's
-// c10d) or, when built with NCCL, on CUDA devices. One per process; not thread-safe.
+// c10d) or, when built with NCCL, on CUDA devices. One per process; not thread-safe. Every
+// collective must be called by every rank, in the same order (collectives are matched by the
+// order they start in); each one that blocks does so for at most the timeout the communicator
+// was made with, then throws accel::Error, as it does when a peer died.
 
 #include <memory>
 #include <vector>
@@ -25,7 +28,10 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // Starts an in-place all-reduce of `tensor` (contiguous) and returns at once.
+  // Starts an in-place all-reduce of `tensor` (contiguous); the result is in `tensor` once the
+  // returned Work's wait() returned, and `tensor` must not be used before. Whether this call
+  // returns before the collective completed depends on the implementation: Gloo returns at
+  // once; the NCCL communicator blocks until it completed (see nccl_communicator.h).
   virtual std::unique_ptr<Work> allreduceAsync(at::Tensor& tensor, ReduceOp op) = 0;
   // In-place broadcast from `root`. Blocking.
   virtual void broadcast(at::Tensor& tensor, int root) = 0;
@@ -34,6 +40,7 @@ class Communicator {
   // Blocks until every rank reached it.
   virtual void barrier() = 0;
 
+  // In-place all-reduce. Blocking.
   void allreduce(at::Tensor& tensor, ReduceOp op = ReduceOp::Sum) { allreduceAsync(tensor, op)->wait(); }
 };
 

@@ -28,7 +28,8 @@ class GradScaler {
   at::Tensor scale(const at::Tensor& loss) const;
 
   // Divides every gradient by the scale in place (once per step) and returns whether any rank
-  // found an inf or NaN (an all-reduce MAX over `comm`).
+  // found an inf or NaN: an all-reduce MAX over `comm`, so a collective (every rank calls it;
+  // blocks; throws accel::Error when it fails). Without scaling it returns false at once.
   bool unscale(const std::vector<at::Tensor>& grads, Communicator& comm);
 
   // After the optimizer step (or its skip): backoff on overflow, growth after the interval.
