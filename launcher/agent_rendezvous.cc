@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "libaccel/common/error.h"
+#include "accel/error.h"
 
 namespace accel::launcher {
 namespace {

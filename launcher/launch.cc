@@ -4,8 +4,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
-#include <thread>
+#include <cstring>
 
 #include "config/config_file.h"
 #include "launcher/agent_rendezvous.h"
@@ -19,7 +20,7 @@
 #include "launcher/supervisor.h"
 #include "launcher/worker_env.h"
 #include "libaccel/common/env_names.h"
-#include "libaccel/common/error.h"
+#include "accel/error.h"
 #include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
 
@@ -88,12 +89,9 @@ std::unique_ptr<store::TcpStoreClient> connectToMaster(const LaunchPlan& plan, i
 // its store (they were sent before each registration, so this takes a moment at most). The
 // exit barrier's "every other agent is gone" relies on it. False if they never all were.
 bool awaitWatches(const store::TcpStoreServer& server, int machines, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (server.stats().tracked_waiters < static_cast<uint64_t>(machines)) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
+  return server.awaitStats(
+      [machines](const store::TcpStoreServerStats& st) { return st.tracked_waiters >= static_cast<uint64_t>(machines); },
+      timeout);
 }
 
 // Connects this agent to the master's store and joins the rendezvous of the machines.
@@ -226,6 +224,8 @@ class Agent {
     options.host = plan_.num_machines > 1 ? (plan_.master_addr.find(':') != std::string::npos ? "::" : "0.0.0.0")
                                           : plan_.master_addr;
     options.port = store_port_;
+    options.max_connection_input_bytes = plan_.store_connection_input_bytes;
+    options.max_total_input_bytes = plan_.store_input_budget_bytes;
     // Every agent parks a WAIT on the failure key while it lives: the exit barrier's liveness.
     options.tracked_wait_key = "/" + failureKey(RendezvousOptions{});
     try {
@@ -286,12 +286,14 @@ class Agent {
     }
   }
 
-  // Without --log_dir, per-attempt files (error.json) live in a temp dir, made once the machines
-  // have met (an agent stopped while it waits leaves nothing behind).
+  // Without --log_dir, per-attempt files (error.json) live in a temp dir ($TMPDIR, else /tmp),
+  // made once the machines have met (an agent stopped while it waits leaves nothing behind).
   Expected<void> makeRunDir() {
     if (plan_.log_dir) return {};
-    char tmpl[] = "/tmp/accel-run-XXXXXX";
-    if (!::mkdtemp(tmpl)) return makeError("cannot create a run directory in /tmp");
+    auto tmp = lookup(parent_env_, "TMPDIR");
+    const std::string parent = tmp && !tmp->empty() ? *tmp : "/tmp";
+    std::string tmpl = parent + "/accel-run-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) return makeError("cannot create a run directory in " + parent + ": " + std::strerror(errno));
     run_dir_ = tmpl;
     temp_run_dir_ = true;
     return {};

@@ -31,6 +31,10 @@ struct LaunchOptions {
   bool dry_run = false;
   bool no_spawn = false;                       // --no_spawn: this scheduler task is one rank (exec, no agent)
   std::chrono::milliseconds term_timeout{5000};  // SIGTERM → SIGKILL grace period
+  // The job store's memory bounds ("128M", "1G", bytes): what one connection's unfinished
+  // request may hold, and all connections together (TcpStoreServerOptions).
+  std::optional<std::string> store_connection_input_limit;
+  std::optional<std::string> store_input_budget;
 };
 
 }  // namespace accel::launcher

@@ -8,10 +8,11 @@
 #include <random>
 
 #include "config/schema.h"
-#include "probes/scheduler_env.h"
 #include "launcher/subprocess_posix.h"
 #include "launcher/worker_env.h"
 #include "libaccel/common/env_names.h"
+#include "libaccel/store/tcp_store_server.h"
+#include "probes/scheduler_env.h"
 
 namespace accel::launcher {
 
@@ -308,6 +309,52 @@ Expected<void> checkGpuCount(LaunchPlan& plan, const Devices& d) {
 }
 
 // The flags that only the agent reads: console output and limits.
+// "128M", "1G", "65536": a size in bytes (K, M, G are powers of 1024; "KiB"/"MB" spellings too).
+Expected<uint64_t> parseByteSize(const std::string& flag, const std::string& text) {
+  size_t end = 0;
+  unsigned long long value = 0;
+  try {
+    value = std::stoull(text, &end);
+  } catch (const std::exception&) {
+    end = 0;
+  }
+  std::string unit = text.substr(end);
+  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const std::vector<std::pair<std::vector<std::string>, int>> units = {
+      {{"", "B"}, 0}, {{"K", "KB", "KIB"}, 10}, {{"M", "MB", "MIB"}, 20}, {{"G", "GB", "GIB"}, 30}};
+  for (const auto& [names, shift] : units) {
+    if (end == 0 || std::find(names.begin(), names.end(), unit) == names.end()) continue;
+    if (value > (~0ull >> shift)) break;
+    return static_cast<uint64_t>(value) << shift;
+  }
+  return makeError(flag + ": '" + text + "' is not a size (bytes, or a number with K, M or G)");
+}
+
+// The job store's memory bounds; the store needs room for one request of the longest value.
+Expected<void> applyStoreLimits(LaunchPlan& plan, const LaunchOptions& o) {
+  if (o.store_connection_input_limit) {
+    auto bytes = parseByteSize("--store_connection_input_limit", *o.store_connection_input_limit);
+    if (!bytes) return std::move(bytes).takeError();
+    plan.store_connection_input_bytes = *bytes;
+  }
+  if (o.store_input_budget) {
+    auto bytes = parseByteSize("--store_input_budget", *o.store_input_budget);
+    if (!bytes) return std::move(bytes).takeError();
+    plan.store_input_budget_bytes = *bytes;
+  }
+  const uint64_t least = store::TcpStoreServerOptions{}.max_value_bytes + 1024;
+  if (plan.store_connection_input_bytes < least) {
+    return makeError("--store_connection_input_limit: must be at least " + std::to_string(least) +
+                     " bytes (64 MiB, the longest value the store takes, plus 1 KiB)");
+  }
+  if (plan.store_input_budget_bytes < plan.store_connection_input_bytes) {
+    return makeError("--store_input_budget: " + std::to_string(plan.store_input_budget_bytes) +
+                     " bytes is less than one connection may hold (--store_connection_input_limit " +
+                     std::to_string(plan.store_connection_input_bytes) + ")");
+  }
+  return {};
+}
+
 Expected<void> applyAgentFlags(LaunchPlan& plan, const LaunchOptions& o) {
   if (o.tee && (*o.tee < 0 || *o.tee > 3)) return makeError("--tee: " + std::to_string(*o.tee) + " is not 0, 1, 2 or 3");
   plan.tee = o.tee.value_or(3);
@@ -331,7 +378,7 @@ Expected<void> applyAgentFlags(LaunchPlan& plan, const LaunchOptions& o) {
   plan.quiet = o.quiet || (plan.exec_in_place && globalRank(plan, plan.exec_local_rank) != 0);
   plan.dry_run = o.dry_run;
   plan.term_timeout = o.term_timeout;
-  return {};
+  return applyStoreLimits(plan, o);
 }
 
 // Every machine of a job must agree on the run id without talking: the scheduler's job id, or

@@ -54,6 +54,8 @@ struct LaunchPlan {
   bool quiet = false;
   bool dry_run = false;
   std::chrono::milliseconds term_timeout{5000};
+  uint64_t store_connection_input_bytes = 128ull << 20;  // --store_connection_input_limit
+  uint64_t store_input_budget_bytes = 1ull << 30;        // --store_input_budget
   std::vector<std::string> notices;  // one-line notices for the user (ignored flags and the like)
 };
 

@@ -37,6 +37,11 @@ void registerLaunchCommand(CLI::App& app, LaunchCommandOptions& o) {
   o.command->add_flag("--dry_run,--dry-run", l.dry_run, "Print each rank's command and environment; start nothing");
   o.command->add_option("--term_timeout,--term-timeout", o.term_timeout_s,
                         "Seconds between SIGTERM and SIGKILL when stopping workers (default 5)");
+  o.command->add_option("--store_connection_input_limit,--store-connection-input-limit",
+                        l.store_connection_input_limit,
+                        "Most the job's store holds of one connection's unfinished request (default 128M)");
+  o.command->add_option("--store_input_budget,--store-input-budget", l.store_input_budget,
+                        "Most the job's store holds of unfinished requests over all connections (default 1G)");
 }
 
 int runLaunchCommand(LaunchCommandOptions& o) {

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "libaccel/common/env_names.h"
-#include "libaccel/common/error.h"
+#include "accel/error.h"
 #include "libaccel/store/wire_protocol.h"
 
 namespace accel::store {

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "libaccel/common/error.h"
+#include "accel/error.h"
 #include "libaccel/store/store_state.h"
 #include "libaccel/store/wire_protocol.h"
 

@@ -19,6 +19,28 @@ expect_no_leftovers() {
   fail "processes survived: $(ps -o pid,ppid,pgid,args -p "$(leftovers | paste -sd,)")"
 }
 
+# start_master LOG ARGS...: starts machine 0's agent (`accel launch --main_process_port P ARGS`)
+# in the background on the first port P of random tries that it can bind, and returns once it
+# listens; sets PORT and MASTER. A port someone else holds makes that agent stop at once ("port P
+# is already in use"); then the next is tried. No port is picked by binding and closing.
+start_master() {
+  local log=$1 try state; shift
+  for try in $(seq 1 50); do
+    PORT=$((20000 + RANDOM % 30000))
+    "$ACCEL" launch --main_process_port "$PORT" "$@" >"$log" 2>&1 &
+    MASTER=$!
+    while ! ss -ltnpH "sport = :$PORT" | grep -q "pid=$MASTER,"; do
+      state=$(cut -d' ' -f3 "/proc/$MASTER/stat" 2>/dev/null || true)
+      [[ -z $state || $state == Z ]] && break
+      sleep 0.02
+    done
+    ss -ltnpH "sport = :$PORT" | grep -q "pid=$MASTER," && return 0
+    wait $MASTER || true
+    [[ $log == /dev/null ]] || grep -q "already in use" "$log" || fail "machine 0's agent failed: $(cat "$log")"
+  done
+  fail "no port free in 50 tries"
+}
+
 case $CASE in
 env_contract)
   export FOO_FROM_PARENT=kept
@@ -125,8 +147,7 @@ kill9_agent)
 sigint_escalation)
   BEHAVE_DEFAULT=traps "$ACCEL" launch -n 2 --term_timeout 30 "${BEH[@]}" >"$SCRATCH/o" 2>"$SCRATCH/e" &
   agent=$!
-  wait_files 'started.*' 2
-  sleep 0.2
+  wait_files 'ready.*' 2  # their traps are set
   kill -INT $agent; wait_files 'int.*' 2
   kill -INT $agent; wait_files 'term.*' 2
   [[ -e /proc/$agent ]] || fail "agent exited before the third SIGINT"
@@ -142,7 +163,7 @@ signal_forwarding)
   # SIGUSR1 (SLURM's preemption warning) reaches the workers and the job goes on.
   BEHAVE_DEFAULT=usr1-then-exit "$ACCEL" launch -n 2 "${BEH[@]}" >/dev/null 2>"$SCRATCH/e" &
   agent=$!
-  wait_files 'started.*' 2; sleep 0.2
+  wait_files 'ready.*' 2
   kill -USR1 $agent
   set +e; wait $agent; rc=$?; set -e
   [[ $rc == 0 ]] || fail "exit $rc after SIGUSR1: $(cat "$SCRATCH/e")"
@@ -152,7 +173,7 @@ signal_forwarding)
     rm -f "$OUT_DIR"/*
     BEHAVE_DEFAULT=traps "$ACCEL" launch -n 2 --term_timeout 0.5 "${BEH[@]}" >/dev/null 2>"$SCRATCH/e" &
     agent=$!
-    wait_files 'started.*' 2; sleep 0.2
+    wait_files 'ready.*' 2
     kill -$sig $agent
     set +e; wait $agent; rc=$?; set -e
     want=$(( 128 + $(kill -l $sig) ))
@@ -303,42 +324,38 @@ rank0_exits_first)
   ;;
 multi_agent)
   # Three agents on one machine form one job of 3 x 2 ranks through machine 0's store.
-  port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  common=(--num_machines 3 --main_process_ip 127.0.0.1 --main_process_port "$port" -n 6 --cpu "${PYARGS[@]}")
+  common=(--num_machines 3 --main_process_ip 127.0.0.1 -n 6 --cpu "${PYARGS[@]}")
+  start_master "$SCRATCH/m0.out" "${common[@]}" --machine_rank 0 "$W/ddp_gloo.py"
   for r in 2 1; do
-    "$ACCEL" launch "${common[@]}" --machine_rank $r "$W/ddp_gloo.py" >"$SCRATCH/m$r.out" 2>&1 &
+    "$ACCEL" launch "${common[@]}" --main_process_port "$PORT" --machine_rank $r "$W/ddp_gloo.py" >"$SCRATCH/m$r.out" 2>&1 &
     eval "pid$r=\$!"
   done
-  expect_exit 0 "$ACCEL" launch "${common[@]}" --machine_rank 0 "$W/ddp_gloo.py"
-  set +e; wait $pid1; r1=$?; wait $pid2; r2=$?; set -e
-  [[ $r1 == 0 && $r2 == 0 ]] || fail "agents exited $r1 $r2: $(cat "$SCRATCH/m1.out" "$SCRATCH/m2.out")"
-  all="$OUT$(cat "$SCRATCH/m1.out" "$SCRATCH/m2.out")"
+  set +e; wait $MASTER; r0=$?; wait $pid1; r1=$?; wait $pid2; r2=$?; set -e
+  all=$(cat "$SCRATCH/m0.out" "$SCRATCH/m1.out" "$SCRATCH/m2.out")
+  [[ $r0 == 0 && $r1 == 0 && $r2 == 0 ]] || fail "agents exited $r0 $r1 $r2: $all"
   for rank in 0 1 2 3 4 5; do expect_contains "$all" "[rank $rank] ok rank=$rank world=6 allreduce=21"; done
-  expect_contains "$ERR" "machine 0 of 3: ranks 0..1 of 6"
+  expect_contains "$(cat "$SCRATCH/m0.out")" "machine 0 of 3: ranks 0..1 of 6"
   expect_contains "$(cat "$SCRATCH/m2.out")" "machine 2 of 3: ranks 4..5 of 6"
   # Environment of a non-master machine; the master named by a host name.
-  "$ACCEL" launch --num_machines 2 --main_process_ip localhost --main_process_port "$port" -n 4 --machine_rank 1 \
-    "$W/env_dump.sh" >/dev/null 2>&1 &
-  other=$!
-  expect_exit 0 "$ACCEL" launch --num_machines 2 --main_process_ip localhost --main_process_port "$port" -n 4 \
-    --machine_rank 0 "$W/env_dump.sh"
-  wait $other
-  expect_contains "$ERR" "workers use GLOO_SOCKET_IFNAME=lo"
+  start_master "$SCRATCH/m0.out" --num_machines 2 --main_process_ip localhost -n 4 --machine_rank 0 "$W/env_dump.sh"
+  expect_exit 0 "$ACCEL" launch --num_machines 2 --main_process_ip localhost --main_process_port "$PORT" -n 4 \
+    --machine_rank 1 "$W/env_dump.sh"
+  wait $MASTER
+  expect_contains "$(cat "$SCRATCH/m0.out")" "workers use GLOO_SOCKET_IFNAME=lo"
   check_env 3 RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 GROUP_WORLD_SIZE=2 \
-    MASTER_ADDR=localhost MASTER_PORT=$port TORCHELASTIC_RUN_ID=accel-localhost-$port GLOO_SOCKET_IFNAME=lo
+    MASTER_ADDR=localhost MASTER_PORT=$PORT TORCHELASTIC_RUN_ID=accel-localhost-$PORT GLOO_SOCKET_IFNAME=lo
   ;;
 multi_machine_failure)
   # Rank 3 on machine 1 fails while every other rank runs: both machines stop, both name it,
   # both agents exit with its code.
-  port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  common=(--num_machines 2 --main_process_ip 127.0.0.1 --main_process_port "$port" -n 4 --cpu)
-  BEHAVE_DEFAULT=ready-sleep BEHAVE_3=exit-when-ready:7 \
-    "$ACCEL" launch "${common[@]}" --machine_rank 1 "${BEH[@]}" >"$SCRATCH/m1.out" 2>&1 &
-  m1=$!
-  BEHAVE_DEFAULT=ready-sleep BEHAVE_3=exit-when-ready:7 expect_exit 7 "$ACCEL" launch "${common[@]}" --machine_rank 0 "${BEH[@]}"
-  set +e; wait $m1; r1=$?; set -e
-  M1=$(cat "$SCRATCH/m1.out")
-  [[ $r1 == 7 ]] || fail "machine 1's agent exited $r1: $M1"
+  common=(--num_machines 2 --main_process_ip 127.0.0.1 -n 4 --cpu)
+  BEHAVE_DEFAULT=ready-sleep BEHAVE_3=exit-when-ready:7 start_master "$SCRATCH/m0.out" "${common[@]}" --machine_rank 0 "${BEH[@]}"
+  BEHAVE_DEFAULT=ready-sleep BEHAVE_3=exit-when-ready:7 expect_exit 7 \
+    "$ACCEL" launch "${common[@]}" --main_process_port "$PORT" --machine_rank 1 "${BEH[@]}"
+  M1="$OUT$ERR"
+  set +e; wait $MASTER; r0=$?; set -e
+  ERR=$(cat "$SCRATCH/m0.out")
+  [[ $r0 == 7 ]] || fail "machine 0's agent exited $r0: $ERR"
   expect_contains "$ERR" "rank 3 on machine 1 ($(hostname)) failed with exit code 7; stopping the workers here"
   expect_contains "$ERR" "culprit: rank 3 on machine 1 ($(hostname)), local rank 1, pid"
   expect_contains "$ERR" "    | rank 3 failing"
@@ -351,45 +368,48 @@ multi_machine_failure)
   expect_no_leftovers
   # The master agent killed outright: the other machine loses its store and stops its workers.
   rm -f "$OUT_DIR"/*
-  BEHAVE_DEFAULT=ready-sleep "$ACCEL" launch "${common[@]}" --machine_rank 0 "${BEH[@]}" >/dev/null 2>&1 &
-  m0=$!
-  BEHAVE_DEFAULT=ready-sleep "$ACCEL" launch "${common[@]}" --machine_rank 1 "${BEH[@]}" >"$SCRATCH/m1.out" 2>&1 &
+  BEHAVE_DEFAULT=ready-sleep start_master /dev/null "${common[@]}" --machine_rank 0 "${BEH[@]}"
+  BEHAVE_DEFAULT=ready-sleep "$ACCEL" launch "${common[@]}" --main_process_port "$PORT" --machine_rank 1 "${BEH[@]}" \
+    >"$SCRATCH/m1.out" 2>&1 &
   m1=$!
   wait_files 'ready.*' 4
-  kill -KILL $m0
+  kill -KILL $MASTER
   set +e; wait $m1; r1=$?; set -e
   M1=$(cat "$SCRATCH/m1.out")
   [[ $r1 == 1 ]] || fail "machine 1's agent exited $r1 after losing the master: $M1"
-  expect_contains "$M1" "culprit: machine 0 ($(hostname)): lost contact with the master agent's store at 127.0.0.1:$port"
+  expect_contains "$M1" "culprit: machine 0 ($(hostname)): lost contact with the master agent's store at 127.0.0.1:$PORT"
   expect_no_leftovers
   # A machine that finishes long after the master (beyond --rdzv_timeout) still has its store:
   # the master waits while the other agents live.
-  BEHAVE_2=ok-after:3 BEHAVE_3=ok-after:3 "$ACCEL" launch "${common[@]}" --rdzv_timeout 2 --machine_rank 1 "${BEH[@]}" \
-    >"$SCRATCH/m1.out" 2>&1 &
-  m1=$!
-  expect_exit 0 "$ACCEL" launch "${common[@]}" --rdzv_timeout 2 --machine_rank 0 "${BEH[@]}"
-  set +e; wait $m1; r1=$?; set -e
-  [[ $r1 == 0 ]] || fail "machine 1 exited $r1: $(cat "$SCRATCH/m1.out")"
-  [[ "$ERR" != *"stopping the store although"* ]] || fail "the master did not wait: $ERR"
+  start_master "$SCRATCH/m0.out" "${common[@]}" --rdzv_timeout 2 --machine_rank 0 "${BEH[@]}"
+  BEHAVE_2=ok-after:3 BEHAVE_3=ok-after:3 expect_exit 0 \
+    "$ACCEL" launch "${common[@]}" --main_process_port "$PORT" --rdzv_timeout 2 --machine_rank 1 "${BEH[@]}"
+  set +e; wait $MASTER; r0=$?; set -e
+  [[ $r0 == 0 ]] || fail "machine 0 exited $r0: $(cat "$SCRATCH/m0.out")"
+  [[ "$(cat "$SCRATCH/m0.out")" != *"stopping the store although"* ]] || fail "the master did not wait: $(cat "$SCRATCH/m0.out")"
   ;;
 rendezvous_timeout)
-  port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  expect_exit 2 "$ACCEL" launch --num_machines 3 --machine_rank 0 --main_process_ip 127.0.0.1 \
-    --main_process_port "$port" -n 3 --rdzv_timeout 1 "${BEH[@]}"
-  expect_contains "$ERR" "rendezvous at 127.0.0.1:$port timed out after 1 s: 1/3 machines joined; waiting for machine_rank 1, 2"
-  # A machine whose master never comes: the error names the address.
+  start_master "$SCRATCH/m0.out" --num_machines 3 --machine_rank 0 --main_process_ip 127.0.0.1 -n 3 --rdzv_timeout 1 "${BEH[@]}"
+  set +e; wait $MASTER; r0=$?; set -e
+  [[ $r0 == 2 ]] || fail "exit $r0 (want 2): $(cat "$SCRATCH/m0.out")"
+  expect_contains "$(cat "$SCRATCH/m0.out")" "rendezvous at 127.0.0.1:$PORT timed out after 1 s: 1/3 machines joined; waiting for machine_rank 1, 2"
+  # A machine whose master never comes: the error names the address. (The port is held, bound
+  # but not listening, by a process of the test's: connections to it are refused.)
+  $PY -c 'import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1], flush=True); time.sleep(600)' >"$SCRATCH/held" &
+  holder=$!
+  until [[ -s "$SCRATCH/held" ]]; do sleep 0.02; done
+  held=$(cat "$SCRATCH/held")
   expect_exit 2 "$ACCEL" launch --num_machines 2 --machine_rank 1 --main_process_ip 127.0.0.1 \
-    --main_process_port "$port" -n 2 --rdzv_timeout 1 "${BEH[@]}"
-  expect_contains "$ERR" "cannot reach the master agent (machine_rank 0) at 127.0.0.1:$port from local interface lo (127.0.0.1): Connection refused (tried for 1 s"
+    --main_process_port "$held" -n 2 --rdzv_timeout 1 "${BEH[@]}"
+  kill $holder
+  expect_contains "$ERR" "cannot reach the master agent (machine_rank 0) at 127.0.0.1:$held from local interface lo (127.0.0.1): Connection refused (tried for 1 s"
   [[ -z "$(ls "$OUT_DIR")" ]] || fail "workers started: $(ls "$OUT_DIR")"
   # SIGTERM (or Ctrl-C) while the agents wait for each other ends the agent at once.
-  "$ACCEL" launch --num_machines 2 --machine_rank 0 --main_process_ip 127.0.0.1 --main_process_port "$port" \
-    -n 2 "${BEH[@]}" 2>/dev/null &
-  agent=$!
-  sleep 0.3
-  kill -TERM $agent
-  for _ in $(seq 1 40); do [[ -e /proc/$agent ]] || break; sleep 0.05; done
-  [[ ! -e /proc/$agent ]] || { kill -9 $agent; fail "agent ignored SIGTERM during the rendezvous"; }
+  start_master /dev/null --num_machines 2 --machine_rank 0 --main_process_ip 127.0.0.1 -n 2 "${BEH[@]}"
+  kill -TERM $MASTER
+  for _ in $(seq 1 40); do [[ -e /proc/$MASTER ]] && [[ $(cut -d' ' -f3 /proc/$MASTER/stat) != Z ]] || break; sleep 0.05; done
+  [[ $(cut -d' ' -f3 /proc/$MASTER/stat 2>/dev/null) =~ ^Z?$ ]] || { kill -9 $MASTER; fail "agent ignored SIGTERM during the rendezvous"; }
   ;;
 worker_stdin)
   # As under torchrun, a worker can read the agent's stdin (pdb, breakpoint()): global rank 0
@@ -480,6 +500,32 @@ console_blocked)
   expect_contains "$(cat "$SCRATCH/e")" "SIGKILL needed for ranks 0, 1"
   bad=$(grep -cvE '^\[rank [01]\] y{200}$' "$SCRATCH/o" || true)
   [[ $bad == 0 ]] || fail "$bad malformed console lines"
+  ;;
+store_limits)
+  # --store_connection_input_limit reaches the job's store: a 2 x 40 MB compare_set passes under
+  # the default (128M) and is cut off, with one line naming the limit, under 70M; bad sizes are
+  # refused before anything starts.
+  cat >"$SCRATCH/big.py" <<'PYEOF'
+import os, sys, datetime
+import torch.distributed as dist
+store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), 1, False,
+                      timeout=datetime.timedelta(seconds=30))
+value = b"x" * (40 << 20)
+try:
+    store.compare_set("big", value, value)
+    print("compare_set passed", flush=True)
+except Exception as e:
+    print("compare_set failed:", type(e).__name__, flush=True)
+    sys.exit(3)
+PYEOF
+  expect_exit 0 "$ACCEL" launch "${PYARGS[@]}" -n 1 "$SCRATCH/big.py"
+  expect_contains "$OUT" "[rank 0] compare_set passed"
+  expect_exit 3 "$ACCEL" launch "${PYARGS[@]}" -n 1 --store_connection_input_limit 70M "$SCRATCH/big.py"
+  expect_contains "$OUT" "[rank 0] compare_set failed"
+  expect_contains "$ERR" "bytes, over the limit of 73400320 bytes per connection"
+  expect_exit 2 "$ACCEL" launch -n 1 --store_input_budget 1K "${BEH[@]}"
+  expect_contains "$ERR" "--store_input_budget: 1024 bytes is less than one connection may hold"
+  [[ -z "$(ls "$OUT_DIR")" ]] || fail "something was spawned: $(ls "$OUT_DIR")"
   ;;
 dry_run)
   expect_exit 0 "$ACCEL" launch --dry_run --cpu -n 2 --main_process_port 29555 "${BEH[@]}" arg1

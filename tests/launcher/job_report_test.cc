@@ -21,7 +21,10 @@ WorkerOutcome worker(int rank, int code, int sig = 0, bool collateral = false) {
 
 TEST(JobReportTest, SuccessHasNoSummary) {
   JobReport r;
-  r.attempts.push_back(AttemptReport{0, {worker(0, 0), worker(1, 0)}, std::nullopt, 0, false, 2.0, std::nullopt});
+  AttemptReport a;
+  a.workers = {worker(0, 0), worker(1, 0)};
+  a.duration_s = 2.0;
+  r.attempts.push_back(a);
   EXPECT_EQ(renderFailureSummary(r), "");
   EXPECT_TRUE(renderReportJson(r).at("succeeded").get<bool>());
 }

@@ -136,6 +136,44 @@ TEST_F(LaunchPlanTest, DevicesAccelCannotRunAreRefused) {
   EXPECT_EQ(p.error(), "distributed_type MULTI_XPU is not supported by accel (NO, MULTI_CPU, MULTI_GPU)");
 }
 
+TEST_F(LaunchPlanTest, StoreLimitsTakeSizesAndNeedRoomForOneValue) {
+  auto p = plan(options());
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->store_connection_input_bytes, 128ull << 20);
+  EXPECT_EQ(p->store_input_budget_bytes, 1ull << 30);
+  auto o = options();
+  o.store_connection_input_limit = "100MiB";
+  o.store_input_budget = "2g";
+  p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->store_connection_input_bytes, 100ull << 20);
+  EXPECT_EQ(p->store_input_budget_bytes, 2ull << 30);
+  o.store_input_budget = "104857600";  // bytes: exactly one connection's limit
+  p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->store_input_budget_bytes, 100ull << 20);
+
+  auto expect = [&](LaunchOptions bad, const std::string& message) {
+    auto q = plan(bad);
+    ASSERT_FALSE(q.ok());
+    EXPECT_EQ(q.error(), message);
+  };
+  o = options();
+  o.store_connection_input_limit = "12 parsecs";
+  expect(o, "--store_connection_input_limit: '12 parsecs' is not a size (bytes, or a number with K, M or G)");
+  o.store_connection_input_limit = "M";
+  expect(o, "--store_connection_input_limit: 'M' is not a size (bytes, or a number with K, M or G)");
+  o.store_connection_input_limit = "99999999999999G";
+  expect(o, "--store_connection_input_limit: '99999999999999G' is not a size (bytes, or a number with K, M or G)");
+  o.store_connection_input_limit = "64M";
+  expect(o, "--store_connection_input_limit: must be at least 67109888 bytes (64 MiB, the longest value the store "
+            "takes, plus 1 KiB)");
+  o = options();
+  o.store_input_budget = "127M";
+  expect(o, "--store_input_budget: 133169152 bytes is less than one connection may hold "
+            "(--store_connection_input_limit 134217728)");
+}
+
 TEST_F(LaunchPlanTest, AgentFlagsAreChecked) {
   auto expect = [&](LaunchOptions o, const std::string& message) {
     auto p = plan(o);

@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "libaccel/comm/torch_tcp_store.h"
-#include "libaccel/common/error.h"
+#include "accel/error.h"
 #include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
 

@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "libaccel/common/error.h"
+#include "accel/error.h"
 #include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
 #include "libaccel/store/wire_protocol.h"

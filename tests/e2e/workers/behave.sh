@@ -2,7 +2,7 @@
 # A worker whose behaviour is chosen per rank by BEHAVE_<RANK> (default: BEHAVE_DEFAULT):
 #   ok | ok-after:SECONDS | exit:N | segv | sleep | ready-sleep | sleep-ignore-term | traps | grandchild | setsid-grandchild
 #   | exit-when-ready:N | fail-first-attempt | print-lines:N | partial | progress | oom
-#   | read-stdin | list-fds | usr1-child | exec-sleep | spam-ignore-term
+#   | read-stdin | list-fds | usr1-child | exec-sleep | spam-ignore-term | fail-until:N
 # Every worker writes its pid to $OUT_DIR/pid.$RANK first.
 # Processes it leaves behind carry $MARKER in their command line so the test can find them.
 set -u
@@ -24,14 +24,16 @@ exit-when-ready:*)  # exits once every other rank reported ready
   echo "rank $RANK failing" >&2; exit "${what#exit-when-ready:}" ;;
 traps)
   trap 'mark int' INT; trap 'mark term' TERM; trap 'mark usr1' USR1; trap 'mark hup' HUP
-  while :; do sleep 0.05; done ;;
-usr1-then-exit) trap 'mark usr1; exit 0' USR1; while :; do sleep 0.05; done ;;
+  mark ready; while :; do sleep 0.05; done ;;
+usr1-then-exit) trap 'mark usr1; exit 0' USR1; mark ready; while :; do sleep 0.05; done ;;
 grandchild)
   bash -c "exec -a 'sleep-$MARKER' sleep 1000" & mark grandchild
   [ "${GRANDCHILD_THEN:-ok}" = fail ] && exit 4
   [ "${GRANDCHILD_THEN:-ok}" = sleep ] && while :; do sleep 0.05; done
   echo done ;;
-setsid-grandchild) setsid bash -c "exec -a 'sleep-$MARKER' sleep 1000" & sleep 0.2; mark grandchild; echo done ;;
+setsid-grandchild)  # exits once the grandchild runs in a session of its own
+  setsid bash -c "touch '$OUT_DIR/grandchild.$RANK'; exec -a 'sleep-$MARKER' sleep 1000" &
+  while [ ! -e "$OUT_DIR/grandchild.$RANK" ]; do sleep 0.01; done; echo done ;;
 fail-first-attempt)
   echo "attempt $TORCHELASTIC_RESTART_COUNT"
   [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && { echo "first attempt fails" >&2; exit 5; }
@@ -54,6 +56,18 @@ usr1-child)
   mark ready; while :; do sleep 0.05; done ;;
 spam-ignore-term)  # writes lines as fast as the agent takes them, ignoring SIGTERM
   trap 'mark term' TERM; mark ready; line=$(printf 'y%.0s' $(seq 1 200)); while :; do echo "$line"; done ;;
+fail-until:*)  # fails every attempt before attempt N; rank 0 records the agent's descriptors and RSS
+  attempt=$TORCHELASTIC_RESTART_COUNT
+  touch "$OUT_DIR/up.$attempt.$RANK"
+  if [ "$RANK" = 0 ]; then  # once every rank of the attempt runs: the agent's steady state
+    while [ "$(ls "$OUT_DIR" | grep -c "^up\.$attempt\.")" -lt "$WORLD_SIZE" ]; do sleep 0.01; done
+    echo "$attempt $(ls /proc/$PPID/fd | wc -l) $(awk '/^VmRSS/{print $2}' /proc/$PPID/status)" >>"$OUT_DIR/agent_stats"
+    touch "$OUT_DIR/measured.$attempt"
+  fi
+  while [ ! -e "$OUT_DIR/measured.$attempt" ]; do sleep 0.01; done
+  [ "$attempt" -ge "${what#fail-until:}" ] && exit 0
+  [ "$RANK" = 0 ] && exit 3
+  while :; do sleep 0.05; done ;;
 exec-sleep) mark ready; exec -a "sleep-$MARKER" sleep 1000 ;;  # runs on without forking
 *) echo "unknown behaviour $what" >&2; exit 99 ;;
 esac
