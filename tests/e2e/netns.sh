@@ -119,12 +119,11 @@ unreachable)
   OB=$(cat "$SCRATCH/b.out")
   expect_contains "$OB" "cannot reach the master agent (machine_rank 0) at 10.200.0.9:$port from local interface $VB ($B)"
   [[ "$OB" != *spawned* ]] || fail "a worker was spawned: $OB"
-  # No route at all (another subnet): said at once, not after the timeout.
-  SECONDS=0
+  # No route at all (another subnet): said at once, not after the timeout (an hour here: an
+  # agent that waited for it would run into the test's own time limit).
   ip netns exec "$NB" "$ACCEL" launch --num_machines 2 --machine_rank 1 --main_process_ip 192.0.2.1 \
-    --main_process_port $port -n 4 --cpu --rdzv_timeout 2 /bin/echo spawned >"$SCRATCH/b.out" 2>&1 && fail "succeeded"
+    --main_process_port $port -n 4 --cpu --rdzv_timeout 3600 /bin/echo spawned >"$SCRATCH/b.out" 2>&1 && fail "succeeded"
   expect_contains "$(cat "$SCRATCH/b.out")" "at 192.0.2.1:$port: no route from this machine to '192.0.2.1': Network is unreachable"
-  [[ $SECONDS -lt 2 ]] || fail "took $SECONDS s to say there is no route"
   ;;
 *) fail "unknown case $CASE" ;;
 esac
