@@ -35,15 +35,6 @@ struct Net : torch::nn::Module {
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 };
 
-AcceleratorOptions optionsFor(std::shared_ptr<Communicator> comm, int rank) {
-  AcceleratorOptions o;
-  o.communicator = std::move(comm);
-  o.local_rank = rank;
-  o.mixed_precision = MixedPrecision::No;
-  o.gradient_accumulation_steps = 1;
-  return o;
-}
-
 std::vector<torch::Tensor> snapshot(torch::nn::Module& net) {
   std::vector<torch::Tensor> out;
   for (const auto& p : net.parameters()) out.push_back(p.detach().clone());
@@ -104,7 +95,7 @@ class CheckpointFilesTest : public ::testing::Test {
     torch::manual_seed(0);
     net_ = std::make_shared<Net>(width_);
     opt_ = std::make_unique<torch::optim::Adam>(net_->parameters(), 1e-2);
-    acc_ = std::make_unique<Accelerator>(optionsFor(makeSingleProcessCommunicator(), 0));
+    acc_ = std::make_unique<Accelerator>(testing::optionsFor(makeSingleProcessCommunicator(), 0));
     acc_->prepare(*net_, *opt_);
     trainStep(*acc_, *net_);
   }
@@ -125,7 +116,7 @@ class CheckpointFilesTest : public ::testing::Test {
     torch::manual_seed(42);
     Net net(width_);
     torch::optim::Adam opt(net.parameters(), 1e-2);
-    Accelerator acc(optionsFor(makeSingleProcessCommunicator(), 0));
+    Accelerator acc(testing::optionsFor(makeSingleProcessCommunicator(), 0));
     acc.prepare(net, opt);
     acc.loadState(ckpt_.string());
     return snapshot(net);
@@ -272,7 +263,7 @@ TEST(CheckpointRanksTest, EveryRankCreatesWhatItWritesWithoutASharedFileSystem) 
   testing::runRanks(2, [&](std::shared_ptr<Communicator> comm, int rank) {
     Net& net = *nets[static_cast<size_t>(rank)];
     torch::optim::Adam opt(net.parameters(), 1e-2);
-    Accelerator acc(optionsFor(comm, rank));
+    Accelerator acc(testing::optionsFor(comm, rank));
     acc.prepare(net, opt);
     trainStep(acc, net);
     const fs::path mine = base / ("machine" + std::to_string(rank)) / "ckpt";
@@ -354,7 +345,7 @@ TEST(CheckpointProcessesTest, EveryRankRestoresItsModelOptimizerStepAndRng) {
       torch::manual_seed(resume ? 77 + rank : 0);
       Net net;
       torch::optim::Adam opt(net.parameters(), 1e-2);
-      Accelerator acc(optionsFor(comm, rank));
+      Accelerator acc(testing::optionsFor(comm, rank));
       acc.prepare(net, opt);
       acc.setSeed(resume ? 5 : 1000, /*deviceSpecific=*/true);
       if (resume) {

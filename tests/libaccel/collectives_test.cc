@@ -9,15 +9,6 @@ namespace {
 
 class CollectivesTest : public ::testing::TestWithParam<int> {};
 
-AcceleratorOptions withComm(std::shared_ptr<Communicator> comm, int rank) {
-  AcceleratorOptions o;
-  o.communicator = std::move(comm);
-  o.local_rank = rank;
-  o.mixed_precision = MixedPrecision::No;
-  o.gradient_accumulation_steps = 1;
-  return o;
-}
-
 TEST_P(CollectivesTest, CommunicatorPrimitives) {
   const int n = GetParam();
   testing::runRanks(n, [n](std::shared_ptr<Communicator> comm, int rank) {
@@ -40,7 +31,7 @@ TEST_P(CollectivesTest, CommunicatorPrimitives) {
 TEST_P(CollectivesTest, AcceleratorHelpers) {
   const int n = GetParam();
   testing::runRanks(n, [n](std::shared_ptr<Communicator> comm, int rank) {
-    Accelerator acc(withComm(comm, rank));
+    Accelerator acc(testing::optionsFor(comm, rank));
     EXPECT_EQ(acc.numProcesses(), n);
     EXPECT_EQ(acc.isMainProcess(), rank == 0);
     auto g = acc.gather(torch::tensor({rank, rank}, torch::kLong));
@@ -75,7 +66,7 @@ TEST_P(CollectivesTest, AcceleratorHelpers) {
 TEST_P(CollectivesTest, GatherForMetricsCountsEverySampleOnce) {
   const int n = GetParam();
   testing::runRanks(n, [n](std::shared_ptr<Communicator> comm, int rank) {
-    Accelerator acc(withComm(comm, rank));
+    Accelerator acc(testing::optionsFor(comm, rank));
     ShardOptions o;
     o.dataset_size = 23;  // not a multiple of batch × ranks: the last step wraps around
     o.batch_size = 4;

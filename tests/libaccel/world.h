@@ -13,9 +13,20 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include "accel/accelerator.h"
 #include "libaccel/comm/gloo_communicator.h"
 
 namespace accel::testing {
+
+// An Accelerator of rank `rank` over `comm`, fp32, no accumulation.
+inline AcceleratorOptions optionsFor(std::shared_ptr<Communicator> comm, int rank) {
+  AcceleratorOptions o;
+  o.communicator = std::move(comm);
+  o.local_rank = rank;
+  o.mixed_precision = MixedPrecision::No;
+  o.gradient_accumulation_steps = 1;
+  return o;
+}
 
 inline void runRanks(int world, const std::function<void(std::shared_ptr<Communicator>, int)>& body,
                      std::chrono::milliseconds timeout = std::chrono::seconds(30)) {

@@ -53,19 +53,6 @@ bool sendAll(int fd, std::string_view bytes) {
   return true;
 }
 
-// Reads exactly n bytes (the socket's receive timeout bounds each read: 5 s).
-std::string readExactly(int fd, size_t n) {
-  std::string out(n, '\0');
-  size_t got = 0;
-  while (got < n) {
-    ssize_t r = ::recv(fd, out.data() + got, n - got, 0);
-    if (r <= 0) break;
-    got += static_cast<size_t>(r);
-  }
-  out.resize(got);
-  return out;
-}
-
 // True when the server closed `fd` (a read returns 0 or a reset) within the receive timeout.
 bool closedByServer(int fd) {
   char buf[4096];
@@ -141,7 +128,7 @@ TEST_F(StoreLimitsTest, AClientThatVanishesWhileParkedLeavesNothingBehind) {
                                                                      request(Op::Barrier, {"/b"}, "", 2))));
   int watcher = rawSocket();  // torch 1.13's callback connection
   ASSERT_TRUE(sendAll(watcher, wire::encodeRequest(Generation::Legacy, request(Op::WatchKey, {"/never"}))));
-  ASSERT_EQ(readExactly(watcher, 1), "\x03");  // KEY_CALLBACK_RESPONSE
+  ASSERT_EQ(testing::readExactly(watcher, 1), "\x03");  // KEY_CALLBACK_RESPONSE
   // A frame left half sent holds input until its connection goes.
   int half = rawSocket();
   const std::string set = wire::encodeRequest(Generation::Legacy, request(Op::Set, {"/h"}, std::string(1000, 'v')));
@@ -177,7 +164,7 @@ TEST_F(StoreLimitsTest, RepeatedWatchesAreOneSubscription) {
   const std::string watch = wire::encodeRequest(Generation::Legacy, request(Op::WatchKey, {"/w"}));
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(sendAll(watcher, watch));
-    ASSERT_EQ(readExactly(watcher, 1), "\x03");
+    ASSERT_EQ(testing::readExactly(watcher, 1), "\x03");
   }
   ASSERT_TRUE(await([](const TcpStoreServerStats& s) { return s.watches == 1; }));
   auto setter = client();
@@ -194,7 +181,7 @@ TEST_F(StoreLimitsTest, RepeatedWatchesAreOneSubscription) {
     wire::putBytes(expected, now);
   }
   expected += "\x03";
-  EXPECT_EQ(readExactly(watcher, expected.size()), expected);
+  EXPECT_EQ(testing::readExactly(watcher, expected.size()), expected);
   EXPECT_TRUE(await([](const TcpStoreServerStats& s) { return s.watches == 2; }));
   ::close(watcher);
 }
@@ -227,7 +214,7 @@ TEST_F(StoreLimitsTest, AMillionKeyWaitIsServedWhileOthersAreServed) {
   ASSERT_TRUE(await([](const TcpStoreServerStats& s) { return s.keys >= 1'000'000; }, 60s));
   EXPECT_EQ(server_->stats().parked_waits, 1u);
   other->set(keys.back().substr(1), "last");
-  EXPECT_EQ(readExactly(waiter, 1), std::string(1, '\0'));  // STOP_WAITING
+  EXPECT_EQ(testing::readExactly(waiter, 1), std::string(1, '\0'));  // STOP_WAITING
   ASSERT_TRUE(await([](const TcpStoreServerStats& s) { return s.parked_waits == 0 && s.parked_entries == 0; }));
   ::close(waiter);
   ::close(setter);
@@ -293,7 +280,7 @@ TEST_F(SmallInputLimitsTest, TheGlobalBudgetClosesTheConnectionHoldingTheMost) {
   ASSERT_TRUE(sendAll(modest, frame.substr(1700 << 10) +
                                   wire::encodeRequest(Generation::Validated, request(Op::Get, {"/c"}))));
   wire::putBytes(big.value, big.values[2]);
-  EXPECT_EQ(readExactly(modest, big.value.size()), big.value);
+  EXPECT_EQ(testing::readExactly(modest, big.value.size()), big.value);
   ::close(modest);
   auto logged = lines();
   ASSERT_EQ(logged.size(), 1u);

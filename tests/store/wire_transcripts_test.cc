@@ -157,17 +157,6 @@ class WireTranscriptTest : public ::testing::TestWithParam<Transcript> {
     EXPECT_GE(fd, 0);
     return fd;
   }
-  static std::string recvExactly(int fd, size_t n) {
-    std::string out(n, '\0');
-    size_t got = 0;
-    while (got < n) {
-      ssize_t r = ::recv(fd, out.data() + got, n - got, 0);
-      if (r <= 0) break;
-      got += static_cast<size_t>(r);
-    }
-    out.resize(got);
-    return out;
-  }
   // True when nothing more arrives within 100 ms (no reply where torch sends none).
   static bool silent(int fd) {
     timeval tv{0, 100000};
@@ -193,7 +182,7 @@ TEST_P(WireTranscriptTest, EveryStepGetsTorchsReply) {
       EXPECT_TRUE(silent(fd)) << t.name << " step " << i;
       continue;
     }
-    EXPECT_EQ(recvExactly(fd, s.reply.size()), s.reply) << t.name << " step " << i << " (" << t.release << ")";
+    EXPECT_EQ(testing::readExactly(fd, s.reply.size()), s.reply) << t.name << " step " << i << " (" << t.release << ")";
   }
   EXPECT_TRUE(silent(fd)) << t.name << ": replies the torch server would not send";
   ::close(fd);
