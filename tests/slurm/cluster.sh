@@ -22,6 +22,18 @@ stop() {
   rm -f "$D/env"
 }
 
+# daemons_listen CTLD P0 P1: until slurmctld listens on CTLD and a slurmd on P0 and on P1 (true),
+# or one of the daemons is gone without its port (false; at most 10 s).
+daemons_listen() {
+  local i
+  for i in $(seq 1 100); do
+    ss -ltnpH "sport = :$1" | grep -q '"slurmctld"' && ss -ltnpH "sport = :$2" | grep -q '"slurmd"' &&
+      ss -ltnpH "sport = :$3" | grep -q '"slurmd"' && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 case $cmd in
 stop) stop; echo "slurm test cluster in $D stopped" ;;
 start)
@@ -42,20 +54,27 @@ start)
   munged --force --socket="$D/munge/munge.socket" --pid-file="$D/munge/munged.pid" \
     --log-file="$D/munge/munged.log" --seed-file="$D/munge/munged.seed" --key-file="$D/munge/munge.key"
 
-  # Three free ports: slurmctld's and one per slurmd.
-  read -r ctld p0 p1 < <(/usr/bin/python3 -c '
-import socket
-socks = [socket.socket() for _ in range(3)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(*(s.getsockname()[1] for s in socks))')
-  sed -e "s|@DIR@|$D|g" -e "s|@HOST@|$(hostname -s)|g" -e "s|@CTLD_PORT@|$ctld|g" \
-      -e "s|@SLURMD_PORT0@|$p0|g" -e "s|@SLURMD_PORT1@|$p1|g" -e "s|@CPUS@|${CPUS_PER_NODE:-2}|g" \
-      "$HERE/slurm.conf.in" >"$D/slurm.conf"
+  # Three ports (slurmctld's, one per slurmd) that the daemons themselves bind and keep: random
+  # tries, each checked by who listens there; a port someone else holds makes its daemon fail,
+  # and the next try takes other ports (none is picked by binding and closing).
   cp "$HERE/cgroup.conf" "$D/cgroup.conf"
   export SLURM_CONF=$D/slurm.conf
-  slurmctld -f "$SLURM_CONF"
-  slurmd -N n1 -f "$SLURM_CONF"
-  slurmd -N n2 -f "$SLURM_CONF"
+  for try in $(seq 1 10); do
+    ctld=$((20000 + RANDOM % 30000)) p0=$((20000 + RANDOM % 30000)) p1=$((20000 + RANDOM % 30000))
+    [[ $ctld != "$p0" && $ctld != "$p1" && $p0 != "$p1" ]] || continue
+    sed -e "s|@DIR@|$D|g" -e "s|@HOST@|$(hostname -s)|g" -e "s|@CTLD_PORT@|$ctld|g" \
+        -e "s|@SLURMD_PORT0@|$p0|g" -e "s|@SLURMD_PORT1@|$p1|g" -e "s|@CPUS@|${CPUS_PER_NODE:-2}|g" \
+        "$HERE/slurm.conf.in" >"$D/slurm.conf"
+    slurmctld -f "$SLURM_CONF" || true
+    slurmd -N n1 -f "$SLURM_CONF" || true
+    slurmd -N n2 -f "$SLURM_CONF" || true
+    if daemons_listen "$ctld" "$p0" "$p1"; then break; fi
+    echo "slurm ports $ctld $p0 $p1: a daemon did not get its port; trying others" >&2
+    for f in "$D"/run/slurmd-*.pid "$D"/run/slurmctld.pid; do
+      [[ -f $f ]] && { kill -KILL "$(cat "$f")" 2>/dev/null || true; }
+      rm -f "$f"
+    done
+  done
   for _ in $(seq 1 120); do
     if [[ $(sinfo -h -N -o '%T' 2>/dev/null | grep -cx idle) == 2 ]]; then
       echo "export SLURM_CONF=$SLURM_CONF" >"$D/env"
