@@ -1,10 +1,10 @@
 #include "launcher/console.h"
 
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cstdint>
 
+#include "launcher/event_fd.h"
 #include "launcher/quiet_thread.h"
 #include "launcher/subprocess_posix.h"
 
@@ -12,7 +12,7 @@ namespace accel::launcher {
 
 Console::Console(int stdoutFd, int stderrFd, size_t highWater)
     : fds_{stdoutFd, stderrFd}, high_water_(highWater) {
-  ready_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  ready_fd_ = makeEventFd();
   thread_ = startQuietThread([this] { run(); });
 }
 
@@ -42,11 +42,7 @@ bool Console::backlogged() const {
   return queued_bytes_ > high_water_;
 }
 
-void Console::ackReady() {
-  uint64_t value;
-  while (::read(ready_fd_, &value, sizeof value) == sizeof value) {
-  }
-}
+void Console::ackReady() { drainEventFd(ready_fd_); }
 
 void Console::flush() {
   std::unique_lock lock(mutex_);
@@ -70,9 +66,7 @@ void Console::run() {
     queued_bytes_ -= chunk.text.size();
     if (signal_when_low_ && queued_bytes_ <= high_water_ / 2) {
       signal_when_low_ = false;
-      const uint64_t one = 1;
-      ssize_t ignored = ::write(ready_fd_, &one, sizeof one);
-      (void)ignored;
+      signalEventFd(ready_fd_);
     }
     if (queue_.empty()) drained_.notify_all();
   }

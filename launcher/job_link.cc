@@ -1,38 +1,22 @@
 #include "launcher/job_link.h"
 
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
 
+#include "launcher/event_fd.h"
 #include "launcher/quiet_thread.h"
 
 namespace accel::launcher {
-namespace {
-
-void bump(int fd) {
-  const uint64_t one = 1;
-  ssize_t ignored = ::write(fd, &one, sizeof one);
-  (void)ignored;
-}
-
-void drain(int fd) {
-  uint64_t value;
-  while (::read(fd, &value, sizeof value) == sizeof value) {
-  }
-}
-
-}  // namespace
-
 JobLink::JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,
                  std::unique_ptr<store::TcpStoreClient> publisher, RendezvousOptions rdzv, int machineRank,
                  std::string masterHost)
     : watch_(std::move(watch)), publisher_(std::move(publisher)), watch_fd_(watchFd), rdzv_(std::move(rdzv)),
       machine_rank_(machineRank), master_host_(std::move(masterHost)) {
-  event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  event_fd_ = makeEventFd();
+  wake_fd_ = makeEventFd();
   thread_ = startQuietThread([this] { run(); });
 }
 
@@ -50,7 +34,7 @@ void JobLink::stop() {
     stop_ = true;
     watchInUse = watch_fired_;
   }
-  bump(wake_fd_);
+  signalEventFd(wake_fd_);
   // A publication (or a read of the failure) blocked on an unreachable master fails at once; a
   // watch still parked is left as it is.
   publisher_->interrupt();
@@ -65,12 +49,12 @@ bool JobLink::publish(JobFailure mine) {
     publish_requested_ = true;
     to_publish_ = std::move(mine);
   }
-  bump(wake_fd_);
+  signalEventFd(wake_fd_);
   return true;
 }
 
 std::vector<LinkEvent> JobLink::takeEvents() {
-  drain(event_fd_);
+  drainEventFd(event_fd_);
   std::lock_guard lock(mutex_);
   return std::exchange(events_, {});
 }
@@ -80,7 +64,7 @@ void JobLink::post(LinkEvent event) {
     std::lock_guard lock(mutex_);
     events_.push_back(std::move(event));
   }
-  bump(event_fd_);
+  signalEventFd(event_fd_);
 }
 
 // Waits for the watch to fire or for a publication to do, until stopped. The watch fires once.
@@ -95,7 +79,7 @@ void JobLink::run() {
       if (stop_) return;
       mine = std::exchange(to_publish_, std::nullopt);
     }
-    drain(wake_fd_);
+    drainEventFd(wake_fd_);
     if (mine) onPublish(*mine);
     if (watching && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
       watching = false;

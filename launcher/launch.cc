@@ -242,7 +242,7 @@ class Agent {
     std::optional<Route> toMaster;
     if (!master_) {
       auto reached = waitForListener(plan_.master_addr, store_port_, plan_.rdzv_timeout, std::chrono::seconds(10),
-                                     [this](const std::string& status) { notice(plan_, status); });
+                                     [this](const std::string& status) { say(status); });
       if (!reached) return makeError(reached.error());
       toMaster = *reached;
     } else if (auto route = routeTo(plan_.master_addr)) {
@@ -253,13 +253,13 @@ class Agent {
     if (!result) return makeError(result.error());
     joined_ = *result;
     if (master_ && !awaitWatches(*server_, plan_.num_machines, plan_.rdzv_timeout)) {
-      notice(plan_, "not every machine's agent is watching the store for failures; it may have died");
+      say("not every machine's agent is watching the store for failures; it may have died");
     }
     rank_offset_ = joined_->rank_offset;
-    notice(plan_, "machine " + std::to_string(joined_->machine_rank) + " of " + std::to_string(plan_.num_machines) +
-                      ": ranks " + std::to_string(joined_->rank_offset) + ".." +
-                      std::to_string(joined_->rank_offset + plan_.local_world_size - 1) + " of " +
-                      std::to_string(joined_->world_size));
+    say("machine " + std::to_string(joined_->machine_rank) + " of " + std::to_string(plan_.num_machines) +
+        ": ranks " + std::to_string(joined_->rank_offset) + ".." +
+        std::to_string(joined_->rank_offset + plan_.local_world_size - 1) + " of " +
+        std::to_string(joined_->world_size));
     chooseWorkerInterface(toMaster);
     return {};
   }
@@ -282,7 +282,7 @@ class Agent {
     if (lookup(parent_env_, "GLOO_SOCKET_IFNAME")) return;
     if (auto iface = workerInterface(*joined_, toMaster)) {
       plan_.common_env["GLOO_SOCKET_IFNAME"] = *iface;
-      notice(plan_, "workers use GLOO_SOCKET_IFNAME=" + *iface + " (the interface that reaches the other machines)");
+      say("workers use GLOO_SOCKET_IFNAME=" + *iface + " (the interface that reaches the other machines)");
     }
   }
 
@@ -351,7 +351,7 @@ class Agent {
     console_.flush();  // supervision is over: now the summary may wait for the terminal
     if (!plan_.log_dir) return;
     auto ok = config::writeFileAtomically(*plan_.log_dir + "/summary.json", renderReportJson(report).dump(2) + "\n");
-    if (!ok) notice(plan_, "could not write summary.json: " + ok.error());
+    if (!ok) say("could not write summary.json: " + ok.error());
   }
 
   // The master keeps the store up until every machine's workers are done with it, or every
@@ -364,8 +364,8 @@ class Agent {
     auto othersGone = [this] { return server_ && server_->stats().tracked_waiters <= 1; };
     int done = exitBarrier(*agent_store_, rdzv_, master_, afterFailure, othersGone);
     if (master_ && done < plan_.num_machines) {
-      notice(plan_, "stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +
-                        std::to_string(plan_.num_machines) + " machines reported their workers finished");
+      say("stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +
+          std::to_string(plan_.num_machines) + " machines reported their workers finished");
     }
   }
 

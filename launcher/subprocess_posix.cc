@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <linux/close_range.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -17,8 +16,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-
-extern char** environ;
 
 namespace accel::launcher {
 
@@ -108,20 +105,6 @@ void becomeSubreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
 
 void signalGroup(pid_t pgid, int sig) {
   if (pgid > 0) ::kill(-pgid, sig);
-}
-
-Reaped reapOne() {
-  int status = 0;
-  pid_t pid;
-  do {
-    pid = ::waitpid(-1, &status, WNOHANG);
-  } while (pid < 0 && errno == EINTR);
-  if (pid <= 0) return Reaped{pid < 0 ? -1 : 0, 0, 0};
-  Reaped r;
-  r.pid = pid;
-  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-  r.exit_code = probes::exitCodeOf(status);
-  return r;
 }
 
 std::optional<Reaped> endedUnreaped(pid_t pid) {

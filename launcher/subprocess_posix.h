@@ -34,8 +34,8 @@ struct SpawnSpec {
 // the workers (the agent's main thread); other threads may run meanwhile.
 Expected<pid_t> spawnWorker(const SpawnSpec& spec);
 
-// Marks every descriptor >= `first` close-on-exec, except `keep` (-1: none). Async-signal-safe:
-// for a child between fork and exec, and for the guard.
+// Marks every descriptor >= `first` close-on-exec. Async-signal-safe: for a child between fork
+// and exec.
 void closeOnExecFrom(int first);
 
 // Closes every descriptor >= 3 except `keep`. Async-signal-safe.
@@ -51,14 +51,12 @@ void becomeSubreaper();
 // Sends `sig` to process group `pgid`; ESRCH (already gone) is not an error.
 void signalGroup(pid_t pgid, int sig);
 
-// Reaps one exited child without blocking: {pid, exit code (128+N for signal N), signal or 0};
-// pid 0 when none is ready, -1 when there are no children.
+// How a child ended: its exit code (128+N for signal N) and the signal, or 0.
 struct Reaped {
   pid_t pid = 0;
   int exit_code = 0;
   int signal = 0;
 };
-Reaped reapOne();
 
 // Whether child `pid` has ended, without reaping it (waitid WNOWAIT): while it stays a zombie,
 // its pid and process-group id cannot be given to another process.

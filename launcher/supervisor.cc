@@ -185,8 +185,8 @@ class Supervisor::Attempt {
   void killOverdue();
   void publishFirstFailure();
   JobFailure myFailure();
-  void pauseOutput();
-  void resumeOutput();
+  void readOutput(bool on);
+  uint32_t pipeEvents() const;
   void killLeftovers();
   void say(const std::string& line);
 
@@ -269,7 +269,7 @@ bool Supervisor::Attempt::spawn(Worker& w) {
   for (int stream = 0; stream < 2; ++stream) {
     w.fds[stream] = stream == 0 ? out[0] : err[0];
     ::fcntl(w.fds[stream], F_SETFL, O_NONBLOCK);
-    watchFd(s_.epoll_fd_, w.fds[stream], pipeId(w, stream), output_paused_ ? 0u : uint32_t{EPOLLIN});
+    watchFd(s_.epoll_fd_, w.fds[stream], pipeId(w, stream), pipeEvents());
   }
   return true;
 }
@@ -320,7 +320,9 @@ void Supervisor::Attempt::dispatch(uint64_t id) {
 void Supervisor::Attempt::afterBatch() {
   killOverdue();
   publishFirstFailure();
-  if (!output_paused_ && s_.console_.backlogged()) pauseOutput();
+  if (output_paused_ || !s_.console_.backlogged()) return;
+  readOutput(false);
+  if (!s_.console_.backlogged()) readOutput(true);  // drained meanwhile: its signal may be gone
 }
 
 // ---- Handlers -----------------------------------------------------------------------------
@@ -435,7 +437,7 @@ void Supervisor::Attempt::onRemoteFailure(JobFailure failure) {
 
 void Supervisor::Attempt::onConsoleReady() {
   s_.console_.ackReady();
-  if (output_paused_ && !s_.console_.backlogged()) resumeOutput();
+  if (output_paused_ && !s_.console_.backlogged()) readOutput(true);
 }
 
 // ---- Actions ------------------------------------------------------------------------------
@@ -500,26 +502,18 @@ JobFailure Supervisor::Attempt::myFailure() {
   return mine;
 }
 
-// The console is behind: stop reading the workers' pipes until it catches up (their writes
-// block, as on a slow terminal); exits, signals and the job link are still served.
-void Supervisor::Attempt::pauseOutput() {
-  output_paused_ = true;
+// Reads the workers' pipes, or, while the console is behind, leaves them be until it catches up
+// (their writes block, as on a slow terminal); exits, signals and the job link are still served.
+void Supervisor::Attempt::readOutput(bool on) {
+  output_paused_ = !on;
   for (auto& w : workers_) {
     for (int stream = 0; stream < 2; ++stream) {
-      if (w.fds[stream] >= 0) watchFd(s_.epoll_fd_, w.fds[stream], pipeId(w, stream), 0);
+      if (w.fds[stream] >= 0) watchFd(s_.epoll_fd_, w.fds[stream], pipeId(w, stream), pipeEvents());
     }
   }
-  if (!s_.console_.backlogged()) resumeOutput();  // drained meanwhile: its signal may be gone
 }
 
-void Supervisor::Attempt::resumeOutput() {
-  output_paused_ = false;
-  for (auto& w : workers_) {
-    for (int stream = 0; stream < 2; ++stream) {
-      if (w.fds[stream] >= 0) watchFd(s_.epoll_fd_, w.fds[stream], pipeId(w, stream), EPOLLIN);
-    }
-  }
-}
+uint32_t Supervisor::Attempt::pipeEvents() const { return output_paused_ ? 0u : uint32_t{EPOLLIN}; }
 
 // The workers' groups (their leaders unreaped until now, so the ids are still ours), then the
 // leaders, then orphans re-parented to us that left those groups.

@@ -22,6 +22,13 @@ std::string joinArgv(const std::vector<std::string>& argv) {
   return s;
 }
 
+// A waitpid status as an exit code: 128+N when killed by signal N.
+int exitCodeOf(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
 }  // namespace
 
 std::vector<char*> cStrings(const std::vector<std::string>& strings) {
@@ -30,12 +37,6 @@ std::vector<char*> cStrings(const std::vector<std::string>& strings) {
   for (const auto& s : strings) out.push_back(const_cast<char*>(s.c_str()));
   out.push_back(nullptr);
   return out;
-}
-
-int exitCodeOf(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
 }
 
 int waitForChild(pid_t pid) {

@@ -28,9 +28,6 @@ std::string findInPath(const std::string& program);
 // The null-terminated char* array execve wants, pointing into `strings` (which must outlive it).
 std::vector<char*> cStrings(const std::vector<std::string>& strings);
 
-// A waitpid status as an exit code: 128+N when killed by signal N.
-int exitCodeOf(int waitStatus);
-
 // Waits for child `pid` (retrying on EINTR): its exit code, 128+N when killed by signal N, -1 on
 // error.
 int waitForChild(pid_t pid);
