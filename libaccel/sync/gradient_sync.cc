@@ -126,12 +126,8 @@ void GradientSync::failMissing(const std::vector<std::string>& missing) {
   if (missing.size() > 10) list += ", ... (" + std::to_string(missing.size()) + " in all)";
   for (auto& bucket : buckets_) {
     if (bucket->work) bucket->work->wait();  // leave no collective half-done
-    bucket->work.reset();
-    bucket->ready = 0;
   }
-  std::fill(ready_.begin(), ready_.end(), false);
-  next_launch_ = 0;
-  pending_ = false;
+  startOver();
   throw Error("parameters received no gradient in this backward: " + list +
               "; every rank must use every parameter, or enable find_unused_parameters");
 }
@@ -140,7 +136,6 @@ void GradientSync::writeBack() {
   const double inverse = 1.0 / comm_.size();
   for (auto& bucket : buckets_) {
     bucket->work->wait();
-    bucket->work.reset();
     bucket->flat.mul_(inverse);
     for (size_t slot = 0; slot < bucket->params.size(); ++slot) {
       at::Tensor& p = params_[bucket->params[slot]];
@@ -148,6 +143,14 @@ void GradientSync::writeBack() {
       if (p.grad().defined()) p.mutable_grad().copy_(averaged);
       else p.mutable_grad() = averaged.clone();
     }
+  }
+  startOver();
+}
+
+// Ready for the next backward: no bucket filled or started.
+void GradientSync::startOver() {
+  for (auto& bucket : buckets_) {
+    bucket->work.reset();
     bucket->ready = 0;
   }
   std::fill(ready_.begin(), ready_.end(), false);

@@ -53,6 +53,7 @@ class GradientSync {
   void launchReady();
   [[noreturn]] void failMissing(const std::vector<std::string>& missing);
   void writeBack();
+  void startOver();
   void launch(Bucket& bucket);
 
   Communicator& comm_;
