@@ -55,7 +55,11 @@ std::optional<double> parseYamlFloat(const std::string& s) {
   if (!std::regex_match(s, kFloat) || s == "." ) return std::nullopt;
   std::string digits;
   for (char c : s) if (c != '_') digits += c;
-  return std::strtod(digits.c_str(), nullptr);
+  const double value = std::strtod(digits.c_str(), nullptr);
+  // Past a double's range (220e82950) PyYAML gives inf, which JSON cannot hold and a rewritten
+  // file would not read back: such a scalar stays its text.
+  if (!std::isfinite(value)) return std::nullopt;
+  return value;
 }
 
 // A scalar as the value PyYAML would give it: plain scalars are typed by their text, quoted
