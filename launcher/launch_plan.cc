@@ -342,7 +342,7 @@ Expected<void> applyStoreLimits(LaunchPlan& plan, const LaunchOptions& o) {
     if (!bytes) return std::move(bytes).takeError();
     plan.store_input_budget_bytes = *bytes;
   }
-  const uint64_t least = store::TcpStoreServerOptions{}.max_value_bytes + 1024;
+  const uint64_t least = store::TcpStoreServerOptions{}.leastConnectionInputBytes();
   if (plan.store_connection_input_bytes < least) {
     return makeError("--store_connection_input_limit: must be at least " + std::to_string(least) +
                      " bytes (64 MiB, the longest value the store takes, plus 1 KiB)");

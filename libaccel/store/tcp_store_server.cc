@@ -32,10 +32,9 @@ namespace {
 constexpr uint64_t kListenerTag = ~0ull;
 constexpr uint64_t kWakeTag = ~0ull - 1;
 constexpr size_t kReadChunk = 64 * 1024;
-constexpr uint64_t kRoomForKey = 1024;
 constexpr int kKeepaliveIdleSeconds = 60;
 constexpr int kKeepaliveIntervalSeconds = 10;
-constexpr int kKeepaliveProbes = 6;  // a SET's key and headers beside a value of the longest length
+constexpr int kKeepaliveProbes = 6;
 
 std::string addressText(const std::string& host, int port) {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
@@ -524,7 +523,7 @@ std::pair<int, int> listenOn(const TcpStoreServerOptions& options) {
 }
 
 void checkLimits(const TcpStoreServerOptions& o) {
-  if (o.max_connection_input_bytes < o.max_value_bytes + kRoomForKey) {
+  if (o.max_connection_input_bytes < o.leastConnectionInputBytes()) {
     throw Error("TCPStore server: max_connection_input_bytes (" + std::to_string(o.max_connection_input_bytes) +
                 ") must be at least max_value_bytes (" + std::to_string(o.max_value_bytes) +
                 ") + 1 KiB, so that a SET of the longest value allowed fits");

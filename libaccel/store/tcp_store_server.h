@@ -42,6 +42,9 @@ struct TcpStoreServerOptions {
   // limits allow, under a key of torch's length, always fits. 128 MiB: twice the longest value, so a COMPARE_SET or MULTI_SET
   // carrying two long values fits too, while one connection can pin at most 1/8 of the budget.
   uint64_t max_connection_input_bytes = 128ull << 20;
+  // The least max_connection_input_bytes start() accepts: a SET of the longest value under a key
+  // of torch's length.
+  uint64_t leastConnectionInputBytes() const { return max_value_bytes + 1024; }
   // The same summed over every connection. When a read takes the sum past it, the connection
   // holding the most is closed (the hog, not whoever read last). 1 GiB: 8 maximal requests in
   // flight at once, or thousands of clients with the small requests torch sends; well under
