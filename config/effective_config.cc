@@ -55,7 +55,10 @@ Expected<EffectiveConfig> applyOverrides(EffectiveConfig e, const ConfigOverride
     e.sources[key] = Source::Flag;
   };
 
-  if (f.cpu && f.multi_gpu) return makeError("--cpu and --multi_gpu cannot be used together");
+  if (f.cpu && (f.multi_gpu || f.distributed_type)) {
+    return makeError(std::string("--cpu and --") + (f.multi_gpu ? "multi_gpu" : "use_" + *f.distributed_type) +
+                     " cannot be used together");
+  }
   if (f.num_processes) {
     if (auto ok = checkRange("--num_processes", *f.num_processes, 1, 1 << 20); !ok) return std::move(ok).takeError();
     set("num_processes", c.num_processes, *f.num_processes);
@@ -100,10 +103,11 @@ Expected<EffectiveConfig> applyOverrides(EffectiveConfig e, const ConfigOverride
     std::string type(c.num_processes > 1 ? kDistributedMultiCpu : kDistributedNo);
     if (c.distributed_type != type) set("distributed_type", c.distributed_type, type);
   }
-  if (f.multi_gpu) {
-    set("distributed_type", c.distributed_type, std::string(kDistributedMultiGpu));
+  if (f.multi_gpu || f.distributed_type) {
+    set("distributed_type", c.distributed_type, f.distributed_type.value_or(std::string(kDistributedMultiGpu)));
     set("use_cpu", c.use_cpu, false);
   }
+  if (f.enable_cpu_affinity) set("enable_cpu_affinity", c.enable_cpu_affinity, true);
 
   if (c.machine_rank >= c.num_machines) {
     return makeError("machine_rank " + std::to_string(c.machine_rank) + " (from " +

@@ -21,6 +21,9 @@ struct ConfigOverrides {
   std::optional<std::string> config_file;
   bool cpu = false;        // --cpu: use_cpu, and MULTI_GPU becomes MULTI_CPU
   bool multi_gpu = false;  // --multi_gpu: distributed_type MULTI_GPU
+  // --use_deepspeed / --use_fsdp / --use_megatron_lm: DEEPSPEED, FSDP or MEGATRON_LM
+  std::optional<std::string> distributed_type;
+  bool enable_cpu_affinity = false;  // --enable_cpu_affinity only turns pinning on, as in accelerate
   std::optional<int> num_processes;
   std::optional<int> num_machines;
   std::optional<int> machine_rank;

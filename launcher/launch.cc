@@ -47,19 +47,43 @@ std::string shellQuote(const std::string& s) {
   return out + "'";
 }
 
-void printDryRun(const LaunchPlan& plan, int port) {
-  // Port 0: the agent binds a free port when it starts; the dry run cannot know which.
+// The worker slot a dry run shows for a local rank (port 0: the agent binds a free port when it
+// starts; the dry run cannot know which).
+WorkerSlot dryRunSlot(const LaunchPlan& plan, int localRank) {
+  return WorkerSlot{localRank, 0, plan.master_port.value_or(0),
+                    plan.exec_in_place ? "" : "<run dir>/attempt_0/rank_" + std::to_string(globalRank(plan, localRank)) + "/error.json"};
+}
+
+void printDryRun(const LaunchPlan& plan) {
   std::string out;
   const int first = plan.exec_in_place ? plan.exec_local_rank : 0;
   const int last = plan.exec_in_place ? plan.exec_local_rank + 1 : plan.local_world_size;
+  for (const auto& text : plan.notices) out += "notice: " + text + "\n";
   for (int lr = first; lr < last; ++lr) {
-    WorkerSlot slot{lr, 0, port,
-                    plan.exec_in_place ? "" : "<run dir>/attempt_0/rank_" + std::to_string(globalRank(plan, lr)) + "/error.json"};
     out += "rank " + std::to_string(globalRank(plan, lr)) + " (local rank " + std::to_string(lr) + "):\n  command:";
     for (const auto& a : plan.argv) out += " " + shellQuote(a);
     out += "\n  environment (on top of the inherited one):\n";
-    for (const auto& kv : launcherVariables(plan, slot)) out += "    " + kv + "\n";
+    for (const auto& kv : launcherVariables(plan, dryRunSlot(plan, lr))) out += "    " + kv + "\n";
   }
+  writeAll(1, out.data(), out.size());
+}
+
+// The dry run as one JSON object: {"ranks": [{"rank", "local_rank", "command", "env"}], "notices"}.
+void printDryRunJson(const LaunchPlan& plan) {
+  nlohmann::json ranks = nlohmann::json::array();
+  const int first = plan.exec_in_place ? plan.exec_local_rank : 0;
+  const int last = plan.exec_in_place ? plan.exec_local_rank + 1 : plan.local_world_size;
+  for (int lr = first; lr < last; ++lr) {
+    nlohmann::json env = nlohmann::json::object();
+    for (const auto& kv : launcherVariables(plan, dryRunSlot(plan, lr))) {
+      const size_t eq = kv.find('=');
+      env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    ranks.push_back({{"rank", globalRank(plan, lr)}, {"local_rank", lr}, {"command", plan.argv}, {"env", env}});
+  }
+  const std::string out = nlohmann::json{{"ranks", ranks}, {"notices", plan.notices}, {"world_size", plan.world_size},
+                                         {"num_machines", plan.num_machines}, {"machine_rank", plan.node_rank}}
+                              .dump(1) + "\n";
   writeAll(1, out.data(), out.size());
 }
 
@@ -408,7 +432,11 @@ Expected<JobReport> launch(const LaunchOptions& options) {
   LaunchPlan plan = std::move(*planned);
   resolveSchedulerMaster(plan);
   if (plan.dry_run) {
-    printDryRun(plan, plan.master_port.value_or(0));
+    if (plan.dry_run_json) {
+      printDryRunJson(plan);
+    } else {
+      printDryRun(plan);
+    }
     return JobReport{};
   }
   if (plan.exec_in_place) {

@@ -1,6 +1,7 @@
 #pragma once
-// LaunchOptions: everything `accel launch` was told on its command line. apps/accel binds the
-// flags into it; launcher/launch_plan turns it (with the config file) into a LaunchPlan.
+// LaunchOptions: everything `accel launch` / `accel run` was told on its command line.
+// launchOptionsFrom (launcher/launch_flags.h) fills it from the parsed flags; launcher/launch_plan
+// turns it (with the config file) into a LaunchPlan.
 
 #include <chrono>
 #include <optional>
@@ -8,11 +9,23 @@
 #include <vector>
 
 #include "config/effective_config.h"
+#include "launcher/launch_flags.h"
 
 namespace accel::launcher {
 
 struct LaunchOptions {
+  LaunchMode mode = LaunchMode::Accelerate;    // accel launch, or accel run / torchrun
+  ParsedLaunchFlags flags = defaultLaunchFlags(LaunchMode::Accelerate);  // every flag as parsed (accelerate_env.h)
   config::ConfigOverrides config;              // flags shared with `accel config show`
+  // torchrun's spellings that are not plain aliases of accelerate's:
+  std::optional<std::string> nproc_per_node;   // processes per machine: N, auto, gpu, cpu
+  bool standalone = false;                     // one machine, store on a free port
+  bool run_path = false;                       // run the script with python whatever its suffix
+  std::optional<std::string> rdzv_id;          // TORCHELASTIC_RUN_ID and the log directory's name
+  std::optional<std::string> mpirun_hostfile;  // the job is `mpirun --hostfile FILE ...`, as accelerate runs it
+  std::vector<std::string> notices;            // accepted flags that do nothing here, one line each
+  bool dry_run_json = false;                   // --dry_run_json: the dry run as one JSON object
+  std::optional<int> dry_run_gpus;             // with a dry run: plan as if N GPUs were usable
   std::vector<std::string> command;            // SCRIPT.py|BINARY|MODULE and its arguments, untouched
   bool module = false;                         // -m: run command[0] as a Python module
   bool no_python = false;                      // --no_python: run command[0] directly
@@ -36,5 +49,14 @@ struct LaunchOptions {
   std::optional<std::string> store_connection_input_limit;
   std::optional<std::string> store_input_budget;
 };
+
+}  // namespace accel::launcher
+
+namespace accel::launcher {
+
+// The options of a parsed command line: accelerate's and torchrun's spellings of one setting
+// merged (contradicting values are an error naming both flags), refused flags (TPU) an error
+// naming the flag and why, ignored ones a notice each. Does not read the config file.
+Expected<LaunchOptions> launchOptionsFrom(ParsedLaunchFlags flags);
 
 }  // namespace accel::launcher

@@ -13,6 +13,7 @@
 #include "libaccel/common/env_names.h"
 #include "libaccel/store/tcp_store_server.h"
 #include "probes/scheduler_env.h"
+#include "probes/system_info.h"
 
 namespace accel::launcher {
 
@@ -68,7 +69,7 @@ Expected<std::vector<std::string>> resolveCommand(const LaunchOptions& o, const 
     auto python = pythonCommand();
     if (!python) return std::move(python).takeError();
     argv = {*python, "-u", "-m"};
-  } else if (!o.no_python && endsWith(target, ".py")) {
+  } else if (o.run_path || (!o.no_python && endsWith(target, ".py"))) {
     struct stat st {};
     if (::stat(target.c_str(), &st) != 0) return makeError("training script '" + target + "' not found");
     if (S_ISDIR(st.st_mode)) return makeError("training script '" + target + "' is a directory");
@@ -239,6 +240,15 @@ Expected<void> placeMachines(LaunchPlan& plan, const LaunchOptions& o, const std
       plan.world_size = perNode * plan.num_machines;
     }
   }
+  if (plan.per_machine_processes && !plan.exec_in_place) {
+    const int total = *plan.per_machine_processes * plan.num_machines;
+    if (givenAsFlag(plan, "num_processes") && plan.config.config.num_processes != total) {
+      return makeError(o.flags.nameOf("nproc_per_node") + " " + *o.nproc_per_node + " on " + std::to_string(plan.num_machines) +
+                       " machine(s) is " + std::to_string(total) + " processes, but --num_processes says " +
+                       std::to_string(plan.config.config.num_processes) + " (the total over all machines)");
+    }
+    plan.world_size = total;
+  }
   if (plan.world_size % plan.num_machines != 0) {
     return makeError("num_processes " + std::to_string(plan.world_size) + " is not a multiple of num_machines " +
                      std::to_string(plan.num_machines));
@@ -250,25 +260,85 @@ Expected<void> placeMachines(LaunchPlan& plan, const LaunchOptions& o, const std
 
 // The GPU facts the plan depends on, known once the config is resolved.
 struct Devices {
-  bool gpu = false;     // a multi-GPU job
-  int usable_gpus = 0;  // counted only when GPUs matter (multi-GPU or fp16)
+  bool gpu = false;     // a GPU job: MULTI_GPU, FSDP, DEEPSPEED or MEGATRON_LM
+  int usable_gpus = 0;  // counted only when GPUs matter
+  AccelerateLauncher launcher = AccelerateLauncher::Simple;
 };
 
+bool isGpuType(const std::string& type) {
+  return type == config::kDistributedMultiGpu || type == "FSDP" || type == "DEEPSPEED" || type == "MEGATRON_LM";
+}
+
+// The distributed types accel launches, and why the others are refused.
+Expected<void> checkLaunchable(const LaunchPlan& plan) {
+  const config::ClusterConfig& c = plan.config.config;
+  const std::string where = plan.config.file ? " (in " + *plan.config.file + ")" : "";
+  if (c.compute_environment != config::kLocalMachine) {
+    return makeError("compute_environment " + c.compute_environment + where +
+                     ": accel launches processes on this machine and its peers; SageMaker jobs are started by "
+                     "accelerate's SageMaker launcher");
+  }
+  const std::string& type = c.distributed_type;
+  if (type == "XLA") {
+    return makeError("distributed_type XLA" + where + ": TPU jobs are launched by torch_xla; accel launches CPU and CUDA GPU jobs");
+  }
+  if (type != config::kDistributedNo && type != config::kDistributedMultiCpu && !isGpuType(type)) {
+    return makeError("distributed_type " + type + where + " is not supported by accel, which launches CPU and CUDA GPU jobs "
+                     "(NO, MULTI_CPU, MULTI_GPU, FSDP, DEEPSPEED, MEGATRON_LM)");
+  }
+  return {};
+}
+
+// accelerate's launch without a config file: several processes and more than one visible GPU
+// turn multi-GPU on ("More than one GPU was found, enabling multi-GPU training").
+void autoMultiGpu(LaunchPlan& plan, const std::function<int()>& countGpus) {
+  config::ClusterConfig& c = plan.config.config;
+  const int processes = plan.per_machine_processes ? *plan.per_machine_processes * c.num_machines : c.num_processes;
+  if (plan.mode != LaunchMode::Accelerate || plan.config.file || c.use_cpu || c.distributed_type != config::kDistributedNo ||
+      processes <= 1 || countGpus() <= 1) {
+    return;
+  }
+  c.distributed_type = config::kDistributedMultiGpu;
+  plan.notices.push_back("more than one GPU was found, enabling multi-GPU training (as accelerate does); pass --cpu or "
+                         "--num_processes 1 if this was unintended");
+}
+
 // Precision and distributed type accel can run, given the GPUs this machine has.
-Expected<Devices> checkDevices(const config::ClusterConfig& c, const std::function<int()>& countGpus) {
-  if (c.mixed_precision == "fp8") return makeError("mixed_precision fp8 is not supported by accel");
+Expected<Devices> checkDevices(LaunchPlan& plan, const std::function<int()>& countGpus) {
+  if (auto ok = checkLaunchable(plan); !ok) return std::move(ok).takeError();
+  autoMultiGpu(plan, countGpus);
+  const config::ClusterConfig& c = plan.config.config;
   Devices d;
-  d.gpu = c.distributed_type == config::kDistributedMultiGpu;
+  d.gpu = isGpuType(c.distributed_type);
   d.usable_gpus = d.gpu || c.mixed_precision == "fp16" ? countGpus() : 0;
+  d.launcher = c.distributed_type == "DEEPSPEED" ? AccelerateLauncher::DeepSpeed
+               : d.gpu                          ? AccelerateLauncher::MultiGpu
+                                                : AccelerateLauncher::Simple;
   if (c.mixed_precision == "fp16" && (c.use_cpu || d.usable_gpus == 0)) {
     return makeError("mixed_precision fp16 needs a GPU" +
                      std::string(c.use_cpu ? " but the job is CPU-only (--cpu / use_cpu)" : " and none is usable here") +
                      "; use bf16 or no");
   }
-  if (c.distributed_type != config::kDistributedNo && c.distributed_type != config::kDistributedMultiCpu && !d.gpu) {
-    return makeError("distributed_type " + c.distributed_type + " is not supported by accel (NO, MULTI_CPU, MULTI_GPU)");
-  }
   return d;
+}
+
+// --nproc_per_node, torchrun's count per machine: N, or counted (auto: GPUs, else CPUs).
+Expected<void> resolvePerMachine(LaunchPlan& plan, const LaunchOptions& o, const std::function<int()>& countGpus) {
+  if (!o.nproc_per_node) return {};
+  const std::string& n = *o.nproc_per_node;
+  const int cpus = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+  int count = 0;
+  if (n == "cpu") {
+    count = cpus;
+  } else if (n == "gpu" || n == "auto") {
+    const int gpus = countGpus();
+    if (n == "gpu" && gpus == 0) return makeError("--nproc_per_node gpu: no GPU is usable on this machine");
+    count = gpus > 0 ? gpus : cpus;
+  } else {
+    count = std::stoi(n);
+  }
+  plan.per_machine_processes = count;
+  return {};
 }
 
 // Agents of several machines meet at one address and port, and cannot restart together yet.
@@ -383,67 +453,92 @@ Expected<void> applyAgentFlags(LaunchPlan& plan, const LaunchOptions& o) {
 
 // Every machine of a job must agree on the run id without talking: the scheduler's job id, or
 // one derived from the shared store address.
-void chooseRunId(LaunchPlan& plan) {
+void chooseRunId(LaunchPlan& plan, const LaunchOptions& o) {
+  if (o.rdzv_id) plan.run_id = *o.rdzv_id;
   if (!plan.run_id.empty()) return;
   plan.run_id = plan.num_machines > 1 ? "accel-" + plan.master_addr + "-" + std::to_string(plan.master_port.value_or(0))
                                       : newRunId();
 }
 
-// accelerate's ACCELERATE_DYNAMO_* variables from the config's dynamo_config section.
-void setDynamoEnv(std::map<std::string, std::string>& e, const config::ClusterConfig& c) {
-  const auto dynamoIt = c.extras.find("dynamo_config");
-  const nlohmann::json dynamo = dynamoIt != c.extras.end() ? dynamoIt->second : nlohmann::json::object();
-  auto dynamoValue = [&dynamo](const char* key, const nlohmann::json& fallback) {
-    return dynamo.contains(key) ? dynamo.at(key) : fallback;
-  };
-  nlohmann::json backend = dynamoValue("dynamo_backend", "NO");
-  e[env::kDynamoBackend] = upper(backend.is_string() ? backend.get<std::string>() : "NO");
-  nlohmann::json mode = dynamoValue("dynamo_mode", "default");
-  e[env::kDynamoMode] = mode.is_string() ? mode.get<std::string>() : "default";
-  e[env::kDynamoUseFullgraph] = pythonBool(dynamoValue("dynamo_use_fullgraph", false) == true);
-  e[env::kDynamoUseDynamic] = pythonBool(dynamoValue("dynamo_use_dynamic", false) == true);
-  e[env::kDynamoUseRegionalCompilation] = pythonBool(dynamoValue("dynamo_use_regional_compilation", false) == true);
+// What accelerate's environment depends on, from the plan.
+AccelerateFacts accelerateFacts(const LaunchPlan& plan, const Devices& d) {
+  const config::ClusterConfig& c = plan.config.config;
+  AccelerateFacts f;
+  f.launcher = d.launcher;
+  f.use_cpu = c.use_cpu;
+  f.debug = c.debug;
+  f.enable_cpu_affinity = c.enable_cpu_affinity;
+  f.mixed_precision = c.mixed_precision;
+  f.mixed_precision_from_config = plan.config.file && !givenAsFlag(plan, "mixed_precision");
+  f.gpu_ids = c.gpu_ids;
+  if (!f.gpu_ids && plan.config.file) f.gpu_ids = "all";
+  f.num_processes = plan.world_size;
+  f.num_machines = plan.num_machines;
+  f.main_process_ip = c.main_process_ip;
+  f.main_process_port = c.main_process_port;
+  char cwd[4096];
+  f.cwd = ::getcwd(cwd, sizeof cwd) ? cwd : ".";
+  f.physical_cores = probes::probeSystem().physical_cores;
+  if (auto ds = c.extras.find("deepspeed_config"); ds != c.extras.end() && ds->second.is_object()) {
+    for (const auto& item : ds->second.items()) f.deepspeed_config_keys.push_back(item.key());
+  }
+  return f;
 }
 
-// accelerate's variables for the same settings, and NCCL's async error handling.
-void setCommonEnv(LaunchPlan& plan, const LaunchOptions& o, const Environment& env, bool gpu) {
-  const config::ClusterConfig& c = plan.config.config;
+// The workers' common environment: accelerate's variables (accel launch), and NCCL's async
+// error handling unless the user chose.
+Expected<void> setCommonEnv(LaunchPlan& plan, const LaunchOptions& o, const Environment& env, const Devices& d) {
   auto& e = plan.common_env;
-  e[env::kMixedPrecision] = c.mixed_precision;
-  e[env::kUseCpu] = pythonBool(c.use_cpu);
-  if (c.debug) e[env::kDebugMode] = "true";
-  if (c.enable_cpu_affinity) e[env::kCpuAffinity] = "1";
-  if (o.gradient_accumulation_steps) e[env::kGradientAccumulationSteps] = std::to_string(*o.gradient_accumulation_steps);
-  if (gpu && c.gpu_ids && *c.gpu_ids != "all") {
-    std::string ids = *c.gpu_ids;
-    ids.erase(std::remove(ids.begin(), ids.end(), ' '), ids.end());
-    e[env::kCudaVisibleDevices] = ids;
+  plan.accelerate_launcher = d.launcher;
+  if (plan.mode == LaunchMode::Accelerate) {
+    AccelerateArgs args = accelerateArgs(o.flags, plan.config.config);
+    const std::string& type = plan.config.config.distributed_type;
+    args["use_fsdp"] = type == "FSDP";
+    args["use_megatron_lm"] = type == "MEGATRON_LM";
+    args["use_deepspeed"] = type == "DEEPSPEED";
+    if (!o.flags.isGiven("use_parallelism_config") && plan.config.file) {
+      auto pc = plan.config.config.extras.find("parallelism_config");
+      args["use_parallelism_config"] = pc != plan.config.config.extras.end() && pc->second.is_object() && !pc->second.empty();
+    }
+    auto vars = accelerateEnvironment(args, accelerateFacts(plan, d), env);
+    if (!vars) return std::move(vars).takeError();
+    e = std::move(*vars);
+    // accel's own C++ workers read the steps on every job type (accelerate passes them to DeepSpeed only).
+    if (o.gradient_accumulation_steps) e[env::kGradientAccumulationSteps] = std::to_string(*o.gradient_accumulation_steps);
   }
-  if (!gpu) {
-    e[env::kKmpAffinity] = "granularity=fine,compact,1,0";
-    e[env::kKmpBlocktime] = "1";
-  }
-  setDynamoEnv(e, c);
   for (const char* key : {env::kTorchNcclAsyncErrorHandling, env::kNcclAsyncErrorHandling}) {
     if (!lookup(env, key)) e[key] = "1";
   }
+  // accelerate starts a single process without torchrun's variables (its simple launcher).
+  plan.torchrun_env = !(plan.mode == LaunchMode::Accelerate && d.launcher == AccelerateLauncher::Simple &&
+                        plan.world_size == 1 && plan.num_machines == 1 && !plan.exec_in_place);
+  return {};
 }
 
-// OMP_NUM_THREADS for the workers: the flag, else the scheduler's CPUs shared out, else 1 when
-// several processes would otherwise each take every core.
+// OMP_NUM_THREADS for the workers: the flag; else the user's; else accelerate's choice (in the
+// common environment); a scheduler's CPUs shared out; torchrun's 1 when several processes would
+// otherwise each take every core.
 void chooseOmpThreads(LaunchPlan& plan, const LaunchOptions& o, const Environment& env,
                       const std::optional<SchedulerInfo>& scheduler) {
+  auto chosen = plan.common_env.find(env::kOmpNumThreads);
+  if (chosen != plan.common_env.end()) {
+    plan.omp_num_threads = std::stoi(chosen->second);
+    plan.common_env.erase(chosen);
+  }
   if (o.num_cpu_threads_per_process) {
     plan.omp_num_threads = *o.num_cpu_threads_per_process;
-  } else if (!lookup(env, env::kOmpNumThreads) && scheduler && scheduler->cpus_on_node) {
+    return;
+  }
+  if (lookup(env, env::kOmpNumThreads)) return;
+  if (scheduler && scheduler->cpus_on_node) {
     plan.omp_num_threads = std::max(1, *scheduler->cpus_on_node / plan.local_world_size);
     plan.notices.push_back(std::string(env::kOmpNumThreads) + "=" + std::to_string(*plan.omp_num_threads) +
                            " for each of the " + std::to_string(plan.local_world_size) + " processes on this node (" +
                            scheduler->name + " gives it " + std::to_string(*scheduler->cpus_on_node) + " CPUs)");
-  } else if (!lookup(env, env::kOmpNumThreads) && plan.local_world_size > 1) {
-    plan.omp_num_threads = 1;
-    plan.omp_notice = true;
+  } else if (!plan.omp_num_threads && plan.local_world_size > 1) {
+    plan.omp_num_threads = 1;  // torchrun's rule (accel run, DeepSpeed)
   }
+  plan.omp_notice = plan.omp_num_threads && plan.local_world_size > 1;
 }
 
 // How long agents wait for each other, and notices for torchrun flags that do nothing here.
@@ -461,6 +556,32 @@ Expected<void> applyRendezvousFlags(LaunchPlan& plan, const LaunchOptions& o) {
   return {};
 }
 
+// The config file (accel launch) or torchrun's defaults (accel run), under the flags.
+Expected<config::EffectiveConfig> effectiveConfig(const LaunchOptions& o, const config::PathEnv& paths) {
+  if (o.mode == LaunchMode::Torchrun) {
+    config::EffectiveConfig base;
+    base.config = config::builtinDefaults();
+    return config::applyOverrides(std::move(base), o.config);
+  }
+  return config::resolveEffectiveConfig(o.config, paths);
+}
+
+// The planning steps before anything about the command: config, devices, machines.
+Expected<Devices> planJobShape(LaunchPlan& plan, const LaunchOptions& o, const Environment& env,
+                               const std::function<int()>& gpus, std::optional<SchedulerInfo>& schedulerOut) {
+  if (auto ok = resolvePerMachine(plan, o, gpus); !ok) return std::move(ok).takeError();
+  auto devices = checkDevices(plan, gpus);
+  if (!devices) return devices;
+  auto scheduler = detectScheduler(env);
+  if (!scheduler) return makeError("cannot use the scheduler's environment: " + scheduler.error());
+  schedulerOut = *scheduler;
+  if (auto ok = placeMachines(plan, o, *scheduler, devices->gpu ? devices->usable_gpus : 0); !ok) return std::move(ok).takeError();
+  if (o.mode == LaunchMode::Torchrun && plan.num_machines > 1 && !plan.master_port) plan.master_port = 29500;
+  if (auto ok = checkMultiMachine(plan, o); !ok) return std::move(ok).takeError();
+  if (auto ok = checkGpuCount(plan, *devices); !ok) return std::move(ok).takeError();
+  return devices;
+}
+
 }  // namespace
 
 int portForJob(const std::optional<std::string>& jobId) {
@@ -473,25 +594,29 @@ int portForJob(const std::optional<std::string>& jobId) {
 
 Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEnv& paths, const Environment& env,
                                     const std::function<int()>& countGpus) {
-  auto effective = config::resolveEffectiveConfig(o.config, paths);
+  std::optional<int> counted;
+  const std::function<int()> gpus = [&]() {
+    if (!counted) counted = o.dry_run_gpus ? *o.dry_run_gpus : countGpus();
+    return *counted;
+  };
+  auto effective = effectiveConfig(o, paths);
   if (!effective) return std::move(effective).takeError();
   LaunchPlan plan;
   plan.config = std::move(*effective);
-  auto devices = checkDevices(plan.config.config, countGpus);
+  plan.mode = o.mode;
+  plan.notices = o.notices;
+  std::optional<SchedulerInfo> scheduler;
+  auto devices = planJobShape(plan, o, env, gpus, scheduler);
   if (!devices) return std::move(devices).takeError();
-  auto scheduler = detectScheduler(env);
-  if (!scheduler) return makeError("cannot use the scheduler's environment: " + scheduler.error());
-  if (auto ok = placeMachines(plan, o, *scheduler, devices->gpu ? devices->usable_gpus : 0); !ok) return std::move(ok).takeError();
-  if (auto ok = checkMultiMachine(plan, o); !ok) return std::move(ok).takeError();
-  if (auto ok = checkGpuCount(plan, *devices); !ok) return std::move(ok).takeError();
   auto argv = resolveCommand(o, env);
   if (!argv) return std::move(argv).takeError();
   plan.argv = std::move(*argv);
   if (auto ok = applyAgentFlags(plan, o); !ok) return std::move(ok).takeError();
-  chooseRunId(plan);
-  setCommonEnv(plan, o, env, devices->gpu);
-  chooseOmpThreads(plan, o, env, *scheduler);
+  chooseRunId(plan, o);
+  if (auto ok = setCommonEnv(plan, o, env, *devices); !ok) return std::move(ok).takeError();
+  chooseOmpThreads(plan, o, env, scheduler);
   if (auto ok = applyRendezvousFlags(plan, o); !ok) return std::move(ok).takeError();
+  plan.dry_run_json = o.dry_run_json;
   return plan;
 }
 

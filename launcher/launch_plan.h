@@ -13,6 +13,7 @@
 
 #include "config/effective_config.h"
 #include "probes/environment.h"
+#include "launcher/accelerate_env.h"
 #include "launcher/launch_options.h"
 #include "libaccel/common/expected.h"
 
@@ -45,6 +46,15 @@ struct LaunchPlan {
   std::string role = "default";
   std::optional<int> omp_num_threads;  // set for workers unless already in the environment
   bool omp_notice = false;          // say so once: OMP_NUM_THREADS was unset and N > 1
+  LaunchMode mode = LaunchMode::Accelerate;
+  // The launcher accelerate would use for this job (its environment depends on it).
+  AccelerateLauncher accelerate_launcher = AccelerateLauncher::Simple;
+  // torchrun's per-rank variables (RANK, LOCAL_RANK, ..., TORCHELASTIC_*): every job but
+  // accelerate's single process, which its simple launcher starts without them (a worker that
+  // sees LOCAL_RANK initialises a process group).
+  bool torchrun_env = true;
+  std::optional<int> per_machine_processes;  // --nproc_per_node, resolved (auto/gpu/cpu counted)
+  bool dry_run_json = false;
   // Variables every rank gets on top of the parent environment (accelerate's ACCELERATE_*,
   // KMP_*, CUDA_VISIBLE_DEVICES ...); rank-specific ones are added by workerEnvironment.
   std::map<std::string, std::string> common_env;
@@ -67,7 +77,9 @@ int portForJob(const std::optional<std::string>& jobId);
 // Under a scheduler (probes/scheduler_env.h) its machines, ranks and run id are used where
 // no flag says otherwise: flag > scheduler > config file > default.
 // `usableGpus` counts the GPUs the agent can see; it is called at most once, and only when GPUs
-// matter (multi-GPU or fp16), so CPU launches never load CUDA. Reads the config file, the
+// matter (a GPU job, fp16, --nproc_per_node auto/gpu, or several processes with neither a config
+// file nor --cpu, where accelerate turns multi-GPU on when it sees more than one GPU), so CPU
+// launches with a config or --cpu never load CUDA. --dry_run_gpus N replaces it by N. Reads the config file, the
 // script and PATH (a relative script is resolved against the current directory); nothing else
 // blocks. Errors are returned, never thrown.
 Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& options, const config::PathEnv& paths,

@@ -9,6 +9,9 @@ namespace {
 
 std::map<std::string, std::string> variables(const LaunchPlan& plan, const WorkerSlot& slot) {
   std::map<std::string, std::string> v = plan.common_env;
+  if (plan.omp_num_threads) v[env::kOmpNumThreads] = std::to_string(*plan.omp_num_threads);
+  if (!slot.error_file.empty()) v[env::kErrorFile] = slot.error_file;
+  if (!plan.torchrun_env) return v;  // accelerate's single process: no torchrun variables
   const int rank = globalRank(plan, slot.local_rank);
   v[env::kRank] = std::to_string(rank);
   v[env::kLocalRank] = std::to_string(slot.local_rank);
@@ -28,8 +31,6 @@ std::map<std::string, std::string> variables(const LaunchPlan& plan, const Worke
   // connects as a client and prefixes its keys with /worker/attempt_<restart count>. Without an
   // agent (a rank per scheduler task), rank 0 hosts it, as in torch's env:// init.
   v[env::kUseAgentStore] = plan.agent_store ? "True" : "False";
-  if (!slot.error_file.empty()) v[env::kErrorFile] = slot.error_file;
-  if (plan.omp_num_threads) v[env::kOmpNumThreads] = std::to_string(*plan.omp_num_threads);
   return v;
 }
 

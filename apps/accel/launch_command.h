@@ -1,22 +1,27 @@
 #pragma once
-// `accel launch [flags] SCRIPT.py|BINARY [args...]`: binds accelerate's launch flags (both
-// spellings) into LaunchOptions; the work is in launcher/launch.
+// `accel launch [flags] SCRIPT.py|BINARY [args...]` and `accel run` (torchrun's drop-in): the
+// flags are parsed by launcher/launch_flags; the work is in launcher/launch.
 
 #include <CLI/CLI.hpp>
 
-#include "launcher/launch_options.h"
+#include <string>
+#include <vector>
+
+#include "launcher/launch_flags.h"
 
 namespace accel::apps {
 
 struct LaunchCommandOptions {
-  launcher::LaunchOptions launch;
-  double term_timeout_s = 5.0;
-  CLI::App* command = nullptr;
+  CLI::App* command = nullptr;      // accel launch
+  CLI::App* run_command = nullptr;  // accel run
 };
 
 void registerLaunchCommand(CLI::App& app, LaunchCommandOptions& options);
 
-// Runs the job; returns its exit code (2 when nothing could be started).
-int runLaunchCommand(LaunchCommandOptions& options);
+// Runs the job of the parsed subcommand; returns its exit code (2 when nothing could be started).
+int runLaunchCommand(LaunchCommandOptions& options, launcher::LaunchMode mode);
+
+// The same for a command line already split off (a binary named torchrun: argv[1..]).
+int runLaunchArgs(const std::vector<std::string>& args, launcher::LaunchMode mode);
 
 }  // namespace accel::apps

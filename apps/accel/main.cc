@@ -2,6 +2,9 @@
 // Wires the subcommands; each lives in its own file and only main turns errors into exit codes.
 
 #include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -10,9 +13,23 @@
 #include "apps/accel/env_command.h"
 #include "apps/accel/launch_command.h"
 
+namespace {
+
+// A link named torchrun (or torchrun-accel) is torchrun's drop-in: `accel run` with its argv.
+bool calledAsTorchrun(const char* argv0) {
+  std::string name = argv0;
+  if (auto slash = name.rfind('/'); slash != std::string::npos) name = name.substr(slash + 1);
+  return name.rfind("torchrun", 0) == 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_st("accel"));
   spdlog::set_pattern("accel: %^%l%$: %v");
+  if (argc > 0 && calledAsTorchrun(argv[0])) {
+    return accel::apps::runLaunchArgs(std::vector<std::string>(argv + 1, argv + argc), accel::launcher::LaunchMode::Torchrun);
+  }
 
   CLI::App app{"accel: configure, inspect and launch distributed training (accelerate-compatible)", "accel"};
   app.set_version_flag("--version", ACCEL_VERSION);
@@ -34,6 +51,7 @@ int main(int argc, char** argv) {
 
   if (configOptions.command->parsed()) return accel::apps::runConfigCommand(configOptions);
   if (envOptions.command->parsed()) return accel::apps::runEnvCommand(envOptions);
-  if (launchOptions.command->parsed()) return accel::apps::runLaunchCommand(launchOptions);
+  if (launchOptions.command->parsed()) return accel::apps::runLaunchCommand(launchOptions, accel::launcher::LaunchMode::Accelerate);
+  if (launchOptions.run_command->parsed()) return accel::apps::runLaunchCommand(launchOptions, accel::launcher::LaunchMode::Torchrun);
   return 2;
 }

@@ -26,7 +26,8 @@ TEST_F(LaunchPlanTest, DefaultsToOneProcess) {
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->world_size, 1);
   EXPECT_EQ(p->argv, std::vector<std::string>{"/bin/true"});
-  EXPECT_FALSE(p->omp_num_threads.has_value());
+  EXPECT_EQ(p->omp_num_threads, 1);  // accelerate's OMP_NUM_THREADS for a process that is not CPU-only
+  EXPECT_FALSE(p->torchrun_env);     // accelerate's simple launcher: one process, no RANK/LOCAL_RANK
   EXPECT_FALSE(p->master_port.has_value());
 }
 
@@ -48,7 +49,8 @@ TEST_F(LaunchPlanTest, OmpThreadsNoticeOnlyWhenUnsetAndSeveralProcesses) {
   EXPECT_TRUE(p->omp_notice);
   auto q = plan(o, 0, {"PATH=/usr/bin", "OMP_NUM_THREADS=8"});
   ASSERT_TRUE(q.ok());
-  EXPECT_FALSE(q->omp_num_threads.has_value());
+  EXPECT_EQ(q->omp_num_threads, 8);  // the user's value, passed on as accelerate does
+  EXPECT_FALSE(q->omp_notice);
 }
 
 TEST_F(LaunchPlanTest, GpuChecks) {
@@ -72,7 +74,8 @@ TEST_F(LaunchPlanTest, GpuChecks) {
   auto ok = plan(o, 8);
   ASSERT_TRUE(ok.ok()) << ok.error();
   EXPECT_EQ(ok->common_env.at("CUDA_VISIBLE_DEVICES"), "1,3");
-  EXPECT_EQ(ok->common_env.at("ACCELERATE_USE_CPU"), "False");
+  // accelerate's multi-GPU environment has neither ACCELERATE_USE_CPU nor KMP_* (its simple launcher's).
+  EXPECT_EQ(ok->common_env.count("ACCELERATE_USE_CPU"), 0u);
   EXPECT_EQ(ok->common_env.count("KMP_AFFINITY"), 0u);
 }
 
@@ -124,16 +127,25 @@ TEST_F(LaunchPlanTest, Errors) {
 
 TEST_F(LaunchPlanTest, DevicesAccelCannotRunAreRefused) {
   auto o = options();
-  o.config.mixed_precision = "fp8";
+  o.config.mixed_precision = "fp8";  // the workers' libraries (TE, torchao, MS-AMP) do fp8; the launcher passes it on
   auto p = plan(o, 8);
-  ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.error(), "mixed_precision fp8 is not supported by accel");
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->common_env.at("ACCELERATE_MIXED_PRECISION"), "fp8");
+  EXPECT_EQ(p->common_env.at("ACCELERATE_FP8_FORMAT"), "HYBRID");
   testing::writeFile(dir_.file("xpu.yaml"), "distributed_type: MULTI_XPU\nnum_processes: 2\n");
   o = options();
   o.config.config_file = dir_.file("xpu.yaml");
   p = plan(o, 8);
   ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.error(), "distributed_type MULTI_XPU is not supported by accel (NO, MULTI_CPU, MULTI_GPU)");
+  EXPECT_EQ(p.error(), "distributed_type MULTI_XPU (in " + dir_.file("xpu.yaml") +
+                          ") is not supported by accel, which launches CPU and CUDA GPU jobs (NO, MULTI_CPU, MULTI_GPU, "
+                          "FSDP, DEEPSPEED, MEGATRON_LM)");
+  testing::writeFile(dir_.file("tpu.yaml"), "distributed_type: XLA\n");
+  o.config.config_file = dir_.file("tpu.yaml");
+  p = plan(o, 8);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error(), "distributed_type XLA (in " + dir_.file("tpu.yaml") +
+                          "): TPU jobs are launched by torch_xla; accel launches CPU and CUDA GPU jobs");
 }
 
 TEST_F(LaunchPlanTest, StoreLimitsTakeSizesAndNeedRoomForOneValue) {
@@ -255,12 +267,14 @@ TEST_F(LaunchPlanTest, WorkersGetAccelerateVariablesFromTheConfig) {
                                {"ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION", "False"},
                                {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "4"},
                                {"ACCELERATE_MIXED_PRECISION", "bf16"},
-                               {"ACCELERATE_USE_CPU", "False"},
                                {"CUDA_VISIBLE_DEVICES", "0,1"},
                                {"NCCL_ASYNC_ERROR_HANDLING", "1"},  // the parent's TORCH_NCCL_... is kept
                            }));
-  auto cpu = plan(options());
+  auto cpuOptions = options();
+  cpuOptions.config.cpu = true;  // accelerate sets KMP_* for CPU-only jobs
+  auto cpu = plan(cpuOptions);
   ASSERT_TRUE(cpu.ok()) << cpu.error();
+  EXPECT_EQ(cpu->common_env.at("ACCELERATE_USE_CPU"), "True");
   EXPECT_EQ(cpu->common_env.at("ACCELERATE_DYNAMO_BACKEND"), "NO");
   EXPECT_EQ(cpu->common_env.at("KMP_AFFINITY"), "granularity=fine,compact,1,0");
   EXPECT_EQ(cpu->common_env.at("KMP_BLOCKTIME"), "1");
