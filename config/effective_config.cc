@@ -94,6 +94,7 @@ Expected<EffectiveConfig> applyOverrides(EffectiveConfig e, const ConfigOverride
   }
   if (f.same_network) set("same_network", c.same_network, *f.same_network);
   if (f.debug) set("debug", c.debug, true);
+  if (f.enable_cpu_affinity) set("enable_cpu_affinity", c.enable_cpu_affinity, true);
   if (f.cpu) {
     // CPU only: several processes are MULTI_CPU, one is NO, whatever the file said.
     set("use_cpu", c.use_cpu, true);

@@ -31,6 +31,7 @@ struct ConfigOverrides {
   std::optional<std::string> rdzv_backend;
   std::optional<bool> same_network;
   bool debug = false;      // --debug only turns debugging on, as in accelerate
+  bool enable_cpu_affinity = false;  // --enable_cpu_affinity only turns pinning on, as in accelerate
 };
 
 struct EffectiveConfig {

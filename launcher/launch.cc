@@ -11,6 +11,7 @@
 #include "config/config_file.h"
 #include "launcher/agent_rendezvous.h"
 #include "launcher/console.h"
+#include "launcher/cpu_affinity.h"
 #include "probes/gpu_probe.h"
 #include "launcher/job_link.h"
 #include "launcher/launch_plan.h"
@@ -57,6 +58,7 @@ void printDryRun(const LaunchPlan& plan, int port) {
                     plan.exec_in_place ? "" : "<run dir>/attempt_0/rank_" + std::to_string(globalRank(plan, lr)) + "/error.json"};
     out += "rank " + std::to_string(globalRank(plan, lr)) + " (local rank " + std::to_string(lr) + "):\n  command:";
     for (const auto& a : plan.argv) out += " " + shellQuote(a);
+    if (static_cast<size_t>(lr) < plan.rank_cpus.size()) out += "\n  cpus: " + formatCpuList(plan.rank_cpus[lr]);
     out += "\n  environment (on top of the inherited one):\n";
     for (const auto& kv : launcherVariables(plan, slot)) out += "    " + kv + "\n";
   }
@@ -406,6 +408,7 @@ Expected<JobReport> launch(const LaunchOptions& options) {
   auto planned = makeLaunchPlan(options, config::PathEnv::fromProcess(), parentEnv, countUsableGpus);
   if (!planned) return std::move(planned).takeError();
   LaunchPlan plan = std::move(*planned);
+  if (auto ok = assignCpuAffinity(plan); !ok) return std::move(ok).takeError();
   resolveSchedulerMaster(plan);
   if (plan.dry_run) {
     printDryRun(plan, plan.master_port.value_or(0));

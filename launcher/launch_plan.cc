@@ -429,12 +429,15 @@ void setCommonEnv(LaunchPlan& plan, const LaunchOptions& o, const Environment& e
   }
 }
 
-// OMP_NUM_THREADS for the workers: the flag, else the scheduler's CPUs shared out, else 1 when
-// several processes would otherwise each take every core.
+// OMP_NUM_THREADS for the workers: the flag, else (pinned ranks) each rank's cores, chosen with
+// the sets (assignCpuAffinity), else the scheduler's CPUs shared out, else 1 when several
+// processes would otherwise each take every core.
 void chooseOmpThreads(LaunchPlan& plan, const LaunchOptions& o, const Environment& env,
                       const std::optional<SchedulerInfo>& scheduler) {
   if (o.num_cpu_threads_per_process) {
     plan.omp_num_threads = *o.num_cpu_threads_per_process;
+  } else if (!lookup(env, env::kOmpNumThreads) && plan.config.config.enable_cpu_affinity && !plan.exec_in_place) {
+    plan.omp_from_affinity = true;
   } else if (!lookup(env, env::kOmpNumThreads) && scheduler && scheduler->cpus_on_node) {
     plan.omp_num_threads = std::max(1, *scheduler->cpus_on_node / plan.local_world_size);
     plan.notices.push_back(std::string(env::kOmpNumThreads) + "=" + std::to_string(*plan.omp_num_threads) +

@@ -45,6 +45,11 @@ struct LaunchPlan {
   std::string role = "default";
   std::optional<int> omp_num_threads;  // set for workers unless already in the environment
   bool omp_notice = false;          // say so once: OMP_NUM_THREADS was unset and N > 1
+  // --enable_cpu_affinity (launcher/cpu_affinity.h): the CPUs each local rank is pinned to (empty:
+  // not pinned) and, when OMP_NUM_THREADS is the agent's to choose, each rank's thread count.
+  std::vector<std::vector<int>> rank_cpus;
+  bool omp_from_affinity = false;   // OMP_NUM_THREADS unset, no flag: each pinned rank gets its cores
+  std::vector<int> rank_omp_threads;  // per local rank when omp_from_affinity (worker_env uses it)
   // Variables every rank gets on top of the parent environment (accelerate's ACCELERATE_*,
   // KMP_*, CUDA_VISIBLE_DEVICES ...); rank-specific ones are added by workerEnvironment.
   std::map<std::string, std::string> common_env;

@@ -30,6 +30,9 @@ std::map<std::string, std::string> variables(const LaunchPlan& plan, const Worke
   v[env::kUseAgentStore] = plan.agent_store ? "True" : "False";
   if (!slot.error_file.empty()) v[env::kErrorFile] = slot.error_file;
   if (plan.omp_num_threads) v[env::kOmpNumThreads] = std::to_string(*plan.omp_num_threads);
+  if (static_cast<size_t>(slot.local_rank) < plan.rank_omp_threads.size()) {
+    v[env::kOmpNumThreads] = std::to_string(plan.rank_omp_threads[static_cast<size_t>(slot.local_rank)]);
+  }
   return v;
 }
 
