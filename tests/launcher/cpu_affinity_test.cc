@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "launcher/subprocess_posix.h"
 #include "launcher/worker_env.h"
 #include "tests/config/test_util.h"
 
@@ -286,6 +287,28 @@ TEST_F(CpuAffinityPlanTest, GpuJobsAreSpreadAsCpuJobsWithANotice) {
   EXPECT_EQ(p.rank_cpus, (Sets{{0, 1, 4, 5}, {2, 3, 6, 7}}));
   ASSERT_FALSE(p.notices.empty());
   EXPECT_NE(p.notices[0].find("the GPUs' NUMA nodes are not known to accel"), std::string::npos) << p.notices[0];
+}
+
+// The child pins itself between fork and exec: a worker reads its own CPUs back.
+TEST(CpuAffinitySpawnTest, WorkerStartsPinnedAndAPinFailureIsNamed) {
+  testing::ScratchDir dir;
+  const std::string out = dir.file("cpus");
+  auto mine = allowedCpus();
+  ASSERT_TRUE(mine && !mine->empty());
+  const int cpu = mine->back();
+  SpawnSpec spec;
+  spec.argv = {"/bin/sh", "-c", "grep Cpus_allowed_list: /proc/self/status > '" + out + "'"};
+  spec.env = {"PATH=/usr/bin:/bin"};
+  spec.cpus = {cpu};
+  auto pid = spawnWorker(spec);
+  ASSERT_TRUE(pid) << pid.error();
+  reap(*pid);
+  EXPECT_EQ(testing::readFile(out), "Cpus_allowed_list:\t" + std::to_string(cpu) + "\n");
+  // Only CPUs that do not exist: the kernel refuses, and nothing runs.
+  spec.cpus = {4000, 4001};
+  pid = spawnWorker(spec);
+  ASSERT_FALSE(pid);
+  EXPECT_EQ(pid.error(), "cannot pin '/bin/sh' to CPUs 4000,4001: Invalid argument");
 }
 
 }  // namespace
