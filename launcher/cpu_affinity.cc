@@ -169,6 +169,7 @@ CpuAffinity pinToGpuNodes(const CpuTopology& t, const std::set<int>& allowed, co
 
 CpuAffinity planCpuAffinity(const CpuTopology& t, int localRanks, const std::optional<std::vector<int>>& gpuNodes) {
   const std::set<int> allowed(t.allowed.begin(), t.allowed.end());
+  if (allowed.empty() || localRanks < 1) return {};
   if (gpuNodes) {
     std::vector<int> nodes = *gpuNodes;
     nodes.resize(static_cast<size_t>(localRanks), -1);
@@ -290,6 +291,7 @@ void assignCpuAffinity(LaunchPlan& plan, const CpuTopology& topology) {
                            "over the NUMA nodes as for a CPU job");
   }
   const CpuAffinity a = planCpuAffinity(topology, plan.local_world_size);
+  if (a.rank_cpus.empty()) return;  // no CPU to give out: nothing pinned
   plan.rank_cpus = a.rank_cpus;
   if (plan.omp_from_affinity) plan.rank_omp_threads = a.rank_threads;
   int nodes = 0;

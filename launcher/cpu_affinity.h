@@ -37,7 +37,8 @@ struct CpuAffinity {
   bool shared = false;                      // fewer allowed CPUs than ranks: ranks share CPUs
 };
 
-// The sets for `localRanks` ranks (≥ 1) on `topology`, whose `allowed` must not be empty.
+// The sets for `localRanks` ranks on `topology` (none, i.e. nothing pinned, when `allowed` is
+// empty or `localRanks` < 1).
 // `gpuNodes`, when given, holds the NUMA node of each local rank's GPU (-1: not known); without
 // it the job is treated as a CPU job. A node missing from `topology.nodes`, or all of whose CPUs
 // the agent may not use, counts as unknown. A CPU that is in no node (or no core) forms one of its

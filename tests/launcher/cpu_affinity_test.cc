@@ -72,6 +72,12 @@ TEST(CpuAffinityTest, TwoNodesWithSmtKeepSiblingsTogetherAndRanksOnTheirNode) {
   EXPECT_EQ(a.rank_threads, (std::vector<int>{4}));
 }
 
+TEST(CpuAffinityTest, NothingToGiveOutPinsNothing) {
+  EXPECT_TRUE(planCpuAffinity(flat({}, {{0, 1}}), 2).rank_cpus.empty());
+  EXPECT_TRUE(planCpuAffinity(flat({0, 1}, {{0, 1}}), 0).rank_cpus.empty());
+  EXPECT_TRUE(planCpuAffinity(flat({}, {}), 2, std::vector<int>{0, 0}).rank_cpus.empty());
+}
+
 TEST(CpuAffinityTest, ThreeRanksOnFourCoresSplitContiguouslyLargerFirst) {
   const auto a = planCpuAffinity(flat(range(0, 3), {range(0, 3)}), 3);
   EXPECT_EQ(a.rank_cpus, (Sets{{0, 1}, {2}, {3}}));
