@@ -97,6 +97,7 @@ Expected<EffectiveConfig> applyOverrides(EffectiveConfig e, const ConfigOverride
   }
   if (f.same_network) set("same_network", c.same_network, *f.same_network);
   if (f.debug) set("debug", c.debug, true);
+  if (f.enable_cpu_affinity) set("enable_cpu_affinity", c.enable_cpu_affinity, true);
   if (f.cpu) {
     // CPU only: several processes are MULTI_CPU, one is NO, whatever the file said.
     set("use_cpu", c.use_cpu, true);
@@ -107,7 +108,6 @@ Expected<EffectiveConfig> applyOverrides(EffectiveConfig e, const ConfigOverride
     set("distributed_type", c.distributed_type, f.distributed_type.value_or(std::string(kDistributedMultiGpu)));
     set("use_cpu", c.use_cpu, false);
   }
-  if (f.enable_cpu_affinity) set("enable_cpu_affinity", c.enable_cpu_affinity, true);
 
   if (c.machine_rank >= c.num_machines) {
     return makeError("machine_rank " + std::to_string(c.machine_rank) + " (from " +

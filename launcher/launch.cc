@@ -11,6 +11,7 @@
 #include "config/config_file.h"
 #include "launcher/agent_rendezvous.h"
 #include "launcher/console.h"
+#include "launcher/cpu_affinity.h"
 #include "probes/gpu_probe.h"
 #include "launcher/job_link.h"
 #include "launcher/launch_plan.h"
@@ -62,6 +63,7 @@ void printDryRun(const LaunchPlan& plan) {
   for (int lr = first; lr < last; ++lr) {
     out += "rank " + std::to_string(globalRank(plan, lr)) + " (local rank " + std::to_string(lr) + "):\n  command:";
     for (const auto& a : plan.argv) out += " " + shellQuote(a);
+    if (static_cast<size_t>(lr) < plan.rank_cpus.size()) out += "\n  cpus: " + formatCpuList(plan.rank_cpus[lr]);
     out += "\n  environment (on top of the inherited one):\n";
     for (const auto& kv : launcherVariables(plan, dryRunSlot(plan, lr))) out += "    " + kv + "\n";
   }
@@ -430,6 +432,7 @@ Expected<JobReport> launch(const LaunchOptions& options) {
   auto planned = makeLaunchPlan(options, config::PathEnv::fromProcess(), parentEnv, countUsableGpus);
   if (!planned) return std::move(planned).takeError();
   LaunchPlan plan = std::move(*planned);
+  if (auto ok = assignCpuAffinity(plan); !ok) return std::move(ok).takeError();
   resolveSchedulerMaster(plan);
   if (plan.dry_run) {
     if (plan.dry_run_json) {

@@ -516,7 +516,8 @@ Expected<void> setCommonEnv(LaunchPlan& plan, const LaunchOptions& o, const Envi
 }
 
 // OMP_NUM_THREADS for the workers: the flag; else the user's; else accelerate's choice (in the
-// common environment); a scheduler's CPUs shared out; torchrun's 1 when several processes would
+// common environment); pinned ranks (--enable_cpu_affinity) each their cores, chosen with the sets
+// (assignCpuAffinity); a scheduler's CPUs shared out; torchrun's 1 when several processes would
 // otherwise each take every core.
 void chooseOmpThreads(LaunchPlan& plan, const LaunchOptions& o, const Environment& env,
                       const std::optional<SchedulerInfo>& scheduler) {
@@ -530,6 +531,10 @@ void chooseOmpThreads(LaunchPlan& plan, const LaunchOptions& o, const Environmen
     return;
   }
   if (lookup(env, env::kOmpNumThreads)) return;
+  if (plan.config.config.enable_cpu_affinity && !plan.exec_in_place) {
+    plan.omp_from_affinity = true;  // each pinned rank gets its cores (assignCpuAffinity)
+    return;
+  }
   if (scheduler && scheduler->cpus_on_node) {
     plan.omp_num_threads = std::max(1, *scheduler->cpus_on_node / plan.local_world_size);
     plan.notices.push_back(std::string(env::kOmpNumThreads) + "=" + std::to_string(*plan.omp_num_threads) +

@@ -55,6 +55,11 @@ struct LaunchPlan {
   bool torchrun_env = true;
   std::optional<int> per_machine_processes;  // --nproc_per_node, resolved (auto/gpu/cpu counted)
   bool dry_run_json = false;
+  // --enable_cpu_affinity (launcher/cpu_affinity.h): the CPUs each local rank is pinned to (empty:
+  // not pinned) and, when OMP_NUM_THREADS is the agent's to choose, each rank's thread count.
+  std::vector<std::vector<int>> rank_cpus;
+  bool omp_from_affinity = false;   // OMP_NUM_THREADS unset, no flag: each pinned rank gets its cores
+  std::vector<int> rank_omp_threads;  // per local rank when omp_from_affinity (worker_env uses it)
   // Variables every rank gets on top of the parent environment (accelerate's ACCELERATE_*,
   // KMP_*, CUDA_VISIBLE_DEVICES ...); rank-specific ones are added by workerEnvironment.
   std::map<std::string, std::string> common_env;

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <linux/close_range.h>
 #include <sys/prctl.h>
@@ -10,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -18,6 +20,51 @@
 #include <fstream>
 
 namespace accel::launcher {
+namespace {
+
+// A CPU set for sched_setaffinity, allocated for the largest CPU number (cpu_set_t holds 1024).
+class CpuMask {
+ public:
+  explicit CpuMask(const std::vector<int>& cpus) {
+    if (cpus.empty()) return;
+    int highest = 0;
+    for (int cpu : cpus) highest = std::max(highest, cpu);
+    set_ = CPU_ALLOC(highest + 1);
+    if (!set_) return;
+    size_ = CPU_ALLOC_SIZE(highest + 1);
+    CPU_ZERO_S(size_, set_);
+    for (int cpu : cpus) {
+      if (cpu >= 0) CPU_SET_S(cpu, size_, set_);
+    }
+  }
+  ~CpuMask() {
+    if (set_) CPU_FREE(set_);
+  }
+  CpuMask(const CpuMask&) = delete;
+  CpuMask& operator=(const CpuMask&) = delete;
+  const cpu_set_t* set() const { return set_; }
+  size_t size() const { return size_; }
+
+ private:
+  cpu_set_t* set_ = nullptr;
+  size_t size_ = 0;
+};
+
+// What a child that could not become the worker reports through the error pipe.
+struct ChildFailure {
+  int stage;  // kStageExec or kStagePin
+  int err;    // errno
+};
+constexpr int kStageExec = 0;
+constexpr int kStagePin = 1;
+
+std::string cpuListText(const std::vector<int>& cpus) {
+  std::string out;
+  for (int cpu : cpus) out += (out.empty() ? "" : ",") + std::to_string(cpu);
+  return out;
+}
+
+}  // namespace
 
 // ---- Workers ----------------------------------------------------------------------------
 
@@ -26,6 +73,8 @@ Expected<pid_t> spawnWorker(const SpawnSpec& spec) {
   // Everything the child needs is built before fork: after fork only async-signal-safe calls.
   std::vector<char*> argv = probes::cStrings(spec.argv);
   std::vector<char*> envp = probes::cStrings(spec.env);
+  const CpuMask mask(spec.cpus);
+  if (!spec.cpus.empty() && !mask.set()) return makeError("cannot allocate a CPU set for " + cpuListText(spec.cpus));
 
   int errPipe[2];
   if (::pipe2(errPipe, O_CLOEXEC) != 0) return makeError(std::string("pipe: ") + std::strerror(errno));
@@ -57,25 +106,34 @@ Expected<pid_t> spawnWorker(const SpawnSpec& spec) {
     // Nothing of the agent's reaches the worker: descriptors another thread (the store's) opened
     // without O_CLOEXEC, or inherited by the agent itself, close at exec (errPipe included).
     closeOnExecFrom(3);
-    ::execve(argv[0], argv.data(), envp.data());
-    int err = errno;
-    ssize_t ignored = ::write(errPipe[1], &err, sizeof err);
+    ChildFailure failure{kStagePin, 0};
+    if (mask.set() && ::sched_setaffinity(0, mask.size(), mask.set()) != 0) {
+      failure.err = errno;
+    } else {
+      ::execve(argv[0], argv.data(), envp.data());
+      failure = {kStageExec, errno};
+    }
+    ssize_t ignored = ::write(errPipe[1], &failure, sizeof failure);
     (void)ignored;
     ::_exit(127);
   }
   // vfork: the child has called setsid (so its group exists for signals) by the time we run.
   ::close(errPipe[1]);
-  int childErrno = 0;
+  ChildFailure failure{};
   ssize_t n;
   do {
-    n = ::read(errPipe[0], &childErrno, sizeof childErrno);
+    n = ::read(errPipe[0], &failure, sizeof failure);
   } while (n < 0 && errno == EINTR);
   ::close(errPipe[0]);
-  if (n == sizeof childErrno) {
+  if (n == sizeof failure) {
     int status;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    return makeError("cannot execute '" + spec.argv[0] + "': " + std::strerror(childErrno));
+    if (failure.stage == kStagePin) {
+      return makeError("cannot pin '" + spec.argv[0] + "' to CPUs " + cpuListText(spec.cpus) + ": " +
+                       std::strerror(failure.err));
+    }
+    return makeError("cannot execute '" + spec.argv[0] + "': " + std::strerror(failure.err));
   }
   return pid;
 }

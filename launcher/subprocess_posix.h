@@ -22,13 +22,15 @@ struct SpawnSpec {
   int stdout_fd = -1;             // the child's stdout/stderr (write ends; the parent keeps its copies)
   int stderr_fd = -1;
   bool inherit_stdin = false;     // the agent's stdin (for pdb in one rank); else /dev/null
+  std::vector<int> cpus{};        // pin the worker to these CPUs before exec; empty: the agent's
 };
 
 // Starts a worker in its own session and process group (pgid = pid, as torchrun's
 // start_new_session: reading an inherited terminal works, Ctrl-C at the terminal reaches only
 // the agent), with PR_SET_PDEATHSIG(SIGKILL) so it dies with the agent, default signal
 // dispositions, an empty signal mask, and no descriptor but 0, 1 and 2 (stdin from /dev/null
-// unless `inherit_stdin`). Uses vfork+execve because posix_spawn cannot set PR_SET_PDEATHSIG in
+// unless `inherit_stdin`), pinned to `cpus` when given (sched_setaffinity before exec; a
+// failure is an error naming the CPUs). Uses vfork+execve because posix_spawn cannot set PR_SET_PDEATHSIG in
 // the child. An exec failure (ENOENT, EACCES, ...) is reported as an error naming argv[0].
 // PR_SET_PDEATHSIG fires when the *calling thread* ends: call it from the thread that outlives
 // the workers (the agent's main thread); other threads may run meanwhile.

@@ -251,6 +251,7 @@ bool Supervisor::Attempt::spawn(Worker& w) {
   WorkerSlot slot{w.local_rank, attempt_, s_.master_port_, w.error_file};
   SpawnSpec spec{plan_.argv, workerEnvironment(plan_, slot, s_.parent_env_), out[1], err[1]};
   spec.inherit_stdin = w.rank == 0;  // local rank 0 of machine 0: pdb/breakpoint() work there
+  if (static_cast<size_t>(w.local_rank) < plan_.rank_cpus.size()) spec.cpus = plan_.rank_cpus[w.local_rank];
   auto pid = spawnWorker(spec);
   ::close(out[1]);
   ::close(err[1]);

@@ -10,6 +10,9 @@ namespace {
 std::map<std::string, std::string> variables(const LaunchPlan& plan, const WorkerSlot& slot) {
   std::map<std::string, std::string> v = plan.common_env;
   if (plan.omp_num_threads) v[env::kOmpNumThreads] = std::to_string(*plan.omp_num_threads);
+  if (static_cast<size_t>(slot.local_rank) < plan.rank_omp_threads.size()) {
+    v[env::kOmpNumThreads] = std::to_string(plan.rank_omp_threads[static_cast<size_t>(slot.local_rank)]);
+  }
   if (!slot.error_file.empty()) v[env::kErrorFile] = slot.error_file;
   if (!plan.torchrun_env) return v;  // accelerate's single process: no torchrun variables
   const int rank = globalRank(plan, slot.local_rank);

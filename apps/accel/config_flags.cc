@@ -19,6 +19,8 @@ void addConfigOverrideFlags(CLI::App& cmd, config::ConfigOverrides& o) {
       "--same_network,--same-network", [&o](std::int64_t) { o.same_network = true; },
       "All machines are on the same local network");
   cmd.add_flag("--debug", o.debug, "Check distributed operations for errors");
+  cmd.add_flag("--enable_cpu_affinity,--enable-cpu-affinity", o.enable_cpu_affinity,
+               "Pin each local rank to its share of this machine's CPUs, NUMA node by node");
 }
 
 }  // namespace accel::apps

@@ -62,6 +62,27 @@ TEST_F(EffectiveConfigTest, FileWithoutNumProcessesFallsBackToDefault) {
   EXPECT_EQ(e->sources.at("num_processes"), Source::Default);
 }
 
+TEST_F(EffectiveConfigTest, CpuAffinityFromTheKeyOrTheFlag) {
+  // accelerate 1.14 never copies the key onto its flag (whose default is False, not None); accel
+  // honours both, and the flag can only turn it on.
+  writeDefault("distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\nenable_cpu_affinity: true\n");
+  auto e = resolveEffectiveConfig({}, env_);
+  ASSERT_TRUE(e.ok()) << e.error();
+  EXPECT_TRUE(e->config.enable_cpu_affinity);
+  EXPECT_EQ(e->sources.at("enable_cpu_affinity"), Source::File);
+  writeDefault("distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\nenable_cpu_affinity: false\n");
+  ConfigOverrides flags;
+  flags.enable_cpu_affinity = true;
+  e = resolveEffectiveConfig(flags, env_);
+  ASSERT_TRUE(e.ok()) << e.error();
+  EXPECT_TRUE(e->config.enable_cpu_affinity);
+  EXPECT_EQ(e->sources.at("enable_cpu_affinity"), Source::Flag);
+  e = resolveEffectiveConfig({}, env_);
+  ASSERT_TRUE(e.ok()) << e.error();
+  EXPECT_FALSE(e->config.enable_cpu_affinity);
+  EXPECT_EQ(e->sources.at("enable_cpu_affinity"), Source::File);
+}
+
 TEST_F(EffectiveConfigTest, CpuFlagMakesSeveralProcessesMultiCpu) {
   writeDefault("distributed_type: MULTI_GPU\nnum_processes: 2\n");
   ConfigOverrides flags;

@@ -529,6 +529,47 @@ PYEOF
   expect_contains "$ERR" "--store_input_budget: 1024 bytes is less than one connection may hold"
   [[ -z "$(ls "$OUT_DIR")" ]] || fail "something was spawned: $(ls "$OUT_DIR")"
   ;;
+cpu_affinity)
+  # The agent runs on CPUs 0 and 1 (taskset), as on a 2-core machine; each worker reads its own
+  # CPUs back with sched_getaffinity. Unpinned workers would see 0,1 everywhere.
+  taskset -c 0,1 true 2>/dev/null || { echo "SKIPPED: needs taskset and CPUs 0 and 1"; exit 77; }
+  unset OMP_NUM_THREADS
+  AFF=("$W/affinity.py")
+  cpus_of() { cat "$OUT_DIR/rank_$1.cpus"; }
+  expect_exit 0 taskset -c 0,1 "$ACCEL" launch --cpu -n 2 --enable_cpu_affinity "${AFF[@]}"
+  [[ "$(cpus_of 0)" == "0 1" && "$(cpus_of 1)" == "1 1" ]] || fail "pinned: rank 0 '$(cpus_of 0)', rank 1 '$(cpus_of 1)' (want CPU 0 and CPU 1, OMP_NUM_THREADS=1)"
+  expect_contains "$ERR" "CPU affinity (CPUs 0-1 of this agent, "
+  expect_contains "$ERR" "local rank 0 on CPUs 0 (OMP_NUM_THREADS=1); local rank 1 on CPUs 1 (OMP_NUM_THREADS=1)"
+  [[ "$ERR" != *"OMP_NUM_THREADS was unset"* ]] || fail "the OMP_NUM_THREADS=1 notice although the cores decide: $ERR"
+  # One rank: every CPU of the agent, and as many threads.
+  rm -f "$OUT_DIR"/rank_*
+  expect_exit 0 taskset -c 0,1 "$ACCEL" launch --cpu -n 1 --enable-cpu-affinity "${AFF[@]}"
+  [[ "$(cpus_of 0)" == "0,1 2" ]] || fail "one rank: '$(cpus_of 0)' (want 0,1 and OMP_NUM_THREADS=2)"
+  # Without the flag nothing is pinned.
+  rm -f "$OUT_DIR"/rank_*
+  expect_exit 0 taskset -c 0,1 "$ACCEL" launch --cpu -n 2 "${AFF[@]}"
+  [[ "$(cpus_of 0)" == "0,1 1" && "$(cpus_of 1)" == "0,1 1" ]] || fail "unpinned: '$(cpus_of 0)' '$(cpus_of 1)'"
+  [[ "$ERR" != *"CPU affinity"* ]] || fail "affinity notice without the flag: $ERR"
+  # The config file's key does the same as the flag; the user's OMP_NUM_THREADS is kept.
+  mkdir -p "$HF_HOME/accelerate"
+  printf 'distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\nenable_cpu_affinity: true\n' \
+    >"$HF_HOME/accelerate/default_config.yaml"
+  rm -f "$OUT_DIR"/rank_*
+  OMP_NUM_THREADS=3 expect_exit 0 taskset -c 0,1 "$ACCEL" launch "${AFF[@]}"
+  [[ "$(cpus_of 0)" == "0 3" && "$(cpus_of 1)" == "1 3" ]] || fail "config key: '$(cpus_of 0)' '$(cpus_of 1)'"
+  rm "$HF_HOME/accelerate/default_config.yaml"
+  # An agent confined to CPU 1 (a cpuset without CPU 0): both ranks share it, said once.
+  rm -f "$OUT_DIR"/rank_*
+  expect_exit 0 taskset -c 1 "$ACCEL" launch --cpu -n 2 --enable_cpu_affinity "${AFF[@]}"
+  [[ "$(cpus_of 0)" == "1 1" && "$(cpus_of 1)" == "1 1" ]] || fail "cpuset of CPU 1: '$(cpus_of 0)' '$(cpus_of 1)'"
+  [[ $(grep -c "ranks share CPUs" <<<"$ERR") == 1 ]] || fail "want one sharing notice: $ERR"
+  # The dry run shows each rank's set, one line per rank.
+  expect_exit 0 taskset -c 0,1 "$ACCEL" launch --dry_run --cpu -n 2 --enable_cpu_affinity "${AFF[@]}"
+  [[ $(grep -c '^  cpus: ' <<<"$OUT") == 2 ]] || fail "dry run: want 2 cpus lines: $OUT"
+  expect_contains "$OUT" $'rank 0 (local rank 0):\n  command: '
+  [[ $(grep -A2 '^rank 1 ' <<<"$OUT" | grep '^  cpus: ') == "  cpus: 1" ]] || fail "dry run rank 1: $OUT"
+  [[ $(grep -A2 '^rank 0 ' <<<"$OUT" | grep '^  cpus: ') == "  cpus: 0" ]] || fail "dry run rank 0: $OUT"
+  ;;
 dry_run)
   expect_exit 0 "$ACCEL" launch --dry_run --cpu -n 2 --main_process_port 29555 "${BEH[@]}" arg1
   expect_contains "$OUT" "rank 1 (local rank 1):"
