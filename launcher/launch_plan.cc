@@ -12,6 +12,7 @@
 #include "launcher/worker_env.h"
 #include "libaccel/common/env_names.h"
 #include "libaccel/store/tcp_store_server.h"
+#include "probes/run_program.h"
 #include "probes/scheduler_env.h"
 #include "probes/system_info.h"
 
@@ -242,10 +243,10 @@ Expected<void> placeMachines(LaunchPlan& plan, const LaunchOptions& o, const std
   }
   if (plan.per_machine_processes && !plan.exec_in_place) {
     const int total = *plan.per_machine_processes * plan.num_machines;
-    if (givenAsFlag(plan, "num_processes") && plan.config.config.num_processes != total) {
+    if (o.config.num_processes && *o.config.num_processes != total) {
       return makeError(o.flags.nameOf("nproc_per_node") + " " + *o.nproc_per_node + " on " + std::to_string(plan.num_machines) +
                        " machine(s) is " + std::to_string(total) + " processes, but --num_processes says " +
-                       std::to_string(plan.config.config.num_processes) + " (the total over all machines)");
+                       std::to_string(*o.config.num_processes) + " (the total over all machines)");
     }
     plan.world_size = total;
   }
@@ -460,6 +461,45 @@ void chooseRunId(LaunchPlan& plan, const LaunchOptions& o) {
                                       : newRunId();
 }
 
+// accelerate's CPU jobs with an mpirun hostfile (flag or mpirun_config): the one process the
+// agent starts is mpirun, given the workers' command as accelerate's simple launcher builds it;
+// each MPI process reads its rank from MPI's variables, as under accelerate.
+Expected<void> wrapInMpirun(LaunchPlan& plan, const AccelerateArgs& args) {
+  auto hostfile = args.find("mpirun_hostfile");
+  if (hostfile == args.end() || !hostfile->second.is_string() || plan.mode != LaunchMode::Accelerate) return {};
+  if (plan.accelerate_launcher != AccelerateLauncher::Simple || plan.exec_in_place) {
+    plan.notices.push_back("mpirun_hostfile is ignored: accelerate runs mpirun for CPU jobs only");
+    return {};
+  }
+  std::string app = findInPath("mpirun");
+  if (app.empty()) app = findInPath("mpiexec");
+  if (app.empty()) return makeError("--mpirun_hostfile: mpirun or mpiexec were not found in PATH (install Open MPI, Intel MPI or MVAPICH)");
+  auto version = probes::runCaptured({app, "--version"}, std::chrono::seconds(10));
+  if (!version) return makeError("--mpirun_hostfile: " + version.error());
+  const bool openMpi = version->output.find("Open MPI") != std::string::npos;
+  const int perMachine = plan.world_size / std::max(plan.num_machines, 1);
+  std::vector<std::string> cmd = {app, openMpi ? "--hostfile" : "-f", hostfile->second.get<std::string>(),
+                                  openMpi ? "--npernode" : "-ppn", std::to_string(perMachine), "-n",
+                                  std::to_string(plan.world_size)};
+  if (openMpi) cmd.insert(cmd.end(), {"--bind-to", "socket"});
+  cmd.insert(cmd.end(), plan.argv.begin(), plan.argv.end());
+  plan.argv = std::move(cmd);
+  plan.world_size = plan.local_world_size = 1;  // the agent supervises mpirun, which starts the ranks
+  plan.torchrun_env = false;
+  return {};
+}
+
+// DeepSpeed's multi-node launchers other than 'standard' fan out over ssh from one machine.
+void deepspeedLauncherNotice(LaunchPlan& plan, const AccelerateArgs& args) {
+  if (plan.accelerate_launcher != AccelerateLauncher::DeepSpeed || plan.num_machines <= 1) return;
+  auto launcher = args.find("deepspeed_multinode_launcher");
+  const std::string name = launcher != args.end() && launcher->second.is_string() ? launcher->second.get<std::string>() : "pdsh";
+  if (name == "standard") return;
+  plan.notices.push_back("deepspeed_multinode_launcher " + name + ": DeepSpeed's own multi-node launcher (ssh fan-out from "
+                         "one machine) is out of scope for accel; this agent runs machine " + std::to_string(plan.node_rank) +
+                         "'s ranks as 'standard' does, so start accel launch on every machine (or under srun)");
+}
+
 // What accelerate's environment depends on, from the plan.
 AccelerateFacts accelerateFacts(const LaunchPlan& plan, const Devices& d) {
   const config::ClusterConfig& c = plan.config.config;
@@ -490,6 +530,7 @@ AccelerateFacts accelerateFacts(const LaunchPlan& plan, const Devices& d) {
 Expected<void> setCommonEnv(LaunchPlan& plan, const LaunchOptions& o, const Environment& env, const Devices& d) {
   auto& e = plan.common_env;
   plan.accelerate_launcher = d.launcher;
+  plan.torchrun_env = true;
   if (plan.mode == LaunchMode::Accelerate) {
     AccelerateArgs args = accelerateArgs(o.flags, plan.config.config);
     const std::string& type = plan.config.config.distributed_type;
@@ -503,6 +544,8 @@ Expected<void> setCommonEnv(LaunchPlan& plan, const LaunchOptions& o, const Envi
     auto vars = accelerateEnvironment(args, accelerateFacts(plan, d), env);
     if (!vars) return std::move(vars).takeError();
     e = std::move(*vars);
+    deepspeedLauncherNotice(plan, args);
+    if (auto ok = wrapInMpirun(plan, args); !ok) return ok;
     // accel's own C++ workers read the steps on every job type (accelerate passes them to DeepSpeed only).
     if (o.gradient_accumulation_steps) e[env::kGradientAccumulationSteps] = std::to_string(*o.gradient_accumulation_steps);
   }
@@ -510,8 +553,8 @@ Expected<void> setCommonEnv(LaunchPlan& plan, const LaunchOptions& o, const Envi
     if (!lookup(env, key)) e[key] = "1";
   }
   // accelerate starts a single process without torchrun's variables (its simple launcher).
-  plan.torchrun_env = !(plan.mode == LaunchMode::Accelerate && d.launcher == AccelerateLauncher::Simple &&
-                        plan.world_size == 1 && plan.num_machines == 1 && !plan.exec_in_place);
+  plan.torchrun_env = plan.torchrun_env && !(plan.mode == LaunchMode::Accelerate && d.launcher == AccelerateLauncher::Simple &&
+                                             plan.world_size == 1 && plan.num_machines == 1 && !plan.exec_in_place);
   return {};
 }
 
@@ -562,19 +605,22 @@ Expected<void> applyRendezvousFlags(LaunchPlan& plan, const LaunchOptions& o) {
 }
 
 // The config file (accel launch) or torchrun's defaults (accel run), under the flags.
-Expected<config::EffectiveConfig> effectiveConfig(const LaunchOptions& o, const config::PathEnv& paths) {
+// A count per machine (--nproc_per_node) stands for the total it makes with the machines given.
+Expected<config::EffectiveConfig> effectiveConfig(const LaunchOptions& o, const config::PathEnv& paths,
+                                                  std::optional<int> perMachine) {
+  config::ConfigOverrides flags = o.config;
+  if (perMachine && !flags.num_processes) flags.num_processes = *perMachine * flags.num_machines.value_or(1);
   if (o.mode == LaunchMode::Torchrun) {
     config::EffectiveConfig base;
     base.config = config::builtinDefaults();
-    return config::applyOverrides(std::move(base), o.config);
+    return config::applyOverrides(std::move(base), flags);
   }
-  return config::resolveEffectiveConfig(o.config, paths);
+  return config::resolveEffectiveConfig(flags, paths);
 }
 
 // The planning steps before anything about the command: config, devices, machines.
 Expected<Devices> planJobShape(LaunchPlan& plan, const LaunchOptions& o, const Environment& env,
                                const std::function<int()>& gpus, std::optional<SchedulerInfo>& schedulerOut) {
-  if (auto ok = resolvePerMachine(plan, o, gpus); !ok) return std::move(ok).takeError();
   auto devices = checkDevices(plan, gpus);
   if (!devices) return devices;
   auto scheduler = detectScheduler(env);
@@ -604,9 +650,10 @@ Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEn
     if (!counted) counted = o.dry_run_gpus ? *o.dry_run_gpus : countGpus();
     return *counted;
   };
-  auto effective = effectiveConfig(o, paths);
-  if (!effective) return std::move(effective).takeError();
   LaunchPlan plan;
+  if (auto ok = resolvePerMachine(plan, o, gpus); !ok) return std::move(ok).takeError();
+  auto effective = effectiveConfig(o, paths, plan.per_machine_processes);
+  if (!effective) return std::move(effective).takeError();
   plan.config = std::move(*effective);
   plan.mode = o.mode;
   plan.notices = o.notices;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # accel launch under Open MPI's mpirun: every MPI process becomes one rank (no --no_spawn
 # needed), rank 0 hosts the store, the failing rank's exit code reaches mpirun.
-#   mpi.sh CASE /path/to/accel [/path/to/fashion_mnist]   CASE: python_gloo | env_and_exit | example
+#   mpi.sh CASE /path/to/accel [/path/to/fashion_mnist]   CASE: python_gloo | env_and_exit | example | mpirun_hostfile
 source "$(dirname "$0")/lib.sh"
 CASE=$1
 ACCEL=$2
@@ -34,6 +34,28 @@ example)
   expect_exit 0 mpirun --oversubscribe -np 2 "$ACCEL" launch "$3" --model mlp --steps 30 --no-progress
   expect_contains "$OUT" "model mlp, 2 processes, fp32: 30 steps"
   expect_contains "$OUT" "test accuracy"
+  ;;
+mpirun_hostfile)
+  # --mpirun_hostfile: as accelerate, the job is `mpirun --hostfile H --npernode K -n N --bind-to
+  # socket <worker>`, one process the agent supervises; ranks come from MPI, not from RANK.
+  echo "localhost slots=2" >"$SCRATCH/hosts"
+  cat >"$SCRATCH/mpi_env.sh" <<'EOF2'
+#!/usr/bin/env bash
+env | sort >"$OUT_DIR/mpi_$OMPI_COMM_WORLD_RANK.env"
+exit "${MPI_EXIT:-0}"
+EOF2
+  chmod +x "$SCRATCH/mpi_env.sh"
+  expect_exit 0 "$ACCEL" launch --cpu --num_processes 2 --mpirun_hostfile "$SCRATCH/hosts" "$SCRATCH/mpi_env.sh"
+  for r in 0 1; do
+    f="$OUT_DIR/mpi_$r.env"
+    [[ -f $f ]] || fail "MPI rank $r did not run: $(ls "$OUT_DIR")"
+    for kv in ACCELERATE_USE_CPU=True MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 OMPI_COMM_WORLD_SIZE=2; do
+      grep -qx "$kv" "$f" || fail "rank $r lacks $kv: $(cat "$f")"
+    done
+    ! grep -q '^RANK=' "$f" || fail "rank $r got torchrun's RANK under mpirun"
+  done
+  [[ ! -f "$OUT_DIR/mpi_2.env" ]] || fail "more than 2 MPI ranks"
+  MPI_EXIT=5 expect_exit 5 "$ACCEL" launch --cpu --num_processes 2 --mpirun_hostfile "$SCRATCH/hosts" "$SCRATCH/mpi_env.sh"
   ;;
 *) fail "unknown case $CASE" ;;
 esac

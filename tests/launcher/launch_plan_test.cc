@@ -412,3 +412,89 @@ TEST_F(LaunchPlanTest, OpenMpiRanksAcrossNodesNeedTheMasterAddress) {
 
 }  // namespace
 }  // namespace accel::launcher
+
+namespace accel::launcher {
+namespace {
+
+class LaunchPlanParadigmTest : public ::testing::Test {
+ protected:
+  Expected<LaunchPlan> plan(std::vector<std::string> args, int gpus, LaunchMode mode = LaunchMode::Accelerate) {
+    args.push_back("/bin/true");
+    auto parsed = parseLaunchFlags(args, mode, {});
+    if (!parsed) return std::move(parsed).takeError();
+    auto o = launchOptionsFrom(std::move(*parsed));
+    if (!o) return std::move(o).takeError();
+    return makeLaunchPlan(*o, paths_, {"PATH=/usr/bin:/bin"}, [gpus] { return gpus; });
+  }
+  std::string file(const std::string& name, const std::string& text) {
+    testing::writeFile(dir_.file(name), text);
+    return dir_.file(name);
+  }
+  testing::ScratchDir dir_;
+  config::PathEnv paths_{dir_.path(), std::nullopt, "/root"};
+};
+
+TEST_F(LaunchPlanParadigmTest, FsdpDeepSpeedAndMegatronConfigsLaunchLikeMultiGpu) {
+  const auto fsdp = file("fsdp.yaml", "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n"
+                                      "  fsdp_state_dict_type: SHARDED_STATE_DICT\n");
+  auto p = plan({"--config_file", fsdp}, 2);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->accelerate_launcher, AccelerateLauncher::MultiGpu);
+  EXPECT_EQ(p->world_size, 2);
+  EXPECT_EQ(p->common_env.at("FSDP_VERSION"), "2");
+  EXPECT_EQ(p->common_env.at("FSDP_STATE_DICT_TYPE"), "SHARDED_STATE_DICT");
+  EXPECT_FALSE(plan({"--config_file", fsdp}, 1).ok());  // a GPU job: one GPU for two processes is refused
+  const auto ds = file("ds.yaml", "distributed_type: DEEPSPEED\nnum_processes: 4\nnum_machines: 2\nmachine_rank: 1\n"
+                                  "main_process_ip: 10.0.0.1\nmain_process_port: 29400\n"
+                                  "deepspeed_config:\n  zero_stage: 2\n");
+  p = plan({"--config_file", ds}, 2);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->accelerate_launcher, AccelerateLauncher::DeepSpeed);
+  EXPECT_EQ(p->common_env.at("ACCELERATE_DEEPSPEED_ZERO_STAGE"), "2");
+  EXPECT_EQ(p->common_env.at("ACCELERATE_CONFIG_DS_FIELDS"), "zero_stage,mixed_precision");
+  ASSERT_EQ(p->notices.size(), 1u);
+  EXPECT_NE(p->notices[0].find("deepspeed_multinode_launcher pdsh: DeepSpeed's own multi-node launcher"), std::string::npos);
+  p = plan({"--config_file", ds, "--deepspeed_multinode_launcher", "standard"}, 2);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_TRUE(p->notices.empty());
+  p = plan({"--use_megatron_lm", "--num_processes", "2", "--megatron_lm_pp_degree", "2"}, 2);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->common_env.at("MEGATRON_LM_PP_DEGREE"), "2");
+  EXPECT_EQ(p->config.config.distributed_type, "MEGATRON_LM");
+}
+
+TEST_F(LaunchPlanParadigmTest, WithoutAConfigSeveralGpusTurnMultiGpuOnAsAccelerateDoes) {
+  auto p = plan({"--num_processes", "2"}, 2);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->config.config.distributed_type, "MULTI_GPU");
+  EXPECT_EQ(p->notices.size(), 1u);
+  p = plan({"--num_processes", "2"}, 1);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->config.config.distributed_type, "NO");
+  EXPECT_TRUE(p->torchrun_env);  // two processes: torchrun's variables (accelerate would start one)
+}
+
+TEST_F(LaunchPlanParadigmTest, TorchrunCountsPerMachineAndSetsNoAccelerateVariables) {
+  auto p = plan({"--nproc_per_node", "3", "--nnodes", "2", "--node_rank", "1", "--master_addr", "10.0.0.1"}, 0,
+                LaunchMode::Torchrun);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->world_size, 6);
+  EXPECT_EQ(p->local_world_size, 3);
+  EXPECT_EQ(p->rank_offset, 3);
+  EXPECT_EQ(p->master_port, 29500);  // torchrun's default port across machines
+  EXPECT_EQ(p->omp_num_threads, 1);
+  for (const auto& [key, value] : p->common_env) EXPECT_EQ(key.rfind("ACCELERATE_", 0), std::string::npos) << key;
+  p = plan({"--nproc_per_node", "auto"}, 4, LaunchMode::Torchrun);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->world_size, 4);
+  p = plan({"--nproc_per_node", "gpu"}, 0, LaunchMode::Torchrun);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error(), "--nproc_per_node gpu: no GPU is usable on this machine");
+  p = plan({"--rdzv_id", "job-42", "--nproc_per_node", "1"}, 0, LaunchMode::Torchrun);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->run_id, "job-42");
+  EXPECT_TRUE(p->torchrun_env);  // torchrun gives even one process its variables
+}
+
+}  // namespace
+}  // namespace accel::launcher
