@@ -151,21 +151,21 @@ std::vector<FlagSpec> tpuAndAws() {
 
 std::vector<FlagSpec> deepspeed() {
   return {
-      F({"--deepspeed_config_file"}, "deepspeed_config_file").str().env(),
-      F({"--zero_stage"}, "zero_stage").integer().env(),
-      F({"--offload_optimizer_device"}, "offload_optimizer_device").str().env(),
-      F({"--offload_param_device"}, "offload_param_device").str().env(),
-      F({"--offload_optimizer_nvme_path"}, "offload_optimizer_nvme_path").str().env(),
-      F({"--offload_param_nvme_path"}, "offload_param_nvme_path").str().env(),
-      F({"--gradient_accumulation_steps"}, "gradient_accumulation_steps").integer().env(),
-      F({"--gradient_clipping"}, "gradient_clipping").real().env(),
-      F({"--zero3_init_flag"}, "zero3_init_flag").str().env(),
-      F({"--zero3_save_16bit_model"}, "zero3_save_16bit_model").str().env(),
+      F({"--deepspeed_config_file"}, "deepspeed_config_file").str().env().help("ACCELERATE_DEEPSPEED_CONFIG_FILE (DeepSpeed jobs)"),
+      F({"--zero_stage"}, "zero_stage").integer().env().help("ACCELERATE_DEEPSPEED_ZERO_STAGE (DeepSpeed jobs)"),
+      F({"--offload_optimizer_device"}, "offload_optimizer_device").str().env().help("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE (DeepSpeed jobs)"),
+      F({"--offload_param_device"}, "offload_param_device").str().env().help("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE (DeepSpeed jobs)"),
+      F({"--offload_optimizer_nvme_path"}, "offload_optimizer_nvme_path").str().env().help("Accepted; accelerate 1.x sets no variable for it either"),
+      F({"--offload_param_nvme_path"}, "offload_param_nvme_path").str().env().help("Accepted; accelerate 1.x sets no variable for it either"),
+      F({"--gradient_accumulation_steps"}, "gradient_accumulation_steps").integer().env().help("ACCELERATE_GRADIENT_ACCUMULATION_STEPS (every job; accelerate: DeepSpeed only)"),
+      F({"--gradient_clipping"}, "gradient_clipping").real().env().help("ACCELERATE_GRADIENT_CLIPPING (DeepSpeed jobs)"),
+      F({"--zero3_init_flag"}, "zero3_init_flag").str().env().help("ACCELERATE_DEEPSPEED_ZERO3_INIT (DeepSpeed jobs)"),
+      F({"--zero3_save_16bit_model"}, "zero3_save_16bit_model").str().env().help("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL (DeepSpeed jobs)"),
       F({"--deepspeed_hostfile"}, "deepspeed_hostfile").str().notice(kPdshOnly),
       F({"--deepspeed_exclusion_filter"}, "deepspeed_exclusion_filter").str().notice(kPdshOnly),
       F({"--deepspeed_inclusion_filter"}, "deepspeed_inclusion_filter").str().notice(kPdshOnly),
-      F({"--deepspeed_multinode_launcher"}, "deepspeed_multinode_launcher").str().env(),
-      F({"--deepspeed_moe_layer_cls_names"}, "deepspeed_moe_layer_cls_names").str().env(),
+      F({"--deepspeed_multinode_launcher"}, "deepspeed_multinode_launcher").str().env().help("standard: one agent per machine; others (pdsh, ssh fan-out) get a notice: out of scope"),
+      F({"--deepspeed_moe_layer_cls_names"}, "deepspeed_moe_layer_cls_names").str().env().help("ACCELERATE_DEEPSPEED_MOE_LAYER_CLS_NAMES (DeepSpeed jobs)"),
   };
 }
 
@@ -569,6 +569,50 @@ Expected<ParsedLaunchFlags> parseLaunchFlags(const std::vector<std::string>& arg
   return parsed;
 }
 
+namespace {
+
+std::string upperCase(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
+  return s;
+}
+
+// What a flag does, in one line: its help, or for the paradigm sections the variable it sets.
+std::string whatItDoes(const FlagSpec& f) {
+  if (f.use == FlagUse::Notice) return "accepted, ignored with a notice: " + std::string(f.why);
+  if (f.use == FlagUse::Refuse) return "refused: " + std::string(f.why);
+  if (!f.help.empty()) return std::string(f.help);
+  const std::string dest(f.dest);
+  const std::pair<const char*, const char*> sections[] = {
+      {"fsdp_", "FSDP_%s (FSDP jobs)"}, {"megatron_lm_", "MEGATRON_LM_%s (Megatron-LM jobs)"},
+      {"fp8_", "ACCELERATE_FP8_%s (mixed_precision fp8)"},
+      {"parallelism_config_", "PARALLELISM_CONFIG_%s (with --use_parallelism_config)"}};
+  for (const auto& [prefix, pattern] : sections) {
+    if (dest.rfind(prefix, 0) != 0) continue;
+    std::string name = upperCase(dest.substr(std::string(prefix).size()));
+    if (dest == "fsdp_transformer_layer_cls_to_wrap") name = "TRANSFORMER_CLS_TO_WRAP";
+    if (dest == "fp8_override_linear_precision") name = "OVERRIDE_{FPROP,DGRAD,WGRAD}";
+    std::string text(pattern);
+    return text.replace(text.find("%s"), 2, name);
+  }
+  return "worker environment, as accelerate sets it";
+}
+
+}  // namespace
+
+std::string launchFlagsMarkdown() {
+  std::string out = "| Flag | From | What accel does |\n|---|---|---|\n";
+  for (const auto& f : launchFlags()) {
+    std::string names;
+    for (auto n : f.names) names += (names.empty() ? "`" : ", `") + std::string(n) + "`";
+    std::string from;
+    for (auto [bit, name] : {std::pair{kFromAccelerate, "accelerate"}, {kFromTorchrun, "torchrun"}, {kFromAccel, "accel"}}) {
+      if (f.origin & bit) from += (from.empty() ? "" : ", ") + std::string(name);
+    }
+    out += "| " + names + " | " + from + " | " + whatItDoes(f) + " |\n";
+  }
+  return out;
+}
+
 std::string launchHelp(LaunchMode mode) {
   std::string out = mode == LaunchMode::Torchrun
                         ? "usage: accel run [flags] SCRIPT.py|BINARY [args...]   (torchrun's flags and defaults)\n\n"
@@ -578,11 +622,7 @@ std::string launchHelp(LaunchMode mode) {
     std::string names;
     for (auto n : f.names) names += (names.empty() ? "" : ", ") + std::string(n);
     if (f.arity == FlagArity::Value || f.arity == FlagArity::Append) names += " VALUE";
-    std::string text(f.help);
-    if (f.use == FlagUse::Notice) text = "accepted, ignored: " + std::string(f.why);
-    if (f.use == FlagUse::Refuse) text = "refused: " + std::string(f.why);
-    if (text.empty()) text = "worker environment, as accelerate sets it";
-    out += "  " + names + "\n      " + text + "\n";
+    out += "  " + names + "\n      " + whatItDoes(f) + "\n";
   }
   out += "\nEvery long flag may be written with dashes or underscores, and abbreviated to a unique prefix.\n";
   return out;

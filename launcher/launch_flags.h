@@ -99,6 +99,10 @@ Expected<ParsedLaunchFlags> parseLaunchFlags(const std::vector<std::string>& arg
 // The help text of `accel launch` / `accel run`, grouped as accelerate groups its flags.
 std::string launchHelp(LaunchMode mode);
 
+// The table as Markdown (flag, where it comes from, what accel does): README.md's flag table,
+// which tests/launcher/launch_flags_test.cc keeps equal to it.
+std::string launchFlagsMarkdown();
+
 // Python's str() of a parsed value: True/False, 1.0, 1e-05, ['a', 'b'], None — what accelerate
 // writes into the environment with str(value).
 std::string pythonStr(const nlohmann::json& value);

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "launcher/launch_options.h"
 
 namespace accel::launcher {
@@ -173,6 +176,27 @@ TEST(LaunchOptionsTest, ContradictionsAndRefusalsNameTheFlags) {
   ASSERT_TRUE(ignored.ok()) << ignored.error();
   EXPECT_EQ(ignored->notices.size(), 3u);
   EXPECT_NE(ignored->notices[0].find("--aws_access_key_id is ignored: only SageMaker launches read it"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace accel::launcher
+
+namespace accel::launcher {
+namespace {
+
+// README.md's flag table is the table itself: a flag added, removed or reworded in
+// launcher/launch_flags.cc without the README fails here (paste the printed block between the
+// flags:begin/flags:end markers).
+TEST(LaunchFlagsTest, ReadmeTableIsTheFlagTable) {
+  std::ifstream in(ACCEL_README);
+  ASSERT_TRUE(in) << "cannot read " << ACCEL_README;
+  const std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t begin = readme.find("<!-- flags:begin");
+  const size_t end = readme.find("<!-- flags:end -->");
+  ASSERT_NE(begin, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  const size_t first = readme.find('\n', begin) + 1;
+  EXPECT_EQ(readme.substr(first, end - first), launchFlagsMarkdown());
 }
 
 }  // namespace
