@@ -3,6 +3,7 @@
 
     record.py --accelerate-src DIR --out DIR CASES.json [--case NAME]...   launch cases
     record.py keys --accelerate-src DIR --out FILE                         accepted config keys
+    record.py load --accelerate-src DIR FILE...     load files with the tag's load_config_from_file
 
 DIR is a tree whose src/accelerate is the package (e.g. /work/accelerate-src/v1.14.0). accelerate's
 code is read from there and never copied into this repository. Run it with the Python whose torch
@@ -533,8 +534,22 @@ def child_versions(src):
     return json.loads(out.stdout)
 
 
+def load_main(opts):
+    """Prints, per file, what the tag's load_config_from_file makes of it (exit 1 if any fails)."""
+    import_accelerate(opts.accelerate_src)
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    failed = 0
+    for path in opts.files:
+        with open(path, encoding="utf-8") as f:
+            result = load_with(load_config_from_file, f.read(), os.path.basename(path))
+        failed += "error" in result
+        print(json.dumps({"file": path, **result}, sort_keys=True))
+    sys.exit(1 if failed else 0)
+
+
 def main(argv):
-    mode = argv[0] if argv and argv[0] in ("keys", "child", "versions") else "cases"
+    mode = argv[0] if argv and argv[0] in ("keys", "child", "versions", "load") else "cases"
     rest = argv[1:] if mode != "cases" else argv
     parser = argparse.ArgumentParser(prog="record.py " + (mode if mode != "cases" else ""))
     parser.add_argument("--accelerate-src", required=True)
@@ -544,6 +559,8 @@ def main(argv):
         parser.add_argument("cases")
     elif mode == "keys":
         parser.add_argument("--out", required=True)
+    elif mode == "load":
+        parser.add_argument("files", nargs="+")
     elif mode == "child":
         parser.add_argument("--tmp", required=True)
         parser.add_argument("--result", required=True)
@@ -555,6 +572,8 @@ def main(argv):
         record_keys(opts.accelerate_src, opts.out)
     elif mode == "child":
         child_main(opts)
+    elif mode == "load":
+        load_main(opts)
     elif mode == "versions":
         import_accelerate(opts.accelerate_src)
         print(json.dumps(versions(opts.accelerate_src)))
