@@ -253,7 +253,8 @@ Expected<void> askFsdp(Session& s) {
   if (!use) return {};
   s.config.distributed_type = std::string(kDistributedFsdp);
   json fsdp = json::object();
-  ACCEL_ASK(versionIndex, s.ask.menu("What should be your FSDP version?", {"1", "2"}, 1));
+  // Labelled FSDP1/FSDP2, not 1/2: menus are answered by index, and "1" would pick version 2.
+  ACCEL_ASK(versionIndex, s.ask.menu("What should be your FSDP version?", {"FSDP1", "FSDP2"}, 1));
   const int version = versionIndex + 1;
   fsdp["fsdp_version"] = version;
   if (auto ok = askFsdpSharding(s, fsdp, version); !ok) return ok;

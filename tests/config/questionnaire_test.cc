@@ -306,6 +306,9 @@ TEST(QuestionnaireTest, FsdpVersion1AsksEveryFsdp1Question) {
       << run.transcript;
   EXPECT_EQ(file.count("gpu_ids"), 0u);
   EXPECT_EQ(run.transcript.find("numa"), std::string::npos) << run.transcript;
+  EXPECT_NE(run.transcript.find("What should be your FSDP version?\n  [0] FSDP1\n  [1] FSDP2\nEnter a number [1]: "),
+            std::string::npos)
+      << run.transcript;
 }
 
 TEST(QuestionnaireTest, FsdpVersion2DefaultsWithSizeBasedWrap) {
