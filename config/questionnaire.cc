@@ -192,8 +192,9 @@ Expected<void> askPrecision(Session& s) {
 Expected<ClusterConfig> runQuestionnaire(std::istream& in, std::ostream& out, const PathEnv& env) {
   Prompter ask(in, out);
   Session s{ask, env, ClusterConfig{}};
-  for (auto section : {askEnvironment, askMachineType, askMachines, askCpuOnly, detail::askDynamo,
-                       detail::askDeepSpeed, detail::askFsdp, askProcessCount, askGpus, askPrecision}) {
+  for (auto section : {askEnvironment, askMachineType, askMachines, askCpuOnly, detail::askDynamo, detail::askDeepSpeed,
+                       detail::askFsdp, detail::askParallelism, detail::askMegatron, askProcessCount, askGpus,
+                       askPrecision}) {
     if (auto ok = section(s); !ok) return std::move(ok).takeError();
   }
   addAccelerateDefaults(s.config);

@@ -1,6 +1,7 @@
 #pragma once
 // Internal to the questionnaire: the state its sections share, and the sections that live in
-// questionnaire_plugins.cc (torch dynamo, DeepSpeed, FSDP). Not for other callers.
+// questionnaire_plugins.cc (torch dynamo, DeepSpeed, FSDP) and questionnaire_parallel.cc
+// (parallelism_config, Megatron-LM). Not for other callers.
 
 #include <string_view>
 
@@ -38,5 +39,13 @@ Expected<void> askDeepSpeed(Session& s);
 // For MULTI_GPU: "Do you want to use FullyShardedDataParallel?"; yes makes the type FSDP and
 // fills fsdp_config as accelerate's questionnaire does.
 Expected<void> askFsdp(Session& s);
+
+// For FSDP version 2: "Do you want to use the parallelism config?" and, if so,
+// parallelism_config (a key accelerate 0.27 rejects, so written only when chosen).
+Expected<void> askParallelism(Session& s);
+
+// For MULTI_GPU (not DeepSpeed or FSDP): "Do you want to use Megatron-LM ?"; yes makes the type
+// MEGATRON_LM and fills megatron_lm_config as accelerate's questionnaire does.
+Expected<void> askMegatron(Session& s);
 
 }  // namespace accel::config::detail

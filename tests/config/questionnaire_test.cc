@@ -65,11 +65,11 @@ TEST(QuestionnaireTest, MultiCpuMatchesAccelerateExample) {
 
 TEST(QuestionnaireTest, MultiNodeGpuAsksRankAddressPortNetwork) {
   // multi-GPU; 2 machines; rank 1; ip; port; same network no; rdzv c10d; debug y; dynamo y with
-  // inductor, customised; DeepSpeed n; FSDP n; 16 GPUs; ids 0,1; numa yes; bf16.
+  // inductor, customised; DeepSpeed n; FSDP n; Megatron-LM n; 16 GPUs; ids 0,1; numa yes; bf16.
   auto run = answer(
       "0\n4\n2\n1\n10.0.0.1\n29501\nno\nc10d\ny\n"
       "y\n2\ny\n1\nn\ny\nn\n"
-      "n\nn\n16\n0,1\nyes\nbf16\n");
+      "n\nn\nn\n16\n0,1\nyes\nbf16\n");
   ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
   const auto& c = *run.result;
   EXPECT_EQ(c.distributed_type, "MULTI_GPU");
@@ -165,9 +165,9 @@ TEST(QuestionnaireTest, OnlyThisMachineIsAccepted) {
 TEST(QuestionnaireTest, MainProcessAnswersAreChecked) {
   // multi-GPU; 3 machines; rank 5, -1 then 2; ip 'a b', '', 'a/b' then h; port 0, 70000 then
   // 29400; same network no; backend zzz then static; debug n; dynamo n; DeepSpeed n; FSDP n;
-  // 6 GPUs; defaults; no.
+  // Megatron-LM n; 6 GPUs; defaults; no.
   auto run =
-      answer("0\n4\n3\n5\n-1\n2\na b\n\na/b\nh\n0\n70000\n29400\nn\nzzz\nstatic\nn\nn\nn\nn\n6\n\n\nno\n");
+      answer("0\n4\n3\n5\n-1\n2\na b\n\na/b\nh\n0\n70000\n29400\nn\nzzz\nstatic\nn\nn\nn\nn\nn\n6\n\n\nno\n");
   ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
   const auto& c = *run.result;
   EXPECT_EQ(c.machine_rank, 2);
@@ -199,9 +199,9 @@ TEST(QuestionnaireTest, CpuOnlySkipsTheGpuQuestions) {
 }
 
 TEST(QuestionnaireTest, MultiGpuOnOneMachineNeedsTwoGpus) {
-  // multi-GPU; 1 machine; debug n; dynamo n; DeepSpeed n; FSDP n; 1 GPU refused, then 2; ids
-  // all; numa n; fp16.
-  auto run = answer("0\n4\n1\nn\nn\nn\nn\n1\n2\nall\nn\n1\n");
+  // multi-GPU; 1 machine; debug n; dynamo n; DeepSpeed n; FSDP n; Megatron-LM n; 1 GPU refused,
+  // then 2; ids all; numa n; fp16.
+  auto run = answer("0\n4\n1\nn\nn\nn\nn\nn\n1\n2\nall\nn\n1\n");
   ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
   EXPECT_EQ(run.result->num_processes, 2);
   EXPECT_EQ(run.result->mixed_precision, "fp16");
@@ -314,8 +314,8 @@ TEST(QuestionnaireTest, FsdpVersion1AsksEveryFsdp1Question) {
 TEST(QuestionnaireTest, FsdpVersion2DefaultsWithSizeBasedWrap) {
   // ... FSDP y; version default (2); reshard default (yes); offload default; SIZE_BASED_WRAP;
   // min params default; state dict default; RAM-efficient default; checkpointing default;
-  // 2 GPUs; precision default.
-  auto run = answer("0\n4\n1\nn\nn\nn\ny\n\n\n\n1\n\n\n\n\n2\n\n");
+  // parallelism config default (no); 2 GPUs; precision default.
+  auto run = answer("0\n4\n1\nn\nn\nn\ny\n\n\n\n1\n\n\n\n\n\n2\n\n");
   ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
   auto file = fileOf(*run.result);
   EXPECT_EQ(file.at("fsdp_config"), nlohmann::json::parse(R"({
@@ -325,6 +325,7 @@ TEST(QuestionnaireTest, FsdpVersion2DefaultsWithSizeBasedWrap) {
       << run.transcript;
   EXPECT_EQ(file.at("num_processes"), 2);
   EXPECT_EQ(file.at("mixed_precision"), "no");
+  EXPECT_EQ(file.count("parallelism_config"), 0u);  // declined: the key accelerate 0.27 rejects is not written
   // FSDP1-only questions are not asked for FSDP2.
   EXPECT_EQ(run.transcript.find("backward prefetch"), std::string::npos) << run.transcript;
   EXPECT_EQ(run.transcript.find("use_orig_params"), std::string::npos) << run.transcript;
@@ -342,6 +343,52 @@ TEST(QuestionnaireTest, DynamoXlaBackendsAreMarkedAndRefused) {
                                 "for TPUs)"),
             std::string::npos)
       << run.transcript;
+}
+
+TEST(QuestionnaireTest, Fsdp2ParallelismConfigWithContextParallelism) {
+  // ... FSDP y; FSDP2 with defaults but NO_WRAP; parallelism config y: replicate 2, shard 4,
+  // tp 1, cp 2 (0 refused first), alltoall; 16 GPUs; bf16.
+  auto run = answer("0\n4\n1\nn\nn\nn\ny\n\n\n\n2\n\n\n\ny\n2\n4\n\n0\n2\n1\n16\nbf16\n");
+  ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
+  auto file = fileOf(*run.result);
+  EXPECT_EQ(file.at("distributed_type"), "FSDP");
+  EXPECT_EQ(file.at("parallelism_config"), nlohmann::json::parse(R"({
+    "parallelism_config_cp_comm_strategy": "alltoall", "parallelism_config_cp_size": 2,
+    "parallelism_config_dp_replicate_size": 2, "parallelism_config_dp_shard_size": 4,
+    "parallelism_config_tp_size": 1})"))
+      << run.transcript;
+  EXPECT_EQ(file.at("num_processes"), 16);
+  EXPECT_EQ(count(run.transcript, "Invalid answer: must be at least 1"), 1u) << run.transcript;
+  EXPECT_EQ(run.transcript.find("Megatron"), std::string::npos) << run.transcript;  // FSDP excludes it
+}
+
+TEST(QuestionnaireTest, MegatronLmWritesItsPrefixedKeys) {
+  // multi-GPU; 1 machine; debug n; dynamo n; DeepSpeed n; FSDP n; Megatron-LM y: tp 2, sequence
+  // parallelism n, pp 4, 8 micro-batches, recompute default, distributed optimizer n, clipping
+  // -1 refused then 0; 8 GPUs; bf16.
+  auto run = answer("0\n4\n1\nn\nn\nn\nn\ny\n2\nn\n4\n8\n\nn\n-1\n0\n8\nbf16\n");
+  ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
+  auto file = fileOf(*run.result);
+  EXPECT_EQ(file.at("distributed_type"), "MEGATRON_LM");
+  EXPECT_EQ(file.at("megatron_lm_config"), nlohmann::json::parse(R"({
+    "megatron_lm_gradient_clipping": 0.0, "megatron_lm_num_micro_batches": 8, "megatron_lm_pp_degree": 4,
+    "megatron_lm_recompute_activations": true, "megatron_lm_sequence_parallelism": false,
+    "megatron_lm_tp_degree": 2, "megatron_lm_use_distributed_optimizer": false})"))
+      << run.transcript;
+  EXPECT_EQ(file.at("num_processes"), 8);
+  EXPECT_EQ(file.count("gpu_ids"), 0u);  // as accelerate: not asked for Megatron-LM
+  EXPECT_NE(run.transcript.find("Invalid answer: must be 0 (off) or more"), std::string::npos) << run.transcript;
+}
+
+TEST(QuestionnaireTest, MegatronLmDegreesOfOneSkipTheirFollowUps) {
+  auto run = answer("0\n4\n1\nn\nn\nn\nn\ny\n\n\n\n\n\n2\n\n");
+  ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
+  EXPECT_EQ(fileOf(*run.result).at("megatron_lm_config"), nlohmann::json::parse(R"({
+    "megatron_lm_gradient_clipping": 1.0, "megatron_lm_pp_degree": 1, "megatron_lm_recompute_activations": true,
+    "megatron_lm_tp_degree": 1, "megatron_lm_use_distributed_optimizer": true})"))
+      << run.transcript;
+  EXPECT_EQ(run.transcript.find("Sequence Parallelism"), std::string::npos) << run.transcript;
+  EXPECT_EQ(run.transcript.find("micro-batches"), std::string::npos) << run.transcript;
 }
 
 }  // namespace

@@ -72,7 +72,7 @@ PYEOF
 case $CASE in
 questionnaire_roundtrip)
   # Every question answered through a pipe: multi-GPU, 2 machines, rank 1, dynamo customised.
-  answers='0\n4\n2\n1\n10.0.0.1\n29501\nno\nc10d\ny\ny\n2\ny\n1\nn\ny\nn\nn\nn\n16\n0,1\nyes\nbf16\n'
+  answers='0\n4\n2\n1\n10.0.0.1\n29501\nno\nc10d\ny\ny\n2\ny\n1\nn\ny\nn\nn\nn\nn\n16\n0,1\nyes\nbf16\n'
   expect_exit 0 bash -c "printf '$answers' | '$ACCEL' config"
   expect_contains "$OUT" "accel configuration saved at $DEFAULT"
   d=$(load_like_accelerate "$DEFAULT")
@@ -200,7 +200,8 @@ config_default_update)
   expect_exit 2 "$ACCEL" config default --mixed_precision fp32
   ;;
 files_load_in_accelerate)
-  # Every kind of file accel writes — each questionnaire branch, `config default`, `config update`
+  # Every kind of file accel writes — each questionnaire branch (DeepSpeed, FSDP1/2 with
+  # parallelism_config, Megatron-LM, dynamo, numa), `config default`, `config update`
   # of old and new accelerate files — checked against both recorded accelerate tags. Set
   # ACCEL_KEEP_FILES=DIR to keep them (to load them with accelerate's own code, see README).
   dir=${ACCEL_KEEP_FILES:-$SCRATCH/files}
@@ -213,14 +214,16 @@ files_load_in_accelerate)
   ask q_no_cpu.yaml '0\n0\ny\nn\n0\n'
   ask q_multi_cpu.yaml '0\n1\n1\nn\nn\n4\n2\n'
   ask q_multi_cpu_nodes.yaml '0\n1\n2\n1\nhost-a\n\nn\netcd-v2\ny\nn\n4\n0\n'
-  ask q_multi_gpu_nodes.yaml '0\n4\n2\n1\n10.0.0.1\n29501\nno\nc10d\ny\ny\n2\ny\n1\nn\ny\nn\nn\nn\n16\n0,1\nno\nbf16\n'
+  ask q_multi_gpu_nodes.yaml '0\n4\n2\n1\n10.0.0.1\n29501\nno\nc10d\ny\ny\n2\ny\n1\nn\ny\nn\nn\nn\nn\n16\n0,1\nno\nbf16\n'
   ask q_gpu_dynamo_numa.yaml '0\n0\nn\ny\n0\ny\n2\ny\ny\ny\nn\n1\nyes\nbf16\n'
   ask q_deepspeed_zero3.yaml '0\n4\n2\n0\n10.0.0.1\n\n\nn\nn\ny\nn\n3\n2\n1\n/mnt/nvme\n4\ny\n0.5\ny\ny\ny\nMoeBlock\n\n16\nbf16\n'
   ask q_deepspeed_zero2.yaml '0\n0\nn\nn\ny\nn\n\n\n\n\n\nn\nn\n1\nfp16\n'
   ask q_deepspeed_file.yaml '0\n0\nn\nn\ny\ny\n/tmp/ds.json\nn\nn\n1\n'
   ask q_fsdp1.yaml '0\n4\n1\nn\nn\nn\ny\n0\n1\ny\n0\nn\nBertLayer,BertEmbeddings\n1\n2\ny\nn\nn\nn\ny\n8\nfp16\n'
-  ask q_fsdp2.yaml '0\n4\n1\nn\nn\nn\ny\n\n\n\n1\n\n\n\n\n2\n\n'
-  ask q_fsdp2_nowrap.json '0\n4\n1\nn\nn\nn\ny\n\nn\ny\n2\n1\nn\ny\n4\n2\n'
+  ask q_fsdp2.yaml '0\n4\n1\nn\nn\nn\ny\n\n\n\n1\n\n\n\n\n\n2\n\n'
+  ask q_fsdp2_nowrap.json '0\n4\n1\nn\nn\nn\ny\n\nn\ny\n2\n1\nn\ny\nn\n4\n2\n'
+  ask q_fsdp2_parallelism.yaml '0\n4\n1\nn\nn\nn\ny\n\n\n\n2\n\n\n\ny\n2\n4\n\n2\n1\n16\nbf16\n'
+  ask q_megatron.yaml '0\n4\n2\n0\n10.0.0.1\n\n\nn\nn\nn\nn\ny\n2\n\n4\n8\n\n\n0.5\n16\nbf16\n'
   expect_exit 0 "$ACCEL" config default --config_file "$dir/default.yaml"
   expect_exit 0 "$ACCEL" config default --mixed_precision bf16 --config_file "$dir/default_bf16.json"
   # config update of files from older and newer accelerates (legacy keys, ipex_config, the
@@ -240,7 +243,7 @@ files_load_in_accelerate)
     d=$(load_like_accelerate "$f") || fail "$(basename "$f") does not load in every recorded accelerate"
     n=$((n + 1))
   done
-  [[ $n == 19 ]] || fail "expected 19 files, checked $n"
+  [[ $n == 21 ]] || fail "expected 21 files, checked $n"
   # Spot checks that the files say what was asked (a checker that passed everything would miss these).
   d=$(load_like_accelerate "$dir/q_gpu_dynamo_numa.yaml")
   expect_contains "$d" '"enable_cpu_affinity": true'
@@ -250,6 +253,11 @@ files_load_in_accelerate)
   d=$(load_like_accelerate "$dir/q_fsdp2_nowrap.json")
   expect_contains "$d" '"fsdp_auto_wrap_policy": "NO_WRAP"'
   expect_contains "$d" '"fsdp_state_dict_type": "FULL_STATE_DICT"'
+  d=$(load_like_accelerate "$dir/q_megatron.yaml")
+  expect_contains "$d" '"distributed_type": "MEGATRON_LM"'
+  expect_contains "$d" '"megatron_lm_pp_degree": 4'
+  d=$(load_like_accelerate "$dir/q_fsdp2_parallelism.yaml")
+  expect_contains "$d" '"parallelism_config_cp_comm_strategy": "alltoall"'
   d=$(load_like_accelerate "$dir/u_legacy.yaml")
   expect_contains "$d" '"dynamo_config": {"dynamo_backend": "INDUCTOR"}'
   expect_contains "$d" '"mixed_precision": "fp16"'
