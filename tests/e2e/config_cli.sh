@@ -58,7 +58,8 @@ for fixture in tags:
             check(tag, fsdp[key] in consts[const], f"{key} {fsdp[key]!r} not in {const}")
     ds = d.get("deepspeed_config") or {}
     if "deepspeed_multinode_launcher" in ds:
-        check(tag, ds["deepspeed_multinode_launcher"] in consts["DEEPSPEED_MULTINODE_LAUNCHERS"], "launcher")
+        check(tag, ds["deepspeed_multinode_launcher"] in consts["DEEPSPEED_MULTINODE_LAUNCHERS"],
+              f"deepspeed_multinode_launcher {ds['deepspeed_multinode_launcher']!r}")
 for key in ("mixed_precision", "distributed_type", "compute_environment", "rdzv_backend"):
     assert key not in d or isinstance(d[key], str), f"{key} is {d[key]!r}, accelerate expects a string"
 for key in ("num_processes", "num_machines", "machine_rank"):
@@ -202,8 +203,10 @@ config_default_update)
 files_load_in_accelerate)
   # Every kind of file accel writes — each questionnaire branch (DeepSpeed, FSDP1/2 with
   # parallelism_config, Megatron-LM, dynamo, numa), `config default`, `config update`
-  # of old and new accelerate files — checked against both recorded accelerate tags. Set
-  # ACCEL_KEEP_FILES=DIR to keep them (to load them with accelerate's own code, see README).
+  # of old and new accelerate files — checked against both recorded accelerate tags.
+  # ACCEL_KEEP_FILES=DIR keeps them, to load them with each tag's own code:
+  #   /usr/bin/python3 scripts/accelerate_fixtures/record.py load --accelerate-src SRC/v0.27.2 DIR/*
+  #   scripts/torch2_chroot.sh run python3 scripts/accelerate_fixtures/record.py load --accelerate-src SRC/v1.14.0 DIR/*
   dir=${ACCEL_KEEP_FILES:-$SCRATCH/files}
   mkdir -p "$dir"
   ask() {  # NAME ANSWERS: runs the questionnaire into $dir/NAME
