@@ -177,13 +177,17 @@ Expected<void> askGpus(Session& s) {
 }
 
 // Not asked when DeepSpeed reads its own JSON file, which then decides (the key is left out).
+// fp8 goes on to its backend's questions.
 Expected<void> askPrecision(Session& s) {
   if (s.deepSpeedConfigFile()) return {};
   std::vector<Prompter::Option> options(kPrecisions.begin(), kPrecisions.end());
-  if (s.config.use_cpu) options[1].unsupported = "fp16 needs a GPU; accel does not fake it in fp32 on CPU";
-  options[3].unsupported = "accel launch refuses mixed_precision fp8";
+  if (s.config.use_cpu) {
+    options[1].unsupported = "fp16 needs a GPU; accel does not fake it in fp32 on CPU";
+    options[3].unsupported = "fp8 needs a GPU";
+  }
   ACCEL_ASK(precision, s.ask.menu("Do you wish to use mixed precision?", options, 0));
   s.config.mixed_precision = kPrecisions[static_cast<size_t>(precision)];
+  if (s.config.mixed_precision == "fp8") return detail::askFp8(s);
   return {};
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Internal to the questionnaire: the state its sections share, and the sections that live in
-// questionnaire_plugins.cc (torch dynamo, DeepSpeed, FSDP) and questionnaire_parallel.cc
-// (parallelism_config, Megatron-LM). Not for other callers.
+// questionnaire_plugins.cc (torch dynamo, DeepSpeed, FSDP), questionnaire_parallel.cc
+// (parallelism_config, Megatron-LM) and questionnaire_fp8.cc. Not for other callers.
 
 #include <string_view>
 
@@ -39,6 +39,9 @@ Expected<void> askDeepSpeed(Session& s);
 // For MULTI_GPU: "Do you want to use FullyShardedDataParallel?"; yes makes the type FSDP and
 // fills fsdp_config as accelerate's questionnaire does.
 Expected<void> askFsdp(Session& s);
+
+// After mixed precision fp8 was chosen: the FP8 backend and its options → fp8_config.
+Expected<void> askFp8(Session& s);
 
 // For FSDP version 2: "Do you want to use the parallelism config?" and, if so,
 // parallelism_config (a key accelerate 0.27 rejects, so written only when chosen).

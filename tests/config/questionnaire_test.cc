@@ -121,8 +121,7 @@ TEST(QuestionnaireTest, InvalidAnswersAreReaskedWithTheReason) {
                    "fp32 on CPU); choose 0 (no) or 2 (bf16)\n"),
             std::string::npos)
       << t;
-  EXPECT_NE(t.find("Invalid answer: fp8 is not supported by accel (accel launch refuses mixed_precision fp8); "
-                   "choose 0 (no) or 2 (bf16)\n"),
+  EXPECT_NE(t.find("Invalid answer: fp8 is not supported by accel (fp8 needs a GPU); choose 0 (no) or 2 (bf16)\n"),
             std::string::npos)
       << t;
 }
@@ -389,6 +388,39 @@ TEST(QuestionnaireTest, MegatronLmDegreesOfOneSkipTheirFollowUps) {
       << run.transcript;
   EXPECT_EQ(run.transcript.find("Sequence Parallelism"), std::string::npos) << run.transcript;
   EXPECT_EQ(run.transcript.find("micro-batches"), std::string::npos) << run.transcript;
+}
+
+TEST(QuestionnaireTest, Fp8TransformerEngineWritesItsRecipe) {
+  // No distribution; GPU; dynamo n; DeepSpeed n; ids all; numa n; fp8; te; eval autocast y;
+  // margin -1 refused then 2; interval default; E4M3; history 16; most_recent; overrides y:
+  // fprop y, dgrad n, wgrad y.
+  auto run = answer("0\n0\nn\nn\nn\n\nn\nfp8\nte\ny\n-1\n2\n\n1\n16\n1\ny\ny\nn\ny\n");
+  ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
+  auto file = fileOf(*run.result);
+  EXPECT_EQ(file.at("mixed_precision"), "fp8");
+  EXPECT_EQ(file.at("fp8_config"), nlohmann::json::parse(R"({
+    "amax_compute_algorithm": "most_recent", "amax_history_length": 16, "backend": "TE", "fp8_format": "E4M3",
+    "interval": 1, "margin": 2, "override_linear_precision": [true, false, true],
+    "use_autocast_during_eval": true})"))
+      << run.transcript;
+  EXPECT_NE(run.transcript.find("Invalid answer: must be at least 0"), std::string::npos) << run.transcript;
+}
+
+TEST(QuestionnaireTest, Fp8MsampAndAoAskOnlyTheirOwnOptions) {
+  auto msamp = answer("0\n0\nn\nn\nn\n\nn\n3\n2\n\n");
+  ASSERT_TRUE(msamp.result.ok()) << msamp.result.error() << msamp.transcript;
+  EXPECT_EQ(fileOf(*msamp.result).at("fp8_config"),
+            (nlohmann::json{{"backend", "MSAMP"}, {"optimization_level", "O2"}}));
+  EXPECT_EQ(msamp.transcript.find("margin"), std::string::npos) << msamp.transcript;
+
+  auto ao = answer("0\n0\nn\nn\nn\n\nn\n3\n\n\nn\n");
+  ASSERT_TRUE(ao.result.ok()) << ao.result.error() << ao.transcript;
+  EXPECT_EQ(fileOf(*ao.result).at("fp8_config"),
+            (nlohmann::json{{"backend", "AO"}, {"enable_fsdp_float8_all_gather", true}, {"pad_inner_dim", false}}));
+
+  auto bf16 = answer("0\n0\nn\nn\nn\n\nn\n2\n");  // no fp8: no fp8_config, which accelerate 0.27 rejects
+  ASSERT_TRUE(bf16.result.ok()) << bf16.result.error() << bf16.transcript;
+  EXPECT_EQ(fileOf(*bf16.result).count("fp8_config"), 0u);
 }
 
 }  // namespace

@@ -56,6 +56,9 @@ for fixture in tags:
                        ("fsdp_backward_prefetch", "FSDP_BACKWARD_PREFETCH"), ("fsdp_reshard_after_forward", "FSDP_SHARDING_STRATEGY")):
         if isinstance(fsdp.get(key), str):
             check(tag, fsdp[key] in consts[const], f"{key} {fsdp[key]!r} not in {const}")
+    fp8 = d.get("fp8_config") or {}
+    if "backend" in fp8 and "fp8_backend" in enums:
+        check(tag, fp8["backend"] in enums["fp8_backend"], f"fp8 backend {fp8['backend']!r}")
     ds = d.get("deepspeed_config") or {}
     if "deepspeed_multinode_launcher" in ds:
         check(tag, ds["deepspeed_multinode_launcher"] in consts["DEEPSPEED_MULTINODE_LAUNCHERS"],
@@ -202,7 +205,7 @@ config_default_update)
   ;;
 files_load_in_accelerate)
   # Every kind of file accel writes — each questionnaire branch (DeepSpeed, FSDP1/2 with
-  # parallelism_config, Megatron-LM, dynamo, numa), `config default`, `config update`
+  # parallelism_config, Megatron-LM, fp8, dynamo, numa), `config default`, `config update`
   # of old and new accelerate files — checked against both recorded accelerate tags.
   # ACCEL_KEEP_FILES=DIR keeps them, to load them with each tag's own code:
   #   /usr/bin/python3 scripts/accelerate_fixtures/record.py load --accelerate-src SRC/v0.27.2 DIR/*
@@ -226,6 +229,8 @@ files_load_in_accelerate)
   ask q_fsdp2.yaml '0\n4\n1\nn\nn\nn\ny\n\n\n\n1\n\n\n\n\n\n2\n\n'
   ask q_fsdp2_nowrap.json '0\n4\n1\nn\nn\nn\ny\n\nn\ny\n2\n1\nn\ny\nn\n4\n2\n'
   ask q_fsdp2_parallelism.yaml '0\n4\n1\nn\nn\nn\ny\n\n\n\n2\n\n\n\ny\n2\n4\n\n2\n1\n16\nbf16\n'
+  ask q_fp8_te.yaml '0\n0\nn\nn\nn\n\nn\nfp8\nte\ny\n2\n\n1\n16\n1\ny\ny\nn\ny\n'
+  ask q_fp8_ao.json '0\n4\n1\nn\nn\nn\nn\nn\n2\n\nn\n3\n0\n\n\n'
   ask q_megatron.yaml '0\n4\n2\n0\n10.0.0.1\n\n\nn\nn\nn\nn\ny\n2\n\n4\n8\n\n\n0.5\n16\nbf16\n'
   expect_exit 0 "$ACCEL" config default --config_file "$dir/default.yaml"
   expect_exit 0 "$ACCEL" config default --mixed_precision bf16 --config_file "$dir/default_bf16.json"
@@ -246,7 +251,7 @@ files_load_in_accelerate)
     d=$(load_like_accelerate "$f") || fail "$(basename "$f") does not load in every recorded accelerate"
     n=$((n + 1))
   done
-  [[ $n == 21 ]] || fail "expected 21 files, checked $n"
+  [[ $n == 23 ]] || fail "expected 23 files, checked $n"
   # Spot checks that the files say what was asked (a checker that passed everything would miss these).
   d=$(load_like_accelerate "$dir/q_gpu_dynamo_numa.yaml")
   expect_contains "$d" '"enable_cpu_affinity": true'
@@ -256,6 +261,9 @@ files_load_in_accelerate)
   d=$(load_like_accelerate "$dir/q_fsdp2_nowrap.json")
   expect_contains "$d" '"fsdp_auto_wrap_policy": "NO_WRAP"'
   expect_contains "$d" '"fsdp_state_dict_type": "FULL_STATE_DICT"'
+  d=$(load_like_accelerate "$dir/q_fp8_te.yaml")
+  expect_contains "$d" '"override_linear_precision": [true, false, true]'
+  expect_contains "$d" '"mixed_precision": "fp8"'
   d=$(load_like_accelerate "$dir/q_megatron.yaml")
   expect_contains "$d" '"distributed_type": "MEGATRON_LM"'
   expect_contains "$d" '"megatron_lm_pp_degree": 4'
