@@ -27,6 +27,12 @@ bool isTypedKey(const std::string& key) {
   return false;
 }
 
+bool usesDeepSpeedConfigFile(const ClusterConfig& c) {
+  auto it = c.extras.find("deepspeed_config");
+  return c.distributed_type == kDistributedDeepSpeed && it != c.extras.end() && it->second.is_object() &&
+         it->second.contains("deepspeed_config_file");
+}
+
 }  // namespace
 
 Document ClusterConfig::toDocument() const {
@@ -50,6 +56,13 @@ Document ClusterConfig::toDocument() const {
   doc["same_network"] = same_network;
   doc["main_training_function"] = main_training_function;
   doc["enable_cpu_affinity"] = enable_cpu_affinity;
+  return doc;
+}
+
+Document ClusterConfig::toFileDocument() const {
+  Document doc = toDocument();
+  if (!enable_cpu_affinity) doc.erase("enable_cpu_affinity");  // accelerate 0.27 rejects the key
+  if (mixed_precision == "no" && usesDeepSpeedConfigFile(*this)) doc.erase("mixed_precision");
   return doc;
 }
 
@@ -81,6 +94,14 @@ void addAccelerateDefaults(ClusterConfig& config) {
   config.extras.emplace("tpu_env", nlohmann::json::array());
   config.extras.emplace("tpu_use_cluster", false);
   config.extras.emplace("tpu_use_sudo", false);
+}
+
+std::vector<std::string> dropObsoleteKeys(ClusterConfig& config) {
+  std::vector<std::string> dropped;
+  if (config.extras.erase("ipex_config")) {
+    dropped.push_back("removed 'ipex_config': accelerate 1.x rejects it (its IPEX options are gone since 1.0)");
+  }
+  return dropped;
 }
 
 void migrateDocument(Document& doc) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -36,9 +37,17 @@ struct ClusterConfig {
   // Accepted keys accel does not interpret (downcast_bf16, tpu_*, commands, *_config sections).
   Document extras;
 
-  // The file's view: typed fields plus extras; unset optionals and empty mappings are dropped,
-  // as accelerate's `to_dict` drops None.
+  // Every key: typed fields plus extras; unset optionals and empty mappings are dropped, as
+  // accelerate's `to_dict` drops None. What `config show` prints.
   Document toDocument() const;
+
+  // What accel writes to a file: toDocument() less what would stop an accelerate from 0.27 on
+  // from loading it. Keys an older accelerate rejects (enable_cpu_affinity; fp8_config,
+  // parallelism_config and mpirun_config are mappings, dropped when empty) appear only when
+  // they differ from their default. mixed_precision 'no' is left out when DeepSpeed reads its
+  // own JSON file, as accelerate's questionnaire does (its launch refuses a mixed_precision
+  // from the config file beside deepspeed_config_file).
+  Document toFileDocument() const;
 
   // Builds a config from a document whose values already passed schema validation
   // (see loadConfig). Keys not in the typed fields go to `extras`. A typed field holding a value
@@ -52,6 +61,11 @@ struct ClusterConfig {
 // (downcast_bf16: 'no', tpu_env: [], tpu_use_cluster/tpu_use_sudo: false), so files we write
 // look like theirs.
 void addAccelerateDefaults(ClusterConfig& config);
+
+// What `config update` removes so that every accelerate from 0.27 on loads the result: keys no
+// longer accepted by accelerate 1.x (ipex_config, dropped with IPEX support in 1.0). Returns one
+// line per key removed, naming it and why, for the user.
+std::vector<std::string> dropObsoleteKeys(ClusterConfig& config);
 
 // accelerate's `process_config` migrations, applied to a freshly read document in place:
 // legacy `fp16: true` → mixed_precision fp16; top-level dynamo_backend → dynamo_config;

@@ -444,7 +444,7 @@ Expected<void> writeFileAtomically(const std::string& path, const std::string& c
 }
 
 Expected<void> saveConfig(const ClusterConfig& config, const std::string& path) {
-  Document doc = config.toDocument();
+  Document doc = config.toFileDocument();
   return writeFileAtomically(path, endsWith(path, ".json") ? renderJson(doc) : renderYaml(doc));
 }
 

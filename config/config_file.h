@@ -28,7 +28,7 @@ std::string renderYaml(const Document& doc);
 // JSON with sorted keys, two-space indent and a trailing newline (accelerate's json writer).
 std::string renderJson(const Document& doc);
 
-// Writes `config` to `path`, as JSON if the name ends in ".json", else YAML. Atomic: a temp
+// Writes `config.toFileDocument()` to `path`, as JSON if the name ends in ".json", else YAML. Atomic: a temp
 // file in the same directory is written, flushed and renamed over `path`, so a failure leaves
 // any old file intact. The parent directory must exist.
 Expected<void> saveConfig(const ClusterConfig& config, const std::string& path);

@@ -47,11 +47,30 @@ Expected<void> Prompter::ask(const std::string& question, const std::string& pro
   }
 }
 
-Expected<int> Prompter::menu(const std::string& question, const std::vector<std::string>& options,
-                             int defaultIndex, Check<int> check) {
+namespace {
+
+// "0 (No distributed training), 1 (multi-CPU) or 4 (multi-GPU)": what may be chosen instead.
+std::string supportedChoices(const std::vector<Prompter::Option>& options) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < options.size(); ++i) {
+    if (options[i].supported()) names.push_back(std::to_string(i) + " (" + options[i].label + ")");
+  }
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i) out += i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+Expected<int> Prompter::menu(const std::string& question, const std::vector<Option>& options, int defaultIndex,
+                             Check<int> check) {
   std::string prompt = question + "\n";
   for (size_t i = 0; i < options.size(); ++i) {
-    prompt += "  [" + std::to_string(i) + "] " + options[i] + "\n";
+    prompt += "  [" + std::to_string(i) + "] " + options[i].label +
+              (options[i].supported() ? "" : " (not supported by accel)") + "\n";
   }
   prompt += "Enter a number [" + std::to_string(defaultIndex) + "]: ";
   int chosen = defaultIndex;
@@ -63,11 +82,14 @@ Expected<int> Prompter::menu(const std::string& question, const std::vector<std:
       index = *n;
     } else {
       for (size_t i = 0; i < options.size(); ++i) {
-        if (lower(options[i]) == lower(answer)) index = static_cast<int>(i);
+        if (lower(options[i].label) == lower(answer)) index = static_cast<int>(i);
       }
     }
     if (index < 0 || index >= static_cast<int>(options.size())) {
       return "'" + answer + "' is not a choice; enter a number from 0 to " + std::to_string(options.size() - 1);
+    }
+    if (const auto& o = options[static_cast<size_t>(index)]; !o.supported()) {
+      return o.label + " is not supported by accel (" + o.unsupported + "); choose " + supportedChoices(options);
     }
     if (check) {
       if (auto problem = check(index)) return problem;

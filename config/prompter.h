@@ -21,11 +21,26 @@ class Prompter {
   template <typename T>
   using Check = std::function<std::optional<std::string>(const T&)>;
 
+  // One entry of a menu. An entry accel does not support stays in the menu (so numbers match
+  // accelerate's) but is shown as "multi-XPU (not supported by accel)" and refused when chosen,
+  // with `unsupported` as the reason, before any further question.
+  struct Option {
+    std::string label;
+    std::string unsupported;  // empty: supported; else why accel refuses it (shown when chosen)
+
+    Option(const char* l) : label(l) {}  // NOLINT(google-explicit-constructor): menus read as lists
+    Option(std::string l) : label(std::move(l)) {}  // NOLINT(google-explicit-constructor)
+    Option(std::string l, std::string why) : label(std::move(l)), unsupported(std::move(why)) {}
+    bool supported() const { return unsupported.empty(); }
+  };
+
   Prompter(std::istream& in, std::ostream& out) : in_(in), out_(out) {}
 
-  // A numbered menu; the answer is an index or an option's text (any case). Returns the index.
-  Expected<int> menu(const std::string& question, const std::vector<std::string>& options,
-                     int defaultIndex, Check<int> check = {});
+  // A numbered menu; the answer is an index or an option's label (any case). An unsupported
+  // option is refused with its reason and the supported choices. Returns the index.
+  // `defaultIndex` must name a supported option.
+  Expected<int> menu(const std::string& question, const std::vector<Option>& options, int defaultIndex,
+                     Check<int> check = {});
 
   // yes/no (also y/n, any case), shown as [yes/NO] or [YES/no].
   Expected<bool> yesNo(const std::string& question, bool defaultValue);

@@ -1,63 +1,35 @@
 #include "config/questionnaire.h"
 
-#include <algorithm>
-#include <cctype>
-
-#include "config/prompter.h"
+#include "config/questionnaire_session.h"
 
 namespace accel::config {
+namespace detail {
+
+bool Session::deepSpeedConfigFile() const {
+  auto it = config.extras.find("deepspeed_config");
+  return is(kDistributedDeepSpeed) && it != config.extras.end() && it->second.contains("deepspeed_config_file");
+}
+
+}  // namespace detail
+
 namespace {
 
-using nlohmann::json;
+using detail::Session;
 
-// accelerate's machine-type menu, in its order, so answers by number match accelerate's.
-const std::vector<std::string> kMachineTypes = {
-    "No distributed training", "multi-CPU", "multi-XPU", "multi-HPU", "multi-GPU", "multi-NPU",
-    "multi-MLU", "multi-SDAA", "multi-MUSA", "multi-NEURON", "TPU"};
+// accelerate's machine-type menu, in its order, so answers by number match accelerate's; what
+// accel cannot launch stays listed, marked, and is refused when chosen.
+constexpr const char* kOtherDevices = "accel launches CPU and NVIDIA GPU jobs only";
+const std::vector<Prompter::Option> kMachineTypes = {
+    "No distributed training",     "multi-CPU",
+    {"multi-XPU", kOtherDevices},  {"multi-HPU", kOtherDevices},
+    "multi-GPU",                   {"multi-NPU", kOtherDevices},
+    {"multi-MLU", kOtherDevices},  {"multi-SDAA", kOtherDevices},
+    {"multi-MUSA", kOtherDevices}, {"multi-NEURON", kOtherDevices},
+    {"TPU", kOtherDevices}};
 constexpr int kMachineNo = 0;
 constexpr int kMachineMultiCpu = 1;
-constexpr int kMachineMultiGpu = 4;
 
-const std::vector<std::string> kDynamoBackends = {
-    "eager", "aot_eager", "inductor", "aot_ts_nvfuser", "nvprims_nvfuser", "cudagraphs",
-    "ofi", "fx2trt", "onnxrt", "tensorrt", "ipex", "tvm"};
-const std::vector<std::string> kDynamoModes = {"default", "reduce-overhead", "max-autotune"};
 const std::vector<std::string> kPrecisions = {"no", "fp16", "bf16", "fp8"};
-
-std::string upper(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
-  return s;
-}
-
-// Reads as accelerate's questionnaire: one function per section of questions, in accelerate's
-// order, each reading and filling a Session.
-
-// Propagates a prompter error out of the enclosing section.
-#define ACCEL_ASK(var, expr)                          \
-  auto var##_answer = (expr);                         \
-  if (!var##_answer) return std::move(var##_answer).takeError(); \
-  auto var = *var##_answer
-
-// What the sections share: the prompter, the answers so far, and the machine type chosen.
-struct Session {
-  Prompter& ask;
-  const PathEnv& env;
-  ClusterConfig config;
-  int machine = kMachineNo;  // index into kMachineTypes
-
-  bool multi() const { return machine != kMachineNo; }
-};
-
-std::optional<std::string> checkEnvironment(const int& i) {
-  if (i == 1) return "AWS (Amazon SageMaker) is not supported by accel; choose 0";
-  return std::nullopt;
-}
-
-std::optional<std::string> checkMachineType(const int& i) {
-  if (i == kMachineNo || i == kMachineMultiCpu || i == kMachineMultiGpu) return std::nullopt;
-  return kMachineTypes[i] + " is not supported by accel; choose 0 (No distributed training), 1 (multi-CPU) or 4 "
-                            "(multi-GPU)";
-}
 
 std::optional<std::string> checkAtLeastOne(const int& n) {
   if (n >= 1) return std::nullopt;
@@ -90,24 +62,14 @@ std::optional<std::string> checkRdzvBackend(const std::string& s) {
   return "'" + s + "' is not one of " + joinChoices(choices);
 }
 
-Prompter::Check<int> checkProcessCount(int machines, bool gpu) {
-  return [machines, gpu](const int& n) -> std::optional<std::string> {
+Prompter::Check<int> checkProcessCount(int machines, bool multiGpu) {
+  return [machines, multiGpu](const int& n) -> std::optional<std::string> {
     if (n < 1) return "must be at least 1";
     if (n < machines || n % machines != 0) {
       return "the total must be a multiple of the number of machines (" + std::to_string(machines) + ")";
     }
-    if (gpu && machines == 1 && n == 1) {
+    if (multiGpu && machines == 1 && n == 1) {
       return "multi-GPU on one machine needs at least 2 GPUs; for one GPU choose 'No distributed training'";
-    }
-    return std::nullopt;
-  };
-}
-
-Prompter::Check<int> checkPrecision(bool cpu) {
-  return [cpu](const int& i) -> std::optional<std::string> {
-    if (kPrecisions[i] == "fp8") return "fp8 is not supported by accel; choose no, fp16 or bf16";
-    if (kPrecisions[i] == "fp16" && cpu) {
-      return "fp16 needs a GPU (accel does not fake it in fp32 on CPU); choose no or bf16";
     }
     return std::nullopt;
   };
@@ -116,14 +78,14 @@ Prompter::Check<int> checkPrecision(bool cpu) {
 // accel runs only on "This machine"; the answer itself is not stored.
 Expected<void> askEnvironment(Session& s) {
   ACCEL_ASK(environment, s.ask.menu("In which compute environment are you running?",
-                                    {"This machine", "AWS (Amazon SageMaker)"}, 0, checkEnvironment));
+                                    {"This machine", {"AWS (Amazon SageMaker)", "accel launches on this machine only"}},
+                                    0));
   (void)environment;
   return {};
 }
 
 Expected<void> askMachineType(Session& s) {
-  ACCEL_ASK(machine, s.ask.menu("Which type of machine are you using?", kMachineTypes, 0, checkMachineType));
-  s.machine = machine;
+  ACCEL_ASK(machine, s.ask.menu("Which type of machine are you using?", kMachineTypes, 0));
   s.config.distributed_type = machine == kMachineNo         ? std::string(kDistributedNo)
                               : machine == kMachineMultiCpu ? std::string(kDistributedMultiCpu)
                                                             : std::string(kDistributedMultiGpu);
@@ -156,7 +118,7 @@ Expected<void> askMainProcess(Session& s) {
 
 // Only for multi-CPU and multi-GPU: how many machines (and, with several, how they meet).
 Expected<void> askMachines(Session& s) {
-  if (!s.multi()) return {};
+  if (s.is(kDistributedNo)) return {};
   ACCEL_ASK(machines, s.ask.integer("How many different machines will you use (use more than 1 for multi-node "
                                     "training)?",
                                     1, checkAtLeastOne));
@@ -171,10 +133,11 @@ Expected<void> askMachines(Session& s) {
   return {};
 }
 
-// Asked without distribution only; multi-CPU is CPU-only by definition.
+// Asked without distribution only; multi-CPU is CPU-only by definition. No mpirun question
+// follows for multi-CPU: accel starts its own agent per machine and never runs mpirun.
 Expected<void> askCpuOnly(Session& s) {
-  if (s.machine != kMachineNo) {
-    s.config.use_cpu = s.machine == kMachineMultiCpu;
+  if (!s.is(kDistributedNo)) {
+    s.config.use_cpu = s.is(kDistributedMultiCpu);
     return {};
   }
   ACCEL_ASK(cpuOnly, s.ask.yesNo("Do you want to run your training on CPU only (even if a GPU / Apple Silicon / "
@@ -184,61 +147,24 @@ Expected<void> askCpuOnly(Session& s) {
   return {};
 }
 
-Expected<void> askMpirun(Session& s) {
-  if (s.machine != kMachineMultiCpu) return {};
-  ACCEL_ASK(mpirun, s.ask.yesNo("Do you want accelerate to launch mpirun?", false));
-  if (mpirun) {
-    ACCEL_ASK(hostfile, s.ask.text("Please enter the path to the hostfile to use with mpirun", std::string("~/hostfile")));
-    s.config.extras["mpirun_config"] = json{{"mpirun_hostfile", expandUser(hostfile, s.env)}};
-  }
-  return {};
-}
-
-// The torch.compile defaults, asked only when the user customises them.
-Expected<void> askDynamoOptions(Session& s, json& section) {
-  ACCEL_ASK(mode, s.ask.menu("Which mode do you want to use?", kDynamoModes, 0));
-  section["dynamo_mode"] = kDynamoModes[mode];
-  ACCEL_ASK(fullgraph,
-            s.ask.yesNo("Do you want the fullgraph mode or it is ok to break model into several subgraphs?", false));
-  section["dynamo_use_fullgraph"] = fullgraph;
-  ACCEL_ASK(dynamic, s.ask.yesNo("Do you want to enable dynamic shape tracing?", false));
-  section["dynamo_use_dynamic"] = dynamic;
-  ACCEL_ASK(regional, s.ask.yesNo("Do you want to enable regional compilation?", false));
-  section["dynamo_use_regional_compilation"] = regional;
-  return {};
-}
-
-Expected<void> askDynamo(Session& s) {
-  ACCEL_ASK(dynamo, s.ask.yesNo("Do you wish to optimize your script with torch dynamo?", false));
-  if (!dynamo) return {};
-  json section;
-  ACCEL_ASK(backend, s.ask.menu("Which dynamo backend would you like to use?", kDynamoBackends, 2));
-  section["dynamo_backend"] = upper(kDynamoBackends[backend]);
-  ACCEL_ASK(customize, s.ask.yesNo("Do you want to customize the defaults sent to torch.compile?", false));
-  if (customize) {
-    if (auto ok = askDynamoOptions(s, section); !ok) return ok;
-  }
-  s.config.extras["dynamo_config"] = section;
-  return {};
-}
-
 // The total over all machines; one process without distribution.
 Expected<void> askProcessCount(Session& s) {
-  if (!s.multi()) {
+  if (s.is(kDistributedNo)) {
     s.config.num_processes = 1;
     return {};
   }
-  const std::string what = s.machine == kMachineMultiCpu ? "processes" : "GPU(s)";
+  const std::string what = s.is(kDistributedMultiCpu) ? "processes" : "GPU(s)";
   ACCEL_ASK(processes, s.ask.integer("How many " + what + " should be used for distributed training, in total over all "
                                      "machines?",
-                                     1, checkProcessCount(s.config.num_machines, s.machine == kMachineMultiGpu)));
+                                     1, checkProcessCount(s.config.num_machines, s.is(kDistributedMultiGpu))));
   s.config.num_processes = processes;
   return {};
 }
 
-// Which GPUs, for a job that uses them.
+// Which GPUs, and CPU affinity, for NO and MULTI_GPU on GPUs (accelerate asks neither for
+// DeepSpeed or FSDP).
 Expected<void> askGpus(Session& s) {
-  if (!(s.machine == kMachineMultiGpu || s.machine == kMachineNo) || s.config.use_cpu) return {};
+  if (!(s.is(kDistributedMultiGpu) || s.is(kDistributedNo)) || s.config.use_cpu) return {};
   ACCEL_ASK(ids, s.ask.text("What GPU(s) (by id) should be used for training on this machine as a comma-separated "
                             "list?",
                             std::string("all"), checkGpuIds));
@@ -250,10 +176,18 @@ Expected<void> askGpus(Session& s) {
   return {};
 }
 
+// Not asked when DeepSpeed reads its own JSON file, which then decides (the key is left out).
+// fp8 goes on to its backend's questions.
 Expected<void> askPrecision(Session& s) {
-  ACCEL_ASK(precision,
-            s.ask.menu("Do you wish to use mixed precision?", kPrecisions, 0, checkPrecision(s.config.use_cpu)));
-  s.config.mixed_precision = kPrecisions[precision];
+  if (s.deepSpeedConfigFile()) return {};
+  std::vector<Prompter::Option> options(kPrecisions.begin(), kPrecisions.end());
+  if (s.config.use_cpu) {
+    options[1].unsupported = "fp16 needs a GPU; accel does not fake it in fp32 on CPU";
+    options[3].unsupported = "fp8 needs a GPU";
+  }
+  ACCEL_ASK(precision, s.ask.menu("Do you wish to use mixed precision?", options, 0));
+  s.config.mixed_precision = kPrecisions[static_cast<size_t>(precision)];
+  if (s.config.mixed_precision == "fp8") return detail::askFp8(s);
   return {};
 }
 
@@ -262,8 +196,9 @@ Expected<void> askPrecision(Session& s) {
 Expected<ClusterConfig> runQuestionnaire(std::istream& in, std::ostream& out, const PathEnv& env) {
   Prompter ask(in, out);
   Session s{ask, env, ClusterConfig{}};
-  for (auto section : {askEnvironment, askMachineType, askMachines, askCpuOnly, askMpirun, askDynamo, askProcessCount,
-                       askGpus, askPrecision}) {
+  for (auto section : {askEnvironment, askMachineType, askMachines, askCpuOnly, detail::askDynamo, detail::askDeepSpeed,
+                       detail::askFsdp, detail::askParallelism, detail::askMegatron, askProcessCount, askGpus,
+                       askPrecision}) {
     if (auto ok = section(s); !ok) return std::move(ok).takeError();
   }
   addAccelerateDefaults(s.config);

@@ -1,6 +1,10 @@
 #pragma once
-// The `accel config` questionnaire: accelerate's questions for "This machine", in its order,
-// with its defaults, for the distributed types accel runs (NO, MULTI_CPU, MULTI_GPU).
+// The `accel config` questionnaire: accelerate's (v1.14) questions for "This machine", in its
+// order, with its defaults, writing its keys and spellings: NO, MULTI_CPU, MULTI_GPU, and the
+// DeepSpeed, FSDP (with FSDP2's parallelism_config), Megatron-LM, fp8, torch dynamo and
+// CPU-affinity sections. Menus keep accelerate's entries (so numbers match) and mark what accel
+// does not support; such an entry is refused when chosen, before any further question. Nothing
+// is asked that accel does not act on (no mpirun).
 
 #include <istream>
 #include <ostream>

@@ -48,10 +48,13 @@ std::string joinChoices(const std::vector<std::string_view>& choices);
 // "is '0,,1': empty id at position 2".
 std::optional<std::string> checkGpuIds(std::string_view ids);
 
-// accelerate's distributed types (all accepted in files; accel launches NO, MULTI_CPU, MULTI_GPU).
+// accelerate's distributed types (all accepted in files; `accel config` writes these six).
 inline constexpr std::string_view kDistributedNo = "NO";
 inline constexpr std::string_view kDistributedMultiCpu = "MULTI_CPU";
 inline constexpr std::string_view kDistributedMultiGpu = "MULTI_GPU";
+inline constexpr std::string_view kDistributedDeepSpeed = "DEEPSPEED";
+inline constexpr std::string_view kDistributedFsdp = "FSDP";
+inline constexpr std::string_view kDistributedMegatronLm = "MEGATRON_LM";
 inline constexpr std::string_view kLocalMachine = "LOCAL_MACHINE";
 
 }  // namespace accel::config

@@ -13,7 +13,7 @@ packages=(
   # worker library: LibTorch (CPU, c10d + Gloo)
   libtorch-dev libgloo-dev zlib1g-dev
   # tests
-  libgtest-dev libgmock-dev python3-torch python3-yaml clang libclang-rt-14-dev
+  libgtest-dev libgmock-dev python3-torch python3-yaml python3-packaging clang libclang-rt-14-dev
   # example data, benchmarks, scheduler and multi-host tests
   dataset-fashion-mnist hyperfine time slurm-wlm munge openmpi-bin libopenmpi-dev iproute2
 )

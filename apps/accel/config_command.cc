@@ -81,6 +81,7 @@ int runUpdate(const ConfigCommandOptions& o, const PathEnv& env) {
   }
   auto loaded = config::loadConfig(path);
   if (!loaded) return fail(loaded.error());
+  for (const auto& notice : config::dropObsoleteKeys(*loaded)) spdlog::info("{}: {}", path, notice);
   if (auto ok = config::saveConfig(*loaded, path); !ok) return fail(ok.error());
   std::cout << "Successfully updated the configuration file at " << path << ".\n";
   return 0;

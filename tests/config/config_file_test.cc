@@ -234,12 +234,56 @@ TEST(ConfigFileTest, SaveWritesYamlOrJsonByExtensionAndLoadsBack) {
   auto c = parseConfig(kAccelerateMultiCpu, "a.yaml");
   ASSERT_TRUE(c.ok());
   ASSERT_TRUE(saveConfig(*c, dir.file("c.yaml")).ok());
-  EXPECT_EQ(testing::readFile(dir.file("c.yaml")), kAccelerateMultiCpu);
+  // accelerate 1.x's file less `enable_cpu_affinity: false`, which accelerate 0.27 rejects.
+  std::string expected = kAccelerateMultiCpu;
+  expected.erase(expected.find("enable_cpu_affinity: false\n"), std::string("enable_cpu_affinity: false\n").size());
+  EXPECT_EQ(testing::readFile(dir.file("c.yaml")), expected);
   ASSERT_TRUE(saveConfig(*c, dir.file("c.json")).ok());
   EXPECT_EQ(json::parse(testing::readFile(dir.file("c.json"))).at("num_processes"), 4);
   auto back = loadConfig(dir.file("c.json"));
   ASSERT_TRUE(back.ok()) << back.error();
   EXPECT_EQ(*back, *c);
+}
+
+TEST(ConfigFileTest, FileLeavesOutDefaultsOfKeysAccelerate027Rejects) {
+  auto c = parseConfig(
+      "distributed_type: MULTI_CPU\nnum_processes: 2\nenable_cpu_affinity: false\nfp8_config: {}\n"
+      "parallelism_config: {}\nmpirun_config:\n  mpirun_hostfile: /h\n",
+      "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.error();
+  Document file = c->toFileDocument();
+  EXPECT_EQ(file.count("enable_cpu_affinity"), 0u);
+  EXPECT_EQ(file.count("fp8_config"), 0u);
+  EXPECT_EQ(file.count("parallelism_config"), 0u);
+  EXPECT_EQ(file.at("mpirun_config"), (json{{"mpirun_hostfile", "/h"}}));  // differs from {}: kept
+  EXPECT_EQ(c->toDocument().at("enable_cpu_affinity"), false);            // `config show` still shows it
+  c->enable_cpu_affinity = true;
+  EXPECT_EQ(c->toFileDocument().at("enable_cpu_affinity"), true);
+}
+
+TEST(ConfigFileTest, DeepSpeedJsonFileLeavesOutMixedPrecisionNo) {
+  auto c = parseConfig(
+      "distributed_type: DEEPSPEED\nnum_processes: 2\nmixed_precision: 'no'\n"
+      "deepspeed_config:\n  deepspeed_config_file: /ds.json\n  zero3_init_flag: false\n",
+      "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->toFileDocument().count("mixed_precision"), 0u);
+  c->mixed_precision = "bf16";  // a choice the user made stays, even if accelerate then objects
+  EXPECT_EQ(c->toFileDocument().at("mixed_precision"), "bf16");
+  c->mixed_precision = "no";
+  c->extras["deepspeed_config"] = json{{"zero_stage", 2}};  // no JSON file: precision is ours to say
+  EXPECT_EQ(c->toFileDocument().at("mixed_precision"), "no");
+}
+
+TEST(ConfigFileTest, UpdateDropsIpexConfigWithAReason) {
+  auto c = parseConfig(kAccelerateMpi, "mpi.yaml");
+  ASSERT_TRUE(c.ok()) << c.error();
+  auto dropped = dropObsoleteKeys(*c);
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(dropped[0], "removed 'ipex_config': accelerate 1.x rejects it (its IPEX options are gone since 1.0)");
+  EXPECT_EQ(c->toFileDocument().count("ipex_config"), 0u);
+  EXPECT_EQ(c->extras.count("mpirun_config"), 1u);  // valid keys accel does not interpret survive
+  EXPECT_TRUE(dropObsoleteKeys(*c).empty());
 }
 
 TEST(ConfigFileTest, FailedWriteLeavesOldFileAndNoTempFiles) {
