@@ -231,10 +231,9 @@ Expected<std::map<std::string, std::string>> accelerateEnvironment(const Acceler
         e["MASTER_ADDR"] = f.main_process_ip.value_or("127.0.0.1");
         e["MASTER_PORT"] = std::to_string(f.main_process_port.value_or(29500));
       }
-      if (f.use_cpu) {
-        e["KMP_AFFINITY"] = "granularity=fine,compact,1,0";
-        e["KMP_BLOCKTIME"] = "1";
-      }
+      // accelerate means to set KMP_AFFINITY/KMP_BLOCKTIME for CPU jobs here, but its test
+      // (parse_flag_from_env(current_env["ACCELERATE_USE_CPU"])) looks up a variable named "True",
+      // so neither 0.27 nor 1.14 ever sets them (recorded in tests/fixtures/accelerate); nor does accel.
       dynamoEnv(args, e);
       e["OMP_NUM_THREADS"] = ompThreads(args, f, parent);
       break;

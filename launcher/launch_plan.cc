@@ -509,7 +509,9 @@ AccelerateFacts accelerateFacts(const LaunchPlan& plan, const Devices& d) {
   f.debug = c.debug;
   f.enable_cpu_affinity = c.enable_cpu_affinity;
   f.mixed_precision = c.mixed_precision;
-  f.mixed_precision_from_config = plan.config.file && !givenAsFlag(plan, "mixed_precision");
+  // accelerate's mp_from_config_flag: the file holds mixed_precision and no flag overrode it.
+  auto mp = plan.config.sources.find("mixed_precision");
+  f.mixed_precision_from_config = mp != plan.config.sources.end() && mp->second == config::Source::File;
   f.gpu_ids = c.gpu_ids;
   if (!f.gpu_ids && plan.config.file) f.gpu_ids = "all";
   f.num_processes = plan.world_size;
@@ -549,12 +551,13 @@ Expected<void> setCommonEnv(LaunchPlan& plan, const LaunchOptions& o, const Envi
     // accel's own C++ workers read the steps on every job type (accelerate passes them to DeepSpeed only).
     if (o.gradient_accumulation_steps) e[env::kGradientAccumulationSteps] = std::to_string(*o.gradient_accumulation_steps);
   }
-  for (const char* key : {env::kTorchNcclAsyncErrorHandling, env::kNcclAsyncErrorHandling}) {
-    if (!lookup(env, key)) e[key] = "1";
-  }
   // accelerate starts a single process without torchrun's variables (its simple launcher).
   plan.torchrun_env = plan.torchrun_env && !(plan.mode == LaunchMode::Accelerate && d.launcher == AccelerateLauncher::Simple &&
                                              plan.world_size == 1 && plan.num_machines == 1 && !plan.exec_in_place);
+  // torchrun's agent turns NCCL's async error handling on for its workers (both names: torch 1.13's and 2.x's).
+  for (const char* key : {env::kTorchNcclAsyncErrorHandling, env::kNcclAsyncErrorHandling}) {
+    if (plan.torchrun_env && !lookup(env, key)) e[key] = "1";
+  }
   return {};
 }
 
