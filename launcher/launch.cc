@@ -275,7 +275,9 @@ class Agent {
       toMaster = *route;
     }
     if (auto ok = parkFailureWatch(); !ok) return ok;
-    auto result = joinMachines(plan_, store_port_, toMaster ? toMaster->local_ip : "", rdzv_, agent_store_);
+    // --local_addr (torchrun's) names this machine's address for the others; else the route's source.
+    const std::string localAddress = plan_.local_addr.value_or(toMaster ? toMaster->local_ip : "");
+    auto result = joinMachines(plan_, store_port_, localAddress, rdzv_, agent_store_);
     if (!result) return makeError(result.error());
     joined_ = *result;
     if (master_ && !awaitWatches(*server_, plan_.num_machines, plan_.rdzv_timeout)) {

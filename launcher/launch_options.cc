@@ -190,6 +190,7 @@ Expected<void> agentFlags(const Reader& r, LaunchOptions& o) {
   o.no_python = r.on("no_python");
   o.python = r.text("python");
   o.mpirun_hostfile = r.text("mpirun_hostfile");
+  o.local_addr = r.text("local_addr");
   auto threads = r.number<int>("num_cpu_threads_per_process", 1, 1 << 16);
   if (!threads) return std::move(threads).takeError();
   o.num_cpu_threads_per_process = *threads;

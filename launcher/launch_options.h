@@ -25,6 +25,7 @@ struct LaunchOptions {
   std::optional<std::string> mpirun_hostfile;  // the job is `mpirun --hostfile FILE ...`, as accelerate runs it
   std::vector<std::string> notices;            // accepted flags that do nothing here, one line each
   bool dry_run_json = false;                   // --dry_run_json: the dry run as one JSON object
+  std::optional<std::string> local_addr;       // --local_addr: this machine's address for the others
   std::optional<int> dry_run_gpus;             // with a dry run: plan as if N GPUs were usable
   std::vector<std::string> command;            // SCRIPT.py|BINARY|MODULE and its arguments, untouched
   bool module = false;                         // -m: run command[0] as a Python module

@@ -672,6 +672,7 @@ Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEn
   chooseOmpThreads(plan, o, env, scheduler);
   if (auto ok = applyRendezvousFlags(plan, o); !ok) return std::move(ok).takeError();
   plan.dry_run_json = o.dry_run_json;
+  plan.local_addr = o.local_addr;
   return plan;
 }
 

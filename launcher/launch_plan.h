@@ -55,6 +55,7 @@ struct LaunchPlan {
   bool torchrun_env = true;
   std::optional<int> per_machine_processes;  // --nproc_per_node, resolved (auto/gpu/cpu counted)
   bool dry_run_json = false;
+  std::optional<std::string> local_addr;  // --local_addr: this machine's address as the others reach it
   // --enable_cpu_affinity (launcher/cpu_affinity.h): the CPUs each local rank is pinned to (empty:
   // not pinned) and, when OMP_NUM_THREADS is the agent's to choose, each rank's thread count.
   std::vector<std::vector<int>> rank_cpus;

@@ -343,6 +343,16 @@ multi_agent)
   expect_contains "$(cat "$SCRATCH/m0.out")" "workers use GLOO_SOCKET_IFNAME=lo"
   check_env 3 RANK=3 LOCAL_RANK=1 WORLD_SIZE=4 LOCAL_WORLD_SIZE=2 GROUP_RANK=1 GROUP_WORLD_SIZE=2 \
     MASTER_ADDR=localhost MASTER_PORT=$PORT TORCHELASTIC_RUN_ID=accel-localhost-$PORT GLOO_SOCKET_IFNAME=lo
+  # torchrun's spellings join the same job: machine 1 as `accel run --nnodes 2 --node_rank 1
+  # --rdzv_endpoint HOST:PORT --nproc_per_node 2` (no accelerate variables there).
+  rm -f "$OUT_DIR"/rank_*
+  start_master "$SCRATCH/m0.out" --num_machines 2 --main_process_ip localhost -n 4 --machine_rank 0 "$W/env_dump.sh"
+  expect_exit 0 "$ACCEL" run --nnodes 2 --node-rank 1 --rdzv_endpoint "localhost:$PORT" --nproc_per_node 2 \
+    --local_addr 127.0.0.1 "$W/env_dump.sh"
+  wait $MASTER
+  check_env 2 RANK=2 LOCAL_RANK=0 WORLD_SIZE=4 GROUP_RANK=1 MASTER_ADDR=localhost MASTER_PORT=$PORT
+  check_env 1 RANK=1 GROUP_RANK=0 ACCELERATE_MIXED_PRECISION=no
+  [[ -z "$(env_of 3 ACCELERATE_MIXED_PRECISION)" ]] || fail "accel run gave accelerate's variables"
   ;;
 multi_machine_failure)
   # Rank 3 on machine 1 fails while every other rank runs: both machines stop, both name it,
