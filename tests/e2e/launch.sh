@@ -354,6 +354,27 @@ multi_agent)
   check_env 1 RANK=1 GROUP_RANK=0 ACCELERATE_MIXED_PRECISION=no
   [[ -z "$(env_of 3 ACCELERATE_MIXED_PRECISION)" ]] || fail "accel run gave accelerate's variables"
   ;;
+torchrun_entry)
+  # A link named torchrun is torchrun's drop-in (accel run): its flags, its defaults, PET_* variables.
+  ln -s "$(readlink -f "$ACCEL")" "$SCRATCH/torchrun"
+  expect_exit 0 "$SCRATCH/torchrun" --standalone --nproc-per-node=2 "$W/env_dump.sh" a
+  check_env 1 RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 OMP_NUM_THREADS=1 TORCHELASTIC_USE_AGENT_STORE=True
+  [[ -z "$(env_of 0 ACCELERATE_MIXED_PRECISION)" ]] || fail "torchrun's entry gave accelerate's variables"
+  expect_exit 2 "$SCRATCH/torchrun" --num_processes 2 "$W/env_dump.sh"
+  expect_contains "$ERR" "unknown flag --num_processes: torchrun has no such flag (accel launch takes it)"
+  rm -f "$OUT_DIR"/rank_*
+  PET_NPROC_PER_NODE=3 PET_RDZV_ID=pet-job expect_exit 0 "$ACCEL" run "$W/env_dump.sh"
+  check_env 2 RANK=2 WORLD_SIZE=3 TORCHELASTIC_RUN_ID=pet-job
+  expect_exit 0 "$SCRATCH/torchrun" --help
+  expect_contains "$OUT" "--nproc_per_node"
+  # One process under accel run still gets torchrun's variables; under accel launch it does not.
+  rm -f "$OUT_DIR"/rank_*
+  expect_exit 0 "$ACCEL" run "$W/env_dump.sh"
+  check_env 0 RANK=0 WORLD_SIZE=1
+  rm -f "$OUT_DIR"/rank_*
+  expect_exit 0 "$ACCEL" launch "$W/env_dump.sh"
+  [[ -f "$OUT_DIR/rank_.env" ]] && ! grep -q '^RANK=' "$OUT_DIR/rank_.env" || fail "accel launch's single process got RANK"
+  ;;
 multi_machine_failure)
   # Rank 3 on machine 1 fails while every other rank runs: both machines stop, both name it,
   # both agents exit with its code.
