@@ -351,7 +351,7 @@ def install_interceptors(record):
         config, cmd, cmd_args = distrib_run.config_from_args(args)
         record.update(launcher="torchrun", env=env_before, env_after_torchrun=_snapshot_env(),
                       cmd=[cmd] + list(cmd_args) if isinstance(cmd, str) else [str(cmd)] + list(cmd_args),
-                      torchrun_config=_launch_config_dict(config))
+                      torchrun_config=_launch_config_dict(config), node_rank=int(args.node_rank))
         raise _Stop()
 
     distrib_run.run = fake_run
@@ -370,6 +370,12 @@ def install_interceptors(record):
     launch_module.subprocess = SubprocessProxy()
 
 
+# What accelerate resolved from config and flags, recorded for the parity test's rules.
+RESOLVED_ARGS = ("num_processes", "num_machines", "machine_rank", "main_process_ip", "main_process_port",
+                 "same_network", "rdzv_backend", "use_cpu", "cpu", "mpirun_hostfile", "gpu_ids",
+                 "mixed_precision", "num_cpu_threads_per_process")
+
+
 def run_case_in_child(src, case, tmp):
     """Runs in the child interpreter: the environment is already the case's parent_env."""
     record = {}
@@ -383,7 +389,8 @@ def run_case_in_child(src, case, tmp):
         launch_command(args)
         record.setdefault("launcher", "returned")
     except _Stop:
-        pass
+        # launch_command resolved config + flags into this same namespace before launching
+        record["resolved_args"] = {name: _jsonable(getattr(args, name, None)) for name in RESOLVED_ARGS}
     except SystemExit as e:
         record.update(launcher="error", error={"type": "SystemExit", "message": str(e.code)})
     except Exception as e:
@@ -434,16 +441,24 @@ def _expand(value, tmp):
     return _subst(value, [("{tmp}", tmp)])
 
 
-def record_case(src, case, meta):
+def write_case_files(tmp, case, files):
+    """The corpus's shared files (train.py, hostfile, ...) and the case's config, {tmp} expanded."""
+    texts = dict(files)
+    if case.get("config"):
+        texts[case["config"]["name"]] = case["config"]["text"]
+    for name, text in texts.items():
+        with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
+            f.write(_expand(text, tmp))
+
+
+def record_case(src, case, meta, files):
     """Runs one case in a child interpreter; returns the fixture dict."""
     work = tempfile.mkdtemp(prefix="accel-fixture-")
     try:
         tmp = os.path.join(work, "t")
         for d in (tmp, os.path.join(tmp, "home"), os.path.join(tmp, "hf_home")):
             os.makedirs(d)
-        if case.get("config"):
-            with open(os.path.join(tmp, case["config"]["name"]), "w", encoding="utf-8") as f:
-                f.write(case["config"]["text"])
+        write_case_files(tmp, case, files)
         parent_env = case_parent_env(case)
         result_path = os.path.join(work, "result.json")
         child_case = dict(case, argv=_expand(case_argv(case), tmp))
@@ -457,33 +472,36 @@ def record_case(src, case, meta):
                                f"{proc.stderr[-3000:]}")
         with open(result_path, encoding="utf-8") as f:
             record = json.load(f)
-        return build_fixture(case, meta, parent_env, record, proc, tmp)
+        return build_fixture(case, meta, parent_env, record, proc, tmp, files)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def build_fixture(case, meta, parent_env, record, proc, tmp):
+def build_fixture(case, meta, parent_env, record, proc, tmp, files):
     mapping = [(tmp, "{tmp}"), (sys.executable, "{python}")]
     record = _subst(record, mapping)
     fixture = dict(meta)
     fixture.update(case=case["name"], argv=case_argv(case), parent_env=parent_env,
                    config=case.get("config"), dry_run_gpus=case.get("dry_run_gpus", 0),
-                   note=case.get("note", ""), host_physical_cores=record.pop("physical_cores"))
+                   files=files, note=case.get("note", ""), host_physical_cores=record.pop("physical_cores"))
     launcher = record.get("launcher")
     if launcher == "popen":
         launcher = "deepspeed_multinode" if record.get("caller") == "deepspeed_launcher" else "simple"
     fixture["launcher"] = launcher
     if launcher == "error":
         fixture["error"] = record["error"]
-        tail = [line for line in proc.stderr.splitlines() if line.strip()][-3:]
-        fixture["error"]["stderr_tail"] = _subst(tail, mapping)
+        if record["error"]["type"] == "SystemExit":  # argparse: the reason is only on stderr
+            tail = [line for line in proc.stderr.splitlines() if line.strip()][-1:]
+            fixture["error"]["stderr_tail"] = _subst(tail, mapping)
         return fixture
     if launcher not in ("torchrun", "simple", "deepspeed_multinode"):
         raise RuntimeError(f"case {case['name']}: accelerate neither launched nor failed ({launcher})")
     fixture["env_changed"], fixture["env_removed"] = _env_delta(parent_env, record["env"])
     fixture["cmd"] = record["cmd"]
+    fixture["resolved_args"] = record["resolved_args"]
     if launcher == "torchrun":
         fixture["torchrun_config"] = record["torchrun_config"]
+        fixture["torchrun_node_rank"] = record["node_rank"]
         fixture["torchrun_env_changed"], _ = _env_delta(record["env"], record["env_after_torchrun"])
     if "deepspeed_env_file" in record:
         fixture["deepspeed_env_file"] = record["deepspeed_env_file"]
@@ -502,16 +520,17 @@ def child_main(opts):
 
 def load_cases(path):
     with open(path, encoding="utf-8") as f:
-        cases = json.load(f)["cases"]
+        corpus = json.load(f)
+    cases = corpus["cases"]
     names = [c["name"] for c in cases]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise SystemExit(f"record.py: {path}: duplicate case names {dup}")
-    return cases
+    return cases, corpus.get("files", {})
 
 
 def cases_main(opts):
-    cases = load_cases(opts.cases)
+    cases, files = load_cases(opts.cases)
     if opts.case:
         unknown = sorted(set(opts.case) - {c["name"] for c in cases})
         if unknown:
@@ -520,7 +539,7 @@ def cases_main(opts):
     src = os.path.abspath(opts.accelerate_src)
     meta = child_versions(src)
     for case in cases:
-        fixture = record_case(src, case, meta)
+        fixture = record_case(src, case, meta, files)
         write_json(os.path.join(opts.out, case["name"] + ".json"), fixture)
         print(f"{meta['tag']} {case['name']}: {fixture['launcher']}", flush=True)
 
