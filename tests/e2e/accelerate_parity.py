@@ -144,9 +144,10 @@ CASE_KEPT = {
     "older_xla": "XLA is 1.x's name for TPU",
     "no_mpirun": "not comparable: accelerate found no mpirun where it was recorded (the torch 2.6 chroot "
                  "has no Open MPI), so the fixture holds that error, not accelerate's mpirun command",
-    "newer_value": "for an older tag, accel may set a variable or value the way the newest accelerate does "
-                   "for the same case (older workers ignore a variable they never read); a variable the "
-                   "older tag sets and accel leaves out is always a difference",
+    "newer_value": "for an older tag, a worker may see a variable's value the way the newest accelerate "
+                   "gives it for the same case (older workers ignore a variable they never read); a "
+                   "variable the older tag sets that neither the newest accelerate nor accel gives is "
+                   "always a difference",
 }
 
 
@@ -306,6 +307,11 @@ def expected_ranks(fixture):
     return [(0, env, fixture["cmd"])]
 
 
+def _effective(env, parent, key):
+    """The value a worker sees: what the launcher sets, else what it inherits."""
+    return env.get(key, parent.get(key))
+
+
 def compare_env(fixture, rank, expected, got, cores, newer=None):
     """newer: what the newest recorded accelerate sets for the same case and rank, or None
     (CASE_KEPT["newer_value"])."""
@@ -328,7 +334,8 @@ def compare_env(fixture, rank, expected, got, cores, newer=None):
         kept = kept_for(fixture, key)
         if kept and kept["check"](want, have):
             continue
-        if newer is not None and have is not None and newer.get(key) == have:
+        if newer is not None and _effective(newer, parent, key) not in (None, ANY) \
+                and _effective(newer, parent, key) == _effective(got, parent, key):
             continue
         out.append((rank, key, want, have))
     return out
@@ -414,18 +421,95 @@ def load_fixtures(directory, names):
     return fixtures
 
 
+# ---------------------------------------------------------------------------------------------
+# --self-test: the comparison itself, without accel. An ideal accel (what the fixture says
+# accelerate + torchrun give each worker) must pass every fixture; each mutation of it must fail.
+
+class _Exit:
+    def __init__(self, returncode):
+        self.returncode, self.stderr = returncode, "accel: error: (self-test)"
+
+
+def ideal_result(fixture, tmp):
+    if fixture["launcher"] == "error":
+        return None, _Exit(2)
+    ranks = []
+    for local, env, cmd in expected_ranks(fixture):
+        env = {k: ("set-at-run-time" if v is ANY else v) for k, v in env.items()}
+        ranks.append({"rank": local, "local_rank": local, "command": expand(list(cmd), tmp), "env": env})
+    return {"ranks": ranks, "notices": []}, _Exit(0)
+
+
+def mutations(fixture, result):
+    """(name, mutated result) pairs the comparison must each reject."""
+    if result is None:
+        return [("accepts what accelerate rejects", {"ranks": [{"rank": 0, "local_rank": 0, "command": [], "env": {}}]})]
+    out = []
+    first = result["ranks"][0]
+    accelerate_keys = sorted(k for k in first["env"] if k.startswith("ACCELERATE_"))
+    if accelerate_keys:
+        changed = json.loads(json.dumps(result))
+        changed["ranks"][0]["env"][accelerate_keys[0]] += "-changed"
+        out.append((f"{accelerate_keys[0]} changed", changed))
+        dropped = json.loads(json.dumps(result))
+        del dropped["ranks"][-1]["env"][accelerate_keys[-1]]
+        out.append((f"{accelerate_keys[-1]} left out", dropped))
+    extra = json.loads(json.dumps(result))
+    extra["ranks"][0]["env"]["ACCELERATE_NOT_FROM_ACCELERATE"] = "1"
+    out.append(("an extra ACCELERATE_ variable", extra))
+    if fixture["launcher"] != "deepspeed_multinode":
+        more = json.loads(json.dumps(result))
+        more["ranks"].append(dict(more["ranks"][-1], local_rank=len(more["ranks"])))
+        out.append(("one rank too many", more))
+        command = json.loads(json.dumps(result))
+        command["ranks"][0]["command"] = command["ranks"][0]["command"] + ["--extra"]
+        out.append(("command changed", command))
+    if "RANK" in first["env"]:
+        rank = json.loads(json.dumps(result))
+        rank["ranks"][0]["env"]["RANK"] = "7"
+        out.append(("RANK changed", rank))
+    return out
+
+
+def self_test(fixtures, cores, newest_keys, newest):
+    problems, checked = [], 0
+    for fixture in fixtures:
+        tmp = prepare_tmp(fixture)
+        try:
+            result, proc = ideal_result(fixture, tmp)
+            status, found = compare_case(fixture, result, proc, tmp, cores, newest_keys, newest.get(fixture["case"]))
+            if found:
+                problems.append(f"{fixture['case']}: the ideal accel fails: {found[:3]}")
+            if status.startswith("kept"):
+                continue
+            for name, mutated in mutations(fixture, result):
+                checked += 1
+                _, found = compare_case(fixture, mutated, _Exit(0), tmp, cores, newest_keys, newest.get(fixture["case"]))
+                if not found:
+                    problems.append(f"{fixture['case']}: mutation not detected: {name}")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    for problem in problems:
+        print("SELF-TEST " + problem)
+    print(f"self-test: {len(fixtures)} fixtures pass as recorded, {checked} mutations checked, {len(problems)} problems")
+    return 1 if problems else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--accel", required=True)
+    parser.add_argument("--accel", help="the accel binary (not with --self-test)")
+    parser.add_argument("--self-test", action="store_true", help="check the comparison itself, without accel")
     parser.add_argument("--fixtures", required=True, help="tests/fixtures/accelerate/<tag>")
     parser.add_argument("--case", action="append", default=[])
     parser.add_argument("--legacy-dry-run", action="store_true", help="diagnostic: parse `--dry_run` text")
     opts = parser.parse_args()
-    opts.accel = os.path.abspath(opts.accel)
-    if not os.access(opts.accel, os.X_OK):
-        parser.error(f"--accel {opts.accel}: not an executable")
     fixtures = load_fixtures(opts.fixtures, opts.case)
     cores, newest_keys, newest = host_physical_cores(), newest_config_keys(opts.fixtures), newest_fixtures(opts.fixtures)
+    if opts.self_test:
+        return self_test(fixtures, cores, newest_keys, newest)
+    if not opts.accel or not os.access(opts.accel, os.X_OK):
+        parser.error(f"--accel {opts.accel}: not an executable")
+    opts.accel = os.path.abspath(opts.accel)
     failed, by_key = 0, {}
     for fixture in fixtures:
         tmp = prepare_tmp(fixture)
