@@ -28,7 +28,8 @@ launch is intercepted at the last moment, recording instead of spawning:
     other subprocess use (e.g. `mpirun --version` in _get_mpirun_args) is real.
 An exception raised by accelerate before that point is data: {"launcher": "error", "error": ...}.
 
-What is NOT real (everything else is accelerate's and torch's unmodified code):
+What is NOT real (everything else is accelerate's and torch's unmodified code; accelerate_env.py
+does the first three):
   * is_deepspeed_available() -> True, and a `deepspeed.launcher.runner` module providing only
     DEEPSPEED_ENVIRONMENT_NAME = ".deepspeed_env" (DeepSpeed is not packaged in Debian).
   * is_fp8_available() -> True (Transformer Engine, torchao and MS-AMP are not packaged).
@@ -47,152 +48,18 @@ Output per case: OUT/<case>.json with sorted keys, written via a temp file and r
 import argparse
 import ast
 import dataclasses
-import enum
-import importlib.abc
-import importlib.machinery
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
-import types
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PLACEHOLDER_ROOTS = ("huggingface_hub", "safetensors")
-TAG_COMMITS = {
-    "v0.27.2": "5eb7ab9f6afb0fed38cb54741e243180d6f8bc5d",
-    "v1.14.0": "beb0672aa8444ea7647aee056f624effe5996346",
-}
-
-
-# ---------------------------------------------------------------------------------------------
-# Placeholders and forced probes (the documented exceptions above)
-
-class _PlaceholderFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Serves any module under PLACEHOLDER_ROOTS as a placeholder."""
-
-    def __init__(self, roots):
-        self.roots = roots
-
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in self.roots:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        return _placeholder_module(spec.name)
-
-    def exec_module(self, module):
-        pass
-
-
-def _placeholder_module(name):
-    module = types.ModuleType(name)
-    module.__path__ = []
-    module.__version__ = "0.0.0+placeholder"
-
-    def __getattr__(attr):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        return _placeholder_class(f"{name}.{attr}")
-
-    module.__getattr__ = __getattr__
-    return module
-
-
-def _placeholder_class(qualname):
-    def refuse(*_args, **_kwargs):
-        raise RuntimeError(f"record.py: placeholder {qualname} was used; the recording is not valid")
-
-    return type(qualname.rsplit(".", 1)[-1], (), {"__new__": refuse, "__call__": refuse})
-
-
-def install_placeholders():
-    roots = list(PLACEHOLDER_ROOTS)
-    try:
-        import packaging.version  # noqa: F401
-    except ImportError:
-        roots.append("packaging")
-    sys.meta_path.insert(0, _PlaceholderFinder(tuple(roots)))
-    return roots
-
-
-def _always_true(*_args, **_kwargs):
-    return True
-
-
-def force_probes():
-    """is_deepspeed_available / is_fp8_available -> True in every module that bound them."""
-    import accelerate.utils.imports as imports
-
-    runner = types.ModuleType("deepspeed.launcher.runner")
-    runner.DEEPSPEED_ENVIRONMENT_NAME = ".deepspeed_env"
-    launcher = types.ModuleType("deepspeed.launcher")
-    launcher.runner = runner
-    deepspeed = types.ModuleType("deepspeed")
-    deepspeed.launcher = launcher
-    sys.modules.update({"deepspeed": deepspeed, "deepspeed.launcher": launcher,
-                        "deepspeed.launcher.runner": runner})
-    for probe in ("is_deepspeed_available", "is_fp8_available"):
-        original = getattr(imports, probe, None)
-        if original is None:
-            continue
-        for module in list(sys.modules.values()):
-            if module is not None and getattr(module, probe, None) is original:
-                setattr(module, probe, _always_true)
-
-
-def import_accelerate(src):
-    sys.path.insert(0, os.path.join(src, "src"))
-    placeholders = install_placeholders()
-    import accelerate  # noqa: F401
-    import accelerate.commands.launch  # noqa: F401
-    import accelerate.utils.launch  # noqa: F401
-    force_probes()
-    return placeholders
-
-
-def versions(src):
-    import torch
-
-    import accelerate
-
-    tag = os.path.basename(os.path.normpath(src))
-    return {"tag": tag, "commit": TAG_COMMITS.get(tag, "unknown"), "accelerate": accelerate.__version__,
-            "python": platform.python_version(), "torch": torch.__version__}
-
-
-def write_json(path, data):
-    """Sorted keys, temp file + rename: a reader never sees half a file."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+from accelerate_env import _jsonable, import_accelerate, versions, write_json
 
 
 # ---------------------------------------------------------------------------------------------
 # `keys`: what each tag's config loader accepts
-
-def _jsonable(value):
-    if isinstance(value, enum.Enum):
-        return value.value
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    return repr(value)
-
 
 def dataclass_fields(cls):
     out = {}
@@ -341,6 +208,19 @@ def _launch_config_dict(config):
     return out
 
 
+def _drop_logs_tmpdir(config):
+    """torch 2.x's DefaultLogsSpecs makes an empty /tmp/torchelastic_* directory when built: remove
+    it (nothing runs) and record its place as {torchelastic_tmp}, which differs on every run."""
+    specs = getattr(config, "logs_specs", None)
+    root = getattr(specs, "_root_log_dir", None)
+    if root and os.path.basename(root).startswith("torchelastic_"):
+        try:
+            os.rmdir(root)
+        except OSError:
+            pass
+        specs._root_log_dir = "{torchelastic_tmp}"
+
+
 def install_interceptors(record):
     import torch.distributed.run as distrib_run
 
@@ -349,6 +229,7 @@ def install_interceptors(record):
     def fake_run(args):
         env_before = _snapshot_env()
         config, cmd, cmd_args = distrib_run.config_from_args(args)
+        _drop_logs_tmpdir(config)
         record.update(launcher="torchrun", env=env_before, env_after_torchrun=_snapshot_env(),
                       cmd=[cmd] + list(cmd_args) if isinstance(cmd, str) else [str(cmd)] + list(cmd_args),
                       torchrun_config=_launch_config_dict(config), node_rank=int(args.node_rank))
