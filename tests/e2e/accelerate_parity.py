@@ -312,10 +312,10 @@ def _effective(env, parent, key):
     return env.get(key, parent.get(key))
 
 
-def compare_env(fixture, rank, expected, got, cores, newer=None):
+def compare_env(fixture, rank, expected, got, cores, newer=None, tmp=""):
     """newer: what the newest recorded accelerate sets for the same case and rank, or None
     (CASE_KEPT["newer_value"])."""
-    parent = fixture["parent_env"]
+    parent = expand(fixture["parent_env"], tmp)
     expected = omp_for_this_host(fixture, expected, cores)
     expected = {k: v for k, v in expected.items() if v is ANY or parent.get(k) != v}
     got = {k: v for k, v in got.items() if parent.get(k) != v}
@@ -367,8 +367,8 @@ def compare_case(fixture, result, proc, tmp, cores, newest_keys, newest=None):
         return "FAIL", [("-", "<output>", "one JSON object", result["unparsable"])]
     out = []
     ranks = sorted(result.get("ranks", []), key=lambda r: r.get("local_rank", -1))
-    want = expected_ranks(fixture)
-    newer = newer_envs(fixture, newest)
+    want = [(local, expand(env, tmp), cmd) for local, env, cmd in expected_ranks(fixture)]
+    newer = {local: expand(env, tmp) for local, env in newer_envs(fixture, newest).items()}
     if fixture["launcher"] != "deepspeed_multinode":
         if len(ranks) != len(want):
             out.append(("-", "<ranks>", len(want), len(ranks)))
@@ -378,10 +378,10 @@ def compare_case(fixture, result, proc, tmp, cores, newest_keys, newest=None):
             if normalize_command(cmd, tmp) != normalize_command(got.get("command", []), tmp):
                 out.append((local, "<command>", normalize_command(cmd, tmp),
                             normalize_command(got.get("command", []), tmp)))
-            out += compare_env(fixture, local, env, got.get("env", {}), cores, newer.get(local))
+            out += compare_env(fixture, local, env, got.get("env", {}), cores, newer.get(local), tmp)
     else:  # CASE_KEPT["deepspeed_multinode"]
         for got in ranks:
-            out += compare_env(fixture, got.get("local_rank"), want[0][1], got.get("env", {}), cores, newer.get(0))
+            out += compare_env(fixture, got.get("local_rank"), want[0][1], got.get("env", {}), cores, newer.get(0), tmp)
     return ("FAIL" if out else "ok"), out
 
 
@@ -435,7 +435,7 @@ def ideal_result(fixture, tmp):
         return None, _Exit(2)
     ranks = []
     for local, env, cmd in expected_ranks(fixture):
-        env = {k: ("set-at-run-time" if v is ANY else v) for k, v in env.items()}
+        env = {k: ("set-at-run-time" if v is ANY else expand(v, tmp)) for k, v in env.items()}
         ranks.append({"rank": local, "local_rank": local, "command": expand(list(cmd), tmp), "env": env})
     return {"ranks": ranks, "notices": []}, _Exit(0)
 
