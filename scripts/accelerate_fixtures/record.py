@@ -28,7 +28,8 @@ launch is intercepted at the last moment, recording instead of spawning:
     other subprocess use (e.g. `mpirun --version` in _get_mpirun_args) is real.
 An exception raised by accelerate before that point is data: {"launcher": "error", "error": ...}.
 
-What is NOT real (everything else is accelerate's and torch's unmodified code):
+What is NOT real (everything else is accelerate's and torch's unmodified code; accelerate_env.py
+does the first three):
   * is_deepspeed_available() -> True, and a `deepspeed.launcher.runner` module providing only
     DEEPSPEED_ENVIRONMENT_NAME = ".deepspeed_env" (DeepSpeed is not packaged in Debian).
   * is_fp8_available() -> True (Transformer Engine, torchao and MS-AMP are not packaged).
@@ -47,152 +48,18 @@ Output per case: OUT/<case>.json with sorted keys, written via a temp file and r
 import argparse
 import ast
 import dataclasses
-import enum
-import importlib.abc
-import importlib.machinery
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
-import types
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PLACEHOLDER_ROOTS = ("huggingface_hub", "safetensors")
-TAG_COMMITS = {
-    "v0.27.2": "5eb7ab9f6afb0fed38cb54741e243180d6f8bc5d",
-    "v1.14.0": "beb0672aa8444ea7647aee056f624effe5996346",
-}
-
-
-# ---------------------------------------------------------------------------------------------
-# Placeholders and forced probes (the documented exceptions above)
-
-class _PlaceholderFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Serves any module under PLACEHOLDER_ROOTS as a placeholder."""
-
-    def __init__(self, roots):
-        self.roots = roots
-
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in self.roots:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        return _placeholder_module(spec.name)
-
-    def exec_module(self, module):
-        pass
-
-
-def _placeholder_module(name):
-    module = types.ModuleType(name)
-    module.__path__ = []
-    module.__version__ = "0.0.0+placeholder"
-
-    def __getattr__(attr):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        return _placeholder_class(f"{name}.{attr}")
-
-    module.__getattr__ = __getattr__
-    return module
-
-
-def _placeholder_class(qualname):
-    def refuse(*_args, **_kwargs):
-        raise RuntimeError(f"record.py: placeholder {qualname} was used; the recording is not valid")
-
-    return type(qualname.rsplit(".", 1)[-1], (), {"__new__": refuse, "__call__": refuse})
-
-
-def install_placeholders():
-    roots = list(PLACEHOLDER_ROOTS)
-    try:
-        import packaging.version  # noqa: F401
-    except ImportError:
-        roots.append("packaging")
-    sys.meta_path.insert(0, _PlaceholderFinder(tuple(roots)))
-    return roots
-
-
-def _always_true(*_args, **_kwargs):
-    return True
-
-
-def force_probes():
-    """is_deepspeed_available / is_fp8_available -> True in every module that bound them."""
-    import accelerate.utils.imports as imports
-
-    runner = types.ModuleType("deepspeed.launcher.runner")
-    runner.DEEPSPEED_ENVIRONMENT_NAME = ".deepspeed_env"
-    launcher = types.ModuleType("deepspeed.launcher")
-    launcher.runner = runner
-    deepspeed = types.ModuleType("deepspeed")
-    deepspeed.launcher = launcher
-    sys.modules.update({"deepspeed": deepspeed, "deepspeed.launcher": launcher,
-                        "deepspeed.launcher.runner": runner})
-    for probe in ("is_deepspeed_available", "is_fp8_available"):
-        original = getattr(imports, probe, None)
-        if original is None:
-            continue
-        for module in list(sys.modules.values()):
-            if module is not None and getattr(module, probe, None) is original:
-                setattr(module, probe, _always_true)
-
-
-def import_accelerate(src):
-    sys.path.insert(0, os.path.join(src, "src"))
-    placeholders = install_placeholders()
-    import accelerate  # noqa: F401
-    import accelerate.commands.launch  # noqa: F401
-    import accelerate.utils.launch  # noqa: F401
-    force_probes()
-    return placeholders
-
-
-def versions(src):
-    import torch
-
-    import accelerate
-
-    tag = os.path.basename(os.path.normpath(src))
-    return {"tag": tag, "commit": TAG_COMMITS.get(tag, "unknown"), "accelerate": accelerate.__version__,
-            "python": platform.python_version(), "torch": torch.__version__}
-
-
-def write_json(path, data):
-    """Sorted keys, temp file + rename: a reader never sees half a file."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+from accelerate_env import _jsonable, import_accelerate, versions, write_json
 
 
 # ---------------------------------------------------------------------------------------------
 # `keys`: what each tag's config loader accepts
-
-def _jsonable(value):
-    if isinstance(value, enum.Enum):
-        return value.value
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    return repr(value)
-
 
 def dataclass_fields(cls):
     out = {}
@@ -341,6 +208,19 @@ def _launch_config_dict(config):
     return out
 
 
+def _drop_logs_tmpdir(config):
+    """torch 2.x's DefaultLogsSpecs makes an empty /tmp/torchelastic_* directory when built: remove
+    it (nothing runs) and record its place as {torchelastic_tmp}, which differs on every run."""
+    specs = getattr(config, "logs_specs", None)
+    root = getattr(specs, "_root_log_dir", None)
+    if root and os.path.basename(root).startswith("torchelastic_"):
+        try:
+            os.rmdir(root)
+        except OSError:
+            pass
+        specs._root_log_dir = "{torchelastic_tmp}"
+
+
 def install_interceptors(record):
     import torch.distributed.run as distrib_run
 
@@ -349,9 +229,10 @@ def install_interceptors(record):
     def fake_run(args):
         env_before = _snapshot_env()
         config, cmd, cmd_args = distrib_run.config_from_args(args)
+        _drop_logs_tmpdir(config)
         record.update(launcher="torchrun", env=env_before, env_after_torchrun=_snapshot_env(),
                       cmd=[cmd] + list(cmd_args) if isinstance(cmd, str) else [str(cmd)] + list(cmd_args),
-                      torchrun_config=_launch_config_dict(config))
+                      torchrun_config=_launch_config_dict(config), node_rank=int(args.node_rank))
         raise _Stop()
 
     distrib_run.run = fake_run
@@ -370,6 +251,12 @@ def install_interceptors(record):
     launch_module.subprocess = SubprocessProxy()
 
 
+# What accelerate resolved from config and flags, recorded for the parity test's rules.
+RESOLVED_ARGS = ("num_processes", "num_machines", "machine_rank", "main_process_ip", "main_process_port",
+                 "same_network", "rdzv_backend", "use_cpu", "cpu", "mpirun_hostfile", "gpu_ids",
+                 "mixed_precision", "num_cpu_threads_per_process")
+
+
 def run_case_in_child(src, case, tmp):
     """Runs in the child interpreter: the environment is already the case's parent_env."""
     record = {}
@@ -383,7 +270,8 @@ def run_case_in_child(src, case, tmp):
         launch_command(args)
         record.setdefault("launcher", "returned")
     except _Stop:
-        pass
+        # launch_command resolved config + flags into this same namespace before launching
+        record["resolved_args"] = {name: _jsonable(getattr(args, name, None)) for name in RESOLVED_ARGS}
     except SystemExit as e:
         record.update(launcher="error", error={"type": "SystemExit", "message": str(e.code)})
     except Exception as e:
@@ -434,16 +322,24 @@ def _expand(value, tmp):
     return _subst(value, [("{tmp}", tmp)])
 
 
-def record_case(src, case, meta):
+def write_case_files(tmp, case, files):
+    """The corpus's shared files (train.py, hostfile, ...) and the case's config, {tmp} expanded."""
+    texts = dict(files)
+    if case.get("config"):
+        texts[case["config"]["name"]] = case["config"]["text"]
+    for name, text in texts.items():
+        with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
+            f.write(_expand(text, tmp))
+
+
+def record_case(src, case, meta, files):
     """Runs one case in a child interpreter; returns the fixture dict."""
     work = tempfile.mkdtemp(prefix="accel-fixture-")
     try:
         tmp = os.path.join(work, "t")
         for d in (tmp, os.path.join(tmp, "home"), os.path.join(tmp, "hf_home")):
             os.makedirs(d)
-        if case.get("config"):
-            with open(os.path.join(tmp, case["config"]["name"]), "w", encoding="utf-8") as f:
-                f.write(case["config"]["text"])
+        write_case_files(tmp, case, files)
         parent_env = case_parent_env(case)
         result_path = os.path.join(work, "result.json")
         child_case = dict(case, argv=_expand(case_argv(case), tmp))
@@ -457,33 +353,36 @@ def record_case(src, case, meta):
                                f"{proc.stderr[-3000:]}")
         with open(result_path, encoding="utf-8") as f:
             record = json.load(f)
-        return build_fixture(case, meta, parent_env, record, proc, tmp)
+        return build_fixture(case, meta, parent_env, record, proc, tmp, files)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def build_fixture(case, meta, parent_env, record, proc, tmp):
+def build_fixture(case, meta, parent_env, record, proc, tmp, files):
     mapping = [(tmp, "{tmp}"), (sys.executable, "{python}")]
     record = _subst(record, mapping)
     fixture = dict(meta)
     fixture.update(case=case["name"], argv=case_argv(case), parent_env=parent_env,
                    config=case.get("config"), dry_run_gpus=case.get("dry_run_gpus", 0),
-                   note=case.get("note", ""), host_physical_cores=record.pop("physical_cores"))
+                   files=files, note=case.get("note", ""), host_physical_cores=record.pop("physical_cores"))
     launcher = record.get("launcher")
     if launcher == "popen":
         launcher = "deepspeed_multinode" if record.get("caller") == "deepspeed_launcher" else "simple"
     fixture["launcher"] = launcher
     if launcher == "error":
         fixture["error"] = record["error"]
-        tail = [line for line in proc.stderr.splitlines() if line.strip()][-3:]
-        fixture["error"]["stderr_tail"] = _subst(tail, mapping)
+        if record["error"]["type"] == "SystemExit":  # argparse: the reason is only on stderr
+            tail = [line for line in proc.stderr.splitlines() if line.strip()][-1:]
+            fixture["error"]["stderr_tail"] = _subst(tail, mapping)
         return fixture
     if launcher not in ("torchrun", "simple", "deepspeed_multinode"):
         raise RuntimeError(f"case {case['name']}: accelerate neither launched nor failed ({launcher})")
     fixture["env_changed"], fixture["env_removed"] = _env_delta(parent_env, record["env"])
     fixture["cmd"] = record["cmd"]
+    fixture["resolved_args"] = record["resolved_args"]
     if launcher == "torchrun":
         fixture["torchrun_config"] = record["torchrun_config"]
+        fixture["torchrun_node_rank"] = record["node_rank"]
         fixture["torchrun_env_changed"], _ = _env_delta(record["env"], record["env_after_torchrun"])
     if "deepspeed_env_file" in record:
         fixture["deepspeed_env_file"] = record["deepspeed_env_file"]
@@ -502,16 +401,17 @@ def child_main(opts):
 
 def load_cases(path):
     with open(path, encoding="utf-8") as f:
-        cases = json.load(f)["cases"]
+        corpus = json.load(f)
+    cases = corpus["cases"]
     names = [c["name"] for c in cases]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise SystemExit(f"record.py: {path}: duplicate case names {dup}")
-    return cases
+    return cases, corpus.get("files", {})
 
 
 def cases_main(opts):
-    cases = load_cases(opts.cases)
+    cases, files = load_cases(opts.cases)
     if opts.case:
         unknown = sorted(set(opts.case) - {c["name"] for c in cases})
         if unknown:
@@ -520,7 +420,7 @@ def cases_main(opts):
     src = os.path.abspath(opts.accelerate_src)
     meta = child_versions(src)
     for case in cases:
-        fixture = record_case(src, case, meta)
+        fixture = record_case(src, case, meta, files)
         write_json(os.path.join(opts.out, case["name"] + ".json"), fixture)
         print(f"{meta['tag']} {case['name']}: {fixture['launcher']}", flush=True)
 
