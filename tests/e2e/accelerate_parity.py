@@ -100,6 +100,33 @@ def _one(_accelerate, accel):
     return accel == "1"
 
 
+def _flag_value(fixture, *names):
+    argv = fixture["argv"]
+    for i, arg in enumerate(argv[:-1]):
+        if arg in names:
+            return argv[i + 1]
+    return None
+
+
+def _no_port_given(fixture):
+    """Neither a flag nor the config names the store's port (accelerate then uses 29500)."""
+    if _flag_value(fixture, "--main_process_port", "--main-process-port", "--master_port", "--rdzv_endpoint") is not None:
+        return False
+    text = (fixture.get("config") or {}).get("text", "")
+    return re.search(r'main_process_port', text) is None
+
+
+def _affinity_from_config_only(fixture):
+    text = (fixture.get("config") or {}).get("text", "")
+    return (re.search(r'^\s*"?enable_cpu_affinity"?\s*:\s*true', text, re.M) is not None
+            and "--enable_cpu_affinity" not in fixture["argv"])
+
+
+def _accumulation_flag_outside_deepspeed(fixture):
+    return (_flag_value(fixture, "--gradient_accumulation_steps") is not None
+            and "ACCELERATE_USE_DEEPSPEED" not in fixture.get("env_changed", {}))
+
+
 def _port_zero_requested(fixture):
     argv = fixture["argv"]
     for i, arg in enumerate(argv[:-1]):
@@ -125,6 +152,19 @@ KEPT = [
     {"keys": ("MASTER_PORT",), "check": _port, "when": _port_zero_requested,
      "reason": "port 0 asks for a free port: accelerate picked one when it was recorded, accel picks "
                "its own when it launches (a dry run reports 0 or the port it would use)"},
+    {"keys": ("MASTER_PORT",), "check": _port, "when": lambda f: agent_launched(f) and _no_port_given(f),
+     "reason": "with no port given, accelerate and torchrun use a fixed 29500, which collides between jobs on "
+               "one machine; accel's agent binds a free port (a dry run reports 0)"},
+    {"keys": ("TORCHELASTIC_ERROR_FILE",), "check": _nonempty, "when": lambda f: f["launcher"] == "simple",
+     "reason": "accel supervises accelerate's single process too: torch's @record writes its error there, and "
+               "the failure summary names it"},
+    {"keys": ("ACCELERATE_CPU_AFFINITY",), "check": _one, "when": _affinity_from_config_only,
+     "reason": "enable_cpu_affinity: true in the config: accelerate 1.x never copies it onto its flag (the "
+               "flag defaults to False, not None), so the key does nothing there; accel honours the key"},
+    {"keys": ("ACCELERATE_GRADIENT_ACCUMULATION_STEPS",), "check": _nonempty,
+     "when": _accumulation_flag_outside_deepspeed,
+     "reason": "accelerate passes --gradient_accumulation_steps to DeepSpeed jobs only; accel to every job, "
+               "whose C++ workers (libaccel) read it"},
     {"keys": ("MASTER_ADDR", "MASTER_PORT"), "check": _nonempty,
      "when": lambda f: (f.get("torchrun_config") or {}).get("rdzv_backend", "static") != "static",
      "reason": "under c10d torchrun's rank-0 agent chooses the store address at rendezvous time"},
@@ -144,6 +184,12 @@ CASE_KEPT = {
     "older_xla": "XLA is 1.x's name for TPU",
     "no_mpirun": "not comparable: accelerate found no mpirun where it was recorded (the torch 2.6 chroot "
                  "has no Open MPI), so the fixture holds that error, not accelerate's mpirun command",
+    "unbuffered": "accelerate's simple launcher runs `python SCRIPT`; accel runs `python -u SCRIPT` as torchrun "
+                  "does, because the agent reads the workers' output through pipes and prefixes each line",
+    "fp16_on_cpu": "mixed_precision fp16 on a CPU-only job: accelerate runs it in fp32 without a word; accel "
+                   "refuses it before anything starts (README: differences on purpose)",
+    "device_not_supported": "distributed_type MULTI_XPU/NPU/...: accel launches CPU and CUDA GPU jobs and "
+                            "refuses the others with one line naming the type",
     "newer_value": "for an older tag, a worker may see a variable's value the way the newest accelerate "
                    "gives it for the same case (older workers ignore a variable they never read); a "
                    "variable the older tag sets that neither the newest accelerate nor accel gives is "
@@ -277,7 +323,9 @@ def omp_for_this_host(fixture, expected, cores):
     return dict(expected, OMP_NUM_THREADS=str(threads if threads > 1 else 1))
 
 
-def normalize_command(cmd, tmp):
+def normalize_command(cmd, tmp, unbuffered=False):
+    """unbuffered: accelerate's `python SCRIPT` as accel runs it, `python -u SCRIPT`
+    (CASE_KEPT["unbuffered"])."""
     out = []
     for i, arg in enumerate(expand(list(cmd), tmp)):
         arg = arg.replace(tmp + "/", "")
@@ -286,6 +334,8 @@ def normalize_command(cmd, tmp):
         if i == 0 and (arg == "{python}" or re.fullmatch(r"(.*/)?python3?(\.\d+)?", arg)):
             arg = "{python}"
         out.append(arg)
+    if unbuffered and out and out[0] == "{python}" and out[1:2] != ["-u"]:
+        out.insert(1, "-u")
     return out
 
 
@@ -362,6 +412,10 @@ def compare_case(fixture, result, proc, tmp, cores, newest_keys, newest=None):
                          f"accepts ({len(result.get('ranks', []))} ranks)")]
     if result is None:
         tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+        if proc.returncode == 2 and "mixed_precision fp16 needs a GPU but the job is CPU-only" in tail:
+            return "kept (fp16_on_cpu)", []
+        if proc.returncode == 2 and "is not supported by accel, which launches CPU and CUDA GPU jobs" in tail:
+            return "kept (device_not_supported)", []
         return "FAIL", [("-", "<outcome>", f"launches ({fixture['launcher']})", f"exit {proc.returncode}: {tail}")]
     if "unparsable" in result:
         return "FAIL", [("-", "<output>", "one JSON object", result["unparsable"])]
@@ -375,7 +429,8 @@ def compare_case(fixture, result, proc, tmp, cores, newest_keys, newest=None):
         for (local, env, cmd), got in zip(want, ranks):
             if got.get("local_rank") != local:
                 out.append((local, "<local_rank>", local, got.get("local_rank")))
-            if normalize_command(cmd, tmp) != normalize_command(got.get("command", []), tmp):
+            if normalize_command(cmd, tmp, unbuffered=fixture["launcher"] == "simple") != \
+                    normalize_command(got.get("command", []), tmp):
                 out.append((local, "<command>", normalize_command(cmd, tmp),
                             normalize_command(got.get("command", []), tmp)))
             out += compare_env(fixture, local, env, got.get("env", {}), cores, newer.get(local), tmp)
@@ -436,7 +491,8 @@ def ideal_result(fixture, tmp):
     ranks = []
     for local, env, cmd in expected_ranks(fixture):
         env = {k: ("set-at-run-time" if v is ANY else expand(v, tmp)) for k, v in env.items()}
-        ranks.append({"rank": local, "local_rank": local, "command": expand(list(cmd), tmp), "env": env})
+        command = normalize_command(cmd, tmp, unbuffered=fixture["launcher"] == "simple")  # CASE_KEPT["unbuffered"]
+        ranks.append({"rank": local, "local_rank": local, "command": command, "env": env})
     return {"ranks": ranks, "notices": []}, _Exit(0)
 
 
