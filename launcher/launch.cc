@@ -52,7 +52,7 @@ std::string shellQuote(const std::string& s) {
 // starts; the dry run cannot know which).
 WorkerSlot dryRunSlot(const LaunchPlan& plan, int localRank) {
   return WorkerSlot{localRank, 0, plan.master_port.value_or(0),
-                    plan.exec_in_place ? "" : "<run dir>/attempt_0/rank_" + std::to_string(globalRank(plan, localRank)) + "/error.json"};
+                    plan.exec_in_place ? "" : "<run dir>/attempt_0/" + std::to_string(localRank) + "/error.json"};
 }
 
 void printDryRun(const LaunchPlan& plan) {
@@ -209,7 +209,7 @@ class Agent {
   ~Agent() {
     link_.reset();
     if (server_) server_->stop();
-    if (temp_run_dir_) removeTree(run_dir_);
+    if (temp_run_dir_) removeTree(base_to_remove_);
   }
 
   Expected<JobReport> run() {
@@ -231,10 +231,10 @@ class Agent {
     if (!plan_.quiet) console_.write(2, "accel: " + text + "\n");
   }
 
+  // --log_dir must be usable before anything starts; the run's own directory in it is made later.
   Expected<void> useLogDir() {
     if (!plan_.log_dir) return {};
     if (auto ok = config::makeDirectories(*plan_.log_dir); !ok) return makeError("--log_dir: " + ok.error());
-    run_dir_ = *plan_.log_dir;
     return {};
   }
 
@@ -314,23 +314,43 @@ class Agent {
     }
   }
 
-  // Without --log_dir, per-attempt files (error.json) live in a temp dir ($TMPDIR, else /tmp),
-  // made once the machines have met (an agent stopped while it waits leaves nothing behind).
+  // The run directory, made once the machines have met (an agent stopped while it waits leaves
+  // nothing behind), laid out as torchrun's: BASE/<run_id>_<random>/attempt_K/<local rank>/.
+  // BASE is --log_dir; without one it is a new directory in $TMPDIR (else /tmp), as torchrun's
+  // torchelastic_*, kept when --redirects or --tee put streams in files, else removed at the end
+  // (it then holds only the workers' error files). The random part keeps runs that share a run
+  // id (--rdzv_id, machines sharing a file system) apart.
   Expected<void> makeRunDir() {
-    if (plan_.log_dir) return {};
-    auto tmp = lookup(parent_env_, "TMPDIR");
-    const std::string parent = tmp && !tmp->empty() ? *tmp : "/tmp";
-    std::string tmpl = parent + "/accel-run-XXXXXX";
-    if (!::mkdtemp(tmpl.data())) return makeError("cannot create a run directory in " + parent + ": " + std::strerror(errno));
+    std::string base;
+    if (plan_.log_dir) {
+      base = *plan_.log_dir;
+    } else {
+      auto tmp = lookup(parent_env_, "TMPDIR");
+      const std::string parent = tmp && !tmp->empty() ? *tmp : "/tmp";
+      std::string tmpl = parent + "/accel-run-XXXXXX";
+      if (!::mkdtemp(tmpl.data())) return makeError("cannot create a run directory in " + parent + ": " + std::strerror(errno));
+      base = tmpl;
+      base_to_remove_ = base;
+      temp_run_dir_ = true;  // until the run's own directory is made in it
+    }
+    std::string tmpl = base + "/" + plan_.run_id + "_XXXXXX";
+    if (!::mkdtemp(tmpl.data())) {
+      return makeError((plan_.log_dir ? "--log_dir: " : "") + std::string("cannot create ") + tmpl + ": " + std::strerror(errno));
+    }
     run_dir_ = tmpl;
-    temp_run_dir_ = true;
+    if (!plan_.log_dir) temp_run_dir_ = !plan_.keepsFiles();
+    if (plan_.log_dir) {
+      say("logs in " + run_dir_ + "/attempt_K/<local rank>/");
+    } else if (plan_.keepsFiles()) {
+      say("--redirects/--tee without --log_dir: the workers' log files are kept in " + run_dir_ + "/attempt_K/<local rank>/");
+    }
     return {};
   }
 
   // A failure on any machine stops the workers on every machine; each names the job's first.
   Expected<void> startSupervisor() {
     supervisor_ = std::make_unique<Supervisor>(plan_, parent_env_, run_dir_, console_);
-    if (temp_run_dir_) supervisor_->removeRunDirIfKilled();
+    if (temp_run_dir_) supervisor_->removeIfKilled(base_to_remove_);
     if (auto ok = supervisor_->start(); !ok) return ok;
     supervisor_->setMasterPort(store_port_);
     supervisor_->setRankOffset(rank_offset_);
@@ -377,8 +397,8 @@ class Agent {
   void reportOutcome(const JobReport& report) {
     console_.write(2, renderFailureSummary(report));
     console_.flush();  // supervision is over: now the summary may wait for the terminal
-    if (!plan_.log_dir) return;
-    auto ok = config::writeFileAtomically(*plan_.log_dir + "/summary.json", renderReportJson(report).dump(2) + "\n");
+    if (!plan_.keepsFiles()) return;
+    auto ok = config::writeFileAtomically(run_dir_ + "/summary.json", renderReportJson(report).dump(2) + "\n");
     if (!ok) say("could not write summary.json: " + ok.error());
   }
 
@@ -403,8 +423,9 @@ class Agent {
   int store_port_;
   int rank_offset_;
   Console console_;
-  std::string run_dir_;
-  bool temp_run_dir_ = false;
+  std::string run_dir_;          // BASE/<run_id>_<random>
+  std::string base_to_remove_;   // the temporary BASE (no --log_dir)
+  bool temp_run_dir_ = false;    // remove base_to_remove_ at the end
   std::unique_ptr<store::TcpStoreServer> server_;
   std::unique_ptr<store::TcpStoreClient> agent_store_, watch_store_, publisher_store_;
   int watch_fd_ = -1;

@@ -93,7 +93,7 @@ std::vector<FlagSpec> distributed() {
           .help("Also copy worker streams to log files: 0 none, 1 stdout, 2 stderr, 3 both, or 0:3,1:1 per local rank"),
       F({"--redirects", "-r"}, "redirects").str("\"0\"").torchrunOnly().accelToo()
           .help("Send worker streams to log files instead of the console (values as --tee)"),
-      F({"--log_dir"}, "log_dir").str().torchrunToo().help("Keep every rank's streams in LOG_DIR/<run_id>/attempt_K/<local_rank>/"),
+      F({"--log_dir"}, "log_dir").str().torchrunToo().help("Keep every rank's streams in LOG_DIR/<run_id>_<random>/attempt_K/<local_rank>/"),
       F({"--role"}, "role").str("\"default\"").torchrunToo().help("ROLE_NAME of the workers"),
       F({"--rdzv_backend"}, "rdzv_backend").str("\"static\"").torchrunToo().help("static or c10d"),
       F({"--rdzv_conf"}, "rdzv_conf").str("\"\"").torchrunToo().help("k=v,...: timeout=SECONDS is used"),

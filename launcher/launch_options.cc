@@ -202,11 +202,13 @@ Expected<void> agentFlags(const Reader& r, LaunchOptions& o) {
   o.max_restarts = restarts->value_or(0);
   o.monitor_interval = r.value("monitor_interval").get<double>();
   o.log_dir = r.text("log_dir");
-  if (r.given("tee")) {
-    const std::string tee = *r.text("tee");
-    if (tee.size() != 1 || tee[0] < '0' || tee[0] > '3') return makeError("--tee: " + tee + " is not 0, 1, 2 or 3");
-    o.tee = tee[0] - '0';
-  }
+  // torchrun's --redirects/--tee (checked against the local world size by the plan) and accel's
+  // console mask (what --tee meant before).
+  if (r.given("redirects")) o.redirects = r.text("redirects");
+  if (r.given("tee")) o.tee = r.text("tee");
+  auto consoleStreams = r.number<int>("console_streams", 0, 3);
+  if (!consoleStreams) return std::move(consoleStreams).takeError();
+  o.console_streams = *consoleStreams;
   if (auto filter = r.text("local_ranks_filter"); filter && !filter->empty()) o.local_ranks_filter = filter;
   o.quiet = r.on("quiet");
   o.rdzv_conf = r.text("rdzv_conf").value_or("");

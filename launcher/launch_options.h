@@ -21,7 +21,7 @@ struct LaunchOptions {
   std::optional<std::string> nproc_per_node;   // processes per machine: N, auto, gpu, cpu
   bool standalone = false;                     // one machine, store on a free port
   bool run_path = false;                       // run the script with python whatever its suffix
-  std::optional<std::string> rdzv_id;          // TORCHELASTIC_RUN_ID and the log directory's name
+  std::optional<std::string> rdzv_id;          // TORCHELASTIC_RUN_ID and the log directory's prefix
   std::optional<std::string> mpirun_hostfile;  // the job is `mpirun --hostfile FILE ...`, as accelerate runs it
   std::vector<std::string> notices;            // accepted flags that do nothing here, one line each
   bool dry_run_json = false;                   // --dry_run_json: the dry run as one JSON object
@@ -35,8 +35,12 @@ struct LaunchOptions {
   std::optional<int> gradient_accumulation_steps;
   int max_restarts = 0;
   double monitor_interval = 0.1;               // accepted for compatibility; supervision is event-driven
-  std::optional<std::string> log_dir;
-  std::optional<int> tee;                      // 0 none, 1 stdout, 2 stderr, 3 both (default: both)
+  std::optional<std::string> log_dir;          // torchrun's layout: LOG_DIR/<run_id>_<random>/attempt_K/<local rank>/
+  // torchrun's --redirects and --tee ("3", "0:3,1:1"; launcher/stream_masks.h): the streams kept
+  // in log files instead of (redirects) or as well as (tee) on the console.
+  std::optional<std::string> redirects;
+  std::optional<std::string> tee;
+  std::optional<int> console_streams;          // 0 none, 1 stdout, 2 stderr, 3 both (default: both)
   std::optional<std::string> local_ranks_filter;  // "0,2": console shows only these local ranks
   bool quiet = false;                          // no agent notices, only worker output and errors
   std::string rdzv_conf;                       // torchrun's k=v,...: only timeout=SECONDS is used

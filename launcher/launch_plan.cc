@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cctype>
 #include <random>
+#include <tuple>
 
 #include "config/schema.h"
+#include "launcher/stream_masks.h"
 #include "launcher/subprocess_posix.h"
 #include "launcher/worker_env.h"
 #include "libaccel/common/env_names.h"
@@ -427,8 +429,16 @@ Expected<void> applyStoreLimits(LaunchPlan& plan, const LaunchOptions& o) {
 }
 
 Expected<void> applyAgentFlags(LaunchPlan& plan, const LaunchOptions& o) {
-  if (o.tee && (*o.tee < 0 || *o.tee > 3)) return makeError("--tee: " + std::to_string(*o.tee) + " is not 0, 1, 2 or 3");
-  plan.tee = o.tee.value_or(3);
+  if (o.console_streams && (*o.console_streams < 0 || *o.console_streams > 3)) {
+    return makeError("--console_streams: " + std::to_string(*o.console_streams) + " is not 0, 1, 2 or 3");
+  }
+  plan.console_streams = o.console_streams.value_or(3);
+  for (auto [flag, text, masks] : {std::tuple{"--redirects", &o.redirects, &plan.redirects},
+                                   std::tuple{"--tee", &o.tee, &plan.tee}}) {
+    auto parsed = parseStreamMasks(flag, text->value_or("0"), plan.local_world_size);
+    if (!parsed) return std::move(parsed).takeError();
+    *masks = std::move(*parsed);
+  }
   if (o.local_ranks_filter) {
     auto ranks = parseRankFilter(*o.local_ranks_filter, plan.local_world_size);
     if (!ranks) return std::move(ranks).takeError();
@@ -444,6 +454,10 @@ Expected<void> applyAgentFlags(LaunchPlan& plan, const LaunchOptions& o) {
   if (o.term_timeout.count() < 0) return makeError("--term_timeout: must be 0 or more");
   plan.max_restarts = o.max_restarts;
   plan.role = o.role;
+  // The run id names the log directory (<run_id>_<random>): one path component.
+  if (o.rdzv_id && (o.rdzv_id->empty() || o.rdzv_id->find('/') != std::string::npos)) {
+    return makeError("--rdzv_id: '" + *o.rdzv_id + "' must be a non-empty name without '/'");
+  }
   plan.log_dir = o.log_dir;
   // A rank per task: only rank 0 speaks for the job (hundreds of tasks must not repeat it).
   plan.quiet = o.quiet || (plan.exec_in_place && globalRank(plan, plan.exec_local_rank) != 0);
@@ -637,6 +651,27 @@ Expected<Devices> planJobShape(LaunchPlan& plan, const LaunchOptions& o, const E
 }
 
 }  // namespace
+
+int LaunchPlan::fileStreams(int lr) const {
+  if (log_dir) return kStdoutMask | kStderrMask;
+  const auto at = static_cast<size_t>(lr);
+  return (at < redirects.size() ? redirects[at] : 0) | (at < tee.size() ? tee[at] : 0);
+}
+
+int LaunchPlan::consoleStreams(int lr) const {
+  if (console_ranks && !console_ranks->count(lr)) return 0;
+  const auto at = static_cast<size_t>(lr);
+  const int redirected = at < redirects.size() ? redirects[at] : 0;
+  const int teed = at < tee.size() ? tee[at] : 0;
+  return console_streams & (~redirected | teed);
+}
+
+bool LaunchPlan::keepsFiles() const {
+  for (int lr = 0; lr < local_world_size; ++lr) {
+    if (fileStreams(lr) != 0) return true;
+  }
+  return false;
+}
 
 int portForJob(const std::optional<std::string>& jobId) {
   if (!jobId || jobId->empty() || jobId->size() > 18 ||

@@ -24,6 +24,14 @@ using probes::Environment;
 using probes::lookup;
 
 struct LaunchPlan {
+  // Streams of local rank `lr` (stream_masks.h bits) kept in files: all with a log_dir.
+  int fileStreams(int lr) const;
+  // Streams of local rank `lr` shown on the console: not redirected (or also teed), and allowed
+  // by console_streams and console_ranks.
+  int consoleStreams(int lr) const;
+  // True when some stream must be kept in a file.
+  bool keepsFiles() const;
+
   config::EffectiveConfig config;
   std::vector<std::string> argv;    // identical for every rank; argv[0] is an absolute path
   int world_size = 1;               // processes over all machines
@@ -64,8 +72,12 @@ struct LaunchPlan {
   // Variables every rank gets on top of the parent environment (accelerate's ACCELERATE_*,
   // KMP_*, CUDA_VISIBLE_DEVICES ...); rank-specific ones are added by workerEnvironment.
   std::map<std::string, std::string> common_env;
+  // With a log_dir every stream of every rank is kept in its file; without one, only those of
+  // `redirects | tee` (in a directory the agent makes and keeps, as torchrun does).
   std::optional<std::string> log_dir;
-  int tee = 3;                      // bit 1: stdout to console, bit 2: stderr to console
+  std::vector<int> redirects;       // per local rank, stream masks (stream_masks.h): to a file, not the console
+  std::vector<int> tee;             // per local rank: to a file and the console
+  int console_streams = 3;          // bit 1: stdout may reach the console, bit 2: stderr may
   std::optional<std::set<int>> console_ranks;  // local ranks shown on the console (all if unset)
   bool quiet = false;
   bool dry_run = false;

@@ -121,7 +121,7 @@ struct Worker {
   TailBuffer stderr_tail;
   std::string error_file;
   WorkerOutcome outcome;
-  bool show_on_console = true;
+  int console_streams = 3;  // stream_masks.h bits: the streams shown on the console
 
   // What the failure report shows of its stderr: a spawn error if it never started, else the
   // last lines it wrote.
@@ -210,6 +210,9 @@ void Supervisor::Attempt::say(const std::string& line) {
   if (!plan_.quiet) s_.console_.write(2, line);
 }
 
+// torchrun's layout: RUN_DIR/attempt_K/<local rank>/{stdout.log,stderr.log,error.json}, the
+// directory made for every rank (error.json is the worker's to write), a log for each stream the
+// plan keeps in files.
 void Supervisor::Attempt::prepareWorkers() {
   const std::string attemptDir = s_.run_dir_ + "/attempt_" + std::to_string(attempt_);
   workers_.resize(static_cast<size_t>(plan_.local_world_size));
@@ -222,14 +225,19 @@ void Supervisor::Attempt::prepareWorkers() {
     std::string prefix = "[rank " + std::to_string(w.rank) + "] ";
     w.prefixers[0] = OutputPrefixer(prefix);
     w.prefixers[1] = OutputPrefixer(prefix);
-    w.show_on_console = !plan_.console_ranks || plan_.console_ranks->count(lr);
-    const std::string rankDir = attemptDir + "/rank_" + std::to_string(w.rank);
-    (void)config::makeDirectories(rankDir);  // a failure shows as missing logs, not a lost job
+    w.console_streams = plan_.consoleStreams(lr);
+    const std::string rankDir = attemptDir + "/" + std::to_string(lr);
+    if (auto made = config::makeDirectories(rankDir); !made) {  // the job goes on, without these files
+      say("accel: rank " + std::to_string(w.rank) + ": " + made.error() + "\n");
+    }
     w.error_file = rankDir + "/error.json";
     ::unlink(w.error_file.c_str());
-    if (plan_.log_dir) {
-      w.log_fds[0] = ::open((rankDir + "/stdout.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      w.log_fds[1] = ::open((rankDir + "/stderr.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int files = plan_.fileStreams(lr);
+    for (int stream = 0; stream < 2; ++stream) {
+      if (!(files & (stream + 1))) continue;
+      const std::string path = rankDir + (stream == 0 ? "/stdout.log" : "/stderr.log");
+      w.log_fds[stream] = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (w.log_fds[stream] < 0) say("accel: cannot write " + path + ": " + std::strerror(errno) + "\n");
     }
   }
 }
@@ -392,7 +400,7 @@ void Supervisor::Attempt::onOutput(Worker& w, int stream) {
     ssize_t n = ::read(w.fds[stream], buf_.data(), buf_.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return;  // EAGAIN: more later
-    const bool shown = w.show_on_console && (plan_.tee & (stream + 1));
+    const bool shown = (w.console_streams & (stream + 1)) != 0;
     if (n == 0) {  // EOF: the last writer (worker or descendant) closed it
       std::string rest = w.prefixers[stream].flush();
       if (shown) s_.console_.write(stream + 1, std::move(rest));
@@ -602,7 +610,7 @@ Expected<void> Supervisor::start() {
   watchFd(epoll_fd_, signal_fd_, kSignalsId, EPOLLIN);
   watchFd(epoll_fd_, console_.readyFd(), kConsoleId, EPOLLIN);
   becomeSubreaper();
-  return guard_.start(remove_run_dir_ ? run_dir_ : "");
+  return guard_.start(remove_if_killed_);
 }
 
 void Supervisor::setJobLink(JobLink* link, int machineRank, std::string host) {

@@ -33,16 +33,17 @@ namespace accel::launcher {
 
 class Supervisor {
  public:
-  // `runDir` holds attempt_K/rank_N/{stdout.log,stderr.log,error.json}; logs are written there
-  // only when the plan has a log_dir. Output and notices go through `console`.
+  // `runDir` holds attempt_K/<local rank>/{stdout.log,stderr.log,error.json} (torchrun's layout);
+  // a stream's log is written there when plan.fileStreams() names it, and it reaches the console
+  // when plan.consoleStreams() does. Output and notices go through `console`.
   Supervisor(const LaunchPlan& plan, Environment parentEnv, std::string runDir, Console& console);
   ~Supervisor();
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
-  // The run directory is the agent's own (a temporary one): if the agent is SIGKILLed, the guard
-  // deletes it after killing the workers. Call before start().
-  void removeRunDirIfKilled() { remove_run_dir_ = true; }
+  // `dir` (the agent's temporary one, holding the run directory) is deleted by the guard after
+  // it killed the workers, if the agent is SIGKILLed. Call before start().
+  void removeIfKilled(std::string dir) { remove_if_killed_ = std::move(dir); }
 
   // Blocks the handled signals in the calling thread (they arrive through the signalfd; other
   // threads must block them too: start them after this call, or block them before), becomes
@@ -86,7 +87,7 @@ class Supervisor {
   int epoll_fd_ = -1;
   int signal_fd_ = -1;
   Guard guard_;
-  bool remove_run_dir_ = false;
+  std::string remove_if_killed_;  // "" : nothing
   bool stop_requested_ = false;
   int interrupts_ = 0;
 };

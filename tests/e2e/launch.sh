@@ -41,6 +41,13 @@ start_master() {
   fail "no port free in 50 tries"
 }
 
+# run_dir_in LOG_DIR: the one run directory (<run_id>_<random>, torchrun's layout) in LOG_DIR.
+run_dir_in() {
+  local dirs=("$1"/*/)
+  [[ ${#dirs[@]} == 1 && -d ${dirs[0]} ]] || fail "want one run directory in $1, have: $(ls -a "$1")"
+  echo "${dirs[0]%/}"
+}
+
 case $CASE in
 env_contract)
   export FOO_FROM_PARENT=kept
@@ -210,10 +217,11 @@ restarts)
   BEHAVE_0=fail-first-attempt BEHAVE_1=ok expect_exit 0 "$ACCEL" launch -n 2 --max_restarts 2 \
     --log_dir "$SCRATCH/logs" "${BEH[@]}"
   expect_contains "$ERR" "attempt 0 failed (rank 0: exit code 5); restarting (1 of 2)"
-  expect_contains "$(cat "$SCRATCH/logs/attempt_0/rank_0/stdout.log")" "attempt 0"
-  expect_contains "$(cat "$SCRATCH/logs/attempt_1/rank_0/stdout.log")" "attempt 1"
-  [[ ! -d "$SCRATCH/logs/attempt_2" ]] || fail "a third attempt ran"
-  $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["exit_code"]==0 and len(d["attempts"])==2 and not d["attempts"][0]["succeeded"], d' "$SCRATCH/logs/summary.json"
+  run=$(run_dir_in "$SCRATCH/logs")
+  expect_contains "$(cat "$run/attempt_0/0/stdout.log")" "attempt 0"
+  expect_contains "$(cat "$run/attempt_1/0/stdout.log")" "attempt 1"
+  [[ ! -d "$run/attempt_2" ]] || fail "a third attempt ran"
+  $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["exit_code"]==0 and len(d["attempts"])==2 and not d["attempts"][0]["succeeded"], d' "$run/summary.json"
   # Out of restarts: the summary lists every attempt and the job fails with the culprit's code.
   BEHAVE_DEFAULT=exit:6 expect_exit 6 "$ACCEL" launch -n 2 --max_restarts 1 "${BEH[@]}"
   expect_contains "$ERR" "attempt 0 ("
@@ -232,20 +240,66 @@ logs)
   BEHAVE_0=progress expect_exit 0 "$ACCEL" launch -n 1 "${BEH[@]}"
   [[ "$OUT" == $'[rank 0] \r[rank 0] progress 1/3\r[rank 0] progress 2/3\r[rank 0] progress 3/3' ]] ||
     fail "progress bar: $(cat -A <<<"$OUT")"
-  # --local_ranks_filter limits the console; --log_dir with --tee keeps everything.
-  BEHAVE_DEFAULT=exit:0 expect_exit 0 "$ACCEL" launch -n 3 --local_ranks_filter 0 --log_dir "$SCRATCH/logs" --tee 3 "${BEH[@]}"
+  # --local_ranks_filter limits the console; --log_dir keeps everything, in torchrun's layout.
+  BEHAVE_DEFAULT=exit:0 expect_exit 0 "$ACCEL" launch -n 3 --local_ranks_filter 0 --log_dir "$SCRATCH/logs" --rdzv_id job7 "${BEH[@]}"
   [[ "$ERR" == *"[rank 0] rank 0 failing"* && "$ERR" != *"[rank 1]"* && "$ERR" != *"[rank 2]"* ]] || fail "filter: $ERR"
+  run=$(run_dir_in "$SCRATCH/logs")
+  [[ $run =~ /logs/job7_[A-Za-z0-9]{6}$ ]] || fail "run directory $run is not <rdzv_id>_<random>"
+  expect_contains "$ERR" "accel: logs in $run/attempt_K/<local rank>/"
   for r in 0 1 2; do
-    [[ "$(cat "$SCRATCH/logs/attempt_0/rank_$r/stderr.log")" == $"rank $r failing"$'\n'"second line" ]] || fail "log of rank $r"
+    [[ "$(cat "$run/attempt_0/$r/stderr.log")" == $"rank $r failing"$'\n'"second line" ]] || fail "log of rank $r"
+    [[ -f "$run/attempt_0/$r/stdout.log" && ! -s "$run/attempt_0/$r/stdout.log" ]] || fail "stdout.log of rank $r"
   done
-  $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["exit_code"]==0, d' "$SCRATCH/logs/summary.json"
-  # --tee 0: nothing from the workers on the console.
-  BEHAVE_DEFAULT=ok expect_exit 0 "$ACCEL" launch -n 2 --tee 0 "${BEH[@]}"
-  [[ -z "$OUT" ]] || fail "--tee 0 printed: $OUT"
+  $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["exit_code"]==0, d' "$run/summary.json"
+  # --console_streams 0: nothing from the workers on the console; 2: only their stderr.
+  BEHAVE_DEFAULT=both expect_exit 0 "$ACCEL" launch -n 2 --console_streams 0 "${BEH[@]}"
+  [[ -z "$OUT" && "$ERR" != *"[rank"* ]] || fail "--console_streams 0 printed: $OUT $ERR"
+  BEHAVE_DEFAULT=both expect_exit 0 "$ACCEL" launch -n 2 --console_streams 2 "${BEH[@]}"
+  [[ -z "$OUT" && "$ERR" == *"[rank 1] rank 1 err"* ]] || fail "--console_streams 2 printed: $OUT $ERR"
+  ;;
+redirects_tee)
+  # torchrun's meaning: --redirects sends a stream to its log file instead of the console, --tee
+  # to both. Without --log_dir the files go to a directory the agent keeps, named in a notice.
+  export TMPDIR=$SCRATCH/tmp
+  mkdir -p "$TMPDIR"
+  BEHAVE_DEFAULT=both expect_exit 0 "$ACCEL" launch -n 2 --redirects 3 --rdzv_id r3 "${BEH[@]}"
+  [[ -z "$OUT" && "$ERR" != *"[rank"* ]] || fail "--redirects 3 reached the console: $OUT $ERR"
+  base=$(run_dir_in "$TMPDIR")
+  run=$(run_dir_in "$base")
+  [[ $base == "$TMPDIR"/accel-run-* && $run == "$base"/r3_* ]] || fail "kept run directory $run"
+  expect_contains "$ERR" "accel: --redirects/--tee without --log_dir: the workers' log files are kept in $run/attempt_K/<local rank>/"
+  for r in 0 1; do
+    [[ "$(cat "$run/attempt_0/$r/stdout.log")" == "rank $r out" ]] || fail "stdout.log of rank $r"
+    [[ "$(cat "$run/attempt_0/$r/stderr.log")" == "rank $r err" ]] || fail "stderr.log of rank $r"
+  done
+  [[ -f $run/summary.json ]] || fail "no summary.json in $run"
+  rm -rf "${TMPDIR:?}"/*
+  # Per local rank: 0 redirects stdout and tees stderr; 1 tees stdout; only those streams get files.
+  BEHAVE_DEFAULT=both expect_exit 0 "$ACCEL" launch -n 2 --redirects 0:1 --tee 0:2,1:1 "${BEH[@]}"
+  [[ "$OUT" == "[rank 1] rank 1 out" ]] || fail "stdout: $OUT"
+  expect_contains "$ERR" "[rank 0] rank 0 err"
+  expect_contains "$ERR" "[rank 1] rank 1 err"
+  run=$(run_dir_in "$(run_dir_in "$TMPDIR")")
+  [[ "$(cd "$run/attempt_0" && find . -type f | sort | paste -sd' ')" == "./0/stderr.log ./0/stdout.log ./1/stdout.log" ]] ||
+    fail "files: $(cd "$run/attempt_0" && find . -type f)"
+  [[ "$(cat "$run/attempt_0/0/stdout.log")" == "rank 0 out" && "$(cat "$run/attempt_0/1/stdout.log")" == "rank 1 out" ]] ||
+    fail "logs: $(tail -n+1 "$run"/attempt_0/*/*.log)"
+  rm -rf "${TMPDIR:?}"/*
+  # Neither: no files, and the temporary run directory is gone at the end.
+  BEHAVE_DEFAULT=both expect_exit 0 "$ACCEL" launch -n 2 "${BEH[@]}"
+  [[ -z "$(ls -A "$TMPDIR")" ]] || fail "left behind: $(ls -A "$TMPDIR")"
+  # --log_dir keeps every stream in files, --redirects still keeps stdout off the console.
+  BEHAVE_DEFAULT=both expect_exit 0 "$ACCEL" launch -n 2 --redirects 1 --log_dir "$SCRATCH/logs" "${BEH[@]}"
+  [[ -z "$OUT" ]] || fail "redirected stdout printed: $OUT"
+  expect_contains "$ERR" "[rank 1] rank 1 err"
+  run=$(run_dir_in "$SCRATCH/logs")
+  [[ "$(cat "$run/attempt_0/1/stderr.log")" == "rank 1 err" && "$(cat "$run/attempt_0/1/stdout.log")" == "rank 1 out" ]] ||
+    fail "log_dir files"
+  [[ -z "$(ls -A "$TMPDIR")" ]] || fail "--log_dir still made $(ls -A "$TMPDIR")"
   ;;
 failure_summary_json)
   BEHAVE_DEFAULT=sleep BEHAVE_1=exit:3 expect_exit 3 "$ACCEL" launch -n 3 --log_dir "$SCRATCH/logs" "${BEH[@]}"
-  $PY - "$SCRATCH/logs/summary.json" <<'PYEOF'
+  $PY - "$(run_dir_in "$SCRATCH/logs")/summary.json" <<'PYEOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["exit_code"] == 3 and not d["succeeded"]
@@ -295,7 +349,12 @@ validation)
   expect_contains "$ERR" "unknown flag --num_proceses (did you mean --num_processes?)"
   expect_exit 2 "$ACCEL" launch -n 2 --local_ranks_filter 5 "${BEH[@]}"
   expect_contains "$ERR" "--local_ranks_filter: '5' is not a local rank (0..1)"
-  expect_exit 2 "$ACCEL" launch -n 2 --tee 7 "${BEH[@]}"
+  expect_exit 2 "$ACCEL" launch -n 2 --console_streams 7 "${BEH[@]}"
+  expect_contains "$ERR" "--console_streams: 7 is out of range 0..3"
+  expect_exit 2 "$ACCEL" launch -n 2 --tee 0:3,2:1 "${BEH[@]}"
+  expect_contains "$ERR" "--tee: '0:3,2:1': local rank 2 does not exist (0..1)"
+  expect_exit 2 "$ACCEL" launch -n 2 --redirects 1:x "${BEH[@]}"
+  expect_contains "$ERR" "--redirects: '1:x': '1:x' is not LOCAL_RANK:MASK"
   expect_exit 2 "$ACCEL" launch -n 2 --python /nonexistent/python "$SCRATCH/x.py" 2>/dev/null || true
   touch "$SCRATCH/x.py"
   expect_exit 2 "$ACCEL" launch -n 2 --python /nonexistent/python "$SCRATCH/x.py"

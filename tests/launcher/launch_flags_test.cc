@@ -152,6 +152,22 @@ TEST(LaunchOptionsTest, TorchrunSpellingsMapOntoAccelerates) {
   EXPECT_EQ(standalone->config.main_process_port, 0);
 }
 
+// --redirects/--tee keep torchrun's text (checked against the local world size by the plan);
+// --console_streams is accel's 0-3 mask.
+TEST(LaunchOptionsTest, StreamFlagsReachTheOptions) {
+  auto o = options({"--tee", "0:3,1:1", "-r", "2", "--console_streams", "1", "x"}, LaunchMode::Torchrun);
+  ASSERT_TRUE(o.ok()) << o.error();
+  EXPECT_EQ(o->tee, "0:3,1:1");
+  EXPECT_EQ(o->redirects, "2");
+  EXPECT_EQ(o->console_streams, 1);
+  auto plain = options({"x"});
+  ASSERT_TRUE(plain.ok()) << plain.error();
+  EXPECT_FALSE(plain->tee || plain->redirects || plain->console_streams);
+  auto bad = options({"--console_streams", "4", "x"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error(), "--console_streams: 4 is out of range 0..3");
+}
+
 TEST(LaunchOptionsTest, ContradictionsAndRefusalsNameTheFlags) {
   auto error = [](std::vector<std::string> args) {
     auto o = options(std::move(args));

@@ -120,8 +120,61 @@ TEST_F(LaunchPlanTest, Errors) {
   o.no_python = true;
   expect(o, "-m/--module and --no_python cannot be used together");
   o = options();
-  o.tee = 4;
-  expect(o, "--tee: 4 is not 0, 1, 2 or 3");
+  o.console_streams = 4;
+  expect(o, "--console_streams: 4 is not 0, 1, 2 or 3");
+  o = options();
+  o.tee = "4";
+  expect(o, "--tee: '4' is not a stream mask (0 none, 1 stdout, 2 stderr, 3 both; or LOCAL_RANK:MASK,... as in 0:3,1:1)");
+  o = options();
+  o.redirects = "0:3,1:1";  // one process: local rank 1 does not exist
+  expect(o, "--redirects: '0:3,1:1': local rank 1 does not exist (0..0)");
+  o = options();
+  o.rdzv_id = "a/b";
+  expect(o, "--rdzv_id: 'a/b' must be a non-empty name without '/'");
+}
+
+// torchrun's meaning: redirected streams go to files only, teed ones to files and the console,
+// the rest to the console only; --log_dir keeps every stream in files (accel's promise);
+// --console_streams and --local_ranks_filter narrow the console further.
+TEST_F(LaunchPlanTest, RedirectsAndTeeDecideFilesAndConsole) {
+  auto o = options();
+  o.config.num_processes = 4;
+  o.config.cpu = true;
+  o.redirects = "0:3,1:1,2:2";
+  o.tee = "1:2,2:2,3:1";
+  auto p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->redirects, (std::vector<int>{3, 1, 2, 0}));
+  EXPECT_EQ(p->tee, (std::vector<int>{0, 2, 2, 1}));
+  EXPECT_EQ((std::vector<int>{p->fileStreams(0), p->fileStreams(1), p->fileStreams(2), p->fileStreams(3)}),
+            (std::vector<int>{3, 3, 2, 1}));
+  EXPECT_EQ((std::vector<int>{p->consoleStreams(0), p->consoleStreams(1), p->consoleStreams(2), p->consoleStreams(3)}),
+            (std::vector<int>{0, 2, 3, 3}));
+  EXPECT_TRUE(p->keepsFiles());
+
+  o.console_streams = 2;
+  o.local_ranks_filter = "1,2";
+  o.log_dir = dir_.file("logs");
+  p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ((std::vector<int>{p->fileStreams(0), p->fileStreams(1), p->fileStreams(2), p->fileStreams(3)}),
+            (std::vector<int>{3, 3, 3, 3}));
+  EXPECT_EQ((std::vector<int>{p->consoleStreams(0), p->consoleStreams(1), p->consoleStreams(2), p->consoleStreams(3)}),
+            (std::vector<int>{0, 2, 2, 0}));
+
+  p = plan(options());  // the defaults: everything on the console, no files
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->consoleStreams(0), 3);
+  EXPECT_EQ(p->fileStreams(0), 0);
+  EXPECT_FALSE(p->keepsFiles());
+}
+
+TEST_F(LaunchPlanTest, RdzvIdIsTheRunId) {
+  auto o = options();
+  o.rdzv_id = "job42";
+  auto p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->run_id, "job42");
 }
 
 
@@ -212,7 +265,8 @@ TEST_F(LaunchPlanTest, AgentFlagsAreChecked) {
   o = options();
   o.config.num_processes = 3;
   o.local_ranks_filter = "0,2";
-  o.tee = 1;
+  o.console_streams = 1;
+  o.tee = "1";
   o.max_restarts = 2;
   o.num_cpu_threads_per_process = 5;
   o.role = "trainer";
@@ -220,7 +274,8 @@ TEST_F(LaunchPlanTest, AgentFlagsAreChecked) {
   auto p = plan(o);
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->console_ranks, (std::set<int>{0, 2}));
-  EXPECT_EQ(p->tee, 1);
+  EXPECT_EQ(p->console_streams, 1);
+  EXPECT_EQ(p->tee, (std::vector<int>{1, 1, 1}));
   EXPECT_EQ(p->max_restarts, 2);
   EXPECT_EQ(p->omp_num_threads, 5);  // the flag wins, without a notice
   EXPECT_FALSE(p->omp_notice);

@@ -2,7 +2,7 @@
 # A worker whose behaviour is chosen per rank by BEHAVE_<RANK> (default: BEHAVE_DEFAULT):
 #   ok | ok-after:SECONDS | exit:N | segv | sleep | ready-sleep | sleep-ignore-term | traps | grandchild | setsid-grandchild
 #   | exit-when-ready:N | fail-first-attempt | print-lines:N | partial | progress | oom
-#   | read-stdin | list-fds | usr1-child | exec-sleep | spam-ignore-term | fail-until:N
+#   | both (a line to stdout, one to stderr) | read-stdin | list-fds | usr1-child | exec-sleep | spam-ignore-term | fail-until:N
 # Every worker writes its pid to $OUT_DIR/pid.$RANK first.
 # Processes it leaves behind carry $MARKER in their command line so the test can find them.
 set -u
@@ -14,6 +14,7 @@ echo $$ >"$OUT_DIR/pid.$RANK"
 mark started
 case $what in
 ok) echo "rank $RANK ok" ;;
+both) echo "rank $RANK out"; echo "rank $RANK err" >&2 ;;
 exit:*) echo "rank $RANK failing" >&2; echo "second line" >&2; exit "${what#exit:}" ;;
 segv) kill -SEGV $$ ;;
 sleep) while :; do sleep 0.05; done ;;
