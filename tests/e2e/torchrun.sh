@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# The same job under Debian's torchrun (torch 1.13) and under accel: torchrun.sh CASE /path/to/accel
+#
+# Each case runs the same python3-torch worker (workers/twin.py) with the same torchrun flags under
+# both launchers and compares the exit codes, every rank's whole environment in every attempt,
+# what reached the console, and the tree and bytes of the files under --log_dir
+# (workers/twin_compare.py). Differences kept on purpose, with their reasons:
+#  - MASTER_PORT: torchrun is given --master_port P (found free by trying: start_torchrun); accel
+#    picks its own (the store binds port 0 and keeps it), the same for every rank.
+#  - A failed job: torchrun exits 1 (its ChildFailedError), accel with the culprit's exit code.
+#  - Only under accel: accelerate's ACCELERATE_* and KMP_* variables, and
+#    TORCH_NCCL_ASYNC_ERROR_HANDLING, torch 2.2+'s name of the NCCL_ASYNC_ERROR_HANDLING that
+#    torchrun 1.13 sets; accel writes summary.json beside the attempts.
+#  - The console: torchrun prefixes teed lines "[default0]:", accel "[rank 0] ".
+#  - The log directory's random suffix (both: <log_dir>/<run_id>_<random>/attempt_K/<local rank>/).
+source "$(dirname "$0")/lib.sh"
+CASE=$1
+ACCEL=$2
+W=$(cd "$(dirname "$0")/workers" && pwd)
+# The accel command that stands in for torchrun (`accel run` once it exists: TWIN_ACCEL_COMMAND=run).
+ACCEL_RUN=("$ACCEL" "${TWIN_ACCEL_COMMAND:-launch}")
+TORCHRUN=(/usr/bin/python3 "$W/torchrun113.py")  # python3 -m torch.distributed.run, fixed for Python 3.11
+export PYTHON_EXEC=/usr/bin/python3             # accel's interpreter for .py; torchrun uses its own, the same
+export MARKER="accel-torchrun-e2e-$$-$RANDOM"    # in every command line: a failed case leaves nothing running
+trap 'pkill -KILL -f "$MARKER" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
+RUN_ID=twin-$$-$RANDOM
+
+/usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null || { echo "SKIP: Debian's python3-torch is not installed"; exit 77; }
+
+# launch WHO ARGS...: runs the job under WHO (torchrun or accel) with its own output and log
+# directories ($SCRATCH/WHO/{out,logs}), the console in $SCRATCH/WHO/{stdout,stderr}, the exit
+# code in CODE_<WHO>.
+launch() {
+  local who=$1 code; shift
+  rm -rf "${SCRATCH:?}/$who"
+  mkdir -p "$SCRATCH/$who/out"
+  set +e
+  if [[ $who == torchrun ]]; then
+    TWIN_OUT=$SCRATCH/$who/out "${TORCHRUN[@]}" --master_port "$PORT" --log_dir "$SCRATCH/$who/logs" "$@" \
+      >"$SCRATCH/$who/stdout" 2>"$SCRATCH/$who/stderr"
+  else
+    TWIN_OUT=$SCRATCH/$who/out "${ACCEL_RUN[@]}" --log_dir "$SCRATCH/$who/logs" "$@" \
+      >"$SCRATCH/$who/stdout" 2>"$SCRATCH/$who/stderr"
+  fi
+  code=$?
+  set -e
+  printf -v "CODE_$who" %s "$code"
+}
+
+# start_torchrun ARGS...: runs torchrun on the first port P of random tries that its agent could
+# bind (a port someone holds stops it before any worker starts; then the next is tried). No port
+# is picked by binding and closing.
+start_torchrun() {
+  local try
+  for try in $(seq 1 30); do
+    PORT=$((20000 + RANDOM % 30000))
+    launch torchrun "$@"
+    if grep -qi "address already in use" "$SCRATCH/torchrun/stderr" && [[ -z $(ls "$SCRATCH/torchrun/out") ]]; then
+      continue
+    fi
+    return 0
+  done
+  fail "no port free for torchrun in 30 tries"
+}
+
+# twin WANT_TORCHRUN WANT_ACCEL FLAGS...: the job under both, then the comparison.
+twin() {
+  local want_t=$1 want_a=$2; shift 2
+  local args=(--nproc_per_node 2 --nnodes 1 --rdzv_id "$RUN_ID" "$@")
+  start_torchrun "${args[@]}"
+  launch accel "${args[@]}"
+  [[ $CODE_torchrun == "$want_t" ]] || fail "torchrun exited $CODE_torchrun (want $want_t): $(tail -30 "$SCRATCH/torchrun/stderr")"
+  [[ $CODE_accel == "$want_a" ]] || fail "accel exited $CODE_accel (want $want_a): $(cat "$SCRATCH/accel/stderr")"
+  $PY "$W/twin_compare.py" "$SCRATCH/torchrun" "$SCRATCH/accel" "$RUN_ID" "$PORT" ||
+    fail "torchrun and accel ran different jobs (above)"
+}
+
+# console WHO STREAM LINE PRESENT: whether a worker's LINE reached WHO's console STREAM, after its
+# launcher's prefix ([default0]: or [rank 0]).
+console_has() {
+  local who=$1 stream=$2 line=$3 rank=$4
+  local prefix="[rank $rank] "
+  [[ $who == torchrun ]] && prefix="[default$rank]:"
+  grep -qxF -- "$prefix$line" "$SCRATCH/$who/$stream"
+}
+expect_console() {  # WHO STREAM RANK LINE yes|no
+  local who=$1 stream=$2 rank=$3 line=$4 want=$5
+  if console_has "$who" "$stream" "$line" "$rank"; then
+    [[ $want == yes ]] || fail "$who printed '$line' on its $stream: $(cat "$SCRATCH/$who/$stream")"
+  else
+    [[ $want == no ]] || fail "$who did not print '$line' on its $stream: $(cat "$SCRATCH/$who/$stream")"
+  fi
+}
+
+case $CASE in
+ddp_gloo)
+  # gloo all_reduce and a DDP step; --tee 3: every stream in its file and on the console.
+  twin 0 0 --tee 3 "$W/twin.py" ddp "$MARKER"
+  for who in torchrun accel; do
+    for r in 0 1; do
+      expect_console $who stdout $r "stdout of rank $r in attempt 0" yes
+      expect_console $who stderr $r "stderr of rank $r in attempt 0" yes
+      expect_console $who stdout $r "ok rank=$r world=2 allreduce=3" yes
+    done
+  done
+  ;;
+failing_rank)
+  # Rank 1 exits 3; --redirects 3: the workers' streams in files only, none on the console.
+  twin 1 3 --redirects 3 "$W/twin.py" fail "$MARKER"
+  for who in torchrun accel; do
+    for r in 0 1; do
+      expect_console $who stdout $r "stdout of rank $r in attempt 0" no
+      expect_console $who stderr $r "stderr of rank $r in attempt 0" no
+    done
+    grep -qxF "rank 1 fails with exit code 3" "$SCRATCH/$who/logs/$RUN_ID"_*/attempt_0/1/stderr.log ||
+      fail "$who: rank 1's stderr.log lacks its last words"
+  done
+  ;;
+restart)
+  # Rank 1 fails in attempt 0 only; --max_restarts 1 runs attempt 1, which succeeds. Per-rank
+  # maps: local rank 0 redirects both streams, local rank 1 redirects stdout and tees stderr.
+  twin 0 0 --max_restarts 1 --redirects 0:3,1:1 --tee 1:2 "$W/twin.py" fail_first "$MARKER"
+  for who in torchrun accel; do
+    expect_console $who stdout 0 "stdout of rank 0 in attempt 1" no
+    expect_console $who stderr 0 "stderr of rank 0 in attempt 1" no
+    expect_console $who stdout 1 "stdout of rank 1 in attempt 1" no
+    expect_console $who stderr 1 "stderr of rank 1 in attempt 1" yes
+    expect_console $who stderr 1 "rank 1 fails with exit code 3" yes
+    [[ -f $(echo "$SCRATCH/$who/logs/$RUN_ID"_*/attempt_1/0/stdout.log) ]] || fail "$who: no attempt_1 logs"
+  done
+  ;;
+*) fail "unknown case $CASE" ;;
+esac
+echo "PASS $CASE"

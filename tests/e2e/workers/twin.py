@@ -1,0 +1,44 @@
+"""The worker of tests/e2e/torchrun.sh, run unchanged under torchrun and under accel.
+
+`twin.py MODE`: writes its whole environment to $TWIN_OUT/env.<attempt>.<rank>, one line to
+stdout and one to stderr, then
+  ddp         gloo all_reduce and a DDP step (ddp_gloo.py), every attempt;
+  fail        rank 1 exits 3 once rank 0 has written its lines; rank 0 blocks in
+              init_process_group until its launcher stops it;
+  fail_first  as `fail` in attempt 0, as `ddp` in every later one.
+Rank 1 waits for rank 0's lines before failing, so what rank 0 wrote does not depend on how fast
+its launcher stops it."""
+import os
+import sys
+import time
+
+out = os.environ["TWIN_OUT"]
+mode = sys.argv[1]
+rank = int(os.environ["RANK"])
+attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+
+env = "".join(f"{k}={v}\n" for k, v in sorted(os.environ.items()))
+with open(f"{out}/.env.{attempt}.{rank}", "w") as f:
+    f.write(env)
+os.rename(f"{out}/.env.{attempt}.{rank}", f"{out}/env.{attempt}.{rank}")
+
+print(f"stdout of rank {rank} in attempt {attempt}", flush=True)
+print(f"stderr of rank {rank} in attempt {attempt}", file=sys.stderr, flush=True)
+open(f"{out}/printed.{attempt}.{rank}", "w").close()
+
+if mode == "fail" or (mode == "fail_first" and attempt == 0):
+    if rank == 1:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(f"{out}/printed.{attempt}.0"):
+            assert time.monotonic() < deadline, "rank 0 never printed"
+            time.sleep(0.02)
+        print("rank 1 fails with exit code 3", file=sys.stderr, flush=True)
+        sys.exit(3)
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method="env://")  # rank 1 never joins: stopped here
+    sys.exit("rank 0 was not stopped")
+elif mode in ("ddp", "fail_first"):
+    import ddp_gloo  # noqa: F401  (all_reduce, a DDP step, barrier; prints "ok rank=...")
+else:
+    sys.exit(f"twin.py: unknown mode {mode}")
