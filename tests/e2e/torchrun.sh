@@ -116,6 +116,17 @@ failing_rank)
       fail "$who: rank 1's stderr.log lacks its last words"
   done
   ;;
+error_file)
+  # Rank 1 raises under torch's @record: its error.json, in the same place under both launchers
+  # (TORCHELASTIC_ERROR_FILE), says the same; both exit 1. --tee 2: stderr teed, stdout plain.
+  twin 1 1 --tee 2 "$W/twin.py" raise "$MARKER"
+  for who in torchrun accel; do
+    f=$(echo "$SCRATCH/$who/logs/$RUN_ID"_*/attempt_0/1/error.json)
+    [[ -f $f ]] || fail "$who: no error.json for rank 1"
+    $PY -c 'import json,sys; m=json.load(open(sys.argv[1]))["message"]["message"]; assert m == "RuntimeError: rank 1 raises in attempt 0", m' "$f"
+  done
+  expect_contains "$(cat "$SCRATCH/accel/stderr")" "RuntimeError: rank 1 raises in attempt 0"
+  ;;
 restart)
   # Rank 1 fails in attempt 0 only; --max_restarts 1 runs attempt 1, which succeeds. Per-rank
   # maps: local rank 0 redirects both streams, local rank 1 redirects stdout and tees stderr.

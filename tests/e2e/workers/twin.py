@@ -5,12 +5,16 @@ stdout and one to stderr, then
   ddp         gloo all_reduce and a DDP step (ddp_gloo.py), every attempt;
   fail        rank 1 exits 3 once rank 0 has written its lines; rank 0 blocks in
               init_process_group until its launcher stops it;
-  fail_first  as `fail` in attempt 0, as `ddp` in every later one.
+  fail_first  as `fail` in attempt 0, as `ddp` in every later one;
+  raise       as `fail`, but rank 1 raises under torch's @record, which writes the exception to
+              TORCHELASTIC_ERROR_FILE (the launcher's error.json) and exits 1.
 Rank 1 waits for rank 0's lines before failing, so what rank 0 wrote does not depend on how fast
 its launcher stops it."""
 import os
 import sys
 import time
+
+from torch.distributed.elastic.multiprocessing.errors import record
 
 out = os.environ["TWIN_OUT"]
 mode = sys.argv[1]
@@ -26,12 +30,25 @@ print(f"stdout of rank {rank} in attempt {attempt}", flush=True)
 print(f"stderr of rank {rank} in attempt {attempt}", file=sys.stderr, flush=True)
 open(f"{out}/printed.{attempt}.{rank}", "w").close()
 
-if mode == "fail" or (mode == "fail_first" and attempt == 0):
+
+
+def wait_for_rank_0():
+    deadline = time.monotonic() + 60
+    while not os.path.exists(f"{out}/printed.{attempt}.0"):
+        assert time.monotonic() < deadline, "rank 0 never printed"
+        time.sleep(0.02)
+
+
+@record
+def raise_error():
+    raise RuntimeError(f"rank {rank} raises in attempt {attempt}")
+
+
+if mode in ("fail", "raise") or (mode == "fail_first" and attempt == 0):
     if rank == 1:
-        deadline = time.monotonic() + 60
-        while not os.path.exists(f"{out}/printed.{attempt}.0"):
-            assert time.monotonic() < deadline, "rank 0 never printed"
-            time.sleep(0.02)
+        wait_for_rank_0()
+        if mode == "raise":
+            raise_error()
         print("rank 1 fails with exit code 3", file=sys.stderr, flush=True)
         sys.exit(3)
     import torch.distributed as dist

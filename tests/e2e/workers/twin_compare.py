@@ -1,6 +1,7 @@
 """Compares one job run under torchrun and under accel (tests/e2e/torchrun.sh):
 twin_compare.py TORCH_DIR ACCEL_DIR RUN_ID TORCH_PORT. Each DIR holds out/ (twin.py's env.<attempt>.<rank>
 files) and logs/ (the --log_dir). Prints every difference not kept on purpose; exits 1 if any."""
+import json
 import os
 import re
 import sys
@@ -23,6 +24,9 @@ ONLY_TORCH = {"NCCL_ASYNC_ERROR_HANDLING"}
 IGNORED = {"TWIN_OUT", "_"}
 # - accel keeps its job summary (README: failure summary) beside the attempts.
 ACCEL_EXTRA_FILES = {"summary.json"}
+# - with --log_dir accel keeps every stream in a file, also those torchrun only prints: each line
+#   of such a file must be a line torchrun printed on that console stream.
+ACCEL_ALWAYS_LOGS = re.compile(r"attempt_\d+/\d+/(stdout|stderr)\.log")
 
 problems = []
 
@@ -84,13 +88,34 @@ def tree(run):
     return paths
 
 
+def same_error_file(tp, ap):
+    """torch's @record writes {"message": {"message": ..., "extraInfo": {"py_callstack": ...,
+    "timestamp": ...}}}: all but the time must match."""
+    t, a = json.load(open(tp)), json.load(open(ap))
+    for j in (t, a):
+        j["message"]["extraInfo"].pop("timestamp", None)
+    return t == a
+
+
 def compare_logs(trun, arun):
     t, a = tree(trun), tree(arun) - ACCEL_EXTRA_FILES
+    for p in sorted(a - t):
+        m = ACCEL_ALWAYS_LOGS.fullmatch(p)
+        if not m:
+            continue
+        a.discard(p)
+        printed = set(open(os.path.join(torch_dir, m.group(1)), errors="replace").read().splitlines())
+        lines = open(os.path.join(arun, p), errors="replace").read().splitlines()
+        if not lines or not set(lines) <= printed:
+            problems.append(f"accel's {p} has {lines}, not lines torchrun printed on its {m.group(1)}")
     if t != a:
         problems.append(f"log trees differ: only torchrun {sorted(t - a)}, only accel {sorted(a - t)}")
     for p in sorted(t & a):
         tp, ap = os.path.join(trun, p), os.path.join(arun, p)
-        if os.path.isfile(tp) and open(tp, "rb").read() != open(ap, "rb").read():
+        if p.endswith("error.json") and os.path.isfile(tp):
+            if not same_error_file(tp, ap):
+                problems.append(f"{p} differs:\n--- torchrun\n{open(tp).read()}\n--- accel\n{open(ap).read()}")
+        elif os.path.isfile(tp) and open(tp, "rb").read() != open(ap, "rb").read():
             problems.append(f"{p} differs:\n--- torchrun\n{open(tp, errors='replace').read()}--- accel\n"
                             f"{open(ap, errors='replace').read()}")
     if not any(p.endswith(".log") for p in t):
