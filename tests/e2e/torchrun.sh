@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The same job under Debian's torchrun (torch 1.13) and under accel: torchrun.sh CASE /path/to/accel
+# The same job under torchrun and under accel: torchrun.sh CASE /path/to/accel [TORCH]
+# TORCH: 1.13 (default; Debian 12's python3-torch) or 2.6 (Debian trixie's, in the chroot of
+# scripts/torch2_chroot.sh; skipped with the reason where that cannot run).
 #
 # Each case runs the same python3-torch worker (workers/twin.py) with the same torchrun flags under
 # both launchers and compares the exit codes, every rank's whole environment in every attempt,
@@ -8,24 +10,39 @@
 #  - MASTER_PORT: torchrun is given --master_port P (found free by trying: start_torchrun); accel
 #    picks its own (the store binds port 0 and keeps it), the same for every rank.
 #  - A failed job: torchrun exits 1 (its ChildFailedError), accel with the culprit's exit code.
-#  - Only under accel: accelerate's ACCELERATE_* and KMP_* variables, and
-#    TORCH_NCCL_ASYNC_ERROR_HANDLING, torch 2.2+'s name of the NCCL_ASYNC_ERROR_HANDLING that
-#    torchrun 1.13 sets; accel writes summary.json beside the attempts.
+#  - Only under accel: accelerate's ACCELERATE_* and KMP_* variables, and the name of
+#    NCCL_ASYNC_ERROR_HANDLING (1.13) / TORCH_NCCL_ASYNC_ERROR_HANDLING (2.2+) that the other torch
+#    release reads (accel sets both, each torchrun its own); accel writes summary.json beside the attempts,
+#    and with --log_dir keeps every stream in a file (those torchrun only prints: the lines must
+#    be the ones it printed).
 #  - The console: torchrun prefixes teed lines "[default0]:", accel "[rank 0] ".
 #  - The log directory's random suffix (both: <log_dir>/<run_id>_<random>/attempt_K/<local rank>/).
 source "$(dirname "$0")/lib.sh"
 CASE=$1
 ACCEL=$2
+TWIN_TORCH=${3:-1.13}
 W=$(cd "$(dirname "$0")/workers" && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # The accel command that stands in for torchrun (`accel run` once it exists: TWIN_ACCEL_COMMAND=run).
 ACCEL_RUN=("$ACCEL" "${TWIN_ACCEL_COMMAND:-launch}")
-TORCHRUN=(/usr/bin/python3 "$W/torchrun113.py")  # python3 -m torch.distributed.run, fixed for Python 3.11
-export PYTHON_EXEC=/usr/bin/python3             # accel's interpreter for .py; torchrun uses its own, the same
+# torchrun (python3 -m torch.distributed.run with Debian's build fixed: see each wrapper), and
+# the interpreter of the workers, given to both launchers as PYTHON_EXEC (torchrun's variable
+# too): the same python3, seen from inside the chroot (torchrun) or through its wrapper (accel).
+if [[ $TWIN_TORCH == 1.13 ]]; then
+  /usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null || { echo "SKIPPED: Debian's python3-torch is not installed"; exit 77; }
+  TORCHRUN=(/usr/bin/python3 "$W/torchrun113.py")
+  TORCH_PYTHON=/usr/bin/python3 ACCEL_PYTHON=/usr/bin/python3
+elif [[ $TWIN_TORCH == 2.6 ]]; then
+  reason=$("$ROOT/scripts/torch2_chroot.sh" check 2>&1) || { echo "SKIPPED: $reason"; exit 77; }
+  export ACCEL_CHROOT_BINDS=$ROOT
+  TORCHRUN=("$ROOT/scripts/torch2_chroot.sh" run /usr/bin/python3 "$W/torchrun26.py")
+  TORCH_PYTHON=/usr/bin/python3 ACCEL_PYTHON=$W/torch2_python
+else
+  fail "TORCH is 1.13 or 2.6, not $TWIN_TORCH"
+fi
 export MARKER="accel-torchrun-e2e-$$-$RANDOM"    # in every command line: a failed case leaves nothing running
 trap 'pkill -KILL -f "$MARKER" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
 RUN_ID=twin-$$-$RANDOM
-
-/usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null || { echo "SKIP: Debian's python3-torch is not installed"; exit 77; }
 
 # launch WHO ARGS...: runs the job under WHO (torchrun or accel) with its own output and log
 # directories ($SCRATCH/WHO/{out,logs}), the console in $SCRATCH/WHO/{stdout,stderr}, the exit
@@ -36,10 +53,10 @@ launch() {
   mkdir -p "$SCRATCH/$who/out"
   set +e
   if [[ $who == torchrun ]]; then
-    TWIN_OUT=$SCRATCH/$who/out "${TORCHRUN[@]}" --master_port "$PORT" --log_dir "$SCRATCH/$who/logs" "$@" \
+    PYTHON_EXEC=$TORCH_PYTHON TWIN_OUT=$SCRATCH/$who/out "${TORCHRUN[@]}" --master_port "$PORT" --log_dir "$SCRATCH/$who/logs" "$@" \
       >"$SCRATCH/$who/stdout" 2>"$SCRATCH/$who/stderr"
   else
-    TWIN_OUT=$SCRATCH/$who/out "${ACCEL_RUN[@]}" --log_dir "$SCRATCH/$who/logs" "$@" \
+    PYTHON_EXEC=$ACCEL_PYTHON TWIN_OUT=$SCRATCH/$who/out "${ACCEL_RUN[@]}" --log_dir "$SCRATCH/$who/logs" "$@" \
       >"$SCRATCH/$who/stdout" 2>"$SCRATCH/$who/stderr"
   fi
   code=$?

@@ -14,6 +14,7 @@ import os
 import sys
 import time
 
+import torch_quirks  # noqa: F401  (Debian's torch 2.6 without libuv; see the module)
 from torch.distributed.elastic.multiprocessing.errors import record
 
 out = os.environ["TWIN_OUT"]

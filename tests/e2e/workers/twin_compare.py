@@ -16,12 +16,16 @@ TORCHELASTIC_USE_AGENT_STORE TORCHELASTIC_RUN_ID TORCHELASTIC_ERROR_FILE OMP_NUM
 # Differences kept on purpose, with the reason:
 # - accel launch is also accelerate's launcher: it gives accelerate's variables.
 ONLY_ACCEL_PREFIXES = ("ACCELERATE_", "KMP_")
-# - torch 1.13 reads NCCL_ASYNC_ERROR_HANDLING; accel sets torch 2.2+'s name for it.
-ONLY_ACCEL = {"TORCH_NCCL_ASYNC_ERROR_HANDLING"}
-ONLY_TORCH = {"NCCL_ASYNC_ERROR_HANDLING"}
-# - the test points each launch's workers at their own output directory; bash exports `_` as the
-#   path of the program it starts (python3 or accel).
-IGNORED = {"TWIN_OUT", "_"}
+# - one setting, two names: torch 1.13 reads NCCL_ASYNC_ERROR_HANDLING, 2.2+ its
+#   TORCH_NCCL_ASYNC_ERROR_HANDLING. Each torchrun sets its own release's name (so a name missing
+#   under accel is still a difference); accel, serving every release, sets both.
+ONLY_ACCEL = {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"}
+ONLY_TORCH = set()
+# - the test points each launch's workers at their own output directory, and gives each launcher
+#   the workers' python3 by its path as that launcher sees it (torch 2.6: inside the chroot, or
+#   the wrapper that enters it, which adds the repository to ACCEL_CHROOT_BINDS); bash exports `_`
+#   as the path of the program it starts.
+IGNORED = {"TWIN_OUT", "PYTHON_EXEC", "ACCEL_CHROOT_BINDS", "_"}
 # - accel keeps its job summary (README: failure summary) beside the attempts.
 ACCEL_EXTRA_FILES = {"summary.json"}
 # - with --log_dir accel keeps every stream in a file, also those torchrun only prints: each line
