@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The same job under torchrun and under accel: torchrun.sh CASE /path/to/accel [TORCH]
+# The same job under torchrun and under accel: torchrun.sh CASE /path/to/accel [TORCH [COMMAND]]
 # TORCH: 1.13 (default; Debian 12's python3-torch) or 2.6 (Debian trixie's, in the chroot of
-# scripts/torch2_chroot.sh; skipped with the reason where that cannot run).
+# scripts/torch2_chroot.sh; skipped with the reason where that cannot run). COMMAND: the accel
+# subcommand that stands in for torchrun, `run` (default: torchrun's drop-in) or `launch`.
 #
 # Each case runs the same python3-torch worker (workers/twin.py) with the same torchrun flags under
 # both launchers and compares the exit codes, every rank's whole environment in every attempt,
@@ -10,7 +11,8 @@
 #  - MASTER_PORT: torchrun is given --master_port P (found free by trying: start_torchrun); accel
 #    picks its own (the store binds port 0 and keeps it), the same for every rank.
 #  - A failed job: torchrun exits 1 (its ChildFailedError), accel with the culprit's exit code.
-#  - Only under accel: accelerate's ACCELERATE_* and KMP_* variables, and the name of
+#  - Only under accel launch (accelerate's launcher too): accelerate's ACCELERATE_* and KMP_*
+#    variables. Under accel (run and launch): the name of
 #    NCCL_ASYNC_ERROR_HANDLING (1.13) / TORCH_NCCL_ASYNC_ERROR_HANDLING (2.2+) that the other torch
 #    release reads (accel sets both, each torchrun its own); accel writes summary.json beside the attempts,
 #    and with --log_dir keeps every stream in a file (those torchrun only prints: the lines must
@@ -21,10 +23,11 @@ source "$(dirname "$0")/lib.sh"
 CASE=$1
 ACCEL=$2
 TWIN_TORCH=${3:-1.13}
+export TWIN_ACCEL_COMMAND=${4:-run}
+[[ $TWIN_ACCEL_COMMAND == run || $TWIN_ACCEL_COMMAND == launch ]] || { echo "COMMAND is run or launch" >&2; exit 1; }
 W=$(cd "$(dirname "$0")/workers" && pwd)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-# The accel command that stands in for torchrun (`accel run` once it exists: TWIN_ACCEL_COMMAND=run).
-ACCEL_RUN=("$ACCEL" "${TWIN_ACCEL_COMMAND:-launch}")
+ACCEL_RUN=("$ACCEL" "$TWIN_ACCEL_COMMAND")
 # torchrun (python3 -m torch.distributed.run with Debian's build fixed: see each wrapper), and
 # the interpreter of the workers, given to both launchers as PYTHON_EXEC (torchrun's variable
 # too): the same python3, seen from inside the chroot (torchrun) or through its wrapper (accel).

@@ -14,8 +14,9 @@ ROLE_RANK ROLE_WORLD_SIZE ROLE_NAME TORCHELASTIC_RESTART_COUNT TORCHELASTIC_MAX_
 TORCHELASTIC_USE_AGENT_STORE TORCHELASTIC_RUN_ID TORCHELASTIC_ERROR_FILE OMP_NUM_THREADS""".split()
 
 # Differences kept on purpose, with the reason:
-# - accel launch is also accelerate's launcher: it gives accelerate's variables.
-ONLY_ACCEL_PREFIXES = ("ACCELERATE_", "KMP_")
+# - accel launch is also accelerate's launcher: it gives accelerate's variables; accel run, the
+#   torchrun drop-in ($TWIN_ACCEL_COMMAND), must not.
+ONLY_ACCEL_PREFIXES = ("ACCELERATE_", "KMP_") if os.environ.get("TWIN_ACCEL_COMMAND") == "launch" else ()
 # - one setting, two names: torch 1.13 reads NCCL_ASYNC_ERROR_HANDLING, 2.2+ its
 #   TORCH_NCCL_ASYNC_ERROR_HANDLING. Each torchrun sets its own release's name (so a name missing
 #   under accel is still a difference); accel, serving every release, sets both.
@@ -25,7 +26,7 @@ ONLY_TORCH = set()
 #   the workers' python3 by its path as that launcher sees it (torch 2.6: inside the chroot, or
 #   the wrapper that enters it, which adds the repository to ACCEL_CHROOT_BINDS); bash exports `_`
 #   as the path of the program it starts.
-IGNORED = {"TWIN_OUT", "PYTHON_EXEC", "ACCEL_CHROOT_BINDS", "_"}
+IGNORED = {"TWIN_OUT", "TWIN_ACCEL_COMMAND", "PYTHON_EXEC", "ACCEL_CHROOT_BINDS", "_"}
 # - accel keeps its job summary (README: failure summary) beside the attempts.
 ACCEL_EXTRA_FILES = {"summary.json"}
 # - with --log_dir accel keeps every stream in a file, also those torchrun only prints: each line
