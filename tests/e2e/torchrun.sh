@@ -46,6 +46,7 @@ fi
 export MARKER="accel-torchrun-e2e-$$-$RANDOM"    # in every command line: a failed case leaves nothing running
 trap 'pkill -KILL -f "$MARKER" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
 RUN_ID=twin-$$-$RANDOM
+JOB_TIMEOUT=100  # seconds one launch may take (a few on an idle machine)
 
 # launch WHO ARGS...: runs the job under WHO (torchrun or accel) with its own output and log
 # directories ($SCRATCH/WHO/{out,logs}), the console in $SCRATCH/WHO/{stdout,stderr}, the exit
@@ -55,15 +56,19 @@ launch() {
   rm -rf "${SCRATCH:?}/$who"
   mkdir -p "$SCRATCH/$who/out"
   set +e
+  # A launcher that hangs is stopped (SIGTERM, then SIGKILL) and named, not left to ctest's timeout.
   if [[ $who == torchrun ]]; then
-    PYTHON_EXEC=$TORCH_PYTHON TWIN_OUT=$SCRATCH/$who/out "${TORCHRUN[@]}" --master_port "$PORT" --log_dir "$SCRATCH/$who/logs" "$@" \
+    PYTHON_EXEC=$TORCH_PYTHON TWIN_OUT=$SCRATCH/$who/out timeout -k 10 "$JOB_TIMEOUT" "${TORCHRUN[@]}" --master_port "$PORT" --log_dir "$SCRATCH/$who/logs" "$@" \
       >"$SCRATCH/$who/stdout" 2>"$SCRATCH/$who/stderr"
   else
-    PYTHON_EXEC=$ACCEL_PYTHON TWIN_OUT=$SCRATCH/$who/out "${ACCEL_RUN[@]}" --log_dir "$SCRATCH/$who/logs" "$@" \
+    PYTHON_EXEC=$ACCEL_PYTHON TWIN_OUT=$SCRATCH/$who/out timeout -k 10 "$JOB_TIMEOUT" "${ACCEL_RUN[@]}" --log_dir "$SCRATCH/$who/logs" "$@" \
       >"$SCRATCH/$who/stdout" 2>"$SCRATCH/$who/stderr"
   fi
   code=$?
   set -e
+  [[ $code != 124 && $code != 137 ]] ||
+    fail "$who did not finish within $JOB_TIMEOUT s: $(tail -20 "$SCRATCH/$who/stderr")
+$(worker_logs "$who")"
   printf -v "CODE_$who" %s "$code"
 }
 
@@ -83,14 +88,23 @@ start_torchrun() {
   fail "no port free for torchrun in 30 tries"
 }
 
+# worker_logs WHO: the last lines of every log file of WHO's run (what a failure needs to be read).
+worker_logs() {
+  local f
+  for f in "$SCRATCH/$1"/logs/*/attempt_*/*/*.log; do [[ -f $f ]] && printf '%s\n%s\n' "== $f" "$(tail -15 "$f")"; done
+  return 0
+}
+
 # twin WANT_TORCHRUN WANT_ACCEL FLAGS...: the job under both, then the comparison.
 twin() {
   local want_t=$1 want_a=$2; shift 2
   local args=(--nproc_per_node 2 --nnodes 1 --rdzv_id "$RUN_ID" "$@")
   start_torchrun "${args[@]}"
   launch accel "${args[@]}"
-  [[ $CODE_torchrun == "$want_t" ]] || fail "torchrun exited $CODE_torchrun (want $want_t): $(tail -30 "$SCRATCH/torchrun/stderr")"
-  [[ $CODE_accel == "$want_a" ]] || fail "accel exited $CODE_accel (want $want_a): $(cat "$SCRATCH/accel/stderr")"
+  [[ $CODE_torchrun == "$want_t" ]] || fail "torchrun exited $CODE_torchrun (want $want_t): $(tail -30 "$SCRATCH/torchrun/stderr")
+$(worker_logs torchrun)"
+  [[ $CODE_accel == "$want_a" ]] || fail "accel exited $CODE_accel (want $want_a): $(cat "$SCRATCH/accel/stderr")
+$(worker_logs accel)"
   $PY "$W/twin_compare.py" "$SCRATCH/torchrun" "$SCRATCH/accel" "$RUN_ID" "$PORT" ||
     fail "torchrun and accel ran different jobs (above)"
 }
