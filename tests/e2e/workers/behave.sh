@@ -6,7 +6,7 @@
 # Every worker writes its pid to $OUT_DIR/pid.$RANK first.
 # Processes it leaves behind carry $MARKER in their command line so the test can find them.
 set -u
-RANK=${RANK:-0}  # accel launch starts a single process as accelerate does: without RANK
+RANK=${RANK:-0} WORLD_SIZE=${WORLD_SIZE:-1}  # accel launch starts a single process as accelerate does: without them
 var="BEHAVE_$RANK"
 what=${!var:-${BEHAVE_DEFAULT:-ok}}
 mark() { touch "$OUT_DIR/$1.$RANK"; }
