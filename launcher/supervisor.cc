@@ -181,6 +181,7 @@ class Supervisor::Attempt {
 
   // ---- Actions ----
   void stopTheOthers();
+  void giveTheRestTheGrace(const Worker& ended);
   void signalRunning(int sig, bool collateral);
   void killOverdue();
   void publishFirstFailure();
@@ -387,6 +388,7 @@ void Supervisor::Attempt::onWorkerExit(Worker& w, int exitCode, int signal) {
   w.outcome.exit_code = exitCode;
   w.outcome.signal = signal;
   w.outcome.ended_after_s = std::chrono::duration<double>(Clock::now() - start_).count();
+  if (report_.agent_signal == SIGINT) giveTheRestTheGrace(w);
   if (exitCode == 0) return;
   if (!w.error_file.empty()) w.outcome.error_file_message = readErrorFile(w.error_file);
   if (report_.culprit || w.outcome.stopped_by_agent || report_.agent_signal != 0) return;
@@ -450,6 +452,21 @@ void Supervisor::Attempt::onConsoleReady() {
 }
 
 // ---- Actions ------------------------------------------------------------------------------
+
+// After Ctrl-C a rank has ended, so the job cannot go on: the ranks still running (a worker may
+// handle SIGINT, e.g. to save a checkpoint) get --term_timeout to finish, then SIGKILL, as
+// torchrun kills what outlives its grace after a signal. A second Ctrl-C still sends SIGTERM.
+void Supervisor::Attempt::giveTheRestTheGrace(const Worker& ended) {
+  if (stopping_) return;
+  const bool othersRun = std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; });
+  if (!othersRun) return;
+  stopping_ = true;
+  kill_deadline_ = Clock::now() + plan_.term_timeout;
+  char grace[32];
+  std::snprintf(grace, sizeof grace, "%g s", static_cast<double>(plan_.term_timeout.count()) / 1000.0);
+  say("accel: local rank " + std::to_string(ended.local_rank) + " ended after SIGINT; the others get " + grace +
+      " (--term_timeout) to finish, then SIGKILL\n");
+}
 
 // The job failed (here or elsewhere): SIGTERM to every running worker, SIGKILL after the grace.
 void Supervisor::Attempt::stopTheOthers() {

@@ -164,6 +164,18 @@ sigint_escalation)
   expect_contains "$(cat "$SCRATCH/e")" "third SIGINT: sending SIGKILL"
   expect_contains "$(cat "$SCRATCH/e")" "stopped by SIGINT sent to the agent"
   expect_no_leftovers
+  # One Ctrl-C, and a rank ends of it while another handles it and runs on: the job cannot go on,
+  # so the survivor gets --term_timeout, then SIGKILL (no second Ctrl-C needed).
+  rm -f "$OUT_DIR"/*
+  BEHAVE_0=traps BEHAVE_1=int-exit "$ACCEL" launch -n 2 --term_timeout 1 "${BEH[@]}" >"$SCRATCH/o" 2>"$SCRATCH/e" &
+  agent=$!
+  wait_files 'ready.*' 2
+  kill -INT $agent
+  set +e; wait $agent; rc=$?; set -e
+  [[ $rc == 130 ]] || fail "exit $rc after one Ctrl-C with a surviving rank (want 130): $(cat "$SCRATCH/e")"
+  expect_contains "$(cat "$SCRATCH/e")" "local rank 1 ended after SIGINT; the others get 1 s (--term_timeout) to finish, then SIGKILL"
+  [[ -e "$OUT_DIR/int.0" && ! -e "$OUT_DIR/term.0" ]] || fail "rank 0 should have seen SIGINT only: $(ls "$OUT_DIR")"
+  expect_no_leftovers
   ;;
 signal_forwarding)
   # SIGUSR1 (SLURM's preemption warning) reaches the workers and the job goes on.

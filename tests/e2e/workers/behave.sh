@@ -3,6 +3,7 @@
 #   ok | ok-after:SECONDS | exit:N | segv | sleep | ready-sleep | sleep-ignore-term | traps | grandchild | setsid-grandchild
 #   | exit-when-ready:N | fail-first-attempt | print-lines:N | partial | progress | oom
 #   | both (a line to stdout, one to stderr) | read-stdin | list-fds | usr1-child | exec-sleep | spam-ignore-term | fail-until:N
+#   | int-exit (exits 3 on SIGINT)
 # Every worker writes its pid to $OUT_DIR/pid.$RANK first.
 # Processes it leaves behind carry $MARKER in their command line so the test can find them.
 set -u
@@ -24,6 +25,7 @@ sleep-ignore-term) trap 'mark term' TERM; mark ready; while :; do sleep 0.05; do
 exit-when-ready:*)  # exits once every other rank reported ready
   while [ "$(ls "$OUT_DIR" | grep -c '^ready\.')" -lt $((WORLD_SIZE - 1)) ]; do sleep 0.01; done
   echo "rank $RANK failing" >&2; exit "${what#exit-when-ready:}" ;;
+int-exit) trap 'mark int; exit 3' INT; mark ready; while :; do sleep 0.05; done ;;
 traps)
   trap 'mark int' INT; trap 'mark term' TERM; trap 'mark usr1' USR1; trap 'mark hup' HUP
   mark ready; while :; do sleep 0.05; done ;;

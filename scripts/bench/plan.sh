@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Planning a launch: the time from the command line to every rank's environment, for accel and
+# for accelerate's own code computing the same job (an FSDP job of 2 GPUs, flags only: the case
+# fsdp_flags of scripts/accelerate_fixtures/cases.json). accelerate's side is its launch_command
+# run from its source at a tag (parser, _validate_launch_command, prepare_multi_gpu_env, torch's
+# config_from_args) through scripts/accelerate_fixtures/record.py with Debian's torch 1.13, in
+# one run with accel's `launch --dry_run_json --dry_run_gpus 2`. Prints the table and the ratio.
+#   scripts/bench/plan.sh ACCELERATE_SRC_ROOT [--runs N]   (ACCELERATE_SRC_ROOT/v0.27.2/src/accelerate)
+# The reference includes the recorder's own small parent interpreter (no torch import there).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+src=${1:?usage: scripts/bench/plan.sh ACCELERATE_SRC_ROOT [--runs N]}
+runs=10
+[[ "${2:-}" == "--runs" ]] && runs=$3
+accel=$(pwd)/${ACCEL_BUILD_DIR:-build}/apps/accel/accel
+[[ -x "$accel" ]] || { echo "build first: scripts/build" >&2; exit 1; }
+[[ -d "$src/v0.27.2/src/accelerate" ]] || { echo "no accelerate v0.27.2 source under $src" >&2; exit 1; }
+command -v hyperfine >/dev/null || { echo "hyperfine missing: scripts/setup.sh" >&2; exit 1; }
+
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+mkdir -p "$scratch/hf" "$scratch/job" "$scratch/out"
+echo 'print(1)' >"$scratch/job/train.py"
+argv=$(/usr/bin/python3 -c 'import json,shlex,sys; print(shlex.join(json.load(open(sys.argv[1]))["argv"]))' \
+  tests/fixtures/accelerate/v0.27.2/fsdp_flags.json)
+
+hyperfine --warmup 1 --runs "$runs" -N --export-json "$scratch/r.json" \
+  --command-name "accelerate 0.27.2 launch_command (reference)" \
+  "/usr/bin/python3 $(pwd)/scripts/accelerate_fixtures/record.py --accelerate-src $src/v0.27.2 --out $scratch/out $(pwd)/scripts/accelerate_fixtures/cases.json --case fsdp_flags" \
+  --command-name "accel launch --dry_run_json" \
+  "env HF_HOME=$scratch/hf sh -c 'cd $scratch/job && exec $accel launch --dry_run_json --dry_run_gpus 2 $argv'" >/dev/null
+
+/usr/bin/python3 - "$scratch/r.json" <<'PY'
+import json, sys
+results = json.load(open(sys.argv[1]))["results"]
+ref = results[0]["median"]
+print(f"{'command':46} {'median':>10} {'mean ± sd':>20} {'speed-up vs reference':>22}")
+for r in results:
+    print(f"{r['command']:46} {r['median']*1e3:8.1f}ms {r['mean']*1e3:10.1f} ± {r['stddev']*1e3:5.1f}ms {ref / r['median']:20.1f}x")
+PY
