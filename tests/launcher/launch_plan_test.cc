@@ -538,6 +538,12 @@ TEST_F(LaunchPlanParadigmTest, TorchrunCountsPerMachineAndSetsNoAccelerateVariab
   EXPECT_EQ(p->master_port, 29500);  // torchrun's default port across machines
   EXPECT_EQ(p->omp_num_threads, 1);
   for (const auto& [key, value] : p->common_env) EXPECT_EQ(key.rfind("ACCELERATE_", 0), std::string::npos) << key;
+  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", "10.0.0.1:29400"}, 0,
+           LaunchMode::Torchrun);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error(), "--rdzv_backend c10d across 2 machines needs --node_rank (or --machine_rank) on each: accel's "
+                       "rendezvous does not yet hand out machine ranks by arrival as torchrun's does (under srun, SLURM "
+                       "gives them)");
   p = plan({"--nproc_per_node", "auto"}, 4, LaunchMode::Torchrun);
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->world_size, 4);
