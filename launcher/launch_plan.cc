@@ -357,7 +357,7 @@ Expected<void> checkMultiMachine(const LaunchPlan& plan, const LaunchOptions& o)
   }
   if (o.max_restarts > 0) return makeError("--max_restarts: restarts of multi-machine jobs are not supported yet");
   const bool dynamicRendezvous = o.config.rdzv_backend && *o.config.rdzv_backend != "static";
-  if (dynamicRendezvous && !o.config.machine_rank && !plan.scheduler) {
+  if (dynamicRendezvous && !givenAtAll(plan, "machine_rank") && !plan.scheduler) {
     return makeError("--rdzv_backend " + *o.config.rdzv_backend + " across " + std::to_string(plan.num_machines) +
                      " machines needs --node_rank (or --machine_rank) on each: accel's rendezvous does not yet hand out "
                      "machine ranks by arrival as torchrun's does (under srun, SLURM gives them)");
