@@ -134,8 +134,7 @@ Expected<void> machineFlags(const Reader& r, LaunchOptions& o) {
     c.main_process_ip = split->first;
     if (split->second) c.main_process_port = split->second;
   }
-  o.standalone = r.on("standalone");
-  if (o.standalone) {
+  if (r.on("standalone")) {  // torchrun's: one machine, the store on a free port
     if (c.num_machines && *c.num_machines > 1) return makeError("--standalone runs on one machine, but --nnodes/--num_machines is " + std::to_string(*c.num_machines));
     c.num_machines = 1;
     c.main_process_port = 0;  // a free port, as torchrun's standalone store
@@ -189,7 +188,6 @@ Expected<void> agentFlags(const Reader& r, LaunchOptions& o) {
   o.module = r.on("module");
   o.no_python = r.on("no_python");
   o.python = r.text("python");
-  o.mpirun_hostfile = r.text("mpirun_hostfile");
   o.local_addr = r.text("local_addr");
   auto threads = r.number<int>("num_cpu_threads_per_process", 1, 1 << 16);
   if (!threads) return std::move(threads).takeError();

@@ -19,10 +19,8 @@ struct LaunchOptions {
   config::ConfigOverrides config;              // flags shared with `accel config show`
   // torchrun's spellings that are not plain aliases of accelerate's:
   std::optional<std::string> nproc_per_node;   // processes per machine: N, auto, gpu, cpu
-  bool standalone = false;                     // one machine, store on a free port
   bool run_path = false;                       // run the script with python whatever its suffix
   std::optional<std::string> rdzv_id;          // TORCHELASTIC_RUN_ID and the log directory's prefix
-  std::optional<std::string> mpirun_hostfile;  // the job is `mpirun --hostfile FILE ...`, as accelerate runs it
   std::vector<std::string> notices;            // accepted flags that do nothing here, one line each
   bool dry_run_json = false;                   // --dry_run_json: the dry run as one JSON object
   std::optional<std::string> local_addr;       // --local_addr: this machine's address for the others
@@ -54,10 +52,6 @@ struct LaunchOptions {
   std::optional<std::string> store_connection_input_limit;
   std::optional<std::string> store_input_budget;
 };
-
-}  // namespace accel::launcher
-
-namespace accel::launcher {
 
 // The options of a parsed command line: accelerate's and torchrun's spellings of one setting
 // merged (contradicting values are an error naming both flags), refused flags (TPU) an error
