@@ -37,13 +37,6 @@ std::string absolutePath(const std::string& path) {
   return std::string(cwd) + "/" + path;
 }
 
-std::string pythonBool(bool b) { return b ? "True" : "False"; }
-
-std::string upper(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
-  return s;
-}
-
 // A fresh id for TORCHELASTIC_RUN_ID (torchrun's default "none" lets separate jobs collide).
 std::string newRunId() {
   std::random_device rd;
