@@ -1,22 +1,14 @@
 #include "launcher/accelerate_env.h"
 
 #include <algorithm>
-#include <cctype>
+
+#include "launcher/text.h"
 
 namespace accel::launcher {
 namespace {
 
 using nlohmann::json;
 using Env = std::map<std::string, std::string>;
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-std::string upper(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
-  return s;
-}
 
 // Python's truth value of a namespace entry ("false" is a non-empty string, so true).
 bool truthy(const json& v) {
@@ -79,14 +71,14 @@ void fp8Env(const AccelerateArgs& args, Env& e) {
       e["ACCELERATE_FP8_OVERRIDE_DGRAD"] = pythonStr(value[1]);
       e["ACCELERATE_FP8_OVERRIDE_WGRAD"] = pythonStr(value[2]);
     } else {
-      e["ACCELERATE_" + upper(key)] = pythonStr(value);
+      e["ACCELERATE_" + upperCase(key)] = pythonStr(value);
     }
   }
 }
 
 void dynamoEnv(const AccelerateArgs& args, Env& e) {
   const json& backend = arg(args, "dynamo_backend");
-  e["ACCELERATE_DYNAMO_BACKEND"] = upper(backend.is_null() ? "no" : pythonStr(backend));
+  e["ACCELERATE_DYNAMO_BACKEND"] = upperCase(backend.is_null() ? "no" : pythonStr(backend));
   e["ACCELERATE_DYNAMO_MODE"] = pythonStr(arg(args, "dynamo_mode"));
   e["ACCELERATE_DYNAMO_USE_FULLGRAPH"] = pythonStr(arg(args, "dynamo_use_fullgraph"));
   e["ACCELERATE_DYNAMO_USE_DYNAMIC"] = pythonStr(arg(args, "dynamo_use_dynamic"));
@@ -102,13 +94,13 @@ void deviceAndPrecisionEnv(const AccelerateArgs& args, const AccelerateFacts& f,
     ids.erase(std::remove(ids.begin(), ids.end(), ' '), ids.end());
     e["CUDA_VISIBLE_DEVICES"] = ids;
   }
-  e["ACCELERATE_MIXED_PRECISION"] = lower(f.mixed_precision);
-  if (lower(f.mixed_precision) == "fp8") fp8Env(args, e);
+  e["ACCELERATE_MIXED_PRECISION"] = lowerCase(f.mixed_precision);
+  if (lowerCase(f.mixed_precision) == "fp8") fp8Env(args, e);
 }
 
 Expected<void> fsdpEnv(const AccelerateArgs& args, Env& e) {
   auto s = [&](const char* key) { return pythonStr(arg(args, key)); };
-  auto low = [&](const char* key) { return lower(pythonStr(arg(args, key))); };
+  auto low = [&](const char* key) { return lowerCase(pythonStr(arg(args, key))); };
   e["ACCELERATE_USE_FSDP"] = "true";
   if (truthy(arg(args, "fsdp_cpu_ram_efficient_loading")) && !truthy(arg(args, "fsdp_sync_module_states"))) {
     return makeError("When using `--fsdp_cpu_ram_efficient_loading` set `--fsdp_sync_module_states` to `True` "
@@ -150,7 +142,7 @@ void megatronEnv(const AccelerateArgs& args, Env& e) {
         "attention_dropout", "hidden_dropout", "attention_softmax_in_fp32", "expert_tensor_parallel_size",
         "calculate_per_token_loss", "use_rotary_position_embeddings"}) {
     const json& value = arg(args, std::string("megatron_lm_") + suffix);
-    if (!value.is_null()) e["MEGATRON_LM_" + upper(suffix)] = pythonStr(value);
+    if (!value.is_null()) e["MEGATRON_LM_" + upperCase(suffix)] = pythonStr(value);
   }
 }
 
@@ -158,7 +150,7 @@ void parallelismEnv(const AccelerateArgs& args, Env& e) {
   auto s = [&](const char* key) { return pythonStr(arg(args, std::string("parallelism_config_") + key)); };
   e["ACCELERATE_USE_PARALLELISM_CONFIG"] = "true";
   for (const char* key : {"dp_replicate_size", "dp_shard_size", "tp_size", "cp_size", "cp_backend", "sp_size", "sp_backend"}) {
-    e["PARALLELISM_CONFIG_" + upper(key)] = s(key);
+    e["PARALLELISM_CONFIG_" + upperCase(key)] = s(key);
   }
   auto above1 = [&](const char* key) {
     const json& v = arg(args, std::string("parallelism_config_") + key);
@@ -167,7 +159,7 @@ void parallelismEnv(const AccelerateArgs& args, Env& e) {
   if (above1("cp_size")) e["PARALLELISM_CONFIG_CP_COMM_STRATEGY"] = s("cp_comm_strategy");
   if (above1("sp_size")) {
     for (const char* key : {"sp_seq_length", "sp_seq_length_is_variable", "sp_attn_implementation"}) {
-      e["PARALLELISM_CONFIG_" + upper(key)] = s(key);
+      e["PARALLELISM_CONFIG_" + upperCase(key)] = s(key);
     }
   }
 }
@@ -176,19 +168,14 @@ void parallelismEnv(const AccelerateArgs& args, Env& e) {
 void deepspeedEnv(const AccelerateArgs& args, const AccelerateFacts& f, const probes::Environment& parent, Env& e) {
   std::string pythonPath;
   const std::string inherited = probes::lookup(parent, "PYTHONPATH").value_or("");
-  size_t start = 0;
-  while (start <= inherited.size()) {
-    const size_t colon = inherited.find(':', start);
-    const std::string part = inherited.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
-    if (!part.empty()) pythonPath += part + ":";
-    if (colon == std::string::npos) break;
-    start = colon + 1;
+  for (std::string_view part : splitOn(inherited, ':')) {
+    if (!part.empty()) pythonPath += std::string(part) + ":";
   }
   e["PYTHONPATH"] = pythonPath + f.cwd;
   std::string fields;
   for (const auto& key : f.deepspeed_config_keys) fields += (fields.empty() ? "" : ",") + key;
   if (f.mixed_precision_from_config) fields += (fields.empty() ? "" : ",") + std::string("mixed_precision");
-  e["ACCELERATE_CONFIG_DS_FIELDS"] = lower(fields);
+  e["ACCELERATE_CONFIG_DS_FIELDS"] = lowerCase(fields);
   e["ACCELERATE_USE_DEEPSPEED"] = "true";
   const std::tuple<const char*, const char*, bool> optional[] = {
       {"zero_stage", "ACCELERATE_DEEPSPEED_ZERO_STAGE", false},
@@ -202,7 +189,7 @@ void deepspeedEnv(const AccelerateArgs& args, const AccelerateFacts& f, const pr
       {"deepspeed_moe_layer_cls_names", "ACCELERATE_DEEPSPEED_MOE_LAYER_CLS_NAMES", false}};
   for (const auto& [key, name, lowered] : optional) {
     const json& value = arg(args, key);
-    if (!value.is_null()) e[name] = lowered ? lower(pythonStr(value)) : pythonStr(value);
+    if (!value.is_null()) e[name] = lowered ? lowerCase(pythonStr(value)) : pythonStr(value);
   }
 }
 

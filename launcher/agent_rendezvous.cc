@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "accel/error.h"
+#include "launcher/text.h"
 
 namespace accel::launcher {
 namespace {
@@ -16,12 +17,6 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 std::string prefix(const RendezvousOptions& o) { return std::string(kAgentKeyPrefix) + "rdzv/" + o.run_id + "/"; }
-
-std::string secondsText(std::chrono::milliseconds ms) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(ms.count()) / 1000.0);
-  return buf;
-}
 
 std::string list(const std::vector<int>& v) {
   std::string out;

@@ -1,6 +1,7 @@
 #include "launcher/launch_flags.h"
 
 #include "config/schema.h"
+#include "launcher/text.h"
 
 #include <algorithm>
 #include <charconv>
@@ -396,7 +397,7 @@ std::optional<double> pythonFloat(std::string text) {
 }
 
 std::optional<int> strToBool(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  text = lowerCase(std::move(text));
   for (const char* t : {"y", "yes", "t", "true", "on", "1"}) {
     if (text == t) return 1;
   }
@@ -433,14 +434,10 @@ Expected<json> convert(const FlagSpec& f, const std::string& name, const std::st
     case FlagType::PyBool: value = !text.empty(); break;
     case FlagType::BoolTuple: {
       value = json::array();
-      size_t start = 0;
-      while (true) {
-        const size_t comma = text.find(',', start);
-        auto v = strToBool(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+      for (std::string_view item : splitOn(text, ',')) {
+        auto v = strToBool(std::string(item));
         if (!v) return bad("a comma-separated list of truth values");
         value.push_back(*v);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
       }
       break;
     }
@@ -474,8 +471,7 @@ ParsedLaunchFlags defaultsOf(LaunchMode mode, const probes::Environment& env) {
   for (const auto& f : launchFlags()) {
     if (!(f.origin & kFromTorchrun)) continue;
     std::string dest(f.dest);
-    std::string upper = dest;
-    std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
+    const std::string upper = upperCase(dest);
     auto fromEnv = probes::lookup(env, "PET_" + upper);
     if (!fromEnv) continue;
     if (f.arity == FlagArity::Switch) {
@@ -570,11 +566,6 @@ Expected<ParsedLaunchFlags> parseLaunchFlags(const std::vector<std::string>& arg
 }
 
 namespace {
-
-std::string upperCase(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
-  return s;
-}
 
 // What a flag does, in one line: its help, or for the paradigm sections the variable it sets.
 std::string whatItDoes(const FlagSpec& f) {

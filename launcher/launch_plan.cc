@@ -11,6 +11,7 @@
 #include "config/schema.h"
 #include "launcher/stream_masks.h"
 #include "launcher/subprocess_posix.h"
+#include "launcher/text.h"
 #include "launcher/worker_env.h"
 #include "libaccel/common/env_names.h"
 #include "libaccel/store/tcp_store_server.h"
@@ -100,18 +101,14 @@ Expected<std::vector<std::string>> resolveCommand(const LaunchOptions& o, const 
 
 Expected<std::set<int>> parseRankFilter(const std::string& text, int localWorldSize) {
   std::set<int> ranks;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (std::string_view view : splitOn(text, ',')) {
+    const std::string item(view);
     if (item.empty() || !std::all_of(item.begin(), item.end(), ::isdigit) || item.size() > 6 ||
         std::stoi(item) >= localWorldSize) {
       return makeError("--local_ranks_filter: '" + item + "' is not a local rank (0.." +
                        std::to_string(localWorldSize - 1) + ")");
     }
     ranks.insert(std::stoi(item));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return ranks;
 }
@@ -122,17 +119,13 @@ Expected<std::chrono::milliseconds> rdzvTimeout(const LaunchOptions& o) {
   if (o.rdzv_timeout_s) {
     seconds = *o.rdzv_timeout_s;
   } else {
-    size_t start = 0;
-    while (start < o.rdzv_conf.size()) {
-      size_t comma = o.rdzv_conf.find(',', start);
-      std::string item = o.rdzv_conf.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    for (std::string_view view : splitOn(o.rdzv_conf, ',')) {
+      const std::string item(view);
       if (item.rfind("timeout=", 0) == 0) {
         char* end = nullptr;
         seconds = std::strtod(item.c_str() + 8, &end);
         if (*end != '\0') return makeError("--rdzv_conf: '" + item + "' is not timeout=SECONDS");
       }
-      if (comma == std::string::npos) break;
-      start = comma + 1;
     }
   }
   if (!(seconds > 0)) return makeError("--rdzv_timeout: must be more than 0 seconds");
@@ -390,8 +383,7 @@ Expected<uint64_t> parseByteSize(const std::string& flag, const std::string& tex
   } catch (const std::exception&) {
     end = 0;
   }
-  std::string unit = text.substr(end);
-  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const std::string unit = upperCase(text.substr(end));
   const std::vector<std::pair<std::vector<std::string>, int>> units = {
       {{"", "B"}, 0}, {{"K", "KB", "KIB"}, 10}, {{"M", "MB", "MIB"}, 20}, {{"G", "GB", "GIB"}, 30}};
   for (const auto& [names, shift] : units) {

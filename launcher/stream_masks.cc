@@ -4,6 +4,8 @@
 #include <cctype>
 #include <optional>
 
+#include "launcher/text.h"
+
 namespace accel::launcher {
 namespace {
 
@@ -29,10 +31,7 @@ Expected<std::vector<int>> parseStreamMasks(std::string_view flag, std::string_v
   }
   std::vector<int> masks(static_cast<size_t>(localWorldSize), 0);
   std::vector<bool> named(masks.size(), false);
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    const std::string_view item = text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
+  for (const std::string_view item : splitOn(text, ',')) {
     const size_t colon = item.find(':');
     const auto rank = colon == item.npos ? std::nullopt : smallNumber(item.substr(0, colon));
     const auto mask = colon == item.npos ? std::nullopt : smallNumber(item.substr(colon + 1));
@@ -47,8 +46,6 @@ Expected<std::vector<int>> parseStreamMasks(std::string_view flag, std::string_v
     }
     named[static_cast<size_t>(*rank)] = true;
     masks[static_cast<size_t>(*rank)] = *mask;
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
   }
   return masks;
 }

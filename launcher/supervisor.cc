@@ -18,6 +18,7 @@
 #include "launcher/oom.h"
 #include "launcher/output_prefixer.h"
 #include "launcher/subprocess_posix.h"
+#include "launcher/text.h"
 #include "launcher/worker_env.h"
 
 namespace accel::launcher {
@@ -462,9 +463,8 @@ void Supervisor::Attempt::giveTheRestTheGrace(const Worker& ended) {
   if (!othersRun) return;
   stopping_ = true;
   kill_deadline_ = Clock::now() + plan_.term_timeout;
-  char grace[32];
-  std::snprintf(grace, sizeof grace, "%g s", static_cast<double>(plan_.term_timeout.count()) / 1000.0);
-  say("accel: local rank " + std::to_string(ended.local_rank) + " ended after SIGINT; the others get " + grace +
+  say("accel: local rank " + std::to_string(ended.local_rank) + " ended after SIGINT; the others get " +
+      secondsText(plan_.term_timeout) +
       " (--term_timeout) to finish, then SIGKILL\n");
 }
 

@@ -1,0 +1,44 @@
+#pragma once
+// Small text helpers the launcher's parsers and messages share.
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace accel::launcher {
+
+inline std::string upperCase(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return s;
+}
+
+inline std::string lowerCase(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// The items of `text` between `sep`s, empty ones included: "a,,b" → a, "", b; "" → one empty item.
+// The views point into `text`.
+inline std::vector<std::string_view> splitOn(std::string_view text, char sep) {
+  std::vector<std::string_view> items;
+  size_t start = 0;
+  while (true) {
+    const size_t end = text.find(sep, start);
+    items.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+    if (end == std::string_view::npos) return items;
+    start = end + 1;
+  }
+}
+
+// "1.5 s", "900 s": a duration for messages.
+inline std::string secondsText(std::chrono::milliseconds ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+}  // namespace accel::launcher
