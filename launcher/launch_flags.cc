@@ -494,15 +494,20 @@ bool looksLikeNegativeNumber(const std::string& s) {
 std::string ParsedLaunchFlags::nameOf(const std::string& dest) const {
   auto it = spelling.find(dest);
   if (it != spelling.end()) return it->second;
-  for (const auto& f : launchFlags()) {
-    if (f.dest == dest) return std::string(f.names.front());
-  }
-  return "--" + dest;
+  const FlagSpec* spec = findFlagSpec(dest);
+  return spec ? std::string(spec->names.front()) : "--" + dest;
 }
 
 const std::vector<FlagSpec>& launchFlags() {
   static const std::vector<FlagSpec> table = buildTable();
   return table;
+}
+
+const FlagSpec* findFlagSpec(std::string_view dest) {
+  for (const auto& f : launchFlags()) {
+    if (f.dest == dest) return &f;
+  }
+  return nullptr;
 }
 
 ParsedLaunchFlags defaultLaunchFlags(LaunchMode mode, const probes::Environment& env) { return defaultsOf(mode, env); }

@@ -71,6 +71,9 @@ struct FlagSpec {
 // The table, in help order.
 const std::vector<FlagSpec>& launchFlags();
 
+// The first row whose dest is `dest`, or nullptr.
+const FlagSpec* findFlagSpec(std::string_view dest);
+
 // The flags of a launch as parsed: every dest of the table with its value (defaults included),
 // which were given, and how each was spelled (for messages).
 struct ParsedLaunchFlags {

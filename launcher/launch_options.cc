@@ -7,13 +7,6 @@ namespace {
 
 using nlohmann::json;
 
-const FlagSpec* specOf(const std::string& dest) {
-  for (const auto& f : launchFlags()) {
-    if (f.dest == dest) return &f;
-  }
-  return nullptr;
-}
-
 class Reader {
  public:
   explicit Reader(const ParsedLaunchFlags& flags) : f_(flags) {}
@@ -53,7 +46,7 @@ class Reader {
 // Refused flags stop the launch; ignored ones become notices.
 Expected<void> screenFlags(const ParsedLaunchFlags& flags, std::vector<std::string>& notices) {
   for (const auto& dest : flags.given) {
-    const FlagSpec* spec = specOf(dest);
+    const FlagSpec* spec = findFlagSpec(dest);
     if (spec == nullptr) continue;
     if (spec->use == FlagUse::Refuse && flags.values.at(dest) == true) {
       return makeError(flags.nameOf(dest) + ": " + std::string(spec->why));
