@@ -525,7 +525,8 @@ AccelerateFacts accelerateFacts(const LaunchPlan& plan, const Devices& d) {
   f.main_process_port = c.main_process_port;
   char cwd[4096];
   f.cwd = ::getcwd(cwd, sizeof cwd) ? cwd : ".";
-  f.physical_cores = probes::probeSystem().physical_cores;
+  // Only CPU jobs' OMP_NUM_THREADS depends on it: other launches never read /proc/cpuinfo.
+  if (c.use_cpu) f.physical_cores = probes::countPhysicalCores();
   if (auto ds = c.extras.find("deepspeed_config"); ds != c.extras.end() && ds->second.is_object()) {
     for (const auto& item : ds->second.items()) f.deepspeed_config_keys.push_back(item.key());
   }

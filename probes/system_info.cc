@@ -31,7 +31,27 @@ std::string readOsName() {
   return "";
 }
 
+// /proc/cpuinfo's first model name (when `model` is given) and its distinct (physical id, core id) pairs.
+void readCpuInfo(std::string* model, int* physicalCores) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  std::set<std::pair<std::string, std::string>> cores;
+  std::string physicalId;
+  while (std::getline(cpuinfo, line)) {
+    if (model && model->empty() && line.rfind("model name", 0) == 0) *model = valueAfterColon(line);
+    if (line.rfind("physical id", 0) == 0) physicalId = valueAfterColon(line);
+    if (line.rfind("core id", 0) == 0) cores.emplace(physicalId, valueAfterColon(line));
+  }
+  *physicalCores = static_cast<int>(cores.size());
+}
+
 }  // namespace
+
+int countPhysicalCores() {
+  int cores = 0;
+  readCpuInfo(nullptr, &cores);
+  return cores;
+}
 
 SystemInfo probeSystem() {
   SystemInfo info;
@@ -47,17 +67,9 @@ SystemInfo probeSystem() {
   CPU_ZERO(&set);
   if (::sched_getaffinity(0, sizeof set, &set) == 0) info.usable_cpus = CPU_COUNT(&set);
 
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  std::set<std::pair<std::string, std::string>> cores;
-  std::string physicalId;
-  while (std::getline(cpuinfo, line)) {
-    if (info.cpu_model.empty() && line.rfind("model name", 0) == 0) info.cpu_model = valueAfterColon(line);
-    if (line.rfind("physical id", 0) == 0) physicalId = valueAfterColon(line);
-    if (line.rfind("core id", 0) == 0) cores.emplace(physicalId, valueAfterColon(line));
-  }
-  info.physical_cores = static_cast<int>(cores.size());
+  readCpuInfo(&info.cpu_model, &info.physical_cores);
 
+  std::string line;
   std::ifstream meminfo("/proc/meminfo");
   while (std::getline(meminfo, line)) {
     if (line.rfind("MemTotal:", 0) == 0) {

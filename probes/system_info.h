@@ -20,4 +20,7 @@ struct SystemInfo {
 // Reads the facts above; fields that cannot be read stay empty/zero. Never throws; fast.
 SystemInfo probeSystem();
 
+// SystemInfo::physical_cores alone (reads /proc/cpuinfo only); 0 when unknown. Never throws.
+int countPhysicalCores();
+
 }  // namespace accel::probes
