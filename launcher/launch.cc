@@ -55,10 +55,14 @@ WorkerSlot dryRunSlot(const LaunchPlan& plan, int localRank) {
                     plan.exec_in_place ? "" : "<run dir>/attempt_0/" + std::to_string(localRank) + "/error.json"};
 }
 
+// The local ranks this machine starts: all of them, or the one this scheduler task becomes.
+std::pair<int, int> dryRunLocalRanks(const LaunchPlan& plan) {
+  return plan.exec_in_place ? std::pair{plan.exec_local_rank, plan.exec_local_rank + 1} : std::pair{0, plan.local_world_size};
+}
+
 void printDryRun(const LaunchPlan& plan) {
   std::string out;
-  const int first = plan.exec_in_place ? plan.exec_local_rank : 0;
-  const int last = plan.exec_in_place ? plan.exec_local_rank + 1 : plan.local_world_size;
+  const auto [first, last] = dryRunLocalRanks(plan);
   for (const auto& text : plan.notices) out += "notice: " + text + "\n";
   for (int lr = first; lr < last; ++lr) {
     out += "rank " + std::to_string(globalRank(plan, lr)) + " (local rank " + std::to_string(lr) + "):\n  command:";
@@ -73,15 +77,10 @@ void printDryRun(const LaunchPlan& plan) {
 // The dry run as one JSON object: {"ranks": [{"rank", "local_rank", "command", "env"}], "notices"}.
 void printDryRunJson(const LaunchPlan& plan) {
   nlohmann::json ranks = nlohmann::json::array();
-  const int first = plan.exec_in_place ? plan.exec_local_rank : 0;
-  const int last = plan.exec_in_place ? plan.exec_local_rank + 1 : plan.local_world_size;
+  const auto [first, last] = dryRunLocalRanks(plan);
   for (int lr = first; lr < last; ++lr) {
-    nlohmann::json env = nlohmann::json::object();
-    for (const auto& kv : launcherVariables(plan, dryRunSlot(plan, lr))) {
-      const size_t eq = kv.find('=');
-      env[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
-    ranks.push_back({{"rank", globalRank(plan, lr)}, {"local_rank", lr}, {"command", plan.argv}, {"env", env}});
+    ranks.push_back({{"rank", globalRank(plan, lr)}, {"local_rank", lr}, {"command", plan.argv},
+                     {"env", launcherVariableMap(plan, dryRunSlot(plan, lr))}});
   }
   const std::string out = nlohmann::json{{"ranks", ranks}, {"notices", plan.notices}, {"world_size", plan.world_size},
                                          {"num_machines", plan.num_machines}, {"machine_rank", plan.node_rank}}

@@ -39,6 +39,10 @@ std::map<std::string, std::string> variables(const LaunchPlan& plan, const Worke
 
 }  // namespace
 
+std::map<std::string, std::string> launcherVariableMap(const LaunchPlan& plan, const WorkerSlot& slot) {
+  return variables(plan, slot);
+}
+
 std::vector<std::string> launcherVariables(const LaunchPlan& plan, const WorkerSlot& slot) {
   std::vector<std::string> out;
   for (const auto& [key, value] : variables(plan, slot)) out.push_back(key + "=" + value);

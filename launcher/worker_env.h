@@ -2,6 +2,7 @@
 // workerEnvironment: the environment of one worker — a pure function of the plan, the worker's
 // slot and the parent environment, so it is unit-tested without spawning anything.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,9 @@ inline int globalRank(const LaunchPlan& plan, int localRank) {
   return plan.rank_offset + localRank;
 }
 
-// Every variable accel sets for this worker (KEY=VALUE, sorted by key), without the parent's.
+// Every variable accel sets for this worker, without the parent's: key → value, and as KEY=VALUE
+// sorted by key.
+std::map<std::string, std::string> launcherVariableMap(const LaunchPlan& plan, const WorkerSlot& slot);
 std::vector<std::string> launcherVariables(const LaunchPlan& plan, const WorkerSlot& slot);
 
 // The parent environment with launcherVariables applied on top (accel's values win), ready for
