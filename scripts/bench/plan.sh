@@ -30,11 +30,4 @@ hyperfine --warmup 1 --runs "$runs" -N --export-json "$scratch/r.json" \
   --command-name "accel launch --dry_run_json" \
   "env HF_HOME=$scratch/hf sh -c 'cd $scratch/job && exec $accel launch --dry_run_json --dry_run_gpus 2 $argv'" >/dev/null
 
-/usr/bin/python3 - "$scratch/r.json" <<'PY'
-import json, sys
-results = json.load(open(sys.argv[1]))["results"]
-ref = results[0]["median"]
-print(f"{'command':46} {'median':>10} {'mean ± sd':>20} {'speed-up vs reference':>22}")
-for r in results:
-    print(f"{r['command']:46} {r['median']*1e3:8.1f}ms {r['mean']*1e3:10.1f} ± {r['stddev']*1e3:5.1f}ms {ref / r['median']:20.1f}x")
-PY
+/usr/bin/python3 scripts/bench/support/ratio_table.py "$scratch/r.json" 46
