@@ -12,6 +12,7 @@
 #include <set>
 
 #include "config/schema.h"
+#include "launcher/text.h"
 
 namespace accel::launcher {
 namespace {
@@ -189,7 +190,6 @@ CpuAffinity planCpuAffinity(const CpuTopology& t, int localRanks, const std::opt
 
 Expected<std::vector<int>> parseCpuList(const std::string& text) {
   std::set<int> cpus;
-  size_t start = 0;
   auto number = [](const std::string& s) -> std::optional<int> {
     if (s.empty() || s.size() > 7 || !std::all_of(s.begin(), s.end(), ::isdigit)) return std::nullopt;
     return std::stoi(s);
@@ -197,16 +197,16 @@ Expected<std::vector<int>> parseCpuList(const std::string& text) {
   std::string list = text;
   while (!list.empty() && std::isspace(static_cast<unsigned char>(list.back()))) list.pop_back();
   list.erase(0, std::min(list.size(), list.find_first_not_of(" \t")));
-  while (start < list.size()) {
-    size_t comma = list.find(',', start);
-    std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  if (list.empty()) return std::vector<int>{};
+  std::vector<std::string_view> items = splitOn(list, ',');
+  if (items.back().empty()) items.pop_back();  // a trailing comma ends the list
+  for (std::string_view view : items) {
+    const std::string item(view);
     size_t dash = item.find('-');
     auto lo = number(item.substr(0, dash));
     auto hi = dash == std::string::npos ? lo : number(item.substr(dash + 1));
     if (!lo || !hi || *hi < *lo) return makeError("'" + item + "' in CPU list '" + list + "' is not N or N-M");
     for (int cpu = *lo; cpu <= *hi; ++cpu) cpus.insert(cpu);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
   }
   return std::vector<int>(cpus.begin(), cpus.end());
 }
