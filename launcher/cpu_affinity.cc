@@ -286,7 +286,8 @@ void assignCpuAffinity(LaunchPlan& plan, const CpuTopology& topology) {
                            plan.scheduler.value_or("the scheduler") + "; use its CPU binding (e.g. srun --cpu-bind=cores)");
     return;
   }
-  if (c.distributed_type == config::kDistributedMultiGpu) {
+  // A GPU job is one accelerate would start with torchrun (MULTI_GPU, FSDP, DeepSpeed, Megatron-LM).
+  if (plan.accelerate_launcher != AccelerateLauncher::Simple) {
     plan.notices.push_back("enable_cpu_affinity: the GPUs' NUMA nodes are not known to accel; the ranks are spread "
                            "over the NUMA nodes as for a CPU job");
   }

@@ -293,6 +293,12 @@ TEST_F(CpuAffinityPlanTest, GpuJobsAreSpreadAsCpuJobsWithANotice) {
   EXPECT_EQ(p.rank_cpus, (Sets{{0, 1, 4, 5}, {2, 3, 6, 7}}));
   ASSERT_FALSE(p.notices.empty());
   EXPECT_NE(p.notices[0].find("the GPUs' NUMA nodes are not known to accel"), std::string::npos) << p.notices[0];
+  o.config.multi_gpu = false;  // FSDP (like DeepSpeed and Megatron-LM) is a GPU job too
+  o.config.distributed_type = "FSDP";
+  p = plan(o, {"PATH=/usr/bin:/bin"}, 2);
+  assignCpuAffinity(p, twoNodesSmt());
+  ASSERT_FALSE(p.notices.empty());
+  EXPECT_NE(p.notices[0].find("the GPUs' NUMA nodes are not known to accel"), std::string::npos) << p.notices[0];
 }
 
 // The child pins itself between fork and exec: a worker reads its own CPUs back.
