@@ -1,0 +1,214 @@
+#include "libaccel/comm/shm_communicator.h"
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "accel/error.h"
+
+namespace accel::comm {
+namespace {
+
+constexpr const char* kSegmentKey = "shm/segment";
+
+shm::DType toDType(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return shm::DType::F32;
+    case at::kDouble: return shm::DType::F64;
+    case at::kBFloat16: return shm::DType::BF16;
+    case at::kHalf: return shm::DType::F16;
+    case at::kChar: return shm::DType::I8;
+    case at::kByte: return shm::DType::U8;
+    case at::kShort: return shm::DType::I16;
+    case at::kInt: return shm::DType::I32;
+    case at::kLong: return shm::DType::I64;
+    default: break;
+  }
+  throw Error(std::string("shared-memory all-reduce: dtype ") + c10::toString(type) +
+              " is not supported (float32/64, bfloat16, float16, int8/16/32/64, uint8)");
+}
+
+shm::Op toOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return shm::Op::Sum;
+    case ReduceOp::Max: return shm::Op::Max;
+    case ReduceOp::Min: return shm::Op::Min;
+  }
+  return shm::Op::Sum;
+}
+
+void checkTensor(const at::Tensor& t, const char* what) {
+  ACCEL_CHECK(t.device().is_cpu() && t.is_contiguous(), "shared-memory ", what,
+              " needs a contiguous CPU tensor, got one on ", t.device(), t.is_contiguous() ? "" : " (not contiguous)");
+}
+
+// The outcome of one queued operation.
+struct Outcome {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+};
+
+class OutcomeWork : public Work {
+ public:
+  explicit OutcomeWork(std::shared_ptr<Outcome> outcome) : outcome_(std::move(outcome)) {}
+  void wait() override {
+    std::unique_lock<std::mutex> lock(outcome_->m);
+    outcome_->cv.wait(lock, [&] { return outcome_->done; });
+    if (outcome_->error) std::rethrow_exception(outcome_->error);
+  }
+
+ private:
+  std::shared_ptr<Outcome> outcome_;
+};
+
+// Runs operations one at a time, in the order submitted, on its own thread (the group's
+// collectives are matched by order). The destructor finishes what was queued.
+class OpQueue {
+ public:
+  OpQueue() : thread_([this] { run(); }) {}
+  ~OpQueue() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+  std::shared_ptr<Outcome> submit(std::function<void()> op) {
+    auto outcome = std::make_shared<Outcome>();
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      ops_.emplace_back(std::move(op), outcome);
+    }
+    cv_.notify_one();
+    return outcome;
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      std::unique_lock<std::mutex> lock(m_);
+      cv_.wait(lock, [&] { return stop_ || !ops_.empty(); });
+      if (ops_.empty()) return;
+      auto [op, outcome] = std::move(ops_.front());
+      ops_.pop_front();
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        op();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> done(outcome->m);
+      outcome->done = true;
+      outcome->error = error;
+      outcome->cv.notify_all();
+    }
+  }
+
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::pair<std::function<void()>, std::shared_ptr<Outcome>>> ops_;
+  bool stop_ = false;
+  std::thread thread_;  // last: started once the rest is constructed
+};
+
+class ShmCommunicator : public Communicator {
+ public:
+  explicit ShmCommunicator(std::unique_ptr<shm::Group> group) : group_(std::move(group)) {}
+  ~ShmCommunicator() override { queue_.reset(); }  // finish queued operations before the group goes
+
+  int rank() const override { return group_->rank(); }
+  int size() const override { return group_->size(); }
+
+  std::unique_ptr<Work> allreduceAsync(at::Tensor& tensor, ReduceOp op) override {
+    checkTensor(tensor, "all-reduce");
+    const shm::DType dtype = toDType(tensor.scalar_type());
+    at::Tensor t = tensor;  // keeps the storage alive until the operation ran
+    shm::Group* g = group_.get();
+    return std::make_unique<OutcomeWork>(queue_->submit([g, t, dtype, op]() mutable {
+      g->allreduce(t.data_ptr(), static_cast<size_t>(t.numel()), dtype, toOp(op));
+    }));
+  }
+
+  void broadcast(at::Tensor& tensor, int root) override {
+    checkTensor(tensor, "broadcast");
+    ACCEL_CHECK(root >= 0 && root < size(), "broadcast from rank ", root, " of ", size());
+    at::Tensor t = tensor;
+    shm::Group* g = group_.get();
+    run([g, t, root]() mutable { g->broadcast(t.data_ptr(), t.nbytes(), root); });
+  }
+
+  std::vector<at::Tensor> allgather(const at::Tensor& tensor) override {
+    at::Tensor in = tensor.contiguous();
+    checkTensor(in, "all-gather");
+    std::vector<int64_t> sizes{size()};
+    sizes.insert(sizes.end(), in.sizes().begin(), in.sizes().end());
+    at::Tensor out = at::empty(sizes, in.options());
+    shm::Group* g = group_.get();
+    run([g, in, out]() mutable { g->allgather(in.data_ptr(), in.nbytes(), out.data_ptr()); });
+    return out.unbind(0);
+  }
+
+  void barrier() override {
+    shm::Group* g = group_.get();
+    run([g] { g->barrier(); });
+  }
+
+ private:
+  void run(std::function<void()> op) { OutcomeWork(queue_->submit(std::move(op))).wait(); }
+
+  std::unique_ptr<shm::Group> group_;
+  std::unique_ptr<OpQueue> queue_ = std::make_unique<OpQueue>();
+};
+
+// Rank 0: a fresh segment, initialised, its name and nonce published.
+std::unique_ptr<shm::Group> createGroup(c10d::Store& store, int size, const ShmOptions& options,
+                                        const shm::GroupOptions& group) {
+  shm::sweepStaleSegments();
+  auto segment = shm::Segment::create(options.tag, shm::segmentBytes(size, group));
+  if (!segment) throw Error(segment.error());
+  const uint64_t nonce = shm::Group::initialise(*segment, size, group);
+  const std::string value = segment->name() + " " + std::to_string(nonce);
+  store.set(kSegmentKey, std::vector<uint8_t>(value.begin(), value.end()));
+  return std::make_unique<shm::Group>(std::move(segment).value(), 0, size, nonce, group);
+}
+
+std::unique_ptr<shm::Group> joinGroup(c10d::Store& store, int rank, int size, const shm::GroupOptions& group) {
+  std::vector<uint8_t> bytes;
+  try {
+    bytes = store.get(kSegmentKey);  // waits at most the store's timeout
+  } catch (const std::exception& e) {
+    throw TimeoutError("rank " + std::to_string(rank) + ": rank 0 never published the shared-memory segment (" +
+                       e.what() + ")");
+  }
+  std::istringstream in(std::string(bytes.begin(), bytes.end()));
+  std::string name;
+  uint64_t nonce = 0;
+  in >> name >> nonce;
+  auto segment = shm::Segment::open(name, shm::segmentBytes(size, group));
+  if (!segment) {
+    throw Error("rank " + std::to_string(rank) + ": " + segment.error() +
+                " (are all ranks on one machine? else set ACCEL_CPU_BACKEND=gloo)");
+  }
+  return std::make_unique<shm::Group>(std::move(segment).value(), rank, size, nonce, group);
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> makeShmCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                                  const ShmOptions& options) {
+  shm::GroupOptions group = options.group;
+  group.timeout = options.timeout;
+  auto g = rank == 0 ? createGroup(*store, size, options, group) : joinGroup(*store, rank, size, group);
+  g->attach();
+  return std::make_unique<ShmCommunicator>(std::move(g));
+}
+
+}  // namespace accel::comm

@@ -1,0 +1,133 @@
+// Compiled with -O3 (libaccel/CMakeLists.txt): these loops are what the shared-memory
+// all-reduce spends its time in, and they must vectorise.
+#include "libaccel/comm/shm_reduce.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace accel::shm {
+namespace {
+
+// Rows of this many elements are combined across the inputs while they sit in L1.
+constexpr size_t kBlock = 1024;
+
+template <typename T>
+struct Plain {
+  using Acc = T;
+  static Acc load(T v) { return v; }
+  static T store(Acc v) { return v; }
+};
+
+struct Bf16 {
+  using Acc = float;
+  static float load(uint16_t v) { return bf16ToFloat(v); }
+  static uint16_t store(float v) { return floatToBf16(v); }
+};
+
+struct F16 {
+  using Acc = float;
+  static float load(_Float16 v) { return static_cast<float>(v); }
+  static _Float16 store(float v) { return static_cast<_Float16>(v); }
+};
+
+// Integer sums wrap (two's complement) like Gloo's, without signed-overflow undefined behaviour.
+template <typename A>
+A add(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    using U = std::make_unsigned_t<A>;
+    return static_cast<A>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+
+template <typename T, typename Conv, Op kOp>
+void reduceTyped(T* out, const T* const* in, int n, size_t count) {
+  using Acc = typename Conv::Acc;
+  Acc acc[kBlock];
+  for (size_t start = 0; start < count; start += kBlock) {
+    const size_t len = std::min(kBlock, count - start);
+    const T* first = in[0] + start;
+    for (size_t i = 0; i < len; ++i) acc[i] = Conv::load(first[i]);
+    for (int k = 1; k < n; ++k) {
+      const T* src = in[k] + start;
+      for (size_t i = 0; i < len; ++i) {
+        const Acc v = Conv::load(src[i]);
+        if constexpr (kOp == Op::Sum) acc[i] = add(acc[i], v);
+        else if constexpr (kOp == Op::Max) acc[i] = acc[i] < v ? v : acc[i];
+        else acc[i] = v < acc[i] ? v : acc[i];
+      }
+    }
+    T* dst = out + start;
+    for (size_t i = 0; i < len; ++i) dst[i] = Conv::store(acc[i]);
+  }
+}
+
+template <typename T, typename Conv>
+void reduceOp(void* out, const void* const* in, int n, size_t count, Op op) {
+  auto* o = static_cast<T*>(out);
+  auto* i = reinterpret_cast<const T* const*>(in);
+  switch (op) {
+    case Op::Sum: return reduceTyped<T, Conv, Op::Sum>(o, i, n, count);
+    case Op::Max: return reduceTyped<T, Conv, Op::Max>(o, i, n, count);
+    case Op::Min: return reduceTyped<T, Conv, Op::Min>(o, i, n, count);
+  }
+}
+
+}  // namespace
+
+uint16_t floatToBf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN stays a (quiet) NaN
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float bf16ToFloat(uint16_t bits) {
+  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof value);
+  return value;
+}
+
+size_t dtypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::I8: case DType::U8: return 1;
+    case DType::BF16: case DType::F16: case DType::I16: return 2;
+    case DType::F32: case DType::I32: return 4;
+    case DType::F64: case DType::I64: return 8;
+  }
+  return 1;
+}
+
+const char* dtypeName(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return "float32";
+    case DType::F64: return "float64";
+    case DType::BF16: return "bfloat16";
+    case DType::F16: return "float16";
+    case DType::I8: return "int8";
+    case DType::U8: return "uint8";
+    case DType::I16: return "int16";
+    case DType::I32: return "int32";
+    case DType::I64: return "int64";
+  }
+  return "?";
+}
+
+void reduce(void* out, const void* const* in, int n, size_t count, DType dtype, Op op) {
+  switch (dtype) {
+    case DType::F32: return reduceOp<float, Plain<float>>(out, in, n, count, op);
+    case DType::F64: return reduceOp<double, Plain<double>>(out, in, n, count, op);
+    case DType::BF16: return reduceOp<uint16_t, Bf16>(out, in, n, count, op);
+    case DType::F16: return reduceOp<_Float16, F16>(out, in, n, count, op);
+    case DType::I8: return reduceOp<int8_t, Plain<int8_t>>(out, in, n, count, op);
+    case DType::U8: return reduceOp<uint8_t, Plain<uint8_t>>(out, in, n, count, op);
+    case DType::I16: return reduceOp<int16_t, Plain<int16_t>>(out, in, n, count, op);
+    case DType::I32: return reduceOp<int32_t, Plain<int32_t>>(out, in, n, count, op);
+    case DType::I64: return reduceOp<int64_t, Plain<int64_t>>(out, in, n, count, op);
+  }
+}
+
+}  // namespace accel::shm
