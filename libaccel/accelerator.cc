@@ -10,101 +10,26 @@
 
 #include <ATen/autocast_mode.h>
 #include <nlohmann/json.hpp>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/cuda.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/version.h>
 
 #include "libaccel/checkpoint/staged_dir.h"
 #include "libaccel/checkpoint/state_files.h"
-#include "libaccel/comm/gloo_communicator.h"
-#include "libaccel/comm/torch_tcp_store.h"
-#ifdef ACCEL_HAVE_NCCL
-#include <cuda_runtime_api.h>
-
-#include "libaccel/comm/nccl_communicator.h"
-#endif
+#include "libaccel/comm/from_environment.h"
 #include "libaccel/common/env_names.h"
+#include "libaccel/common/env_values.h"
 #include "accel/error.h"
 #include "libaccel/sync/gradient_sync.h"
 
 namespace accel {
 namespace {
 
-std::optional<std::string> getenvString(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return std::nullopt;
-  return std::string(v);
-}
-
-int getenvInt(const char* name, int fallback) {
-  auto v = getenvString(name);
-  if (!v) return fallback;
-  char* end = nullptr;
-  long n = std::strtol(v->c_str(), &end, 10);
-  ACCEL_CHECK(*end == '\0', "environment variable ", name, "='", *v, "' is not an integer");
-  return static_cast<int>(n);
-}
-
 MixedPrecision parsePrecision(const std::string& text) {
   if (text == "no") return MixedPrecision::No;
   if (text == "bf16") return MixedPrecision::Bf16;
   if (text == "fp16") return MixedPrecision::Fp16;
   throw Error(std::string(env::kMixedPrecision) + "='" + text + "' is not one of no, fp16, bf16");
-}
-
-// The process group of `accel launch`'s workers: the agent's store (namespaced per attempt,
-// as torch does), and NCCL when it was built, a CUDA device is usable and the job is not
-// CPU-only; Gloo otherwise.
-std::shared_ptr<Communicator> communicatorFromEnvironment(std::chrono::milliseconds timeout, bool cpuOnly,
-                                                          int localRank) {
-  const int world = getenvInt(env::kWorldSize, 1);
-  if (world <= 1) return makeSingleProcessCommunicator();
-  const int rank = getenvInt(env::kRank, -1);
-  ACCEL_CHECK(rank >= 0 && rank < world, env::kRank, " must be in [0, ", world, ") but is ", rank);
-  auto addr = getenvString(env::kMasterAddr);
-  auto port = getenvInt(env::kMasterPort, -1);
-  ACCEL_CHECK(addr && port > 0, env::kMasterAddr, " and ", env::kMasterPort, " must be set when ", env::kWorldSize,
-              " > 1 (run under accel launch)");
-  // Under `accel launch` the agent hosts the store; without an agent (a rank per scheduler
-  // task, --no_spawn) rank 0 hosts it, as in torch's env:// init.
-  const bool agentStore = getenvString(env::kUseAgentStore).value_or("") == "True";
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<uint16_t>(port);
-  options.isServer = !agentStore && rank == 0;
-  options.waitWorkers = false;
-  options.timeout = timeout;
-  c10::intrusive_ptr<c10d::Store> store;
-  try {
-    store = comm::makeTorchTcpStore(*addr, options);
-  } catch (const std::exception& e) {
-    throw NetworkError("rank " + std::to_string(rank) + ": cannot reach the job's store at " + *addr + ":" +
-                       std::to_string(port) + ": " + e.what());
-  }
-  if (agentStore) {
-    store = c10::make_intrusive<c10d::PrefixStore>(
-        "/worker/attempt_" + getenvString(env::kRestartCount).value_or("0"), store);
-  }
-  store = c10::make_intrusive<c10d::PrefixStore>("accel", store);
-#ifdef ACCEL_HAVE_NCCL
-  // NCCL needs a device per local rank (it refuses two ranks on one GPU).
-  if (!cpuOnly && comm::cudaUnavailableReason().empty()) {
-    int devices = 0;
-    cudaGetDeviceCount(&devices);
-    if (devices >= getenvInt(env::kLocalWorldSize, 1)) {
-      return comm::makeNcclCommunicator(store, rank, world, std::max(localRank, 0), timeout);
-    }
-  }
-#else
-  (void)cpuOnly;
-  (void)localRank;
-#endif
-  comm::GlooOptions gloo;
-  gloo.interface = getenvString("GLOO_SOCKET_IFNAME").value_or("");
-  gloo.peer_host = *addr;
-  gloo.timeout = timeout;
-  return comm::makeGlooCommunicator(store, rank, world, gloo);
 }
 
 // Runs this rank's part of a collective operation and tells every rank whether every part
@@ -185,21 +110,28 @@ AutocastGuard::~AutocastGuard() {
 Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(options)), scaler_(options_.scaler) {
   mixed_precision_ = options_.mixed_precision
                          ? *options_.mixed_precision
-                         : parsePrecision(getenvString(env::kMixedPrecision).value_or("no"));
+                         : parsePrecision(env::getString(env::kMixedPrecision).value_or("no"));
   accumulation_steps_ = options_.gradient_accumulation_steps
                             ? *options_.gradient_accumulation_steps
-                            : getenvInt(env::kGradientAccumulationSteps, 1);
+                            : env::getInt(env::kGradientAccumulationSteps, 1);
   ACCEL_CHECK(accumulation_steps_ >= 1, "gradient_accumulation_steps must be at least 1, not ", accumulation_steps_);
   // Debian's LibTorch has no CUDA, so the device is the CPU; fp16 would silently train in fp32
   // there (accelerate's behaviour), which accel refuses.
   if (mixed_precision_ == MixedPrecision::Fp16 && !torch::cuda::is_available()) {
     throw Error("mixed precision fp16 needs a CUDA device and this LibTorch has none; use bf16 or no");
   }
-  const bool cpuOnly = options_.cpu.value_or(getenvString(env::kUseCpu).value_or("False") == "True");
-  comm_ = options_.communicator ? options_.communicator
-                                : communicatorFromEnvironment(options_.timeout, cpuOnly, getenvInt(env::kLocalRank, 0));
+  const bool cpuOnly = options_.cpu.value_or(env::getString(env::kUseCpu).value_or("False") == "True");
+  if (options_.communicator) {
+    comm_ = options_.communicator;
+  } else {
+    comm::EnvironmentOptions e;
+    e.timeout = options_.timeout;
+    e.cpu_only = cpuOnly;
+    e.cpu_backend = options_.cpu_backend;
+    comm_ = comm::communicatorFromEnvironment(e);
+  }
   local_rank_ = options_.local_rank >= 0 ? options_.local_rank
-                                         : getenvInt(env::kLocalRank, options_.communicator ? comm_->rank() : 0);
+                                         : env::getInt(env::kLocalRank, options_.communicator ? comm_->rank() : 0);
   scaler_ = GradScaler([&] {
     GradScalerOptions o = options_.scaler;
     o.enabled = o.enabled && mixed_precision_ == MixedPrecision::Fp16;

@@ -3,6 +3,7 @@
 #include "libaccel/comm/shm_reduce.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace accel::shm {
@@ -26,9 +27,21 @@ struct Bf16 {
 
 struct F16 {
   using Acc = float;
-  static float load(_Float16 v) { return static_cast<float>(v); }
-  static _Float16 store(float v) { return static_cast<_Float16>(v); }
+  static float load(uint16_t v) { return halfToFloat(v); }
+  static uint16_t store(float v) { return floatToHalf(v); }
 };
+
+uint32_t bitsOf(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
+
+float floatOf(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
 
 // Integer sums wrap (two's complement) like Gloo's, without signed-overflow undefined behaviour.
 template <typename A>
@@ -91,6 +104,27 @@ float bf16ToFloat(uint16_t bits) {
   return value;
 }
 
+// IEEE half without compiler support for _Float16 (clang on x86 has none): the branch-free
+// conversions of the FP16 library, which c10::Half uses too, so results match torch's bit for bit.
+uint16_t floatToHalf(float value) {
+  const float scaleToInf = 0x1.0p+112f, scaleToZero = 0x1.0p-110f;
+  float base = (std::fabs(value) * scaleToInf) * scaleToZero;
+  const uint32_t w = bitsOf(value), shl1 = w + w, sign = w & 0x80000000u;
+  uint32_t bias = shl1 & 0xff000000u;
+  if (bias < 0x71000000u) bias = 0x71000000u;
+  base = floatOf((bias >> 1) + 0x07800000u) + base;
+  const uint32_t bits = bitsOf(base);
+  const uint32_t nonsign = ((bits >> 13) & 0x00007c00u) + (bits & 0x00000fffu);
+  return static_cast<uint16_t>((sign >> 16) | (shl1 > 0xff000000u ? 0x7e00u : nonsign));
+}
+
+float halfToFloat(uint16_t half) {
+  const uint32_t w = static_cast<uint32_t>(half) << 16, sign = w & 0x80000000u, two = w + w;
+  const float normalized = floatOf((two >> 4) + (0xe0u << 23)) * 0x1.0p-112f;
+  const float denormalized = floatOf((two >> 17) | (126u << 23)) - 0.5f;
+  return floatOf(sign | (two < (1u << 27) ? bitsOf(denormalized) : bitsOf(normalized)));
+}
+
 size_t dtypeSize(DType dtype) {
   switch (dtype) {
     case DType::I8: case DType::U8: return 1;
@@ -121,7 +155,7 @@ void reduce(void* out, const void* const* in, int n, size_t count, DType dtype, 
     case DType::F32: return reduceOp<float, Plain<float>>(out, in, n, count, op);
     case DType::F64: return reduceOp<double, Plain<double>>(out, in, n, count, op);
     case DType::BF16: return reduceOp<uint16_t, Bf16>(out, in, n, count, op);
-    case DType::F16: return reduceOp<_Float16, F16>(out, in, n, count, op);
+    case DType::F16: return reduceOp<uint16_t, F16>(out, in, n, count, op);
     case DType::I8: return reduceOp<int8_t, Plain<int8_t>>(out, in, n, count, op);
     case DType::U8: return reduceOp<uint8_t, Plain<uint8_t>>(out, in, n, count, op);
     case DType::I16: return reduceOp<int16_t, Plain<int16_t>>(out, in, n, count, op);

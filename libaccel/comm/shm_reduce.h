@@ -18,8 +18,10 @@ const char* dtypeName(DType dtype);
 // in[0]. Thread-safe (no state).
 void reduce(void* out, const void* const* in, int n, size_t count, DType dtype, Op op);
 
-// Round-to-nearest-even conversions, as c10::BFloat16 and IEEE half do them.
+// Round-to-nearest-even conversions, bit for bit as c10::BFloat16 and c10::Half do them.
 uint16_t floatToBf16(float value);
 float bf16ToFloat(uint16_t bits);
+uint16_t floatToHalf(float value);
+float halfToFloat(uint16_t bits);
 
 }  // namespace accel::shm

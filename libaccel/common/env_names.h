@@ -30,6 +30,11 @@ inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
 // accel's own: which TCPStore protocol generation libaccel's store client speaks ("legacy":
 // torch 1.13–2.0, "validated": torch 2.1+, "auto" or unset: probe the server once).
 inline constexpr const char* kStoreProtocol = "ACCEL_STORE_PROTOCOL";
+// How libaccel's CPU ranks communicate: "auto" (or unset: shared memory when every rank is on
+// one machine, else Gloo), "shm", "gloo".
+inline constexpr const char* kCpuBackend = "ACCEL_CPU_BACKEND";
+// Gradient compression for libaccel's all-reduce: "bf16" (DDP's bf16_compress_hook), "none".
+inline constexpr const char* kGradientCompression = "ACCEL_GRADIENT_COMPRESSION";
 
 // accelerate's contract.
 inline constexpr const char* kMixedPrecision = "ACCELERATE_MIXED_PRECISION";

@@ -124,6 +124,8 @@ template <typename T>
 double toDouble(T v) { return static_cast<double>(v); }
 uint16_t bf16From(double v) { return floatToBf16(static_cast<float>(v)); }
 double bf16To(uint16_t v) { return bf16ToFloat(v); }
+uint16_t halfFrom(double v) { return floatToHalf(static_cast<float>(v)); }
+double halfTo(uint16_t v) { return halfToFloat(v); }
 
 // Every dtype and op, at sizes that take the small path, the split path and several pieces.
 std::string checkEveryDtype(Group& g) {
@@ -133,7 +135,7 @@ std::string checkEveryDtype(Group& g) {
       bad += checkAllreduce<float>(g, count, DType::F32, op, fromDouble<float>, toDouble<float>);
       bad += checkAllreduce<double>(g, count, DType::F64, op, fromDouble<double>, toDouble<double>);
       bad += checkAllreduce<uint16_t>(g, count, DType::BF16, op, bf16From, bf16To);
-      bad += checkAllreduce<_Float16>(g, count, DType::F16, op, fromDouble<_Float16>, toDouble<_Float16>);
+      bad += checkAllreduce<uint16_t>(g, count, DType::F16, op, halfFrom, halfTo);
       bad += checkAllreduce<int8_t>(g, count, DType::I8, op, fromDouble<int8_t>, toDouble<int8_t>);
       bad += checkAllreduce<int16_t>(g, count, DType::I16, op, fromDouble<int16_t>, toDouble<int16_t>);
       bad += checkAllreduce<int32_t>(g, count, DType::I32, op, fromDouble<int32_t>, toDouble<int32_t>);
@@ -297,6 +299,19 @@ TEST(ShmSegment, SweepRemovesOnlySegmentsOfDeadCreators) {
   EXPECT_NE(std::find(removed.begin(), removed.end(), dead), removed.end());
   EXPECT_FALSE(segmentExists(dead));
   EXPECT_TRUE(segmentExists(alive->name()));
+}
+
+TEST(ShmReduce, HalfConversionsRoundTrip) {
+  EXPECT_EQ(floatToHalf(1.0f), 0x3c00);
+  EXPECT_EQ(floatToHalf(-2.0f), 0xc000);
+  EXPECT_EQ(floatToHalf(65504.0f), 0x7bff);
+  EXPECT_EQ(floatToHalf(1e6f), 0x7c00);                        // overflow: infinity
+  EXPECT_EQ(floatToHalf(1.0f + 1.0f / 2048), 0x3c00);          // halfway, even below: down
+  EXPECT_EQ(floatToHalf(1.0f + 3.0f / 2048), 0x3c02);          // halfway, odd below: up
+  EXPECT_EQ(halfToFloat(0x0001), 0x1.0p-24f);                  // the smallest subnormal
+  for (uint32_t h = 0; h < 0x7c00; ++h) {                      // every finite positive half
+    ASSERT_EQ(floatToHalf(halfToFloat(static_cast<uint16_t>(h))), h) << h;
+  }
 }
 
 TEST(ShmReduce, Bf16RoundsToNearestEven) {

@@ -49,6 +49,9 @@ struct AcceleratorOptions {
   std::optional<MixedPrecision> mixed_precision;    // else $ACCELERATE_MIXED_PRECISION, else no
   std::optional<int> gradient_accumulation_steps;   // else $ACCELERATE_GRADIENT_ACCUMULATION_STEPS, else 1
   std::optional<bool> cpu;                          // else $ACCELERATE_USE_CPU; CPU unless built with CUDA
+  // How CPU ranks communicate (communicator.h); else $ACCEL_CPU_BACKEND, else Auto: shared
+  // memory when every rank is on this machine.
+  std::optional<CpuBackend> cpu_backend;
   size_t bucket_cap_bytes = 25u << 20;
   bool find_unused_parameters = false;
   GradScalerOptions scaler;

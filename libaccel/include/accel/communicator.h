@@ -14,6 +14,11 @@ namespace accel {
 
 enum class ReduceOp { Sum, Max, Min };
 
+// How CPU ranks talk: Auto picks shared memory when every rank is on this machine, Gloo
+// otherwise; SharedMemory insists (an error when a rank cannot map the segment); Gloo is
+// loopback or network TCP through LibTorch's ProcessGroupGloo.
+enum class CpuBackend { Auto, SharedMemory, Gloo };
+
 // An operation in flight.
 class Work {
  public:

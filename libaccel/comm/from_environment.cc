@@ -1,0 +1,100 @@
+#include "libaccel/comm/from_environment.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "accel/error.h"
+#include "libaccel/comm/gloo_communicator.h"
+#include "libaccel/comm/shm_communicator.h"
+#include "libaccel/comm/torch_tcp_store.h"
+#include "libaccel/common/env_names.h"
+#include "libaccel/common/env_values.h"
+#ifdef ACCEL_HAVE_NCCL
+#include <cuda_runtime_api.h>
+
+#include "libaccel/comm/nccl_communicator.h"
+#endif
+
+namespace accel::comm {
+namespace {
+
+// The job's store: under `accel launch` the agent hosts it; without an agent (a rank per
+// scheduler task, --no_spawn) rank 0 does, as in torch's env:// init.
+c10::intrusive_ptr<c10d::Store> jobStore(int rank, std::chrono::milliseconds timeout) {
+  auto addr = env::getString(env::kMasterAddr);
+  auto port = env::getInt(env::kMasterPort, -1);
+  ACCEL_CHECK(addr && port > 0, env::kMasterAddr, " and ", env::kMasterPort, " must be set when ", env::kWorldSize,
+              " > 1 (run under accel launch)");
+  const bool agentStore = env::getString(env::kUseAgentStore).value_or("") == "True";
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(port);
+  options.isServer = !agentStore && rank == 0;
+  options.waitWorkers = false;
+  options.timeout = timeout;
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    store = makeTorchTcpStore(*addr, options);
+  } catch (const std::exception& e) {
+    throw NetworkError("rank " + std::to_string(rank) + ": cannot reach the job's store at " + *addr + ":" +
+                       std::to_string(port) + ": " + e.what());
+  }
+  if (agentStore) {
+    store = c10::make_intrusive<c10d::PrefixStore>(
+        "/worker/attempt_" + env::getString(env::kRestartCount).value_or("0"), store);
+  }
+  return c10::make_intrusive<c10d::PrefixStore>("accel", store);
+}
+
+#ifdef ACCEL_HAVE_NCCL
+// NCCL needs a device per local rank (it refuses two ranks on one GPU).
+bool ncclUsable() {
+  if (!cudaUnavailableReason().empty()) return false;
+  int devices = 0;
+  cudaGetDeviceCount(&devices);
+  return devices >= env::getInt(env::kLocalWorldSize, 1);
+}
+#endif
+
+// Shared memory when asked, or on auto when every rank runs on this machine.
+bool useSharedMemory(CpuBackend backend, int world) {
+  if (backend == CpuBackend::Gloo) return false;
+  if (backend == CpuBackend::SharedMemory) return true;
+  return env::getInt(env::kLocalWorldSize, -1) == world;
+}
+
+}  // namespace
+
+CpuBackend cpuBackendFromEnvironment() {
+  const std::string v = env::getString(env::kCpuBackend).value_or("auto");
+  if (v == "auto") return CpuBackend::Auto;
+  if (v == "shm") return CpuBackend::SharedMemory;
+  if (v == "gloo") return CpuBackend::Gloo;
+  throw Error(std::string(env::kCpuBackend) + "='" + v + "' is not one of auto, shm, gloo");
+}
+
+std::shared_ptr<Communicator> communicatorFromEnvironment(const EnvironmentOptions& options) {
+  const int world = env::getInt(env::kWorldSize, 1);
+  if (world <= 1) return makeSingleProcessCommunicator();
+  const int rank = env::getInt(env::kRank, -1);
+  ACCEL_CHECK(rank >= 0 && rank < world, env::kRank, " must be in [0, ", world, ") but is ", rank);
+  const CpuBackend backend = options.cpu_backend.value_or(cpuBackendFromEnvironment());
+  auto store = jobStore(rank, options.timeout);
+#ifdef ACCEL_HAVE_NCCL
+  if (!options.cpu_only && ncclUsable()) {
+    return makeNcclCommunicator(store, rank, world, std::max(env::getInt(env::kLocalRank, 0), 0), options.timeout);
+  }
+#endif
+  if (useSharedMemory(backend, world)) {
+    ShmOptions shm;
+    shm.timeout = options.timeout;
+    shm.tag = env::getString(env::kRunId).value_or("job");
+    return makeShmCommunicator(store, rank, world, shm);
+  }
+  GlooOptions gloo;
+  gloo.interface = env::getString("GLOO_SOCKET_IFNAME").value_or("");
+  gloo.peer_host = *env::getString(env::kMasterAddr);
+  gloo.timeout = options.timeout;
+  return makeGlooCommunicator(store, rank, world, gloo);
+}
+
+}  // namespace accel::comm

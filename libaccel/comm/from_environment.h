@@ -1,0 +1,33 @@
+#pragma once
+// The process group of `accel launch`'s (or torchrun's) workers, from their environment: the
+// job's store (the agent's, namespaced per restart attempt as torch does, or rank 0's without
+// an agent), then the communicator:
+//   - NCCL when it was built, a CUDA device per local rank is usable and the job is not CPU-only;
+//   - else, on the CPU, shared memory (shm_communicator.h) when every rank runs on this machine
+//     (WORLD_SIZE == LOCAL_WORLD_SIZE) and the backend is auto or shm; Gloo otherwise. With
+//     several machines it is Gloo for every rank (see README: shared memory inside a machine
+//     plus Gloo between machines was measured and not chosen).
+// Blocks while the group forms (at most options.timeout). Throws accel::Error on a bad
+// environment (naming the variable), accel::NetworkError when the store cannot be reached.
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include "accel/communicator.h"
+
+namespace accel::comm {
+
+struct EnvironmentOptions {
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  bool cpu_only = false;
+  std::optional<CpuBackend> cpu_backend;  // else $ACCEL_CPU_BACKEND (auto, shm, gloo), else auto
+};
+
+std::shared_ptr<Communicator> communicatorFromEnvironment(const EnvironmentOptions& options);
+
+// $ACCEL_CPU_BACKEND parsed; Auto when unset. Throws accel::Error naming the variable and the
+// values it takes.
+CpuBackend cpuBackendFromEnvironment();
+
+}  // namespace accel::comm
