@@ -43,6 +43,7 @@ class GlooCommunicator : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  const char* backend() const override { return "gloo"; }
 
   std::unique_ptr<Work> allreduceAsync(at::Tensor& tensor, ReduceOp op) override {
     std::vector<at::Tensor> tensors{tensor};
@@ -78,6 +79,7 @@ class SingleProcessCommunicator : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
+  const char* backend() const override { return "single"; }
   std::unique_ptr<Work> allreduceAsync(at::Tensor&, ReduceOp) override {
     struct Done : Work {
       void wait() override {}

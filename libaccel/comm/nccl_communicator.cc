@@ -70,6 +70,7 @@ class NcclCommunicator : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  const char* backend() const override { return "nccl"; }
 
   std::unique_ptr<Work> allreduceAsync(at::Tensor& tensor, ReduceOp op) override {
     ACCEL_CHECK(tensor.is_contiguous(), "NCCL all-reduce needs a contiguous tensor");

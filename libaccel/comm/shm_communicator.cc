@@ -126,6 +126,7 @@ class ShmCommunicator : public Communicator {
 
   int rank() const override { return group_->rank(); }
   int size() const override { return group_->size(); }
+  const char* backend() const override { return "shm"; }
 
   std::unique_ptr<Work> allreduceAsync(at::Tensor& tensor, ReduceOp op) override {
     checkTensor(tensor, "all-reduce");

@@ -197,6 +197,7 @@ class RecordingCommunicator : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 2; }
+  const char* backend() const override { return "fake"; }
   std::unique_ptr<Work> allreduceAsync(at::Tensor& t, ReduceOp) override {
     started.push_back(t.clone());
     t.mul_(4);
@@ -374,6 +375,7 @@ class LoggingCommunicator : public Communicator {
   LoggingCommunicator(std::shared_ptr<Communicator> inner, EventLog& log) : inner_(std::move(inner)), log_(log) {}
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
+  const char* backend() const override { return inner_->backend(); }
   std::unique_ptr<Work> allreduceAsync(at::Tensor& t, ReduceOp op) override { return inner_->allreduceAsync(t, op); }
   void broadcast(at::Tensor& t, int root) override { inner_->broadcast(t, root); }
   std::vector<at::Tensor> allgather(const at::Tensor& t) override { return inner_->allgather(t); }

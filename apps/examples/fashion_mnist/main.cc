@@ -139,10 +139,10 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
   const double samplesPerSecond = static_cast<double>(steps * o.batch * acc.numProcesses()) / trainSeconds;
   char line[512];
   std::snprintf(line, sizeof line,
-                "model %s, %d processes, %s: %lld steps, first loss %.4f, final loss %.4f, "
+                "model %s, %d processes (%s), %s: %lld steps, first loss %.4f, final loss %.4f, "
                 "test accuracy %.2f%% (%lld/%lld), "
                 "%.0f samples/s, first step after %.2f s",
-                o.model.c_str(), acc.numProcesses(),
+                o.model.c_str(), acc.numProcesses(), acc.communicator().backend(),
                 acc.mixedPrecision() == accel::MixedPrecision::Bf16 ? "bf16" : "fp32", static_cast<long long>(steps),
                 firstLoss, lastLoss, 100.0 * static_cast<double>(correct) / static_cast<double>(total),
                 static_cast<long long>(correct), static_cast<long long>(total), samplesPerSecond, firstStepSeconds);

@@ -33,6 +33,8 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // The backend, for logs and tests: "gloo", "shm", "nccl", "single".
+  virtual const char* backend() const = 0;
   // Starts an in-place all-reduce of `tensor` (contiguous); the result is in `tensor` once the
   // returned Work's wait() returned, and `tensor` must not be used before. Whether this call
   // returns before the collective completed depends on the implementation: Gloo returns at
