@@ -7,11 +7,18 @@
 namespace accel {
 namespace {
 
-class CollectivesTest : public ::testing::TestWithParam<int> {};
+// (world size, backend)
+class CollectivesTest : public ::testing::TestWithParam<std::tuple<int, CpuBackend>> {
+ protected:
+  int world() const { return std::get<0>(GetParam()); }
+  void runRanks(const std::function<void(std::shared_ptr<Communicator>, int)>& body) {
+    testing::runRanks(world(), body, std::chrono::seconds(30), std::get<1>(GetParam()));
+  }
+};
 
 TEST_P(CollectivesTest, CommunicatorPrimitives) {
-  const int n = GetParam();
-  testing::runRanks(n, [n](std::shared_ptr<Communicator> comm, int rank) {
+  const int n = world();
+  runRanks([n](std::shared_ptr<Communicator> comm, int rank) {
     auto t = torch::full({3}, static_cast<float>(rank + 1));
     comm->allreduce(t, ReduceOp::Sum);
     EXPECT_TRUE(torch::allclose(t, torch::full({3}, n * (n + 1) / 2.0f)));
@@ -29,8 +36,8 @@ TEST_P(CollectivesTest, CommunicatorPrimitives) {
 }
 
 TEST_P(CollectivesTest, AcceleratorHelpers) {
-  const int n = GetParam();
-  testing::runRanks(n, [n](std::shared_ptr<Communicator> comm, int rank) {
+  const int n = world();
+  runRanks([n](std::shared_ptr<Communicator> comm, int rank) {
     Accelerator acc(testing::optionsFor(comm, rank));
     EXPECT_EQ(acc.numProcesses(), n);
     EXPECT_EQ(acc.isMainProcess(), rank == 0);
@@ -64,8 +71,8 @@ TEST_P(CollectivesTest, AcceleratorHelpers) {
 }
 
 TEST_P(CollectivesTest, GatherForMetricsCountsEverySampleOnce) {
-  const int n = GetParam();
-  testing::runRanks(n, [n](std::shared_ptr<Communicator> comm, int rank) {
+  const int n = world();
+  runRanks([n](std::shared_ptr<Communicator> comm, int rank) {
     Accelerator acc(testing::optionsFor(comm, rank));
     ShardOptions o;
     o.dataset_size = 23;  // not a multiple of batch × ranks: the last step wraps around
@@ -84,7 +91,13 @@ TEST_P(CollectivesTest, GatherForMetricsCountsEverySampleOnce) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Worlds, CollectivesTest, ::testing::Values(2, 3));
+INSTANTIATE_TEST_SUITE_P(Worlds, CollectivesTest,
+                         ::testing::Combine(::testing::Values(2, 3),
+                                            ::testing::Values(CpuBackend::Gloo, CpuBackend::SharedMemory)),
+                         [](const auto& info) {
+                           return testing::backendName(std::get<1>(info.param)) +
+                                  std::to_string(std::get<0>(info.param));
+                         });
 
 TEST(SingleProcessTest, NoLauncherNoNetworking) {
   unsetenv("WORLD_SIZE");

@@ -96,7 +96,7 @@ std::vector<torch::Tensor> reference(const Data& data, int steps, int64_t rows) 
 
 // `world` ranks as threads, each with batch `rows` and `accumulation` micro-steps per step.
 std::vector<std::vector<torch::Tensor>> distributed(const Data& data, int world, int steps, int64_t rows,
-                                                    int accumulation) {
+                                                    int accumulation, CpuBackend backend = CpuBackend::Gloo) {
   std::vector<std::shared_ptr<Net>> nets;
   for (int r = 0; r < world; ++r) nets.push_back(makeNet(r == 0 ? 0 : 99 + r));  // prepare() broadcasts rank 0's
   std::vector<std::vector<torch::Tensor>> result(static_cast<size_t>(world));
@@ -107,7 +107,7 @@ std::vector<std::vector<torch::Tensor>> distributed(const Data& data, int world,
     acc.prepare(net, opt);
     train(acc, net, data, steps, rows);
     result[static_cast<size_t>(rank)] = snapshot(net);
-  });
+  }, std::chrono::seconds(30), backend);
   return result;
 }
 
@@ -117,6 +117,22 @@ TEST(TrainingTest, TwoRanksMatchOneRankWithTwiceTheBatch) {
   auto ranks = distributed(data, 2, 4, 4, 1);
   expectClose(ranks[0], expected, "rank 0 vs 1 process");
   expectClose(ranks[1], ranks[0], "rank 1 vs rank 0");
+}
+
+// The same through the shared-memory communicator: its sums are exact to within 1e-5 too.
+TEST(TrainingTest, TwoRanksOnSharedMemoryMatchOneRankWithTwiceTheBatch) {
+  auto data = makeData(64);
+  auto expected = reference(data, 4, 8);
+  auto ranks = distributed(data, 2, 4, 4, 1, CpuBackend::SharedMemory);
+  expectClose(ranks[0], expected, "rank 0 (shm) vs 1 process");
+  expectClose(ranks[1], ranks[0], "rank 1 vs rank 0 (shm)");
+}
+
+TEST(TrainingTest, ThreeRanksOnSharedMemoryWithAccumulation) {
+  auto data = makeData(72);
+  auto expected = reference(data, 3, 6);
+  auto ranks = distributed(data, 3, 3, 1, 2, CpuBackend::SharedMemory);
+  for (auto& r : ranks) expectClose(r, expected, "3 ranks (shm), 2 micro-steps of 1 vs 1 process");
 }
 
 TEST(TrainingTest, ThreeRanks) {

@@ -1,7 +1,8 @@
 #pragma once
-// Ranks as threads: N Gloo communicators over an in-process c10d::HashStore, each rank's body
-// run on its own thread; the first exception is rethrown on the test's thread. A collective
-// that does not complete within `timeout` throws on its rank, so a hang fails the test.
+// Ranks as threads: N communicators (Gloo, or shared memory: one segment mapped once per rank)
+// over an in-process c10d::HashStore, each rank's body run on its own thread; the first
+// exception is rethrown on the test's thread. A collective that does not complete within
+// `timeout` throws on its rank, so a hang fails the test.
 
 #include <exception>
 #include <functional>
@@ -15,6 +16,7 @@
 
 #include "accel/accelerator.h"
 #include "libaccel/comm/gloo_communicator.h"
+#include "libaccel/comm/shm_communicator.h"
 
 namespace accel::testing {
 
@@ -28,8 +30,24 @@ inline AcceleratorOptions optionsFor(std::shared_ptr<Communicator> comm, int ran
   return o;
 }
 
+inline std::shared_ptr<Communicator> makeCommunicator(CpuBackend backend, c10::intrusive_ptr<c10d::Store> store,
+                                                     int rank, int world, std::chrono::milliseconds timeout) {
+  if (backend == CpuBackend::SharedMemory) {
+    comm::ShmOptions options;
+    options.timeout = timeout;
+    options.tag = "libaccel-test";
+    return comm::makeShmCommunicator(std::move(store), rank, world, options);
+  }
+  comm::GlooOptions options;
+  options.timeout = timeout;
+  return comm::makeGlooCommunicator(std::move(store), rank, world, options);
+}
+
+inline const char* backendName(CpuBackend backend) { return backend == CpuBackend::SharedMemory ? "Shm" : "Gloo"; }
+
 inline void runRanks(int world, const std::function<void(std::shared_ptr<Communicator>, int)>& body,
-                     std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+                     std::chrono::milliseconds timeout = std::chrono::seconds(30),
+                     CpuBackend backend = CpuBackend::Gloo) {
   static int group = 0;
   auto store = c10::make_intrusive<c10d::HashStore>();
   const std::string prefix = "world" + std::to_string(group++);
@@ -39,10 +57,8 @@ inline void runRanks(int world, const std::function<void(std::shared_ptr<Communi
   for (int rank = 0; rank < world; ++rank) {
     threads.emplace_back([&, rank] {
       try {
-        comm::GlooOptions options;
-        options.timeout = timeout;
         std::shared_ptr<Communicator> comm =
-            comm::makeGlooCommunicator(c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank, world, options);
+            makeCommunicator(backend, c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank, world, timeout);
         body(comm, rank);
       } catch (...) {
         std::lock_guard<std::mutex> lock(m);
