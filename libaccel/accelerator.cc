@@ -25,6 +25,13 @@
 namespace accel {
 namespace {
 
+GradientCompression compressionFromEnvironment() {
+  const std::string v = env::getString(env::kGradientCompression).value_or("none");
+  if (v == "none") return GradientCompression::None;
+  if (v == "bf16") return GradientCompression::Bf16;
+  throw Error(std::string(env::kGradientCompression) + "='" + v + "' is not one of none, bf16");
+}
+
 MixedPrecision parsePrecision(const std::string& text) {
   if (text == "no") return MixedPrecision::No;
   if (text == "bf16") return MixedPrecision::Bf16;
@@ -114,6 +121,7 @@ Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(option
   accumulation_steps_ = options_.gradient_accumulation_steps
                             ? *options_.gradient_accumulation_steps
                             : env::getInt(env::kGradientAccumulationSteps, 1);
+  compression_ = options_.gradient_compression.value_or(compressionFromEnvironment());
   ACCEL_CHECK(accumulation_steps_ >= 1, "gradient_accumulation_steps must be at least 1, not ", accumulation_steps_);
   // Debian's LibTorch has no CUDA, so the device is the CPU; fp16 would silently train in fp32
   // there (accelerate's behaviour), which accel refuses.
@@ -141,6 +149,7 @@ Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(option
 
 Accelerator::~Accelerator() = default;
 
+
 void Accelerator::prepare(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
   ACCEL_CHECK(!model_, "prepare() was already called");
   model.to(device_);
@@ -165,6 +174,7 @@ void Accelerator::prepare(torch::nn::Module& model, torch::optim::Optimizer& opt
     sync::GradientSyncOptions so;
     so.bucket_cap_bytes = options_.bucket_cap_bytes;
     so.find_unused_parameters = options_.find_unused_parameters;
+    so.bf16_compression = compression_ == GradientCompression::Bf16;
     grad_sync_ = std::make_unique<sync::GradientSync>(*comm_, params, names, so);
   }
 }

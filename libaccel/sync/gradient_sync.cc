@@ -6,6 +6,7 @@ namespace accel::sync {
 
 struct GradientSync::Bucket {
   at::Tensor flat;                  // the bucket's gradients, back to back
+  at::Tensor wire;                  // with bf16 compression: what the all-reduce moves
   std::vector<size_t> params;       // indices into params_
   std::vector<int64_t> offsets;     // element offset of each param in `flat`
   size_t ready = 0;
@@ -24,6 +25,9 @@ GradientSync::GradientSync(Communicator& comm, std::vector<at::Tensor> params, s
   size_t bytes = 0;
   auto close = [&] {
     current->flat = at::zeros({numel}, params_[current->params.front()].options().requires_grad(false));
+    if (options_.bf16_compression && (current->flat.scalar_type() == at::kFloat || current->flat.scalar_type() == at::kDouble)) {
+      current->wire = at::empty({numel}, current->flat.options().dtype(at::kBFloat16));
+    }
     buckets_.push_back(std::move(current));
   };
   for (size_t k = params_.size(); k-- > 0;) {
@@ -92,7 +96,21 @@ void GradientSync::launchReady() {
   }
 }
 
-void GradientSync::launch(Bucket& bucket) { bucket.work = comm_.allreduceAsync(bucket.flat, ReduceOp::Sum); }
+void GradientSync::launch(Bucket& bucket) {
+  if (bucket.wire.defined()) {
+    bucket.wire.copy_(bucket.flat);  // rounds to bf16
+    bucket.work = comm_.allreduceAsync(bucket.wire, ReduceOp::Sum);
+  } else {
+    bucket.work = comm_.allreduceAsync(bucket.flat, ReduceOp::Sum);
+  }
+}
+
+// Once its all-reduce finished: the bucket's average, in full precision.
+void GradientSync::average(Bucket& bucket) {
+  bucket.work->wait();
+  if (bucket.wire.defined()) bucket.flat.copy_(bucket.wire);
+  bucket.flat.mul_(1.0 / comm_.size());
+}
 
 void GradientSync::finish() {
   if (!enabled_ || !pending_) return;
@@ -133,10 +151,8 @@ void GradientSync::failMissing(const std::vector<std::string>& missing) {
 }
 
 void GradientSync::writeBack() {
-  const double inverse = 1.0 / comm_.size();
   for (auto& bucket : buckets_) {
-    bucket->work->wait();
-    bucket->flat.mul_(inverse);
+    average(*bucket);
     for (size_t slot = 0; slot < bucket->params.size(); ++slot) {
       at::Tensor& p = params_[bucket->params[slot]];
       at::Tensor averaged = bucket->flat.narrow(0, bucket->offsets[slot], p.numel()).view(p.sizes());

@@ -24,6 +24,10 @@ namespace accel::sync {
 struct GradientSyncOptions {
   size_t bucket_cap_bytes = 25u << 20;
   bool find_unused_parameters = false;  // else a parameter without a gradient is an error
+  // DDP's bf16_compress_hook: float32/float64 buckets travel as bfloat16 (half the bytes of
+  // fp32) and come back into the full-precision bucket; the average is taken there. How the sum
+  // is accumulated is the communicator's: shared memory in fp32, rounded once; Gloo in bf16.
+  bool bf16_compression = false;
 };
 
 class GradientSync {
@@ -55,6 +59,7 @@ class GradientSync {
   void writeBack();
   void startOver();
   void launch(Bucket& bucket);
+  void average(Bucket& bucket);
 
   Communicator& comm_;
   std::vector<at::Tensor> params_;

@@ -295,6 +295,58 @@ TEST(GradientSyncTest, AFullBucketWaitsForTheEarlierOnes) {
   for (size_t i = 0; i < params.size(); ++i) EXPECT_TRUE(torch::equal(params[i].grad(), local[i] * 2)) << i;
 }
 
+// DDP's bf16_compress_hook: the all-reduce moves the bucket as bf16, and the average written
+// back is the bf16-rounded sum (exact here: ×4 of a bf16 value) divided in fp32.
+TEST(GradientSyncTest, Bf16CompressionSendsBf16AndAveragesInFullPrecision) {
+  auto net = makeNet();
+  std::vector<at::Tensor> params = net->parameters();
+  auto loss = [&] { return torch::mse_loss(net->forward(torch::ones({4, 8})), torch::zeros({4, 2})); };
+  const auto local = localGradients(params, loss);
+  RecordingCommunicator comm;
+  sync::GradientSyncOptions o;
+  o.bucket_cap_bytes = 1 << 20;
+  o.bf16_compression = true;
+  sync::GradientSync gs(comm, params, {}, o);
+  loss().backward();
+  gs.finish();
+  ASSERT_EQ(comm.started.size(), 1u);
+  EXPECT_EQ(comm.started[0].scalar_type(), at::kBFloat16);
+  EXPECT_TRUE(torch::equal(comm.started[0], flat(local, {3, 2, 1, 0}).to(at::kBFloat16)));
+  bool anyRounded = false;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor rounded = local[i].to(at::kBFloat16).to(at::kFloat);
+    EXPECT_TRUE(torch::equal(params[i].grad(), rounded * 2)) << "parameter " << i;
+    anyRounded = anyRounded || !torch::equal(rounded, local[i]);
+  }
+  EXPECT_TRUE(anyRounded) << "the gradients were all bf16 already: the test proves nothing";
+}
+
+// Two real ranks on shared memory, different data: each gets the bf16 sum of both ranks' bf16
+// gradients (accumulated in fp32, rounded once), halved.
+TEST(GradientSyncTest, Bf16CompressionOverSharedMemory) {
+  std::vector<std::vector<at::Tensor>> local(2), synced(2);
+  testing::runRanks(2, [&](std::shared_ptr<Communicator> comm, int rank) {
+    auto net = makeNet();
+    std::vector<at::Tensor> params = net->parameters();
+    auto loss = [&] {
+      return torch::mse_loss(net->forward(torch::full({4, 8}, 1.0 + rank)), torch::zeros({4, 2}));
+    };
+    local[static_cast<size_t>(rank)] = localGradients(params, loss);
+    sync::GradientSyncOptions o;
+    o.bf16_compression = true;
+    sync::GradientSync gs(*comm, params, {}, o);
+    loss().backward();
+    gs.finish();
+    for (auto& p : params) synced[static_cast<size_t>(rank)].push_back(p.grad().clone());
+  }, std::chrono::seconds(30), CpuBackend::SharedMemory);
+  for (size_t i = 0; i < local[0].size(); ++i) {
+    const at::Tensor sum = local[0][i].to(at::kBFloat16).to(at::kFloat) + local[1][i].to(at::kBFloat16).to(at::kFloat);
+    const at::Tensor expected = sum.to(at::kBFloat16).to(at::kFloat) * 0.5;
+    EXPECT_TRUE(torch::equal(synced[0][i], expected)) << "parameter " << i;
+    EXPECT_TRUE(torch::equal(synced[1][i], synced[0][i])) << "parameter " << i;
+  }
+}
+
 // A model may outlive its Accelerator: once the GradientSync is gone, its hooks are too.
 TEST(GradientSyncTest, DestroyingItRemovesTheHooks) {
   auto net = makeNet();

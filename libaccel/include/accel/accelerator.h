@@ -44,6 +44,9 @@ class StagedDir;
 
 enum class MixedPrecision { No, Bf16, Fp16 };
 enum class Reduction { Sum, Mean };
+// Gradient compression for the all-reduce: Bf16 is DDP's bf16_compress_hook (fp32 gradients
+// travel as bfloat16, half the bytes, and are averaged back in fp32).
+enum class GradientCompression { None, Bf16 };
 
 struct AcceleratorOptions {
   std::optional<MixedPrecision> mixed_precision;    // else $ACCELERATE_MIXED_PRECISION, else no
@@ -54,6 +57,7 @@ struct AcceleratorOptions {
   std::optional<CpuBackend> cpu_backend;
   size_t bucket_cap_bytes = 25u << 20;
   bool find_unused_parameters = false;
+  std::optional<GradientCompression> gradient_compression;  // else $ACCEL_GRADIENT_COMPRESSION (none, bf16)
   GradScalerOptions scaler;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // store and collectives
   // For tests: use this communicator instead of creating one from the environment.
@@ -79,7 +83,7 @@ class AutocastGuard {
 class Accelerator {
  public:
   // Blocks while joining the process group (at most options.timeout). Throws accel::Error on a
-  // bad environment or option (fp16 without CUDA), accel::NetworkError when the store or the
+  // bad environment or option (fp16 without CUDA, an unknown $ACCEL_GRADIENT_COMPRESSION), accel::NetworkError when the store or the
   // peers cannot be reached.
   explicit Accelerator(AcceleratorOptions options = {});
   ~Accelerator();
@@ -93,6 +97,7 @@ class Accelerator {
   bool isLocalMainProcess() const { return local_rank_ == 0; }
   const torch::Device& device() const { return device_; }
   MixedPrecision mixedPrecision() const { return mixed_precision_; }
+  GradientCompression gradientCompression() const { return compression_; }
   int gradientAccumulationSteps() const { return accumulation_steps_; }
   Communicator& communicator() { return *comm_; }
 
@@ -182,6 +187,7 @@ class Accelerator {
   torch::Device device_{torch::kCPU};
   MixedPrecision mixed_precision_ = MixedPrecision::No;
   int accumulation_steps_ = 1;
+  GradientCompression compression_ = GradientCompression::None;
   GradScaler scaler_;
   torch::nn::Module* model_ = nullptr;
   torch::optim::Optimizer* optimizer_ = nullptr;
