@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# All-reduce latency, in one run, 2 ranks under `accel launch --cpu` on this machine: libaccel's
+# shared-memory communicator (the default for one-machine CPU jobs) against libaccel's Gloo and
+# python3-torch's Gloo (Debian's torch), float32 sum, 1 KiB to 64 MiB. Each size runs until it
+# took --min-seconds (rank 0 decides the count). Prints µs per all-reduce, the bus bandwidth
+# (bytes × 2(N-1)/N ÷ time) and the speed-up of shared memory over each Gloo.
+#   scripts/bench/allreduce.sh [--min-seconds S] [--nproc N]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+min=0.3
+n=2
+while (($#)); do
+  case $1 in
+    --min-seconds) min=$2; shift 2 ;;
+    --nproc) n=$2; shift 2 ;;
+    *) echo "usage: $0 [--min-seconds S] [--nproc N]" >&2; exit 2 ;;
+  esac
+done
+build=${ACCEL_BUILD_DIR:-build}
+accel=$build/apps/accel/accel
+bench=$build/scripts/bench/allreduce_bench
+[[ -x "$accel" && -x "$bench" ]] || { echo "build first: scripts/build" >&2; exit 1; }
+export OMP_NUM_THREADS=1
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+"$accel" launch -q --cpu -n "$n" --no_python "$bench" --min-seconds "$min" shm gloo >>"$out" 2>&1
+"$accel" launch -q --cpu -n "$n" /usr/bin/python3 scripts/bench/support/allreduce_gloo.py --min-seconds "$min" \
+  >>"$out" 2>&1 || { cat "$out" >&2; exit 1; }
+awk -v n="$n" '
+  { line = $0; if (sub(/^.*allreduce /, "", line)) { split(line, f, " "); us[f[1], f[2]] = f[3] } }
+  END {
+    printf "%10s | %10s %10s %10s | %9s | %9s %9s\n", "bytes", "shm us", "gloo us", "py us", "shm GB/s", "vs gloo", "vs py"
+    for (s = 1024; s <= 67108864; s *= 4) {
+      if (!(("shm", s) in us)) continue
+      bw = s * 2 * (n - 1) / n / (us["shm", s] * 1e3)
+      printf "%10d | %10.1f %10.1f %10.1f | %9.2f | %8.1fx %8.1fx\n", s, us["shm", s], us["gloo", s], us["pygloo", s], bw,
+             us["gloo", s] / us["shm", s], us["pygloo", s] / us["shm", s]
+    }
+  }' "$out"
