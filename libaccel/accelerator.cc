@@ -221,9 +221,18 @@ bool Accelerator::step() {
   }
   unscaled_ = false;
   found_inf_ = false;
-  optimizer_->zero_grad();
+  clearGradients();
   if (!step_skipped_) ++optimizer_steps_;
   return !step_skipped_;
+}
+
+// zero_grad(set_to_none=True), torch 2.x's default in Python and C++ (LibTorch 1.13's C++
+// zero_grad() zeroes in place instead): the next backward then stores each gradient as it
+// comes, without adding it to zeros, and the sync writes the average in one pass.
+void Accelerator::clearGradients() {
+  for (auto& group : optimizer_->param_groups()) {
+    for (auto& p : group.params()) p.mutable_grad().reset();
+  }
 }
 
 double Accelerator::clipGradNorm(double maxNorm, double normType) {

@@ -105,13 +105,6 @@ void GradientSync::launch(Bucket& bucket) {
   }
 }
 
-// Once its all-reduce finished: the bucket's average, in full precision.
-void GradientSync::average(Bucket& bucket) {
-  bucket.work->wait();
-  if (bucket.wire.defined()) bucket.flat.copy_(bucket.wire);
-  bucket.flat.mul_(1.0 / comm_.size());
-}
-
 void GradientSync::finish() {
   if (!enabled_ || !pending_) return;
   std::vector<std::string> missing;
@@ -150,14 +143,18 @@ void GradientSync::failMissing(const std::vector<std::string>& missing) {
               "; every rank must use every parameter, or enable find_unused_parameters");
 }
 
+// Once its all-reduce finished, each parameter's average, in full precision, in one pass over
+// the (cache-hot) slice: the division fused with the copy into .grad, or with its allocation.
 void GradientSync::writeBack() {
+  const double inverse = 1.0 / comm_.size();
   for (auto& bucket : buckets_) {
-    average(*bucket);
+    bucket->work->wait();
+    const at::Tensor& sum = bucket->wire.defined() ? bucket->flat.copy_(bucket->wire) : bucket->flat;
     for (size_t slot = 0; slot < bucket->params.size(); ++slot) {
       at::Tensor& p = params_[bucket->params[slot]];
-      at::Tensor averaged = bucket->flat.narrow(0, bucket->offsets[slot], p.numel()).view(p.sizes());
-      if (p.grad().defined()) p.mutable_grad().copy_(averaged);
-      else p.mutable_grad() = averaged.clone();
+      at::Tensor view = sum.narrow(0, bucket->offsets[slot], p.numel()).view(p.sizes());
+      if (p.grad().defined()) p.mutable_grad().copy_(view).mul_(inverse);
+      else p.mutable_grad() = view.mul(inverse);
     }
   }
   startOver();

@@ -59,7 +59,6 @@ class GradientSync {
   void writeBack();
   void startOver();
   void launch(Bucket& bucket);
-  void average(Bucket& bucket);
 
   Communicator& comm_;
   std::vector<at::Tensor> params_;

@@ -135,6 +135,25 @@ TEST(TrainingTest, ThreeRanksOnSharedMemoryWithAccumulation) {
   for (auto& r : ranks) expectClose(r, expected, "3 ranks (shm), 2 micro-steps of 1 vs 1 process");
 }
 
+// step() resets .grad to undefined (torch 2.x's zero_grad(set_to_none=True)) on sync steps, and
+// leaves the accumulated gradients alone on the others.
+TEST(TrainingTest, StepSetsGradientsToNoneOnSyncStepsOnly) {
+  auto data = makeData(16);
+  auto net = makeNet();
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
+  Accelerator acc(options(makeSingleProcessCommunicator(), 0, /*accumulation=*/2));
+  acc.prepare(*net, opt);
+  auto microStep = [&] {
+    acc.accumulate();
+    acc.backward(torch::mse_loss(net->forward(data.x), data.y));
+    return acc.step();
+  };
+  EXPECT_FALSE(microStep());
+  for (const auto& p : net->parameters()) EXPECT_TRUE(p.grad().defined()) << "accumulating";
+  EXPECT_TRUE(microStep());
+  for (const auto& p : net->parameters()) EXPECT_FALSE(p.grad().defined()) << "after the optimizer step";
+}
+
 TEST(TrainingTest, ThreeRanks) {
   auto data = makeData(72);
   auto expected = reference(data, 3, 6);

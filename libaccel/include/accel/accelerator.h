@@ -15,7 +15,7 @@
 //     torch::Tensor loss;
 //     { auto cast = acc.autocast(); loss = lossFn(model->forward(x), y); }
 //     acc.backward(loss);                      // ÷k, loss scaling, averaged gradients
-//     acc.step();                              // optimizer step + zero_grad on sync steps
+//     acc.step();                              // optimizer step, then .grad = None, on sync steps
 //   }
 
 #include <chrono>
@@ -120,7 +120,8 @@ class Accelerator {
   void backward(const at::Tensor& loss);
 
   // On sync steps: unscale (fp16: a collective), skip on inf/NaN, optimizer step, scaler
-  // update, zero_grad. Returns whether the optimizer stepped. A no-op on accumulation steps.
+  // update, then every gradient reset to undefined (torch 2.x's zero_grad(set_to_none=True),
+  // whatever the LibTorch). Returns whether the optimizer stepped. A no-op on accumulation steps.
   // Throws accel::Error before prepare().
   bool step();
   bool optimizerStepWasSkipped() const { return step_skipped_; }
@@ -178,6 +179,7 @@ class Accelerator {
 
  private:
   std::vector<at::Tensor> gradients() const;
+  void clearGradients();
   void writeOwnFiles(const checkpoint::StagedDir& staged) const;
   void loadOwnFiles(const std::string& dir);
 
