@@ -80,6 +80,13 @@ class OpQueue {
     thread_.join();
   }
 
+  // Whether nothing is queued or running. Only the submitting thread makes it false again, so
+  // that thread may run an operation itself while this holds: the order is kept.
+  bool idle() {
+    std::lock_guard<std::mutex> lock(m_);
+    return ops_.empty() && !running_;
+  }
+
   std::shared_ptr<Outcome> submit(std::function<void()> op) {
     auto outcome = std::make_shared<Outcome>();
     {
@@ -98,6 +105,7 @@ class OpQueue {
       if (ops_.empty()) return;
       auto [op, outcome] = std::move(ops_.front());
       ops_.pop_front();
+      running_ = true;
       lock.unlock();
       std::exception_ptr error;
       try {
@@ -105,10 +113,14 @@ class OpQueue {
       } catch (...) {
         error = std::current_exception();
       }
-      std::lock_guard<std::mutex> done(outcome->m);
-      outcome->done = true;
-      outcome->error = error;
-      outcome->cv.notify_all();
+      {
+        std::lock_guard<std::mutex> done(outcome->m);
+        outcome->done = true;
+        outcome->error = error;
+        outcome->cv.notify_all();
+      }
+      std::lock_guard<std::mutex> relock(m_);
+      running_ = false;
     }
   }
 
@@ -116,6 +128,7 @@ class OpQueue {
   std::condition_variable cv_;
   std::deque<std::pair<std::function<void()>, std::shared_ptr<Outcome>>> ops_;
   bool stop_ = false;
+  bool running_ = false;
   std::thread thread_;  // last: started once the rest is constructed
 };
 
@@ -129,14 +142,10 @@ class ShmCommunicator : public Communicator {
   const char* backend() const override { return "shm"; }
 
   std::unique_ptr<Work> allreduceAsync(at::Tensor& tensor, ReduceOp op) override {
-    checkTensor(tensor, "all-reduce");
-    const shm::DType dtype = toDType(tensor.scalar_type());
-    at::Tensor t = tensor;  // keeps the storage alive until the operation ran
-    shm::Group* g = group_.get();
-    return std::make_unique<OutcomeWork>(queue_->submit([g, t, dtype, op]() mutable {
-      g->allreduce(t.data_ptr(), static_cast<size_t>(t.numel()), dtype, toOp(op));
-    }));
+    return std::make_unique<OutcomeWork>(queue_->submit(allreduceOp(tensor, op)));
   }
+
+  void allreduce(at::Tensor& tensor, ReduceOp op) override { run(allreduceOp(tensor, op)); }
 
   void broadcast(at::Tensor& tensor, int root) override {
     checkTensor(tensor, "broadcast");
@@ -163,7 +172,22 @@ class ShmCommunicator : public Communicator {
   }
 
  private:
-  void run(std::function<void()> op) { OutcomeWork(queue_->submit(std::move(op))).wait(); }
+  std::function<void()> allreduceOp(at::Tensor& tensor, ReduceOp op) {
+    checkTensor(tensor, "all-reduce");
+    const shm::DType dtype = toDType(tensor.scalar_type());
+    at::Tensor t = tensor;  // keeps the storage alive until the operation ran
+    shm::Group* g = group_.get();
+    return [g, t, dtype, op]() mutable {
+      g->allreduce(t.data_ptr(), static_cast<size_t>(t.numel()), dtype, toOp(op));
+    };
+  }
+
+  // A blocking operation: on this thread when nothing is in flight (no hand-off to the
+  // operation thread and back), else queued behind what is.
+  void run(std::function<void()> op) {
+    if (queue_->idle()) return op();
+    OutcomeWork(queue_->submit(std::move(op))).wait();
+  }
 
   std::unique_ptr<shm::Group> group_;
   std::unique_ptr<OpQueue> queue_ = std::make_unique<OpQueue>();

@@ -3,7 +3,7 @@
 // one POSIX shared-memory segment per job (shm_group.h) instead of loopback TCP. Operations run
 // in the order they were started on one thread of the communicator's, so allreduceAsync returns
 // at once and gradient buckets overlap backward; the blocking calls queue behind what is in
-// flight. Tensors must be contiguous CPU tensors; all-reduce takes float32/64, bfloat16,
+// flight, or run on the caller's thread when nothing is. Tensors must be contiguous CPU tensors; all-reduce takes float32/64, bfloat16,
 // float16 and 8- to 64-bit integers (bf16 and fp16 accumulated in fp32). Results are the same
 // on every run. Not thread-safe (one caller thread), like every Communicator.
 

@@ -47,8 +47,9 @@ class Communicator {
   // Blocks until every rank reached it.
   virtual void barrier() = 0;
 
-  // In-place all-reduce. Blocking.
-  void allreduce(at::Tensor& tensor, ReduceOp op = ReduceOp::Sum) { allreduceAsync(tensor, op)->wait(); }
+  // In-place all-reduce. Blocking. (Virtual so that a communicator can run it on the caller's
+  // thread when nothing is in flight.)
+  virtual void allreduce(at::Tensor& tensor, ReduceOp op = ReduceOp::Sum) { allreduceAsync(tensor, op)->wait(); }
 };
 
 // A world of one: every collective is the identity. No networking.
