@@ -201,8 +201,10 @@ std::unique_ptr<shm::Group> createGroup(c10d::Store& store, int size, const ShmO
   if (!segment) throw Error(segment.error());
   const uint64_t nonce = shm::Group::initialise(*segment, size, group);
   const std::string value = segment->name() + " " + std::to_string(nonce);
+  // Joined (its pid recorded) before anyone can find it: a joiner always knows whom to watch.
+  auto joined = std::make_unique<shm::Group>(std::move(segment).value(), 0, size, nonce, group);
   store.set(kSegmentKey, std::vector<uint8_t>(value.begin(), value.end()));
-  return std::make_unique<shm::Group>(std::move(segment).value(), 0, size, nonce, group);
+  return joined;
 }
 
 std::unique_ptr<shm::Group> joinGroup(c10d::Store& store, int rank, int size, const shm::GroupOptions& group) {
