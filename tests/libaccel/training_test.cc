@@ -111,22 +111,19 @@ std::vector<std::vector<torch::Tensor>> distributed(const Data& data, int world,
   return result;
 }
 
-TEST(TrainingTest, TwoRanksMatchOneRankWithTwiceTheBatch) {
+// On Gloo and on shared memory alike (whose sums are as exact).
+class TwoRanksTest : public ::testing::TestWithParam<CpuBackend> {};
+
+TEST_P(TwoRanksTest, MatchOneRankWithTwiceTheBatch) {
   auto data = makeData(64);
   auto expected = reference(data, 4, 8);
-  auto ranks = distributed(data, 2, 4, 4, 1);
+  auto ranks = distributed(data, 2, 4, 4, 1, GetParam());
   expectClose(ranks[0], expected, "rank 0 vs 1 process");
   expectClose(ranks[1], ranks[0], "rank 1 vs rank 0");
 }
 
-// The same through the shared-memory communicator: its sums are exact to within 1e-5 too.
-TEST(TrainingTest, TwoRanksOnSharedMemoryMatchOneRankWithTwiceTheBatch) {
-  auto data = makeData(64);
-  auto expected = reference(data, 4, 8);
-  auto ranks = distributed(data, 2, 4, 4, 1, CpuBackend::SharedMemory);
-  expectClose(ranks[0], expected, "rank 0 (shm) vs 1 process");
-  expectClose(ranks[1], ranks[0], "rank 1 vs rank 0 (shm)");
-}
+INSTANTIATE_TEST_SUITE_P(Backends, TwoRanksTest, ::testing::Values(CpuBackend::Gloo, CpuBackend::SharedMemory),
+                         [](const auto& info) { return std::string(testing::backendName(info.param)); });
 
 TEST(TrainingTest, ThreeRanksOnSharedMemoryWithAccumulation) {
   auto data = makeData(72);
