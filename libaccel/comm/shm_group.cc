@@ -67,6 +67,8 @@ struct alignas(kLine) SegmentHeader {
   uint64_t slot_bytes;
   uint64_t nonce;
   std::atomic<int32_t> failed;  // 0, or 1 + the first rank that failed the group
+  int32_t culprit;              // the rank it gave up on (written before `failed`)
+  int32_t culprit_died;         // 1: it died; 0: it timed out
 };
 }  // namespace detail
 
@@ -86,6 +88,7 @@ uint64_t Group::initialise(Segment& segment, int size, const GroupOptions& optio
   h->slot_bytes = resolveSlotBytes(size, options);
   h->nonce = nonce;
   h->failed.store(0);
+  h->culprit = -1;
   auto* slots = reinterpret_cast<RankSlot*>(h + 1);
   for (int r = 0; r < size; ++r) new (&slots[r]) RankSlot{};
   std::atomic_thread_fence(std::memory_order_release);
@@ -136,14 +139,23 @@ void Group::attach() {
 void Group::checkHealthy() const {
   const int failed = header().failed.load(std::memory_order_acquire);
   if (failed) {
-    throw Error("shared-memory group: rank " + std::to_string(failed - 1) +
-                " failed an earlier operation (see its error); this rank cannot go on");
+    const Header& h = header();
+    throw Error("shared-memory group: rank " + std::to_string(failed - 1) + " stopped the group: rank " +
+                std::to_string(h.culprit) + (h.culprit_died ? " died" : " did not arrive in time") +
+                " (see rank " + std::to_string(failed - 1) + "'s error); this rank cannot go on");
   }
 }
 
-void Group::fail(const std::string& message, bool timeout) {
-  int expected = 0;
-  header().failed.compare_exchange_strong(expected, rank_ + 1);
+void Group::fail(const std::string& message, bool timeout, int culprit) {
+  // The first to fail names the culprit for the others: a lock on `culprit` (a CAS from -1),
+  // then `failed` published.
+  Header& h = header();
+  int32_t none = -1;
+  if (__atomic_compare_exchange_n(&h.culprit, &none, culprit, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    h.culprit_died = timeout ? 0 : 1;
+    int expected = 0;
+    h.failed.compare_exchange_strong(expected, rank_ + 1, std::memory_order_release);
+  }
   for (int r = 0; r < size_; ++r) futex(&slot(r).seq, FUTEX_WAKE, INT_MAX, nullptr);
   const std::string full = "shared-memory group, rank " + std::to_string(rank_) + ": " + message;
   if (timeout) throw TimeoutError(full);
@@ -176,7 +188,7 @@ void Group::waitFor(int peer, uint32_t target, const char* what, Clock::time_poi
     if (Clock::now() >= deadline) {
       fail(std::string(what) + ": timed out after " + std::to_string(options_.timeout.count()) + " ms waiting for " +
                peerName(peer, s.pid.load()) + ", which is " + std::to_string(target - seen) + " sync point(s) behind",
-           true);
+           true, peer);
     }
     if (!sleepOn(peer, seen, deadline)) checkPeer(peer, what);
   }
@@ -209,13 +221,13 @@ void Group::checkPeer(int peer, const char* what) {
     if (gone) {
       if (fd >= 0) ::close(fd);
       fd = -1;
-      fail(std::string(what) + ": " + peerName(peer, pid) + " is gone (it exited or was killed)", false);
+      fail(std::string(what) + ": " + peerName(peer, pid) + " is gone (it exited or was killed)", false, peer);
     }
     if (fd < 0) return;  // no pidfds here (old kernel, another pid namespace): the timeout applies
   }
   pollfd p{fd, POLLIN, 0};
   if (::poll(&p, 1, 0) == 1) {
-    fail(std::string(what) + ": " + peerName(peer, pid) + " died during the operation", false);
+    fail(std::string(what) + ": " + peerName(peer, pid) + " died during the operation", false, peer);
   }
 }
 

@@ -16,8 +16,9 @@
 //
 // Never hangs: a wait is bounded by the options' timeout per operation, and a waiting rank
 // checks every 100 ms whether the rank it waits for is still alive (a pidfd of it): a dead peer
-// fails the operation at once, naming it. The first rank that fails marks the group failed and
-// wakes the others, which then fail too; a failed group refuses further operations.
+// fails the operation at once, naming it. The first rank that fails marks the group failed,
+// naming the rank it gave up on, and wakes the others, which then fail too, naming it as well; a
+// failed group refuses further operations.
 //
 // Thread-safety: one thread per Group object at a time. Every rank must run the same
 // operations in the same order with the same sizes.
@@ -94,7 +95,7 @@ class Group {
   void waitFor(int peer, uint32_t target, const char* what, Clock::time_point deadline);
   bool sleepOn(int peer, uint32_t seen, Clock::time_point deadline);
   void checkPeer(int peer, const char* what);
-  [[noreturn]] void fail(const std::string& message, bool timeout);
+  [[noreturn]] void fail(const std::string& message, bool timeout, int culprit);
   void checkHealthy() const;
   Clock::time_point deadline() const { return Clock::now() + options_.timeout; }
 

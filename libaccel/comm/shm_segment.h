@@ -32,8 +32,7 @@ class Segment {
   Segment& operator=(const Segment&) = delete;
 
   // Creates a zero-filled segment of `bytes` readable and writable by this user only. `tag`
-  // (letters, digits, '-', '_'; others are replaced, at most 40 kept) helps a human tell jobs
-  // apart. Fails, naming the segment and the reason, when /dev/shm has no room.
+  // (made a name part by segmentTag) helps a human, or a test, tell jobs apart. Fails, naming the segment and the reason, when /dev/shm has no room.
   static Expected<Segment> create(const std::string& tag, size_t bytes);
   // Maps the segment `name` (as returned by name()), which must be `bytes` long and belong to
   // this user.
@@ -53,16 +52,22 @@ class Segment {
   bool linked_ = false;  // this object created the name and has not removed it yet
 };
 
-// This process's start time in clock ticks since boot (/proc/self/stat field 22): with the pid,
+// `tag` as it appears in a segment's name: letters, digits, '-' and '_' kept, other characters
+// replaced by '_', at most 40 kept; "job" when empty.
+std::string segmentTag(const std::string& tag);
+
+// This process's start time in clock ticks since boot (/proc/<pid>/stat field 22): with the pid,
 // a name no other process will ever have had. 0 when unreadable.
 unsigned long long processStartTime(int pid);
 
 // Whether the creator named in segment `name` is dead (or its pid was reused). False for names
-// that are not ours to judge (another user, not a segment name).
-bool isStaleSegmentName(const std::string& name);
+// that are not ours to judge (another user's, not a segment name).
+bool isStaleSegmentName(const char* name);
 
-// Removes this user's segments in `dir` (default /dev/shm) whose creator is dead. Returns the
-// names removed. Never blocks; errors are ignored (another sweeper may race us).
-std::vector<std::string> sweepStaleSegments(const std::string& dir = "/dev/shm");
+// Removes this user's segments in `dir` whose creator is dead; returns how many. Never blocks;
+// errors are ignored (another sweeper may race us). Async-signal-safe, like isStaleSegmentName
+// (system calls on stack buffers only): the agent's guard calls it in a fork of the
+// multi-threaded agent.
+int sweepStaleSegments(const char* dir = "/dev/shm");
 
 }  // namespace accel::shm
