@@ -1,6 +1,7 @@
 #include "launcher/guard.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/pidfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -10,12 +11,17 @@
 #include <csignal>
 #include <cstring>
 
+#include <ctime>
+
 #include "launcher/subprocess_posix.h"
+#include "libaccel/comm/shm_segment.h"
 
 namespace accel::launcher {
 namespace {
 
 constexpr int kMaxGroups = 8192;
+// How long the guard waits for the killed leaders to die before it sweeps their segments.
+constexpr long kDeathWaitMs = 5000;
 
 struct Group {
   pid_t leader;
@@ -61,6 +67,32 @@ int readCommands(int readFd, pid_t agent, Group* groups) {
   }
 }
 
+long monotonicMs() {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+// Until every killed leader is dead (its pidfd readable), at most kDeathWaitMs: a segment is
+// stale, and swept, only once its creator is gone.
+void awaitDeaths(Group* groups, int count) {
+  static pollfd fds[kMaxGroups];
+  const long deadline = monotonicMs() + kDeathWaitMs;
+  for (;;) {
+    int waiting = 0;
+    for (int i = 0; i < count; ++i) {
+      if (groups[i].pidfd >= 0) fds[waiting++] = pollfd{groups[i].pidfd, POLLIN, 0};
+    }
+    const long left = deadline - monotonicMs();
+    if (waiting == 0 || left <= 0) return;
+    if (::poll(fds, static_cast<nfds_t>(waiting), static_cast<int>(left)) < 0 && errno != EINTR) return;
+    for (int i = 0, k = 0; i < count; ++i) {
+      if (groups[i].pidfd < 0) continue;
+      if (fds[k++].revents & (POLLIN | POLLHUP | POLLERR)) groups[i].pidfd = -1;  // dead (left open: exiting)
+    }
+  }
+}
+
 // Only async-signal-safe calls and no allocation: the agent has other threads (the store's, the
 // console's) when it forks this process.
 [[noreturn]] void runGuard(int readFd, pid_t agent, char* const* removeArgv) {
@@ -74,6 +106,10 @@ int readCommands(int readFd, pid_t agent, Group* groups) {
     // zombie), i.e. while its id cannot have been given to another process.
     if (::syscall(SYS_pidfd_send_signal, groups[i].pidfd, 0, nullptr, 0) == 0) ::kill(-groups[i].leader, SIGKILL);
   }
+  // The workers' shared-memory segments that were not yet unlinked (a job killed while its
+  // ranks were still meeting), once their creators are dead.
+  awaitDeaths(groups, count);
+  shm::sweepStaleSegments();
   if (removeArgv) ::execv("/bin/rm", removeArgv);
   ::_exit(0);
 }

@@ -1,7 +1,9 @@
 #pragma once
 // The guard: a small forked helper that outlives a SIGKILLed agent just long enough to kill the
-// workers' process groups (PR_SET_PDEATHSIG kills the workers themselves, not their children)
-// and to remove the agent's temporary run directory.
+// workers' process groups (PR_SET_PDEATHSIG kills the workers themselves, not their children),
+// to remove the shared-memory segments whose creators are dead once the killed leaders died (at
+// most 5 s: libaccel's segments of a job killed before its ranks all attached) and to remove
+// the agent's temporary run directory.
 //
 // It signals a group only while the group's leader is known to be ours: it holds a pidfd of each
 // leader, opened while the agent lived (and so had not reaped it: the agent keeps its workers

@@ -20,6 +20,7 @@
 #include "launcher/subprocess_posix.h"
 #include "launcher/text.h"
 #include "launcher/worker_env.h"
+#include "libaccel/comm/shm_segment.h"
 
 namespace accel::launcher {
 namespace {
@@ -627,6 +628,7 @@ Expected<void> Supervisor::start() {
   watchFd(epoll_fd_, signal_fd_, kSignalsId, EPOLLIN);
   watchFd(epoll_fd_, console_.readyFd(), kConsoleId, EPOLLIN);
   becomeSubreaper();
+  shm::sweepStaleSegments();  // what dead jobs left in /dev/shm (libaccel's segments)
   return guard_.start(remove_if_killed_);
 }
 
@@ -641,6 +643,7 @@ AttemptReport Supervisor::runAttempt(int attempt) { return Attempt(*this, attemp
 
 void Supervisor::finish() {
   guard_.finish();
+  shm::sweepStaleSegments();  // this job's, if it ended before its ranks all attached
   sigset_t set = handledSet();
   ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
 }
