@@ -5,6 +5,7 @@
 
 #include "accel/error.h"
 #include "libaccel/comm/gloo_communicator.h"
+#include "libaccel/comm/hierarchical_communicator.h"
 #include "libaccel/comm/shm_communicator.h"
 #include "libaccel/comm/torch_tcp_store.h"
 #include "libaccel/common/env_names.h"
@@ -55,11 +56,20 @@ bool ncclUsable() {
 }
 #endif
 
-// Shared memory when asked, or on auto when every rank runs on this machine.
-bool useSharedMemory(CpuBackend backend, int world) {
-  if (backend == CpuBackend::Gloo) return false;
-  if (backend == CpuBackend::SharedMemory) return true;
-  return env::getInt(env::kLocalWorldSize, -1) == world;
+enum class Choice { SharedMemory, Hierarchical, Gloo };
+
+// Shared memory when every rank runs on this machine (auto or shm); with several machines and
+// more than one rank on each, shared memory inside them and Gloo between them when asked (shm)
+// or on auto (README: measured on two hosts); Gloo otherwise.
+Choice choose(CpuBackend backend, int world, int localWorld) {
+  if (backend == CpuBackend::Gloo) return Choice::Gloo;
+  if (localWorld == world) return Choice::SharedMemory;
+  if (localWorld > 1 && world % localWorld == 0) return Choice::Hierarchical;
+  if (backend == CpuBackend::SharedMemory) {
+    throw Error(std::string(env::kCpuBackend) + "=shm needs the same number (LOCAL_WORLD_SIZE=" +
+                std::to_string(localWorld) + ") of ranks on every machine, more than one; use gloo");
+  }
+  return Choice::Gloo;
 }
 
 }  // namespace
@@ -84,17 +94,19 @@ std::shared_ptr<Communicator> communicatorFromEnvironment(const EnvironmentOptio
     return makeNcclCommunicator(store, rank, world, std::max(env::getInt(env::kLocalRank, 0), 0), options.timeout);
   }
 #endif
-  if (useSharedMemory(backend, world)) {
-    ShmOptions shm;
-    shm.timeout = options.timeout;
-    shm.tag = env::getString(env::kRunId).value_or("job");
-    return makeShmCommunicator(store, rank, world, shm);
-  }
+  const int localWorld = env::getInt(env::kLocalWorldSize, 1);
+  const Choice choice = choose(backend, world, localWorld);
+  ShmOptions shm;
+  shm.timeout = options.timeout;
+  shm.tag = env::getString(env::kRunId).value_or("job");
+  if (choice == Choice::SharedMemory) return makeShmCommunicator(store, rank, world, shm);
   GlooOptions gloo;
   gloo.interface = env::getString("GLOO_SOCKET_IFNAME").value_or("");
   gloo.peer_host = *env::getString(env::kMasterAddr);
   gloo.timeout = options.timeout;
-  return makeGlooCommunicator(store, rank, world, gloo);
+  if (choice == Choice::Gloo) return makeGlooCommunicator(store, rank, world, gloo);
+  HierarchicalLayout layout{rank, world, env::getInt(env::kLocalRank, -1), localWorld};
+  return makeHierarchicalCommunicator(store, layout, shm, gloo);
 }
 
 }  // namespace accel::comm

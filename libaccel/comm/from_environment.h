@@ -4,9 +4,9 @@
 // an agent), then the communicator:
 //   - NCCL when it was built, a CUDA device per local rank is usable and the job is not CPU-only;
 //   - else, on the CPU, shared memory (shm_communicator.h) when every rank runs on this machine
-//     (WORLD_SIZE == LOCAL_WORLD_SIZE) and the backend is auto or shm; Gloo otherwise. With
-//     several machines it is Gloo for every rank (see README: shared memory inside a machine
-//     plus Gloo between machines was measured and not chosen).
+//     (WORLD_SIZE == LOCAL_WORLD_SIZE); with several machines of LOCAL_WORLD_SIZE > 1 ranks each,
+//     shared memory inside each machine and Gloo between them (hierarchical_communicator.h);
+//     Gloo otherwise, or when ACCEL_CPU_BACKEND=gloo.
 // Blocks while the group forms (at most options.timeout). Throws accel::Error on a bad
 // environment (naming the variable), accel::NetworkError when the store cannot be reached.
 

@@ -1,13 +1,10 @@
 #include "libaccel/comm/shm_communicator.h"
 
-#include <condition_variable>
-#include <deque>
 #include <functional>
-#include <mutex>
 #include <sstream>
-#include <thread>
 
 #include "accel/error.h"
+#include "libaccel/comm/op_queue.h"
 
 namespace accel::comm {
 namespace {
@@ -45,93 +42,6 @@ void checkTensor(const at::Tensor& t, const char* what) {
               " needs a contiguous CPU tensor, got one on ", t.device(), t.is_contiguous() ? "" : " (not contiguous)");
 }
 
-// The outcome of one queued operation.
-struct Outcome {
-  std::mutex m;
-  std::condition_variable cv;
-  bool done = false;
-  std::exception_ptr error;
-};
-
-class OutcomeWork : public Work {
- public:
-  explicit OutcomeWork(std::shared_ptr<Outcome> outcome) : outcome_(std::move(outcome)) {}
-  void wait() override {
-    std::unique_lock<std::mutex> lock(outcome_->m);
-    outcome_->cv.wait(lock, [&] { return outcome_->done; });
-    if (outcome_->error) std::rethrow_exception(outcome_->error);
-  }
-
- private:
-  std::shared_ptr<Outcome> outcome_;
-};
-
-// Runs operations one at a time, in the order submitted, on its own thread (the group's
-// collectives are matched by order). The destructor finishes what was queued.
-class OpQueue {
- public:
-  OpQueue() : thread_([this] { run(); }) {}
-  ~OpQueue() {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      stop_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-  }
-
-  // Whether nothing is queued or running. Only the submitting thread makes it false again, so
-  // that thread may run an operation itself while this holds: the order is kept.
-  bool idle() {
-    std::lock_guard<std::mutex> lock(m_);
-    return ops_.empty() && !running_;
-  }
-
-  std::shared_ptr<Outcome> submit(std::function<void()> op) {
-    auto outcome = std::make_shared<Outcome>();
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      ops_.emplace_back(std::move(op), outcome);
-    }
-    cv_.notify_one();
-    return outcome;
-  }
-
- private:
-  void run() {
-    for (;;) {
-      std::unique_lock<std::mutex> lock(m_);
-      cv_.wait(lock, [&] { return stop_ || !ops_.empty(); });
-      if (ops_.empty()) return;
-      auto [op, outcome] = std::move(ops_.front());
-      ops_.pop_front();
-      running_ = true;
-      lock.unlock();
-      std::exception_ptr error;
-      try {
-        op();
-      } catch (...) {
-        error = std::current_exception();
-      }
-      {
-        std::lock_guard<std::mutex> done(outcome->m);
-        outcome->done = true;
-        outcome->error = error;
-        outcome->cv.notify_all();
-      }
-      std::lock_guard<std::mutex> relock(m_);
-      running_ = false;
-    }
-  }
-
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::deque<std::pair<std::function<void()>, std::shared_ptr<Outcome>>> ops_;
-  bool stop_ = false;
-  bool running_ = false;
-  std::thread thread_;  // last: started once the rest is constructed
-};
-
 class ShmCommunicator : public Communicator {
  public:
   explicit ShmCommunicator(std::unique_ptr<shm::Group> group) : group_(std::move(group)) {}
@@ -142,10 +52,10 @@ class ShmCommunicator : public Communicator {
   const char* backend() const override { return "shm"; }
 
   std::unique_ptr<Work> allreduceAsync(at::Tensor& tensor, ReduceOp op) override {
-    return std::make_unique<OutcomeWork>(queue_->submit(allreduceOp(tensor, op)));
+    return queue_->start(allreduceOp(tensor, op));
   }
 
-  void allreduce(at::Tensor& tensor, ReduceOp op) override { run(allreduceOp(tensor, op)); }
+  void allreduce(at::Tensor& tensor, ReduceOp op) override { queue_->runBlocking(allreduceOp(tensor, op)); }
 
   void broadcast(at::Tensor& tensor, int root) override {
     checkTensor(tensor, "broadcast");
@@ -182,12 +92,7 @@ class ShmCommunicator : public Communicator {
     };
   }
 
-  // A blocking operation: on this thread when nothing is in flight (no hand-off to the
-  // operation thread and back), else queued behind what is.
-  void run(std::function<void()> op) {
-    if (queue_->idle()) return op();
-    OutcomeWork(queue_->submit(std::move(op))).wait();
-  }
+  void run(std::function<void()> op) { queue_->runBlocking(std::move(op)); }
 
   std::unique_ptr<shm::Group> group_;
   std::unique_ptr<OpQueue> queue_ = std::make_unique<OpQueue>();

@@ -1,7 +1,9 @@
 // One all-reduce benchmark rank: run under `accel launch --cpu -n N`. For each size (float32
 // elements, 1 KiB to 64 MiB), times in-place sum all-reduces through libaccel's communicator
-// for each backend named on the command line (shm, gloo) and prints, on rank 0, one line per
-// (backend, size): "allreduce <backend> <bytes> <microseconds per op>".
+// for each backend named on the command line and prints, on rank 0, one line per (backend,
+// size): "allreduce <backend> <bytes> <microseconds per op>", the backend as the communicator
+// names itself. "shm" asks for shared memory (on several machines: inside each, with Gloo
+// between them, "hier"), "gloo" for Gloo alone.
 //   allreduce_bench [--min-seconds S] shm gloo
 #include <chrono>
 #include <cstdio>
@@ -50,7 +52,7 @@ int main(int argc, char** argv) {
     auto comm = accel::comm::communicatorFromEnvironment(o);
     for (size_t bytes = 1024; bytes <= (size_t{64} << 20); bytes *= 4) {
       const double us = timeOne(*comm, bytes, minSeconds);
-      if (comm->rank() == 0) std::printf("allreduce %s %zu %.1f\n", name.c_str(), bytes, us);
+      if (comm->rank() == 0) std::printf("allreduce %s %zu %.1f\n", comm->backend(), bytes, us);
       std::fflush(stdout);
     }
   }

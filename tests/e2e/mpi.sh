@@ -32,7 +32,7 @@ env_and_exit)
 example)
   # libaccel's rank 0 hosts the store itself when no agent does.
   expect_exit 0 mpirun --oversubscribe -np 2 "$ACCEL" launch "$3" --model mlp --steps 30 --no-progress
-  expect_contains "$OUT" "model mlp, 2 processes, fp32: 30 steps"
+  expect_contains "$OUT" "model mlp, 2 processes (shm), fp32: 30 steps"
   expect_contains "$OUT" "test accuracy"
   ;;
 mpirun_hostfile)

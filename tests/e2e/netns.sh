@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Two hosts on one machine: network namespaces joined by a veth pair (10.200.0.1 and
 # 10.200.0.2, no other route), one `accel launch` agent in each.
-#   netns.sh CASE /path/to/accel /path/to/fashion_mnist
+#   netns.sh CASE /path/to/accel /path/to/fashion_mnist /path/to/shm_worker
 # CASE: python_gloo (2 machines x 2 python3-torch ranks: all_reduce, DDP step, barrier, then a
 # failure on one host), example (the C++ Fashion-MNIST example), unreachable (the pre-spawn
 # check). Needs root for `ip netns`; exits 77 (skipped) with the reason otherwise.
@@ -9,6 +9,7 @@ source "$(dirname "$0")/lib.sh"
 CASE=$1
 ACCEL=$2
 EXAMPLE=$3
+SHM_WORKER=${4:-}
 W=$(cd "$(dirname "$0")/workers" && pwd)
 
 skip() { echo "SKIPPED: $*"; exit 77; }
@@ -79,8 +80,21 @@ python_gloo)
 example)
   two_hosts "$EXAMPLE" --model mlp --steps 40 --no-progress
   expect_codes 0 0
-  expect_contains "$OA" "[rank 0] model mlp, 4 processes, fp32: 40 steps"
+  expect_contains "$OA" "[rank 0] model mlp, 4 processes (hier), fp32: 40 steps"
   expect_contains "$OA" "test accuracy"
+  ;;
+shm_hier)
+  # Shared memory inside each host, Gloo between them: the default for CPU jobs on several
+  # machines; every collective checked against Gloo alone (tests/e2e/workers/shm_worker.cc).
+  two_hosts "$SHM_WORKER" backend
+  expect_codes 0 0
+  for r in 0 1; do expect_contains "$OA" "[rank $r] backend=hier"; done
+  for r in 2 3; do expect_contains "$OB" "[rank $r] backend=hier"; done
+  two_hosts "$SHM_WORKER" compare
+  expect_codes 0 0
+  # 8 dtypes x 3 ops x 4 sizes, 4 random sizes x 3 checks, a broadcast per root (4), all-gather, barrier.
+  for r in 0 1; do expect_contains "$OA" "[rank $r] checks=114"; done
+  for r in 2 3; do expect_contains "$OB" "[rank $r] checks=114"; done
   ;;
 master_unreachable)
   # The master's link goes down mid-job, then machine 1's agent gets SIGINT and SIGTERM: its

@@ -1,6 +1,7 @@
 // A rank of tests/e2e/shm.sh, run under `accel launch --cpu -n N`:
 //   shm_worker backend         prints "backend=<name>" of the communicator workers get by default
-//   shm_worker compare         every collective on shared memory against Gloo; prints "checks=<n>"
+//   shm_worker compare         every collective on shared memory (on several machines: inside each,
+//                              Gloo between them) against Gloo alone; prints "checks=<n>"
 //   shm_worker hold DIR        writes DIR/pid.<rank>; rank 1 waits for DIR/release before joining
 //                              (so rank 0's segment stays in /dev/shm), then all-reduces once
 // Exits 1 with a message naming the first mismatch.
@@ -136,7 +137,9 @@ int run(int argc, char** argv) {
     std::printf("backend=%s\n", comm->backend());
   } else if (mode == "compare") {
     auto shm = make(CpuBackend::SharedMemory), gloo = make(CpuBackend::Gloo);
-    if (std::string(shm->backend()) != "shm" || std::string(gloo->backend()) != "gloo") die("wrong backends");
+    // One machine: "shm"; several: shared memory inside each machine, Gloo between, "hier".
+    const std::string kind = shm->backend();
+    if ((kind != "shm" && kind != "hier") || std::string(gloo->backend()) != "gloo") die("wrong backends: " + kind);
     const int checks = compareIntegers(*shm, *gloo) + compareRandom(*shm, *gloo) + compareOthers(*shm, *gloo);
     std::printf("checks=%d\n", checks);
   } else if (mode == "hold" && argc > 2) {
