@@ -211,9 +211,18 @@ bool Accelerator::step() {
   }
   unscaled_ = false;
   found_inf_ = false;
-  optimizer_->zero_grad();
+  releaseGradients();
   if (!step_skipped_) ++optimizer_steps_;
   return !step_skipped_;
+}
+
+// zero_grad(set_to_none=True), torch 2's default and so what accelerate does: with no .grad
+// the next backward stores its gradient instead of adding it to a zeroed buffer, which saves a
+// memset and an add over every parameter per step (LibTorch 1.13's zero_grad() only zeroes).
+void Accelerator::releaseGradients() {
+  for (auto& group : optimizer_->param_groups()) {
+    for (auto& p : group.params()) p.mutable_grad().reset();
+  }
 }
 
 double Accelerator::clipGradNorm(double maxNorm, double normType) {

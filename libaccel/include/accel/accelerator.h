@@ -115,7 +115,9 @@ class Accelerator {
   void backward(const at::Tensor& loss);
 
   // On sync steps: unscale (fp16: a collective), skip on inf/NaN, optimizer step, scaler
-  // update, zero_grad. Returns whether the optimizer stepped. A no-op on accumulation steps.
+  // update, then releases the gradients (.grad undefined until the next backward, like
+  // zero_grad(set_to_none=True)). Returns whether the optimizer stepped. A no-op on
+  // accumulation steps.
   // Throws accel::Error before prepare().
   bool step();
   bool optimizerStepWasSkipped() const { return step_skipped_; }
@@ -174,6 +176,7 @@ class Accelerator {
  private:
   std::vector<at::Tensor> gradients() const;
   void writeOwnFiles(const checkpoint::StagedDir& staged) const;
+  void releaseGradients();
   void loadOwnFiles(const std::string& dir);
 
   AcceleratorOptions options_;
