@@ -2,13 +2,22 @@
 # Training throughput, in one run: the C++ Fashion-MNIST example (libaccel) against the same
 # models, data order (file order, batch i to rank i mod N) and batch (64 per rank) in Python
 # (python3-torch DDP over gloo, support/ddp_fashion_mnist.py), both under accel launch with
-# OMP_NUM_THREADS=1, for N = 1 and 2, MLP and CNN, fp32 and bf16. Reports samples/s, scaling
-# efficiency (N=2 / 2×N=1), time to the first step, whole-command wall time and peak RSS per rank.
-#   scripts/bench/train.sh [--steps S]      (default 200 steps per rank)
+# OMP_NUM_THREADS=1, for N = 1 and 2 (--ranks), MLP and CNN, fp32 and bf16. Reports samples/s,
+# scaling efficiency (N=2 / 2×N=1), time to the first step, whole-command wall time and peak RSS per rank.
+#   scripts/bench/train.sh [--steps S] [--ranks "N..."]   (default 200 steps per rank, N = 1 2)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 steps=200
-[[ "${1:-}" == "--steps" ]] && steps=$2
+ranks="1 2"
+while (($#)); do
+  case $1 in
+    --steps) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "train.sh: --steps needs a positive integer, not '${2:-}'" >&2; exit 2; }
+             steps=$2; shift 2 ;;
+    --ranks) [[ ${2:-} =~ ^[1-9][0-9]*( [1-9][0-9]*)*$ ]] || { echo "train.sh: --ranks needs process counts like \"1 2\", not '${2:-}'" >&2; exit 2; }
+             ranks=$2; shift 2 ;;
+    *) echo "train.sh: unknown argument '$1' (usage: train.sh [--steps S] [--ranks \"N...\"])" >&2; exit 2 ;;
+  esac
+done
 build=${ACCEL_BUILD_DIR:-build}
 accel=$build/apps/accel/accel
 example=$build/apps/examples/fashion_mnist/fashion_mnist
@@ -44,13 +53,15 @@ printf '%-5s %-5s %-2s | %9s %9s %6s | %6s %6s | %6s %6s | %6s %6s | %5s %5s\n' 
 for model in mlp cnn; do
   for precision in no bf16; do
     declare -A one=()
-    for n in 1 2; do
+    for n in $ranks; do
       read -r c_sps c_first c_wall c_rss < <(run cpp "$n" "$precision" "$model")
       read -r p_sps p_first p_wall p_rss < <(run py "$n" "$precision" "$model")
-      if [[ $n == 1 ]]; then one[c]=$c_sps; one[p]=$p_sps; eff_c=-; eff_p=-; else
-        eff_c=$(awk -v a="$c_sps" -v b="${one[c]}" 'BEGIN{printf "%.0f%%", 100*a/(2*b)}')
-        eff_p=$(awk -v a="$p_sps" -v b="${one[p]}" 'BEGIN{printf "%.0f%%", 100*a/(2*b)}')
-      fi
+      # Scaling efficiency: samples/s at N over N × samples/s at N=1 (when N=1 was run).
+      if [[ $n == 1 ]]; then one[c]=$c_sps; one[p]=$p_sps; eff_c=-; eff_p=-;
+      elif [[ -n ${one[c]:-} ]]; then
+        eff_c=$(awk -v a="$c_sps" -v b="${one[c]}" -v n="$n" 'BEGIN{printf "%.0f%%", 100*a/(n*b)}')
+        eff_p=$(awk -v a="$p_sps" -v b="${one[p]}" -v n="$n" 'BEGIN{printf "%.0f%%", 100*a/(n*b)}')
+      else eff_c=-; eff_p=-; fi
       ratio=$(awk -v a="$c_sps" -v b="$p_sps" 'BEGIN{printf "%.2fx", a/b}')
       printf '%-5s %-5s %-2s | %9s %9s %6s | %6s %6s | %6s %6s | %6s %6s | %5s %5s\n' \
         "$model" "$precision" "$n" "$c_sps" "$p_sps" "$ratio" "$c_first" "$p_first" "$c_wall" "$p_wall" \

@@ -132,25 +132,6 @@ TEST(TrainingTest, ThreeRanksOnSharedMemoryWithAccumulation) {
   for (auto& r : ranks) expectClose(r, expected, "3 ranks (shm), 2 micro-steps of 1 vs 1 process");
 }
 
-// step() resets .grad to undefined (torch 2.x's zero_grad(set_to_none=True)) on sync steps, and
-// leaves the accumulated gradients alone on the others.
-TEST(TrainingTest, StepSetsGradientsToNoneOnSyncStepsOnly) {
-  auto data = makeData(16);
-  auto net = makeNet();
-  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
-  Accelerator acc(options(makeSingleProcessCommunicator(), 0, /*accumulation=*/2));
-  acc.prepare(*net, opt);
-  auto microStep = [&] {
-    acc.accumulate();
-    acc.backward(torch::mse_loss(net->forward(data.x), data.y));
-    return acc.step();
-  };
-  EXPECT_FALSE(microStep());
-  for (const auto& p : net->parameters()) EXPECT_TRUE(p.grad().defined()) << "accumulating";
-  EXPECT_TRUE(microStep());
-  for (const auto& p : net->parameters()) EXPECT_FALSE(p.grad().defined()) << "after the optimizer step";
-}
-
 TEST(TrainingTest, ThreeRanks) {
   auto data = makeData(72);
   auto expected = reference(data, 3, 6);
@@ -184,6 +165,50 @@ TEST(TrainingTest, AccumulationSkipsSyncAndSteps) {
   acc.backward(net->forward(torch::ones({1, 8})).sum());
   EXPECT_FALSE(acc.step());  // not a sync step: no update
   expectClose(snapshot(*net), before, "accumulation step");
+}
+
+// step() releases .grad (zero_grad(set_to_none=True)) so the next backward stores its gradient;
+// accumulation steps keep adding to it.
+TEST(TrainingTest, StepReleasesGradientsAndAccumulationKeepsThem) {
+  AcceleratorOptions o;
+  o.communicator = makeSingleProcessCommunicator();
+  o.mixed_precision = MixedPrecision::No;
+  o.gradient_accumulation_steps = 2;
+  Accelerator acc(o);
+  auto net = makeNet(), twin = makeNet();  // same seed: same parameters until the first update
+  torch::optim::SGD opt(net->parameters(), 0.1);
+  acc.prepare(*net, opt);
+  auto x1 = torch::ones({1, 8}), x2 = torch::full({1, 8}, 2.0);
+  // The twin's gradients of the accumulated loss (each micro-step's loss ÷ 2).
+  (twin->forward(x1).sum() / 2).backward();
+  (twin->forward(x2).sum() / 2).backward();
+  const auto expected = twin->parameters();
+
+  EXPECT_FALSE(acc.accumulate());
+  acc.backward(net->forward(x1).sum());
+  EXPECT_FALSE(acc.step());
+  EXPECT_TRUE(acc.accumulate());
+  acc.backward(net->forward(x2).sum());
+  const auto params = net->parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    ASSERT_TRUE(params[i].grad().defined()) << "parameter " << i << " before step";
+    EXPECT_TRUE(torch::allclose(params[i].grad(), expected[i].grad(), 1e-6, 1e-6)) << "accumulated, parameter " << i;
+  }
+  EXPECT_TRUE(acc.step());
+  for (size_t i = 0; i < params.size(); ++i) EXPECT_FALSE(params[i].grad().defined()) << "parameter " << i << " after step";
+
+  // The next gradient replaces nothing stale: it is this backward's alone.
+  for (auto& p : twin->parameters()) p.mutable_grad().reset();
+  {
+    torch::NoGradGuard noGrad;
+    for (size_t i = 0; i < params.size(); ++i) expected[i].copy_(params[i]);
+  }
+  EXPECT_FALSE(acc.accumulate());
+  acc.backward(net->forward(x1).sum());
+  (twin->forward(x1).sum() / 2).backward();
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(params[i].grad(), expected[i].grad(), 1e-6, 1e-6)) << "after release, parameter " << i;
+  }
 }
 
 struct WithUnused : torch::nn::Module {
