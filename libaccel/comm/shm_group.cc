@@ -293,7 +293,9 @@ void Group::reduceSplit(char* data, size_t count, DType dtype, Op op, Clock::tim
   }
   sync("all-reduce", deadline);
   std::memcpy(data, result(set_), count * elem);
-  set_ ^= 1;
+  // No switch of sets: after the second sync point nobody reads the slots any more, and the
+  // result area is written again only after the next sync point, which a rank reaches once it
+  // copied this result out. Staying on one set keeps the working set in cache.
 }
 
 }  // namespace accel::shm

@@ -11,8 +11,10 @@
 // CPUs). All-reduce: each rank copies its piece into its slot; for small pieces every rank then
 // combines all slots into its own buffer (one sync point); for large ones each reduces its own
 // cache-line-aligned slice into the result area and every rank copies the whole result out
-// (reduce-scatter then all-gather: two sync points). The alternating sets make a sync point's
-// wait also the guarantee that a slot is no longer read before it is overwritten.
+// (reduce-scatter then all-gather: two sync points). Single-sync-point operations alternate
+// between the two sets, so that a sync point's wait is also the guarantee that a slot is no
+// longer read before it is overwritten; the split all-reduce stays on one set (its second sync
+// point gives that guarantee), which keeps repeated large all-reduces in cache.
 //
 // Never hangs: a wait is bounded by the options' timeout per operation, and a waiting rank
 // checks every 100 ms whether the rank it waits for is still alive (a pidfd of it): a dead peer

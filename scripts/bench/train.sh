@@ -2,8 +2,10 @@
 # Training throughput, in one run: the C++ Fashion-MNIST example (libaccel) against the same
 # models, data order (file order, batch i to rank i mod N) and batch (64 per rank) in Python
 # (python3-torch DDP over gloo, support/ddp_fashion_mnist.py), both under accel launch with
-# OMP_NUM_THREADS=1, for N = 1 and 2 (--ranks), MLP and CNN, fp32 and bf16. Reports samples/s,
-# scaling efficiency (N=2 / 2×N=1), time to the first step, whole-command wall time and peak RSS per rank.
+# OMP_NUM_THREADS=1, for N = 1 and 2 (--ranks), MLP and CNN, fp32 and bf16. The C++ example runs
+# with libaccel's default (shared memory for ranks on one machine) and, for N > 1, also over Gloo
+# (ACCEL_CPU_BACKEND=gloo). Reports samples/s, scaling efficiency (N=2 / 2×N=1), time to the
+# first step, whole-command wall time and peak RSS per rank.
 #   scripts/bench/train.sh [--steps S] [--ranks "N..."]   (default 200 steps per rank, N = 1 2)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,8 +31,9 @@ trap 'rm -rf "$scratch"' EXIT
 # run NAME N PRECISION MODEL: prints "samples/s first_step wall_s rss_mib"
 run() {
   local impl=$1 n=$2 precision=$3 model=$4 out=$scratch/out
-  local cmd
-  if [[ $impl == cpp ]]; then
+  local cmd backend=auto
+  [[ $impl == cppgloo ]] && backend=gloo
+  if [[ $impl == cpp* ]]; then
     cmd=("$example" --model "$model" --steps "$steps" --no-shuffle --no-progress --no-eval)
   else
     cmd=(/usr/bin/python3 scripts/bench/support/ddp_fashion_mnist.py --model "$model" --steps "$steps")
@@ -38,7 +41,7 @@ run() {
   local start end
   start=$(date +%s.%N)
   # GNU time per rank: wrap the worker so each rank reports its own peak RSS.
-  "$accel" launch -q --cpu -n "$n" --mixed_precision "$precision" --no_python \
+  ACCEL_CPU_BACKEND=$backend "$accel" launch -q --cpu -n "$n" --mixed_precision "$precision" --no_python \
     /usr/bin/time -f "rss_kb=%M" -- "${cmd[@]}" >"$out" 2>&1
   end=$(date +%s.%N)
   local sps first rss
@@ -48,24 +51,28 @@ run() {
   echo "$sps $first $(awk -v s="$start" -v e="$end" 'BEGIN{printf "%.1f", e-s}') $(awk -v r="$rss" 'BEGIN{printf "%.0f", r/1024}')"
 }
 
-printf '%-5s %-5s %-2s | %9s %9s %6s | %6s %6s | %6s %6s | %6s %6s | %5s %5s\n' \
-  model prec N "C++ sps" "Py sps" "ratio" "C++ 1st" "Py 1st" "C++ s" "Py s" "C++MB" "PyMB" "effC" "effPy"
+printf '%-5s %-5s %-2s | %9s %9s %6s | %6s %6s | %6s %6s | %6s %6s | %5s %5s | %9s %5s\n' \
+  model prec N "C++ sps" "Py sps" "ratio" "C++ 1st" "Py 1st" "C++ s" "Py s" "C++MB" "PyMB" "effC" "effPy" \
+  "gloo sps" "effG"
 for model in mlp cnn; do
   for precision in no bf16; do
     declare -A one=()
     for n in $ranks; do
       read -r c_sps c_first c_wall c_rss < <(run cpp "$n" "$precision" "$model")
       read -r p_sps p_first p_wall p_rss < <(run py "$n" "$precision" "$model")
+      g_sps=-; eff_g=-
+      [[ $n != 1 ]] && read -r g_sps _ < <(run cppgloo "$n" "$precision" "$model")
       # Scaling efficiency: samples/s at N over N × samples/s at N=1 (when N=1 was run).
       if [[ $n == 1 ]]; then one[c]=$c_sps; one[p]=$p_sps; eff_c=-; eff_p=-;
       elif [[ -n ${one[c]:-} ]]; then
         eff_c=$(awk -v a="$c_sps" -v b="${one[c]}" -v n="$n" 'BEGIN{printf "%.0f%%", 100*a/(n*b)}')
         eff_p=$(awk -v a="$p_sps" -v b="${one[p]}" -v n="$n" 'BEGIN{printf "%.0f%%", 100*a/(n*b)}')
+        eff_g=$(awk -v a="$g_sps" -v b="${one[c]}" -v n="$n" 'BEGIN{printf "%.0f%%", 100*a/(n*b)}')
       else eff_c=-; eff_p=-; fi
       ratio=$(awk -v a="$c_sps" -v b="$p_sps" 'BEGIN{printf "%.2fx", a/b}')
-      printf '%-5s %-5s %-2s | %9s %9s %6s | %6s %6s | %6s %6s | %6s %6s | %5s %5s\n' \
+      printf '%-5s %-5s %-2s | %9s %9s %6s | %6s %6s | %6s %6s | %6s %6s | %5s %5s | %9s %5s\n' \
         "$model" "$precision" "$n" "$c_sps" "$p_sps" "$ratio" "$c_first" "$p_first" "$c_wall" "$p_wall" \
-        "$c_rss" "$p_rss" "$eff_c" "$eff_p"
+        "$c_rss" "$p_rss" "$eff_c" "$eff_p" "$g_sps" "$eff_g"
     done
   done
 done
