@@ -170,11 +170,7 @@ TEST(TrainingTest, AccumulationSkipsSyncAndSteps) {
 // step() releases .grad (zero_grad(set_to_none=True)) so the next backward stores its gradient;
 // accumulation steps keep adding to it.
 TEST(TrainingTest, StepReleasesGradientsAndAccumulationKeepsThem) {
-  AcceleratorOptions o;
-  o.communicator = makeSingleProcessCommunicator();
-  o.mixed_precision = MixedPrecision::No;
-  o.gradient_accumulation_steps = 2;
-  Accelerator acc(o);
+  Accelerator acc(options(makeSingleProcessCommunicator(), 0, /*accumulation=*/2));
   auto net = makeNet(), twin = makeNet();  // same seed: same parameters until the first update
   torch::optim::SGD opt(net->parameters(), 0.1);
   acc.prepare(*net, opt);

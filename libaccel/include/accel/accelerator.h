@@ -53,7 +53,8 @@ struct AcceleratorOptions {
   std::optional<int> gradient_accumulation_steps;   // else $ACCELERATE_GRADIENT_ACCUMULATION_STEPS, else 1
   std::optional<bool> cpu;                          // else $ACCELERATE_USE_CPU; CPU unless built with CUDA
   // How CPU ranks communicate (communicator.h); else $ACCEL_CPU_BACKEND, else Auto: shared
-  // memory when every rank is on this machine.
+  // memory when every rank is on this machine, shared memory inside machines and Gloo between
+  // them with several (comm/from_environment.h).
   std::optional<CpuBackend> cpu_backend;
   size_t bucket_cap_bytes = 25u << 20;
   bool find_unused_parameters = false;

@@ -14,9 +14,11 @@ namespace accel {
 
 enum class ReduceOp { Sum, Max, Min };
 
-// How CPU ranks talk: Auto picks shared memory when every rank is on this machine, Gloo
-// otherwise; SharedMemory insists (an error when a rank cannot map the segment); Gloo is
-// loopback or network TCP through LibTorch's ProcessGroupGloo.
+// How CPU ranks talk: Auto picks shared memory when every rank is on this machine, shared
+// memory inside each machine plus Gloo between them when several machines run more than one
+// rank each, Gloo otherwise; SharedMemory insists (an error when that layout does not hold or a
+// rank cannot map the segment); Gloo is loopback or network TCP through LibTorch's
+// ProcessGroupGloo alone.
 enum class CpuBackend { Auto, SharedMemory, Gloo };
 
 // An operation in flight.
