@@ -3,7 +3,7 @@
 #   shm.sh CASE /path/to/accel /path/to/shm_worker
 # CASE: vs_gloo_N (every collective against Gloo with N ranks), auto_choice (the backend workers
 # get), kill9_agent (a segment still named when the agent is SIGKILLed is removed by its guard),
-# stale_swept (a dead job's segment is removed by the next launch; a live one is kept).
+# stale_swept (a dead job's segment is removed when the next launch starts; a live one is kept).
 source "$(dirname "$0")/lib.sh"
 CASE=$1
 ACCEL=$2
@@ -59,7 +59,9 @@ stale_swept)
   live=/dev/shm/accel-shm-$(id -u)-$$-$start-$tag-1
   trap 'rm -f "$live" "$stale"; rm -rf "$SCRATCH"' EXIT
   touch "$stale" "$live"
-  expect_exit 0 "$ACCEL" launch --cpu -n 1 /bin/true
+  # The rank itself checks that the sweep at the start of the job already ran (the one at its
+  # end would remove the stale segment too, too late for a job that needs the space).
+  expect_exit 0 "$ACCEL" launch --cpu -n 1 /usr/bin/test ! -e "$stale" -a -e "$live"
   [[ ! -e $stale ]] || fail "the dead job's segment $stale was not swept"
   [[ -e $live ]] || fail "the live creator's segment $live was removed"
   ;;
