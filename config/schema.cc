@@ -24,6 +24,8 @@ const std::vector<FieldSpec>& fieldSpecs() {
       {"same_network", Kind::Bool, {}},
       {"main_training_function", Kind::String, {}},
       {"enable_cpu_affinity", Kind::Bool, {}},
+      {"hang_timeout", Kind::Int, {}, 1, 1 << 30},  // accel's own (seconds): accelerate does not know it
+      {"exit_timeout", Kind::Int, {}, 1, 1 << 30},  // accel's own (seconds)
       {"downcast_bf16", Kind::BoolOrString, {}},
       {"tpu_name", Kind::String, {}},
       {"tpu_zone", Kind::String, {}},

@@ -1,5 +1,6 @@
 #include "launcher/job_report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -37,6 +38,38 @@ void printEvidence(std::ostringstream& out, const std::string& errorFileMessage,
 
 std::string machineText(const JobFailure& f) {
   return "machine " + std::to_string(f.machine_rank) + (f.host.empty() ? "" : " (" + f.host + ")");
+}
+
+// The stacks the agent collected: the stuck ranks' whole, one line for each of the others (all
+// of them are in summary.json).
+void printStacks(std::ostringstream& out, const AttemptReport& a) {
+  const auto& stuck = a.hang->stuck_ranks;
+  for (const auto& w : a.workers) {
+    if (!w.stack_asked) continue;
+    const bool isStuck = std::find(stuck.begin(), stuck.end(), w.rank) != stuck.end();
+    if (w.stack.empty()) {
+      out << "  rank " << w.rank << ": no stack (it printed nothing after SIGABRT: not Python with faulthandler, nor libaccel)\n";
+      continue;
+    }
+    std::istringstream lines(w.stack);
+    std::string line;
+    if (!isStuck) {
+      std::string innermost;
+      while (std::getline(lines, line)) {
+        if (line.find("File \"") != std::string::npos || line.find("(_Z") != std::string::npos || line.find(")[0x") != std::string::npos) {
+          innermost = line;
+          break;
+        }
+      }
+      out << "  rank " << w.rank << " was in: " << (innermost.empty() ? "(see summary.json)" : innermost) << "\n";
+      continue;
+    }
+    out << "  stack of rank " << w.rank << " (pid " << w.pid << "):\n";
+    for (int n = 0; std::getline(lines, line) && n < 80; ++n) {
+      if (line.rfind("Extension modules:", 0) == 0) continue;  // faulthandler's list of loaded modules
+      out << "    | " << line << "\n";
+    }
+  }
 }
 
 }  // namespace
@@ -80,6 +113,9 @@ std::string renderFailureSummary(const JobReport& report) {
     out << "attempt " << a.attempt << " (" << seconds(a.duration_s) << "): ";
     if (a.remote_culprit) {
       out << describeFailure(*a.remote_culprit) << "\n";
+    } else if (a.hang) {
+      out << (a.hang->kind == "exit" ? "did not exit" : "hung") << " (" << (a.hang->stuck_ranks.size() == 1 ? "rank " : "ranks ")
+          << rankList(a.hang->stuck_ranks) << ")\n";
     } else if (!a.culprit) {
       out << (a.agent_signal ? "stopped by " + signalName(a.agent_signal) + " sent to the agent" : "succeeded") << "\n";
     } else {
@@ -88,6 +124,11 @@ std::string renderFailureSummary(const JobReport& report) {
     }
   }
   const AttemptReport& last = report.attempts.back();
+  if (last.hang) {
+    out << (last.hang->kind == "exit" ? "the job did not exit: " : "the job hung: ") << last.hang->message << "\n";
+    out << "stacks (the agent sent SIGABRT to every rank still running):\n";
+    printStacks(out, last);
+  }
   if (last.agent_signal) {
     out << "The agent received " << signalName(last.agent_signal) << " and forwarded it to the workers.\n";
   }
@@ -107,13 +148,20 @@ std::string renderFailureSummary(const JobReport& report) {
     }
   } else if (last.culprit) {
     const WorkerOutcome& w = last.workers[*last.culprit];
-    out << "culprit: rank " << w.rank << " (local rank " << w.local_rank << ", pid " << w.pid << ") — first to fail"
-        << (last.told_others ? " in the job" : "") << ", " << describeEnd(w) << ", after " << seconds(w.ended_after_s)
-        << "\n";
+    out << "culprit: rank " << w.rank << " (local rank " << w.local_rank << ", pid " << w.pid << ") — ";
+    if (last.hang) {
+      out << (last.hang->kind == "exit" ? "still running" : "stuck") << ", stopped by the agent after "
+          << seconds(w.ended_after_s) << " (" << describeEnd(w) << ")\n";
+    } else {
+      out << "first to fail" << (last.told_others ? " in the job" : "") << ", " << describeEnd(w) << ", after "
+          << seconds(w.ended_after_s) << "\n";
+    }
     if (last.oom_suspected) {
       out << "  likely killed by the OOM killer: this cgroup's oom_kill count rose during the run\n";
     }
-    printEvidence(out, w.error_file_message, w.stderr_tail);
+    if (!last.hang || !w.stderr_tail.empty() || !w.error_file_message.empty()) {
+      printEvidence(out, w.error_file_message, w.stderr_tail);
+    }
     if (last.told_others) out << "the agents of the other machines were told to stop their workers\n";
   }
   std::vector<int> collateral, killed, clean;
@@ -155,7 +203,8 @@ nlohmann::json renderReportJson(const JobReport& report) {
                          {"stopped_by_agent", w.stopped_by_agent},
                          {"needed_sigkill", w.needed_sigkill},
                          {"ended_after_s", w.ended_after_s},
-                         {"stderr_tail", w.stderr_tail}});
+                         {"stderr_tail", w.stderr_tail},
+                         {"stack", w.stack_asked ? nlohmann::json(w.stack) : nlohmann::json(nullptr)}});
     }
     nlohmann::json entry = {{"attempt", a.attempt},
                             {"succeeded", a.succeeded()},
@@ -172,6 +221,12 @@ nlohmann::json renderReportJson(const JobReport& report) {
     } else {
       entry["culprit"] = nullptr;
     }
+    entry["hang"] = a.hang ? nlohmann::json{{"kind", a.hang->kind},
+                                            {"message", a.hang->message},
+                                            {"stuck_ranks", a.hang->stuck_ranks},
+                                            {"timeout_s", a.hang->timeout_s},
+                                            {"detected_at", a.hang->detected_at}}
+                           : nlohmann::json(nullptr);
     entry["remote_culprit"] = a.remote_culprit ? failureToJson(*a.remote_culprit) : nlohmann::json(nullptr);
     attempts.push_back(entry);
   }

@@ -23,6 +23,20 @@ struct WorkerOutcome {
   double ended_after_s = 0;      // seconds since the attempt started
   std::vector<std::string> stderr_tail;  // last lines of its stderr
   std::string error_file_message;        // from TORCHELASTIC_ERROR_FILE, if the worker wrote one
+  std::string stack;                     // what it printed after the agent asked for its stack ("": not asked)
+  bool stack_asked = false;              // the agent sent it SIGABRT for its stack (hang or exit guard)
+};
+
+// The exit code of a job the agent stopped because it hung (as timeout(1)'s).
+inline constexpr int kHungExitCode = 124;
+
+// Why the agent stopped a job that was not failing but not moving either.
+struct HangReport {
+  std::string kind;              // "hang" (--hang_timeout) or "exit" (--exit_timeout)
+  std::string message;           // "rank 2 at step 4 for 10 s; ranks 0–1, 3 at step 5"
+  std::vector<int> stuck_ranks;  // global ranks (the first one here is the culprit)
+  double timeout_s = 0;
+  double detected_at = 0;        // when the agent called it, in seconds since the epoch
 };
 
 // The first failure of a multi-machine job, as its agent publishes it to the others: a worker's
@@ -60,8 +74,9 @@ struct AttemptReport {
   // failure was published as the job's first.
   std::optional<JobFailure> remote_culprit;
   bool told_others = false;
+  std::optional<HangReport> hang;  // the agent found the job hung and stopped it
 
-  bool succeeded() const { return !culprit && agent_signal == 0 && !remote_culprit; }
+  bool succeeded() const { return !culprit && agent_signal == 0 && !remote_culprit && !hang; }
 };
 
 struct JobReport {

@@ -149,6 +149,7 @@ Expected<RendezvousResult> joinMachines(const LaunchPlan& plan, int storePort, c
 }
 
 int jobExitCode(const AttemptReport& last) {
+  if (last.hang) return kHungExitCode;
   if (last.remote_culprit) return last.remote_culprit->exit_code;
   if (last.culprit) return last.workers[*last.culprit].exit_code;
   if (last.agent_signal) return 128 + last.agent_signal;
@@ -253,6 +254,11 @@ class Agent {
     options.max_total_input_bytes = plan_.store_input_budget_bytes;
     // Every agent parks a WAIT on the failure key while it lives: the exit barrier's liveness.
     options.tracked_wait_key = "/" + failureKey(RendezvousOptions{});
+    // The ranks' heartbeats (rank_watch.h) reach the supervisor without a client.
+    options.observed_key_prefix = storedHeartbeatPrefix();
+    options.on_observed_write = [board = &board_](const std::string& key, const std::string& value) {
+      board->onWrite(key, value);
+    };
     try {
       server_ = store::TcpStoreServer::start(options);
     } catch (const Error& e) {
@@ -353,12 +359,26 @@ class Agent {
     if (auto ok = supervisor_->start(); !ok) return ok;
     supervisor_->setMasterPort(store_port_);
     supervisor_->setRankOffset(rank_offset_);
+    if (server_) supervisor_->setProgressBoard(&board_);
+    supervisor_->setStatusFacts(statusFacts());
     if (watch_store_) {
       link_ = std::make_unique<JobLink>(std::move(watch_store_), watch_fd_, std::move(publisher_store_), rdzv_,
                                         joined_->machine_rank, joined_->machines.front().host);
       supervisor_->setJobLink(link_.get(), joined_->machine_rank, rdzv_.host);
     }
     return {};
+  }
+
+  // What `accel status` shows of this job besides its ranks.
+  nlohmann::json statusFacts() const {
+    nlohmann::json argv = plan_.argv;
+    return {{"run_id", plan_.run_id},
+            {"command", argv},
+            {"machine_rank", joined_ ? joined_->machine_rank : plan_.node_rank},
+            {"num_machines", plan_.num_machines},
+            {"world_size", joined_ ? joined_->world_size : plan_.world_size},
+            {"store", plan_.master_addr + ":" + std::to_string(store_port_)},
+            {"run_dir", run_dir_}};
   }
 
   JobReport superviseAttempts() {
@@ -425,6 +445,7 @@ class Agent {
   std::string run_dir_;          // BASE/<run_id>_<random>
   std::string base_to_remove_;   // the temporary BASE (no --log_dir)
   bool temp_run_dir_ = false;    // remove base_to_remove_ at the end
+  ProgressBoard board_;  // before server_: the store's thread writes to it until server_ stops
   std::unique_ptr<store::TcpStoreServer> server_;
   std::unique_ptr<store::TcpStoreClient> agent_store_, watch_store_, publisher_store_;
   int watch_fd_ = -1;

@@ -269,6 +269,10 @@ std::vector<FlagSpec> accelOwn() {
           .help("With a dry run: plan as if this machine had N usable GPUs"),
       F({"--term_timeout"}, "term_timeout").real("5.0").accelOnly()
           .help("Seconds between SIGTERM and SIGKILL when stopping workers (default 5)"),
+      F({"--hang_timeout"}, "hang_timeout").real().accelOnly()
+          .help("Seconds without progress after which the job is hung: stuck ranks named, stacks dumped, job stopped, exit 124 (default: off; config key hang_timeout)"),
+      F({"--exit_timeout"}, "exit_timeout").real().accelOnly()
+          .help("Seconds the other ranks get to exit once one exited 0; then they are named, their stacks dumped and stopped (default: a notice after 60 s; config key exit_timeout)"),
       F({"--store_connection_input_limit"}, "store_connection_input_limit").str().accelOnly()
           .help("Most the job's store holds of one connection's unfinished request (default 128M)"),
       F({"--store_input_budget"}, "store_input_budget").str().accelOnly()

@@ -215,6 +215,12 @@ Expected<void> agentFlags(const Reader& r, LaunchOptions& o) {
   const double term = r.value("term_timeout").get<double>();
   if (!(term >= 0)) return makeError("--term_timeout: must be 0 or more");
   o.term_timeout = std::chrono::milliseconds(static_cast<long long>(term * 1000));
+  for (auto [name, field] : {std::pair{"hang_timeout", &o.hang_timeout_s}, std::pair{"exit_timeout", &o.exit_timeout_s}}) {
+    if (r.value(name).is_null()) continue;
+    const double seconds = r.value(name).get<double>();
+    if (!(seconds > 0)) return makeError(std::string("--") + name + ": must be more than 0 seconds");
+    *field = seconds;
+  }
   o.store_connection_input_limit = r.text("store_connection_input_limit");
   o.store_input_budget = r.text("store_input_budget");
   return {};

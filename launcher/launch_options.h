@@ -47,6 +47,8 @@ struct LaunchOptions {
   bool dry_run = false;
   bool no_spawn = false;                       // --no_spawn: this scheduler task is one rank (exec, no agent)
   std::chrono::milliseconds term_timeout{5000};  // SIGTERM → SIGKILL grace period
+  std::optional<double> hang_timeout_s;          // --hang_timeout (else the config's hang_timeout; else off)
+  std::optional<double> exit_timeout_s;          // --exit_timeout (else the config's exit_timeout; else a notice)
   // The job store's memory bounds ("128M", "1G", bytes): what one connection's unfinished
   // request may hold, and all connections together (TcpStoreServerOptions).
   std::optional<std::string> store_connection_input_limit;

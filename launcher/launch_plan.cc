@@ -564,6 +564,9 @@ Expected<void> setCommonEnv(LaunchPlan& plan, const LaunchOptions& o, const Envi
   for (const char* key : {env::kTorchNcclAsyncErrorHandling, env::kNcclAsyncErrorHandling}) {
     if (plan.torchrun_env && !lookup(env, key)) e[key] = "1";
   }
+  // Python workers print every thread's stack on SIGABRT, which the agent sends when it finds
+  // the job hung (--hang_timeout, --exit_timeout); the user's own choice stands.
+  if (!lookup(env, env::kPythonFaultHandler)) e[env::kPythonFaultHandler] = "1";
   return {};
 }
 
@@ -596,6 +599,20 @@ void chooseOmpThreads(LaunchPlan& plan, const LaunchOptions& o, const Environmen
     plan.omp_num_threads = 1;  // torchrun's rule (accel run, DeepSpeed)
   }
   plan.omp_notice = plan.omp_num_threads && plan.local_world_size > 1;
+}
+
+// --hang_timeout and --exit_timeout, else the config file's keys of the same names (accel's
+// own: accelerate does not know them), in seconds.
+void applyWatchdogTimeouts(LaunchPlan& plan, const LaunchOptions& o) {
+  const auto& extras = plan.config.config.extras;
+  for (auto [name, flag, field] : {std::tuple{"hang_timeout", o.hang_timeout_s, &plan.hang_timeout},
+                                   std::tuple{"exit_timeout", o.exit_timeout_s, &plan.exit_timeout}}) {
+    std::optional<double> seconds = flag;
+    if (auto it = extras.find(name); !seconds && it != extras.end() && it->second.is_number()) {
+      seconds = it->second.get<double>();  // the schema has checked it is at least 1
+    }
+    if (seconds) *field = std::chrono::milliseconds(static_cast<long long>(*seconds * 1000));
+  }
 }
 
 // How long agents wait for each other, and notices for torchrun flags that do nothing here.
@@ -698,6 +715,7 @@ Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEn
   if (auto ok = setCommonEnv(plan, o, env, *devices); !ok) return std::move(ok).takeError();
   chooseOmpThreads(plan, o, env, scheduler);
   if (auto ok = applyRendezvousFlags(plan, o); !ok) return std::move(ok).takeError();
+  applyWatchdogTimeouts(plan, o);
   plan.dry_run_json = o.dry_run_json;
   plan.local_addr = o.local_addr;
   return plan;

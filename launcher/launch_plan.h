@@ -82,6 +82,12 @@ struct LaunchPlan {
   bool quiet = false;
   bool dry_run = false;
   std::chrono::milliseconds term_timeout{5000};
+  // --hang_timeout / the config's hang_timeout: no progress for this long is a hang (unset: off).
+  std::optional<std::chrono::milliseconds> hang_timeout;
+  // --exit_timeout / the config's exit_timeout: once a rank exited 0, how long the others get
+  // before they are stopped as hung (unset: a notice after exit_notice, nothing stopped).
+  std::optional<std::chrono::milliseconds> exit_timeout;
+  std::chrono::milliseconds exit_notice{60000};
   uint64_t store_connection_input_bytes = 128ull << 20;  // --store_connection_input_limit
   uint64_t store_input_budget_bytes = 1ull << 30;        // --store_input_budget
   std::vector<std::string> notices;  // one-line notices for the user (ignored flags and the like)

@@ -16,6 +16,7 @@
 
 #include "config/paths.h"
 #include "launcher/oom.h"
+#include "launcher/supervisor_attempt.h"
 #include "launcher/output_prefixer.h"
 #include "launcher/subprocess_posix.h"
 #include "launcher/text.h"
@@ -25,9 +26,6 @@
 namespace accel::launcher {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-constexpr size_t kTailLines = 20;
 constexpr int kHandledSignals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 // How long an attempt whose workers have all ended waits for its failure to be published.
 constexpr auto kPublishGrace = std::chrono::seconds(5);
@@ -36,6 +34,7 @@ constexpr auto kPublishGrace = std::chrono::seconds(5);
 constexpr uint64_t kSignalsId = ~0ull;
 constexpr uint64_t kLinkId = ~1ull;
 constexpr uint64_t kConsoleId = ~2ull;
+constexpr uint64_t kStatusId = ~3ull;
 
 sigset_t handledSet() {
   sigset_t set;
@@ -43,36 +42,6 @@ sigset_t handledSet() {
   for (int sig : kHandledSignals) sigaddset(&set, sig);
   return set;
 }
-
-// The last lines of a stream, for the failure summary. A '\r'-redrawn line keeps its last state.
-class TailBuffer {
- public:
-  void feed(const char* data, size_t size) {
-    for (size_t i = 0; i < size; ++i) {
-      char c = data[i];
-      if (c == '\n') {
-        push();
-      } else if (c == '\r') {
-        partial_.clear();
-      } else if (partial_.size() < 4096) {
-        partial_ += c;
-      }
-    }
-  }
-  std::vector<std::string> lines() {
-    if (!partial_.empty()) push();
-    return {lines_.begin(), lines_.end()};
-  }
-
- private:
-  void push() {
-    lines_.push_back(partial_);
-    partial_.clear();
-    if (lines_.size() > kTailLines) lines_.pop_front();
-  }
-  std::deque<std::string> lines_;
-  std::string partial_;
-};
 
 // torch's @record writes {"message": {"message": "...", "extraInfo": {...}}}; keep the message.
 std::string readErrorFile(const std::string& path) {
@@ -109,105 +78,6 @@ std::string interruptNote(int count) {
 // Its phases, in order: prepare the workers' slots, spawn them, supervise until every worker has
 // ended (the loop dispatches each ready descriptor to its handler), tear down (kill what is
 // left, reap, read the pipes to the end), and build the report.
-
-namespace {
-
-struct Worker {
-  int local_rank = 0;
-  int rank = 0;
-  pid_t pid = -1;    // while > 0 and not reaped, its process-group id is ours
-  bool running = false;
-  int fds[2] = {-1, -1};       // read ends: stdout, stderr
-  int log_fds[2] = {-1, -1};   // log files, when logging
-  OutputPrefixer prefixers[2] = {OutputPrefixer(""), OutputPrefixer("")};
-  TailBuffer stderr_tail;
-  std::string error_file;
-  WorkerOutcome outcome;
-  int console_streams = 3;  // stream_masks.h bits: the streams shown on the console
-
-  // What the failure report shows of its stderr: a spawn error if it never started, else the
-  // last lines it wrote.
-  std::vector<std::string> stderrTail() {
-    return outcome.stderr_tail.empty() ? stderr_tail.lines() : outcome.stderr_tail;
-  }
-};
-
-uint64_t pipeId(const Worker& w, int stream) {
-  return (static_cast<uint64_t>(w.local_rank) << 1) | static_cast<uint64_t>(stream);
-}
-
-}  // namespace
-
-class Supervisor::Attempt {
- public:
-  Attempt(Supervisor& s, int attempt) : s_(s), plan_(s.plan_), attempt_(attempt), buf_(65536) {
-    report_.attempt = attempt;
-  }
-
-  AttemptReport run() {
-    start_ = Clock::now();
-    oom_before_ = readOomKillCount();
-    prepareWorkers();
-    spawnWorkers();
-    superviseUntilDone();
-    tearDown();
-    return finalReport();
-  }
-
- private:
-  enum class Publication { kNone, kPending, kDone };
-
-  // ---- Phases ----
-  void prepareWorkers();
-  void spawnWorkers();
-  bool spawn(Worker& w);
-  void superviseUntilDone();
-  void tearDown();
-  AttemptReport finalReport();
-
-  // ---- The loop ----
-  bool finished() const;
-  int waitMillis() const;
-  void dispatch(uint64_t id);
-  void afterBatch();
-
-  // ---- Handlers ----
-  void onSignals();
-  void onAgentSignal(int sig);
-  void onChildren();
-  void onWorkerExit(Worker& w, int exitCode, int signal);
-  void onOutput(Worker& w, int stream);
-  void onLinkEvents();
-  void onRemoteFailure(JobFailure failure);
-  void onConsoleReady();
-
-  // ---- Actions ----
-  void stopTheOthers();
-  void giveTheRestTheGrace(const Worker& ended);
-  void signalRunning(int sig, bool collateral);
-  void killOverdue();
-  void publishFirstFailure();
-  JobFailure myFailure();
-  void readOutput(bool on);
-  uint32_t pipeEvents() const;
-  void killLeftovers();
-  void say(const std::string& line);
-
-  Supervisor& s_;
-  const LaunchPlan& plan_;
-  const int attempt_;
-  AttemptReport report_;
-  std::vector<Worker> workers_;
-  std::vector<char> buf_;
-  Clock::time_point start_;
-  std::optional<uint64_t> oom_before_;
-  bool stopping_ = false;  // SIGTERM sent; SIGKILL at kill_deadline_
-  Clock::time_point kill_deadline_{};
-  std::optional<Clock::time_point> culprit_end_;
-  Publication publication_ = Publication::kNone;
-  Clock::time_point publish_deadline_{};
-  bool output_paused_ = false;
-};
 
 void Supervisor::Attempt::say(const std::string& line) {
   if (!plan_.quiet) s_.console_.write(2, line);
@@ -276,6 +146,7 @@ bool Supervisor::Attempt::spawn(Worker& w) {
   }
   w.pid = *pid;
   w.running = true;
+  w.started = w.last_output = w.cpu_moved = Clock::now();
   w.outcome.pid = *pid;
   s_.guard_.add(*pid);
   for (int stream = 0; stream < 2; ++stream) {
@@ -298,10 +169,9 @@ bool Supervisor::Attempt::finished() const {
 }
 
 int Supervisor::Attempt::waitMillis() const {
-  std::optional<Clock::time_point> next;
-  if (stopping_) next = kill_deadline_;
+  std::optional<Clock::time_point> next = next_tick_;
+  if (stopping_) next = std::min(*next, kill_deadline_);
   if (publication_ == Publication::kPending) next = next ? std::min(*next, publish_deadline_) : publish_deadline_;
-  if (!next) return -1;
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now()).count();
   return static_cast<int>(std::max<int64_t>(left, 0)) + 1;
 }
@@ -323,6 +193,7 @@ void Supervisor::Attempt::dispatch(uint64_t id) {
   if (id == kSignalsId) return onSignals();
   if (id == kLinkId) return onLinkEvents();
   if (id == kConsoleId) return onConsoleReady();
+  if (id == kStatusId) return onStatusClients();
   Worker& w = workers_[id >> 1];
   const int stream = static_cast<int>(id & 1);
   if (w.fds[stream] >= 0) onOutput(w, stream);
@@ -330,6 +201,7 @@ void Supervisor::Attempt::dispatch(uint64_t id) {
 
 // What every pass of the loop checks, whatever woke it.
 void Supervisor::Attempt::afterBatch() {
+  if (Clock::now() >= next_tick_) onTick();
   killOverdue();
   publishFirstFailure();
   if (output_paused_ || !s_.console_.backlogged()) return;
@@ -391,7 +263,10 @@ void Supervisor::Attempt::onWorkerExit(Worker& w, int exitCode, int signal) {
   w.outcome.signal = signal;
   w.outcome.ended_after_s = std::chrono::duration<double>(Clock::now() - start_).count();
   if (report_.agent_signal == SIGINT) giveTheRestTheGrace(w);
-  if (exitCode == 0) return;
+  if (exitCode == 0) {
+    if (!first_clean_exit_) first_clean_exit_ = Clock::now();  // the exit guard's clock
+    return;
+  }
   if (!w.error_file.empty()) w.outcome.error_file_message = readErrorFile(w.error_file);
   if (report_.culprit || w.outcome.stopped_by_agent || report_.agent_signal != 0) return;
   report_.culprit = static_cast<size_t>(w.local_rank);
@@ -414,7 +289,9 @@ void Supervisor::Attempt::onOutput(Worker& w, int stream) {
       return;
     }
     if (w.log_fds[stream] >= 0) writeAll(w.log_fds[stream], buf_.data(), static_cast<size_t>(n));
+    w.last_output = Clock::now();
     if (stream == 1) w.stderr_tail.feed(buf_.data(), static_cast<size_t>(n));
+    if (stream == 1 && w.outcome.stack_asked) keepStack(w, buf_.data(), static_cast<size_t>(n));
     std::string lines = w.prefixers[stream].feed(std::string_view(buf_.data(), static_cast<size_t>(n)));
     if (shown) s_.console_.write(stream + 1, std::move(lines));
   }
@@ -521,7 +398,7 @@ JobFailure Supervisor::Attempt::myFailure() {
   mine.rank = w.rank;
   mine.local_rank = w.local_rank;
   mine.pid = w.pid;
-  mine.exit_code = w.outcome.exit_code;
+  mine.exit_code = report_.hang ? kHungExitCode : w.outcome.exit_code;
   mine.signal = w.outcome.signal;
   mine.ended_after_s = w.outcome.ended_after_s;
   mine.stderr_tail = w.stderrTail();
@@ -589,6 +466,7 @@ void Supervisor::Attempt::tearDown() {
 }
 
 AttemptReport Supervisor::Attempt::finalReport() {
+  settleHangReport();
   for (auto& w : workers_) {
     w.outcome.stderr_tail = w.stderrTail();
     report_.workers.push_back(w.outcome);
@@ -629,6 +507,11 @@ Expected<void> Supervisor::start() {
   watchFd(epoll_fd_, console_.readyFd(), kConsoleId, EPOLLIN);
   becomeSubreaper();
   shm::sweepStaleSegments();  // what dead jobs left in /dev/shm (libaccel's segments)
+  if (auto listening = status_.open(); listening) {
+    watchFd(epoll_fd_, status_.fd(), kStatusId, EPOLLIN);
+  } else if (!plan_.quiet) {
+    console_.write(2, "accel: `accel status` will not see this job: " + listening.error() + "\n");
+  }
   return guard_.start(remove_if_killed_);
 }
 

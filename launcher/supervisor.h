@@ -27,6 +27,8 @@
 #include "launcher/job_link.h"
 #include "launcher/job_report.h"
 #include "launcher/launch_plan.h"
+#include "launcher/rank_watch.h"
+#include "launcher/status_socket.h"
 #include "libaccel/common/expected.h"
 
 namespace accel::launcher {
@@ -47,7 +49,8 @@ class Supervisor {
 
   // Blocks the handled signals in the calling thread (they arrive through the signalfd; other
   // threads must block them too: start them after this call, or block them before), becomes
-  // subreaper and starts the guard. Call once, before runAttempt, from the agent's main thread,
+  // subreaper, starts the guard and listens for `accel status` (status_socket.h; if it cannot,
+  // says so and goes on without). Call once, before runAttempt, from the agent's main thread,
   // which must then make every later call (the workers' PR_SET_PDEATHSIG follows this thread).
   Expected<void> start();
 
@@ -60,6 +63,13 @@ class Supervisor {
   // Links this machine to the others of a multi-machine job (not owned; must outlive every
   // runAttempt). Call after start(), before runAttempt.
   void setJobLink(JobLink* link, int machineRank, std::string host);
+
+  // The ranks' heartbeats as the job's store sees them (machine 0's agent hosts it; not owned,
+  // must outlive every runAttempt). Without one, progress is read from output and CPU time.
+  void setProgressBoard(ProgressBoard* board) { board_ = board; }
+
+  // What `accel status` tells of the job besides its ranks (run id, command, machine, store).
+  void setStatusFacts(nlohmann::json facts) { status_facts_ = std::move(facts); }
 
   // Runs attempt `attempt` to its end. Blocking; returns when every worker has ended and no
   // descendant is left.
@@ -90,6 +100,10 @@ class Supervisor {
   std::string remove_if_killed_;  // "" : nothing
   bool stop_requested_ = false;
   int interrupts_ = 0;
+  ProgressBoard* board_ = nullptr;
+  StatusListener status_;
+  nlohmann::json status_facts_ = nlohmann::json::object();
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace accel::launcher

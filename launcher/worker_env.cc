@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "launcher/rank_watch.h"
 #include "libaccel/common/env_names.h"
 
 namespace accel::launcher {
@@ -34,6 +35,8 @@ std::map<std::string, std::string> variables(const LaunchPlan& plan, const Worke
   // connects as a client and prefixes its keys with /worker/attempt_<restart count>. Without an
   // agent (a rank per scheduler task), rank 0 hosts it, as in torch's env:// init.
   v[env::kUseAgentStore] = plan.agent_store ? "True" : "False";
+  // Progress heartbeats for the agent (launcher/rank_watch.h), in its store.
+  if (plan.agent_store) v[env::kHeartbeatKey] = heartbeatKey(rank);
   return v;
 }
 

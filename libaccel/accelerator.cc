@@ -19,6 +19,8 @@
 #include "libaccel/comm/from_environment.h"
 #include "libaccel/common/env_names.h"
 #include "libaccel/common/env_values.h"
+#include "libaccel/common/stack_dump.h"
+#include "libaccel/store/heartbeat.h"
 #include "accel/error.h"
 #include "libaccel/sync/gradient_sync.h"
 
@@ -145,6 +147,10 @@ Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(option
     o.enabled = o.enabled && mixed_precision_ == MixedPrecision::Fp16;
     return o;
   }());
+  // Under accel launch: progress for `accel status` and --hang_timeout, and a stack to show if
+  // the agent finds this rank hung.
+  heartbeat_ = store::Heartbeat::fromEnvironment();
+  installStackDumpOnAbort();
 }
 
 Accelerator::~Accelerator() = default;
@@ -193,6 +199,9 @@ AutocastGuard Accelerator::autocast() const {
 }
 
 void Accelerator::backward(const at::Tensor& loss) {
+  // The heartbeat counts the steps whose gradients this rank begins to synchronise: a rank
+  // stuck before them is a step behind the ranks waiting for it.
+  if (heartbeat_ && sync_gradients_) heartbeat_->beat();
   at::Tensor l = accumulation_steps_ > 1 ? loss / accumulation_steps_ : loss;
   scaler_.scale(l).backward();
   if (grad_sync_ && sync_gradients_) grad_sync_->finish();

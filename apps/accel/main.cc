@@ -12,6 +12,7 @@
 #include "apps/accel/config_command.h"
 #include "apps/accel/env_command.h"
 #include "apps/accel/launch_command.h"
+#include "apps/accel/status_command.h"
 
 namespace {
 
@@ -38,9 +39,11 @@ int main(int argc, char** argv) {
   accel::apps::ConfigCommandOptions configOptions;
   accel::apps::EnvCommandOptions envOptions;
   accel::apps::LaunchCommandOptions launchOptions;
+  accel::apps::StatusCommandOptions statusOptions;
   accel::apps::registerConfigCommand(app, configOptions);
   accel::apps::registerEnvCommand(app, envOptions);
   accel::apps::registerLaunchCommand(app, launchOptions);
+  accel::apps::registerStatusCommand(app, statusOptions);
 
   try {
     app.parse(argc, argv);
@@ -52,6 +55,7 @@ int main(int argc, char** argv) {
   if (configOptions.command->parsed()) return accel::apps::runConfigCommand(configOptions);
   if (envOptions.command->parsed()) return accel::apps::runEnvCommand(envOptions);
   if (launchOptions.command->parsed()) return accel::apps::runLaunchCommand(launchOptions, accel::launcher::LaunchMode::Accelerate);
+  if (statusOptions.command->parsed()) return accel::apps::runStatusCommand(statusOptions);
   if (launchOptions.run_command->parsed()) return accel::apps::runLaunchCommand(launchOptions, accel::launcher::LaunchMode::Torchrun);
   return 2;
 }

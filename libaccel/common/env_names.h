@@ -26,6 +26,7 @@ inline constexpr const char* kTorchNcclAsyncErrorHandling = "TORCH_NCCL_ASYNC_ER
 inline constexpr const char* kNcclAsyncErrorHandling = "NCCL_ASYNC_ERROR_HANDLING";  // torch 1.13's name
 inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
 inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
+inline constexpr const char* kPythonFaultHandler = "PYTHONFAULTHANDLER";
 
 // accel's own: which TCPStore protocol generation libaccel's store client speaks ("legacy":
 // torch 1.13–2.0, "validated": torch 2.1+, "auto" or unset: probe the server once).
@@ -35,6 +36,10 @@ inline constexpr const char* kStoreProtocol = "ACCEL_STORE_PROTOCOL";
 inline constexpr const char* kCpuBackend = "ACCEL_CPU_BACKEND";
 // Gradient compression for libaccel's all-reduce: "bf16" (DDP's bf16_compress_hook), "none".
 inline constexpr const char* kGradientCompression = "ACCEL_GRADIENT_COMPRESSION";
+
+// The store key a worker ADDs 1 to at each step it begins ("accel_step/<RANK>"): the agent's
+// progress heartbeat (libaccel/store/heartbeat.h). Set by the agent for every worker.
+inline constexpr const char* kHeartbeatKey = "ACCEL_HEARTBEAT_KEY";
 
 // accelerate's contract.
 inline constexpr const char* kMixedPrecision = "ACCELERATE_MIXED_PRECISION";

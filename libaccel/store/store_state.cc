@@ -121,6 +121,7 @@ void StoreState::store(const std::string& key, std::string value) {
     it->second = std::move(value);
     notifyWatchers(key, wire::WatchResponse::KeyUpdated, old, it->second);
   }
+  if (observer_) written(key, data_.find(key)->second);
 }
 
 std::string StoreState::compareSet(const wire::Request& q) {
@@ -179,6 +180,7 @@ void StoreState::append(const std::string& key, const std::string& value) {
   std::string old = it->second;
   it->second += value;
   notifyWatchers(key, wire::WatchResponse::KeyUpdated, old, it->second);
+  written(key, it->second);
 }
 
 std::string StoreState::queuePop(const std::string& key) {

@@ -26,6 +26,15 @@ class StoreState {
   using Send = std::function<void(uint64_t conn, const std::string& bytes)>;
   explicit StoreState(Send send) : send_(std::move(send)) {}
 
+  // Tells `observer` the new value of every key written whose name starts with `prefix` (SET,
+  // ADD, COMPARE_SET, APPEND, MULTI_SET), right after the write. The agent reads progress
+  // heartbeats this way without a client of its own.
+  using Observer = std::function<void(const std::string& key, const std::string& value)>;
+  void observe(std::string prefix, Observer observer) {
+    observed_prefix_ = std::move(prefix);
+    observer_ = std::move(observer);
+  }
+
   // Carries out one request from connection `conn`; replies go through Send, now or (for a
   // parked WAIT) when the keys appear.
   void execute(uint64_t conn, const wire::Request& q);
@@ -56,6 +65,9 @@ class StoreState {
   };
 
   bool exists(const std::string& key) const;
+  void written(const std::string& key, const std::string& value) {
+    if (observer_ && key.compare(0, observed_prefix_.size(), observed_prefix_) == 0) observer_(key, value);
+  }
   void store(const std::string& key, std::string value);
   void keyCreated(const std::string& key);
   void notifyWatchers(const std::string& key, wire::WatchResponse event, const std::string& oldValue,
@@ -78,6 +90,8 @@ class StoreState {
   std::string queuePop(const std::string& key);
 
   Send send_;
+  std::string observed_prefix_;
+  Observer observer_;
   std::unordered_map<std::string, std::string> data_;
   std::unordered_map<std::string, std::deque<std::string>> queues_;
   uint64_t next_waiter_ = 1;

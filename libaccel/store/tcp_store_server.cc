@@ -111,6 +111,7 @@ class TcpStoreServer::Loop {
           sendTo(conn, bytes);
         }) {
     limits_.max_value_bytes = options.max_value_bytes;
+    if (options.on_observed_write) state_.observe(options.observed_key_prefix, options.on_observed_write);
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (epoll_fd_ < 0 || wake_fd_ < 0) throw NetworkError(std::string("TCPStore server: ") + std::strerror(errno));

@@ -165,6 +165,12 @@ KEPT = [
      "when": _accumulation_flag_outside_deepspeed,
      "reason": "accelerate passes --gradient_accumulation_steps to DeepSpeed jobs only; accel to every job, "
                "whose C++ workers (libaccel) read it"},
+    {"keys": ("ACCEL_HEARTBEAT_KEY",), "check": _nonempty, "when": lambda f: agent_launched(f),
+     "reason": "accel's agent watches each rank's progress (`accel status`, --hang_timeout): the store key "
+               "a rank adds 1 to at each step (README: When a job hangs)"},
+    {"keys": ("PYTHONFAULTHANDLER",), "check": _one, "when": lambda f: True,
+     "reason": "accel asks a hung rank for its stack with SIGABRT; Python's faulthandler prints every "
+               "thread's then (set unless the user set it)"},
     {"keys": ("MASTER_ADDR", "MASTER_PORT"), "check": _nonempty,
      "when": lambda f: (f.get("torchrun_config") or {}).get("rdzv_backend", "static") != "static",
      "reason": "under c10d torchrun's rank-0 agent chooses the store address at rendezvous time"},

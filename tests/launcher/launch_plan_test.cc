@@ -302,6 +302,26 @@ TEST_F(LaunchPlanTest, MachinesAgreeOnTheRunIdAndCannotRestart) {
   EXPECT_EQ(p.error(), "--max_restarts: restarts of multi-machine jobs are not supported yet");
 }
 
+TEST_F(LaunchPlanTest, HangAndExitTimeoutsFromFlagsElseTheConfigFile) {
+  testing::writeFile(dir_.file("c.yaml"), "distributed_type: MULTI_CPU\nnum_processes: 2\nhang_timeout: 300\nexit_timeout: 60\n");
+  auto o = options();
+  auto p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_FALSE(p->hang_timeout);  // off by default
+  EXPECT_FALSE(p->exit_timeout);  // a notice only
+  EXPECT_EQ(p->exit_notice, std::chrono::seconds(60));
+  o.config.config_file = dir_.file("c.yaml");
+  p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->hang_timeout, std::chrono::milliseconds(300000));
+  EXPECT_EQ(p->exit_timeout, std::chrono::milliseconds(60000));
+  o.hang_timeout_s = 2.5;
+  p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->hang_timeout, std::chrono::milliseconds(2500));  // the flag wins
+  EXPECT_EQ(p->exit_timeout, std::chrono::milliseconds(60000));
+}
+
 TEST_F(LaunchPlanTest, WorkersGetAccelerateVariablesFromTheConfig) {
   testing::writeFile(dir_.file("c.yaml"),
                      "distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: bf16\ngpu_ids: '0, 1'\n"
@@ -324,7 +344,12 @@ TEST_F(LaunchPlanTest, WorkersGetAccelerateVariablesFromTheConfig) {
                                {"ACCELERATE_MIXED_PRECISION", "bf16"},
                                {"CUDA_VISIBLE_DEVICES", "0,1"},
                                {"NCCL_ASYNC_ERROR_HANDLING", "1"},  // the parent's TORCH_NCCL_... is kept
+                               {"PYTHONFAULTHANDLER", "1"},  // stacks of hung ranks (README: When a job hangs)
                            }));
+  // The user's own faulthandler setting stands.
+  auto own = plan(o, 2, {"PATH=/usr/bin", "PYTHONFAULTHANDLER=0"});
+  ASSERT_TRUE(own.ok()) << own.error();
+  EXPECT_EQ(own->common_env.count("PYTHONFAULTHANDLER"), 0u);
   auto cpuOptions = options();
   cpuOptions.config.cpu = true;
   auto cpu = plan(cpuOptions);

@@ -35,6 +35,9 @@
 
 namespace accel {
 
+namespace store {
+class Heartbeat;
+}
 namespace sync {
 class GradientSync;
 }
@@ -195,6 +198,7 @@ class Accelerator {
   torch::nn::Module* model_ = nullptr;
   torch::optim::Optimizer* optimizer_ = nullptr;
   std::unique_ptr<sync::GradientSync> grad_sync_;
+  std::unique_ptr<store::Heartbeat> heartbeat_;  // under accel launch: the progress heartbeat
   int64_t micro_step_ = 0;
   int64_t optimizer_steps_ = 0;
   bool sync_gradients_ = true;

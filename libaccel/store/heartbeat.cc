@@ -1,0 +1,63 @@
+#include "libaccel/store/heartbeat.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "accel/error.h"
+#include "libaccel/common/env_names.h"
+
+namespace accel::store {
+
+std::unique_ptr<Heartbeat> Heartbeat::fromEnvironment() {
+  const char* key = std::getenv(env::kHeartbeatKey);
+  const char* addr = std::getenv(env::kMasterAddr);
+  const char* port = std::getenv(env::kMasterPort);
+  if (!key || !*key || !addr || !port) return nullptr;
+  TcpStoreClientOptions options;
+  options.host = addr;
+  options.port = std::atoi(port);
+  options.connect_timeout = std::chrono::seconds(30);
+  options.timeout = std::chrono::seconds(30);
+  return std::make_unique<Heartbeat>(options, key);
+}
+
+Heartbeat::Heartbeat(TcpStoreClientOptions options, std::string key)
+    : options_(std::move(options)), key_(std::move(key)), thread_([this] { run(); }) {}
+
+Heartbeat::~Heartbeat() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+}
+
+void Heartbeat::beat() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++pending_;
+  }
+  wake_.notify_one();
+}
+
+// Sends each batch of counted steps as one ADD; stops at the first error (after saying so).
+void Heartbeat::run() {
+  try {
+    TcpStoreClient client(options_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      wake_.wait(lock, [this] { return pending_ > 0 || stopping_; });
+      if (pending_ == 0) return;  // stopping, nothing left
+      const int64_t steps = pending_;
+      pending_ = 0;
+      lock.unlock();
+      client.add(key_, steps);
+      lock.lock();
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "accel: heartbeat on " << key_ << " stopped: " << e.what() << "\n";
+  }
+}
+
+}  // namespace accel::store

@@ -1,0 +1,53 @@
+#pragma once
+// Heartbeat: tells the agent that this rank made progress, by one store ADD of 1 on the key the
+// agent gives each worker in $ACCEL_HEARTBEAT_KEY ("accel_step/<RANK>"): the key's value is the
+// number of steps the rank has begun. The agent watches these keys to say which rank is stuck
+// and where the others are (`accel status`, --hang_timeout). Any worker can do the same; from
+// Python:
+//   hb = torch.distributed.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False)
+//   hb.add(os.environ["ACCEL_HEARTBEAT_KEY"], 1)   # each step, before its collectives
+//
+// beat() never blocks on the network: a thread of its own, with a connection of its own, sends
+// what the training thread counted. A store that cannot be reached costs one line on stderr,
+// and the heartbeat falls silent; training goes on.
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "libaccel/store/tcp_store_client.h"
+
+namespace accel::store {
+
+class Heartbeat {
+ public:
+  // From $ACCEL_HEARTBEAT_KEY, $MASTER_ADDR and $MASTER_PORT; nullptr when the key is unset (not
+  // launched by accel) or empty. Throws nothing.
+  static std::unique_ptr<Heartbeat> fromEnvironment();
+
+  // Starts the sending thread; the connection is made there.
+  Heartbeat(TcpStoreClientOptions options, std::string key);
+  // Sends what is still counted (bounded by the client's timeout), then stops the thread.
+  ~Heartbeat();
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+
+  // Counts one step. Non-blocking (a mutex held for an increment); thread-safe.
+  void beat();
+
+ private:
+  void run();
+
+  TcpStoreClientOptions options_;
+  const std::string key_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  int64_t pending_ = 0;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace accel::store
