@@ -203,6 +203,7 @@ Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& 
 }
 
 std::string failureKey(const RendezvousOptions& o) { return prefix(o) + "failure"; }
+std::string statusKeyPrefix(const RendezvousOptions& o) { return prefix(o) + "status/"; }
 
 std::optional<JobFailure> publishFailure(store::Store& s, const RendezvousOptions& o, const JobFailure& mine) {
   try {

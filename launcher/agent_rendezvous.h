@@ -65,6 +65,8 @@ Expected<RendezvousResult> rendezvous(store::Store& store, const RendezvousOptio
 
 // The key under which the job's first failure is published (JSON of a JobFailure).
 std::string failureKey(const RendezvousOptions& options);
+// Where machine M's agent keeps its `accel status` answer for the others: statusKeyPrefix + M.
+std::string statusKeyPrefix(const RendezvousOptions& options);
 
 // Publishes `mine` as the job's first failure unless one is there already (one compare-and-set,
 // so exactly one machine's failure is the job's first). Returns the first failure when it is

@@ -27,6 +27,10 @@ void Supervisor::Attempt::onTick() {
   const auto now = Clock::now();
   next_tick_ = now + kTick;
   sampleRanks();
+  if (s_.link_ && now >= next_share_) {  // for `accel status` on the other machines
+    next_share_ = now + kShareEvery;
+    s_.link_->shareStatus(statusJson().dump());
+  }
   if (report_.hang || stopping_) return;  // already stopping: nothing more to judge
   watchForHang();
   if (!report_.hang) guardExit();
@@ -187,6 +191,7 @@ nlohmann::json Supervisor::Attempt::statusJson() const {
   }
   nlohmann::json status = s_.status_facts_;
   status["agent_pid"] = ::getpid();
+  status["time"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   status["uptime_s"] = secondsSince(s_.started_, now);
   status["attempt"] = attempt_;
   status["max_restarts"] = plan_.max_restarts;

@@ -53,6 +53,14 @@ bool JobLink::publish(JobFailure mine) {
   return true;
 }
 
+void JobLink::shareStatus(std::string json) {
+  {
+    std::lock_guard lock(mutex_);
+    to_share_ = std::move(json);
+  }
+  signalEventFd(wake_fd_);
+}
+
 std::vector<LinkEvent> JobLink::takeEvents() {
   drainEventFd(event_fd_);
   std::lock_guard lock(mutex_);
@@ -74,13 +82,16 @@ void JobLink::run() {
     pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {watching ? watch_fd_ : -1, POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
     std::optional<JobFailure> mine;
+    std::optional<std::string> status;
     {
       std::lock_guard lock(mutex_);
       if (stop_) return;
       mine = std::exchange(to_publish_, std::nullopt);
+      status = std::exchange(to_share_, std::nullopt);
     }
     drainEventFd(wake_fd_);
     if (mine) onPublish(*mine);
+    if (status) onShare(*status);
     if (watching && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
       watching = false;
       {
@@ -98,6 +109,14 @@ void JobLink::onPublish(const JobFailure& mine) {
     post(LinkEvent{LinkEvent::Kind::kAnotherWasFirst, std::move(*first)});
   } else {
     post(LinkEvent{LinkEvent::Kind::kPublishedFirst, mine});
+  }
+}
+
+void JobLink::onShare(const std::string& json) {
+  try {
+    publisher_->set(statusKeyPrefix(rdzv_) + std::to_string(machine_rank_), json);
+  } catch (const std::exception&) {
+    // Best effort: a master that cannot be reached shows up as the job's failure (the watch).
   }
 }
 

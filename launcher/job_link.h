@@ -55,6 +55,9 @@ class JobLink {
   // Queues this machine's failure for publication; the outcome arrives as an event. Only the
   // first call of the job counts (false for later ones: no event will come).
   bool publish(JobFailure mine);
+  // Queues this machine's `accel status` answer for the agents of the other machines (stored
+  // at statusKeyPrefix + machine rank; only the newest queued one is sent, best effort).
+  void shareStatus(std::string json);
   // The events so far (and drains fd()).
   std::vector<LinkEvent> takeEvents();
   // Ends the link's thread (no event after it). Idempotent.
@@ -64,6 +67,7 @@ class JobLink {
   void run();
   void onWatchFired();
   void onPublish(const JobFailure& mine);
+  void onShare(const std::string& json);
   void post(LinkEvent event);
 
   std::unique_ptr<store::TcpStoreClient> watch_, publisher_;
@@ -75,6 +79,7 @@ class JobLink {
   int wake_fd_ = -1;   // supervisor → link (a publication is queued, or stop)
   std::mutex mutex_;
   std::optional<JobFailure> to_publish_;
+  std::optional<std::string> to_share_;
   bool publish_requested_ = false;
   bool stop_ = false;
   bool watch_fired_ = false;  // the thread reads (or read) the watch's connection

@@ -378,7 +378,8 @@ class Agent {
             {"num_machines", plan_.num_machines},
             {"world_size", joined_ ? joined_->world_size : plan_.world_size},
             {"store", plan_.master_addr + ":" + std::to_string(store_port_)},
-            {"run_dir", run_dir_}};
+            {"run_dir", run_dir_},
+            {"machine_status_key_prefix", plan_.num_machines > 1 ? statusKeyPrefix(rdzv_) : ""}};
   }
 
   JobReport superviseAttempts() {

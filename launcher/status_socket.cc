@@ -16,6 +16,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "libaccel/store/tcp_store_client.h"
+
 namespace accel::launcher {
 namespace {
 
@@ -76,6 +78,8 @@ std::string cell(const nlohmann::json& v, const char* format, double scale = 1) 
 
 std::string text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.is_null() ? "-" : v.dump(); }
 
+void renderRanks(std::ostringstream& out, const nlohmann::json& a);
+
 void renderJob(std::ostringstream& out, const nlohmann::json& a) {
   std::string command;
   for (const auto& word : a.value("command", nlohmann::json::array())) command += (command.empty() ? "" : " ") + text(word);
@@ -84,6 +88,16 @@ void renderJob(std::ostringstream& out, const nlohmann::json& a) {
       << ", up " << cell(a.value("uptime_s", nlohmann::json()), "%.0f s") << ", attempt "
       << text(a.value("attempt", nlohmann::json())) << " (max restarts " << text(a.value("max_restarts", nlohmann::json()))
       << ")\n  command: " << command << "\n  store: " << text(a.value("store", nlohmann::json())) << "\n";
+  renderRanks(out, a);
+  for (const auto& other : a.value("other_machines", nlohmann::json::array())) {
+    out << "  machine " << text(other.value("machine_rank", nlohmann::json())) << " (agent pid "
+        << text(other.value("agent_pid", nlohmann::json())) << ", shared "
+        << cell(nlohmann::json(a.value("time", 0.0) - other.value("time", 0.0)), "%.0f s") << " before this answer):\n";
+    renderRanks(out, other);
+  }
+}
+
+void renderRanks(std::ostringstream& out, const nlohmann::json& a) {
   char line[256];
   std::snprintf(line, sizeof line, "  %5s %5s %8s %6s %6s %10s %9s %7s %9s %5s\n", "rank", "local", "pid", "state", "cpu%",
                 "rss", "output", "step", "stepped", "exit");
@@ -96,6 +110,38 @@ void renderJob(std::ostringstream& out, const nlohmann::json& a) {
                   cell(r["seconds_since_step"], "%.1f s").c_str(), text(r["exit_code"]).c_str());
     out << line;
   }
+}
+
+// A job on several machines: the other machines' answers, from the job's store (each agent
+// shares its own every 2 s). One that cannot be read is named in `problems`.
+void addOtherMachines(nlohmann::json& job, std::vector<std::string>& problems) {
+  const std::string prefix = job.value("machine_status_key_prefix", "");
+  const int machines = job.value("num_machines", 1);
+  const std::string store = job.value("store", "");
+  const size_t colon = store.rfind(':');
+  if (prefix.empty() || machines <= 1 || colon == std::string::npos) return;
+  nlohmann::json others = nlohmann::json::array();
+  try {
+    store::TcpStoreClientOptions o;
+    o.host = store.substr(0, colon);
+    o.port = std::atoi(store.c_str() + colon + 1);
+    o.connect_timeout = std::chrono::seconds(2);
+    o.timeout = std::chrono::seconds(2);
+    store::TcpStoreClient client(o);
+    for (int m = 0; m < machines; ++m) {
+      if (m == job.value("machine_rank", -1)) continue;
+      const std::string key = prefix + std::to_string(m);
+      auto answer = client.check({key}) ? nlohmann::json::parse(client.get(key), nullptr, false) : nlohmann::json();
+      if (answer.is_object()) {
+        others.push_back(std::move(answer));
+      } else {
+        problems.push_back("machine " + std::to_string(m) + " of job " + job.value("run_id", "") + " has not shared its status yet");
+      }
+    }
+  } catch (const std::exception& e) {
+    problems.push_back("cannot read the other machines of job " + job.value("run_id", "") + " from its store " + store + ": " + e.what());
+  }
+  job["other_machines"] = std::move(others);
 }
 
 }  // namespace
@@ -177,6 +223,7 @@ std::vector<nlohmann::json> queryAgents(std::vector<std::string>& problems, std:
       problems.push_back("the agent at " + path + " did not answer: " + (text ? "not JSON" : text.error()));
       continue;
     }
+    addOtherMachines(json, problems);
     answers.push_back(std::move(json));
   }
   return answers;

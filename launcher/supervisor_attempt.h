@@ -143,6 +143,8 @@ class Supervisor::Attempt {
 
   // ---- Watching a running job (attempt_watch.cc) ----
   static constexpr std::chrono::milliseconds kTick{500};
+  // How often a machine of a multi-machine job shares its status with the others (JobLink).
+  static constexpr std::chrono::seconds kShareEvery{2};
   // How long the ranks get to print their stacks after SIGABRT before SIGKILL.
   static constexpr std::chrono::seconds kDumpGrace{10};
   void onTick();
@@ -170,7 +172,7 @@ class Supervisor::Attempt {
   Publication publication_ = Publication::kNone;
   Clock::time_point publish_deadline_{};
   bool output_paused_ = false;
-  Clock::time_point next_tick_{};
+  Clock::time_point next_tick_{}, next_share_{};
   std::optional<Clock::time_point> first_clean_exit_;  // a rank exited 0 while others ran
   bool exit_notice_given_ = false;
   bool refine_by_stacks_ = false;  // the hang's stuck ranks are chosen by their stacks at the end

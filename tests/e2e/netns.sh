@@ -96,6 +96,54 @@ shm_hier)
   for r in 0 1; do expect_contains "$OA" "[rank $r] checks=114"; done
   for r in 2 3; do expect_contains "$OB" "[rank $r] checks=114"; done
   ;;
+status)
+  # `accel status` on host A shows machine 1's ranks too, read from the job's store.
+  export XDG_RUNTIME_DIR=$SCRATCH/run OUT_DIR=$SCRATCH/out
+  mkdir -m 700 "$XDG_RUNTIME_DIR"; mkdir -p "$OUT_DIR"
+  cat >"$SCRATCH/w.py" <<'PY'
+import os, sys, time, torch.distributed as dist
+r, out = int(os.environ["RANK"]), sys.argv[1]
+hb = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False)
+for _ in range(r + 1):
+    hb.add(os.environ["ACCEL_HEARTBEAT_KEY"], 1)
+open(f"{out}/pid.{r}.tmp", "w").write(str(os.getpid()))
+os.rename(f"{out}/pid.{r}.tmp", f"{out}/ready.{r}")
+while not os.path.exists(f"{out}/release"):
+    time.sleep(0.05)
+PY
+  on_host "$NB" b.out "$ACCEL" launch "${common[@]}" --machine_rank 1 --python /usr/bin/python3 "$SCRATCH/w.py" "$OUT_DIR"
+  pb=$!
+  on_host "$NA" a.out "$ACCEL" launch "${common[@]}" --machine_rank 0 --python /usr/bin/python3 "$SCRATCH/w.py" "$OUT_DIR"
+  pa=$!
+  wait_files 'ready.*' 4
+  # Machine 1 shares its status every 2 s: until it has, `accel status` names it as a problem.
+  for _ in $(seq 1 100); do
+    ip netns exec "$NA" "$ACCEL" status --json >"$SCRATCH/status.json" 2>/dev/null && break
+    sleep 0.1
+  done
+  $PY - "$SCRATCH/status.json" "$OUT_DIR" <<'PY' || fail "accel status on host A: $(cat "$SCRATCH/status.json")"
+import json, sys
+status, out = json.load(open(sys.argv[1])), sys.argv[2]
+assert status["problems"] == [], status["problems"]
+master = [j for j in status["jobs"] if j["machine_rank"] == 0]
+assert len(master) == 1, status["jobs"]
+job = master[0]
+assert job["num_machines"] == 2 and job["world_size"] == 4, job
+assert [r["rank"] for r in job["ranks"]] == [0, 1], job["ranks"]
+others = job["other_machines"]
+assert [o["machine_rank"] for o in others] == [1], others
+ranks = others[0]["ranks"]
+assert [r["rank"] for r in ranks] == [2, 3], ranks
+for r in job["ranks"] + ranks:
+    assert r["pid"] == int(open(f"{out}/ready.{r['rank']}").read()), r
+for r in job["ranks"]:
+    assert r["step"] == r["rank"] + 1, r  # heartbeats reach machine 0's agent, which hosts the store
+PY
+  touch "$OUT_DIR/release"
+  set +e; wait $pa; RA=$?; wait $pb; RB=$?; set -e
+  OA=$(cat "$SCRATCH/a.out"); OB=$(cat "$SCRATCH/b.out")
+  expect_codes 0 0
+  ;;
 master_unreachable)
   # The master's link goes down mid-job, then machine 1's agent gets SIGINT and SIGTERM: its
   # event loop still forwards both at once and SIGKILLs its workers when --term_timeout ends
