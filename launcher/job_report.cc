@@ -104,11 +104,10 @@ JobFailure failureFromJson(const nlohmann::json& j) {
   return f;
 }
 
-std::string renderFailureSummary(const JobReport& report) {
-  if (report.attempts.empty() || report.attempts.back().succeeded()) return "";
-  std::ostringstream out;
-  const size_t total = report.attempts.size();
-  out << "\n======================== accel: job failed ========================\n";
+namespace {
+
+// One line per attempt: how it ended.
+void printAttempts(std::ostringstream& out, const JobReport& report) {
   for (const auto& a : report.attempts) {
     out << "attempt " << a.attempt << " (" << seconds(a.duration_s) << "): ";
     if (a.remote_culprit) {
@@ -123,47 +122,46 @@ std::string renderFailureSummary(const JobReport& report) {
       out << "rank " << w.rank << " failed with " << describeEnd(w) << "\n";
     }
   }
-  const AttemptReport& last = report.attempts.back();
-  if (last.hang) {
-    out << (last.hang->kind == "exit" ? "the job did not exit: " : "the job hung: ") << last.hang->message << "\n";
-    out << "stacks (the agent sent SIGABRT to every rank still running):\n";
-    printStacks(out, last);
+}
+
+// The job's first failure, when it happened on another machine.
+void printRemoteCulprit(std::ostringstream& out, const AttemptReport& last) {
+  const JobFailure& f = *last.remote_culprit;
+  if (f.rank >= 0) {
+    out << "culprit: rank " << f.rank << " on " << machineText(f) << ", local rank " << f.local_rank << ", pid " << f.pid
+        << " — first to fail in the job, " << endText(f.exit_code, f.signal) << ", after " << seconds(f.ended_after_s)
+        << "\n";
+    printEvidence(out, f.error_file_message, f.stderr_tail);
+  } else {
+    out << "culprit: " << describeFailure(f) << "\n";
   }
-  if (last.agent_signal) {
-    out << "The agent received " << signalName(last.agent_signal) << " and forwarded it to the workers.\n";
-  }
-  if (last.remote_culprit) {
-    const JobFailure& f = *last.remote_culprit;
-    if (f.rank >= 0) {
-      out << "culprit: rank " << f.rank << " on " << machineText(f) << ", local rank " << f.local_rank << ", pid " << f.pid
-          << " — first to fail in the job, " << endText(f.exit_code, f.signal) << ", after " << seconds(f.ended_after_s)
-          << "\n";
-      printEvidence(out, f.error_file_message, f.stderr_tail);
-    } else {
-      out << "culprit: " << describeFailure(f) << "\n";
-    }
-    if (last.culprit) {
-      const WorkerOutcome& w = last.workers[*last.culprit];
-      out << "also failed on this machine, after it: rank " << w.rank << " with " << describeEnd(w) << "\n";
-    }
-  } else if (last.culprit) {
+  if (last.culprit) {
     const WorkerOutcome& w = last.workers[*last.culprit];
-    out << "culprit: rank " << w.rank << " (local rank " << w.local_rank << ", pid " << w.pid << ") — ";
-    if (last.hang) {
-      out << (last.hang->kind == "exit" ? "still running" : "stuck") << ", stopped by the agent after "
-          << seconds(w.ended_after_s) << " (" << describeEnd(w) << ")\n";
-    } else {
-      out << "first to fail" << (last.told_others ? " in the job" : "") << ", " << describeEnd(w) << ", after "
-          << seconds(w.ended_after_s) << "\n";
-    }
-    if (last.oom_suspected) {
-      out << "  likely killed by the OOM killer: this cgroup's oom_kill count rose during the run\n";
-    }
-    if (!last.hang || !w.stderr_tail.empty() || !w.error_file_message.empty()) {
-      printEvidence(out, w.error_file_message, w.stderr_tail);
-    }
-    if (last.told_others) out << "the agents of the other machines were told to stop their workers\n";
+    out << "also failed on this machine, after it: rank " << w.rank << " with " << describeEnd(w) << "\n";
   }
+}
+
+void printCulprit(std::ostringstream& out, const AttemptReport& last) {
+  const WorkerOutcome& w = last.workers[*last.culprit];
+  out << "culprit: rank " << w.rank << " (local rank " << w.local_rank << ", pid " << w.pid << ") — ";
+  if (last.hang) {
+    out << (last.hang->kind == "exit" ? "still running" : "stuck") << ", stopped by the agent after "
+        << seconds(w.ended_after_s) << " (" << describeEnd(w) << ")\n";
+  } else {
+    out << "first to fail" << (last.told_others ? " in the job" : "") << ", " << describeEnd(w) << ", after "
+        << seconds(w.ended_after_s) << "\n";
+  }
+  if (last.oom_suspected) {
+    out << "  likely killed by the OOM killer: this cgroup's oom_kill count rose during the run\n";
+  }
+  if (!last.hang || !w.stderr_tail.empty() || !w.error_file_message.empty()) {
+    printEvidence(out, w.error_file_message, w.stderr_tail);
+  }
+  if (last.told_others) out << "the agents of the other machines were told to stop their workers\n";
+}
+
+// The other workers: stopped by the agent, killed after the grace period, or finished before.
+void printTheOthers(std::ostringstream& out, const AttemptReport& last) {
   std::vector<int> collateral, killed, clean;
   for (size_t i = 0; i < last.workers.size(); ++i) {
     const auto& w = last.workers[i];
@@ -184,7 +182,31 @@ std::string renderFailureSummary(const JobReport& report) {
     out << "SIGKILL needed for ranks " << rankList(killed) << " (alive after --term_timeout)\n";
   }
   if (!clean.empty()) out << "finished before the failure: ranks " << rankList(clean) << "\n";
-  if (total > 1) out << "restarts used: " << total - 1 << "\n";
+}
+
+}  // namespace
+
+std::string renderFailureSummary(const JobReport& report) {
+  if (report.attempts.empty() || report.attempts.back().succeeded()) return "";
+  std::ostringstream out;
+  out << "\n======================== accel: job failed ========================\n";
+  printAttempts(out, report);
+  const AttemptReport& last = report.attempts.back();
+  if (last.hang) {
+    out << (last.hang->kind == "exit" ? "the job did not exit: " : "the job hung: ") << last.hang->message << "\n";
+    out << "stacks (the agent sent SIGABRT to every rank still running):\n";
+    printStacks(out, last);
+  }
+  if (last.agent_signal) {
+    out << "The agent received " << signalName(last.agent_signal) << " and forwarded it to the workers.\n";
+  }
+  if (last.remote_culprit) {
+    printRemoteCulprit(out, last);
+  } else if (last.culprit) {
+    printCulprit(out, last);
+  }
+  printTheOthers(out, last);
+  if (report.attempts.size() > 1) out << "restarts used: " << report.attempts.size() - 1 << "\n";
   out << "accel launch exits with " << report.exit_code << "\n";
   out << "====================================================================\n";
   return out.str();
