@@ -158,9 +158,10 @@ Expected<std::string> statusDirectory() {
   return dir;
 }
 
-StatusListener::~StatusListener() {
+void StatusListener::close() {
   if (fd_ < 0) return;
   ::close(fd_);
+  fd_ = -1;
   ::unlink(path_.c_str());
 }
 

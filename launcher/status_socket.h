@@ -23,7 +23,7 @@ Expected<std::string> statusDirectory();
 class StatusListener {
  public:
   StatusListener() = default;
-  ~StatusListener();  // closes and removes the socket
+  ~StatusListener() { close(); }
   StatusListener(const StatusListener&) = delete;
   StatusListener& operator=(const StatusListener&) = delete;
 
@@ -32,6 +32,10 @@ class StatusListener {
   Expected<void> open();
   int fd() const { return fd_; }
   const std::string& path() const { return path_; }
+
+  // Stops listening and removes the socket (the agent's job is over: a client now finds it
+  // gone instead of waiting for an answer). Idempotent.
+  void close();
 
   // Answers every connection waiting to be accepted with `json` (one write, never blocking: a
   // client that does not read loses its answer) and closes it. Returns how many were answered.

@@ -525,6 +525,7 @@ void Supervisor::setJobLink(JobLink* link, int machineRank, std::string host) {
 AttemptReport Supervisor::runAttempt(int attempt) { return Attempt(*this, attempt).run(); }
 
 void Supervisor::finish() {
+  status_.close();  // no attempt to show any more (the exit barrier may still take a while)
   guard_.finish();
   shm::sweepStaleSegments();  // this job's, if it ended before its ranks all attached
   sigset_t set = handledSet();

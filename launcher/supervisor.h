@@ -78,7 +78,8 @@ class Supervisor {
   // True once the agent received a signal that ends the job (no restart after it).
   bool stopRequested() const { return stop_requested_; }
 
-  // Tells the guard the job ended cleanly and restores the signal mask.
+  // Stops answering `accel status`, tells the guard the job ended cleanly and restores the
+  // signal mask.
   void finish();
 
  private:

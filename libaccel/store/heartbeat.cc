@@ -16,8 +16,9 @@ std::unique_ptr<Heartbeat> Heartbeat::fromEnvironment() {
   TcpStoreClientOptions options;
   options.host = addr;
   options.port = std::atoi(port);
-  options.connect_timeout = std::chrono::seconds(30);
-  options.timeout = std::chrono::seconds(30);
+  // Bounds what the destructor may wait for (the last steps to a store that stopped answering).
+  options.connect_timeout = std::chrono::seconds(10);
+  options.timeout = std::chrono::seconds(5);
   return std::make_unique<Heartbeat>(options, key);
 }
 

@@ -30,7 +30,8 @@ class Heartbeat {
 
   // Starts the sending thread; the connection is made there.
   Heartbeat(TcpStoreClientOptions options, std::string key);
-  // Sends what is still counted (bounded by the client's timeout), then stops the thread.
+  // Sends what is still counted (bounded by the client's timeouts: from the environment, 10 s to
+  // connect and 5 s per call), then stops the thread.
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
