@@ -1,5 +1,6 @@
 #pragma once
-// `accel env [--json] [--config_file F]`: the diagnostics report (launcher/env_report).
+// `accel env [--json] [--config_file F]`: the diagnostics report (probes/env_report);
+// `accel env --check`: the preflight doctor (probes/preflight).
 
 #include <optional>
 #include <string>
@@ -11,12 +12,14 @@ namespace accel::apps {
 struct EnvCommandOptions {
   std::optional<std::string> config_file;
   bool json = false;
+  bool check = false;
   CLI::App* command = nullptr;
 };
 
 void registerEnvCommand(CLI::App& app, EnvCommandOptions& options);
 
 // Prints the report; returns 1 when the config file is invalid (the report says why), else 0.
+// With --check: prints the preflight items; returns 1 when any FAILs, else 0.
 int runEnvCommand(const EnvCommandOptions& options);
 
 }  // namespace accel::apps
