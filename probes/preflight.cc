@@ -43,7 +43,9 @@ bool isGpuJob(const config::ClusterConfig& c) { return !c.use_cpu && isGpuType(c
 int worldSize(const config::ClusterConfig& c) { return std::max(c.num_processes, 1); }
 int localWorldSize(const config::ClusterConfig& c) { return std::max(worldSize(c) / std::max(c.num_machines, 1), 1); }
 
-std::string plural(int n, const std::string& what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); }
+std::string plural(int n, const std::string& what) {
+  return std::to_string(n) + " " + what + (n == 1 ? "" : what.back() == 's' ? "es" : "s");
+}
 
 // gpu_ids "0,1,3" → {0,1,3}; an entry that is not a number is kept as -1 (named by the caller).
 std::vector<std::pair<std::string, int>> parseGpuIds(const std::string& ids) {
@@ -162,7 +164,8 @@ CheckItem checkPort(const ConfigFacts& facts, const NetworkProbes& net) {
       return fail("port", "main_process_port is not set, but " + plural(c.num_machines, "machine") + " must meet at one port" +
                               where(facts), "set main_process_port (e.g. 29500) in the config or pass --main_process_port");
     }
-    return ok("port", "main_process_port not set: launch binds a free port for the job's store");
+    return ok("port", std::string(c.main_process_port ? "main_process_port 0" : "main_process_port not set") +
+                          ": launch binds a free port for the job's store");
   }
   if (c.machine_rank != 0) {
     return ok("port", "port " + std::to_string(port) + " is machine 0's (this is machine_rank " +
@@ -180,36 +183,53 @@ CheckItem checkPort(const ConfigFacts& facts, const NetworkProbes& net) {
                                    "unset: launch picks a free one)");
 }
 
-CheckItem checkNetwork(const ConfigFacts& facts, const HostFacts& host, const NetworkProbes& net) {
-  if (auto missing = configMissing("network", facts)) return *missing;
-  const config::ClusterConfig& c = *facts.config;
-  if (c.num_machines <= 1) return ok("network", "one machine: host name and master address not needed");
+// The host-name half of the network item: a finding, and a fix when it is a WARN.
+std::pair<std::string, std::string> hostnameFinding(const HostFacts& host) {
   const std::string etcHosts = "map " + host.hostname + " to this machine's address on the job's network in /etc/hosts";
   if (!host.resolve_error.empty()) {
-    return warn("network", "host name " + host.hostname + " does not resolve (" + host.resolve_error +
-                               "): Gloo and NCCL may pick no interface or the wrong one", etcHosts);
+    return {"host name " + host.hostname + " does not resolve (" + host.resolve_error +
+                "): tools that find this machine by name fail",
+            etcHosts};
   }
   const bool loopback = std::all_of(host.addresses.begin(), host.addresses.end(), [](const std::string& a) {
     return a.rfind("127.", 0) == 0 || a == "::1";
   });
   if (loopback) {
-    return warn("network", "host name " + host.hostname + " resolves only to loopback (" + host.addresses.front() +
-                               "): peers reached by name would connect to themselves", etcHosts);
+    return {"host name " + host.hostname + " resolves only to loopback (" + host.addresses.front() +
+                "): peers that find this machine by name reach themselves",
+            etcHosts};
   }
-  const std::string names = "host name " + host.hostname + " resolves to " + host.addresses.front();
+  return {"host name " + host.hostname + " resolves to " + host.addresses.front(), ""};
+}
+
+CheckItem checkNetwork(const ConfigFacts& facts, const HostFacts& host, const NetworkProbes& net) {
+  if (auto missing = configMissing("network", facts)) return *missing;
+  const config::ClusterConfig& c = *facts.config;
+  if (c.num_machines <= 1) return ok("network", "one machine: host name and master address not needed");
+  auto [names, nameFix] = hostnameFinding(host);
+  // A loopback or unresolved host name is a WARN, not a FAIL: launch sets GLOO_SOCKET_IFNAME
+  // to the interface that reaches the master, so Gloo does not depend on it.
+  CheckItem item{"network", nameFix.empty() ? CheckStatus::Ok : CheckStatus::Warn, names, nameFix};
+  auto add = [&](CheckStatus status, const std::string& finding, const std::string& fix) {
+    item.status = std::max(item.status, status);
+    item.finding += "; " + finding;
+    if (!fix.empty()) item.fix += (item.fix.empty() ? "" : "; ") + fix;
+    return item;
+  };
   if (!c.main_process_ip) {
-    return fail("network", names + "; main_process_ip is not set for " + plural(c.num_machines, "machine") + where(facts),
-                "set main_process_ip to machine 0's address on every machine");
+    return add(CheckStatus::Fail, "main_process_ip is not set for " + plural(c.num_machines, "machine") + where(facts),
+               "set main_process_ip to machine 0's address on every machine");
   }
   const std::string master = *c.main_process_ip + ":" + std::to_string(c.main_process_port.value_or(0));
-  if (c.machine_rank == 0) return ok("network", names + "; this is machine 0, the master at " + master);
+  if (c.machine_rank == 0) return add(CheckStatus::Ok, "this is machine 0, the master at " + master, "");
   auto route = net.route(*c.main_process_ip);
-  if (!route) return fail("network", "master " + master + ": " + route.error(), "check main_process_ip and this machine's routes");
+  if (!route) return add(CheckStatus::Fail, "master " + master + ": " + route.error(), "check main_process_ip and this machine's routes");
   if (auto reached = net.reach(*c.main_process_ip, c.main_process_port.value_or(0)); !reached) {
-    return warn("network", names + "; master " + master + " via " + *route + " is not reachable yet: " + reached.error(),
-                "start machine 0's `accel launch` first (it may simply not be up yet), or open the port in its firewall");
+    // The master's agent may simply start later than this one: launch waits for it (--rdzv_timeout).
+    return add(CheckStatus::Warn, "master " + master + " via " + *route + " is not reachable yet: " + reached.error(),
+               "start machine 0's `accel launch` (launch waits --rdzv_timeout for it), or open the port in its firewall");
   }
-  return ok("network", names + "; master " + master + " answers via " + *route);
+  return add(CheckStatus::Ok, "master " + master + " answers via " + *route, "");
 }
 
 CheckItem checkShm(std::optional<uint64_t> shmBytes) {
