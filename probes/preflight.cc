@@ -65,9 +65,12 @@ std::vector<std::pair<std::string, int>> parseGpuIds(const std::string& ids) {
 
 const char* statusName(CheckStatus status) {
   switch (status) {
-    case CheckStatus::Ok: return "OK";
-    case CheckStatus::Warn: return "WARN";
-    case CheckStatus::Fail: return "FAIL";
+    case CheckStatus::Ok:
+      return "OK";
+    case CheckStatus::Warn:
+      return "WARN";
+    case CheckStatus::Fail:
+      return "FAIL";
   }
   return "?";
 }
@@ -77,7 +80,8 @@ CheckItem checkConfigFile(const ConfigFacts& facts) {
     return fail("config", facts.error,
                 "correct the file (`accel config` rewrites it; `accel config update` migrates an old one)");
   }
-  if (!facts.path) return ok("config", "no config file at " + facts.default_path + ": launch uses its defaults and flags");
+  if (!facts.path)
+    return ok("config", "no config file at " + facts.default_path + ": launch uses its defaults and flags");
   const config::ClusterConfig& c = *facts.config;
   return ok("config", *facts.path + " loads: " + c.distributed_type + ", " + plural(worldSize(c), "process") + " on " +
                           plural(c.num_machines, "machine"));
@@ -92,7 +96,8 @@ CheckItem checkGpus(const ConfigFacts& facts, const GpuInfo& gpus) {
       return fail("gpus", "mixed_precision fp16 needs a GPU and none is usable here (" + gpus.cuda_status + ")",
                   "set mixed_precision to bf16 or no");
     }
-    return ok("gpus", "CPU job (" + plural(localWorldSize(c), "process") + " here); " + plural(found, "GPU") + " found");
+    return ok("gpus",
+              "CPU job (" + plural(localWorldSize(c), "process") + " here); " + plural(found, "GPU") + " found");
   }
   const int local = localWorldSize(c);
   std::vector<std::string> problems;
@@ -101,8 +106,10 @@ CheckItem checkGpus(const ConfigFacts& facts, const GpuInfo& gpus) {
     auto ids = parseGpuIds(*c.gpu_ids);
     allowed = std::min(found, static_cast<int>(ids.size()));
     for (const auto& [text, id] : ids) {
-      if (id < 0) problems.push_back("gpu_ids entry '" + text + "' is not a GPU index");
-      else if (id >= found) problems.push_back("gpu_ids names GPU " + text + ", which does not exist here (" + plural(found, "GPU") + ")");
+      if (id < 0)
+        problems.push_back("gpu_ids entry '" + text + "' is not a GPU index");
+      else if (id >= found)
+        problems.push_back("gpu_ids names GPU " + text + ", which does not exist here (" + plural(found, "GPU") + ")");
     }
   }
   if (found == 0) {
@@ -120,15 +127,18 @@ CheckItem checkGpus(const ConfigFacts& facts, const GpuInfo& gpus) {
   for (size_t i = 1; i < problems.size(); ++i) finding += "; " + problems[i];
   return fail("gpus", finding + where(facts),
               found == 0 ? "run on a machine with GPUs, or make it a CPU job: `accel launch --cpu` or use_cpu: true"
-                         : "lower num_processes to " + std::to_string(allowed) + " per machine, or list existing GPUs "
-                           "(0-" + std::to_string(found - 1) + ") in gpu_ids");
+                         : "lower num_processes to " + std::to_string(allowed) +
+                               " per machine, or list existing GPUs "
+                               "(0-" +
+                               std::to_string(found - 1) + ") in gpu_ids");
 }
 
 CheckItem checkDriver(const ConfigFacts& facts, const GpuInfo& gpus, const std::string& buildCuda,
                       const PythonInfo& python) {
   const bool gpuJob = facts.config && isGpuJob(*facts.config);
   if (!gpus.cuda_usable) {
-    if (!gpuJob) return ok("driver", "no GPU here (" + gpus.cuda_status + "): driver, CUDA and NCCL not needed for a CPU job");
+    if (!gpuJob)
+      return ok("driver", "no GPU here (" + gpus.cuda_status + "): driver, CUDA and NCCL not needed for a CPU job");
     return fail("driver", "no usable CUDA driver for a GPU job: " + gpus.cuda_status,
                 "install the NVIDIA driver (nvidia-smi must list the GPUs) or run the job with --cpu");
   }
@@ -149,8 +159,11 @@ CheckItem checkDriver(const ConfigFacts& facts, const GpuInfo& gpus, const std::
   }
   if (!gpus.nccl_version) {
     if (!gpuJob) return ok("driver", finding + "; NCCL not found (" + gpus.nccl_status + "), not needed for a CPU job");
-    return warn("driver", finding + "; libnccl.so.2 not found (" + gpus.nccl_status + "): libaccel's NCCL communicator cannot run",
-                "install NCCL (apt install libnccl2, or add its lib directory to LD_LIBRARY_PATH); torch wheels bring their own");
+    return warn(
+        "driver",
+        finding + "; libnccl.so.2 not found (" + gpus.nccl_status + "): libaccel's NCCL communicator cannot run",
+        "install NCCL (apt install libnccl2, or add its lib directory to LD_LIBRARY_PATH); torch wheels bring their "
+        "own");
   }
   return ok("driver", finding + ", NCCL " + *gpus.nccl_version);
 }
@@ -161,8 +174,10 @@ CheckItem checkPort(const ConfigFacts& facts, const NetworkProbes& net) {
   const int port = c.main_process_port.value_or(0);
   if (port == 0) {
     if (c.num_machines > 1) {
-      return fail("port", "main_process_port is not set, but " + plural(c.num_machines, "machine") + " must meet at one port" +
-                              where(facts), "set main_process_port (e.g. 29500) in the config or pass --main_process_port");
+      return fail("port",
+                  "main_process_port is not set, but " + plural(c.num_machines, "machine") + " must meet at one port" +
+                      where(facts),
+                  "set main_process_port (e.g. 29500) in the config or pass --main_process_port");
     }
     return ok("port", std::string(c.main_process_port ? "main_process_port 0" : "main_process_port not set") +
                           ": launch binds a free port for the job's store");
@@ -191,9 +206,8 @@ std::pair<std::string, std::string> hostnameFinding(const HostFacts& host) {
                 "): tools that find this machine by name fail",
             etcHosts};
   }
-  const bool loopback = std::all_of(host.addresses.begin(), host.addresses.end(), [](const std::string& a) {
-    return a.rfind("127.", 0) == 0 || a == "::1";
-  });
+  const bool loopback = std::all_of(host.addresses.begin(), host.addresses.end(),
+                                    [](const std::string& a) { return a.rfind("127.", 0) == 0 || a == "::1"; });
   if (loopback) {
     return {"host name " + host.hostname + " resolves only to loopback (" + host.addresses.front() +
                 "): peers that find this machine by name reach themselves",
@@ -223,11 +237,14 @@ CheckItem checkNetwork(const ConfigFacts& facts, const HostFacts& host, const Ne
   const std::string master = *c.main_process_ip + ":" + std::to_string(c.main_process_port.value_or(0));
   if (c.machine_rank == 0) return add(CheckStatus::Ok, "this is machine 0, the master at " + master, "");
   auto route = net.route(*c.main_process_ip);
-  if (!route) return add(CheckStatus::Fail, "master " + master + ": " + route.error(), "check main_process_ip and this machine's routes");
+  if (!route)
+    return add(CheckStatus::Fail, "master " + master + ": " + route.error(),
+               "check main_process_ip and this machine's routes");
   if (auto reached = net.reach(*c.main_process_ip, c.main_process_port.value_or(0)); !reached) {
     // The master's agent may simply start later than this one: launch waits for it (--rdzv_timeout).
-    return add(CheckStatus::Warn, "master " + master + " via " + *route + " is not reachable yet: " + reached.error(),
-               "start machine 0's `accel launch` (launch waits --rdzv_timeout for it), or open the port in its firewall");
+    return add(
+        CheckStatus::Warn, "master " + master + " via " + *route + " is not reachable yet: " + reached.error(),
+        "start machine 0's `accel launch` (launch waits --rdzv_timeout for it), or open the port in its firewall");
   }
   return add(CheckStatus::Ok, "master " + master + " answers via " + *route, "");
 }
@@ -238,8 +255,11 @@ CheckItem checkShm(std::optional<uint64_t> shmBytes) {
   char size[48];
   std::snprintf(size, sizeof size, "%.2f GiB", static_cast<double>(*shmBytes) / (1ull << 30));
   if (*shmBytes < kShmWarnBytes) {
-    return warn("shm", std::string("/dev/shm is ") + size + " (below 1 GiB): NCCL and DataLoader workers may fail with "
-                "bus errors", fix);
+    return warn("shm",
+                std::string("/dev/shm is ") + size +
+                    " (below 1 GiB): NCCL and DataLoader workers may fail with "
+                    "bus errors",
+                fix);
   }
   return ok("shm", std::string("/dev/shm is ") + size);
 }
@@ -250,27 +270,33 @@ CheckItem checkUlimit(const ConfigFacts& facts, uint64_t softLimit) {
   const uint64_t need = fdsNeeded(world);
   const std::string have = "open files (ulimit -n) " + std::to_string(softLimit);
   if (softLimit < need) {
-    return warn("ulimit", have + " is below " + std::to_string(need) + " (256 + 4 per rank) for " + plural(world, "rank"),
-                "`ulimit -n " + std::to_string(need) + "` in the shell that runs accel launch (raise the hard limit in "
-                "/etc/security/limits.conf if refused)");
+    return warn("ulimit",
+                have + " is below " + std::to_string(need) + " (256 + 4 per rank) for " + plural(world, "rank"),
+                "`ulimit -n " + std::to_string(need) +
+                    "` in the shell that runs accel launch (raise the hard limit in "
+                    "/etc/security/limits.conf if refused)");
   }
   return ok("ulimit", have + " ≥ " + std::to_string(need) + " needed for " + plural(world, "rank"));
 }
 
 CheckItem checkPython(const PythonInfo& p) {
-  const std::string other = "pip install torch into it, or point launch at one that has torch (--python or $PYTHON_EXEC)";
+  const std::string other =
+      "pip install torch into it, or point launch at one that has torch (--python or $PYTHON_EXEC)";
   if (!p.error.empty()) {
-    return warn("python", p.command + " unavailable (" + p.error + "): .py scripts cannot be launched", other);
+    return warn("python", p.command + " unavailable (" + p.error + "): .py scripts cannot be launched",
+                "install python3 with torch, or point launch at an interpreter that has it (--python or $PYTHON_EXEC)");
   }
   const std::string who = p.command + " (" + p.executable + ", Python " + p.version + ")";
   if (!p.torch) return warn("python", who + " has no torch: torch.distributed scripts will fail to import it", other);
   auto mm = parseMajorMinor(*p.torch);
   if (!mm) return warn("python", who + ": torch version '" + *p.torch + "' is not understood", other);
-  if (storeServesTorch(*mm)) return ok("python", who + " has torch " + *p.torch + " (the job's store speaks its protocol)");
+  if (storeServesTorch(*mm))
+    return ok("python", who + " has torch " + *p.torch + " (the job's store speaks its protocol)");
   const std::string range = "1.13 - 2.14";
   if (*mm > kNewestServedTorch) {
-    return warn("python", who + " has torch " + *p.torch + ", newer than the store's protocols (torch " + range +
-                              "): its TCPStore client may send queries the store does not know",
+    return warn("python",
+                who + " has torch " + *p.torch + ", newer than the store's protocols (torch " + range +
+                    "): its TCPStore client may send queries the store does not know",
                 "use torch " + range + ", or an accel that knows this release");
   }
   return fail("python", who + " has torch " + *p.torch + ", older than the store serves (torch " + range + ")",
@@ -294,7 +320,8 @@ std::optional<std::string> torchCudaVersion(const std::string& torchVersion) {
   auto plus = torchVersion.find("+cu");
   if (plus == std::string::npos) return std::nullopt;
   std::string digits = torchVersion.substr(plus + 3);
-  if (digits.size() < 3 || digits.size() > 4 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return std::nullopt;
+  if (digits.size() < 3 || digits.size() > 4 || !std::all_of(digits.begin(), digits.end(), ::isdigit))
+    return std::nullopt;
   return digits.substr(0, digits.size() - 1) + "." + digits.substr(digits.size() - 1);
 }
 
@@ -375,9 +402,14 @@ std::vector<CheckItem> runPreflight(const PreflightOptions& o) {
   GpuInfo gpus = probeGpus();
   HostFacts host = resolveHostname();
   PythonInfo py = python.get();
-  return {checkConfigFile(facts),       checkGpus(facts, gpus),           checkDriver(facts, gpus, o.build_cuda, py),
-          checkPort(facts, o.net),      checkNetwork(facts, host, o.net), checkShm(shmSize()),
-          checkUlimit(facts, softFileLimit()), checkPython(py)};
+  return {checkConfigFile(facts),
+          checkGpus(facts, gpus),
+          checkDriver(facts, gpus, o.build_cuda, py),
+          checkPort(facts, o.net),
+          checkNetwork(facts, host, o.net),
+          checkShm(shmSize()),
+          checkUlimit(facts, softFileLimit()),
+          checkPython(py)};
 }
 
 bool preflightOk(const std::vector<CheckItem>& items) {

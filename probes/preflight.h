@@ -10,12 +10,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "config/cluster_config.h"
 #include "config/paths.h"
@@ -28,7 +27,7 @@ namespace accel::probes {
 enum class CheckStatus { Ok, Warn, Fail };
 
 struct CheckItem {
-  std::string name;     // "config", "gpus", "driver", "port", "network", "shm", "ulimit", "python"
+  std::string name;  // "config", "gpus", "driver", "port", "network", "shm", "ulimit", "python"
   CheckStatus status = CheckStatus::Ok;
   std::string finding;  // what was found, naming the thing (file:line, port, GPU id)
   std::string fix;      // one line; "" when OK

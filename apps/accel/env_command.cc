@@ -43,8 +43,8 @@ probes::NetworkProbes launcherNetwork() {
 }
 
 int runCheck(const EnvCommandOptions& o) {
-  probes::PreflightOptions options{o.config_file, config::PathEnv::fromProcess(), probes::defaultPython(),
-                                   ACCEL_CUDA_VERSION, launcherNetwork()};
+  probes::PreflightOptions options{o.config_file, config::PathEnv::fromProcess(),
+                                   o.python.value_or(probes::defaultPython()), ACCEL_CUDA_VERSION, launcherNetwork()};
   auto items = probes::runPreflight(options);
   if (o.json) {
     std::cout << probes::renderPreflightJson(items).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
@@ -60,9 +60,11 @@ void registerEnvCommand(CLI::App& app, EnvCommandOptions& o) {
   o.command = app.add_subcommand("env", "Print versions, hardware and the config in use (for bug reports)");
   o.command->add_option("--config_file,--config-file", o.config_file, "Config file to report instead of the default");
   o.command->add_flag("--json", o.json, "Print JSON");
-  o.command->add_flag("--check", o.check,
+  CLI::Option* check = o.command->add_flag("--check", o.check,
                       "Preflight checks for accel launch (config, GPUs, driver, port, network, /dev/shm, ulimit -n, "
                       "python3/torch): OK/WARN/FAIL with a fix each; exit 1 on FAIL");
+  o.command->add_option("--python", o.python, "With --check: the interpreter launch will use (default: $PYTHON_EXEC or python3)")
+      ->needs(check);
 }
 
 int runEnvCommand(const EnvCommandOptions& o) {

@@ -13,6 +13,7 @@ struct EnvCommandOptions {
   std::optional<std::string> config_file;
   bool json = false;
   bool check = false;
+  std::optional<std::string> python;  // --check: the interpreter to check (launch's --python)
   CLI::App* command = nullptr;
 };
 

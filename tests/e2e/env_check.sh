@@ -78,6 +78,12 @@ healthy)
   expect_contains "$OUT" "OK    python: $PY ($PY, Python "
   expect_contains "$OUT" "preflight passed: 0 failures"
   ! grep -q '^FAIL' <<<"$OUT" || fail "a FAIL line on a healthy machine: $OUT"
+  # --python names the interpreter to check, as launch's --python does.
+  printf '#!/bin/sh\nexit 3\n' >"$SCRATCH/nopython" && chmod +x "$SCRATCH/nopython"
+  expect_exit 0 "$ACCEL" env --check --config_file "$SCRATCH/c.yaml" --python "$SCRATCH/nopython"
+  expect_contains "$OUT" "WARN  python: $SCRATCH/nopython unavailable ("
+  expect_exit 2 "$ACCEL" env --python "$PY"
+  expect_contains "$OUT$ERR" "--python requires --check"
   expect_exit 0 "$ACCEL" env --check --json --config_file "$SCRATCH/c.yaml"
   echo "$OUT" | $PY -c '
 import json, sys

@@ -182,7 +182,7 @@ TEST(PreflightChecks, PortOnlyOnMachineZeroAndOnlyWhenSet) {
   auto rank1 = facts("MULTI_CPU 4 2 1");
   rank1.config->main_process_port = 29500;
   EXPECT_EQ(checkPort(rank1, net).status, CheckStatus::Ok);
-  EXPECT_EQ(asked, 1);  // neither asked the system
+  EXPECT_EQ(asked, 1);                                                          // neither asked the system
   EXPECT_EQ(checkPort(facts("MULTI_CPU 4 2"), net).status, CheckStatus::Fail);  // several machines, no port
 }
 
