@@ -94,8 +94,7 @@ void Supervisor::Attempt::guardExit() {
   if (!plan_.exit_timeout) {
     if (exit_notice_given_ || waited < plan_.exit_notice) return;
     exit_notice_given_ = true;
-    say("accel: a rank exited 0 " + secondsText(std::chrono::duration_cast<std::chrono::milliseconds>(waited)) +
-        " ago; " + who + " still running (--exit_timeout S stops them after S s, with their stacks)\n");
+    say("accel: a rank exited 0 " + secondsText(plan_.exit_notice) + " ago; " + who + " still running (--exit_timeout S stops them after S s, with their stacks)\n");
     return;
   }
   if (waited < *plan_.exit_timeout) return;
