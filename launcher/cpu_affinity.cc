@@ -211,18 +211,7 @@ Expected<std::vector<int>> parseCpuList(const std::string& text) {
   return std::vector<int>(cpus.begin(), cpus.end());
 }
 
-std::string formatCpuList(const std::vector<int>& cpus) {
-  std::string out;
-  for (size_t i = 0; i < cpus.size();) {
-    size_t j = i;
-    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += std::to_string(cpus[i]);
-    if (j > i) out += "-" + std::to_string(cpus[j]);
-    i = j + 1;
-  }
-  return out;
-}
+std::string formatCpuList(const std::vector<int>& cpus) { return formatRuns(cpus, ",", "-", true); }
 
 Expected<std::vector<int>> allowedCpus() {
   // A set for up to 64Ki CPUs, allocated (cpu_set_t holds only 1024).

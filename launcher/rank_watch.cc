@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "launcher/text.h"
+
 namespace accel::launcher {
 namespace {
 
@@ -184,16 +186,7 @@ std::string demangleStack(const std::string& text) {
 
 std::string rankRanges(std::vector<int> ranks) {
   std::sort(ranks.begin(), ranks.end());
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ", ";
-    out += std::to_string(ranks[i]);
-    if (j > i) out += (j == i + 1 ? ", " : "\u2013") + std::to_string(ranks[j]);
-    i = j + 1;
-  }
-  return out;
+  return formatRuns(ranks, ", ", "\u2013", false);
 }
 
 }  // namespace accel::launcher

@@ -34,6 +34,22 @@ inline std::vector<std::string_view> splitOn(std::string_view text, char sep) {
   }
 }
 
+// Ascending values as runs: formatRuns({0, 1, 2, 4}, ",", "-") → "0-2,4". A run of two is a
+// range only if `pairsAsRanges` ("0-1"), else two items ("0,1").
+inline std::string formatRuns(const std::vector<int>& sorted, const std::string& sep, const std::string& dash,
+                              bool pairsAsRanges) {
+  std::string out;
+  for (size_t i = 0; i < sorted.size();) {
+    size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    if (!out.empty()) out += sep;
+    out += std::to_string(sorted[i]);
+    if (j > i) out += (j == i + 1 && !pairsAsRanges ? sep : dash) + std::to_string(sorted[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
 // "1.5 s", "900 s": a duration for messages.
 inline std::string secondsText(std::chrono::milliseconds ms) {
   char buf[32];
