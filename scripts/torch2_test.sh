@@ -3,7 +3,8 @@
 # trixie's libtorch-dev, in the chroot of scripts/torch2_chroot.sh), into build-torch2/ (or
 # $ACCEL_TORCH2_BUILD_DIR). Fails on any deprecation warning from LibTorch's headers, so none is
 # left unexplained. scripts/test runs it after the main tests; without root it says why and
-# does nothing. Extra arguments go to ctest (default: -L unit).
+# does nothing. Extra arguments go to ctest (default: -L 'unit|cpp_torchrun': the unit tests, and
+# a C++ worker on LibTorch 2.6 launched by torchrun 2.6).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -12,7 +13,7 @@ if ! reason=$(scripts/torch2_chroot.sh check 2>&1); then
   exit 0
 fi
 build_dir=${ACCEL_TORCH2_BUILD_DIR:-build-torch2}
-(($#)) || set -- -L unit
+(($#)) || set -- -L 'unit|cpp_torchrun'
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 export ACCEL_CHROOT_BINDS=$repo
