@@ -145,7 +145,11 @@ int64_t StoreState::add(const std::string& key, int64_t delta) {
     errno = 0;
     char* end = nullptr;
     long long current = std::strtoll(it->second.c_str(), &end, 10);
-    if (!it->second.empty() && *end == '\0' && errno == 0) value = static_cast<int64_t>(current) + delta;
+    // Wraps around on overflow as two's complement (torch's servers add with signed overflow,
+    // undefined behaviour that wraps in practice); never undefined here.
+    if (!it->second.empty() && *end == '\0' && errno == 0) {
+      value = static_cast<int64_t>(static_cast<uint64_t>(current) + static_cast<uint64_t>(delta));
+    }
   }
   store(key, std::to_string(value));
   return value;

@@ -28,11 +28,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +65,28 @@ constexpr auto kPatience = 10s;  // a healthy loop answers in microseconds
                (unsigned long long)s.buffered_input_bytes, (unsigned long long)s.bytes_received,
                (unsigned long long)s.parser_bytes_examined);
   std::abort();
+}
+
+// Reads exactly `size` bytes within kPatience, through signals (EINTR); "" when it did, else what
+// happened instead (for the failure message).
+std::string readReply(int fd, char* out, size_t size) {
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  size_t have = 0;
+  while (have < size) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return "no reply within " + std::to_string(kPatience.count()) + " s, " + std::to_string(have) + " bytes";
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) return std::string("poll: ") + std::strerror(errno);
+    if (ready == 0) continue;
+    const ssize_t n = ::recv(fd, out + have, size - have, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0) return std::string("recv: ") + std::strerror(errno);
+    if (n == 0) return "closed by the server after " + std::to_string(have) + " bytes (revents " + std::to_string(p.revents) + ")";
+    have += static_cast<size_t>(n);
+  }
+  return "";
 }
 
 TcpStoreServerOptions smallLimits() {
@@ -237,11 +261,11 @@ class Script {
     const std::string bytes =
         wire::encodeRequest(wire::Generation::Validated, v) + wire::encodeRequest(wire::Generation::Validated, ping);
     if (::send(pair[0], bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) std::abort();
-    pollfd p{pair[0], POLLIN, 0};
     uint32_t echoed = 0;
-    if (::poll(&p, 1, static_cast<int>(std::chrono::milliseconds(kPatience).count())) != 1 ||
-        ::recv(pair[0], &echoed, sizeof echoed, MSG_WAITALL) != sizeof echoed || echoed != ping.word) {
-      fail("a fresh client was not answered", server_->stats());
+    const std::string got = readReply(pair[0], reinterpret_cast<char*>(&echoed), sizeof echoed);
+    if (!got.empty() || echoed != ping.word) {
+      const std::string why = "a fresh client was not answered: " + (got.empty() ? "wrong nonce" : got);
+      fail(why.c_str(), server_->stats());
     }
     ::close(pair[0]);
   }
