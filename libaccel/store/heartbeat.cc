@@ -7,6 +7,9 @@
 #include "libaccel/common/env_names.h"
 
 namespace accel::store {
+namespace {
+constexpr std::chrono::milliseconds kMinInterval{100};
+}  // namespace
 
 std::unique_ptr<Heartbeat> Heartbeat::fromEnvironment() {
   const char* key = std::getenv(env::kHeartbeatKey);
@@ -55,6 +58,9 @@ void Heartbeat::run() {
       lock.unlock();
       client.add(key_, steps);
       lock.lock();
+      // At most one ADD per kMinInterval, whatever the step rate: the steps counted meanwhile
+      // go together in the next one (the agent judges progress in seconds).
+      wake_.wait_for(lock, kMinInterval, [this] { return stopping_; });
     }
   } catch (const std::exception& e) {
     std::cerr << "accel: heartbeat on " << key_ << " stopped: " << e.what() << "\n";

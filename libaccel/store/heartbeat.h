@@ -8,7 +8,7 @@
 //   hb.add(os.environ["ACCEL_HEARTBEAT_KEY"], 1)   # each step, before its collectives
 //
 // beat() never blocks on the network: a thread of its own, with a connection of its own, sends
-// what the training thread counted. A store that cannot be reached costs one line on stderr,
+// what the training thread counted, at most ten ADDs a second (steps in between go together). A store that cannot be reached costs one line on stderr,
 // and the heartbeat falls silent; training goes on.
 
 #include <condition_variable>

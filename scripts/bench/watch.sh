@@ -55,17 +55,21 @@ train() {  # train [--hang_timeout S] [env -u ACCEL_HEARTBEAT_KEY]: prints sampl
   [[ $1 == on ]] && flags=(--hang_timeout 300)
   [[ $1 == off ]] && wrap=(env -u ACCEL_HEARTBEAT_KEY)
   "$accel" launch -q --cpu -n 2 --mixed_precision bf16 "${flags[@]}" --no_python "${wrap[@]}" \
-    "$example" --model mlp --steps 300 --no-shuffle --no-progress --no-eval 2>&1 |
+    "$example" --model mlp --steps 3000 --no-shuffle --no-progress --no-eval 2>&1 |
     sed -n 's/.* \([0-9]*\) samples\/s.*/\1/p' | head -1
 }
-for round in 1 2 3; do
+for round in 1 2 3 4 5; do
   echo "$(train off) $(train on)"
 done >"$scratch/train"
-printf 'MLP bf16, 2 ranks, 300 steps, samples/s (3 rounds, alternating):\n'
+printf 'MLP bf16, 2 ranks, 3000 steps, samples/s (5 rounds, alternating):\n'
 while read -r off on; do
   printf '  without heartbeat %6s   with heartbeat + --hang_timeout %6s   (%.3fx)\n' "$off" "$on" \
     "$(awk -v a="$on" -v b="$off" 'BEGIN{print a/b}')"
 done <"$scratch/train"
+off_median=$(cut -d' ' -f1 "$scratch/train" | median)
+on_median=$(cut -d' ' -f2 "$scratch/train" | median)
+printf '  medians: without %s, with %s (%.3fx)\n' "$off_median" "$on_median" \
+  "$(awk -v a="$on_median" -v b="$off_median" 'BEGIN{print a/b}')"
 
 # ---- 3. detection delay ----
 cat >"$scratch/hang.py" <<'PY'
