@@ -627,6 +627,12 @@ Expected<void> applyRendezvousFlags(LaunchPlan& plan, const LaunchOptions& o) {
                                  plan.config.sources["rdzv_backend"] == config::Source::Flag)) {
     plan.notices.push_back("--rdzv_backend/--rdzv_conf/--rdzv_timeout have no effect on a single machine");
   }
+  const std::string& backend = plan.config.config.rdzv_backend;
+  if (plan.num_machines > 1 && (backend == "etcd" || backend == "etcd-v2")) {
+    plan.notices.push_back("rdzv_backend " + backend + ": accel has no etcd rendezvous; the machines meet at machine 0's "
+                           "store (" + plan.master_addr + ":" + std::to_string(plan.master_port.value_or(0)) +
+                           "), as with static");
+  }
   return {};
 }
 

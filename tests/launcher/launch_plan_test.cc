@@ -381,6 +381,15 @@ TEST_F(LaunchPlanTest, RendezvousFlagsOnOneMachineAreNoticedAsIgnored) {
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->rdzv_timeout, std::chrono::milliseconds(3000));
   EXPECT_TRUE(p->notices.empty());
+  // etcd across machines runs as static, and says so.
+  o.config.rdzv_backend = "etcd-v2";
+  o.config.machine_rank = 1;
+  p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->notices, std::vector<std::string>{"rdzv_backend etcd-v2: accel has no etcd rendezvous; the machines meet "
+                                                 "at machine 0's store (h:1), as with static"});
+  o.config.rdzv_backend.reset();
+  o.config.machine_rank.reset();
   o.rdzv_timeout_s = 0;
   p = plan(o);
   ASSERT_FALSE(p.ok());
