@@ -524,7 +524,10 @@ no_leaked_fds)
   # even with descriptors the agent inherited without close-on-exec (7 here) and while the
   # store's thread runs.
   BEHAVE_DEFAULT=list-fds expect_exit 0 "$ACCEL" launch -n 2 "${BEH[@]}" 7</dev/null
-  for r in 0 1; do expect_contains "$OUT" "[rank $r] fds=0 1 2 3 "; done
+  # The whole line: a leaked descriptor would follow ls's own 3 ("fds=0 1 2 3 7 ").
+  for r in 0 1; do
+    grep -Fxq "[rank $r] fds=0 1 2 3 " <<<"$OUT" || fail "rank $r sees descriptors of the agent's: $(grep -F "[rank $r] fds=" <<<"$OUT")"
+  done
   # The guard keeps 0, 1, 2, its command pipe and its own pidfds of the two workers, nothing else.
   BEHAVE_DEFAULT=ready-sleep "$ACCEL" launch -n 2 "${BEH[@]}" >/dev/null 2>&1 7</dev/null &
   agent=$!
