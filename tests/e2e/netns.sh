@@ -147,8 +147,9 @@ PY
 master_unreachable)
   # The master's link goes down mid-job, then machine 1's agent gets SIGINT and SIGTERM: its
   # event loop still forwards both at once and SIGKILLs its workers when --term_timeout ends
-  # (publishing the failure to the unreachable master happens beside it, not in its way), and
-  # the agent then exits without waiting for the master.
+  # (publishing the failure to the unreachable master happens beside it, not in its way); the
+  # agent then waits for the master no longer than its exit barrier's bound after a failure
+  # (--term_timeout + 10 s) and exits.
   export OUT_DIR=$SCRATCH/out MARKER="accel-netns-$$"
   mkdir -p "$OUT_DIR"
   BEHAVE_DEFAULT=traps on_host "$NA" a.out "$ACCEL" launch "${common[@]}" --machine_rank 0 "$W/behave.sh" "$MARKER"
@@ -162,6 +163,16 @@ master_unreachable)
   wait_files 'int.[23]' 2
   kill -TERM $pb
   wait_files 'term.[23]' 2
+  # On time: machine 1's workers (they trap SIGTERM and run on) are SIGKILLed once --term_timeout
+  # (1 s) ends, whatever the unreachable master does; 4 s allows for this 2-core VM.
+  start=$(date +%s%N)
+  for r in 2 3; do
+    pid=$(cat "$OUT_DIR/pid.$r")
+    for _ in $(seq 1 200); do [[ -e /proc/$pid && $(ps -o stat= -p "$pid") != Z* ]] || break; sleep 0.02; done
+  done
+  killed_ms=$((($(date +%s%N) - start) / 1000000))
+  ((killed_ms <= 4000)) || fail "machine 1's workers were still running ${killed_ms} ms after SIGTERM (--term_timeout 1)"
+  echo "machine 1's workers were gone ${killed_ms} ms after SIGTERM (--term_timeout 1)"
   SECONDS=0
   for _ in $(seq 1 600); do [[ -e /proc/$pb ]] || break; sleep 0.05; done
   [[ ! -e /proc/$pb ]] || fail "machine 1's agent still runs 30 s after SIGTERM: $(cat "$SCRATCH/b.out")"
