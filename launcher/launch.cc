@@ -60,6 +60,19 @@ std::pair<int, int> dryRunLocalRanks(const LaunchPlan& plan) {
   return plan.exec_in_place ? std::pair{plan.exec_local_rank, plan.exec_local_rank + 1} : std::pair{0, plan.local_world_size};
 }
 
+// A machine ranked by arrival does not know its rank before the rendezvous: the dry run shows
+// it as machine 1.
+LaunchPlan dryRunView(const LaunchPlan& plan) {
+  LaunchPlan view = plan;
+  if (view.node_rank < 0) {
+    view.node_rank = 1;
+    view.rank_offset = view.local_world_size;
+    view.notices.push_back("this machine's rank comes from the order in which the machines join; the dry run shows it "
+                           "as machine 1");
+  }
+  return view;
+}
+
 void printDryRun(const LaunchPlan& plan) {
   std::string out;
   const auto [first, last] = dryRunLocalRanks(plan);
@@ -154,6 +167,24 @@ int jobExitCode(const AttemptReport& last) {
   if (last.culprit) return last.workers[*last.culprit].exit_code;
   if (last.agent_signal) return 128 + last.agent_signal;
   return 0;
+}
+
+// torchrun's elastic command line: the agent on the endpoint's host (or the one is_host= in
+// --rdzv_conf names) hosts the store as machine 0; the others join it and are ranked by arrival.
+void decideStoreHost(LaunchPlan& plan) {
+  if (!plan.rank_by_arrival) return;
+  const bool host = plan.store_host_configured.value_or(isThisMachine(plan.master_addr));
+  const std::string endpoint = plan.master_addr + ":" + std::to_string(plan.master_port.value_or(0));
+  if (host) {
+    plan.node_rank = 0;
+    plan.rank_offset = 0;
+    plan.notices.push_back("--rdzv_backend c10d: this machine hosts the rendezvous at " + endpoint + " (" +
+                           (plan.store_host_configured ? "is_host in --rdzv_conf" : "the endpoint is this machine") +
+                           ") and is machine 0; the others are ranked in the order they join");
+  } else {
+    plan.notices.push_back("--rdzv_backend c10d: this machine joins the rendezvous at " + endpoint +
+                           "; its machine rank is the order in which it joins (the endpoint's host is machine 0)");
+  }
 }
 
 // SLURM names the master by its node name; where that name does not resolve, the controller's
@@ -261,11 +292,26 @@ class Agent {
     };
     try {
       server_ = store::TcpStoreServer::start(options);
+    } catch (const AddressInUseError& e) {
+      if (!plan_.rank_by_arrival || plan_.store_host_configured) {
+        return makeError(std::string(e.what()) + " (--main_process_ip/--main_process_port)");
+      }
+      joinInsteadOfHosting();
+      return {};
     } catch (const Error& e) {
       return makeError(std::string(e.what()) + " (--main_process_ip/--main_process_port)");
     }
     store_port_ = server_->port();
     return {};
+  }
+
+  // As torch's c10d rendezvous: the port is taken on the endpoint's host, so another agent there
+  // hosts the rendezvous; this one joins it and is ranked by arrival.
+  void joinInsteadOfHosting() {
+    master_ = false;
+    plan_.node_rank = -1;
+    say("port " + std::to_string(store_port_) + " is taken here: another agent on this machine hosts the rendezvous; "
+        "joining it (this machine's rank comes from the order in which it joins)");
   }
 
   Expected<void> meetMachines() {
@@ -285,6 +331,8 @@ class Agent {
     auto result = joinMachines(plan_, store_port_, localAddress, rdzv_, agent_store_);
     if (!result) return makeError(result.error());
     joined_ = *result;
+    plan_.node_rank = joined_->machine_rank;  // GROUP_RANK; differs from the request when ranked by arrival
+    plan_.rank_offset = joined_->rank_offset;
     if (master_ && !awaitWatches(*server_, plan_.num_machines, plan_.rdzv_timeout)) {
       say("not every machine's agent is watching the store for failures; it may have died");
     }
@@ -439,7 +487,7 @@ class Agent {
 
   LaunchPlan plan_;
   const Environment parent_env_;
-  const bool master_;
+  bool master_;  // hosts the job's store (machine 0); decided for good by hostStore
   int store_port_;
   int rank_offset_;
   Console console_;
@@ -458,7 +506,9 @@ class Agent {
 
 // The checks and notices before the agent starts; an error here spawns nothing.
 Expected<void> preflight(const LaunchPlan& plan) {
-  if (plan.master_port && plan.node_rank == 0) {  // the other machines connect to it instead
+  // The other machines connect to it instead. An agent that only guessed it hosts the c10d
+  // rendezvous joins whoever holds the port (hostStore).
+  if (plan.master_port && plan.node_rank == 0 && !(plan.rank_by_arrival && !plan.store_host_configured)) {
     if (auto ok = checkPortFree(*plan.master_port); !ok) return ok;
   }
   for (const auto& text : plan.notices) notice(plan, text);
@@ -478,11 +528,12 @@ Expected<JobReport> launch(const LaunchOptions& options) {
   LaunchPlan plan = std::move(*planned);
   if (auto ok = assignCpuAffinity(plan); !ok) return std::move(ok).takeError();
   resolveSchedulerMaster(plan);
+  decideStoreHost(plan);
   if (plan.dry_run) {
     if (plan.dry_run_json) {
-      printDryRunJson(plan);
+      printDryRunJson(dryRunView(plan));
     } else {
-      printDryRun(plan);
+      printDryRun(dryRunView(plan));
     }
     return JobReport{};
   }

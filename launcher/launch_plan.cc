@@ -113,21 +113,40 @@ Expected<std::set<int>> parseRankFilter(const std::string& text, int localWorldS
   return ranks;
 }
 
-// --rdzv_timeout, else timeout= in --rdzv_conf (torchrun's spelling), else 900 s.
-Expected<std::chrono::milliseconds> rdzvTimeout(const LaunchOptions& o) {
-  double seconds = 900;
-  if (o.rdzv_timeout_s) {
-    seconds = *o.rdzv_timeout_s;
-  } else {
-    for (std::string_view view : splitOn(o.rdzv_conf, ',')) {
-      const std::string item(view);
-      if (item.rfind("timeout=", 0) == 0) {
-        char* end = nullptr;
-        seconds = std::strtod(item.c_str() + 8, &end);
-        if (*end != '\0') return makeError("--rdzv_conf: '" + item + "' is not timeout=SECONDS");
+// What accel reads of torchrun's --rdzv_conf k=v,...: the rendezvous timeout (timeout=, or
+// join_timeout= as torch's c10d backend spells it) and is_host= (torch's booleans).
+struct RdzvConf {
+  std::optional<double> timeout_s;
+  std::optional<bool> is_host;
+};
+
+Expected<RdzvConf> parseRdzvConf(const std::string& text) {
+  RdzvConf conf;
+  for (std::string_view view : splitOn(text, ',')) {
+    const std::string item(view);
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    if (key == "timeout" || key == "join_timeout") {
+      char* end = nullptr;
+      conf.timeout_s = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0') return makeError("--rdzv_conf: '" + item + "' is not " + key + "=SECONDS");
+    } else if (key == "is_host") {
+      const std::string v = lowerCase(value);
+      if (v == "1" || v == "true" || v == "t" || v == "yes" || v == "y") {
+        conf.is_host = true;
+      } else if (v == "0" || v == "false" || v == "f" || v == "no" || v == "n") {
+        conf.is_host = false;
+      } else {
+        return makeError("--rdzv_conf: '" + item + "' is not is_host=true|false");
       }
     }
   }
+  return conf;
+}
+
+// --rdzv_timeout, else timeout= in --rdzv_conf (torchrun's spelling), else 900 s.
+Expected<std::chrono::milliseconds> rdzvTimeout(const LaunchOptions& o, const RdzvConf& conf) {
+  const double seconds = o.rdzv_timeout_s.value_or(conf.timeout_s.value_or(900));
   if (!(seconds > 0)) return makeError("--rdzv_timeout: must be more than 0 seconds");
   return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
 }
@@ -342,12 +361,28 @@ Expected<void> checkMultiMachine(const LaunchPlan& plan, const LaunchOptions& o)
                      " (every machine must use the same port)");
   }
   if (o.max_restarts > 0) return makeError("--max_restarts: restarts of multi-machine jobs are not supported yet");
-  const bool dynamicRendezvous = o.config.rdzv_backend && *o.config.rdzv_backend != "static";
-  if (dynamicRendezvous && !givenAtAll(plan, "machine_rank") && !plan.scheduler) {
-    return makeError("--rdzv_backend " + *o.config.rdzv_backend + " across " + std::to_string(plan.num_machines) +
-                     " machines needs --node_rank (or --machine_rank) on each: accel's rendezvous does not yet hand out "
-                     "machine ranks by arrival as torchrun's does (under srun, SLURM gives them)");
+  return {};
+}
+
+// torchrun's elastic command line across machines: --rdzv_backend c10d without --node_rank
+// ranks the machines by arrival (the endpoint's host is machine 0; launch.cc decides which that
+// is). etcd has no server here, so its machines need their ranks.
+Expected<void> planArrivalRanks(LaunchPlan& plan) {
+  const std::string& backend = plan.config.config.rdzv_backend;
+  if (backend == "c10d" && !plan.master_port && plan.num_machines > 1) plan.master_port = 29400;  // torch's default
+  if (plan.num_machines <= 1 || plan.exec_in_place || plan.scheduler || backend == "static" ||
+      givenAtAll(plan, "machine_rank")) {
+    return {};
   }
+  if (backend != "c10d") {
+    return makeError("--rdzv_backend " + backend + " across " + std::to_string(plan.num_machines) +
+                     " machines needs --node_rank (or --machine_rank) on each: accel has no etcd rendezvous, so the "
+                     "machines meet at machine 0's store as with static (or use --rdzv_backend c10d, which ranks them "
+                     "by arrival)");
+  }
+  plan.rank_by_arrival = true;
+  plan.node_rank = -1;
+  plan.rank_offset = -1;  // known once the rendezvous has ranked this machine
   return {};
 }
 
@@ -620,9 +655,12 @@ Expected<void> applyRendezvousFlags(LaunchPlan& plan, const LaunchOptions& o) {
   if (o.monitor_interval != 0.1) {
     plan.notices.push_back("--monitor_interval is ignored: accel reacts to worker exits as they happen");
   }
-  auto timeout = rdzvTimeout(o);
+  auto conf = parseRdzvConf(o.rdzv_conf);
+  if (!conf) return std::move(conf).takeError();
+  auto timeout = rdzvTimeout(o, *conf);
   if (!timeout) return std::move(timeout).takeError();
   plan.rdzv_timeout = *timeout;
+  plan.store_host_configured = conf->is_host;
   if (plan.num_machines == 1 && (!o.rdzv_conf.empty() || o.rdzv_timeout_s ||
                                  plan.config.sources["rdzv_backend"] == config::Source::Flag)) {
     plan.notices.push_back("--rdzv_backend/--rdzv_conf/--rdzv_timeout have no effect on a single machine");
@@ -659,6 +697,7 @@ Expected<Devices> planJobShape(LaunchPlan& plan, const LaunchOptions& o, const E
   if (!scheduler) return makeError("cannot use the scheduler's environment: " + scheduler.error());
   schedulerOut = *scheduler;
   if (auto ok = placeMachines(plan, o, *scheduler, devices->gpu ? devices->usable_gpus : 0); !ok) return std::move(ok).takeError();
+  if (auto ok = planArrivalRanks(plan); !ok) return std::move(ok).takeError();
   if (o.mode == LaunchMode::Torchrun && plan.num_machines > 1 && !plan.master_port) plan.master_port = 29500;
   if (auto ok = checkMultiMachine(plan, o); !ok) return std::move(ok).takeError();
   if (auto ok = checkGpuCount(plan, *devices); !ok) return std::move(ok).takeError();

@@ -37,6 +37,11 @@ struct LaunchPlan {
   int world_size = 1;               // processes over all machines
   int local_world_size = 1;         // processes on this machine
   int node_rank = 0;                // the requested machine rank; set from the rendezvous when M > 1
+  // torchrun's elastic command line (--rdzv_backend c10d, no --node_rank): the agent on the
+  // endpoint's host hosts the store as machine 0, the others are ranked in the order they join.
+  // node_rank is -1 ("any") until decideStoreHost (launch.cc) makes the endpoint's host 0.
+  bool rank_by_arrival = false;
+  std::optional<bool> store_host_configured;  // is_host= in --rdzv_conf (torch's override)
   int rank_offset = 0;              // global rank of local rank 0 (from the rendezvous when M > 1)
   int num_machines = 1;
   // A rank per scheduler task (--no_spawn, or under MPI): the agent does not spawn; it execs

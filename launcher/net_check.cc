@@ -98,6 +98,23 @@ std::string tryConnect(const addrinfo* a, std::chrono::milliseconds limit) {
 
 }  // namespace
 
+bool isThisMachine(const std::string& host) {
+  AddrInfo found;
+  if (!resolve(host, 9, SOCK_STREAM, found)) return false;
+  for (addrinfo* a = found.list; a; a = a->ai_next) {
+    if (a->ai_family == AF_INET &&
+        (ntohl(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr) >> 24) == 127) {
+      return true;
+    }
+    if (a->ai_family == AF_INET6 &&
+        IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr)) {
+      return true;
+    }
+    if (!interfaceHolding(a->ai_addr).empty()) return true;
+  }
+  return false;
+}
+
 Expected<Route> routeTo(const std::string& host) {
   AddrInfo found;
   if (auto ok = resolve(host, 9, SOCK_DGRAM, found); !ok) return std::move(ok).takeError();

@@ -23,6 +23,12 @@ struct Route {
 // resolution (bounded by the resolver's own timeouts); never throws.
 Expected<Route> routeTo(const std::string& host);
 
+// Whether `host` names this machine: it resolves to a loopback address or to an address a local
+// interface holds (torch's c10d rendezvous asks the same to decide which agent hosts the store,
+// by host name; addresses also tell apart hosts that share a name, as network namespaces do). A
+// name that does not resolve is not this machine. Blocks only on name resolution; never throws.
+bool isThisMachine(const std::string& host);
+
 // "vethB (10.200.0.2)", or "no interface" when unknown.
 std::string describeInterface(const Route& route);
 

@@ -512,8 +512,10 @@ std::pair<int, int> listenOn(const TcpStoreServerOptions& options) {
   }
   ::freeaddrinfo(found);
   if (fd < 0) {
-    throw NetworkError("TCPStore server: cannot listen on " + addressText(options.host, options.port) + ": " +
-                       std::strerror(lastErrno));
+    const std::string why =
+        "TCPStore server: cannot listen on " + addressText(options.host, options.port) + ": " + std::strerror(lastErrno);
+    if (lastErrno == EADDRINUSE) throw AddressInUseError(why);
+    throw NetworkError(why);
   }
   sockaddr_storage bound{};
   socklen_t len = sizeof bound;

@@ -106,7 +106,8 @@ class TcpStoreServer {
  public:
   // Binds, listens and starts the loop thread. Raises RLIMIT_NOFILE to the hard limit.
   // Throws accel::NetworkError naming host:port when the address cannot be bound (a taken port
-  // says so), accel::Error when the limits contradict each other (see the options).
+  // says so, as its subclass accel::AddressInUseError), accel::Error when the limits contradict
+  // each other (see the options).
   static std::unique_ptr<TcpStoreServer> start(const TcpStoreServerOptions& options);
 
   // Stops the loop, closes every connection and the listening socket. Idempotent. The methods

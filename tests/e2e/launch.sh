@@ -425,6 +425,62 @@ multi_agent)
   check_env 1 RANK=1 GROUP_RANK=0 ACCELERATE_MIXED_PRECISION=no
   [[ -z "$(env_of 3 ACCELERATE_MIXED_PRECISION)" ]] || fail "accel run gave accelerate's variables"
   ;;
+c10d_arrival)
+  # torchrun's elastic command line, the same on every machine and without --node_rank: the agent
+  # holding the endpoint's port hosts the rendezvous as machine 0 (the first, told so by is_host=1
+  # so that a port someone else holds is an error start_master retries); the others find the port
+  # taken on this host, join, and are ranked in the order they join. Each joiner starts only once
+  # the one before it has registered (its slot's key in the store), so that order is known.
+  cat >"$SCRATCH/arrival.py" <<'PY'
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.tensor([dist.get_rank() + 1.0])
+dist.all_reduce(t)
+print(f"ok rank={os.environ['RANK']} group={os.environ['GROUP_RANK']} world={dist.get_world_size()} sum={t.item():.0f}",
+      flush=True)
+PY
+  wait_registered() {  # wait_registered SLOT: the agent of registration slot SLOT is in the store
+    /usr/bin/python3 -c 'import sys, datetime, torch.distributed as d
+s = d.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False, timeout=datetime.timedelta(seconds=60))
+s.wait(["accel/rdzv/job/agent/" + sys.argv[2]])' "$PORT" "$1"
+  }
+  export PYTHON_EXEC=/usr/bin/python3
+  elastic=(--nnodes 3 --nproc_per_node 2 --rdzv_backend c10d --rdzv_id elastic-job --rdzv_timeout 60)
+  start_master "$SCRATCH/m0.out" "${elastic[@]}" --rdzv_endpoint 127.0.0.1 --rdzv_conf is_host=1 "$SCRATCH/arrival.py"
+  wait_registered 0
+  "$ACCEL" run "${elastic[@]}" --rdzv_endpoint "127.0.0.1:$PORT" "$SCRATCH/arrival.py" >"$SCRATCH/j1.out" 2>&1 &
+  j1=$!
+  wait_registered 1
+  "$ACCEL" launch "${elastic[@]}" --rdzv_endpoint "127.0.0.1:$PORT" "$SCRATCH/arrival.py" >"$SCRATCH/j2.out" 2>&1 &
+  j2=$!
+  set +e; wait $MASTER; r0=$?; wait $j1; r1=$?; wait $j2; r2=$?; set -e
+  m0=$(cat "$SCRATCH/m0.out"); o1=$(cat "$SCRATCH/j1.out"); o2=$(cat "$SCRATCH/j2.out")
+  [[ $r0 == 0 && $r1 == 0 && $r2 == 0 ]] || fail "agents exited $r0 $r1 $r2: $m0
+--- first joiner:
+$o1
+--- second joiner:
+$o2"
+  expect_contains "$m0" "this machine hosts the rendezvous at 127.0.0.1:$PORT (is_host in --rdzv_conf) and is machine 0"
+  expect_contains "$m0" "machine 0 of 3: ranks 0..1 of 6"
+  for o in "$o1" "$o2"; do
+    expect_contains "$o" "port $PORT is taken here: another agent on this machine hosts the rendezvous; joining it"
+  done
+  expect_contains "$o1" "machine 1 of 3: ranks 2..3 of 6"
+  expect_contains "$o2" "machine 2 of 3: ranks 4..5 of 6"
+  for r in 0 1; do expect_contains "$m0" "[rank $r] ok rank=$r group=0 world=6 sum=21"; done
+  for r in 2 3; do expect_contains "$o1" "[rank $r] ok rank=$r group=1 world=6 sum=21"; done
+  for r in 4 5; do expect_contains "$o2" "[rank $r] ok rank=$r group=2 world=6 sum=21"; done
+  # The plan before the rendezvous: the endpoint's host is machine 0; elsewhere the rank is open.
+  expect_exit 0 "$ACCEL" run --dry_run --nnodes 2 --nproc_per_node 2 --rdzv_backend c10d --rdzv_endpoint 127.0.0.1 /bin/true
+  expect_contains "$OUT" "this machine hosts the rendezvous at 127.0.0.1:29400 (the endpoint is this machine)"
+  expect_contains "$OUT" "rank 1 (local rank 1)"
+  expect_exit 0 "$ACCEL" run --dry_run --nnodes 2 --nproc_per_node 2 --rdzv_backend c10d --rdzv_endpoint 192.0.2.7:29400 \
+    /bin/true
+  expect_contains "$OUT" "this machine joins the rendezvous at 192.0.2.7:29400; its machine rank is the order in which it joins"
+  expect_contains "$OUT" "the dry run shows it as machine 1"
+  expect_contains "$OUT" "rank 3 (local rank 1)"
+  expect_contains "$OUT" "GROUP_RANK=1"
+  ;;
 torchrun_entry)
   # A link named torchrun is torchrun's drop-in (accel run): its flags, its defaults, PET_* variables.
   ln -s "$(readlink -f "$ACCEL")" "$SCRATCH/torchrun"

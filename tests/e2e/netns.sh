@@ -144,6 +144,29 @@ PY
   OA=$(cat "$SCRATCH/a.out"); OB=$(cat "$SCRATCH/b.out")
   expect_codes 0 0
   ;;
+c10d_arrival)
+  # torchrun's elastic command line, word for word the same on both hosts (no --node_rank): the
+  # host the endpoint names finds its own address and hosts the rendezvous as machine 0; the
+  # other joins as machine 1. By address, then by a name that is 127.0.1.1 on host A itself.
+  elastic=(--nnodes 2 --nproc_per_node 2 --rdzv_backend c10d --rdzv_id netns-elastic --rdzv_conf join_timeout=60)
+  export PYTHON_EXEC=/usr/bin/python3
+  for endpoint in "$A:$port" "node-a:$port"; do
+    netns_hosts "$NA" "127.0.1.1 node-a" "$B node-b"
+    netns_hosts "$NB" "$A node-a" "$B node-b"
+    on_host "$NB" b.out "$ACCEL" run "${elastic[@]}" --rdzv_endpoint "$endpoint" "$W/ddp_gloo.py"
+    pb=$!
+    on_host "$NA" a.out "$ACCEL" run "${elastic[@]}" --rdzv_endpoint "$endpoint" "$W/ddp_gloo.py"
+    pa=$!
+    set +e; wait $pa; RA=$?; wait $pb; RB=$?; set -e
+    OA=$(cat "$SCRATCH/a.out"); OB=$(cat "$SCRATCH/b.out")
+    expect_codes 0 0
+    expect_contains "$OA" "this machine hosts the rendezvous at $endpoint (the endpoint is this machine) and is machine 0"
+    expect_contains "$OB" "this machine joins the rendezvous at $endpoint; its machine rank is the order in which it joins"
+    expect_contains "$OB" "machine 1 of 2: ranks 2..3 of 4"
+    for r in 0 1; do expect_contains "$OA" "[rank $r] ok rank=$r world=4 allreduce=10"; done
+    for r in 2 3; do expect_contains "$OB" "[rank $r] ok rank=$r world=4 allreduce=10"; done
+  done
+  ;;
 master_unreachable)
   # The master's link goes down mid-job, then machine 1's agent gets SIGINT and SIGTERM: its
   # event loop still forwards both at once and SIGKILLs its workers when --term_timeout ends

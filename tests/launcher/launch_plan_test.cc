@@ -572,12 +572,6 @@ TEST_F(LaunchPlanParadigmTest, TorchrunCountsPerMachineAndSetsNoAccelerateVariab
   EXPECT_EQ(p->master_port, 29500);  // torchrun's default port across machines
   EXPECT_EQ(p->omp_num_threads, 1);
   for (const auto& [key, value] : p->common_env) EXPECT_EQ(key.rfind("ACCELERATE_", 0), std::string::npos) << key;
-  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", "10.0.0.1:29400"}, 0,
-           LaunchMode::Torchrun);
-  ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.error(), "--rdzv_backend c10d across 2 machines needs --node_rank (or --machine_rank) on each: accel's "
-                       "rendezvous does not yet hand out machine ranks by arrival as torchrun's does (under srun, SLURM "
-                       "gives them)");
   p = plan({"--nproc_per_node", "auto"}, 4, LaunchMode::Torchrun);
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->world_size, 4);
@@ -588,6 +582,52 @@ TEST_F(LaunchPlanParadigmTest, TorchrunCountsPerMachineAndSetsNoAccelerateVariab
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->run_id, "job-42");
   EXPECT_TRUE(p->torchrun_env);  // torchrun gives even one process its variables
+}
+
+// torchrun's elastic command line: no --node_rank, so the rendezvous ranks the machines.
+TEST_F(LaunchPlanParadigmTest, C10dWithoutNodeRankRanksMachinesByArrival) {
+  auto p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", "10.0.0.1"}, 0,
+                LaunchMode::Torchrun);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_TRUE(p->rank_by_arrival);
+  EXPECT_EQ(p->node_rank, -1);  // until the agent knows whether it is the endpoint's host
+  EXPECT_EQ(p->master_addr, "10.0.0.1");
+  EXPECT_EQ(p->master_port, 29400);  // torch's default port of a c10d endpoint
+  EXPECT_EQ(p->world_size, 4);
+  EXPECT_FALSE(p->store_host_configured.has_value());
+  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", "h:7000",
+            "--rdzv_conf", "join_timeout=30,is_host=No,read_timeout=5"},
+           0, LaunchMode::Torchrun);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->master_port, 7000);
+  EXPECT_EQ(p->store_host_configured, false);
+  EXPECT_EQ(p->rdzv_timeout, std::chrono::seconds(30));
+  // A given --node_rank is honoured (static ranks through the same rendezvous).
+  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--node_rank", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint",
+            "h:7000"},
+           0, LaunchMode::Torchrun);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_FALSE(p->rank_by_arrival);
+  EXPECT_EQ(p->node_rank, 1);
+  EXPECT_EQ(p->rank_offset, 2);
+  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", "h:7000", "--rdzv_conf",
+            "is_host=maybe"},
+           0,
+           LaunchMode::Torchrun);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error(), "--rdzv_conf: 'is_host=maybe' is not is_host=true|false");
+  // etcd has no server here: the machines must be given their ranks.
+  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "etcd", "--rdzv_endpoint", "h:2379"}, 0,
+           LaunchMode::Torchrun);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error(), "--rdzv_backend etcd across 2 machines needs --node_rank (or --machine_rank) on each: accel has "
+                       "no etcd rendezvous, so the machines meet at machine 0's store as with static (or use "
+                       "--rdzv_backend c10d, which ranks them by arrival)");
+  // One machine: nothing to rank.
+  p = plan({"--nproc_per_node", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", "h:7000"}, 0, LaunchMode::Torchrun);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_FALSE(p->rank_by_arrival);
+  EXPECT_EQ(p->node_rank, 0);
 }
 
 }  // namespace

@@ -28,6 +28,12 @@ class NetworkError : public Error {
   using Error::Error;
 };
 
+// A server could not listen because its port is taken (EADDRINUSE).
+class AddressInUseError : public NetworkError {
+ public:
+  using NetworkError::NetworkError;
+};
+
 namespace detail {
 template <typename... Args>
 std::string concat(const Args&... args) {
