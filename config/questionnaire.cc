@@ -54,12 +54,14 @@ std::optional<std::string> checkPort(const int& p) {
   return "must be between 1 and 65535";
 }
 
+// accel's rendezvous: static, or c10d (machines ranked by arrival). etcd and etcd-v2, which a
+// config file may name (such a job meets as static), are not offered.
 std::optional<std::string> checkRdzvBackend(const std::string& s) {
-  const auto& choices = findField("rdzv_backend")->choices;
-  for (auto ch : choices) {
-    if (ch == s) return std::nullopt;
+  if (s == "static" || s == "c10d") return std::nullopt;
+  if (s == "etcd" || s == "etcd-v2") {
+    return "'" + s + "' is not supported: accel has no etcd rendezvous; use 'static' or 'c10d'";
   }
-  return "'" + s + "' is not one of " + joinChoices(choices);
+  return "'" + s + "' is not one of 'static', 'c10d'";
 }
 
 Prompter::Check<int> checkProcessCount(int machines, bool multiGpu) {
@@ -109,7 +111,7 @@ Expected<void> askMainProcess(Session& s) {
                                      true));
   s.config.same_network = sameNetwork;
   if (!sameNetwork) {
-    ACCEL_ASK(backend, s.ask.text("What rendezvous backend will you use? ('static', 'c10d', ...)",
+    ACCEL_ASK(backend, s.ask.text("What rendezvous backend will you use? ('static', 'c10d'; etcd is not supported)",
                                   std::string("static"), checkRdzvBackend));
     s.config.rdzv_backend = backend;
   }
@@ -133,8 +135,7 @@ Expected<void> askMachines(Session& s) {
   return {};
 }
 
-// Asked without distribution only; multi-CPU is CPU-only by definition. No mpirun question
-// follows for multi-CPU: accel starts its own agent per machine and never runs mpirun.
+// Asked without distribution only; multi-CPU is CPU-only by definition.
 Expected<void> askCpuOnly(Session& s) {
   if (!s.is(kDistributedNo)) {
     s.config.use_cpu = s.is(kDistributedMultiCpu);
@@ -144,6 +145,18 @@ Expected<void> askCpuOnly(Session& s) {
                                  "Ascend NPU device is available)?",
                                  false));
   s.config.use_cpu = cpuOnly;
+  return {};
+}
+
+// Multi-CPU only, as accelerate asks it: with a hostfile, accel launch runs the job through
+// mpirun with accelerate's arguments (launcher/launch_plan.cc) instead of an agent per machine.
+Expected<void> askMpirun(Session& s) {
+  if (!s.is(kDistributedMultiCpu)) return {};
+  ACCEL_ASK(useMpirun, s.ask.yesNo("Do you want accel to launch mpirun?", false));
+  if (!useMpirun) return {};
+  ACCEL_ASK(hostfile,
+            s.ask.text("Please enter the path to the hostfile to use with mpirun", std::string("~/hostfile")));
+  s.config.extras["mpirun_config"] = {{"mpirun_hostfile", expandUser(hostfile, s.env)}};
   return {};
 }
 
@@ -196,9 +209,9 @@ Expected<void> askPrecision(Session& s) {
 Expected<ClusterConfig> runQuestionnaire(std::istream& in, std::ostream& out, const PathEnv& env) {
   Prompter ask(in, out);
   Session s{ask, env, ClusterConfig{}};
-  for (auto section : {askEnvironment, askMachineType, askMachines, askCpuOnly, detail::askDynamo, detail::askDeepSpeed,
-                       detail::askFsdp, detail::askParallelism, detail::askMegatron, askProcessCount, askGpus,
-                       askPrecision}) {
+  for (auto section : {askEnvironment, askMachineType, askMachines, askCpuOnly, askMpirun, detail::askDynamo,
+                       detail::askDeepSpeed, detail::askFsdp, detail::askParallelism, detail::askMegatron,
+                       askProcessCount, askGpus, askPrecision}) {
     if (auto ok = section(s); !ok) return std::move(ok).takeError();
   }
   addAccelerateDefaults(s.config);

@@ -4,7 +4,8 @@
 // DeepSpeed, FSDP (with FSDP2's parallelism_config), Megatron-LM, fp8, torch dynamo and
 // CPU-affinity sections. Menus keep accelerate's entries (so numbers match) and mark what accel
 // does not support; such an entry is refused when chosen, before any further question. Nothing
-// is asked that accel does not act on (no mpirun).
+// is asked that accel does not act on; the mpirun question is asked as accelerate asks it
+// (multi-CPU), since accel launch runs mpirun for a hostfile.
 
 #include <istream>
 #include <ostream>

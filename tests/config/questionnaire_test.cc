@@ -48,9 +48,8 @@ TEST(QuestionnaireTest, AllDefaultsIsOneProcessNoPrecision) {
 }
 
 TEST(QuestionnaireTest, MultiCpuMatchesAccelerateExample) {
-  // This machine; multi-CPU; 1 machine; debug no; dynamo no; 4 processes; no precision. No
-  // mpirun question: accel never runs mpirun.
-  auto run = answer("0\n1\n1\nno\nno\n4\n0\n");
+  // This machine; multi-CPU; 1 machine; debug no; mpirun no; dynamo no; 4 processes; no precision.
+  auto run = answer("0\n1\n1\nno\nno\nno\n4\n0\n");
   ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
   const auto& c = *run.result;
   EXPECT_EQ(c.distributed_type, "MULTI_CPU");
@@ -58,9 +57,44 @@ TEST(QuestionnaireTest, MultiCpuMatchesAccelerateExample) {
   EXPECT_TRUE(c.use_cpu);
   EXPECT_TRUE(c.same_network);
   EXPECT_FALSE(c.gpu_ids.has_value());
-  EXPECT_EQ(run.transcript.find("mpirun"), std::string::npos) << run.transcript;
+  EXPECT_NE(run.transcript.find("Do you want accel to launch mpirun? [yes/NO]"), std::string::npos) << run.transcript;
   EXPECT_EQ(run.transcript.find("DeepSpeed"), std::string::npos) << run.transcript;
   EXPECT_EQ(c.extras.count("mpirun_config"), 0u);
+}
+
+// accelerate's mpirun question (multi-CPU only): the hostfile lands in mpirun_config, expanded,
+// which accel launch then runs mpirun with.
+TEST(QuestionnaireTest, MultiCpuAsksForMpirunAndItsHostfile) {
+  PathEnv env;
+  env.home = "/home/u";
+  std::istringstream in("0\n1\n1\nno\nyes\n~/hosts\nno\n4\n0\n");
+  std::ostringstream out;
+  auto c = runQuestionnaire(in, out, env);
+  ASSERT_TRUE(c.ok()) << c.error() << out.str();
+  EXPECT_EQ(c->extras.at("mpirun_config"), (nlohmann::json{{"mpirun_hostfile", "/home/u/hosts"}}));
+  EXPECT_NE(out.str().find("Please enter the path to the hostfile to use with mpirun [~/hostfile]"), std::string::npos);
+  std::istringstream defaults("0\n1\n1\nno\nyes\n\nno\n4\n0\n");
+  c = runQuestionnaire(defaults, out, env);
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->extras.at("mpirun_config").at("mpirun_hostfile"), "/home/u/hostfile");
+  // No mpirun question without multi-CPU.
+  std::istringstream gpu("0\n0\nn\nn\nn\n\nn\n0\n");
+  std::ostringstream gpuOut;
+  ASSERT_TRUE(runQuestionnaire(gpu, gpuOut, env).ok()) << gpuOut.str();
+  EXPECT_EQ(gpuOut.str().find("mpirun"), std::string::npos);
+}
+
+// The rendezvous backends offered are the ones accel runs; etcd is refused when answered.
+TEST(QuestionnaireTest, RendezvousBackendOffersStaticAndC10dOnly) {
+  auto run = answer("0\n1\n2\n0\nhost-a\n\nn\netcd\nc10d\nn\nn\nn\n4\n0\n");
+  ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
+  EXPECT_EQ(run.result->rdzv_backend, "c10d");
+  EXPECT_NE(run.transcript.find("What rendezvous backend will you use? ('static', 'c10d'; etcd is not supported) [static]"),
+            std::string::npos)
+      << run.transcript;
+  EXPECT_NE(run.transcript.find("'etcd' is not supported: accel has no etcd rendezvous; use 'static' or 'c10d'"),
+            std::string::npos)
+      << run.transcript;
 }
 
 TEST(QuestionnaireTest, MultiNodeGpuAsksRankAddressPortNetwork) {
@@ -103,8 +137,8 @@ TEST(QuestionnaireTest, MultiNodeGpuAsksRankAddressPortNetwork) {
 
 TEST(QuestionnaireTest, InvalidAnswersAreReaskedWithTheReason) {
   // machine type: 'x', 99, 2 (XPU) then 1; machines: 0 then 1; debug: 'maybe' then n;
-  // dynamo n; processes: -3 then 3; precision: fp16 (CPU) then fp8 then 2.
-  auto run = answer("0\nx\n99\n2\n1\n0\n1\nmaybe\nn\nn\n-3\n3\nfp16\n3\n2\n");
+  // mpirun n; dynamo n; processes: -3 then 3; precision: fp16 (CPU) then fp8 then 2.
+  auto run = answer("0\nx\n99\n2\n1\n0\n1\nmaybe\nn\nn\nn\n-3\n3\nfp16\n3\n2\n");
   ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
   EXPECT_EQ(run.result->num_processes, 3);
   EXPECT_EQ(run.result->mixed_precision, "bf16");
@@ -127,7 +161,7 @@ TEST(QuestionnaireTest, InvalidAnswersAreReaskedWithTheReason) {
 }
 
 TEST(QuestionnaireTest, ProcessCountMustSplitEvenlyOverMachines) {
-  auto run = answer("0\n1\n2\n0\nhost-a\n\n\nn\nn\n3\n4\n0\n");
+  auto run = answer("0\n1\n2\n0\nhost-a\n\n\nn\nn\nn\n3\n4\n0\n");
   ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
   EXPECT_EQ(run.result->num_processes, 4);
   EXPECT_EQ(run.result->main_process_port, 29500);
@@ -143,7 +177,7 @@ TEST(QuestionnaireTest, EndOfInputIsAnErrorNamingTheQuestion) {
 }
 
 TEST(QuestionnaireTest, MenuAcceptsOptionText) {
-  auto run = answer("This machine\nmulti-CPU\n\n\n\n2\nBF16\n");
+  auto run = answer("This machine\nmulti-CPU\n\n\n\n\n2\nBF16\n");
   ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
   EXPECT_EQ(run.result->distributed_type, "MULTI_CPU");
   EXPECT_EQ(run.result->mixed_precision, "bf16");
@@ -181,7 +215,7 @@ TEST(QuestionnaireTest, MainProcessAnswersAreChecked) {
   EXPECT_EQ(count(t, "Invalid answer: an address or host name is required"), 1u) << t;
   EXPECT_EQ(count(t, "Invalid answer: 'a/b' is not a host name or IP address"), 1u) << t;
   EXPECT_EQ(count(t, "Invalid answer: must be between 1 and 65535"), 2u) << t;
-  EXPECT_EQ(count(t, "Invalid answer: 'zzz' is not one of static, c10d, etcd, etcd-v2"), 1u) << t;
+  EXPECT_EQ(count(t, "Invalid answer: 'zzz' is not one of 'static', 'c10d'"), 1u) << t;
 }
 
 TEST(QuestionnaireTest, CpuOnlySkipsTheGpuQuestions) {

@@ -94,12 +94,12 @@ questionnaire_roundtrip)
   expect_contains "$OUT" '"num_processes": 16'
   expect_contains "$OUT" '"machine_rank": 1'
   # A JSON target gets JSON.
-  expect_exit 0 bash -c "printf '0\n1\n1\nn\nn\n4\n2\n' | '$ACCEL' config --config_file '$SCRATCH/c.json'"
+  expect_exit 0 bash -c "printf '0\n1\n1\nn\nn\nn\n4\n2\n' | '$ACCEL' config --config_file '$SCRATCH/c.json'"
   d=$(load_like_accelerate "$SCRATCH/c.json")
   expect_contains "$d" '"num_processes": 4'
   ;;
 questionnaire_bad_answers)
-  expect_exit 0 bash -c "printf '0\nfoo\n7\n1\n1\nmaybe\nn\nn\n0\n4\nfp16\n2\n' | '$ACCEL' config"
+  expect_exit 0 bash -c "printf '0\nfoo\n7\n1\n1\nmaybe\nn\nn\nn\n0\n4\nfp16\n2\n' | '$ACCEL' config"
   expect_contains "$OUT" "Invalid answer: 'foo' is not a choice; enter a number from 0 to 10"
   expect_contains "$OUT" "  [7] multi-SDAA (not supported by accel)"
   expect_contains "$OUT" "Invalid answer: multi-SDAA is not supported by accel"
@@ -218,8 +218,8 @@ files_load_in_accelerate)
   }
   ask q_no_defaults.yaml '\n\n\n\n\n\n\n\n'
   ask q_no_cpu.yaml '0\n0\ny\nn\n0\n'
-  ask q_multi_cpu.yaml '0\n1\n1\nn\nn\n4\n2\n'
-  ask q_multi_cpu_nodes.yaml '0\n1\n2\n1\nhost-a\n\nn\netcd-v2\ny\nn\n4\n0\n'
+  ask q_multi_cpu.yaml '0\n1\n1\nn\nn\nn\n4\n2\n'
+  ask q_multi_cpu_nodes.yaml '0\n1\n2\n1\nhost-a\n\nn\netcd-v2\nc10d\ny\ny\n/etc/accel/hostfile\nn\n4\n0\n'
   ask q_multi_gpu_nodes.yaml '0\n4\n2\n1\n10.0.0.1\n29501\nno\nc10d\ny\ny\n2\ny\n1\nn\ny\nn\nn\nn\nn\n16\n0,1\nno\nbf16\n'
   ask q_gpu_dynamo_numa.yaml '0\n0\nn\ny\n0\ny\n2\ny\ny\ny\nn\n1\nyes\nbf16\n'
   ask q_deepspeed_zero3.yaml '0\n4\n2\n0\n10.0.0.1\n\n\nn\nn\ny\nn\n3\n2\n1\n/mnt/nvme\n4\ny\n0.5\ny\ny\ny\nMoeBlock\n\n16\nbf16\n'
@@ -253,6 +253,9 @@ files_load_in_accelerate)
   done
   [[ $n == 23 ]] || fail "expected 23 files, checked $n"
   # Spot checks that the files say what was asked (a checker that passed everything would miss these).
+  d=$(load_like_accelerate "$dir/q_multi_cpu_nodes.yaml")
+  expect_contains "$d" '"mpirun_config": {"mpirun_hostfile": "/etc/accel/hostfile"}'
+  expect_contains "$d" '"rdzv_backend": "c10d"'
   d=$(load_like_accelerate "$dir/q_gpu_dynamo_numa.yaml")
   expect_contains "$d" '"enable_cpu_affinity": true'
   expect_contains "$d" '"dynamo_config": {"dynamo_backend": "EAGER", "dynamo_mode": "max-autotune"'
