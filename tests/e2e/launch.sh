@@ -501,6 +501,20 @@ torchrun_entry)
   rm -f "$OUT_DIR"/rank_*
   expect_exit 0 "$ACCEL" launch "$W/env_dump.sh"
   [[ -f "$OUT_DIR/rank_.env" ]] && ! grep -q '^RANK=' "$OUT_DIR/rank_.env" || fail "accel launch's single process got RANK"
+  # --nproc_per_node cpu: a rank per online CPU; --role names the workers' role (ROLE_NAME).
+  rm -f "$OUT_DIR"/rank_*
+  cpus=$(getconf _NPROCESSORS_ONLN)
+  expect_exit 0 "$SCRATCH/torchrun" --nproc_per_node cpu --role trainer "$W/env_dump.sh"
+  [[ $(ls "$OUT_DIR"/rank_*.env | wc -l) == "$cpus" ]] || fail "want $cpus ranks, have: $(ls "$OUT_DIR")"
+  check_env $((cpus - 1)) RANK=$((cpus - 1)) WORLD_SIZE=$cpus LOCAL_WORLD_SIZE=$cpus ROLE_NAME=trainer \
+    ROLE_WORLD_SIZE=$cpus ROLE_RANK=$((cpus - 1))
+  # --run_path: a script without the .py suffix (and not executable) still runs under python.
+  printf 'import os, sys\nopen(os.environ["OUT_DIR"] + "/ran." + os.environ["RANK"], "w").write(" ".join(sys.argv[1:]))\n' \
+    >"$SCRATCH/train_script"
+  PYTHON_EXEC=/usr/bin/python3 expect_exit 0 "$SCRATCH/torchrun" --nproc_per_node 2 --run_path "$SCRATCH/train_script" x y
+  [[ $(cat "$OUT_DIR/ran.0") == "x y" && $(cat "$OUT_DIR/ran.1") == "x y" ]] || fail "--run_path: $(ls "$OUT_DIR")"
+  expect_exit 2 "$SCRATCH/torchrun" --nproc_per_node 1 "$SCRATCH/train_script"
+  expect_contains "$ERR" "training script '$SCRATCH/train_script' is not executable (chmod +x it, or give a .py file)"
   ;;
 multi_machine_failure)
   # Rank 3 on machine 1 fails while every other rank runs: both machines stop, both name it,
