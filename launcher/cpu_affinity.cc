@@ -13,6 +13,7 @@
 
 #include "config/schema.h"
 #include "launcher/text.h"
+#include "probes/gpu_probe.h"
 
 namespace accel::launcher {
 namespace {
@@ -267,7 +268,68 @@ CpuTopology readCpuTopology(const std::vector<int>& allowed, const std::string& 
   return t;
 }
 
-void assignCpuAffinity(LaunchPlan& plan, const CpuTopology& topology) {
+std::vector<int> rankGpuDevices(const LaunchPlan& plan) {
+  std::vector<int> ids;
+  const auto& gpuIds = plan.config.config.gpu_ids;
+  if (gpuIds && *gpuIds != "all") {
+    for (std::string_view item : splitOn(*gpuIds, ',')) {
+      const std::string id(item);
+      ids.push_back(!id.empty() && id.size() < 6 && std::all_of(id.begin(), id.end(), ::isdigit) ? std::stoi(id) : -1);
+    }
+  }
+  std::vector<int> devices;
+  for (int r = 0; r < plan.local_world_size; ++r) {
+    devices.push_back(ids.empty() ? r : r < static_cast<int>(ids.size()) ? ids[static_cast<size_t>(r)] : -1);
+  }
+  return devices;
+}
+
+std::vector<int> gpuNumaNodes(const std::vector<std::string>& busIds, const std::vector<int>& devices,
+                              const std::string& sysRoot) {
+  std::vector<int> nodes;
+  for (int device : devices) {
+    int node = -1;
+    if (device >= 0 && device < static_cast<int>(busIds.size())) {
+      std::string bdf = lowerCase(busIds[static_cast<size_t>(device)]);
+      const size_t colon = bdf.find(':');
+      if (colon != std::string::npos && colon > 4) bdf.erase(0, colon - 4);  // NVML's 8-digit domain
+      std::ifstream in(sysRoot + "/bus/pci/devices/" + bdf + "/numa_node");
+      if (!(in >> node)) node = -1;
+    }
+    nodes.push_back(node);
+  }
+  return nodes;
+}
+
+namespace {
+
+// A GPU job's rank lines say which node each rank follows.
+std::string affinityNotice(const LaunchPlan& plan, const CpuTopology& topology, const CpuAffinity& a,
+                           const std::vector<int>* gpuNodes) {
+  int nodes = 0;
+  for (const auto& node : topology.nodes) nodes += node.empty() ? 0 : 1;
+  std::string line = "CPU affinity (CPUs " + formatCpuList(topology.allowed) + " of this agent, " +
+                     std::to_string(std::max(nodes, 1)) + " NUMA node" + (nodes > 1 ? "s" : "") + "):";
+  const std::vector<int> devices = gpuNodes ? rankGpuDevices(plan) : std::vector<int>{};
+  for (size_t r = 0; r < a.rank_cpus.size(); ++r) {
+    line += (r ? "; local rank " : " local rank ") + std::to_string(r) + " on CPUs " + formatCpuList(a.rank_cpus[r]);
+    std::string notes;
+    if (gpuNodes) {
+      const int node = r < gpuNodes->size() ? (*gpuNodes)[r] : -1;
+      notes = "GPU " + std::to_string(devices[r]) +
+              (node >= 0 ? " on NUMA node " + std::to_string(node) : ", NUMA node unknown");
+    }
+    if (plan.omp_from_affinity) {
+      notes += (notes.empty() ? "OMP_NUM_THREADS=" : ", OMP_NUM_THREADS=") + std::to_string(a.rank_threads[r]);
+    }
+    if (!notes.empty()) line += " (" + notes + ")";
+  }
+  return line;
+}
+
+}  // namespace
+
+void assignCpuAffinity(LaunchPlan& plan, const CpuTopology& topology, const std::optional<std::vector<int>>& gpuNodes) {
   const config::ClusterConfig& c = plan.config.config;
   if (!c.enable_cpu_affinity) return;
   if (plan.exec_in_place) {
@@ -276,23 +338,19 @@ void assignCpuAffinity(LaunchPlan& plan, const CpuTopology& topology) {
     return;
   }
   // A GPU job is one accelerate would start with torchrun (MULTI_GPU, FSDP, DeepSpeed, Megatron-LM).
-  if (plan.accelerate_launcher != AccelerateLauncher::Simple) {
-    plan.notices.push_back("enable_cpu_affinity: the GPUs' NUMA nodes are not known to accel; the ranks are spread "
-                           "over the NUMA nodes as for a CPU job");
+  const bool gpuJob = plan.accelerate_launcher != AccelerateLauncher::Simple;
+  const bool nodesKnown =
+      gpuJob && gpuNodes && std::any_of(gpuNodes->begin(), gpuNodes->end(), [](int node) { return node >= 0; });
+  if (gpuJob && !nodesKnown) {
+    plan.notices.push_back(std::string("enable_cpu_affinity: the GPUs' NUMA nodes are not known (") +
+                           (gpuNodes ? "sysfs gives none for their PCI devices" : "the CUDA driver gives no PCI bus ids") +
+                           "); the ranks are spread over the NUMA nodes as for a CPU job");
   }
-  const CpuAffinity a = planCpuAffinity(topology, plan.local_world_size);
+  const CpuAffinity a = planCpuAffinity(topology, plan.local_world_size, nodesKnown ? gpuNodes : std::nullopt);
   if (a.rank_cpus.empty()) return;  // no CPU to give out: nothing pinned
   plan.rank_cpus = a.rank_cpus;
   if (plan.omp_from_affinity) plan.rank_omp_threads = a.rank_threads;
-  int nodes = 0;
-  for (const auto& node : topology.nodes) nodes += node.empty() ? 0 : 1;
-  std::string line = "CPU affinity (CPUs " + formatCpuList(topology.allowed) + " of this agent, " +
-                     std::to_string(std::max(nodes, 1)) + " NUMA node" + (nodes > 1 ? "s" : "") + "):";
-  for (size_t r = 0; r < a.rank_cpus.size(); ++r) {
-    line += (r ? "; local rank " : " local rank ") + std::to_string(r) + " on CPUs " + formatCpuList(a.rank_cpus[r]);
-    if (plan.omp_from_affinity) line += " (OMP_NUM_THREADS=" + std::to_string(a.rank_threads[r]) + ")";
-  }
-  plan.notices.push_back(line);
+  plan.notices.push_back(affinityNotice(plan, topology, a, nodesKnown ? &*gpuNodes : nullptr));
   if (a.shared) {
     plan.notices.push_back("enable_cpu_affinity: " + std::to_string(plan.local_world_size) + " local ranks but only " +
                            std::to_string(topology.allowed.size()) + " CPUs; ranks share CPUs");
@@ -304,7 +362,13 @@ Expected<void> assignCpuAffinity(LaunchPlan& plan) {
   auto allowed = allowedCpus();
   if (!allowed) return makeError("enable_cpu_affinity: cannot read the CPUs this agent may use: " + allowed.error());
   if (allowed->empty()) return makeError("enable_cpu_affinity: sched_getaffinity reports no CPU for this agent");
-  assignCpuAffinity(plan, readCpuTopology(*allowed));
+  std::optional<std::vector<int>> gpuNodes;
+  if (plan.accelerate_launcher != AccelerateLauncher::Simple && !plan.exec_in_place) {
+    const std::vector<std::string> busIds = probes::gpuPciBusIds();
+    const bool any = std::any_of(busIds.begin(), busIds.end(), [](const std::string& id) { return !id.empty(); });
+    if (any) gpuNodes = gpuNumaNodes(busIds, rankGpuDevices(plan));
+  }
+  assignCpuAffinity(plan, readCpuTopology(*allowed), gpuNodes);
   return {};
 }
 

@@ -48,14 +48,29 @@ CpuAffinity planCpuAffinity(const CpuTopology& topology, int localRanks,
 
 // For `enable_cpu_affinity` (flag or key): fills plan.rank_cpus, and plan.rank_omp_threads when
 // plan.omp_from_affinity, for the plan's local ranks on `topology`, and adds one notice with the
-// sets (and one when ranks share CPUs). A multi-GPU job is placed as a CPU job, with a notice: accel
-// does not know its GPUs' NUMA nodes (its GPU probe reports no PCI bus ids). A rank per scheduler
-// task (exec_in_place) is left to the scheduler's binding, with a notice. Does nothing when
-// affinity is off. Pure; never throws.
-void assignCpuAffinity(LaunchPlan& plan, const CpuTopology& topology);
+// sets (and one when ranks share CPUs). A GPU job (one accelerate starts with torchrun) is pinned
+// to its GPUs' NUMA nodes when `gpuNodes` (per local rank, as gpuNumaNodes gives) knows at least
+// one; otherwise it is placed as a CPU job, with a notice saying why. A rank per scheduler task
+// (exec_in_place) is left to the scheduler's binding, with a notice. Does nothing when affinity
+// is off. Pure; never throws.
+void assignCpuAffinity(LaunchPlan& plan, const CpuTopology& topology,
+                       const std::optional<std::vector<int>>& gpuNodes = std::nullopt);
 
-// The same on this machine: the agent's own sched_getaffinity and /sys. Error (naming the system
-// call) when the agent's CPUs cannot be read. Reads a few sysfs files; call before spawning.
+// The CUDA device each local rank uses, in the agent's view: the r-th of gpu_ids, or r when
+// gpu_ids is unset or "all" (workers see only gpu_ids, and use their local rank's device).
+std::vector<int> rankGpuDevices(const LaunchPlan& plan);
+
+// The NUMA node of each of `devices` (CUDA device indices): `busIds[device]` (a PCI bus id as
+// CUDA or NVML spell it, "0000:3B:00.0" or "00000000:3B:00.0") looked up as
+// <sysRoot>/bus/pci/devices/0000:3b:00.0/numa_node. -1 where not known: no id, no such file, or
+// the kernel's own -1 (a machine without NUMA). Reads one small sysfs file per device; thread-safe.
+std::vector<int> gpuNumaNodes(const std::vector<std::string>& busIds, const std::vector<int>& devices,
+                              const std::string& sysRoot = "/sys");
+
+// The same on this machine: the agent's own sched_getaffinity and /sys, and for a GPU job the
+// GPUs' PCI bus ids from the CUDA driver (probes::gpuPciBusIds). Error (naming the system call)
+// when the agent's CPUs cannot be read. Reads a few sysfs files (and initialises CUDA for a GPU
+// job); call before spawning.
 Expected<void> assignCpuAffinity(LaunchPlan& plan);
 
 // Reads the topology under `sysRoot` (normally "/sys": devices/system/node/node*/cpulist and

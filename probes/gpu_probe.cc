@@ -32,6 +32,7 @@ using CuDeviceGetCount = int (*)(int*);
 using CuDeviceGet = int (*)(int*, int);
 using CuDeviceGetName = int (*)(char*, int, int);
 using CuDeviceTotalMem = int (*)(size_t*, int);
+using CuDeviceGetPciBusId = int (*)(char*, int, int);
 using CuGetErrorString = int (*)(int, const char**);
 using NvmlInit = int (*)();
 using NvmlShutdown = int (*)();
@@ -51,6 +52,7 @@ void probeCuda(GpuInfo& info) {
   auto name = cuda.symbol<CuDeviceGetName>("cuDeviceGetName");
   auto totalMem = cuda.symbol<CuDeviceTotalMem>("cuDeviceTotalMem_v2");
   auto errorString = cuda.symbol<CuGetErrorString>("cuGetErrorString");
+  auto busId = cuda.symbol<CuDeviceGetPciBusId>("cuDeviceGetPCIBusId");
   if (!init || !count || !get || !name || !totalMem) {
     info.cuda_status = "libcuda.so.1 lacks the driver API entry points";
     return;
@@ -79,6 +81,8 @@ void probeCuda(GpuInfo& info) {
     if (name(buf, sizeof buf - 1, device) == 0) d.name = buf;
     size_t bytes = 0;
     if (totalMem(&bytes, device) == 0) d.memory_bytes = bytes;
+    char bus[64] = {0};
+    if (busId && busId(bus, sizeof bus - 1, device) == 0) d.pci_bus_id = bus;
     info.devices.push_back(d);
   }
   info.cuda_usable = !info.devices.empty();
@@ -136,6 +140,17 @@ int countUsableGpus() {
   GpuInfo info;
   probeCuda(info);
   return static_cast<int>(info.devices.size());
+}
+
+std::vector<std::string> gpuPciBusIds() {
+  GpuInfo info;
+  probeCuda(info);
+  std::vector<std::string> ids;
+  for (const GpuDevice& d : info.devices) {
+    if (d.index >= static_cast<int>(ids.size())) ids.resize(static_cast<size_t>(d.index) + 1);
+    ids[static_cast<size_t>(d.index)] = d.pci_bus_id;
+  }
+  return ids;
 }
 
 GpuInfo probeGpus() {

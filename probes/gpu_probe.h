@@ -13,6 +13,7 @@ struct GpuDevice {
   int index = 0;
   std::string name;
   uint64_t memory_bytes = 0;
+  std::string pci_bus_id;  // as the driver API spells it, "0000:3B:00.0"; empty when unknown
 };
 
 struct GpuInfo {
@@ -32,6 +33,12 @@ GpuInfo probeGpus();
 // Only the CUDA part of probeGpus (no NVML, no NCCL): the number of usable GPUs, 0 without a
 // driver. For launch-time checks, where every millisecond counts.
 int countUsableGpus();
+
+// The PCI bus id of each CUDA device, by device index in this process's view (its
+// CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, which the workers inherit); empty without a usable
+// driver, "" for a device whose id the driver does not give. Only the driver API (no NVML, no
+// NCCL); never throws.
+std::vector<std::string> gpuPciBusIds();
 
 // "2.28.9" for NCCL's version code 22809 (and the pre-2.9 scheme 2708 → "2.7.8").
 std::string ncclVersionString(int code);

@@ -292,13 +292,68 @@ TEST_F(CpuAffinityPlanTest, GpuJobsAreSpreadAsCpuJobsWithANotice) {
   assignCpuAffinity(p, twoNodesSmt());
   EXPECT_EQ(p.rank_cpus, (Sets{{0, 1, 4, 5}, {2, 3, 6, 7}}));
   ASSERT_FALSE(p.notices.empty());
-  EXPECT_NE(p.notices[0].find("the GPUs' NUMA nodes are not known to accel"), std::string::npos) << p.notices[0];
+  EXPECT_NE(p.notices[0].find("the GPUs' NUMA nodes are not known (the CUDA driver gives no PCI bus ids)"), std::string::npos) << p.notices[0];
   o.config.multi_gpu = false;  // FSDP (like DeepSpeed and Megatron-LM) is a GPU job too
   o.config.distributed_type = "FSDP";
   p = plan(o, {"PATH=/usr/bin:/bin"}, 2);
   assignCpuAffinity(p, twoNodesSmt());
   ASSERT_FALSE(p.notices.empty());
-  EXPECT_NE(p.notices[0].find("the GPUs' NUMA nodes are not known to accel"), std::string::npos) << p.notices[0];
+  EXPECT_NE(p.notices[0].find("the GPUs' NUMA nodes are not known (the CUDA driver gives no PCI bus ids)"), std::string::npos) << p.notices[0];
+}
+
+// With the GPUs' nodes known (here: GPU 3 on node 1, GPU 1 on node 0), each rank follows its GPU.
+TEST_F(CpuAffinityPlanTest, GpuJobFollowsItsGpusNumaNodes) {
+  LaunchOptions o;
+  o.config.multi_gpu = true;
+  o.config.num_processes = 2;
+  o.config.enable_cpu_affinity = true;
+  o.config.gpu_ids = "3,1";
+  LaunchPlan p = plan(o, {"PATH=/usr/bin:/bin"}, 4);
+  EXPECT_EQ(rankGpuDevices(p), (std::vector<int>{3, 1}));
+  assignCpuAffinity(p, twoNodesSmt(), std::vector<int>{1, 0});
+  EXPECT_EQ(p.rank_cpus, (Sets{{2, 3, 6, 7}, {0, 1, 4, 5}}));
+  EXPECT_EQ(var(p, 0, "OMP_NUM_THREADS"), "2");  // node 1's two cores, one rank there
+  ASSERT_EQ(p.notices.size(), 1u) << p.notices[0];
+  EXPECT_EQ(p.notices[0],
+            "CPU affinity (CPUs 0-7 of this agent, 2 NUMA nodes): local rank 0 on CPUs 2-3,6-7 (GPU 3 on NUMA node 1, "
+            "OMP_NUM_THREADS=2); local rank 1 on CPUs 0-1,4-5 (GPU 1 on NUMA node 0, OMP_NUM_THREADS=2)");
+  // Both GPUs on node 0: the ranks share its CPUs, one core's worth of threads each.
+  p = plan(o, {"PATH=/usr/bin:/bin"}, 4);
+  assignCpuAffinity(p, twoNodesSmt(), std::vector<int>{0, 0});
+  EXPECT_EQ(p.rank_cpus, (Sets{{0, 1, 4, 5}, {0, 1, 4, 5}}));
+  EXPECT_EQ(var(p, 1, "OMP_NUM_THREADS"), "1");
+  // sysfs knows no node (-1 everywhere, as on a machine without NUMA): spread as a CPU job.
+  p = plan(o, {"PATH=/usr/bin:/bin"}, 4);
+  assignCpuAffinity(p, twoNodesSmt(), std::vector<int>{-1, -1});
+  EXPECT_EQ(p.rank_cpus, (Sets{{0, 1, 4, 5}, {2, 3, 6, 7}}));
+  ASSERT_FALSE(p.notices.empty());
+  EXPECT_NE(p.notices[0].find("not known (sysfs gives none for their PCI devices)"), std::string::npos) << p.notices[0];
+  // A CPU job ignores GPU nodes.
+  o.config.multi_gpu = false;
+  o.config.cpu = true;
+  o.config.gpu_ids.reset();
+  p = plan(o);
+  assignCpuAffinity(p, twoNodesSmt(), std::vector<int>{0, 0});
+  EXPECT_EQ(p.rank_cpus, (Sets{{0, 1, 4, 5}, {2, 3, 6, 7}}));
+  EXPECT_EQ(rankGpuDevices(p), (std::vector<int>{0, 1}));
+}
+
+// A fake sysfs PCI tree: bus ids as CUDA ("0000:3B:00.0") and NVML ("00000000:...") spell them.
+TEST(CpuAffinityTest, GpuNumaNodesComeFromTheirPciDevices) {
+  testing::ScratchDir dir;
+  const std::string root = dir.path();
+  auto write = [&](const std::string& bdf, const std::string& text) {
+    const std::string d = root + "/bus/pci/devices/" + bdf;
+    ASSERT_EQ(std::system(("mkdir -p '" + d + "'").c_str()), 0);
+    std::ofstream(d + "/numa_node") << text;
+  };
+  write("0000:3b:00.0", "1\n");
+  write("0000:5e:00.0", "0\n");
+  write("0000:86:00.0", "-1\n");
+  const std::vector<std::string> ids = {"0000:3B:00.0", "00000000:5E:00.0", "0000:86:00.0", "", "0000:AF:00.0"};
+  EXPECT_EQ(gpuNumaNodes(ids, {0, 1, 2, 3, 4, 5, -1}, root), (std::vector<int>{1, 0, -1, -1, -1, -1, -1}));
+  EXPECT_EQ(gpuNumaNodes(ids, {1, 0}, root), (std::vector<int>{0, 1}));
+  EXPECT_EQ(gpuNumaNodes({}, {0}, root), (std::vector<int>{-1}));
 }
 
 // The child pins itself between fork and exec: a worker reads its own CPUs back.

@@ -37,7 +37,7 @@ GpuInfo gpus(int n, int driverCuda = 12040, bool nccl = true) {
   g.cuda_status = n > 0 ? "ok" : "no NVIDIA driver (libcuda.so.1 not found)";
   if (n > 0) g.driver_cuda_version = driverCuda;
   g.driver_version = "550.54";
-  for (int i = 0; i < n; ++i) g.devices.push_back({i, "H100", 80ull << 30});
+  for (int i = 0; i < n; ++i) g.devices.push_back({i, "H100", 80ull << 30, ""});
   if (nccl) g.nccl_version = "2.21.5";
   g.nccl_status = nccl ? "ok" : "libnccl.so.2 not found";
   return g;
