@@ -97,7 +97,9 @@ std::vector<FlagSpec> distributed() {
       F({"--log_dir"}, "log_dir").str().torchrunToo().help("Keep every rank's streams in LOG_DIR/<run_id>_<random>/attempt_K/<local_rank>/"),
       F({"--role"}, "role").str("\"default\"").torchrunToo().help("ROLE_NAME of the workers"),
       F({"--rdzv_backend"}, "rdzv_backend").str("\"static\"").torchrunToo().help("static or c10d"),
-      F({"--rdzv_conf"}, "rdzv_conf").str("\"\"").torchrunToo().help("k=v,...: timeout=SECONDS is used"),
+      F({"--rdzv_conf"}, "rdzv_conf").str("\"\"").torchrunToo()
+          .help("k=v,...: timeout= (or join_timeout=) SECONDS bounds the rendezvous; is_host=1|0 says whether this "
+                "machine hosts a c10d rendezvous"),
       F({"--max_restarts"}, "max_restarts").integer("0").torchrunToo().help("Restart the job up to K times after a failure"),
       F({"--monitor_interval"}, "monitor_interval").real("0.1").torchrunToo()
           .help("Accepted; accel reacts to worker exits as they happen"),
@@ -608,7 +610,9 @@ std::string launchFlagsMarkdown() {
     for (auto [bit, name] : {std::pair{kFromAccelerate, "accelerate"}, {kFromTorchrun, "torchrun"}, {kFromAccel, "accel"}}) {
       if (f.origin & bit) from += (from.empty() ? "" : ", ") + std::string(name);
     }
-    out += "| " + names + " | " + from + " | " + whatItDoes(f) + " |\n";
+    std::string what;
+    for (char c : whatItDoes(f)) what += c == '|' ? std::string("\\|") : std::string(1, c);  // a table cell
+    out += "| " + names + " | " + from + " | " + what + " |\n";
   }
   return out;
 }
