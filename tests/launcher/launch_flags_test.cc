@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 
@@ -213,6 +214,64 @@ TEST(LaunchFlagsTest, ReadmeTableIsTheFlagTable) {
   ASSERT_NE(end, std::string::npos);
   const size_t first = readme.find('\n', begin) + 1;
   EXPECT_EQ(readme.substr(first, end - first), launchFlagsMarkdown());
+}
+
+}  // namespace
+}  // namespace accel::launcher
+
+namespace accel::launcher {
+namespace {
+
+// The spec whose names include `option` exactly, its dash spelling included, or nullptr.
+const FlagSpec* specNamed(const std::string& option) {
+  for (const FlagSpec& f : launchFlags()) {
+    for (std::string_view name : f.names) {
+      std::string dashed(name);
+      if (dashed.rfind("--", 0) == 0) std::replace(dashed.begin() + 2, dashed.end(), '_', '-');
+      if (option == name || option == dashed) return &f;
+    }
+  }
+  return nullptr;
+}
+
+// Every option of `accelerate launch` at each recorded tag (its own parser, recorded by
+// scripts/accelerate_fixtures into config_keys.json "launch_flags") is in the table under
+// accelerate's dest and arity, and parses: none is ever "unknown flag".
+TEST(LaunchFlagsTest, EveryOptionOfEachRecordedAccelerateParses) {
+  const std::map<std::string, FlagArity> arityOf = {{"_StoreAction", FlagArity::Value},
+                                                    {"_StoreTrueAction", FlagArity::Switch},
+                                                    {"_StoreFalseAction", FlagArity::SwitchFalse},
+                                                    {"_StoreConstAction", FlagArity::SwitchFalse},
+                                                    {"_AppendAction", FlagArity::Append}};
+  int options = 0;
+  for (const char* tag : {"v0.27.2", "v1.14.0"}) {
+    std::ifstream in(std::string(ACCEL_FIXTURES) + "/" + tag + "/config_keys.json");
+    ASSERT_TRUE(in) << "cannot read the " << tag << " fixtures";
+    const json recorded = json::parse(in);
+    ASSERT_GE(recorded.at("launch_flags").size(), 70u) << tag;
+    for (const json& flag : recorded.at("launch_flags")) {
+      const std::string dest = flag.at("dest"), kind = flag.at("kind");
+      if (flag.at("options").empty() || dest == "help") continue;  // the training command; -h
+      for (const std::string option : flag.at("options")) {
+        ++options;
+        const FlagSpec* spec = specNamed(option);
+        ASSERT_NE(spec, nullptr) << tag << ": " << option << " is not in the table";
+        EXPECT_EQ(spec->dest, dest) << tag << ": " << option;
+        ASSERT_TRUE(arityOf.count(kind)) << tag << ": " << option << " is a " << kind;
+        EXPECT_EQ(spec->arity, arityOf.at(kind)) << tag << ": " << option << " (" << kind << ")";
+        std::vector<std::string> args = {option};
+        if (spec->arity == FlagArity::Value || spec->arity == FlagArity::Append) {
+          args.push_back(flag.at("choices").is_array() ? flag.at("choices")[0].dump() : "1");
+          if (flag.at("choices").is_array() && flag.at("choices")[0].is_string()) args.back() = flag.at("choices")[0];
+        }
+        args.push_back("train.py");
+        auto parsed = parseLaunchFlags(args, LaunchMode::Accelerate, {});
+        ASSERT_TRUE(parsed.ok()) << tag << ": " << parsed.error();
+        EXPECT_TRUE(parsed->isGiven(dest)) << tag << ": " << option;
+      }
+    }
+  }
+  EXPECT_GE(options, 200);  // both tags' spellings
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ EnvReport sampleReport() {
   r.gpus.cuda_status = "ok";
   r.gpus.driver_cuda_version = 13000;
   r.gpus.driver_version = "580.65.06";
-  r.gpus.devices = {{0, "NVIDIA H100 80GB HBM3", 85899345920ull}};
+  r.gpus.devices = {{0, "NVIDIA H100 80GB HBM3", 85899345920ull, ""}};
   r.gpus.nccl_version = "2.28.9";
   r.gpus.nccl_status = "ok";
   r.pythons = {PythonInfo{"python3", "/usr/bin/python3", "3.11.2", std::string("1.13.0a0"), ""},
