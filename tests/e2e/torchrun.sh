@@ -174,6 +174,40 @@ restart)
     [[ -f $(echo "$SCRATCH/$who/logs/$RUN_ID"_*/attempt_1/0/stdout.log) ]] || fail "$who: no attempt_1 logs"
   done
   ;;
+flags)
+  # Every option of this torch's own torchrun parser (get_args_parser) is one `accel run` lists
+  # in its help and takes with the same arity; each value option given torchrun's own default
+  # (or a value where the default is None) plans a job (--dry_run).
+  options=$("${TORCHRUN[@]:0:${#TORCHRUN[@]}-1}" -c '
+from torch.distributed.run import get_args_parser
+for a in get_args_parser()._actions:
+    if not a.option_strings or a.dest == "help":
+        continue
+    value = "-" if a.nargs == 0 else ("-" if a.default is None or a.default == "" else str(a.default))
+    for o in a.option_strings:
+        print(o, a.dest, a.nargs if a.nargs is not None else 1, value)')
+  [[ $(wc -l <<<"$options") -ge 20 ]] || fail "torchrun's parser gave too few options: $options"
+  expect_exit 0 "${ACCEL_RUN[@]}" --help
+  help=$OUT
+  declare -A example=([log_dir]="$SCRATCH/logs" [local_addr]=127.0.0.1 [rdzv_endpoint]=127.0.0.1:29400
+    [logs_specs]=default)
+  n=0
+  while read -r option dest nargs value; do
+    listed=$option  # the help lists long flags with underscores (dashes are the same flag)
+    if [[ $option == --* ]]; then rest=${option:2}; listed=--${rest//-/_}; fi
+    grep -qE -- "^  (.*, )?$listed(,| VALUE|$)" <<<"$help" || fail "accel $TWIN_ACCEL_COMMAND --help does not list $listed"
+    args=("$option")
+    if [[ $nargs != 0 ]]; then
+      [[ $value == - ]] && value=${example[$dest]:-1}
+      args+=("$value")
+    fi
+    # Then --nproc_per_node 2, which wins over an earlier one as in argparse.
+    expect_exit 0 "${ACCEL_RUN[@]}" --dry_run "${args[@]}" --nproc_per_node 2 /bin/true
+    expect_contains "$OUT" "WORLD_SIZE=2"
+    n=$((n + 1))
+  done <<<"$options"
+  echo "torch $TWIN_TORCH: $n torchrun options checked"
+  ;;
 *) fail "unknown case $CASE" ;;
 esac
 echo "PASS $CASE"
