@@ -19,13 +19,16 @@ set -euo pipefail
 
 suite=trixie
 # Bump when the package list changes: a cached chroot with another stamp is rebuilt.
-stamp="v1 $suite python3-torch libtorch-dev"
+stamp="v2 $suite python3-torch libtorch-dev openmpi-bin"
 packages=(
   # the torch 2.x python client and LibTorch 2.6 with Gloo
   python3-torch python3-yaml libtorch-dev libgloo-dev
   # to build accel, libaccel and their tests against LibTorch 2.6
   cmake g++ make ccache pkg-config libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev
   libboost-dev libgtest-dev libgmock-dev zlib1g-dev
+  # Open MPI's mpirun, so that accelerate 1.x's mpirun launcher can be recorded
+  # (scripts/accelerate_fixtures) instead of stopping at "mpirun or mpiexec were not found"
+  openmpi-bin
 )
 
 self=$(readlink -f "$0")

@@ -188,8 +188,8 @@ CASE_KEPT = {
     "older_flag": "a flag added after 0.27.2: accel follows the newest accelerate, whose fixture checks it",
     "older_key": "a config key added after 0.27.2: accel follows the newest accelerate, whose fixture checks it",
     "older_xla": "XLA is 1.x's name for TPU",
-    "no_mpirun": "not comparable: accelerate found no mpirun where it was recorded (the torch 2.6 chroot "
-                 "has no Open MPI), so the fixture holds that error, not accelerate's mpirun command",
+    "no_mpirun": "not comparable: accelerate found no mpirun where it was recorded (scripts/torch2_chroot.sh "
+                 "installs Open MPI for this), so the fixture holds that error, not accelerate's mpirun command",
     "unbuffered": "accelerate's simple launcher runs `python SCRIPT`; accel runs `python -u SCRIPT` as torchrun "
                   "does, because the agent reads the workers' output through pipes and prefixes each line",
     "fp16_on_cpu": "mixed_precision fp16 on a CPU-only job: accelerate runs it in fp32 without a word; accel "
@@ -330,18 +330,24 @@ def omp_for_this_host(fixture, expected, cores):
 
 
 def normalize_command(cmd, tmp, unbuffered=False):
-    """unbuffered: accelerate's `python SCRIPT` as accel runs it, `python -u SCRIPT`
-    (CASE_KEPT["unbuffered"])."""
+    """The command as both launchers mean it: the interpreter, first or after mpirun's arguments,
+    is {python}; a program the launcher found on PATH (accel execs its full path, accelerate its
+    name) is its name. unbuffered: accelerate's `python SCRIPT` as accel runs it, `python -u
+    SCRIPT` (CASE_KEPT["unbuffered"])."""
     out = []
     for i, arg in enumerate(expand(list(cmd), tmp)):
         arg = arg.replace(tmp + "/", "")
         if arg.startswith("./"):
             arg = arg[2:]
-        if i == 0 and (arg == "{python}" or re.fullmatch(r"(.*/)?python3?(\.\d+)?", arg)):
+        if "{python}" not in out and (arg == "{python}" or re.fullmatch(r"(.*/)?python3?(\.\d+)?", arg)):
             arg = "{python}"
+        elif i == 0 and os.path.isabs(arg) and shutil.which(os.path.basename(arg)) == arg:
+            arg = os.path.basename(arg)
         out.append(arg)
-    if unbuffered and out and out[0] == "{python}" and out[1:2] != ["-u"]:
-        out.insert(1, "-u")
+    if unbuffered and "{python}" in out:
+        at = out.index("{python}")
+        if out[at + 1:at + 2] != ["-u"]:
+            out.insert(at + 1, "-u")
     return out
 
 
