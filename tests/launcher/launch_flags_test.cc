@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -244,7 +245,12 @@ TEST(LaunchFlagsTest, EveryOptionOfEachRecordedAccelerateParses) {
                                                     {"_StoreConstAction", FlagArity::SwitchFalse},
                                                     {"_AppendAction", FlagArity::Append}};
   int options = 0;
-  for (const char* tag : {"v0.27.2", "v1.14.0"}) {
+  std::vector<std::string> tags;  // every recorded tag: v0.27.2, v1.14.0, ...
+  for (const auto& entry : std::filesystem::directory_iterator(ACCEL_FIXTURES)) {
+    if (entry.path().filename().string().rfind("v", 0) == 0) tags.push_back(entry.path().filename());
+  }
+  ASSERT_GE(tags.size(), 2u);
+  for (const std::string& tag : tags) {
     std::ifstream in(std::string(ACCEL_FIXTURES) + "/" + tag + "/config_keys.json");
     ASSERT_TRUE(in) << "cannot read the " << tag << " fixtures";
     const json recorded = json::parse(in);

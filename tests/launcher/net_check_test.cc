@@ -1,6 +1,7 @@
 #include "launcher/net_check.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -39,6 +40,28 @@ TEST(NetCheckTest, RouteToLoopbackIsTheLoopbackInterface) {
   EXPECT_EQ(route->local_ip, "127.0.0.1");
   EXPECT_EQ(route->interface, "lo");
   EXPECT_EQ(describeInterface(*route), "lo (127.0.0.1)");
+}
+
+// Which agent hosts a c10d rendezvous: loopback, and any address one of this machine's
+// interfaces holds, is this machine; another address, or a name that does not resolve, is not.
+TEST(NetCheckTest, IsThisMachineKnowsItsOwnAddresses) {
+  EXPECT_TRUE(isThisMachine("127.0.0.1"));
+  EXPECT_TRUE(isThisMachine("127.0.1.1"));
+  EXPECT_TRUE(isThisMachine("localhost"));
+  EXPECT_FALSE(isThisMachine("192.0.2.7"));  // TEST-NET-1: documentation only, never assigned
+  EXPECT_FALSE(isThisMachine("no-such-host.invalid"));
+  ifaddrs* list = nullptr;
+  ASSERT_EQ(::getifaddrs(&list), 0) << std::strerror(errno);
+  int checked = 0;
+  for (ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN] = {0};
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+    EXPECT_TRUE(isThisMachine(text)) << text << " on " << i->ifa_name;
+    ++checked;
+  }
+  ::freeifaddrs(list);
+  EXPECT_GE(checked, 1);
 }
 
 TEST(NetCheckTest, UnresolvableNameIsAnErrorNamingIt) {
