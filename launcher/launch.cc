@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <random>
+#include <thread>
 
 #include "config/config_file.h"
 #include "launcher/agent_rendezvous.h"
@@ -275,6 +277,28 @@ class Agent {
   // ends the agent, which has started nothing yet.
   Expected<void> hostStore() {
     if (!master_) return {};
+    const store::TcpStoreServerOptions options = storeOptions();
+    auto listen = [&] { server_ = store::TcpStoreServer::start(options); };
+    try {
+      if (plan_.rank_by_arrival && !plan_.store_host_configured) {
+        // Only guessed to host (the endpoint is this machine): another agent here may hold it.
+        std::minstd_rand jitter(static_cast<unsigned>(::getpid()));
+        auto pause = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + jitter() % 20)); };
+        if (hostOrJoin(listen, [&] { return portHasListener(store_port_); }, pause, 50) == HostOutcome::Join) {
+          joinInsteadOfHosting();
+          return {};
+        }
+      } else {
+        listen();
+      }
+    } catch (const Error& e) {
+      return makeError(std::string(e.what()) + " (--main_process_ip/--main_process_port)");
+    }
+    store_port_ = server_->port();
+    return {};
+  }
+
+  store::TcpStoreServerOptions storeOptions() {
     // With other machines, listen on every address: --main_process_ip may be a name that
     // resolves to loopback here (Debian's 127.0.1.1) yet to the real address elsewhere.
     store::TcpStoreServerOptions options;
@@ -290,19 +314,7 @@ class Agent {
     options.on_observed_write = [board = &board_](const std::string& key, const std::string& value) {
       board->onWrite(key, value);
     };
-    try {
-      server_ = store::TcpStoreServer::start(options);
-    } catch (const AddressInUseError& e) {
-      if (!plan_.rank_by_arrival || plan_.store_host_configured) {
-        return makeError(std::string(e.what()) + " (--main_process_ip/--main_process_port)");
-      }
-      joinInsteadOfHosting();
-      return {};
-    } catch (const Error& e) {
-      return makeError(std::string(e.what()) + " (--main_process_ip/--main_process_port)");
-    }
-    store_port_ = server_->port();
-    return {};
+    return options;
   }
 
   // As torch's c10d rendezvous: the port is taken on the endpoint's host, so another agent there

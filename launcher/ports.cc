@@ -12,6 +12,8 @@
 #include <sstream>
 #include <vector>
 
+#include "accel/error.h"
+
 namespace accel::launcher {
 namespace {
 
@@ -66,6 +68,21 @@ std::string socketOwner(const std::string& inode) {
 }
 
 }  // namespace
+
+bool portHasListener(int port) { return !listeningInodes(port).empty(); }
+
+HostOutcome hostOrJoin(const std::function<void()>& listen, const std::function<bool()>& hasListener,
+                       const std::function<void()>& pause, int attempts) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      listen();
+      return HostOutcome::Hosted;
+    } catch (const AddressInUseError&) {
+      if (attempt >= attempts || hasListener()) return HostOutcome::Join;
+    }
+    pause();
+  }
+}
 
 Expected<void> checkPortFree(int port) {
   for (const auto& inode : listeningInodes(port)) {
