@@ -171,6 +171,10 @@ int jobExitCode(const AttemptReport& last) {
   return 0;
 }
 
+// An agent of torchrun's elastic command line that hosts the store only because the endpoint is
+// this machine (no is_host=): another agent here may already listen on the port.
+bool guessedStoreHost(const LaunchPlan& plan) { return plan.rank_by_arrival && !plan.store_host_configured; }
+
 // torchrun's elastic command line: the agent on the endpoint's host (or the one is_host= in
 // --rdzv_conf names) hosts the store as machine 0; the others join it and are ranked by arrival.
 void decideStoreHost(LaunchPlan& plan) {
@@ -280,8 +284,7 @@ class Agent {
     const store::TcpStoreServerOptions options = storeOptions();
     auto listen = [&] { server_ = store::TcpStoreServer::start(options); };
     try {
-      if (plan_.rank_by_arrival && !plan_.store_host_configured) {
-        // Only guessed to host (the endpoint is this machine): another agent here may hold it.
+      if (guessedStoreHost(plan_)) {
         std::minstd_rand jitter(static_cast<unsigned>(::getpid()));
         auto pause = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + jitter() % 20)); };
         if (hostOrJoin(listen, [&] { return portHasListener(store_port_); }, pause, 50) == HostOutcome::Join) {
@@ -519,8 +522,8 @@ class Agent {
 // The checks and notices before the agent starts; an error here spawns nothing.
 Expected<void> preflight(const LaunchPlan& plan) {
   // The other machines connect to it instead. An agent that only guessed it hosts the c10d
-  // rendezvous joins whoever holds the port (hostStore).
-  if (plan.master_port && plan.node_rank == 0 && !(plan.rank_by_arrival && !plan.store_host_configured)) {
+  // rendezvous joins whoever listens on the port (hostStore).
+  if (plan.master_port && plan.node_rank == 0 && !guessedStoreHost(plan)) {
     if (auto ok = checkPortFree(*plan.master_port); !ok) return ok;
   }
   for (const auto& text : plan.notices) notice(plan, text);
