@@ -16,11 +16,21 @@ void take(const Document& doc, const char* key, std::optional<T>& field) {
 }
 
 bool isTypedKey(const std::string& key) {
-  static const char* const kTyped[] = {
-      "compute_environment", "distributed_type", "mixed_precision", "use_cpu",
-      "debug", "num_processes", "num_machines", "machine_rank",
-      "gpu_ids", "main_process_ip", "main_process_port", "rdzv_backend",
-      "same_network", "main_training_function", "enable_cpu_affinity"};
+  static const char* const kTyped[] = {"compute_environment",
+                                       "distributed_type",
+                                       "mixed_precision",
+                                       "use_cpu",
+                                       "debug",
+                                       "num_processes",
+                                       "num_machines",
+                                       "machine_rank",
+                                       "gpu_ids",
+                                       "main_process_ip",
+                                       "main_process_port",
+                                       "rdzv_backend",
+                                       "same_network",
+                                       "main_training_function",
+                                       "enable_cpu_affinity"};
   for (const char* k : kTyped) {
     if (key == k) return true;
   }
@@ -29,8 +39,8 @@ bool isTypedKey(const std::string& key) {
 
 bool usesDeepSpeedConfigFile(const ClusterConfig& c) {
   auto it = c.extras.find("deepspeed_config");
-  return c.distributed_type == kDistributedDeepSpeed && it != c.extras.end() && it->second.is_object() &&
-         it->second.contains("deepspeed_config_file");
+  return c.distributed_type == kDistributedDeepSpeed && it != c.extras.end() &&
+         it->second.is_object() && it->second.contains("deepspeed_config_file");
 }
 
 }  // namespace
@@ -99,7 +109,8 @@ void addAccelerateDefaults(ClusterConfig& config) {
 std::vector<std::string> dropObsoleteKeys(ClusterConfig& config) {
   std::vector<std::string> dropped;
   if (config.extras.erase("ipex_config")) {
-    dropped.push_back("removed 'ipex_config': accelerate 1.x rejects it (its IPEX options are gone since 1.0)");
+    dropped.push_back(
+        "removed 'ipex_config': accelerate 1.x rejects it (its IPEX options are gone since 1.0)");
   }
   return dropped;
 }
@@ -107,8 +118,10 @@ std::vector<std::string> dropObsoleteKeys(ClusterConfig& config) {
 void migrateDocument(Document& doc) {
   if (!doc.count("compute_environment")) doc["compute_environment"] = std::string(kLocalMachine);
   if (auto it = doc.find("fp16"); it != doc.end()) {
-    if (it->second.is_boolean() && it->second.get<bool>()) doc["mixed_precision"] = "fp16";
-    else if (!doc.count("mixed_precision")) doc["mixed_precision"] = "no";
+    if (it->second.is_boolean() && it->second.get<bool>())
+      doc["mixed_precision"] = "fp16";
+    else if (!doc.count("mixed_precision"))
+      doc["mixed_precision"] = "no";
     doc.erase("fp16");
   }
   if (auto it = doc.find("dynamo_backend"); it != doc.end()) {

@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -29,20 +29,27 @@ std::string where(const std::string& name, const YAML::Mark& mark) {
 bool isPlain(const YAML::Node& node) { return node.Tag() != "!"; }
 
 std::optional<bool> parseYamlBool(const std::string& s) {
-  static const char* const kTrue[] = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"};
-  static const char* const kFalse[] = {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"};
-  for (const char* t : kTrue) if (s == t) return true;
-  for (const char* f : kFalse) if (f == s) return false;
+  static const char* const kTrue[] = {"true", "True", "TRUE", "yes", "Yes",
+                                      "YES",  "on",   "On",   "ON"};
+  static const char* const kFalse[] = {"false", "False", "FALSE", "no", "No",
+                                       "NO",    "off",   "Off",   "OFF"};
+  for (const char* t : kTrue)
+    if (s == t) return true;
+  for (const char* f : kFalse)
+    if (f == s) return false;
   return std::nullopt;
 }
 
-bool isYamlNull(const std::string& s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
+bool isYamlNull(const std::string& s) {
+  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
+}
 
 std::optional<long long> parseYamlInt(const std::string& s) {
   static const std::regex kInt("[-+]?(0|[1-9][0-9_]*)");
   if (!std::regex_match(s, kInt)) return std::nullopt;
   std::string digits;
-  for (char c : s) if (c != '_' && c != '+') digits += c;
+  for (char c : s)
+    if (c != '_' && c != '+') digits += c;
   errno = 0;
   char* end = nullptr;
   long long v = std::strtoll(digits.c_str(), &end, 10);
@@ -51,10 +58,12 @@ std::optional<long long> parseYamlInt(const std::string& s) {
 }
 
 std::optional<double> parseYamlFloat(const std::string& s) {
-  static const std::regex kFloat("[-+]?([0-9][0-9_]*)?\\.[0-9_]*([eE][-+]?[0-9]+)?|[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+");
-  if (!std::regex_match(s, kFloat) || s == "." ) return std::nullopt;
+  static const std::regex kFloat(
+      "[-+]?([0-9][0-9_]*)?\\.[0-9_]*([eE][-+]?[0-9]+)?|[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+");
+  if (!std::regex_match(s, kFloat) || s == ".") return std::nullopt;
   std::string digits;
-  for (char c : s) if (c != '_') digits += c;
+  for (char c : s)
+    if (c != '_') digits += c;
   const double value = std::strtod(digits.c_str(), nullptr);
   // Past a double's range (220e82950) PyYAML gives inf, which JSON cannot hold and a rewritten
   // file would not read back: such a scalar stays its text.
@@ -95,15 +104,19 @@ json nodeToJson(const YAML::Node& node) {
 
 const char* describe(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Map: return "a mapping";
-    case YAML::NodeType::Sequence: return "a list";
-    default: return "a scalar";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    default:
+      return "a scalar";
   }
 }
 
 // Checks one top-level value against its spec; returns the value as JSON, or an error that
 // names the position and what was expected.
-Expected<json> convertValue(const FieldSpec& spec, const YAML::Node& value, const std::string& name) {
+Expected<json> convertValue(const FieldSpec& spec, const YAML::Node& value,
+                            const std::string& name) {
   const std::string at = where(name, value.Mark());
   const std::string key = std::string(spec.name);
   if (value.IsNull() || (value.IsScalar() && isPlain(value) && isYamlNull(value.Scalar()))) {
@@ -129,40 +142,47 @@ Expected<json> convertValue(const FieldSpec& spec, const YAML::Node& value, cons
       // A negative minimum means "-1 = unset, otherwise positive" (num_processes).
       bool inRange = *i >= spec.min && *i <= spec.max && !(spec.min < 0 && *i == 0);
       if (!inRange) {
-        std::string range = spec.min < 0 ? "1.." + std::to_string(spec.max) + " (or -1 for unset)"
-                                         : std::to_string(spec.min) + ".." + std::to_string(spec.max);
+        std::string range = spec.min < 0
+                                ? "1.." + std::to_string(spec.max) + " (or -1 for unset)"
+                                : std::to_string(spec.min) + ".." + std::to_string(spec.max);
         return makeError(at + "'" + key + "' is " + std::to_string(*i) + ", out of range " + range);
       }
       return json(*i);
     }
     case Kind::String: {
-      if (!value.IsScalar()) return makeError(at + "'" + key + "' must be a string, not " + describe(value));
+      if (!value.IsScalar())
+        return makeError(at + "'" + key + "' must be a string, not " + describe(value));
       const std::string& s = value.Scalar();
       if (!spec.choices.empty()) {
         bool ok = false;
         for (auto c : spec.choices) ok = ok || c == s;
         if (!ok) {
-          return makeError(at + "'" + key + "' is '" + s + "', must be one of " + joinChoices(spec.choices));
+          return makeError(at + "'" + key + "' is '" + s + "', must be one of " +
+                           joinChoices(spec.choices));
         }
       }
       return json(s);
     }
     case Kind::StringList: {
-      if (!value.IsSequence()) return makeError(at + "'" + key + "' must be a list, not " + describe(value));
+      if (!value.IsSequence())
+        return makeError(at + "'" + key + "' must be a list, not " + describe(value));
       json out = json::array();
       for (const auto& item : value) {
         if (!item.IsScalar()) {
-          return makeError(where(name, item.Mark()) + "items of '" + key + "' must be strings, not " + describe(item));
+          return makeError(where(name, item.Mark()) + "items of '" + key +
+                           "' must be strings, not " + describe(item));
         }
         out.push_back(item.Scalar());
       }
       return out;
     }
     case Kind::Mapping:
-      if (!value.IsMap()) return makeError(at + "'" + key + "' must be a mapping, not " + describe(value));
+      if (!value.IsMap())
+        return makeError(at + "'" + key + "' must be a mapping, not " + describe(value));
       return nodeToJson(value);
     case Kind::BoolOrString: {
-      if (!value.IsScalar()) return makeError(at + "'" + key + "' must be a string or boolean, not " + describe(value));
+      if (!value.IsScalar())
+        return makeError(at + "'" + key + "' must be a string or boolean, not " + describe(value));
       if (isPlain(value)) {
         if (auto b = parseYamlBool(value.Scalar())) return json(*b);
       }
@@ -173,7 +193,8 @@ Expected<json> convertValue(const FieldSpec& spec, const YAML::Node& value, cons
 }
 
 // Cross-key checks that a single value cannot make.
-Expected<void> checkConsistency(const ClusterConfig& c, const std::map<std::string, YAML::Mark>& marks,
+Expected<void> checkConsistency(const ClusterConfig& c,
+                                const std::map<std::string, YAML::Mark>& marks,
                                 const std::string& name) {
   auto at = [&](const char* key) {
     auto it = marks.find(key);
@@ -190,7 +211,8 @@ Expected<void> checkConsistency(const ClusterConfig& c, const std::map<std::stri
                      "); num_processes is the total over all machines");
   }
   if (c.gpu_ids) {
-    if (auto problem = checkGpuIds(*c.gpu_ids)) return makeError(at("gpu_ids") + "'gpu_ids' " + *problem);
+    if (auto problem = checkGpuIds(*c.gpu_ids))
+      return makeError(at("gpu_ids") + "'gpu_ids' " + *problem);
   }
   if (c.compute_environment != kLocalMachine) {
     return makeError(at("compute_environment") + "compute_environment '" + c.compute_environment +
@@ -215,13 +237,15 @@ std::string formatDouble(double d) {
 // Whether a string must be quoted so that YAML (1.1, as PyYAML reads it) gives it back as
 // the same string.
 bool needsQuotes(const std::string& s) {
-  if (s.empty() || isYamlNull(s) || parseYamlBool(s) || parseYamlInt(s) || parseYamlFloat(s)) return true;
+  if (s.empty() || isYamlNull(s) || parseYamlBool(s) || parseYamlInt(s) || parseYamlFloat(s))
+    return true;
   static const std::string kIndicators = "-?:,[]{}#&*!|>'\"%@`";
   if (kIndicators.find(s.front()) != std::string::npos) return true;
   if (s.front() == ' ' || s.back() == ' ') return true;
   if (s.find(": ") != std::string::npos || s.find(" #") != std::string::npos) return true;
   if (s.back() == ':') return true;
-  static const std::regex kOther("[yYnN]|\\.(inf|Inf|INF|nan|NaN|NAN)|[-+]\\.(inf|Inf|INF)|0[xo][0-9a-fA-F]+");
+  static const std::regex kOther(
+      "[yYnN]|\\.(inf|Inf|INF|nan|NaN|NAN)|[-+]\\.(inf|Inf|INF)|0[xo][0-9a-fA-F]+");
   if (std::regex_match(s, kOther)) return true;
   for (char c : s) {
     if (static_cast<unsigned char>(c) < 0x20) return true;
@@ -231,11 +255,19 @@ bool needsQuotes(const std::string& s) {
 
 void emit(YAML::Emitter& out, const json& value) {
   switch (value.type()) {
-    case json::value_t::null: out << YAML::Null; break;
-    case json::value_t::boolean: out << (value.get<bool>() ? "true" : "false"); break;
+    case json::value_t::null:
+      out << YAML::Null;
+      break;
+    case json::value_t::boolean:
+      out << (value.get<bool>() ? "true" : "false");
+      break;
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: out << value.dump(); break;
-    case json::value_t::number_float: out << formatDouble(value.get<double>()); break;
+    case json::value_t::number_unsigned:
+      out << value.dump();
+      break;
+    case json::value_t::number_float:
+      out << formatDouble(value.get<double>());
+      break;
     case json::value_t::string: {
       const auto& s = value.get_ref<const std::string&>();
       if (needsQuotes(s)) out << YAML::SingleQuoted;
@@ -265,12 +297,15 @@ void emit(YAML::Emitter& out, const json& value) {
       }
       out << YAML::EndMap;
       break;
-    default: out << YAML::Null; break;
+    default:
+      out << YAML::Null;
+      break;
   }
 }
 
 bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string hexByte(char c) {
@@ -279,13 +314,16 @@ std::string hexByte(char c) {
   return buf;
 }
 
-bool isControl(unsigned char c) { return (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F; }
+bool isControl(unsigned char c) {
+  return (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F;
+}
 
 // Whether any string in `value` (keys included) holds a control character, which YAML escapes
 // could smuggle in and no config value needs.
 bool containsControl(const json& value) {
   auto text = [](const std::string& s) {
-    return std::any_of(s.begin(), s.end(), [](char c) { return isControl(static_cast<unsigned char>(c)); });
+    return std::any_of(s.begin(), s.end(),
+                       [](char c) { return isControl(static_cast<unsigned char>(c)); });
   };
   if (value.is_string()) return text(value.get_ref<const std::string&>());
   if (value.is_array()) return std::any_of(value.begin(), value.end(), containsControl);
@@ -303,7 +341,11 @@ size_t firstInvalidByte(const std::string& text) {
   while (i < text.size()) {
     unsigned char c = static_cast<unsigned char>(text[i]);
     if (isControl(c)) return i;
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xE  ? 3
+                 : (c >> 3) == 0x1E ? 4
+                                    : 0;
     if (len == 0 || i + len > text.size()) return i;
     uint32_t cp = len == 1 ? c : c & (0x7F >> len);
     for (size_t k = 1; k < len; ++k) {
@@ -311,7 +353,8 @@ size_t firstInvalidByte(const std::string& text) {
       if ((cc >> 6) != 0x2) return i;
       cp = (cp << 6) | (cc & 0x3F);
     }
-    bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
+    bool overlong =
+        (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
     if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
     i += len;
   }
@@ -323,13 +366,15 @@ size_t firstInvalidByte(const std::string& text) {
 Expected<ClusterConfig> parseConfig(const std::string& text, const std::string& name,
                                     std::set<std::string>* keysInFile) {
   if (size_t bad = firstInvalidByte(text); bad != std::string::npos) {
-    size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<long>(bad), '\n'));
+    size_t line = 1 + static_cast<size_t>(
+                          std::count(text.begin(), text.begin() + static_cast<long>(bad), '\n'));
     size_t lineStart = text.rfind('\n', bad == 0 ? 0 : bad - 1);
     size_t column = bad == 0 || lineStart == std::string::npos ? bad + 1 : bad - lineStart;
-    return makeError(name + ":" + std::to_string(line) + ":" + std::to_string(column) +
-                     (isControl(static_cast<unsigned char>(text[bad]))
-                          ? ": control character " + hexByte(text[bad]) + " is not allowed in a config file"
-                          : ": invalid UTF-8; config files must be UTF-8 text"));
+    return makeError(
+        name + ":" + std::to_string(line) + ":" + std::to_string(column) +
+        (isControl(static_cast<unsigned char>(text[bad]))
+             ? ": control character " + hexByte(text[bad]) + " is not allowed in a config file"
+             : ": invalid UTF-8; config files must be UTF-8 text"));
   }
   YAML::Node root;
   try {
@@ -339,17 +384,19 @@ Expected<ClusterConfig> parseConfig(const std::string& text, const std::string& 
   } catch (const std::exception& e) {
     return makeError(name + ": invalid YAML: " + e.what());
   }
-  if (root.IsNull()) return makeError(name + ": the file is empty; expected a mapping of config keys");
+  if (root.IsNull())
+    return makeError(name + ": the file is empty; expected a mapping of config keys");
   if (!root.IsMap()) {
-    return makeError(where(name, root.Mark()) + "expected a mapping of config keys at the top level, not " +
-                     describe(root));
+    return makeError(where(name, root.Mark()) +
+                     "expected a mapping of config keys at the top level, not " + describe(root));
   }
 
   Document doc;
   std::map<std::string, YAML::Mark> marks;
   for (const auto& kv : root) {
     if (!kv.first.IsScalar()) {
-      return makeError(where(name, kv.first.Mark()) + "config keys must be plain names, not " + describe(kv.first));
+      return makeError(where(name, kv.first.Mark()) + "config keys must be plain names, not " +
+                       describe(kv.first));
     }
     const std::string key = kv.first.Scalar();
     const FieldSpec* spec = findField(key);
@@ -358,19 +405,22 @@ Expected<ClusterConfig> parseConfig(const std::string& text, const std::string& 
       if (auto s = suggestKey(key)) msg += "; did you mean '" + std::string(*s) + "'?";
       return makeError(msg);
     }
-    if (marks.count(key)) return makeError(where(name, kv.first.Mark()) + "duplicate key '" + key + "'");
+    if (marks.count(key))
+      return makeError(where(name, kv.first.Mark()) + "duplicate key '" + key + "'");
     marks[key] = kv.first.Mark();
     auto value = convertValue(*spec, kv.second, name);
     if (!value) return std::move(value).takeError();
     if (containsControl(*value)) {
-      return makeError(where(name, kv.second.Mark()) + "'" + key + "' contains a control character");
+      return makeError(where(name, kv.second.Mark()) + "'" + key +
+                       "' contains a control character");
     }
     if (!value->is_null()) doc[key] = std::move(*value);
   }
 
   migrateDocument(doc);
   if (!doc.count("distributed_type")) {
-    return makeError(name + ": 'distributed_type' must be specified (one of NO, MULTI_CPU, MULTI_GPU)");
+    return makeError(name +
+                     ": 'distributed_type' must be specified (one of NO, MULTI_CPU, MULTI_GPU)");
   }
   ClusterConfig config = ClusterConfig::fromDocument(doc);
   if (auto ok = checkConsistency(config, marks, name); !ok) return std::move(ok).takeError();

@@ -11,7 +11,8 @@ Expected<void> checkChoice(const char* flag, const std::string& value, const Fie
   for (auto choice : spec.choices) {
     if (choice == value) return {};
   }
-  return makeError(std::string(flag) + ": '" + value + "' is not one of " + joinChoices(spec.choices));
+  return makeError(std::string(flag) + ": '" + value + "' is not one of " +
+                   joinChoices(spec.choices));
 }
 
 Expected<void> checkRange(const char* flag, int value, int min, int max) {
@@ -24,9 +25,12 @@ std::string origin(const EffectiveConfig& e, const char* key, const char* flag) 
   auto it = e.sources.find(key);
   if (it == e.sources.end()) return "default";
   switch (it->second) {
-    case Source::Flag: return flag;
-    case Source::File: return std::string("'") + key + "' in " + e.file.value_or("the config file");
-    case Source::Default: return "the default";
+    case Source::Flag:
+      return flag;
+    case Source::File:
+      return std::string("'") + key + "' in " + e.file.value_or("the config file");
+    case Source::Default:
+      return "the default";
   }
   return "";
 }
@@ -35,9 +39,12 @@ std::string origin(const EffectiveConfig& e, const char* key, const char* flag) 
 
 const char* sourceName(Source source) {
   switch (source) {
-    case Source::Default: return "default";
-    case Source::File: return "file";
-    case Source::Flag: return "flag";
+    case Source::Default:
+      return "default";
+    case Source::File:
+      return "file";
+    case Source::Flag:
+      return "flag";
   }
   return "?";
 }
@@ -56,19 +63,23 @@ Expected<EffectiveConfig> applyOverrides(EffectiveConfig e, const ConfigOverride
   };
 
   if (f.cpu && (f.multi_gpu || f.distributed_type)) {
-    return makeError(std::string("--cpu and --") + (f.multi_gpu ? "multi_gpu" : "use_" + *f.distributed_type) +
+    return makeError(std::string("--cpu and --") +
+                     (f.multi_gpu ? "multi_gpu" : "use_" + *f.distributed_type) +
                      " cannot be used together");
   }
   if (f.num_processes) {
-    if (auto ok = checkRange("--num_processes", *f.num_processes, 1, 1 << 20); !ok) return std::move(ok).takeError();
+    if (auto ok = checkRange("--num_processes", *f.num_processes, 1, 1 << 20); !ok)
+      return std::move(ok).takeError();
     set("num_processes", c.num_processes, *f.num_processes);
   }
   if (f.num_machines) {
-    if (auto ok = checkRange("--num_machines", *f.num_machines, 1, 1 << 20); !ok) return std::move(ok).takeError();
+    if (auto ok = checkRange("--num_machines", *f.num_machines, 1, 1 << 20); !ok)
+      return std::move(ok).takeError();
     set("num_machines", c.num_machines, *f.num_machines);
   }
   if (f.machine_rank) {
-    if (auto ok = checkRange("--machine_rank", *f.machine_rank, 0, 1 << 20); !ok) return std::move(ok).takeError();
+    if (auto ok = checkRange("--machine_rank", *f.machine_rank, 0, 1 << 20); !ok)
+      return std::move(ok).takeError();
     set("machine_rank", c.machine_rank, *f.machine_rank);
   }
   if (f.main_process_ip) {
@@ -76,11 +87,14 @@ Expected<EffectiveConfig> applyOverrides(EffectiveConfig e, const ConfigOverride
     set("main_process_ip", c.main_process_ip, f.main_process_ip);
   }
   if (f.main_process_port) {
-    if (auto ok = checkRange("--main_process_port", *f.main_process_port, 0, 65535); !ok) return std::move(ok).takeError();
+    if (auto ok = checkRange("--main_process_port", *f.main_process_port, 0, 65535); !ok)
+      return std::move(ok).takeError();
     set("main_process_port", c.main_process_port, f.main_process_port);
   }
   if (f.mixed_precision) {
-    if (auto ok = checkChoice("--mixed_precision", *f.mixed_precision, *findField("mixed_precision")); !ok) {
+    if (auto ok =
+            checkChoice("--mixed_precision", *f.mixed_precision, *findField("mixed_precision"));
+        !ok) {
       return std::move(ok).takeError();
     }
     set("mixed_precision", c.mixed_precision, *f.mixed_precision);
@@ -105,19 +119,23 @@ Expected<EffectiveConfig> applyOverrides(EffectiveConfig e, const ConfigOverride
     if (c.distributed_type != type) set("distributed_type", c.distributed_type, type);
   }
   if (f.multi_gpu || f.distributed_type) {
-    set("distributed_type", c.distributed_type, f.distributed_type.value_or(std::string(kDistributedMultiGpu)));
+    set("distributed_type", c.distributed_type,
+        f.distributed_type.value_or(std::string(kDistributedMultiGpu)));
     set("use_cpu", c.use_cpu, false);
   }
 
   if (c.machine_rank >= c.num_machines) {
     return makeError("machine_rank " + std::to_string(c.machine_rank) + " (from " +
                      origin(e, "machine_rank", "--machine_rank") + ") must be below num_machines " +
-                     std::to_string(c.num_machines) + " (from " + origin(e, "num_machines", "--num_machines") + ")");
+                     std::to_string(c.num_machines) + " (from " +
+                     origin(e, "num_machines", "--num_machines") + ")");
   }
   if (c.num_processes > 0 && c.num_processes < c.num_machines) {
     return makeError("num_processes " + std::to_string(c.num_processes) + " (from " +
-                     origin(e, "num_processes", "--num_processes") + ") is the total over all machines and must be at least num_machines " +
-                     std::to_string(c.num_machines) + " (from " + origin(e, "num_machines", "--num_machines") + ")");
+                     origin(e, "num_processes", "--num_processes") +
+                     ") is the total over all machines and must be at least num_machines " +
+                     std::to_string(c.num_machines) + " (from " +
+                     origin(e, "num_machines", "--num_machines") + ")");
   }
   for (const auto& entry : c.toDocument()) e.sources.emplace(entry.first, Source::Default);
   return e;

@@ -23,7 +23,8 @@ struct ConfigOverrides {
   bool multi_gpu = false;  // --multi_gpu: distributed_type MULTI_GPU
   // --use_deepspeed / --use_fsdp / --use_megatron_lm: DEEPSPEED, FSDP or MEGATRON_LM
   std::optional<std::string> distributed_type;
-  bool enable_cpu_affinity = false;  // --enable_cpu_affinity only turns pinning on, as in accelerate
+  bool enable_cpu_affinity =
+      false;  // --enable_cpu_affinity only turns pinning on, as in accelerate
   std::optional<int> num_processes;
   std::optional<int> num_machines;
   std::optional<int> machine_rank;
@@ -33,7 +34,7 @@ struct ConfigOverrides {
   std::optional<std::string> gpu_ids;
   std::optional<std::string> rdzv_backend;
   std::optional<bool> same_network;
-  bool debug = false;      // --debug only turns debugging on, as in accelerate
+  bool debug = false;  // --debug only turns debugging on, as in accelerate
 };
 
 struct EffectiveConfig {

@@ -23,7 +23,8 @@ std::string joinPath(const std::string& a, const std::string& b) {
 }  // namespace
 
 PathEnv PathEnv::fromProcess() {
-  return PathEnv{getenvNonEmpty("HF_HOME"), getenvNonEmpty("XDG_CACHE_HOME"), getenvNonEmpty("HOME")};
+  return PathEnv{getenvNonEmpty("HF_HOME"), getenvNonEmpty("XDG_CACHE_HOME"),
+                 getenvNonEmpty("HOME")};
 }
 
 std::string expandUser(const std::string& path, const PathEnv& env) {
@@ -34,23 +35,25 @@ std::string expandUser(const std::string& path, const PathEnv& env) {
 }
 
 std::string defaultConfigPath(const PathEnv& env) {
-  std::string hfHome = env.hf_home ? *env.hf_home
-                                   : joinPath(env.xdg_cache_home.value_or("~/.cache"), "huggingface");
+  std::string hfHome =
+      env.hf_home ? *env.hf_home : joinPath(env.xdg_cache_home.value_or("~/.cache"), "huggingface");
   return joinPath(expandUser(hfHome, env), "accelerate/default_config.yaml");
 }
 
-Expected<std::optional<std::string>> resolveConfigPath(const std::optional<std::string>& explicitPath,
-                                                       const PathEnv& env) {
+Expected<std::optional<std::string>> resolveConfigPath(
+    const std::optional<std::string>& explicitPath, const PathEnv& env) {
   struct stat st {};
   if (explicitPath) {
     if (::stat(explicitPath->c_str(), &st) != 0) {
       return makeError("--config_file: '" + *explicitPath + "' does not exist");
     }
-    if (S_ISDIR(st.st_mode)) return makeError("--config_file: '" + *explicitPath + "' is a directory");
+    if (S_ISDIR(st.st_mode))
+      return makeError("--config_file: '" + *explicitPath + "' is a directory");
     return std::optional<std::string>(*explicitPath);
   }
   std::string path = defaultConfigPath(env);
-  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return std::optional<std::string>(path);
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+    return std::optional<std::string>(path);
   return std::optional<std::string>();
 }
 

@@ -28,8 +28,8 @@ std::string expandUser(const std::string& path, const PathEnv& env);
 
 // Which file a command reads: the explicit --config_file (which must exist, else an error
 // naming it), or the default path if that file exists, or nullopt when there is none.
-Expected<std::optional<std::string>> resolveConfigPath(const std::optional<std::string>& explicitPath,
-                                                       const PathEnv& env);
+Expected<std::optional<std::string>> resolveConfigPath(
+    const std::optional<std::string>& explicitPath, const PathEnv& env);
 
 // Creates `dir` and its parents (mode 0755) if missing.
 Expected<void> makeDirectories(const std::string& dir);

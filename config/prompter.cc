@@ -32,14 +32,16 @@ std::optional<int> parseInt(const std::string& s) {
 
 }  // namespace
 
-Expected<void> Prompter::ask(const std::string& question, const std::string& prompt,
-                             const std::function<std::optional<std::string>(const std::string&)>& accept) {
+Expected<void> Prompter::ask(
+    const std::string& question, const std::string& prompt,
+    const std::function<std::optional<std::string>(const std::string&)>& accept) {
   while (true) {
     out_ << prompt << std::flush;
     std::string line;
     if (!std::getline(in_, line)) {
       out_ << "\n";
-      return makeError("end of input before an answer to \"" + question + "\"; nothing was written");
+      return makeError("end of input before an answer to \"" + question +
+                       "\"; nothing was written");
     }
     auto problem = accept(trim(line));
     if (!problem) return {};
@@ -65,8 +67,8 @@ std::string supportedChoices(const std::vector<Prompter::Option>& options) {
 
 }  // namespace
 
-Expected<int> Prompter::menu(const std::string& question, const std::vector<Option>& options, int defaultIndex,
-                             Check<int> check) {
+Expected<int> Prompter::menu(const std::string& question, const std::vector<Option>& options,
+                             int defaultIndex, Check<int> check) {
   std::string prompt = question + "\n";
   for (size_t i = 0; i < options.size(); ++i) {
     prompt += "  [" + std::to_string(i) + "] " + options[i].label +
@@ -86,10 +88,12 @@ Expected<int> Prompter::menu(const std::string& question, const std::vector<Opti
       }
     }
     if (index < 0 || index >= static_cast<int>(options.size())) {
-      return "'" + answer + "' is not a choice; enter a number from 0 to " + std::to_string(options.size() - 1);
+      return "'" + answer + "' is not a choice; enter a number from 0 to " +
+             std::to_string(options.size() - 1);
     }
     if (const auto& o = options[static_cast<size_t>(index)]; !o.supported()) {
-      return o.label + " is not supported by accel (" + o.unsupported + "); choose " + supportedChoices(options);
+      return o.label + " is not supported by accel (" + o.unsupported + "); choose " +
+             supportedChoices(options);
     }
     if (check) {
       if (auto problem = check(index)) return problem;
@@ -121,8 +125,10 @@ Expected<bool> Prompter::yesNo(const std::string& question, bool defaultValue) {
   return result;
 }
 
-Expected<int> Prompter::integer(const std::string& question, std::optional<int> defaultValue, Check<int> check) {
-  std::string prompt = question + (defaultValue ? " [" + std::to_string(*defaultValue) + "]: " : ": ");
+Expected<int> Prompter::integer(const std::string& question, std::optional<int> defaultValue,
+                                Check<int> check) {
+  std::string prompt =
+      question + (defaultValue ? " [" + std::to_string(*defaultValue) + "]: " : ": ");
   int result = 0;
   auto ok = ask(question, prompt, [&](const std::string& answer) -> std::optional<std::string> {
     std::optional<int> n = answer.empty() ? defaultValue : parseInt(answer);
@@ -137,7 +143,8 @@ Expected<int> Prompter::integer(const std::string& question, std::optional<int> 
   return result;
 }
 
-Expected<std::string> Prompter::text(const std::string& question, std::optional<std::string> defaultValue,
+Expected<std::string> Prompter::text(const std::string& question,
+                                     std::optional<std::string> defaultValue,
                                      Check<std::string> check) {
   std::string prompt = question + (defaultValue ? " [" + *defaultValue + "]: " : ": ");
   std::string result;

@@ -39,14 +39,15 @@ class Prompter {
   // A numbered menu; the answer is an index or an option's label (any case). An unsupported
   // option is refused with its reason and the supported choices. Returns the index.
   // `defaultIndex` must name a supported option.
-  Expected<int> menu(const std::string& question, const std::vector<Option>& options, int defaultIndex,
-                     Check<int> check = {});
+  Expected<int> menu(const std::string& question, const std::vector<Option>& options,
+                     int defaultIndex, Check<int> check = {});
 
   // yes/no (also y/n, any case), shown as [yes/NO] or [YES/no].
   Expected<bool> yesNo(const std::string& question, bool defaultValue);
 
   // An integer; `defaultValue` is used for an empty answer when set.
-  Expected<int> integer(const std::string& question, std::optional<int> defaultValue, Check<int> check = {});
+  Expected<int> integer(const std::string& question, std::optional<int> defaultValue,
+                        Check<int> check = {});
 
   // Free text, trimmed; `defaultValue` is used for an empty answer when set.
   Expected<std::string> text(const std::string& question, std::optional<std::string> defaultValue,

@@ -7,7 +7,8 @@ namespace detail {
 
 bool Session::deepSpeedConfigFile() const {
   auto it = config.extras.find("deepspeed_config");
-  return is(kDistributedDeepSpeed) && it != config.extras.end() && it->second.contains("deepspeed_config_file");
+  return is(kDistributedDeepSpeed) && it != config.extras.end() &&
+         it->second.contains("deepspeed_config_file");
 }
 
 }  // namespace detail
@@ -19,13 +20,17 @@ using detail::Session;
 // accelerate's machine-type menu, in its order, so answers by number match accelerate's; what
 // accel cannot launch stays listed, marked, and is refused when chosen.
 constexpr const char* kOtherDevices = "accel launches CPU and NVIDIA GPU jobs only";
-const std::vector<Prompter::Option> kMachineTypes = {
-    "No distributed training",     "multi-CPU",
-    {"multi-XPU", kOtherDevices},  {"multi-HPU", kOtherDevices},
-    "multi-GPU",                   {"multi-NPU", kOtherDevices},
-    {"multi-MLU", kOtherDevices},  {"multi-SDAA", kOtherDevices},
-    {"multi-MUSA", kOtherDevices}, {"multi-NEURON", kOtherDevices},
-    {"TPU", kOtherDevices}};
+const std::vector<Prompter::Option> kMachineTypes = {"No distributed training",
+                                                     "multi-CPU",
+                                                     {"multi-XPU", kOtherDevices},
+                                                     {"multi-HPU", kOtherDevices},
+                                                     "multi-GPU",
+                                                     {"multi-NPU", kOtherDevices},
+                                                     {"multi-MLU", kOtherDevices},
+                                                     {"multi-SDAA", kOtherDevices},
+                                                     {"multi-MUSA", kOtherDevices},
+                                                     {"multi-NEURON", kOtherDevices},
+                                                     {"TPU", kOtherDevices}};
 constexpr int kMachineNo = 0;
 constexpr int kMachineMultiCpu = 1;
 
@@ -45,7 +50,8 @@ Prompter::Check<int> checkMachineRank(int machines) {
 
 std::optional<std::string> checkHost(const std::string& s) {
   if (s.empty()) return "an address or host name is required";
-  if (s.find_first_of(" \t/") != std::string::npos) return "'" + s + "' is not a host name or IP address";
+  if (s.find_first_of(" \t/") != std::string::npos)
+    return "'" + s + "' is not a host name or IP address";
   return std::nullopt;
 }
 
@@ -68,10 +74,12 @@ Prompter::Check<int> checkProcessCount(int machines, bool multiGpu) {
   return [machines, multiGpu](const int& n) -> std::optional<std::string> {
     if (n < 1) return "must be at least 1";
     if (n < machines || n % machines != 0) {
-      return "the total must be a multiple of the number of machines (" + std::to_string(machines) + ")";
+      return "the total must be a multiple of the number of machines (" + std::to_string(machines) +
+             ")";
     }
     if (multiGpu && machines == 1 && n == 1) {
-      return "multi-GPU on one machine needs at least 2 GPUs; for one GPU choose 'No distributed training'";
+      return "multi-GPU on one machine needs at least 2 GPUs; for one GPU choose 'No distributed "
+             "training'";
     }
     return std::nullopt;
   };
@@ -79,9 +87,11 @@ Prompter::Check<int> checkProcessCount(int machines, bool multiGpu) {
 
 // accel runs only on "This machine"; the answer itself is not stored.
 Expected<void> askEnvironment(Session& s) {
-  ACCEL_ASK(environment, s.ask.menu("In which compute environment are you running?",
-                                    {"This machine", {"AWS (Amazon SageMaker)", "accel launches on this machine only"}},
-                                    0));
+  ACCEL_ASK(
+      environment,
+      s.ask.menu(
+          "In which compute environment are you running?",
+          {"This machine", {"AWS (Amazon SageMaker)", "accel launches on this machine only"}}, 0));
   (void)environment;
   return {};
 }
@@ -98,21 +108,28 @@ Expected<void> askMachineType(Session& s) {
 // Only with more than one machine: this one's rank, and how to reach the main process.
 Expected<void> askMainProcess(Session& s) {
   const int machines = s.config.num_machines;
-  ACCEL_ASK(rank, s.ask.integer("What is the rank of this machine (0 to " + std::to_string(machines - 1) + ")?", 0,
-                                checkMachineRank(machines)));
+  ACCEL_ASK(rank, s.ask.integer("What is the rank of this machine (0 to " +
+                                    std::to_string(machines - 1) + ")?",
+                                0, checkMachineRank(machines)));
   s.config.machine_rank = rank;
-  ACCEL_ASK(ip, s.ask.text("What is the IP address of the machine that will host the main process?", std::nullopt,
-                           checkHost));
+  ACCEL_ASK(ip, s.ask.text("What is the IP address of the machine that will host the main process?",
+                           std::nullopt, checkHost));
   s.config.main_process_ip = ip;
-  ACCEL_ASK(port, s.ask.integer("What is the port you will use to communicate with the main process?", 29500, checkPort));
+  ACCEL_ASK(port,
+            s.ask.integer("What is the port you will use to communicate with the main process?",
+                          29500, checkPort));
   s.config.main_process_port = port;
-  ACCEL_ASK(sameNetwork, s.ask.yesNo("Are all the machines on the same local network? Answer `no` if nodes are on "
-                                     "the cloud and/or on different network hosts",
-                                     true));
+  ACCEL_ASK(
+      sameNetwork,
+      s.ask.yesNo("Are all the machines on the same local network? Answer `no` if nodes are on "
+                  "the cloud and/or on different network hosts",
+                  true));
   s.config.same_network = sameNetwork;
   if (!sameNetwork) {
-    ACCEL_ASK(backend, s.ask.text("What rendezvous backend will you use? ('static', 'c10d'; etcd is not supported)",
-                                  std::string("static"), checkRdzvBackend));
+    ACCEL_ASK(backend,
+              s.ask.text(
+                  "What rendezvous backend will you use? ('static', 'c10d'; etcd is not supported)",
+                  std::string("static"), checkRdzvBackend));
     s.config.rdzv_backend = backend;
   }
   return {};
@@ -121,16 +138,20 @@ Expected<void> askMainProcess(Session& s) {
 // Only for multi-CPU and multi-GPU: how many machines (and, with several, how they meet).
 Expected<void> askMachines(Session& s) {
   if (s.is(kDistributedNo)) return {};
-  ACCEL_ASK(machines, s.ask.integer("How many different machines will you use (use more than 1 for multi-node "
-                                    "training)?",
-                                    1, checkAtLeastOne));
+  ACCEL_ASK(
+      machines,
+      s.ask.integer("How many different machines will you use (use more than 1 for multi-node "
+                    "training)?",
+                    1, checkAtLeastOne));
   s.config.num_machines = machines;
   if (machines > 1) {
     if (auto ok = askMainProcess(s); !ok) return ok;
   }
-  ACCEL_ASK(debug, s.ask.yesNo("Should distributed operations be checked while running for errors? This can avoid "
-                               "timeout issues but will be slower.",
-                               false));
+  ACCEL_ASK(debug,
+            s.ask.yesNo(
+                "Should distributed operations be checked while running for errors? This can avoid "
+                "timeout issues but will be slower.",
+                false));
   s.config.debug = debug;
   return {};
 }
@@ -141,9 +162,11 @@ Expected<void> askCpuOnly(Session& s) {
     s.config.use_cpu = s.is(kDistributedMultiCpu);
     return {};
   }
-  ACCEL_ASK(cpuOnly, s.ask.yesNo("Do you want to run your training on CPU only (even if a GPU / Apple Silicon / "
-                                 "Ascend NPU device is available)?",
-                                 false));
+  ACCEL_ASK(
+      cpuOnly,
+      s.ask.yesNo("Do you want to run your training on CPU only (even if a GPU / Apple Silicon / "
+                  "Ascend NPU device is available)?",
+                  false));
   s.config.use_cpu = cpuOnly;
   return {};
 }
@@ -154,8 +177,8 @@ Expected<void> askMpirun(Session& s) {
   if (!s.is(kDistributedMultiCpu)) return {};
   ACCEL_ASK(useMpirun, s.ask.yesNo("Do you want accel to launch mpirun?", false));
   if (!useMpirun) return {};
-  ACCEL_ASK(hostfile,
-            s.ask.text("Please enter the path to the hostfile to use with mpirun", std::string("~/hostfile")));
+  ACCEL_ASK(hostfile, s.ask.text("Please enter the path to the hostfile to use with mpirun",
+                                 std::string("~/hostfile")));
   s.config.extras["mpirun_config"] = {{"mpirun_hostfile", expandUser(hostfile, s.env)}};
   return {};
 }
@@ -167,9 +190,11 @@ Expected<void> askProcessCount(Session& s) {
     return {};
   }
   const std::string what = s.is(kDistributedMultiCpu) ? "processes" : "GPU(s)";
-  ACCEL_ASK(processes, s.ask.integer("How many " + what + " should be used for distributed training, in total over all "
-                                     "machines?",
-                                     1, checkProcessCount(s.config.num_machines, s.is(kDistributedMultiGpu))));
+  ACCEL_ASK(processes,
+            s.ask.integer("How many " + what +
+                              " should be used for distributed training, in total over all "
+                              "machines?",
+                          1, checkProcessCount(s.config.num_machines, s.is(kDistributedMultiGpu))));
   s.config.num_processes = processes;
   return {};
 }
@@ -178,13 +203,18 @@ Expected<void> askProcessCount(Session& s) {
 // DeepSpeed or FSDP).
 Expected<void> askGpus(Session& s) {
   if (!(s.is(kDistributedMultiGpu) || s.is(kDistributedNo)) || s.config.use_cpu) return {};
-  ACCEL_ASK(ids, s.ask.text("What GPU(s) (by id) should be used for training on this machine as a comma-separated "
-                            "list?",
-                            std::string("all"), checkGpuIds));
+  ACCEL_ASK(
+      ids,
+      s.ask.text(
+          "What GPU(s) (by id) should be used for training on this machine as a comma-separated "
+          "list?",
+          std::string("all"), checkGpuIds));
   s.config.gpu_ids = ids;
-  ACCEL_ASK(numa, s.ask.yesNo("Would you like to enable numa efficiency? (Currently only supported on NVIDIA "
-                              "hardware).",
-                              false));
+  ACCEL_ASK(
+      numa,
+      s.ask.yesNo("Would you like to enable numa efficiency? (Currently only supported on NVIDIA "
+                  "hardware).",
+                  false));
   s.config.enable_cpu_affinity = numa;
   return {};
 }
@@ -209,9 +239,10 @@ Expected<void> askPrecision(Session& s) {
 Expected<ClusterConfig> runQuestionnaire(std::istream& in, std::ostream& out, const PathEnv& env) {
   Prompter ask(in, out);
   Session s{ask, env, ClusterConfig{}};
-  for (auto section : {askEnvironment, askMachineType, askMachines, askCpuOnly, askMpirun, detail::askDynamo,
-                       detail::askDeepSpeed, detail::askFsdp, detail::askParallelism, detail::askMegatron,
-                       askProcessCount, askGpus, askPrecision}) {
+  for (auto section :
+       {askEnvironment, askMachineType, askMachines, askCpuOnly, askMpirun, detail::askDynamo,
+        detail::askDeepSpeed, detail::askFsdp, detail::askParallelism, detail::askMegatron,
+        askProcessCount, askGpus, askPrecision}) {
     if (auto ok = section(s); !ok) return std::move(ok).takeError();
   }
   addAccelerateDefaults(s.config);

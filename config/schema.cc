@@ -24,7 +24,11 @@ const std::vector<FieldSpec>& fieldSpecs() {
       {"same_network", Kind::Bool, {}},
       {"main_training_function", Kind::String, {}},
       {"enable_cpu_affinity", Kind::Bool, {}},
-      {"hang_timeout", Kind::Int, {}, 1, 1 << 30},  // accel's own (seconds): accelerate does not know it
+      {"hang_timeout",
+       Kind::Int,
+       {},
+       1,
+       1 << 30},  // accel's own (seconds): accelerate does not know it
       {"exit_timeout", Kind::Int, {}, 1, 1 << 30},  // accel's own (seconds)
       {"downcast_bf16", Kind::BoolOrString, {}},
       {"tpu_name", Kind::String, {}},
@@ -102,13 +106,15 @@ std::optional<std::string> checkGpuIds(std::string_view ids) {
   size_t start = 0;
   while (true) {
     size_t comma = ids.find(',', start);
-    std::string_view id = ids.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    std::string_view id =
+        ids.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     while (!id.empty() && id.front() == ' ') id.remove_prefix(1);
     while (!id.empty() && id.back() == ' ') id.remove_suffix(1);
     if (id.empty()) return quoted + "empty id at position " + std::to_string(position);
     for (char c : id) {
       if (c < '0' || c > '9') {
-        return quoted + "'" + std::string(id) + "' is not a GPU index (expected 'all' or a list like 0,1,3)";
+        return quoted + "'" + std::string(id) +
+               "' is not a GPU index (expected 'all' or a list like 0,1,3)";
       }
     }
     if (std::find(seen.begin(), seen.end(), id) != seen.end()) {

@@ -24,7 +24,7 @@ struct FieldSpec {
   std::vector<std::string_view> choices;  // String only; empty = any text
   long long min = 0;                      // Int only
   long long max = 0;                      // Int only
-  bool legacy = false;                    // accepted on load and migrated away (fp16, dynamo_backend)
+  bool legacy = false;  // accepted on load and migrated away (fp16, dynamo_backend)
 };
 
 // Every key a config file may hold, current and legacy, in accelerate's field order.

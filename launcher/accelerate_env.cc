@@ -34,7 +34,8 @@ std::string namespaceKey(const std::string& section, const std::string& key) {
 }
 
 // accelerate's get_int_from_env: the first of `keys` holding a non-negative integer.
-int intFromEnv(const probes::Environment& env, std::initializer_list<const char*> keys, int fallback) {
+int intFromEnv(const probes::Environment& env, std::initializer_list<const char*> keys,
+               int fallback) {
   for (const char* key : keys) {
     auto value = probes::lookup(env, key);
     if (!value) continue;
@@ -49,13 +50,15 @@ int intFromEnv(const probes::Environment& env, std::initializer_list<const char*
 }
 
 // OMP_NUM_THREADS as `_validate_launch_command` chooses num_cpu_threads_per_process.
-std::string ompThreads(const AccelerateArgs& args, const AccelerateFacts& f, const probes::Environment& parent) {
+std::string ompThreads(const AccelerateArgs& args, const AccelerateFacts& f,
+                       const probes::Environment& parent) {
   const json& flag = arg(args, "num_cpu_threads_per_process");
   if (!flag.is_null()) return pythonStr(flag);
   int threads = intFromEnv(parent, {"OMP_NUM_THREADS"}, 1);
   if (f.use_cpu && f.num_processes >= 1 && intFromEnv(parent, {"OMP_NUM_THREADS"}, 0) == 0) {
-    const int local = intFromEnv(parent, {"MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_LOCAL_SIZE"},
-                                 std::max(f.num_processes / std::max(f.num_machines, 1), 1));
+    const int local = intFromEnv(
+        parent, {"MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_LOCAL_SIZE"},
+        std::max(f.num_processes / std::max(f.num_machines, 1), 1));
     const int perProcess = local > 0 ? f.physical_cores / local : 0;
     if (perProcess > 1) threads = perProcess;
   }
@@ -82,7 +85,8 @@ void dynamoEnv(const AccelerateArgs& args, Env& e) {
   e["ACCELERATE_DYNAMO_MODE"] = pythonStr(arg(args, "dynamo_mode"));
   e["ACCELERATE_DYNAMO_USE_FULLGRAPH"] = pythonStr(arg(args, "dynamo_use_fullgraph"));
   e["ACCELERATE_DYNAMO_USE_DYNAMIC"] = pythonStr(arg(args, "dynamo_use_dynamic"));
-  e["ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION"] = pythonStr(arg(args, "dynamo_use_regional_compilation"));
+  e["ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION"] =
+      pythonStr(arg(args, "dynamo_use_regional_compilation"));
 }
 
 // What every launcher sets: debug mode, visible GPUs, precision (and fp8's settings).
@@ -102,9 +106,11 @@ Expected<void> fsdpEnv(const AccelerateArgs& args, Env& e) {
   auto s = [&](const char* key) { return pythonStr(arg(args, key)); };
   auto low = [&](const char* key) { return lowerCase(pythonStr(arg(args, key))); };
   e["ACCELERATE_USE_FSDP"] = "true";
-  if (truthy(arg(args, "fsdp_cpu_ram_efficient_loading")) && !truthy(arg(args, "fsdp_sync_module_states"))) {
-    return makeError("When using `--fsdp_cpu_ram_efficient_loading` set `--fsdp_sync_module_states` to `True` "
-                     "(accelerate's rule; the config's fsdp_config says otherwise)");
+  if (truthy(arg(args, "fsdp_cpu_ram_efficient_loading")) &&
+      !truthy(arg(args, "fsdp_sync_module_states"))) {
+    return makeError(
+        "When using `--fsdp_cpu_ram_efficient_loading` set `--fsdp_sync_module_states` to `True` "
+        "(accelerate's rule; the config's fsdp_config says otherwise)");
   }
   e["FSDP_VERSION"] = s("fsdp_version");
   e["FSDP_SHARDING_STRATEGY"] = s("fsdp_sharding_strategy");
@@ -124,7 +130,8 @@ Expected<void> fsdpEnv(const AccelerateArgs& args, Env& e) {
   e["FSDP_CPU_RAM_EFFICIENT_LOADING"] = low("fsdp_cpu_ram_efficient_loading");
   e["FSDP_SYNC_MODULE_STATES"] = low("fsdp_sync_module_states");
   e["FSDP_ACTIVATION_CHECKPOINTING"] = low("fsdp_activation_checkpointing");
-  if (!arg(args, "fsdp_ignored_modules").is_null()) e["FSDP_IGNORED_MODULES"] = s("fsdp_ignored_modules");
+  if (!arg(args, "fsdp_ignored_modules").is_null())
+    e["FSDP_IGNORED_MODULES"] = s("fsdp_ignored_modules");
   return {};
 }
 
@@ -134,22 +141,41 @@ void megatronEnv(const AccelerateArgs& args, Env& e) {
   e["MEGATRON_LM_USE_CUSTOM_FSDP"] = pythonStr(arg(args, "megatron_lm_use_custom_fsdp"));
   e["MEGATRON_LM_PP_DEGREE"] = pythonStr(arg(args, "megatron_lm_pp_degree"));
   e["MEGATRON_LM_GRADIENT_CLIPPING"] = pythonStr(arg(args, "megatron_lm_gradient_clipping"));
-  for (const char* suffix :
-       {"no_load_optim", "eod_mask_loss", "no_save_optim", "optimizer_cpu_offload", "use_precision_aware_optimizer",
-        "overlap_cpu_optimizer_d2h_h2d", "decoder_last_pipeline_num_layers", "num_micro_batches", "sequence_parallelism",
-        "recompute_activations", "use_distributed_optimizer", "recompute_granularity", "recompute_method",
-        "recompute_num_layers", "attention_backend", "expert_model_parallel_size", "context_parallel_size",
-        "attention_dropout", "hidden_dropout", "attention_softmax_in_fp32", "expert_tensor_parallel_size",
-        "calculate_per_token_loss", "use_rotary_position_embeddings"}) {
+  for (const char* suffix : {"no_load_optim",
+                             "eod_mask_loss",
+                             "no_save_optim",
+                             "optimizer_cpu_offload",
+                             "use_precision_aware_optimizer",
+                             "overlap_cpu_optimizer_d2h_h2d",
+                             "decoder_last_pipeline_num_layers",
+                             "num_micro_batches",
+                             "sequence_parallelism",
+                             "recompute_activations",
+                             "use_distributed_optimizer",
+                             "recompute_granularity",
+                             "recompute_method",
+                             "recompute_num_layers",
+                             "attention_backend",
+                             "expert_model_parallel_size",
+                             "context_parallel_size",
+                             "attention_dropout",
+                             "hidden_dropout",
+                             "attention_softmax_in_fp32",
+                             "expert_tensor_parallel_size",
+                             "calculate_per_token_loss",
+                             "use_rotary_position_embeddings"}) {
     const json& value = arg(args, std::string("megatron_lm_") + suffix);
     if (!value.is_null()) e["MEGATRON_LM_" + upperCase(suffix)] = pythonStr(value);
   }
 }
 
 void parallelismEnv(const AccelerateArgs& args, Env& e) {
-  auto s = [&](const char* key) { return pythonStr(arg(args, std::string("parallelism_config_") + key)); };
+  auto s = [&](const char* key) {
+    return pythonStr(arg(args, std::string("parallelism_config_") + key));
+  };
   e["ACCELERATE_USE_PARALLELISM_CONFIG"] = "true";
-  for (const char* key : {"dp_replicate_size", "dp_shard_size", "tp_size", "cp_size", "cp_backend", "sp_size", "sp_backend"}) {
+  for (const char* key : {"dp_replicate_size", "dp_shard_size", "tp_size", "cp_size", "cp_backend",
+                          "sp_size", "sp_backend"}) {
     e["PARALLELISM_CONFIG_" + upperCase(key)] = s(key);
   }
   auto above1 = [&](const char* key) {
@@ -158,14 +184,16 @@ void parallelismEnv(const AccelerateArgs& args, Env& e) {
   };
   if (above1("cp_size")) e["PARALLELISM_CONFIG_CP_COMM_STRATEGY"] = s("cp_comm_strategy");
   if (above1("sp_size")) {
-    for (const char* key : {"sp_seq_length", "sp_seq_length_is_variable", "sp_attn_implementation"}) {
+    for (const char* key :
+         {"sp_seq_length", "sp_seq_length_is_variable", "sp_attn_implementation"}) {
       e["PARALLELISM_CONFIG_" + upperCase(key)] = s(key);
     }
   }
 }
 
 // prepare_deepspeed_cmd_env's own variables (PYTHONPATH, the DeepSpeed plugin's settings).
-void deepspeedEnv(const AccelerateArgs& args, const AccelerateFacts& f, const probes::Environment& parent, Env& e) {
+void deepspeedEnv(const AccelerateArgs& args, const AccelerateFacts& f,
+                  const probes::Environment& parent, Env& e) {
   std::string pythonPath;
   const std::string inherited = probes::lookup(parent, "PYTHONPATH").value_or("");
   for (std::string_view part : splitOn(inherited, ':')) {
@@ -174,7 +202,8 @@ void deepspeedEnv(const AccelerateArgs& args, const AccelerateFacts& f, const pr
   e["PYTHONPATH"] = pythonPath + f.cwd;
   std::string fields;
   for (const auto& key : f.deepspeed_config_keys) fields += (fields.empty() ? "" : ",") + key;
-  if (f.mixed_precision_from_config) fields += (fields.empty() ? "" : ",") + std::string("mixed_precision");
+  if (f.mixed_precision_from_config)
+    fields += (fields.empty() ? "" : ",") + std::string("mixed_precision");
   e["ACCELERATE_CONFIG_DS_FIELDS"] = lowerCase(fields);
   e["ACCELERATE_USE_DEEPSPEED"] = "true";
   const std::tuple<const char*, const char*, bool> optional[] = {
@@ -207,8 +236,8 @@ AccelerateArgs accelerateArgs(const ParsedLaunchFlags& flags, const config::Clus
   return args;
 }
 
-Expected<std::map<std::string, std::string>> accelerateEnvironment(const AccelerateArgs& args, const AccelerateFacts& f,
-                                                                   const probes::Environment& parent) {
+Expected<std::map<std::string, std::string>> accelerateEnvironment(
+    const AccelerateArgs& args, const AccelerateFacts& f, const probes::Environment& parent) {
   Env e;
   deviceAndPrecisionEnv(args, f, e);
   switch (f.launcher) {
@@ -220,7 +249,8 @@ Expected<std::map<std::string, std::string>> accelerateEnvironment(const Acceler
       }
       // accelerate means to set KMP_AFFINITY/KMP_BLOCKTIME for CPU jobs here, but its test
       // (parse_flag_from_env(current_env["ACCELERATE_USE_CPU"])) looks up a variable named "True",
-      // so neither 0.27 nor 1.14 ever sets them (recorded in tests/fixtures/accelerate); nor does accel.
+      // so neither 0.27 nor 1.14 ever sets them (recorded in tests/fixtures/accelerate); nor does
+      // accel.
       dynamoEnv(args, e);
       e["OMP_NUM_THREADS"] = ompThreads(args, f, parent);
       break;
@@ -237,7 +267,8 @@ Expected<std::map<std::string, std::string>> accelerateEnvironment(const Acceler
       break;
   }
   if (f.enable_cpu_affinity) e["ACCELERATE_CPU_AFFINITY"] = "1";
-  if (f.launcher != AccelerateLauncher::Simple && truthy(arg(args, "use_parallelism_config"))) parallelismEnv(args, e);
+  if (f.launcher != AccelerateLauncher::Simple && truthy(arg(args, "use_parallelism_config")))
+    parallelismEnv(args, e);
   return e;
 }
 

@@ -37,26 +37,28 @@ AccelerateArgs accelerateArgs(const ParsedLaunchFlags& flags, const config::Clus
 // What the launch plan decided that accelerate's environment depends on.
 struct AccelerateFacts {
   AccelerateLauncher launcher = AccelerateLauncher::Simple;
-  bool use_cpu = false;                 // --cpu or use_cpu
+  bool use_cpu = false;  // --cpu or use_cpu
   bool debug = false;
-  bool enable_cpu_affinity = false;     // flag or key
+  bool enable_cpu_affinity = false;  // flag or key
   std::string mixed_precision = "no";
-  bool mixed_precision_from_config = false;  // accelerate's mp_from_config_flag (DeepSpeed's field list)
+  bool mixed_precision_from_config =
+      false;  // accelerate's mp_from_config_flag (DeepSpeed's field list)
   std::optional<std::string> gpu_ids;
-  int num_processes = 1;                // over all machines
+  int num_processes = 1;  // over all machines
   int num_machines = 1;
   std::optional<std::string> main_process_ip;
   std::optional<int> main_process_port;
-  std::string cwd;                      // DeepSpeed adds it to PYTHONPATH
-  int physical_cores = 0;               // psutil.cpu_count(logical=False): CPU jobs' OMP_NUM_THREADS
-  std::vector<std::string> deepspeed_config_keys;  // the config's deepspeed_config keys, in file order
+  std::string cwd;         // DeepSpeed adds it to PYTHONPATH
+  int physical_cores = 0;  // psutil.cpu_count(logical=False): CPU jobs' OMP_NUM_THREADS
+  std::vector<std::string>
+      deepspeed_config_keys;  // the config's deepspeed_config keys, in file order
 };
 
 // The variables accelerate sets for every worker (not the per-rank torchrun ones). `parent` is
 // the launcher's own environment (OMP_NUM_THREADS, MPI local sizes and PYTHONPATH are read from
 // it). Errors are accelerate's own checks ("--fsdp_cpu_ram_efficient_loading needs
 // --fsdp_sync_module_states") naming the flag.
-Expected<std::map<std::string, std::string>> accelerateEnvironment(const AccelerateArgs& args, const AccelerateFacts& facts,
-                                                                   const probes::Environment& parent);
+Expected<std::map<std::string, std::string>> accelerateEnvironment(
+    const AccelerateArgs& args, const AccelerateFacts& facts, const probes::Environment& parent);
 
 }  // namespace accel::launcher

@@ -16,7 +16,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-std::string prefix(const RendezvousOptions& o) { return std::string(kAgentKeyPrefix) + "rdzv/" + o.run_id + "/"; }
+std::string prefix(const RendezvousOptions& o) {
+  return std::string(kAgentKeyPrefix) + "rdzv/" + o.run_id + "/";
+}
 
 std::string list(const std::vector<int>& v) {
   std::string out;
@@ -28,7 +30,8 @@ std::string list(const std::vector<int>& v) {
 std::vector<json> registrations(store::Store& s, const RendezvousOptions& o, int count) {
   std::vector<json> out;
   for (int slot = 0; slot < count; ++slot) {
-    out.push_back(json::parse(s.get(prefix(o) + "agent/" + std::to_string(slot), std::chrono::seconds(30))));
+    out.push_back(
+        json::parse(s.get(prefix(o) + "agent/" + std::to_string(slot), std::chrono::seconds(30))));
   }
   return out;
 }
@@ -38,8 +41,10 @@ std::string missingText(const std::vector<json>& joined, int machines) {
   int anyRank = 0;
   for (const auto& j : joined) {
     int r = j.at("requested_rank").get<int>();
-    if (r >= 0) requested.insert(r);
-    else ++anyRank;
+    if (r >= 0)
+      requested.insert(r);
+    else
+      ++anyRank;
   }
   std::vector<int> missing;
   for (int r = 0; r < machines; ++r) {
@@ -63,12 +68,14 @@ Expected<Assignment> assign(const std::vector<json>& joined, int machines) {
     int r = joined[slot].at("requested_rank").get<int>();
     if (r < 0) continue;
     if (r >= machines) {
-      return makeError("machine " + joined[slot].at("host").get<std::string>() + " asked for machine_rank " +
-                       std::to_string(r) + " but num_machines is " + std::to_string(machines));
+      return makeError("machine " + joined[slot].at("host").get<std::string>() +
+                       " asked for machine_rank " + std::to_string(r) + " but num_machines is " +
+                       std::to_string(machines));
     }
     if (taken[static_cast<size_t>(r)]) {
       return makeError("two machines asked for machine_rank " + std::to_string(r) + " (" +
-                       byRank[static_cast<size_t>(r)].host + " and " + joined[slot].at("host").get<std::string>() + ")");
+                       byRank[static_cast<size_t>(r)].host + " and " +
+                       joined[slot].at("host").get<std::string>() + ")");
     }
     taken[static_cast<size_t>(r)] = true;
     slotRank[slot] = r;
@@ -100,7 +107,9 @@ Expected<Assignment> assign(const std::vector<json>& joined, int machines) {
 int registerAgent(store::Store& s, const RendezvousOptions& o) {
   const int slot = static_cast<int>(s.add(prefix(o) + "arrivals", 1)) - 1;
   s.set(prefix(o) + "agent/" + std::to_string(slot),
-        json{{"host", o.host}, {"address", o.address}, {"local_world_size", o.local_world_size},
+        json{{"host", o.host},
+             {"address", o.address},
+             {"local_world_size", o.local_world_size},
              {"requested_rank", o.requested_machine_rank}}
             .dump());
   return slot;
@@ -108,7 +117,8 @@ int registerAgent(store::Store& s, const RendezvousOptions& o) {
 
 // The master, parked on the store until the last slot is registered; woken every progress
 // interval to say who is missing. On timeout the reason is published, so the others fail now.
-Expected<void> awaitAllMachines(store::Store& s, const RendezvousOptions& o, Clock::time_point deadline) {
+Expected<void> awaitAllMachines(store::Store& s, const RendezvousOptions& o,
+                                Clock::time_point deadline) {
   const std::string p = prefix(o);
   const std::string lastSlot = p + "agent/" + std::to_string(o.num_machines - 1);
   while (true) {
@@ -121,14 +131,17 @@ Expected<void> awaitAllMachines(store::Store& s, const RendezvousOptions& o, Clo
     }
     int count = static_cast<int>(s.add(p + "arrivals", 0));
     if (count > o.num_machines) {
-      return makeError(std::to_string(count) + " machines joined a rendezvous for " + std::to_string(o.num_machines) +
+      return makeError(std::to_string(count) + " machines joined a rendezvous for " +
+                       std::to_string(o.num_machines) +
                        " (is another job using the same --main_process_port?)");
     }
     if (count == o.num_machines) return {};
-    std::string status = std::to_string(count) + "/" + std::to_string(o.num_machines) + " machines joined" +
+    std::string status = std::to_string(count) + "/" + std::to_string(o.num_machines) +
+                         " machines joined" +
                          missingText(registrations(s, o, count), o.num_machines);
     if (Clock::now() >= deadline) {
-      std::string message = "rendezvous at " + o.store_address + " timed out after " + secondsText(o.timeout) + ": " + status;
+      std::string message = "rendezvous at " + o.store_address + " timed out after " +
+                            secondsText(o.timeout) + ": " + status;
       s.set(p + "assignment", json{{"error", message}}.dump());
       return makeError(message);
     }
@@ -146,16 +159,20 @@ Expected<void> publishAssignment(store::Store& s, const RendezvousOptions& o) {
   }
   json published = json::array();
   for (const auto& m : assigned->machines) {
-    published.push_back({{"host", m.host}, {"address", m.address}, {"local_world_size", m.local_world_size},
-                         {"machine_rank", m.machine_rank}, {"rank_offset", m.rank_offset}});
+    published.push_back({{"host", m.host},
+                         {"address", m.address},
+                         {"local_world_size", m.local_world_size},
+                         {"machine_rank", m.machine_rank},
+                         {"rank_offset", m.rank_offset}});
   }
-  s.set(prefix(o) + "assignment", json{{"machines", published}, {"slots", assigned->slot_rank}}.dump());
+  s.set(prefix(o) + "assignment",
+        json{{"machines", published}, {"slots", assigned->slot_rank}}.dump());
   return {};
 }
 
 // Every agent: waits for the master's assignment and reads its own place in it.
-Expected<RendezvousResult> readAssignment(store::Store& s, const RendezvousOptions& o, int slot, bool master,
-                                          Clock::time_point deadline) {
+Expected<RendezvousResult> readAssignment(store::Store& s, const RendezvousOptions& o, int slot,
+                                          bool master, Clock::time_point deadline) {
   const std::string p = prefix(o);
   // A little longer than the master, so a master that gives up can still say why.
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) +
@@ -164,16 +181,20 @@ Expected<RendezvousResult> readAssignment(store::Store& s, const RendezvousOptio
   try {
     text = s.get(p + "assignment", std::max(left, std::chrono::milliseconds(1)));
   } catch (const TimeoutError&) {
-    return makeError("rendezvous at " + o.store_address + " timed out after " + secondsText(o.timeout) +
+    return makeError("rendezvous at " + o.store_address + " timed out after " +
+                     secondsText(o.timeout) +
                      ": the master agent (machine_rank 0) did not publish the machine ranks; " +
-                     std::to_string(s.add(p + "arrivals", 0)) + "/" + std::to_string(o.num_machines) + " machines joined");
+                     std::to_string(s.add(p + "arrivals", 0)) + "/" +
+                     std::to_string(o.num_machines) + " machines joined");
   }
   json assignment = json::parse(text);
-  if (assignment.contains("error")) return makeError("rendezvous failed: " + assignment["error"].get<std::string>());
+  if (assignment.contains("error"))
+    return makeError("rendezvous failed: " + assignment["error"].get<std::string>());
   RendezvousResult result;
   for (const auto& m : assignment.at("machines")) {
     result.machines.push_back(MachineInfo{m.at("host").get<std::string>(), m.value("address", ""),
-                                          m.at("local_world_size").get<int>(), m.at("machine_rank").get<int>(),
+                                          m.at("local_world_size").get<int>(),
+                                          m.at("machine_rank").get<int>(),
                                           m.at("rank_offset").get<int>()});
     result.world_size += m.at("local_world_size").get<int>();
   }
@@ -195,7 +216,8 @@ Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& 
     }
     return readAssignment(s, o, slot, master, deadline);
   } catch (const Error& e) {
-    return makeError(std::string("rendezvous through the store at ") + o.store_address + " failed: " + e.what());
+    return makeError(std::string("rendezvous through the store at ") + o.store_address +
+                     " failed: " + e.what());
   } catch (const json::exception& e) {
     return makeError(std::string("rendezvous through the store at ") + o.store_address +
                      " failed: malformed record: " + e.what());
@@ -205,7 +227,8 @@ Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& 
 std::string failureKey(const RendezvousOptions& o) { return prefix(o) + "failure"; }
 std::string statusKeyPrefix(const RendezvousOptions& o) { return prefix(o) + "status/"; }
 
-std::optional<JobFailure> publishFailure(store::Store& s, const RendezvousOptions& o, const JobFailure& mine) {
+std::optional<JobFailure> publishFailure(store::Store& s, const RendezvousOptions& o,
+                                         const JobFailure& mine) {
   try {
     const std::string stored = s.compareSet(failureKey(o), "", failureToJson(mine).dump());
     JobFailure first = failureFromJson(json::parse(stored));
@@ -218,21 +241,23 @@ std::optional<JobFailure> publishFailure(store::Store& s, const RendezvousOption
   }
 }
 
-std::optional<JobFailure> readFailure(store::Store& s, const RendezvousOptions& o, int machineRank) {
+std::optional<JobFailure> readFailure(store::Store& s, const RendezvousOptions& o,
+                                      int machineRank) {
   JobFailure first = failureFromJson(json::parse(s.get(failureKey(o), std::chrono::seconds(30))));
   if (first.machine_rank == machineRank) return std::nullopt;
   return first;
 }
 
-int exitBarrier(store::Store& s, const RendezvousOptions& o, bool master, std::chrono::milliseconds afterFailure,
-                const std::function<bool()>& othersGone) {
+int exitBarrier(store::Store& s, const RendezvousOptions& o, bool master,
+                std::chrono::milliseconds afterFailure, const std::function<bool()>& othersGone) {
   const std::string key = prefix(o) + "finished";
   try {
     int done = static_cast<int>(s.add(key, 1));
     if (!master) return done;
     std::optional<Clock::time_point> failureDeadline;
     while (done < o.num_machines) {
-      if (!failureDeadline && s.check({failureKey(o)})) failureDeadline = Clock::now() + afterFailure;
+      if (!failureDeadline && s.check({failureKey(o)}))
+        failureDeadline = Clock::now() + afterFailure;
       if (failureDeadline ? Clock::now() >= *failureDeadline : othersGone && othersGone()) {
         return static_cast<int>(s.add(key, 0));
       }

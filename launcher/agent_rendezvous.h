@@ -27,13 +27,13 @@ namespace accel::launcher {
 inline constexpr const char* kAgentKeyPrefix = "accel/";
 
 struct RendezvousOptions {
-  std::string run_id = "job";   // namespaces the keys: accel/rdzv/<run_id>/...
+  std::string run_id = "job";  // namespaces the keys: accel/rdzv/<run_id>/...
   int num_machines = 1;
   int requested_machine_rank = -1;  // -1: any; 0 makes this agent the master
   int local_world_size = 1;
-  std::string host;             // this machine's name, for messages
-  std::string address;          // this machine's address as seen on the way to the master
-  std::string store_address;    // "host:port" of the store, for messages
+  std::string host;           // this machine's name, for messages
+  std::string address;        // this machine's address as seen on the way to the master
+  std::string store_address;  // "host:port" of the store, for messages
   std::chrono::milliseconds timeout{std::chrono::seconds(900)};
   std::chrono::milliseconds progress_interval{std::chrono::seconds(5)};
   // Called by the master only, on the thread that runs rendezvous(), every progress_interval
@@ -73,13 +73,15 @@ std::string statusKeyPrefix(const RendezvousOptions& options);
 // another machine's, nullopt when it is `mine` (or the store cannot be reached: then nobody
 // else can be told either). Blocks for one round trip to the store, bounded only by the store
 // client's own timeout; never throws.
-std::optional<JobFailure> publishFailure(store::Store& store, const RendezvousOptions& options, const JobFailure& mine);
+std::optional<JobFailure> publishFailure(store::Store& store, const RendezvousOptions& options,
+                                         const JobFailure& mine);
 
 // Reads the published failure; nullopt when it is `machineRank`'s own. Blocks until the failure
 // key exists, at most 30 s (call it once the key is known to exist, e.g. after a watch fired).
 // Throws accel::Error when the store cannot be read (accel::TimeoutError when no failure was
 // published within 30 s), nlohmann::json::exception when the record is malformed.
-std::optional<JobFailure> readFailure(store::Store& store, const RendezvousOptions& options, int machineRank);
+std::optional<JobFailure> readFailure(store::Store& store, const RendezvousOptions& options,
+                                      int machineRank);
 
 // The exit barrier: records that this machine's workers are done; the master then waits until
 // every machine has, or until `othersGone()` says no other agent is connected any more (one that
@@ -88,7 +90,7 @@ std::optional<JobFailure> readFailure(store::Store& store, const RendezvousOptio
 // reached; never throws. A non-master returns after one round trip. The master polls the store
 // every 20 ms and calls `othersGone` (on the calling thread) while no failure is published; with
 // `othersGone` empty and no failure, it waits for every machine without a time limit.
-int exitBarrier(store::Store& store, const RendezvousOptions& options, bool master, std::chrono::milliseconds afterFailure,
-                const std::function<bool()>& othersGone);
+int exitBarrier(store::Store& store, const RendezvousOptions& options, bool master,
+                std::chrono::milliseconds afterFailure, const std::function<bool()>& othersGone);
 
 }  // namespace accel::launcher

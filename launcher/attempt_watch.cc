@@ -42,8 +42,10 @@ void Supervisor::Attempt::sampleRanks() {
     if (!w.running) continue;
     auto sample = readProcSample(w.pid);
     if (!sample) continue;
-    if (!w.sample || sample->cpu_ticks >= w.sample->cpu_ticks + kCpuTicksThatMove) w.cpu_moved = now;
-    if (w.sample && sample->cpu_ticks < w.sample->cpu_ticks + kCpuTicksThatMove) sample->cpu_ticks = w.sample->cpu_ticks;
+    if (!w.sample || sample->cpu_ticks >= w.sample->cpu_ticks + kCpuTicksThatMove)
+      w.cpu_moved = now;
+    if (w.sample && sample->cpu_ticks < w.sample->cpu_ticks + kCpuTicksThatMove)
+      sample->cpu_ticks = w.sample->cpu_ticks;
     w.sample = sample;
   }
 }
@@ -76,8 +78,8 @@ void Supervisor::Attempt::watchForHang() {
   hang.message = verdict->message;
   hang.stuck_ranks = verdict->stuck;
   hang.timeout_s = std::chrono::duration<double>(*plan_.hang_timeout).count();
-  say("accel: the job hangs (--hang_timeout " + secondsText(*plan_.hang_timeout) + "): " + hang.message +
-      "; asking every rank for its stack (SIGABRT)\n");
+  say("accel: the job hangs (--hang_timeout " + secondsText(*plan_.hang_timeout) +
+      "): " + hang.message + "; asking every rank for its stack (SIGABRT)\n");
   stopHung(std::move(hang), !verdict->steps_differ);
 }
 
@@ -94,13 +96,15 @@ void Supervisor::Attempt::guardExit() {
   if (!plan_.exit_timeout) {
     if (exit_notice_given_ || waited < plan_.exit_notice) return;
     exit_notice_given_ = true;
-    say("accel: a rank exited 0 " + secondsText(plan_.exit_notice) + " ago; " + who + " still running (--exit_timeout S stops them after S s, with their stacks)\n");
+    say("accel: a rank exited 0 " + secondsText(plan_.exit_notice) + " ago; " + who +
+        " still running (--exit_timeout S stops them after S s, with their stacks)\n");
     return;
   }
   if (waited < *plan_.exit_timeout) return;
   HangReport hang;
   hang.kind = "exit";
-  hang.message = who + " still running " + secondsText(*plan_.exit_timeout) + " after a rank exited 0 (--exit_timeout)";
+  hang.message = who + " still running " + secondsText(*plan_.exit_timeout) +
+                 " after a rank exited 0 (--exit_timeout)";
   hang.stuck_ranks = running;
   hang.timeout_s = std::chrono::duration<double>(*plan_.exit_timeout).count();
   say("accel: " + hang.message + "; asking them for their stacks (SIGABRT), then stopping them\n");
@@ -112,9 +116,11 @@ void Supervisor::Attempt::guardExit() {
 // is the culprit, the others collateral.
 void Supervisor::Attempt::stopHung(HangReport hang, bool refineByStacks) {
   refine_by_stacks_ = refineByStacks;
-  hang.detected_at = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  hang.detected_at =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (size_t i = 0; i < workers_.size() && !report_.culprit; ++i) {
-    if (workers_[i].running && std::count(hang.stuck_ranks.begin(), hang.stuck_ranks.end(), workers_[i].rank)) {
+    if (workers_[i].running &&
+        std::count(hang.stuck_ranks.begin(), hang.stuck_ranks.end(), workers_[i].rank)) {
       report_.culprit = i;
     }
   }
@@ -154,8 +160,9 @@ void Supervisor::Attempt::settleHangReport() {
   for (int rank : hang.stuck_ranks) {
     if (!std::count(stuck.begin(), stuck.end(), rank)) waiting.push_back(rank);
   }
-  hang.message += "; by their stacks " + std::string(stuck.size() == 1 ? "rank " : "ranks ") + rankRanges(stuck) +
-                  " outside any collective, " + rankRanges(waiting) + " waiting in one";
+  hang.message += "; by their stacks " + std::string(stuck.size() == 1 ? "rank " : "ranks ") +
+                  rankRanges(stuck) + " outside any collective, " + rankRanges(waiting) +
+                  " waiting in one";
   hang.stuck_ranks = stuck;
   for (size_t i = 0; i < workers_.size(); ++i) {
     if (workers_[i].rank != stuck.front()) continue;
@@ -165,9 +172,7 @@ void Supervisor::Attempt::settleHangReport() {
   }
 }
 
-void Supervisor::Attempt::onStatusClients() {
-  s_.status_.answerAll(statusJson().dump() + "\n");
-}
+void Supervisor::Attempt::onStatusClients() { s_.status_.answerAll(statusJson().dump() + "\n"); }
 
 nlohmann::json Supervisor::Attempt::statusJson() const {
   const auto now = Clock::now();
@@ -179,22 +184,32 @@ nlohmann::json Supervisor::Attempt::statusJson() const {
     r["state"] = w.running ? (sample ? std::string(1, sample->state) : "?") : "exited";
     const double alive = secondsSince(w.started, now);
     r["cpu_percent"] = nullptr;
-    if (sample && alive > 0) r["cpu_percent"] = 100.0 * static_cast<double>(sample->cpu_ticks) / clockTicksPerSecond() / alive;
+    if (sample && alive > 0)
+      r["cpu_percent"] =
+          100.0 * static_cast<double>(sample->cpu_ticks) / clockTicksPerSecond() / alive;
     r["rss_bytes"] = sample ? nlohmann::json(sample->rss_bytes) : nlohmann::json(nullptr);
-    r["seconds_since_output"] = w.last_output > w.started ? nlohmann::json(secondsSince(w.last_output, now)) : nlohmann::json(nullptr);
+    r["seconds_since_output"] = w.last_output > w.started
+                                    ? nlohmann::json(secondsSince(w.last_output, now))
+                                    : nlohmann::json(nullptr);
     auto beat = beats.find(w.rank);
     r["step"] = beat != beats.end() ? nlohmann::json(beat->second.step) : nlohmann::json(nullptr);
-    r["seconds_since_step"] = beat != beats.end() ? nlohmann::json(secondsSince(beat->second.changed, now)) : nlohmann::json(nullptr);
-    r["exit_code"] = w.running || w.pid <= 0 ? nlohmann::json(nullptr) : nlohmann::json(w.outcome.exit_code);
+    r["seconds_since_step"] = beat != beats.end()
+                                  ? nlohmann::json(secondsSince(beat->second.changed, now))
+                                  : nlohmann::json(nullptr);
+    r["exit_code"] =
+        w.running || w.pid <= 0 ? nlohmann::json(nullptr) : nlohmann::json(w.outcome.exit_code);
     ranks.push_back(std::move(r));
   }
   nlohmann::json status = s_.status_facts_;
   status["agent_pid"] = ::getpid();
-  status["time"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  status["time"] =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   status["uptime_s"] = secondsSince(s_.started_, now);
   status["attempt"] = attempt_;
   status["max_restarts"] = plan_.max_restarts;
-  status["hang_timeout_s"] = plan_.hang_timeout ? nlohmann::json(plan_.hang_timeout->count() / 1000.0) : nlohmann::json(nullptr);
+  status["hang_timeout_s"] = plan_.hang_timeout
+                                 ? nlohmann::json(plan_.hang_timeout->count() / 1000.0)
+                                 : nlohmann::json(nullptr);
   status["ranks"] = std::move(ranks);
   return status;
 }

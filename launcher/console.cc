@@ -60,7 +60,8 @@ void Console::run() {
     queue_.pop_front();
     writing_ = true;
     lock.unlock();
-    writeAll(chunk.fd, chunk.text.data(), chunk.text.size());  // a failed stream loses this chunk only
+    writeAll(chunk.fd, chunk.text.data(),
+             chunk.text.size());  // a failed stream loses this chunk only
     lock.lock();
     writing_ = false;
     queued_bytes_ -= chunk.text.size();

@@ -54,8 +54,9 @@ std::vector<CpuSet> coresOf(const CpuSet& cpus, const CpuTopology& t) {
   std::set<int> grouped;
   for (const auto& core : t.cores) {
     CpuSet threads = intersect(core, mine);
-    threads.erase(std::remove_if(threads.begin(), threads.end(), [&](int c) { return grouped.count(c) > 0; }),
-                  threads.end());
+    threads.erase(
+        std::remove_if(threads.begin(), threads.end(), [&](int c) { return grouped.count(c) > 0; }),
+        threads.end());
     if (threads.empty()) continue;
     for (int cpu : threads) grouped.insert(cpu);
     byFirst[threads.front()] = threads;
@@ -82,7 +83,9 @@ std::vector<std::vector<T>> splitEvenly(const std::vector<T>& items, int parts) 
   return out;
 }
 
-int countCores(const CpuSet& cpus, const CpuTopology& t) { return static_cast<int>(coresOf(cpus, t).size()); }
+int countCores(const CpuSet& cpus, const CpuTopology& t) {
+  return static_cast<int>(coresOf(cpus, t).size());
+}
 
 // One node's CPUs for `ranks` ranks (no more ranks than CPUs): whole cores while there are as
 // many cores as ranks, else single hyperthreads in core order.
@@ -127,13 +130,15 @@ std::vector<int> ranksPerNode(const std::vector<CpuSet>& nodes, int ranks) {
 }
 
 // A CPU job: ranks spread over the nodes in order (no more ranks than allowed CPUs).
-std::vector<CpuSet> spreadOverNodes(const std::vector<CpuSet>& nodes, int ranks, const CpuTopology& t) {
+std::vector<CpuSet> spreadOverNodes(const std::vector<CpuSet>& nodes, int ranks,
+                                    const CpuTopology& t) {
   std::vector<CpuSet> out;
   const int n = static_cast<int>(nodes.size());
   if (ranks <= n) {  // whole nodes per rank
     for (int r = 0; r < ranks; ++r) {
       CpuSet set;
-      for (int i = r * n / ranks; i < (r + 1) * n / ranks; ++i) set.insert(set.end(), nodes[i].begin(), nodes[i].end());
+      for (int i = r * n / ranks; i < (r + 1) * n / ranks; ++i)
+        set.insert(set.end(), nodes[i].begin(), nodes[i].end());
       std::sort(set.begin(), set.end());
       out.push_back(std::move(set));
     }
@@ -149,12 +154,15 @@ std::vector<CpuSet> spreadOverNodes(const std::vector<CpuSet>& nodes, int ranks,
 
 // A GPU job: each rank gets its GPU's node (every allowed CPU if unknown), shared with the
 // ranks on the same node; its threads are its share of that node's cores.
-CpuAffinity pinToGpuNodes(const CpuTopology& t, const std::set<int>& allowed, const std::vector<int>& gpuNodes) {
+CpuAffinity pinToGpuNodes(const CpuTopology& t, const std::set<int>& allowed,
+                          const std::vector<int>& gpuNodes) {
   CpuAffinity a;
   const CpuSet everything(allowed.begin(), allowed.end());
   std::map<CpuSet, int> sharers;
   for (int node : gpuNodes) {
-    CpuSet set = node >= 0 && node < static_cast<int>(t.nodes.size()) ? intersect(t.nodes[node], allowed) : CpuSet{};
+    CpuSet set = node >= 0 && node < static_cast<int>(t.nodes.size())
+                     ? intersect(t.nodes[node], allowed)
+                     : CpuSet{};
     if (set.empty()) set = everything;
     ++sharers[set];
     a.rank_cpus.push_back(std::move(set));
@@ -169,7 +177,8 @@ CpuAffinity pinToGpuNodes(const CpuTopology& t, const std::set<int>& allowed, co
 
 }  // namespace
 
-CpuAffinity planCpuAffinity(const CpuTopology& t, int localRanks, const std::optional<std::vector<int>>& gpuNodes) {
+CpuAffinity planCpuAffinity(const CpuTopology& t, int localRanks,
+                            const std::optional<std::vector<int>>& gpuNodes) {
   const std::set<int> allowed(t.allowed.begin(), t.allowed.end());
   if (allowed.empty() || localRanks < 1) return {};
   if (gpuNodes) {
@@ -181,7 +190,8 @@ CpuAffinity planCpuAffinity(const CpuTopology& t, int localRanks, const std::opt
   if (static_cast<int>(allowed.size()) < localRanks) {
     a.shared = true;
     const CpuSet cpus(allowed.begin(), allowed.end());
-    for (int r = 0; r < localRanks; ++r) a.rank_cpus.push_back({cpus[static_cast<size_t>(r) % cpus.size()]});
+    for (int r = 0; r < localRanks; ++r)
+      a.rank_cpus.push_back({cpus[static_cast<size_t>(r) % cpus.size()]});
   } else {
     a.rank_cpus = spreadOverNodes(usableNodes(t, allowed), localRanks, t);
   }
@@ -192,7 +202,8 @@ CpuAffinity planCpuAffinity(const CpuTopology& t, int localRanks, const std::opt
 Expected<std::vector<int>> parseCpuList(const std::string& text) {
   std::set<int> cpus;
   auto number = [](const std::string& s) -> std::optional<int> {
-    if (s.empty() || s.size() > 7 || !std::all_of(s.begin(), s.end(), ::isdigit)) return std::nullopt;
+    if (s.empty() || s.size() > 7 || !std::all_of(s.begin(), s.end(), ::isdigit))
+      return std::nullopt;
     return std::stoi(s);
   };
   std::string list = text;
@@ -206,7 +217,8 @@ Expected<std::vector<int>> parseCpuList(const std::string& text) {
     size_t dash = item.find('-');
     auto lo = number(item.substr(0, dash));
     auto hi = dash == std::string::npos ? lo : number(item.substr(dash + 1));
-    if (!lo || !hi || *hi < *lo) return makeError("'" + item + "' in CPU list '" + list + "' is not N or N-M");
+    if (!lo || !hi || *hi < *lo)
+      return makeError("'" + item + "' in CPU list '" + list + "' is not N or N-M");
     for (int cpu = *lo; cpu <= *hi; ++cpu) cpus.insert(cpu);
   }
   return std::vector<int>(cpus.begin(), cpus.end());
@@ -274,25 +286,30 @@ std::vector<int> rankGpuDevices(const LaunchPlan& plan) {
   if (gpuIds && *gpuIds != "all") {
     for (std::string_view item : splitOn(*gpuIds, ',')) {
       const std::string id(item);
-      ids.push_back(!id.empty() && id.size() < 6 && std::all_of(id.begin(), id.end(), ::isdigit) ? std::stoi(id) : -1);
+      ids.push_back(!id.empty() && id.size() < 6 && std::all_of(id.begin(), id.end(), ::isdigit)
+                        ? std::stoi(id)
+                        : -1);
     }
   }
   std::vector<int> devices;
   for (int r = 0; r < plan.local_world_size; ++r) {
-    devices.push_back(ids.empty() ? r : r < static_cast<int>(ids.size()) ? ids[static_cast<size_t>(r)] : -1);
+    devices.push_back(ids.empty()                        ? r
+                      : r < static_cast<int>(ids.size()) ? ids[static_cast<size_t>(r)]
+                                                         : -1);
   }
   return devices;
 }
 
-std::vector<int> gpuNumaNodes(const std::vector<std::string>& busIds, const std::vector<int>& devices,
-                              const std::string& sysRoot) {
+std::vector<int> gpuNumaNodes(const std::vector<std::string>& busIds,
+                              const std::vector<int>& devices, const std::string& sysRoot) {
   std::vector<int> nodes;
   for (int device : devices) {
     int node = -1;
     if (device >= 0 && device < static_cast<int>(busIds.size())) {
       std::string bdf = lowerCase(busIds[static_cast<size_t>(device)]);
       const size_t colon = bdf.find(':');
-      if (colon != std::string::npos && colon > 4) bdf.erase(0, colon - 4);  // NVML's 8-digit domain
+      if (colon != std::string::npos && colon > 4)
+        bdf.erase(0, colon - 4);  // NVML's 8-digit domain
       std::ifstream in(sysRoot + "/bus/pci/devices/" + bdf + "/numa_node");
       if (!(in >> node)) node = -1;
     }
@@ -304,15 +321,17 @@ std::vector<int> gpuNumaNodes(const std::vector<std::string>& busIds, const std:
 namespace {
 
 // A GPU job's rank lines say which node each rank follows.
-std::string affinityNotice(const LaunchPlan& plan, const CpuTopology& topology, const CpuAffinity& a,
-                           const std::vector<int>* gpuNodes) {
+std::string affinityNotice(const LaunchPlan& plan, const CpuTopology& topology,
+                           const CpuAffinity& a, const std::vector<int>* gpuNodes) {
   int nodes = 0;
   for (const auto& node : topology.nodes) nodes += node.empty() ? 0 : 1;
   std::string line = "CPU affinity (CPUs " + formatCpuList(topology.allowed) + " of this agent, " +
-                     std::to_string(std::max(nodes, 1)) + " NUMA node" + (nodes > 1 ? "s" : "") + "):";
+                     std::to_string(std::max(nodes, 1)) + " NUMA node" + (nodes > 1 ? "s" : "") +
+                     "):";
   const std::vector<int> devices = gpuNodes ? rankGpuDevices(plan) : std::vector<int>{};
   for (size_t r = 0; r < a.rank_cpus.size(); ++r) {
-    line += (r ? "; local rank " : " local rank ") + std::to_string(r) + " on CPUs " + formatCpuList(a.rank_cpus[r]);
+    line += (r ? "; local rank " : " local rank ") + std::to_string(r) + " on CPUs " +
+            formatCpuList(a.rank_cpus[r]);
     std::string notes;
     if (gpuNodes) {
       const int node = r < gpuNodes->size() ? (*gpuNodes)[r] : -1;
@@ -320,7 +339,8 @@ std::string affinityNotice(const LaunchPlan& plan, const CpuTopology& topology, 
               (node >= 0 ? " on NUMA node " + std::to_string(node) : ", NUMA node unknown");
     }
     if (plan.omp_from_affinity) {
-      notes += (notes.empty() ? "OMP_NUM_THREADS=" : ", OMP_NUM_THREADS=") + std::to_string(a.rank_threads[r]);
+      notes += (notes.empty() ? "OMP_NUM_THREADS=" : ", OMP_NUM_THREADS=") +
+               std::to_string(a.rank_threads[r]);
     }
     if (!notes.empty()) line += " (" + notes + ")";
   }
@@ -329,43 +349,55 @@ std::string affinityNotice(const LaunchPlan& plan, const CpuTopology& topology, 
 
 }  // namespace
 
-void assignCpuAffinity(LaunchPlan& plan, const CpuTopology& topology, const std::optional<std::vector<int>>& gpuNodes) {
+void assignCpuAffinity(LaunchPlan& plan, const CpuTopology& topology,
+                       const std::optional<std::vector<int>>& gpuNodes) {
   const config::ClusterConfig& c = plan.config.config;
   if (!c.enable_cpu_affinity) return;
   if (plan.exec_in_place) {
     plan.notices.push_back("enable_cpu_affinity: each task is one rank placed by " +
-                           plan.scheduler.value_or("the scheduler") + "; use its CPU binding (e.g. srun --cpu-bind=cores)");
+                           plan.scheduler.value_or("the scheduler") +
+                           "; use its CPU binding (e.g. srun --cpu-bind=cores)");
     return;
   }
-  // A GPU job is one accelerate would start with torchrun (MULTI_GPU, FSDP, DeepSpeed, Megatron-LM).
+  // A GPU job is one accelerate would start with torchrun (MULTI_GPU, FSDP, DeepSpeed,
+  // Megatron-LM).
   const bool gpuJob = plan.accelerate_launcher != AccelerateLauncher::Simple;
   const bool nodesKnown =
-      gpuJob && gpuNodes && std::any_of(gpuNodes->begin(), gpuNodes->end(), [](int node) { return node >= 0; });
+      gpuJob && gpuNodes &&
+      std::any_of(gpuNodes->begin(), gpuNodes->end(), [](int node) { return node >= 0; });
   if (gpuJob && !nodesKnown) {
-    plan.notices.push_back(std::string("enable_cpu_affinity: the GPUs' NUMA nodes are not known (") +
-                           (gpuNodes ? "sysfs gives none for their PCI devices" : "the CUDA driver gives no PCI bus ids") +
-                           "); the ranks are spread over the NUMA nodes as for a CPU job");
+    plan.notices.push_back(
+        std::string("enable_cpu_affinity: the GPUs' NUMA nodes are not known (") +
+        (gpuNodes ? "sysfs gives none for their PCI devices"
+                  : "the CUDA driver gives no PCI bus ids") +
+        "); the ranks are spread over the NUMA nodes as for a CPU job");
   }
-  const CpuAffinity a = planCpuAffinity(topology, plan.local_world_size, nodesKnown ? gpuNodes : std::nullopt);
+  const CpuAffinity a =
+      planCpuAffinity(topology, plan.local_world_size, nodesKnown ? gpuNodes : std::nullopt);
   if (a.rank_cpus.empty()) return;  // no CPU to give out: nothing pinned
   plan.rank_cpus = a.rank_cpus;
   if (plan.omp_from_affinity) plan.rank_omp_threads = a.rank_threads;
   plan.notices.push_back(affinityNotice(plan, topology, a, nodesKnown ? &*gpuNodes : nullptr));
   if (a.shared) {
-    plan.notices.push_back("enable_cpu_affinity: " + std::to_string(plan.local_world_size) + " local ranks but only " +
-                           std::to_string(topology.allowed.size()) + " CPUs; ranks share CPUs");
+    plan.notices.push_back("enable_cpu_affinity: " + std::to_string(plan.local_world_size) +
+                           " local ranks but only " + std::to_string(topology.allowed.size()) +
+                           " CPUs; ranks share CPUs");
   }
 }
 
 Expected<void> assignCpuAffinity(LaunchPlan& plan) {
   if (!plan.config.config.enable_cpu_affinity) return {};
   auto allowed = allowedCpus();
-  if (!allowed) return makeError("enable_cpu_affinity: cannot read the CPUs this agent may use: " + allowed.error());
-  if (allowed->empty()) return makeError("enable_cpu_affinity: sched_getaffinity reports no CPU for this agent");
+  if (!allowed)
+    return makeError("enable_cpu_affinity: cannot read the CPUs this agent may use: " +
+                     allowed.error());
+  if (allowed->empty())
+    return makeError("enable_cpu_affinity: sched_getaffinity reports no CPU for this agent");
   std::optional<std::vector<int>> gpuNodes;
   if (plan.accelerate_launcher != AccelerateLauncher::Simple && !plan.exec_in_place) {
     const std::vector<std::string> busIds = probes::gpuPciBusIds();
-    const bool any = std::any_of(busIds.begin(), busIds.end(), [](const std::string& id) { return !id.empty(); });
+    const bool any = std::any_of(busIds.begin(), busIds.end(),
+                                 [](const std::string& id) { return !id.empty(); });
     if (any) gpuNodes = gpuNumaNodes(busIds, rankGpuDevices(plan));
   }
   assignCpuAffinity(plan, readCpuTopology(*allowed), gpuNodes);

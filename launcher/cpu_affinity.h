@@ -25,9 +25,11 @@ namespace accel::launcher {
 
 // The part of the machine's CPU topology the sets depend on.
 struct CpuTopology {
-  std::vector<int> allowed;               // CPUs the agent may use, ascending
-  std::vector<std::vector<int>> nodes;    // NUMA node N's CPUs (ascending), by node number; may be empty
-  std::vector<std::vector<int>> cores;    // thread-sibling groups (one per physical core), each ascending
+  std::vector<int> allowed;  // CPUs the agent may use, ascending
+  std::vector<std::vector<int>>
+      nodes;  // NUMA node N's CPUs (ascending), by node number; may be empty
+  std::vector<std::vector<int>>
+      cores;  // thread-sibling groups (one per physical core), each ascending
 };
 
 // What each local rank gets.
@@ -64,8 +66,8 @@ std::vector<int> rankGpuDevices(const LaunchPlan& plan);
 // CUDA or NVML spell it, "0000:3B:00.0" or "00000000:3B:00.0") looked up as
 // <sysRoot>/bus/pci/devices/0000:3b:00.0/numa_node. -1 where not known: no id, no such file, or
 // the kernel's own -1 (a machine without NUMA). Reads one small sysfs file per device; thread-safe.
-std::vector<int> gpuNumaNodes(const std::vector<std::string>& busIds, const std::vector<int>& devices,
-                              const std::string& sysRoot = "/sys");
+std::vector<int> gpuNumaNodes(const std::vector<std::string>& busIds,
+                              const std::vector<int>& devices, const std::string& sysRoot = "/sys");
 
 // The same on this machine: the agent's own sched_getaffinity and /sys, and for a GPU job the
 // GPUs' PCI bus ids from the CUDA driver (probes::gpuPciBusIds). Error (naming the system call)

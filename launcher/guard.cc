@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
-
 #include <ctime>
 
 #include "launcher/subprocess_posix.h"
@@ -85,10 +84,12 @@ void awaitDeaths(Group* groups, int count) {
     }
     const long left = deadline - monotonicMs();
     if (waiting == 0 || left <= 0) return;
-    if (::poll(fds, static_cast<nfds_t>(waiting), static_cast<int>(left)) < 0 && errno != EINTR) return;
+    if (::poll(fds, static_cast<nfds_t>(waiting), static_cast<int>(left)) < 0 && errno != EINTR)
+      return;
     for (int i = 0, k = 0; i < count; ++i) {
       if (groups[i].pidfd < 0) continue;
-      if (fds[k++].revents & (POLLIN | POLLHUP | POLLERR)) groups[i].pidfd = -1;  // dead (left open: exiting)
+      if (fds[k++].revents & (POLLIN | POLLHUP | POLLERR))
+        groups[i].pidfd = -1;  // dead (left open: exiting)
     }
   }
 }
@@ -104,7 +105,8 @@ void awaitDeaths(Group* groups, int count) {
     if (groups[i].pidfd < 0) continue;
     // Signal 0 through the pidfd: succeeds only while the leader is unreaped (alive or a
     // zombie), i.e. while its id cannot have been given to another process.
-    if (::syscall(SYS_pidfd_send_signal, groups[i].pidfd, 0, nullptr, 0) == 0) ::kill(-groups[i].leader, SIGKILL);
+    if (::syscall(SYS_pidfd_send_signal, groups[i].pidfd, 0, nullptr, 0) == 0)
+      ::kill(-groups[i].leader, SIGKILL);
   }
   // The workers' shared-memory segments that were not yet unlinked (a job killed while its
   // ranks were still meeting), once their creators are dead.
@@ -122,7 +124,8 @@ Guard::~Guard() {
 
 Expected<void> Guard::start(const std::string& runDirToRemove) {
   int pipeFds[2];
-  if (::pipe2(pipeFds, O_CLOEXEC) != 0) return makeError(std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(pipeFds, O_CLOEXEC) != 0)
+    return makeError(std::string("pipe: ") + std::strerror(errno));
   // Built before fork: the guard may not allocate.
   std::string rmName = "rm", rmFlags = "-rf", rmDir = runDirToRemove;
   char* removeArgv[] = {rmName.data(), rmFlags.data(), rmDir.data(), nullptr};

@@ -11,10 +11,14 @@
 
 namespace accel::launcher {
 JobLink::JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,
-                 std::unique_ptr<store::TcpStoreClient> publisher, RendezvousOptions rdzv, int machineRank,
-                 std::string masterHost)
-    : watch_(std::move(watch)), publisher_(std::move(publisher)), watch_fd_(watchFd), rdzv_(std::move(rdzv)),
-      machine_rank_(machineRank), master_host_(std::move(masterHost)) {
+                 std::unique_ptr<store::TcpStoreClient> publisher, RendezvousOptions rdzv,
+                 int machineRank, std::string masterHost)
+    : watch_(std::move(watch)),
+      publisher_(std::move(publisher)),
+      watch_fd_(watchFd),
+      rdzv_(std::move(rdzv)),
+      machine_rank_(machineRank),
+      master_host_(std::move(masterHost)) {
   event_fd_ = makeEventFd();
   wake_fd_ = makeEventFd();
   thread_ = startQuietThread([this] { run(); });
@@ -134,7 +138,8 @@ void JobLink::onWatchFired() {
     JobFailure lost;
     lost.machine_rank = 0;
     lost.host = master_host_;
-    lost.reason = "lost contact with the master agent's store at " + rdzv_.store_address + " (" + e.what() + ")";
+    lost.reason = "lost contact with the master agent's store at " + rdzv_.store_address + " (" +
+                  e.what() + ")";
     post(LinkEvent{LinkEvent::Kind::kRemoteFailure, std::move(lost)});
   }
 }

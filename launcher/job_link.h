@@ -44,8 +44,9 @@ class JobLink {
  public:
   // `watch` already has its WAIT on failureKey(rdzv) parked (startWait); `publisher` is a second
   // connection to the master's store, used only by the link's thread.
-  JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd, std::unique_ptr<store::TcpStoreClient> publisher,
-          RendezvousOptions rdzv, int machineRank, std::string masterHost);
+  JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,
+          std::unique_ptr<store::TcpStoreClient> publisher, RendezvousOptions rdzv, int machineRank,
+          std::string masterHost);
   ~JobLink();  // stop(), then closes the connections
   JobLink(const JobLink&) = delete;
   JobLink& operator=(const JobLink&) = delete;

@@ -22,11 +22,13 @@ std::string rankList(const std::vector<int>& ranks) {
 }
 
 std::string endText(int exitCode, int signal) {
-  if (signal != 0) return "signal " + signalName(signal) + " (exit code " + std::to_string(exitCode) + ")";
+  if (signal != 0)
+    return "signal " + signalName(signal) + " (exit code " + std::to_string(exitCode) + ")";
   return "exit code " + std::to_string(exitCode);
 }
 
-void printEvidence(std::ostringstream& out, const std::string& errorFileMessage, const std::vector<std::string>& tail) {
+void printEvidence(std::ostringstream& out, const std::string& errorFileMessage,
+                   const std::vector<std::string>& tail) {
   if (!errorFileMessage.empty()) out << "  error file: " << errorFileMessage << "\n";
   if (tail.empty()) {
     out << "  (its stderr was empty)\n";
@@ -48,7 +50,9 @@ void printStacks(std::ostringstream& out, const AttemptReport& a) {
     if (!w.stack_asked) continue;
     const bool isStuck = std::find(stuck.begin(), stuck.end(), w.rank) != stuck.end();
     if (w.stack.empty()) {
-      out << "  rank " << w.rank << ": no stack (it printed nothing after SIGABRT: not Python with faulthandler, nor libaccel)\n";
+      out << "  rank " << w.rank
+          << ": no stack (it printed nothing after SIGABRT: not Python with faulthandler, nor "
+             "libaccel)\n";
       continue;
     }
     std::istringstream lines(w.stack);
@@ -56,17 +60,20 @@ void printStacks(std::ostringstream& out, const AttemptReport& a) {
     if (!isStuck) {
       std::string innermost;
       while (std::getline(lines, line)) {
-        if (line.find("File \"") != std::string::npos || line.find("(_Z") != std::string::npos || line.find(")[0x") != std::string::npos) {
+        if (line.find("File \"") != std::string::npos || line.find("(_Z") != std::string::npos ||
+            line.find(")[0x") != std::string::npos) {
           innermost = line;
           break;
         }
       }
-      out << "  rank " << w.rank << " was in: " << (innermost.empty() ? "(see summary.json)" : innermost) << "\n";
+      out << "  rank " << w.rank
+          << " was in: " << (innermost.empty() ? "(see summary.json)" : innermost) << "\n";
       continue;
     }
     out << "  stack of rank " << w.rank << " (pid " << w.pid << "):\n";
     for (int n = 0; std::getline(lines, line) && n < 80; ++n) {
-      if (line.rfind("Extension modules:", 0) == 0) continue;  // faulthandler's list of loaded modules
+      if (line.rfind("Extension modules:", 0) == 0)
+        continue;  // faulthandler's list of loaded modules
       out << "    | " << line << "\n";
     }
   }
@@ -78,14 +85,22 @@ std::string describeEnd(const WorkerOutcome& w) { return endText(w.exit_code, w.
 
 std::string describeFailure(const JobFailure& f) {
   if (f.rank < 0) return machineText(f) + ": " + f.reason;
-  return "rank " + std::to_string(f.rank) + " on " + machineText(f) + " failed with " + endText(f.exit_code, f.signal);
+  return "rank " + std::to_string(f.rank) + " on " + machineText(f) + " failed with " +
+         endText(f.exit_code, f.signal);
 }
 
 nlohmann::json failureToJson(const JobFailure& f) {
-  return {{"machine_rank", f.machine_rank}, {"host", f.host},           {"rank", f.rank},
-          {"local_rank", f.local_rank},     {"pid", f.pid},             {"exit_code", f.exit_code},
-          {"signal", f.signal},             {"reason", f.reason},       {"ended_after_s", f.ended_after_s},
-          {"stderr_tail", f.stderr_tail},   {"error_file_message", f.error_file_message}};
+  return {{"machine_rank", f.machine_rank},
+          {"host", f.host},
+          {"rank", f.rank},
+          {"local_rank", f.local_rank},
+          {"pid", f.pid},
+          {"exit_code", f.exit_code},
+          {"signal", f.signal},
+          {"reason", f.reason},
+          {"ended_after_s", f.ended_after_s},
+          {"stderr_tail", f.stderr_tail},
+          {"error_file_message", f.error_file_message}};
 }
 
 JobFailure failureFromJson(const nlohmann::json& j) {
@@ -113,10 +128,13 @@ void printAttempts(std::ostringstream& out, const JobReport& report) {
     if (a.remote_culprit) {
       out << describeFailure(*a.remote_culprit) << "\n";
     } else if (a.hang) {
-      out << (a.hang->kind == "exit" ? "did not exit" : "hung") << " (" << (a.hang->stuck_ranks.size() == 1 ? "rank " : "ranks ")
-          << rankList(a.hang->stuck_ranks) << ")\n";
+      out << (a.hang->kind == "exit" ? "did not exit" : "hung") << " ("
+          << (a.hang->stuck_ranks.size() == 1 ? "rank " : "ranks ") << rankList(a.hang->stuck_ranks)
+          << ")\n";
     } else if (!a.culprit) {
-      out << (a.agent_signal ? "stopped by " + signalName(a.agent_signal) + " sent to the agent" : "succeeded") << "\n";
+      out << (a.agent_signal ? "stopped by " + signalName(a.agent_signal) + " sent to the agent"
+                             : "succeeded")
+          << "\n";
     } else {
       const auto& w = a.workers[*a.culprit];
       out << "rank " << w.rank << " failed with " << describeEnd(w) << "\n";
@@ -128,28 +146,31 @@ void printAttempts(std::ostringstream& out, const JobReport& report) {
 void printRemoteCulprit(std::ostringstream& out, const AttemptReport& last) {
   const JobFailure& f = *last.remote_culprit;
   if (f.rank >= 0) {
-    out << "culprit: rank " << f.rank << " on " << machineText(f) << ", local rank " << f.local_rank << ", pid " << f.pid
-        << " — first to fail in the job, " << endText(f.exit_code, f.signal) << ", after " << seconds(f.ended_after_s)
-        << "\n";
+    out << "culprit: rank " << f.rank << " on " << machineText(f) << ", local rank " << f.local_rank
+        << ", pid " << f.pid << " — first to fail in the job, " << endText(f.exit_code, f.signal)
+        << ", after " << seconds(f.ended_after_s) << "\n";
     printEvidence(out, f.error_file_message, f.stderr_tail);
   } else {
     out << "culprit: " << describeFailure(f) << "\n";
   }
   if (last.culprit) {
     const WorkerOutcome& w = last.workers[*last.culprit];
-    out << "also failed on this machine, after it: rank " << w.rank << " with " << describeEnd(w) << "\n";
+    out << "also failed on this machine, after it: rank " << w.rank << " with " << describeEnd(w)
+        << "\n";
   }
 }
 
 void printCulprit(std::ostringstream& out, const AttemptReport& last) {
   const WorkerOutcome& w = last.workers[*last.culprit];
-  out << "culprit: rank " << w.rank << " (local rank " << w.local_rank << ", pid " << w.pid << ") — ";
+  out << "culprit: rank " << w.rank << " (local rank " << w.local_rank << ", pid " << w.pid
+      << ") — ";
   if (last.hang) {
-    out << (last.hang->kind == "exit" ? "still running" : "stuck") << ", stopped by the agent after "
-        << seconds(w.ended_after_s) << " (" << describeEnd(w) << ")\n";
+    out << (last.hang->kind == "exit" ? "still running" : "stuck")
+        << ", stopped by the agent after " << seconds(w.ended_after_s) << " (" << describeEnd(w)
+        << ")\n";
   } else {
-    out << "first to fail" << (last.told_others ? " in the job" : "") << ", " << describeEnd(w) << ", after "
-        << seconds(w.ended_after_s) << "\n";
+    out << "first to fail" << (last.told_others ? " in the job" : "") << ", " << describeEnd(w)
+        << ", after " << seconds(w.ended_after_s) << "\n";
   }
   if (last.oom_suspected) {
     out << "  likely killed by the OOM killer: this cgroup's oom_kill count rose during the run\n";
@@ -193,12 +214,14 @@ std::string renderFailureSummary(const JobReport& report) {
   printAttempts(out, report);
   const AttemptReport& last = report.attempts.back();
   if (last.hang) {
-    out << (last.hang->kind == "exit" ? "the job did not exit: " : "the job hung: ") << last.hang->message << "\n";
+    out << (last.hang->kind == "exit" ? "the job did not exit: " : "the job hung: ")
+        << last.hang->message << "\n";
     out << "stacks (the agent sent SIGABRT to every rank still running):\n";
     printStacks(out, last);
   }
   if (last.agent_signal) {
-    out << "The agent received " << signalName(last.agent_signal) << " and forwarded it to the workers.\n";
+    out << "The agent received " << signalName(last.agent_signal)
+        << " and forwarded it to the workers.\n";
   }
   if (last.remote_culprit) {
     printRemoteCulprit(out, last);
@@ -217,29 +240,35 @@ nlohmann::json renderReportJson(const JobReport& report) {
   for (const auto& a : report.attempts) {
     nlohmann::json workers = nlohmann::json::array();
     for (const auto& w : a.workers) {
-      workers.push_back({{"rank", w.rank},
-                         {"local_rank", w.local_rank},
-                         {"pid", w.pid},
-                         {"exit_code", w.exit_code},
-                         {"signal", w.signal ? nlohmann::json(signalName(w.signal)) : nlohmann::json(nullptr)},
-                         {"stopped_by_agent", w.stopped_by_agent},
-                         {"needed_sigkill", w.needed_sigkill},
-                         {"ended_after_s", w.ended_after_s},
-                         {"stderr_tail", w.stderr_tail},
-                         {"stack", w.stack_asked ? nlohmann::json(w.stack) : nlohmann::json(nullptr)}});
+      workers.push_back(
+          {{"rank", w.rank},
+           {"local_rank", w.local_rank},
+           {"pid", w.pid},
+           {"exit_code", w.exit_code},
+           {"signal", w.signal ? nlohmann::json(signalName(w.signal)) : nlohmann::json(nullptr)},
+           {"stopped_by_agent", w.stopped_by_agent},
+           {"needed_sigkill", w.needed_sigkill},
+           {"ended_after_s", w.ended_after_s},
+           {"stderr_tail", w.stderr_tail},
+           {"stack", w.stack_asked ? nlohmann::json(w.stack) : nlohmann::json(nullptr)}});
     }
-    nlohmann::json entry = {{"attempt", a.attempt},
-                            {"succeeded", a.succeeded()},
-                            {"duration_s", a.duration_s},
-                            {"oom_suspected", a.oom_suspected},
-                            {"agent_signal", a.agent_signal ? nlohmann::json(signalName(a.agent_signal)) : nlohmann::json(nullptr)},
-                            {"stop_s", a.stop_s ? nlohmann::json(*a.stop_s) : nlohmann::json(nullptr)},
-                            {"workers", workers}};
+    nlohmann::json entry = {
+        {"attempt", a.attempt},
+        {"succeeded", a.succeeded()},
+        {"duration_s", a.duration_s},
+        {"oom_suspected", a.oom_suspected},
+        {"agent_signal",
+         a.agent_signal ? nlohmann::json(signalName(a.agent_signal)) : nlohmann::json(nullptr)},
+        {"stop_s", a.stop_s ? nlohmann::json(*a.stop_s) : nlohmann::json(nullptr)},
+        {"workers", workers}};
     if (a.culprit) {
       const auto& w = a.workers[*a.culprit];
-      entry["culprit"] = {{"rank", w.rank}, {"local_rank", w.local_rank}, {"exit_code", w.exit_code},
-                          {"signal", w.signal ? nlohmann::json(signalName(w.signal)) : nlohmann::json(nullptr)},
-                          {"error_file_message", w.error_file_message}};
+      entry["culprit"] = {
+          {"rank", w.rank},
+          {"local_rank", w.local_rank},
+          {"exit_code", w.exit_code},
+          {"signal", w.signal ? nlohmann::json(signalName(w.signal)) : nlohmann::json(nullptr)},
+          {"error_file_message", w.error_file_message}};
     } else {
       entry["culprit"] = nullptr;
     }
@@ -249,7 +278,8 @@ nlohmann::json renderReportJson(const JobReport& report) {
                                             {"timeout_s", a.hang->timeout_s},
                                             {"detected_at", a.hang->detected_at}}
                            : nlohmann::json(nullptr);
-    entry["remote_culprit"] = a.remote_culprit ? failureToJson(*a.remote_culprit) : nlohmann::json(nullptr);
+    entry["remote_culprit"] =
+        a.remote_culprit ? failureToJson(*a.remote_culprit) : nlohmann::json(nullptr);
     attempts.push_back(entry);
   }
   return {{"exit_code", report.exit_code},

@@ -2,13 +2,14 @@
 // What happened to a job: every attempt, every worker's end, and who was to blame. Rendered as
 // the one failure block on the console and as <log_dir>/summary.json.
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <sys/types.h>
 
 namespace accel::launcher {
 
@@ -16,15 +17,15 @@ struct WorkerOutcome {
   int rank = 0;
   int local_rank = 0;
   pid_t pid = 0;
-  int exit_code = 0;             // 128+N when killed by signal N
-  int signal = 0;                // 0 when it exited by itself
-  bool stopped_by_agent = false; // the agent signalled it before it ended (collateral)
-  bool needed_sigkill = false;   // it outlived the grace period
-  double ended_after_s = 0;      // seconds since the attempt started
+  int exit_code = 0;                     // 128+N when killed by signal N
+  int signal = 0;                        // 0 when it exited by itself
+  bool stopped_by_agent = false;         // the agent signalled it before it ended (collateral)
+  bool needed_sigkill = false;           // it outlived the grace period
+  double ended_after_s = 0;              // seconds since the attempt started
   std::vector<std::string> stderr_tail;  // last lines of its stderr
   std::string error_file_message;        // from TORCHELASTIC_ERROR_FILE, if the worker wrote one
-  std::string stack;                     // what it printed after the agent asked for its stack ("": not asked)
-  bool stack_asked = false;              // the agent sent it SIGABRT for its stack (hang or exit guard)
+  std::string stack;         // what it printed after the agent asked for its stack ("": not asked)
+  bool stack_asked = false;  // the agent sent it SIGABRT for its stack (hang or exit guard)
 };
 
 // The exit code of a job the agent stopped because it hung (as timeout(1)'s).
@@ -36,7 +37,7 @@ struct HangReport {
   std::string message;           // "rank 2 at step 4 for 10 s; ranks 0–1, 3 at step 5"
   std::vector<int> stuck_ranks;  // global ranks (the first one here is the culprit)
   double timeout_s = 0;
-  double detected_at = 0;        // when the agent called it, in seconds since the epoch
+  double detected_at = 0;  // when the agent called it, in seconds since the epoch
 };
 
 // The first failure of a multi-machine job, as its agent publishes it to the others: a worker's
@@ -44,12 +45,12 @@ struct HangReport {
 struct JobFailure {
   int machine_rank = -1;
   std::string host;
-  int rank = -1;                 // -1: not a worker's failure (see reason)
+  int rank = -1;  // -1: not a worker's failure (see reason)
   int local_rank = -1;
   long pid = 0;
-  int exit_code = 1;             // what every agent of the job exits with
+  int exit_code = 1;  // what every agent of the job exits with
   int signal = 0;
-  std::string reason;            // for failures that are not a worker's: "its agent received SIGTERM"
+  std::string reason;  // for failures that are not a worker's: "its agent received SIGTERM"
   double ended_after_s = 0;
   std::vector<std::string> stderr_tail;
   std::string error_file_message;
@@ -62,13 +63,13 @@ nlohmann::json failureToJson(const JobFailure& failure);
 JobFailure failureFromJson(const nlohmann::json& j);
 
 struct AttemptReport {
-  int attempt = 0;                 // TORCHELASTIC_RESTART_COUNT of this attempt
+  int attempt = 0;                     // TORCHELASTIC_RESTART_COUNT of this attempt
   std::vector<WorkerOutcome> workers;  // by local rank
-  std::optional<size_t> culprit;   // index of the first worker to fail
-  int agent_signal = 0;            // a signal the agent received and forwarded (0: none)
-  bool oom_suspected = false;      // the cgroup's oom_kill count rose during the attempt
+  std::optional<size_t> culprit;       // index of the first worker to fail
+  int agent_signal = 0;                // a signal the agent received and forwarded (0: none)
+  bool oom_suspected = false;          // the cgroup's oom_kill count rose during the attempt
   double duration_s = 0;
-  std::optional<double> stop_s;    // culprit's end → last collateral worker's end
+  std::optional<double> stop_s;  // culprit's end → last collateral worker's end
   // Multi-machine jobs: the job's first failure when it happened on another machine (it is then
   // the culprit, and `culprit`, if any, failed after it); `told_others` when this machine's
   // failure was published as the job's first.

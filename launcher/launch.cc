@@ -10,11 +10,11 @@
 #include <random>
 #include <thread>
 
+#include "accel/error.h"
 #include "config/config_file.h"
 #include "launcher/agent_rendezvous.h"
 #include "launcher/console.h"
 #include "launcher/cpu_affinity.h"
-#include "probes/gpu_probe.h"
 #include "launcher/job_link.h"
 #include "launcher/launch_plan.h"
 #include "launcher/net_check.h"
@@ -23,15 +23,15 @@
 #include "launcher/supervisor.h"
 #include "launcher/worker_env.h"
 #include "libaccel/common/env_names.h"
-#include "accel/error.h"
 #include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
+#include "probes/gpu_probe.h"
 
 namespace accel::launcher {
 
 // The vocabulary of the machine's environment comes from probes/.
-using probes::processEnvironment;
 using probes::countUsableGpus;
+using probes::processEnvironment;
 namespace {
 
 void notice(const LaunchPlan& plan, const std::string& text) {
@@ -41,8 +41,10 @@ void notice(const LaunchPlan& plan, const std::string& text) {
 }
 
 std::string shellQuote(const std::string& s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
-                        std::string::npos) {
+  if (!s.empty() &&
+      s.find_first_not_of(
+          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
+          std::string::npos) {
     return s;
   }
   std::string out = "'";
@@ -53,13 +55,15 @@ std::string shellQuote(const std::string& s) {
 // The worker slot a dry run shows for a local rank (port 0: the agent binds a free port when it
 // starts; the dry run cannot know which).
 WorkerSlot dryRunSlot(const LaunchPlan& plan, int localRank) {
-  return WorkerSlot{localRank, 0, plan.master_port.value_or(0),
-                    plan.exec_in_place ? "" : "<run dir>/attempt_0/" + std::to_string(localRank) + "/error.json"};
+  return WorkerSlot{
+      localRank, 0, plan.master_port.value_or(0),
+      plan.exec_in_place ? "" : "<run dir>/attempt_0/" + std::to_string(localRank) + "/error.json"};
 }
 
 // The local ranks this machine starts: all of them, or the one this scheduler task becomes.
 std::pair<int, int> dryRunLocalRanks(const LaunchPlan& plan) {
-  return plan.exec_in_place ? std::pair{plan.exec_local_rank, plan.exec_local_rank + 1} : std::pair{0, plan.local_world_size};
+  return plan.exec_in_place ? std::pair{plan.exec_local_rank, plan.exec_local_rank + 1}
+                            : std::pair{0, plan.local_world_size};
 }
 
 // A machine ranked by arrival does not know its rank before the rendezvous: the dry run shows
@@ -69,8 +73,9 @@ LaunchPlan dryRunView(const LaunchPlan& plan) {
   if (view.node_rank < 0) {
     view.node_rank = 1;
     view.rank_offset = view.local_world_size;
-    view.notices.push_back("this machine's rank comes from the order in which the machines join; the dry run shows it "
-                           "as machine 1");
+    view.notices.push_back(
+        "this machine's rank comes from the order in which the machines join; the dry run shows it "
+        "as machine 1");
   }
   return view;
 }
@@ -80,9 +85,11 @@ void printDryRun(const LaunchPlan& plan) {
   const auto [first, last] = dryRunLocalRanks(plan);
   for (const auto& text : plan.notices) out += "notice: " + text + "\n";
   for (int lr = first; lr < last; ++lr) {
-    out += "rank " + std::to_string(globalRank(plan, lr)) + " (local rank " + std::to_string(lr) + "):\n  command:";
+    out += "rank " + std::to_string(globalRank(plan, lr)) + " (local rank " + std::to_string(lr) +
+           "):\n  command:";
     for (const auto& a : plan.argv) out += " " + shellQuote(a);
-    if (static_cast<size_t>(lr) < plan.rank_cpus.size()) out += "\n  cpus: " + formatCpuList(plan.rank_cpus[lr]);
+    if (static_cast<size_t>(lr) < plan.rank_cpus.size())
+      out += "\n  cpus: " + formatCpuList(plan.rank_cpus[lr]);
     out += "\n  environment (on top of the inherited one):\n";
     for (const auto& kv : launcherVariables(plan, dryRunSlot(plan, lr))) out += "    " + kv + "\n";
   }
@@ -94,19 +101,27 @@ void printDryRunJson(const LaunchPlan& plan) {
   nlohmann::json ranks = nlohmann::json::array();
   const auto [first, last] = dryRunLocalRanks(plan);
   for (int lr = first; lr < last; ++lr) {
-    ranks.push_back({{"rank", globalRank(plan, lr)}, {"local_rank", lr}, {"command", plan.argv},
+    ranks.push_back({{"rank", globalRank(plan, lr)},
+                     {"local_rank", lr},
+                     {"command", plan.argv},
                      {"env", launcherVariableMap(plan, dryRunSlot(plan, lr))}});
   }
-  const std::string out = nlohmann::json{{"ranks", ranks}, {"notices", plan.notices}, {"world_size", plan.world_size},
-                                         {"num_machines", plan.num_machines}, {"machine_rank", plan.node_rank}}
-                              .dump(1) + "\n";
+  const std::string out = nlohmann::json{{"ranks", ranks},
+                                         {"notices", plan.notices},
+                                         {"world_size", plan.world_size},
+                                         {"num_machines", plan.num_machines},
+                                         {"machine_rank", plan.node_rank}}
+                              .dump(1) +
+                          "\n";
   writeAll(1, out.data(), out.size());
 }
 
 // Deletes a directory tree the agent created (depth first, without following links).
 void removeTree(const std::string& dir) {
-  ::nftw(dir.c_str(), [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }, 16,
-         FTW_DEPTH | FTW_PHYS);
+  ::nftw(
+      dir.c_str(),
+      [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }, 16,
+      FTW_DEPTH | FTW_PHYS);
 }
 
 std::string hostName() {
@@ -128,15 +143,19 @@ std::unique_ptr<store::TcpStoreClient> connectToMaster(const LaunchPlan& plan, i
 // The master, after the rendezvous: until all `machines` agents' failure watches are parked on
 // its store (they were sent before each registration, so this takes a moment at most). The
 // exit barrier's "every other agent is gone" relies on it. False if they never all were.
-bool awaitWatches(const store::TcpStoreServer& server, int machines, std::chrono::milliseconds timeout) {
+bool awaitWatches(const store::TcpStoreServer& server, int machines,
+                  std::chrono::milliseconds timeout) {
   return server.awaitStats(
-      [machines](const store::TcpStoreServerStats& st) { return st.tracked_waiters >= static_cast<uint64_t>(machines); },
+      [machines](const store::TcpStoreServerStats& st) {
+        return st.tracked_waiters >= static_cast<uint64_t>(machines);
+      },
       timeout);
 }
 
 // Connects this agent to the master's store and joins the rendezvous of the machines.
-Expected<RendezvousResult> joinMachines(const LaunchPlan& plan, int storePort, const std::string& localAddress,
-                                        RendezvousOptions& rdzv, std::unique_ptr<store::TcpStoreClient>& client) {
+Expected<RendezvousResult> joinMachines(const LaunchPlan& plan, int storePort,
+                                        const std::string& localAddress, RendezvousOptions& rdzv,
+                                        std::unique_ptr<store::TcpStoreClient>& client) {
   const std::string address = plan.master_addr + ":" + std::to_string(storePort);
   try {
     client = connectToMaster(plan, storePort, plan.rdzv_timeout);
@@ -156,9 +175,10 @@ Expected<RendezvousResult> joinMachines(const LaunchPlan& plan, int storePort, c
   auto result = rendezvous(*client, rdzv);
   if (!result) return result;
   if (result->world_size != plan.world_size) {
-    return makeError("the machines disagree on the job's size: this machine expects num_processes " +
-                     std::to_string(plan.world_size) + " but the machines that joined run " +
-                     std::to_string(result->world_size) + " processes in total");
+    return makeError(
+        "the machines disagree on the job's size: this machine expects num_processes " +
+        std::to_string(plan.world_size) + " but the machines that joined run " +
+        std::to_string(result->world_size) + " processes in total");
   }
   return result;
 }
@@ -173,32 +193,39 @@ int jobExitCode(const AttemptReport& last) {
 
 // An agent of torchrun's elastic command line that hosts the store only because the endpoint is
 // this machine (no is_host=): another agent here may already listen on the port.
-bool guessedStoreHost(const LaunchPlan& plan) { return plan.rank_by_arrival && !plan.store_host_configured; }
+bool guessedStoreHost(const LaunchPlan& plan) {
+  return plan.rank_by_arrival && !plan.store_host_configured;
+}
 
 // torchrun's elastic command line: the agent on the endpoint's host (or the one is_host= in
 // --rdzv_conf names) hosts the store as machine 0; the others join it and are ranked by arrival.
 void decideStoreHost(LaunchPlan& plan) {
   if (!plan.rank_by_arrival) return;
   const bool host = plan.store_host_configured.value_or(isThisMachine(plan.master_addr));
-  const std::string endpoint = plan.master_addr + ":" + std::to_string(plan.master_port.value_or(0));
+  const std::string endpoint =
+      plan.master_addr + ":" + std::to_string(plan.master_port.value_or(0));
   if (host) {
     plan.node_rank = 0;
     plan.rank_offset = 0;
-    plan.notices.push_back("--rdzv_backend c10d: this machine hosts the rendezvous at " + endpoint + " (" +
-                           (plan.store_host_configured ? "is_host in --rdzv_conf" : "the endpoint is this machine") +
-                           ") and is machine 0; the others are ranked in the order they join");
+    plan.notices.push_back(
+        "--rdzv_backend c10d: this machine hosts the rendezvous at " + endpoint + " (" +
+        (plan.store_host_configured ? "is_host in --rdzv_conf" : "the endpoint is this machine") +
+        ") and is machine 0; the others are ranked in the order they join");
   } else {
-    plan.notices.push_back("--rdzv_backend c10d: this machine joins the rendezvous at " + endpoint +
-                           "; its machine rank is the order in which it joins (the endpoint's host is machine 0)");
+    plan.notices.push_back(
+        "--rdzv_backend c10d: this machine joins the rendezvous at " + endpoint +
+        "; its machine rank is the order in which it joins (the endpoint's host is machine 0)");
   }
 }
 
 // SLURM names the master by its node name; where that name does not resolve, the controller's
 // NodeAddr for it does.
 void resolveSchedulerMaster(LaunchPlan& plan) {
-  if (!plan.master_addr_from_scheduler || plan.scheduler != "SLURM" || routeTo(plan.master_addr)) return;
+  if (!plan.master_addr_from_scheduler || plan.scheduler != "SLURM" || routeTo(plan.master_addr))
+    return;
   if (auto addr = slurmNodeAddress(plan.master_addr)) {
-    notice(plan, "SLURM node '" + plan.master_addr + "' does not resolve here; using its NodeAddr " + *addr);
+    notice(plan, "SLURM node '" + plan.master_addr +
+                     "' does not resolve here; using its NodeAddr " + *addr);
     plan.master_addr = *addr;
   }
 }
@@ -213,22 +240,26 @@ Expected<JobReport> execRank(LaunchPlan& plan, const Environment& parentEnv) {
   }
   notice(plan, plan.scheduler.value_or("the scheduler") + ": " + std::to_string(plan.world_size) +
                    " ranks, one per task, on " + std::to_string(plan.num_machines) +
-                   " node(s); rank 0 hosts the store at " + plan.master_addr + ":" + std::to_string(*plan.master_port));
+                   " node(s); rank 0 hosts the store at " + plan.master_addr + ":" +
+                   std::to_string(*plan.master_port));
   WorkerSlot slot{plan.exec_local_rank, 0, *plan.master_port, ""};
   std::string why = execInPlace(plan.argv, workerEnvironment(plan, slot, parentEnv));
-  return makeError("rank " + std::to_string(rank) + ": cannot execute '" + plan.argv[0] + "': " + why);
+  return makeError("rank " + std::to_string(rank) + ": cannot execute '" + plan.argv[0] +
+                   "': " + why);
 }
 
 // The interface the workers' Gloo should use: the one that reaches the other machines. A
 // non-master reaches the master; the master reaches machine 1 at the address it came from.
-std::optional<std::string> workerInterface(const RendezvousResult& joined, const std::optional<Route>& toMaster) {
+std::optional<std::string> workerInterface(const RendezvousResult& joined,
+                                           const std::optional<Route>& toMaster) {
   if (joined.machine_rank != 0) {
     if (toMaster && !toMaster->interface.empty()) return toMaster->interface;
     return std::nullopt;
   }
   for (const auto& m : joined.machines) {
     if (m.machine_rank == 0 || m.address.empty()) continue;
-    if (auto route = routeTo(m.address); route && !route->interface.empty()) return route->interface;
+    if (auto route = routeTo(m.address); route && !route->interface.empty())
+      return route->interface;
   }
   return std::nullopt;
 }
@@ -240,8 +271,11 @@ std::optional<std::string> workerInterface(const RendezvousResult& joined, const
 class Agent {
  public:
   Agent(LaunchPlan plan, Environment parentEnv)
-      : plan_(std::move(plan)), parent_env_(std::move(parentEnv)), master_(plan_.node_rank == 0),
-        store_port_(plan_.master_port.value_or(0)), rank_offset_(plan_.rank_offset) {}
+      : plan_(std::move(plan)),
+        parent_env_(std::move(parentEnv)),
+        master_(plan_.node_rank == 0),
+        store_port_(plan_.master_port.value_or(0)),
+        rank_offset_(plan_.rank_offset) {}
 
   ~Agent() {
     link_.reset();
@@ -271,7 +305,8 @@ class Agent {
   // --log_dir must be usable before anything starts; the run's own directory in it is made later.
   Expected<void> useLogDir() {
     if (!plan_.log_dir) return {};
-    if (auto ok = config::makeDirectories(*plan_.log_dir); !ok) return makeError("--log_dir: " + ok.error());
+    if (auto ok = config::makeDirectories(*plan_.log_dir); !ok)
+      return makeError("--log_dir: " + ok.error());
     return {};
   }
 
@@ -286,8 +321,12 @@ class Agent {
     try {
       if (guessedStoreHost(plan_)) {
         std::minstd_rand jitter(static_cast<unsigned>(::getpid()));
-        auto pause = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + jitter() % 20)); };
-        if (hostOrJoin(listen, [&] { return portHasListener(store_port_); }, pause, 50) == HostOutcome::Join) {
+        auto pause = [&] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1 + jitter() % 20));
+        };
+        if (hostOrJoin(
+                listen, [&] { return portHasListener(store_port_); }, pause, 50) ==
+            HostOutcome::Join) {
           joinInsteadOfHosting();
           return {};
         }
@@ -305,8 +344,9 @@ class Agent {
     // With other machines, listen on every address: --main_process_ip may be a name that
     // resolves to loopback here (Debian's 127.0.1.1) yet to the real address elsewhere.
     store::TcpStoreServerOptions options;
-    options.host = plan_.num_machines > 1 ? (plan_.master_addr.find(':') != std::string::npos ? "::" : "0.0.0.0")
-                                          : plan_.master_addr;
+    options.host = plan_.num_machines > 1
+                       ? (plan_.master_addr.find(':') != std::string::npos ? "::" : "0.0.0.0")
+                       : plan_.master_addr;
     options.port = store_port_;
     options.max_connection_input_bytes = plan_.store_connection_input_bytes;
     options.max_total_input_bytes = plan_.store_input_budget_bytes;
@@ -314,7 +354,8 @@ class Agent {
     options.tracked_wait_key = "/" + failureKey(RendezvousOptions{});
     // The ranks' heartbeats (rank_watch.h) reach the supervisor without a client.
     options.observed_key_prefix = storedHeartbeatPrefix();
-    options.on_observed_write = [board = &board_](const std::string& key, const std::string& value) {
+    options.on_observed_write = [board = &board_](const std::string& key,
+                                                  const std::string& value) {
       board->onWrite(key, value);
     };
     return options;
@@ -325,7 +366,8 @@ class Agent {
   void joinInsteadOfHosting() {
     master_ = false;
     plan_.node_rank = -1;
-    say("port " + std::to_string(store_port_) + " is taken here: another agent on this machine hosts the rendezvous; "
+    say("port " + std::to_string(store_port_) +
+        " is taken here: another agent on this machine hosts the rendezvous; "
         "joining it (this machine's rank comes from the order in which it joins)");
   }
 
@@ -333,7 +375,8 @@ class Agent {
     // Before anything is spawned: the master must be reachable, from an interface we can name.
     std::optional<Route> toMaster;
     if (!master_) {
-      auto reached = waitForListener(plan_.master_addr, store_port_, plan_.rdzv_timeout, std::chrono::seconds(10),
+      auto reached = waitForListener(plan_.master_addr, store_port_, plan_.rdzv_timeout,
+                                     std::chrono::seconds(10),
                                      [this](const std::string& status) { say(status); });
       if (!reached) return makeError(reached.error());
       toMaster = *reached;
@@ -341,20 +384,22 @@ class Agent {
       toMaster = *route;
     }
     if (auto ok = parkFailureWatch(); !ok) return ok;
-    // --local_addr (torchrun's) names this machine's address for the others; else the route's source.
+    // --local_addr (torchrun's) names this machine's address for the others; else the route's
+    // source.
     const std::string localAddress = plan_.local_addr.value_or(toMaster ? toMaster->local_ip : "");
     auto result = joinMachines(plan_, store_port_, localAddress, rdzv_, agent_store_);
     if (!result) return makeError(result.error());
     joined_ = *result;
-    plan_.node_rank = joined_->machine_rank;  // GROUP_RANK; differs from the request when ranked by arrival
+    plan_.node_rank =
+        joined_->machine_rank;  // GROUP_RANK; differs from the request when ranked by arrival
     plan_.rank_offset = joined_->rank_offset;
     if (master_ && !awaitWatches(*server_, plan_.num_machines, plan_.rdzv_timeout)) {
       say("not every machine's agent is watching the store for failures; it may have died");
     }
     rank_offset_ = joined_->rank_offset;
-    say("machine " + std::to_string(joined_->machine_rank) + " of " + std::to_string(plan_.num_machines) +
-        ": ranks " + std::to_string(joined_->rank_offset) + ".." +
-        std::to_string(joined_->rank_offset + plan_.local_world_size - 1) + " of " +
+    say("machine " + std::to_string(joined_->machine_rank) + " of " +
+        std::to_string(plan_.num_machines) + ": ranks " + std::to_string(joined_->rank_offset) +
+        ".." + std::to_string(joined_->rank_offset + plan_.local_world_size - 1) + " of " +
         std::to_string(joined_->world_size));
     chooseWorkerInterface(toMaster);
     return {};
@@ -378,7 +423,8 @@ class Agent {
     if (lookup(parent_env_, "GLOO_SOCKET_IFNAME")) return;
     if (auto iface = workerInterface(*joined_, toMaster)) {
       plan_.common_env["GLOO_SOCKET_IFNAME"] = *iface;
-      say("workers use GLOO_SOCKET_IFNAME=" + *iface + " (the interface that reaches the other machines)");
+      say("workers use GLOO_SOCKET_IFNAME=" + *iface +
+          " (the interface that reaches the other machines)");
     }
   }
 
@@ -396,21 +442,25 @@ class Agent {
       auto tmp = lookup(parent_env_, "TMPDIR");
       const std::string parent = tmp && !tmp->empty() ? *tmp : "/tmp";
       std::string tmpl = parent + "/accel-run-XXXXXX";
-      if (!::mkdtemp(tmpl.data())) return makeError("cannot create a run directory in " + parent + ": " + std::strerror(errno));
+      if (!::mkdtemp(tmpl.data()))
+        return makeError("cannot create a run directory in " + parent + ": " +
+                         std::strerror(errno));
       base = tmpl;
       base_to_remove_ = base;
       temp_run_dir_ = true;  // until the run's own directory is made in it
     }
     std::string tmpl = base + "/" + plan_.run_id + "_XXXXXX";
     if (!::mkdtemp(tmpl.data())) {
-      return makeError((plan_.log_dir ? "--log_dir: " : "") + std::string("cannot create ") + tmpl + ": " + std::strerror(errno));
+      return makeError((plan_.log_dir ? "--log_dir: " : "") + std::string("cannot create ") + tmpl +
+                       ": " + std::strerror(errno));
     }
     run_dir_ = tmpl;
     if (!plan_.log_dir) temp_run_dir_ = !plan_.keepsFiles();
     if (plan_.log_dir) {
       say("logs in " + run_dir_ + "/attempt_K/<local rank>/");
     } else if (plan_.keepsFiles()) {
-      say("--redirects/--tee without --log_dir: the workers' log files are kept in " + run_dir_ + "/attempt_K/<local rank>/");
+      say("--redirects/--tee without --log_dir: the workers' log files are kept in " + run_dir_ +
+          "/attempt_K/<local rank>/");
     }
     return {};
   }
@@ -425,8 +475,9 @@ class Agent {
     if (server_) supervisor_->setProgressBoard(&board_);
     supervisor_->setStatusFacts(statusFacts());
     if (watch_store_) {
-      link_ = std::make_unique<JobLink>(std::move(watch_store_), watch_fd_, std::move(publisher_store_), rdzv_,
-                                        joined_->machine_rank, joined_->machines.front().host);
+      link_ =
+          std::make_unique<JobLink>(std::move(watch_store_), watch_fd_, std::move(publisher_store_),
+                                    rdzv_, joined_->machine_rank, joined_->machines.front().host);
       supervisor_->setJobLink(link_.get(), joined_->machine_rank, rdzv_.host);
     }
     return {};
@@ -453,12 +504,13 @@ class Agent {
       const AttemptReport& last = report.attempts.back();
       if (last.succeeded() || supervisor_->stopRequested() || attempt == plan_.max_restarts) break;
       const auto& culprit = last.workers[*last.culprit];
-      say("attempt " + std::to_string(attempt) + " failed (rank " + std::to_string(culprit.rank) + ": " +
-          describeEnd(culprit) + "); restarting (" + std::to_string(attempt + 1) + " of " +
+      say("attempt " + std::to_string(attempt) + " failed (rank " + std::to_string(culprit.rank) +
+          ": " + describeEnd(culprit) + "); restarting (" + std::to_string(attempt + 1) + " of " +
           std::to_string(plan_.max_restarts) + ")");
     }
     supervisor_->finish();
-    if (link_) link_->stop();  // at once, even if a publication still waits for an unreachable master
+    if (link_)
+      link_->stop();  // at once, even if a publication still waits for an unreachable master
     report.exit_code = jobExitCode(report.attempts.back());
     return report;
   }
@@ -470,8 +522,8 @@ class Agent {
   void clearWorkerKeys(int attempt) {
     try {
       size_t removed = server_->clearKeysExcept({"/" + std::string(kAgentKeyPrefix)});
-      say("attempt " + std::to_string(attempt) + " starts with a fresh key space (" + std::to_string(removed) +
-          " keys of earlier attempts removed from the store)");
+      say("attempt " + std::to_string(attempt) + " starts with a fresh key space (" +
+          std::to_string(removed) + " keys of earlier attempts removed from the store)");
     } catch (const Error& e) {
       say(std::string("could not clear the store between attempts: ") + e.what());
     }
@@ -481,7 +533,8 @@ class Agent {
     console_.write(2, renderFailureSummary(report));
     console_.flush();  // supervision is over: now the summary may wait for the terminal
     if (!plan_.keepsFiles()) return;
-    auto ok = config::writeFileAtomically(run_dir_ + "/summary.json", renderReportJson(report).dump(2) + "\n");
+    auto ok = config::writeFileAtomically(run_dir_ + "/summary.json",
+                                          renderReportJson(report).dump(2) + "\n");
     if (!ok) say("could not write summary.json: " + ok.error());
   }
 
@@ -506,9 +559,9 @@ class Agent {
   int store_port_;
   int rank_offset_;
   Console console_;
-  std::string run_dir_;          // BASE/<run_id>_<random>
-  std::string base_to_remove_;   // the temporary BASE (no --log_dir)
-  bool temp_run_dir_ = false;    // remove base_to_remove_ at the end
+  std::string run_dir_;         // BASE/<run_id>_<random>
+  std::string base_to_remove_;  // the temporary BASE (no --log_dir)
+  bool temp_run_dir_ = false;   // remove base_to_remove_ at the end
   ProgressBoard board_;  // before server_: the store's thread writes to it until server_ stops
   std::unique_ptr<store::TcpStoreServer> server_;
   std::unique_ptr<store::TcpStoreClient> agent_store_, watch_store_, publisher_store_;
@@ -528,8 +581,10 @@ Expected<void> preflight(const LaunchPlan& plan) {
   }
   for (const auto& text : plan.notices) notice(plan, text);
   if (plan.omp_notice) {
-    notice(plan, "OMP_NUM_THREADS was unset; each of the " + std::to_string(plan.local_world_size) +
-                     " processes gets OMP_NUM_THREADS=1 (set --num_cpu_threads_per_process to change it)");
+    notice(
+        plan,
+        "OMP_NUM_THREADS was unset; each of the " + std::to_string(plan.local_world_size) +
+            " processes gets OMP_NUM_THREADS=1 (set --num_cpu_threads_per_process to change it)");
   }
   return {};
 }
@@ -538,7 +593,8 @@ Expected<void> preflight(const LaunchPlan& plan) {
 
 Expected<JobReport> launch(const LaunchOptions& options) {
   const Environment parentEnv = processEnvironment();
-  auto planned = makeLaunchPlan(options, config::PathEnv::fromProcess(), parentEnv, countUsableGpus);
+  auto planned =
+      makeLaunchPlan(options, config::PathEnv::fromProcess(), parentEnv, countUsableGpus);
   if (!planned) return std::move(planned).takeError();
   LaunchPlan plan = std::move(*planned);
   if (auto ok = assignCpuAffinity(plan); !ok) return std::move(ok).takeError();

@@ -43,7 +43,8 @@ enum class FlagType {
   Int,        // int(): optional sign, digits (underscores between digits allowed)
   Float,      // float(): decimal or exponent notation, inf, nan
   StrToBool,  // accelerate's str_to_bool: yes/no, true/false, on/off, y/n, t/f, 1/0 → 1 or 0
-  PyBool,     // argparse's type=bool: bool(text), so any non-empty text is True (accelerate's Megatron flags)
+  PyBool,  // argparse's type=bool: bool(text), so any non-empty text is True (accelerate's Megatron
+           // flags)
   BoolTuple,  // "true,false,false" → a list of str_to_bool values (--fp8_override_linear_precision)
 };
 
@@ -60,8 +61,10 @@ struct FlagSpec {
   std::string_view dest;                // the name in the parsed namespace (accelerate's dest)
   FlagArity arity = FlagArity::Value;
   FlagType type = FlagType::Str;
-  std::string_view default_json = "null";  // the parser's default, as JSON (a string default is converted by `type`)
-  std::vector<std::string_view> choices;   // allowed values after conversion (text form); empty = any
+  std::string_view default_json =
+      "null";  // the parser's default, as JSON (a string default is converted by `type`)
+  std::vector<std::string_view>
+      choices;  // allowed values after conversion (text form); empty = any
   unsigned origin = kFromAccelerate;
   FlagUse use = FlagUse::Launch;
   std::string_view help;

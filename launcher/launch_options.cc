@@ -12,7 +12,9 @@ class Reader {
   explicit Reader(const ParsedLaunchFlags& flags) : f_(flags) {}
   bool given(const std::string& dest) const { return f_.isGiven(dest); }
   const json& value(const std::string& dest) const { return f_.values.at(dest); }
-  bool on(const std::string& dest) const { return value(dest).is_boolean() && value(dest).get<bool>(); }
+  bool on(const std::string& dest) const {
+    return value(dest).is_boolean() && value(dest).get<bool>();
+  }
   std::optional<std::string> text(const std::string& dest) const {
     const json& v = value(dest);
     if (v.is_null()) return std::nullopt;
@@ -24,16 +26,16 @@ class Reader {
     if (v.is_null()) return std::optional<T>();
     const double d = v.get<double>();
     if (!(d >= static_cast<double>(min) && d <= static_cast<double>(max))) {
-      return makeError(f_.nameOf(dest) + ": " + pythonStr(v) + " is out of range " + pythonStr(json(min)) + ".." +
-                       pythonStr(json(max)));
+      return makeError(f_.nameOf(dest) + ": " + pythonStr(v) + " is out of range " +
+                       pythonStr(json(min)) + ".." + pythonStr(json(max)));
     }
     return std::optional<T>(v.get<T>());
   }
   // Two spellings of one setting given with different values.
   Expected<void> agree(const std::string& a, const std::string& b) const {
     if (given(a) && given(b) && value(a) != value(b)) {
-      return makeError(f_.nameOf(a) + " " + pythonStr(value(a)) + " and " + f_.nameOf(b) + " " + pythonStr(value(b)) +
-                       " contradict each other (they name the same setting)");
+      return makeError(f_.nameOf(a) + " " + pythonStr(value(a)) + " and " + f_.nameOf(b) + " " +
+                       pythonStr(value(b)) + " contradict each other (they name the same setting)");
     }
     return {};
   }
@@ -51,12 +53,16 @@ Expected<void> screenFlags(const ParsedLaunchFlags& flags, std::vector<std::stri
     if (spec->use == FlagUse::Refuse && flags.values.at(dest) == true) {
       return makeError(flags.nameOf(dest) + ": " + std::string(spec->why));
     }
-    if (spec->use == FlagUse::Notice) notices.push_back(flags.nameOf(dest) + " is ignored: " + std::string(spec->why));
+    if (spec->use == FlagUse::Notice)
+      notices.push_back(flags.nameOf(dest) + " is ignored: " + std::string(spec->why));
   }
   int paradigms = 0;
-  for (const char* dest : {"cpu", "multi_gpu", "tpu", "use_deepspeed", "use_fsdp"}) paradigms += flags.values.at(dest) == true;
+  for (const char* dest : {"cpu", "multi_gpu", "tpu", "use_deepspeed", "use_fsdp"})
+    paradigms += flags.values.at(dest) == true;
   if (paradigms > 1) {
-    return makeError("You can only use one of `--cpu`, `--multi_gpu`, `--tpu`, `--use_deepspeed`, `--use_fsdp` at a time.");
+    return makeError(
+        "You can only use one of `--cpu`, `--multi_gpu`, `--tpu`, `--use_deepspeed`, `--use_fsdp` "
+        "at a time.");
   }
   return {};
 }
@@ -70,13 +76,14 @@ Expected<std::pair<std::string, std::optional<int>>> splitEndpoint(const std::st
   if (colon != std::string::npos && (bracket == std::string::npos || colon > bracket)) {
     host = endpoint.substr(0, colon);
     const std::string digits = endpoint.substr(colon + 1);
-    if (digits.empty() || digits.size() > 5 || digits.find_first_not_of("0123456789") != std::string::npos ||
-        std::stoi(digits) > 65535) {
+    if (digits.empty() || digits.size() > 5 ||
+        digits.find_first_not_of("0123456789") != std::string::npos || std::stoi(digits) > 65535) {
       return makeError("--rdzv_endpoint: '" + endpoint + "' is not HOST:PORT (port 0..65535)");
     }
     port = std::stoi(digits);
   }
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   if (host.empty()) return makeError("--rdzv_endpoint: '" + endpoint + "' has no host");
   return std::make_pair(host, port);
 }
@@ -85,27 +92,33 @@ Expected<std::pair<std::string, std::optional<int>>> splitEndpoint(const std::st
 // --master_port, --rdzv_endpoint, --standalone.
 Expected<void> machineFlags(const Reader& r, LaunchOptions& o) {
   config::ConfigOverrides& c = o.config;
-  for (auto [a, b] : {std::pair{"node_rank", "machine_rank"}, {"master_addr", "main_process_ip"},
+  for (auto [a, b] : {std::pair{"node_rank", "machine_rank"},
+                      {"master_addr", "main_process_ip"},
                       {"master_port", "main_process_port"}}) {
     if (auto ok = r.agree(a, b); !ok) return ok;
   }
   if (r.given("nnodes")) {
     const std::string text = *r.text("nnodes");
     const size_t colon = text.find(':');
-    const std::string lo = text.substr(0, colon), hi = colon == std::string::npos ? lo : text.substr(colon + 1);
+    const std::string lo = text.substr(0, colon),
+                      hi = colon == std::string::npos ? lo : text.substr(colon + 1);
     auto isCount = [](const std::string& s) {
-      return !s.empty() && s.size() < 8 && s.find_first_not_of("0123456789") == std::string::npos && std::stoi(s) > 0;
+      return !s.empty() && s.size() < 8 && s.find_first_not_of("0123456789") == std::string::npos &&
+             std::stoi(s) > 0;
     };
     if (!isCount(lo) || !isCount(hi) || std::stoi(lo) > std::stoi(hi)) {
-      return makeError(r.name("nnodes") + ": '" + text + "' is not N or MIN:MAX with 0 < MIN <= MAX");
+      return makeError(r.name("nnodes") + ": '" + text +
+                       "' is not N or MIN:MAX with 0 < MIN <= MAX");
     }
     const int nodes = std::stoi(lo);
     if (lo != hi) {
-      o.notices.push_back(r.name("nnodes") + " " + text + ": accel's rendezvous is static (no elasticity yet); the job runs on " +
+      o.notices.push_back(r.name("nnodes") + " " + text +
+                          ": accel's rendezvous is static (no elasticity yet); the job runs on " +
                           lo + " machine(s)");
     }
     if (c.num_machines && *c.num_machines != nodes) {
-      return makeError(r.name("nnodes") + " " + text + " and " + r.name("num_machines") + " " + std::to_string(*c.num_machines) +
+      return makeError(r.name("nnodes") + " " + text + " and " + r.name("num_machines") + " " +
+                       std::to_string(*c.num_machines) +
                        " contradict each other (they name the same setting)");
     }
     c.num_machines = nodes;
@@ -117,8 +130,8 @@ Expected<void> machineFlags(const Reader& r, LaunchOptions& o) {
     auto split = splitEndpoint(*endpoint);
     if (!split) return std::move(split).takeError();
     if (c.main_process_ip && *c.main_process_ip != split->first) {
-      return makeError("--rdzv_endpoint " + *endpoint + " and --main_process_ip/--master_addr " + *c.main_process_ip +
-                       " contradict each other");
+      return makeError("--rdzv_endpoint " + *endpoint + " and --main_process_ip/--master_addr " +
+                       *c.main_process_ip + " contradict each other");
     }
     if (split->second && c.main_process_port && *c.main_process_port != *split->second) {
       return makeError("--rdzv_endpoint " + *endpoint + " and --main_process_port/--master_port " +
@@ -128,7 +141,9 @@ Expected<void> machineFlags(const Reader& r, LaunchOptions& o) {
     if (split->second) c.main_process_port = split->second;
   }
   if (r.on("standalone")) {  // torchrun's: one machine, the store on a free port
-    if (c.num_machines && *c.num_machines > 1) return makeError("--standalone runs on one machine, but --nnodes/--num_machines is " + std::to_string(*c.num_machines));
+    if (c.num_machines && *c.num_machines > 1)
+      return makeError("--standalone runs on one machine, but --nnodes/--num_machines is " +
+                       std::to_string(*c.num_machines));
     c.num_machines = 1;
     c.main_process_port = 0;  // a free port, as torchrun's standalone store
   }
@@ -142,17 +157,21 @@ Expected<void> configFlags(const Reader& r, LaunchOptions& o) {
   c.multi_gpu = r.on("multi_gpu");
   if (r.on("use_deepspeed")) c.distributed_type = "DEEPSPEED";
   if (r.on("use_fsdp")) c.distributed_type = "FSDP";
-  if (r.on("use_megatron_lm") && !r.on("use_deepspeed") && !r.on("use_fsdp")) c.distributed_type = "MEGATRON_LM";
+  if (r.on("use_megatron_lm") && !r.on("use_deepspeed") && !r.on("use_fsdp"))
+    c.distributed_type = "MEGATRON_LM";
   c.enable_cpu_affinity = r.on("enable_cpu_affinity");
   c.debug = r.on("debug");
   c.mixed_precision = r.text("mixed_precision");
   c.gpu_ids = r.text("gpu_ids");
   if (r.given("rdzv_backend")) c.rdzv_backend = r.text("rdzv_backend");
   if (r.given("same_network")) c.same_network = true;
-  for (auto [dest, field] : {std::pair{"num_processes", &c.num_processes}, {"num_machines", &c.num_machines},
-                             {"machine_rank", &c.machine_rank}, {"main_process_port", &c.main_process_port}}) {
-    auto v = r.number<int>(dest, dest == std::string("num_processes") || dest == std::string("num_machines") ? 1 : 0,
-                           dest == std::string("main_process_port") ? 65535 : 1 << 20);
+  for (auto [dest, field] : {std::pair{"num_processes", &c.num_processes},
+                             {"num_machines", &c.num_machines},
+                             {"machine_rank", &c.machine_rank},
+                             {"main_process_port", &c.main_process_port}}) {
+    auto v = r.number<int>(
+        dest, dest == std::string("num_processes") || dest == std::string("num_machines") ? 1 : 0,
+        dest == std::string("main_process_port") ? 65535 : 1 << 20);
     if (!v) return std::move(v).takeError();
     *field = *v;
   }
@@ -161,7 +180,8 @@ Expected<void> configFlags(const Reader& r, LaunchOptions& o) {
     return makeError("You need to use at least 2 processes to use `--multi_gpu`.");
   }
   if (r.on("use_parallelism_config") && (!r.on("use_fsdp") || r.text("fsdp_version") == "1")) {
-    return makeError("You cannot use `--use_parallelism_config` without `--use_fsdp` and `--fsdp_version=2`.");
+    return makeError(
+        "You cannot use `--use_parallelism_config` without `--use_fsdp` and `--fsdp_version=2`.");
   }
   return machineFlags(r, o);
 }
@@ -170,9 +190,11 @@ Expected<void> configFlags(const Reader& r, LaunchOptions& o) {
 Expected<void> agentFlags(const Reader& r, LaunchOptions& o) {
   if (auto nproc = r.text("nproc_per_node")) {
     const std::string& n = *nproc;
-    const bool count = !n.empty() && n.size() < 8 && n.find_first_not_of("0123456789") == std::string::npos && std::stoi(n) > 0;
+    const bool count = !n.empty() && n.size() < 8 &&
+                       n.find_first_not_of("0123456789") == std::string::npos && std::stoi(n) > 0;
     if (!count && n != "auto" && n != "gpu" && n != "cpu") {
-      return makeError(r.name("nproc_per_node") + ": '" + n + "' is not a positive count, auto, gpu or cpu");
+      return makeError(r.name("nproc_per_node") + ": '" + n +
+                       "' is not a positive count, auto, gpu or cpu");
     }
     o.nproc_per_node = n;
   }
@@ -200,25 +222,31 @@ Expected<void> agentFlags(const Reader& r, LaunchOptions& o) {
   auto consoleStreams = r.number<int>("console_streams", 0, 3);
   if (!consoleStreams) return std::move(consoleStreams).takeError();
   o.console_streams = *consoleStreams;
-  if (auto filter = r.text("local_ranks_filter"); filter && !filter->empty()) o.local_ranks_filter = filter;
+  if (auto filter = r.text("local_ranks_filter"); filter && !filter->empty())
+    o.local_ranks_filter = filter;
   o.quiet = r.on("quiet");
   o.rdzv_conf = r.text("rdzv_conf").value_or("");
-  o.rdzv_timeout_s = r.value("rdzv_timeout").is_null() ? std::nullopt : std::optional<double>(r.value("rdzv_timeout").get<double>());
+  o.rdzv_timeout_s = r.value("rdzv_timeout").is_null()
+                         ? std::nullopt
+                         : std::optional<double>(r.value("rdzv_timeout").get<double>());
   o.role = r.text("role").value_or("default");
   o.dry_run = r.on("dry_run") || r.on("dry_run_json");
   o.dry_run_json = r.on("dry_run_json");
   auto gpus = r.number<int>("dry_run_gpus", 0, 1 << 16);
   if (!gpus) return std::move(gpus).takeError();
   o.dry_run_gpus = *gpus;
-  if (o.dry_run_gpus && !o.dry_run) return makeError("--dry_run_gpus: only with --dry_run or --dry_run_json");
+  if (o.dry_run_gpus && !o.dry_run)
+    return makeError("--dry_run_gpus: only with --dry_run or --dry_run_json");
   o.no_spawn = r.on("no_spawn");
   const double term = r.value("term_timeout").get<double>();
   if (!(term >= 0)) return makeError("--term_timeout: must be 0 or more");
   o.term_timeout = std::chrono::milliseconds(static_cast<long long>(term * 1000));
-  for (auto [name, field] : {std::pair{"hang_timeout", &o.hang_timeout_s}, std::pair{"exit_timeout", &o.exit_timeout_s}}) {
+  for (auto [name, field] : {std::pair{"hang_timeout", &o.hang_timeout_s},
+                             std::pair{"exit_timeout", &o.exit_timeout_s}}) {
     if (r.value(name).is_null()) continue;
     const double seconds = r.value(name).get<double>();
-    if (!(seconds > 0)) return makeError(std::string("--") + name + ": must be more than 0 seconds");
+    if (!(seconds > 0))
+      return makeError(std::string("--") + name + ": must be more than 0 seconds");
     *field = seconds;
   }
   o.store_connection_input_limit = r.text("store_connection_input_limit");

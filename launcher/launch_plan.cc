@@ -22,13 +22,14 @@
 namespace accel::launcher {
 
 // The vocabulary of the machine's environment comes from probes/.
+using probes::detectScheduler;
 using probes::findInPath;
 using probes::SchedulerInfo;
-using probes::detectScheduler;
 namespace {
 
 bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string absolutePath(const std::string& path) {
@@ -49,14 +50,16 @@ std::string newRunId() {
 
 // The argv every rank runs, with argv[0] resolved to a path.
 Expected<std::vector<std::string>> resolveCommand(const LaunchOptions& o, const Environment& env) {
-  if (o.command.empty()) return makeError("no training script given: accel launch [flags] SCRIPT [args...]");
+  if (o.command.empty())
+    return makeError("no training script given: accel launch [flags] SCRIPT [args...]");
   const std::string& target = o.command[0];
   std::vector<std::string> argv;
   auto pythonCommand = [&]() -> Expected<std::string> {
     std::string python = o.python ? *o.python : lookup(env, "PYTHON_EXEC").value_or("python3");
     std::string path = findInPath(python);
     if (path.empty()) {
-      return makeError("python interpreter '" + python + "' not found in PATH (set --python or PYTHON_EXEC)");
+      return makeError("python interpreter '" + python +
+                       "' not found in PATH (set --python or PYTHON_EXEC)");
     }
     return path;
   };
@@ -68,9 +71,11 @@ Expected<std::vector<std::string>> resolveCommand(const LaunchOptions& o, const 
     argv = {*python, "-u", "-m"};
   } else if (o.run_path || (!o.no_python && endsWith(target, ".py"))) {
     struct stat st {};
-    if (::stat(target.c_str(), &st) != 0) return makeError("training script '" + target + "' not found");
+    if (::stat(target.c_str(), &st) != 0)
+      return makeError("training script '" + target + "' not found");
     if (S_ISDIR(st.st_mode)) return makeError("training script '" + target + "' is a directory");
-    if (::access(target.c_str(), R_OK) != 0) return makeError("training script '" + target + "' is not readable");
+    if (::access(target.c_str(), R_OK) != 0)
+      return makeError("training script '" + target + "' is not readable");
     auto python = pythonCommand();
     if (!python) return std::move(python).takeError();
     argv = {*python, "-u", absolutePath(target)};
@@ -80,12 +85,15 @@ Expected<std::vector<std::string>> resolveCommand(const LaunchOptions& o, const 
     std::string path = findInPath(target);
     if (path.empty()) {
       struct stat st {};
-      bool exists = target.find('/') != std::string::npos ? ::stat(target.c_str(), &st) == 0 : false;
+      bool exists =
+          target.find('/') != std::string::npos ? ::stat(target.c_str(), &st) == 0 : false;
       if (exists && !S_ISDIR(st.st_mode)) {
-        return makeError("training script '" + target + "' is not executable (chmod +x it, or give a .py file)");
+        return makeError("training script '" + target +
+                         "' is not executable (chmod +x it, or give a .py file)");
       }
-      return makeError("training script '" + target + "' not found" +
-                       (target.find('/') == std::string::npos ? " (not a file here and not in PATH)" : ""));
+      return makeError(
+          "training script '" + target + "' not found" +
+          (target.find('/') == std::string::npos ? " (not a file here and not in PATH)" : ""));
     }
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -125,11 +133,13 @@ Expected<RdzvConf> parseRdzvConf(const std::string& text) {
   for (std::string_view view : splitOn(text, ',')) {
     const std::string item(view);
     const size_t eq = item.find('=');
-    const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    const std::string key = item.substr(0, eq),
+                      value = eq == std::string::npos ? "" : item.substr(eq + 1);
     if (key == "timeout" || key == "join_timeout") {
       char* end = nullptr;
       conf.timeout_s = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0') return makeError("--rdzv_conf: '" + item + "' is not " + key + "=SECONDS");
+      if (value.empty() || *end != '\0')
+        return makeError("--rdzv_conf: '" + item + "' is not " + key + "=SECONDS");
     } else if (key == "is_host") {
       const std::string v = lowerCase(value);
       if (v == "1" || v == "true" || v == "t" || v == "yes" || v == "y") {
@@ -151,7 +161,9 @@ Expected<std::chrono::milliseconds> rdzvTimeout(const LaunchOptions& o, const Rd
   return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
 }
 
-int countGpuIds(const std::string& ids) { return static_cast<int>(std::count(ids.begin(), ids.end(), ',')) + 1; }
+int countGpuIds(const std::string& ids) {
+  return static_cast<int>(std::count(ids.begin(), ids.end(), ',')) + 1;
+}
 
 bool givenAsFlag(const LaunchPlan& plan, const char* key) {
   auto it = plan.config.sources.find(key);
@@ -167,15 +179,19 @@ bool givenAtAll(const LaunchPlan& plan, const char* key) {
 Expected<void> placeTask(LaunchPlan& plan, const SchedulerInfo& s) {
   const config::ClusterConfig& c = plan.config.config;
   if (s.name == "SLURM" && !s.in_step) {
-    return makeError("--no_spawn makes each srun task one rank, but this is SLURM's batch script itself (no "
-                     "SLURM_STEP_ID): run `srun accel launch --no_spawn ...`");
+    return makeError(
+        "--no_spawn makes each srun task one rank, but this is SLURM's batch script itself (no "
+        "SLURM_STEP_ID): run `srun accel launch --no_spawn ...`");
   }
   if (givenAsFlag(plan, "num_processes") && c.num_processes != s.num_tasks) {
-    return makeError("--num_processes " + std::to_string(c.num_processes) + " disagrees with " + s.name + ", which started " +
-                     std::to_string(s.num_tasks) + " tasks, each one rank (" + s.source + ")");
+    return makeError("--num_processes " + std::to_string(c.num_processes) + " disagrees with " +
+                     s.name + ", which started " + std::to_string(s.num_tasks) +
+                     " tasks, each one rank (" + s.source + ")");
   }
   for (const char* key : {"num_machines", "machine_rank"}) {
-    if (givenAsFlag(plan, key)) plan.notices.push_back(std::string("--") + key + " is ignored: " + s.name + " places the ranks");
+    if (givenAsFlag(plan, key))
+      plan.notices.push_back(std::string("--") + key + " is ignored: " + s.name +
+                             " places the ranks");
   }
   plan.exec_in_place = true;
   plan.agent_store = false;
@@ -184,27 +200,30 @@ Expected<void> placeTask(LaunchPlan& plan, const SchedulerInfo& s) {
   plan.num_machines = s.num_nodes;
   plan.node_rank = s.node_rank;
   plan.exec_local_rank = s.local_task_rank;
-  plan.rank_offset = s.task_rank - s.local_task_rank;  // so that globalRank(exec_local_rank) is the task's rank
+  plan.rank_offset =
+      s.task_rank - s.local_task_rank;  // so that globalRank(exec_local_rank) is the task's rank
   if (c.main_process_ip && givenAsFlag(plan, "main_process_ip")) {
     plan.master_addr = *c.main_process_ip;
   } else if (!s.hosts.empty()) {
     plan.master_addr = s.hosts.front();
     plan.master_addr_from_scheduler = true;
   } else if (s.num_nodes > 1) {
-    return makeError("--main_process_ip: required under " + s.name + " across " + std::to_string(s.num_nodes) +
-                     " nodes (the address of the node that runs rank 0; " + s.name + " does not say)");
+    return makeError(
+        "--main_process_ip: required under " + s.name + " across " + std::to_string(s.num_nodes) +
+        " nodes (the address of the node that runs rank 0; " + s.name + " does not say)");
   } else {
     plan.master_addr = "127.0.0.1";
   }
-  plan.master_port = givenAtAll(plan, "main_process_port") && c.main_process_port && *c.main_process_port != 0
-                         ? *c.main_process_port
-                         : portForJob(s.job_id);
+  plan.master_port =
+      givenAtAll(plan, "main_process_port") && c.main_process_port && *c.main_process_port != 0
+          ? *c.main_process_port
+          : portForJob(s.job_id);
   return {};
 }
 
 // Where this agent's machine stands in the job: flags, else the scheduler, else the file.
-Expected<void> placeMachines(LaunchPlan& plan, const LaunchOptions& o, const std::optional<SchedulerInfo>& scheduler,
-                             int usableGpus) {
+Expected<void> placeMachines(LaunchPlan& plan, const LaunchOptions& o,
+                             const std::optional<SchedulerInfo>& scheduler, int usableGpus) {
   const config::ClusterConfig& c = plan.config.config;
   plan.num_machines = c.num_machines;
   plan.node_rank = c.machine_rank;
@@ -212,8 +231,10 @@ Expected<void> placeMachines(LaunchPlan& plan, const LaunchOptions& o, const std
   if (c.main_process_ip) plan.master_addr = *c.main_process_ip;
   if (c.main_process_port && *c.main_process_port != 0) plan.master_port = *c.main_process_port;
   if (o.no_spawn && !scheduler) {
-    return makeError("--no_spawn: each task's rank comes from its scheduler, but no SLURM step (SLURM_PROCID) or MPI "
-                     "launch (OMPI_COMM_WORLD_RANK, PMI_RANK) is visible here");
+    return makeError(
+        "--no_spawn: each task's rank comes from its scheduler, but no SLURM step (SLURM_PROCID) "
+        "or MPI "
+        "launch (OMPI_COMM_WORLD_RANK, PMI_RANK) is visible here");
   }
   if (scheduler) {
     const SchedulerInfo& s = *scheduler;
@@ -222,44 +243,50 @@ Expected<void> placeMachines(LaunchPlan& plan, const LaunchOptions& o, const std
     if (o.no_spawn || s.name != "SLURM") return placeTask(plan, s);
     // SLURM, an agent per node.
     if (!s.in_step && s.num_nodes > 1) {
-      return makeError("this SLURM job has " + std::to_string(s.num_nodes) + " nodes but accel launch runs in the batch "
-                       "script, on the first one only: start an agent on every node with `srun --ntasks-per-node=1 "
+      return makeError("this SLURM job has " + std::to_string(s.num_nodes) +
+                       " nodes but accel launch runs in the batch "
+                       "script, on the first one only: start an agent on every node with `srun "
+                       "--ntasks-per-node=1 "
                        "accel launch ...`");
     }
     if (s.in_step && s.num_tasks != s.num_nodes) {
-      return makeError("srun started " + std::to_string(s.num_tasks) + " tasks on " + std::to_string(s.num_nodes) +
-                       " node(s) (" + s.source + "): use --ntasks-per-node=1 for one agent per node, or "
+      return makeError("srun started " + std::to_string(s.num_tasks) + " tasks on " +
+                       std::to_string(s.num_nodes) + " node(s) (" + s.source +
+                       "): use --ntasks-per-node=1 for one agent per node, or "
                        "accel launch --no_spawn to make each task one rank");
     }
     if (!givenAsFlag(plan, "num_machines")) plan.num_machines = s.num_nodes;
     if (!givenAsFlag(plan, "machine_rank")) plan.node_rank = s.node_rank;
     if (plan.node_rank >= plan.num_machines) {
-      return makeError("machine_rank " + std::to_string(plan.node_rank) + " must be below num_machines " +
-                       std::to_string(plan.num_machines));
+      return makeError("machine_rank " + std::to_string(plan.node_rank) +
+                       " must be below num_machines " + std::to_string(plan.num_machines));
     }
     if (plan.num_machines > 1 && !givenAsFlag(plan, "main_process_ip")) {
       plan.master_addr = s.hosts.front();
       plan.master_addr_from_scheduler = true;
     }
-    if (plan.num_machines > 1 && !givenAtAll(plan, "main_process_port")) plan.master_port = portForJob(s.job_id);
+    if (plan.num_machines > 1 && !givenAtAll(plan, "main_process_port"))
+      plan.master_port = portForJob(s.job_id);
     if (!givenAtAll(plan, "num_processes")) {
       // One process per GPU SLURM gave this node (when the job uses GPUs), else one per node.
-      const int perNode = usableGpus > 0 && s.gpus_on_node && *s.gpus_on_node > 0 ? *s.gpus_on_node : 1;
+      const int perNode =
+          usableGpus > 0 && s.gpus_on_node && *s.gpus_on_node > 0 ? *s.gpus_on_node : 1;
       plan.world_size = perNode * plan.num_machines;
     }
   }
   if (plan.per_machine_processes && !plan.exec_in_place) {
     const int total = *plan.per_machine_processes * plan.num_machines;
     if (o.config.num_processes && *o.config.num_processes != total) {
-      return makeError(o.flags.nameOf("nproc_per_node") + " " + *o.nproc_per_node + " on " + std::to_string(plan.num_machines) +
-                       " machine(s) is " + std::to_string(total) + " processes, but --num_processes says " +
+      return makeError(o.flags.nameOf("nproc_per_node") + " " + *o.nproc_per_node + " on " +
+                       std::to_string(plan.num_machines) + " machine(s) is " +
+                       std::to_string(total) + " processes, but --num_processes says " +
                        std::to_string(*o.config.num_processes) + " (the total over all machines)");
     }
     plan.world_size = total;
   }
   if (plan.world_size % plan.num_machines != 0) {
-    return makeError("num_processes " + std::to_string(plan.world_size) + " is not a multiple of num_machines " +
-                     std::to_string(plan.num_machines));
+    return makeError("num_processes " + std::to_string(plan.world_size) +
+                     " is not a multiple of num_machines " + std::to_string(plan.num_machines));
   }
   plan.local_world_size = plan.world_size / plan.num_machines;
   plan.rank_offset = plan.node_rank * plan.local_world_size;
@@ -274,7 +301,8 @@ struct Devices {
 };
 
 bool isGpuType(const std::string& type) {
-  return type == config::kDistributedMultiGpu || type == "FSDP" || type == "DEEPSPEED" || type == "MEGATRON_LM";
+  return type == config::kDistributedMultiGpu || type == "FSDP" || type == "DEEPSPEED" ||
+         type == "MEGATRON_LM";
 }
 
 // The distributed types accel launches, and why the others are refused.
@@ -282,16 +310,19 @@ Expected<void> checkLaunchable(const LaunchPlan& plan) {
   const config::ClusterConfig& c = plan.config.config;
   const std::string where = plan.config.file ? " (in " + *plan.config.file + ")" : "";
   if (c.compute_environment != config::kLocalMachine) {
-    return makeError("compute_environment " + c.compute_environment + where +
-                     ": accel launches processes on this machine and its peers; SageMaker jobs are started by "
-                     "accelerate's SageMaker launcher");
+    return makeError(
+        "compute_environment " + c.compute_environment + where +
+        ": accel launches processes on this machine and its peers; SageMaker jobs are started by "
+        "accelerate's SageMaker launcher");
   }
   const std::string& type = c.distributed_type;
   if (type == "XLA") {
-    return makeError("distributed_type XLA" + where + ": TPU jobs are launched by torch_xla; accel launches CPU and CUDA GPU jobs");
+    return makeError("distributed_type XLA" + where +
+                     ": TPU jobs are launched by torch_xla; accel launches CPU and CUDA GPU jobs");
   }
   if (type != config::kDistributedNo && type != config::kDistributedMultiCpu && !isGpuType(type)) {
-    return makeError("distributed_type " + type + where + " is not supported by accel, which launches CPU and CUDA GPU jobs "
+    return makeError("distributed_type " + type + where +
+                     " is not supported by accel, which launches CPU and CUDA GPU jobs "
                      "(NO, MULTI_CPU, MULTI_GPU, FSDP, DEEPSPEED, MEGATRON_LM)");
   }
   return {};
@@ -301,14 +332,17 @@ Expected<void> checkLaunchable(const LaunchPlan& plan) {
 // turn multi-GPU on ("More than one GPU was found, enabling multi-GPU training").
 void autoMultiGpu(LaunchPlan& plan, const std::function<int()>& countGpus) {
   config::ClusterConfig& c = plan.config.config;
-  const int processes = plan.per_machine_processes ? *plan.per_machine_processes * c.num_machines : c.num_processes;
-  if (plan.mode != LaunchMode::Accelerate || plan.config.file || c.use_cpu || c.distributed_type != config::kDistributedNo ||
-      processes <= 1 || countGpus() <= 1) {
+  const int processes =
+      plan.per_machine_processes ? *plan.per_machine_processes * c.num_machines : c.num_processes;
+  if (plan.mode != LaunchMode::Accelerate || plan.config.file || c.use_cpu ||
+      c.distributed_type != config::kDistributedNo || processes <= 1 || countGpus() <= 1) {
     return;
   }
   c.distributed_type = config::kDistributedMultiGpu;
-  plan.notices.push_back("more than one GPU was found, enabling multi-GPU training (as accelerate does); pass --cpu or "
-                         "--num_processes 1 if this was unintended");
+  plan.notices.push_back(
+      "more than one GPU was found, enabling multi-GPU training (as accelerate does); pass --cpu "
+      "or "
+      "--num_processes 1 if this was unintended");
 }
 
 // Precision and distributed type accel can run, given the GPUs this machine has.
@@ -320,18 +354,20 @@ Expected<Devices> checkDevices(LaunchPlan& plan, const std::function<int()>& cou
   d.gpu = isGpuType(c.distributed_type);
   d.usable_gpus = d.gpu || c.mixed_precision == "fp16" ? countGpus() : 0;
   d.launcher = c.distributed_type == "DEEPSPEED" ? AccelerateLauncher::DeepSpeed
-               : d.gpu                          ? AccelerateLauncher::MultiGpu
-                                                : AccelerateLauncher::Simple;
+               : d.gpu                           ? AccelerateLauncher::MultiGpu
+                                                 : AccelerateLauncher::Simple;
   if (c.mixed_precision == "fp16" && (c.use_cpu || d.usable_gpus == 0)) {
     return makeError("mixed_precision fp16 needs a GPU" +
-                     std::string(c.use_cpu ? " but the job is CPU-only (--cpu / use_cpu)" : " and none is usable here") +
+                     std::string(c.use_cpu ? " but the job is CPU-only (--cpu / use_cpu)"
+                                           : " and none is usable here") +
                      "; use bf16 or no");
   }
   return d;
 }
 
 // --nproc_per_node, torchrun's count per machine: N, or counted (auto: GPUs, else CPUs).
-Expected<void> resolvePerMachine(LaunchPlan& plan, const LaunchOptions& o, const std::function<int()>& countGpus) {
+Expected<void> resolvePerMachine(LaunchPlan& plan, const LaunchOptions& o,
+                                 const std::function<int()>& countGpus) {
   if (!o.nproc_per_node) return {};
   const std::string& n = *o.nproc_per_node;
   const int cpus = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
@@ -340,7 +376,8 @@ Expected<void> resolvePerMachine(LaunchPlan& plan, const LaunchOptions& o, const
     count = cpus;
   } else if (n == "gpu" || n == "auto") {
     const int gpus = countGpus();
-    if (n == "gpu" && gpus == 0) return makeError("--nproc_per_node gpu: no GPU is usable on this machine");
+    if (n == "gpu" && gpus == 0)
+      return makeError("--nproc_per_node gpu: no GPU is usable on this machine");
     count = gpus > 0 ? gpus : cpus;
   } else {
     count = std::stoi(n);
@@ -353,14 +390,16 @@ Expected<void> resolvePerMachine(LaunchPlan& plan, const LaunchOptions& o, const
 Expected<void> checkMultiMachine(const LaunchPlan& plan, const LaunchOptions& o) {
   if (plan.num_machines <= 1 || plan.exec_in_place) return {};
   if (!plan.config.config.main_process_ip && !plan.master_addr_from_scheduler) {
-    return makeError("--main_process_ip: required with --num_machines " + std::to_string(plan.num_machines) +
+    return makeError("--main_process_ip: required with --num_machines " +
+                     std::to_string(plan.num_machines) +
                      " (the address of machine_rank 0, which hosts the job's store)");
   }
   if (!plan.master_port) {
-    return makeError("--main_process_port: required with --num_machines " + std::to_string(plan.num_machines) +
-                     " (every machine must use the same port)");
+    return makeError("--main_process_port: required with --num_machines " +
+                     std::to_string(plan.num_machines) + " (every machine must use the same port)");
   }
-  if (o.max_restarts > 0) return makeError("--max_restarts: restarts of multi-machine jobs are not supported yet");
+  if (o.max_restarts > 0)
+    return makeError("--max_restarts: restarts of multi-machine jobs are not supported yet");
   return {};
 }
 
@@ -369,15 +408,18 @@ Expected<void> checkMultiMachine(const LaunchPlan& plan, const LaunchOptions& o)
 // is). etcd has no server here, so its machines need their ranks.
 Expected<void> planArrivalRanks(LaunchPlan& plan) {
   const std::string& backend = plan.config.config.rdzv_backend;
-  if (backend == "c10d" && !plan.master_port && plan.num_machines > 1) plan.master_port = 29400;  // torch's default
+  if (backend == "c10d" && !plan.master_port && plan.num_machines > 1)
+    plan.master_port = 29400;  // torch's default
   if (plan.num_machines <= 1 || plan.exec_in_place || plan.scheduler || backend == "static" ||
       givenAtAll(plan, "machine_rank")) {
     return {};
   }
   if (backend != "c10d") {
     return makeError("--rdzv_backend " + backend + " across " + std::to_string(plan.num_machines) +
-                     " machines needs --node_rank (or --machine_rank) on each: accel has no etcd rendezvous, so the "
-                     "machines meet at machine 0's store as with static (or use --rdzv_backend c10d, which ranks them "
+                     " machines needs --node_rank (or --machine_rank) on each: accel has no etcd "
+                     "rendezvous, so the "
+                     "machines meet at machine 0's store as with static (or use --rdzv_backend "
+                     "c10d, which ranks them "
                      "by arrival)");
   }
   plan.rank_by_arrival = true;
@@ -396,12 +438,14 @@ Expected<void> checkGpuCount(LaunchPlan& plan, const Devices& d) {
     return makeError("multi-GPU training was requested (" +
                      std::string(plan.config.sources["distributed_type"] == config::Source::Flag
                                      ? "--multi_gpu"
-                                     : "distributed_type MULTI_GPU in " + plan.config.file.value_or("the config")) +
+                                     : "distributed_type MULTI_GPU in " +
+                                           plan.config.file.value_or("the config")) +
                      ") but no GPU is usable on this machine; use --cpu");
   }
   if (plan.local_world_size > available) {
-    return makeError("num_processes " + std::to_string(plan.local_world_size) + " on this machine is more than the " +
-                     std::to_string(available) + " GPU(s) available" +
+    return makeError("num_processes " + std::to_string(plan.local_world_size) +
+                     " on this machine is more than the " + std::to_string(available) +
+                     " GPU(s) available" +
                      (c.gpu_ids && *c.gpu_ids != "all" ? " in gpu_ids " + *c.gpu_ids : "") +
                      "; lower --num_processes or use --cpu");
   }
@@ -447,16 +491,18 @@ Expected<void> applyStoreLimits(LaunchPlan& plan, const LaunchOptions& o) {
                      " bytes (64 MiB, the longest value the store takes, plus 1 KiB)");
   }
   if (plan.store_input_budget_bytes < plan.store_connection_input_bytes) {
-    return makeError("--store_input_budget: " + std::to_string(plan.store_input_budget_bytes) +
-                     " bytes is less than one connection may hold (--store_connection_input_limit " +
-                     std::to_string(plan.store_connection_input_bytes) + ")");
+    return makeError(
+        "--store_input_budget: " + std::to_string(plan.store_input_budget_bytes) +
+        " bytes is less than one connection may hold (--store_connection_input_limit " +
+        std::to_string(plan.store_connection_input_bytes) + ")");
   }
   return {};
 }
 
 Expected<void> applyAgentFlags(LaunchPlan& plan, const LaunchOptions& o) {
   if (o.console_streams && (*o.console_streams < 0 || *o.console_streams > 3)) {
-    return makeError("--console_streams: " + std::to_string(*o.console_streams) + " is not 0, 1, 2 or 3");
+    return makeError("--console_streams: " + std::to_string(*o.console_streams) +
+                     " is not 0, 1, 2 or 3");
   }
   plan.console_streams = o.console_streams.value_or(3);
   for (auto [flag, text, masks] : {std::tuple{"--redirects", &o.redirects, &plan.redirects},
@@ -497,7 +543,8 @@ Expected<void> applyAgentFlags(LaunchPlan& plan, const LaunchOptions& o) {
 void chooseRunId(LaunchPlan& plan, const LaunchOptions& o) {
   if (o.rdzv_id) plan.run_id = *o.rdzv_id;
   if (!plan.run_id.empty()) return;
-  plan.run_id = plan.num_machines > 1 ? "accel-" + plan.master_addr + "-" + std::to_string(plan.master_port.value_or(0))
+  plan.run_id = plan.num_machines > 1 ? "accel-" + plan.master_addr + "-" +
+                                            std::to_string(plan.master_port.value_or(0))
                                       : newRunId();
 }
 
@@ -506,25 +553,35 @@ void chooseRunId(LaunchPlan& plan, const LaunchOptions& o) {
 // each MPI process reads its rank from MPI's variables, as under accelerate.
 Expected<void> wrapInMpirun(LaunchPlan& plan, const AccelerateArgs& args) {
   auto hostfile = args.find("mpirun_hostfile");
-  if (hostfile == args.end() || !hostfile->second.is_string() || plan.mode != LaunchMode::Accelerate) return {};
+  if (hostfile == args.end() || !hostfile->second.is_string() ||
+      plan.mode != LaunchMode::Accelerate)
+    return {};
   if (plan.accelerate_launcher != AccelerateLauncher::Simple || plan.exec_in_place) {
     plan.notices.push_back("mpirun_hostfile is ignored: accelerate runs mpirun for CPU jobs only");
     return {};
   }
   std::string app = findInPath("mpirun");
   if (app.empty()) app = findInPath("mpiexec");
-  if (app.empty()) return makeError("--mpirun_hostfile: mpirun or mpiexec were not found in PATH (install Open MPI, Intel MPI or MVAPICH)");
+  if (app.empty())
+    return makeError(
+        "--mpirun_hostfile: mpirun or mpiexec were not found in PATH (install Open MPI, Intel MPI "
+        "or MVAPICH)");
   auto version = probes::runCaptured({app, "--version"}, std::chrono::seconds(10));
   if (!version) return makeError("--mpirun_hostfile: " + version.error());
   const bool openMpi = version->output.find("Open MPI") != std::string::npos;
   const int perMachine = plan.world_size / std::max(plan.num_machines, 1);
-  std::vector<std::string> cmd = {app, openMpi ? "--hostfile" : "-f", hostfile->second.get<std::string>(),
-                                  openMpi ? "--npernode" : "-ppn", std::to_string(perMachine), "-n",
+  std::vector<std::string> cmd = {app,
+                                  openMpi ? "--hostfile" : "-f",
+                                  hostfile->second.get<std::string>(),
+                                  openMpi ? "--npernode" : "-ppn",
+                                  std::to_string(perMachine),
+                                  "-n",
                                   std::to_string(plan.world_size)};
   if (openMpi) cmd.insert(cmd.end(), {"--bind-to", "socket"});
   cmd.insert(cmd.end(), plan.argv.begin(), plan.argv.end());
   plan.argv = std::move(cmd);
-  plan.world_size = plan.local_world_size = 1;  // the agent supervises mpirun, which starts the ranks
+  plan.world_size = plan.local_world_size =
+      1;  // the agent supervises mpirun, which starts the ranks
   plan.torchrun_env = false;
   return {};
 }
@@ -533,11 +590,16 @@ Expected<void> wrapInMpirun(LaunchPlan& plan, const AccelerateArgs& args) {
 void deepspeedLauncherNotice(LaunchPlan& plan, const AccelerateArgs& args) {
   if (plan.accelerate_launcher != AccelerateLauncher::DeepSpeed || plan.num_machines <= 1) return;
   auto launcher = args.find("deepspeed_multinode_launcher");
-  const std::string name = launcher != args.end() && launcher->second.is_string() ? launcher->second.get<std::string>() : "pdsh";
+  const std::string name = launcher != args.end() && launcher->second.is_string()
+                               ? launcher->second.get<std::string>()
+                               : "pdsh";
   if (name == "standard") return;
-  plan.notices.push_back("deepspeed_multinode_launcher " + name + ": DeepSpeed's own multi-node launcher (ssh fan-out from "
-                         "one machine) is out of scope for accel; this agent runs machine " + std::to_string(plan.node_rank) +
-                         "'s ranks as 'standard' does, so start accel launch on every machine (or under srun)");
+  plan.notices.push_back(
+      "deepspeed_multinode_launcher " + name +
+      ": DeepSpeed's own multi-node launcher (ssh fan-out from "
+      "one machine) is out of scope for accel; this agent runs machine " +
+      std::to_string(plan.node_rank) +
+      "'s ranks as 'standard' does, so start accel launch on every machine (or under srun)");
 }
 
 // What accelerate's environment depends on, from the plan.
@@ -551,7 +613,8 @@ AccelerateFacts accelerateFacts(const LaunchPlan& plan, const Devices& d) {
   f.mixed_precision = c.mixed_precision;
   // accelerate's mp_from_config_flag: the file holds mixed_precision and no flag overrode it.
   auto mp = plan.config.sources.find("mixed_precision");
-  f.mixed_precision_from_config = mp != plan.config.sources.end() && mp->second == config::Source::File;
+  f.mixed_precision_from_config =
+      mp != plan.config.sources.end() && mp->second == config::Source::File;
   f.gpu_ids = c.gpu_ids;
   if (!f.gpu_ids && plan.config.file) f.gpu_ids = "all";
   f.num_processes = plan.world_size;
@@ -570,7 +633,8 @@ AccelerateFacts accelerateFacts(const LaunchPlan& plan, const Devices& d) {
 
 // The workers' common environment: accelerate's variables (accel launch), and NCCL's async
 // error handling unless the user chose.
-Expected<void> setCommonEnv(LaunchPlan& plan, const LaunchOptions& o, const Environment& env, const Devices& d) {
+Expected<void> setCommonEnv(LaunchPlan& plan, const LaunchOptions& o, const Environment& env,
+                            const Devices& d) {
   auto& e = plan.common_env;
   plan.accelerate_launcher = d.launcher;
   plan.torchrun_env = true;
@@ -582,20 +646,26 @@ Expected<void> setCommonEnv(LaunchPlan& plan, const LaunchOptions& o, const Envi
     args["use_deepspeed"] = type == "DEEPSPEED";
     if (!o.flags.isGiven("use_parallelism_config") && plan.config.file) {
       auto pc = plan.config.config.extras.find("parallelism_config");
-      args["use_parallelism_config"] = pc != plan.config.config.extras.end() && pc->second.is_object() && !pc->second.empty();
+      args["use_parallelism_config"] =
+          pc != plan.config.config.extras.end() && pc->second.is_object() && !pc->second.empty();
     }
     auto vars = accelerateEnvironment(args, accelerateFacts(plan, d), env);
     if (!vars) return std::move(vars).takeError();
     e = std::move(*vars);
     deepspeedLauncherNotice(plan, args);
     if (auto ok = wrapInMpirun(plan, args); !ok) return ok;
-    // accel's own C++ workers read the steps on every job type (accelerate passes them to DeepSpeed only).
-    if (o.gradient_accumulation_steps) e[env::kGradientAccumulationSteps] = std::to_string(*o.gradient_accumulation_steps);
+    // accel's own C++ workers read the steps on every job type (accelerate passes them to DeepSpeed
+    // only).
+    if (o.gradient_accumulation_steps)
+      e[env::kGradientAccumulationSteps] = std::to_string(*o.gradient_accumulation_steps);
   }
   // accelerate starts a single process without torchrun's variables (its simple launcher).
-  plan.torchrun_env = plan.torchrun_env && !(plan.mode == LaunchMode::Accelerate && d.launcher == AccelerateLauncher::Simple &&
-                                             plan.world_size == 1 && plan.num_machines == 1 && !plan.exec_in_place);
-  // torchrun's agent turns NCCL's async error handling on for its workers (both names: torch 1.13's and 2.x's).
+  plan.torchrun_env =
+      plan.torchrun_env &&
+      !(plan.mode == LaunchMode::Accelerate && d.launcher == AccelerateLauncher::Simple &&
+        plan.world_size == 1 && plan.num_machines == 1 && !plan.exec_in_place);
+  // torchrun's agent turns NCCL's async error handling on for its workers (both names: torch 1.13's
+  // and 2.x's).
   for (const char* key : {env::kTorchNcclAsyncErrorHandling, env::kNcclAsyncErrorHandling}) {
     if (plan.torchrun_env && !lookup(env, key)) e[key] = "1";
   }
@@ -627,9 +697,10 @@ void chooseOmpThreads(LaunchPlan& plan, const LaunchOptions& o, const Environmen
   }
   if (scheduler && scheduler->cpus_on_node) {
     plan.omp_num_threads = std::max(1, *scheduler->cpus_on_node / plan.local_world_size);
-    plan.notices.push_back(std::string(env::kOmpNumThreads) + "=" + std::to_string(*plan.omp_num_threads) +
-                           " for each of the " + std::to_string(plan.local_world_size) + " processes on this node (" +
-                           scheduler->name + " gives it " + std::to_string(*scheduler->cpus_on_node) + " CPUs)");
+    plan.notices.push_back(
+        std::string(env::kOmpNumThreads) + "=" + std::to_string(*plan.omp_num_threads) +
+        " for each of the " + std::to_string(plan.local_world_size) + " processes on this node (" +
+        scheduler->name + " gives it " + std::to_string(*scheduler->cpus_on_node) + " CPUs)");
   } else if (!plan.omp_num_threads && plan.local_world_size > 1) {
     plan.omp_num_threads = 1;  // torchrun's rule (accel run, DeepSpeed)
   }
@@ -640,8 +711,9 @@ void chooseOmpThreads(LaunchPlan& plan, const LaunchOptions& o, const Environmen
 // own: accelerate does not know them), in seconds.
 void applyWatchdogTimeouts(LaunchPlan& plan, const LaunchOptions& o) {
   const auto& extras = plan.config.config.extras;
-  for (auto [name, flag, field] : {std::tuple{"hang_timeout", o.hang_timeout_s, &plan.hang_timeout},
-                                   std::tuple{"exit_timeout", o.exit_timeout_s, &plan.exit_timeout}}) {
+  for (auto [name, flag, field] :
+       {std::tuple{"hang_timeout", o.hang_timeout_s, &plan.hang_timeout},
+        std::tuple{"exit_timeout", o.exit_timeout_s, &plan.exit_timeout}}) {
     std::optional<double> seconds = flag;
     if (auto it = extras.find(name); !seconds && it != extras.end() && it->second.is_number()) {
       seconds = it->second.get<double>();  // the schema has checked it is at least 1
@@ -653,7 +725,8 @@ void applyWatchdogTimeouts(LaunchPlan& plan, const LaunchOptions& o) {
 // How long agents wait for each other, and notices for torchrun flags that do nothing here.
 Expected<void> applyRendezvousFlags(LaunchPlan& plan, const LaunchOptions& o) {
   if (o.monitor_interval != 0.1) {
-    plan.notices.push_back("--monitor_interval is ignored: accel reacts to worker exits as they happen");
+    plan.notices.push_back(
+        "--monitor_interval is ignored: accel reacts to worker exits as they happen");
   }
   auto conf = parseRdzvConf(o.rdzv_conf);
   if (!conf) return std::move(conf).takeError();
@@ -663,12 +736,15 @@ Expected<void> applyRendezvousFlags(LaunchPlan& plan, const LaunchOptions& o) {
   plan.store_host_configured = conf->is_host;
   if (plan.num_machines == 1 && (!o.rdzv_conf.empty() || o.rdzv_timeout_s ||
                                  plan.config.sources["rdzv_backend"] == config::Source::Flag)) {
-    plan.notices.push_back("--rdzv_backend/--rdzv_conf/--rdzv_timeout have no effect on a single machine");
+    plan.notices.push_back(
+        "--rdzv_backend/--rdzv_conf/--rdzv_timeout have no effect on a single machine");
   }
   const std::string& backend = plan.config.config.rdzv_backend;
   if (plan.num_machines > 1 && (backend == "etcd" || backend == "etcd-v2")) {
-    plan.notices.push_back("rdzv_backend " + backend + ": accel has no etcd rendezvous; the machines meet at machine 0's "
-                           "store (" + plan.master_addr + ":" + std::to_string(plan.master_port.value_or(0)) +
+    plan.notices.push_back("rdzv_backend " + backend +
+                           ": accel has no etcd rendezvous; the machines meet at machine 0's "
+                           "store (" +
+                           plan.master_addr + ":" + std::to_string(plan.master_port.value_or(0)) +
                            "), as with static");
   }
   return {};
@@ -676,10 +752,12 @@ Expected<void> applyRendezvousFlags(LaunchPlan& plan, const LaunchOptions& o) {
 
 // The config file (accel launch) or torchrun's defaults (accel run), under the flags.
 // A count per machine (--nproc_per_node) stands for the total it makes with the machines given.
-Expected<config::EffectiveConfig> effectiveConfig(const LaunchOptions& o, const config::PathEnv& paths,
+Expected<config::EffectiveConfig> effectiveConfig(const LaunchOptions& o,
+                                                  const config::PathEnv& paths,
                                                   std::optional<int> perMachine) {
   config::ConfigOverrides flags = o.config;
-  if (perMachine && !flags.num_processes) flags.num_processes = *perMachine * flags.num_machines.value_or(1);
+  if (perMachine && !flags.num_processes)
+    flags.num_processes = *perMachine * flags.num_machines.value_or(1);
   if (o.mode == LaunchMode::Torchrun) {
     config::EffectiveConfig base;
     base.config = config::builtinDefaults();
@@ -690,15 +768,18 @@ Expected<config::EffectiveConfig> effectiveConfig(const LaunchOptions& o, const 
 
 // The planning steps before anything about the command: config, devices, machines.
 Expected<Devices> planJobShape(LaunchPlan& plan, const LaunchOptions& o, const Environment& env,
-                               const std::function<int()>& gpus, std::optional<SchedulerInfo>& schedulerOut) {
+                               const std::function<int()>& gpus,
+                               std::optional<SchedulerInfo>& schedulerOut) {
   auto devices = checkDevices(plan, gpus);
   if (!devices) return devices;
   auto scheduler = detectScheduler(env);
   if (!scheduler) return makeError("cannot use the scheduler's environment: " + scheduler.error());
   schedulerOut = *scheduler;
-  if (auto ok = placeMachines(plan, o, *scheduler, devices->gpu ? devices->usable_gpus : 0); !ok) return std::move(ok).takeError();
+  if (auto ok = placeMachines(plan, o, *scheduler, devices->gpu ? devices->usable_gpus : 0); !ok)
+    return std::move(ok).takeError();
   if (auto ok = planArrivalRanks(plan); !ok) return std::move(ok).takeError();
-  if (o.mode == LaunchMode::Torchrun && plan.num_machines > 1 && !plan.master_port) plan.master_port = 29500;
+  if (o.mode == LaunchMode::Torchrun && plan.num_machines > 1 && !plan.master_port)
+    plan.master_port = 29500;
   if (auto ok = checkMultiMachine(plan, o); !ok) return std::move(ok).takeError();
   if (auto ok = checkGpuCount(plan, *devices); !ok) return std::move(ok).takeError();
   return devices;
@@ -735,8 +816,8 @@ int portForJob(const std::optional<std::string>& jobId) {
   return 20000 + static_cast<int>(std::stoll(*jobId) % 10000);
 }
 
-Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEnv& paths, const Environment& env,
-                                    const std::function<int()>& countGpus) {
+Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEnv& paths,
+                                    const Environment& env, const std::function<int()>& countGpus) {
   std::optional<int> counted;
   const std::function<int()> gpus = [&]() {
     if (!counted) counted = o.dry_run_gpus ? *o.dry_run_gpus : countGpus();

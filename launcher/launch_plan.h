@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "config/effective_config.h"
-#include "probes/environment.h"
 #include "launcher/accelerate_env.h"
 #include "launcher/launch_options.h"
 #include "libaccel/common/expected.h"
+#include "probes/environment.h"
 
 namespace accel::launcher {
 
@@ -33,32 +33,32 @@ struct LaunchPlan {
   bool keepsFiles() const;
 
   config::EffectiveConfig config;
-  std::vector<std::string> argv;    // identical for every rank; argv[0] is an absolute path
-  int world_size = 1;               // processes over all machines
-  int local_world_size = 1;         // processes on this machine
-  int node_rank = 0;                // the requested machine rank; set from the rendezvous when M > 1
+  std::vector<std::string> argv;  // identical for every rank; argv[0] is an absolute path
+  int world_size = 1;             // processes over all machines
+  int local_world_size = 1;       // processes on this machine
+  int node_rank = 0;              // the requested machine rank; set from the rendezvous when M > 1
   // torchrun's elastic command line (--rdzv_backend c10d, no --node_rank): the agent on the
   // endpoint's host hosts the store as machine 0, the others are ranked in the order they join.
   // node_rank is -1 ("any") until decideStoreHost (launch.cc) makes the endpoint's host 0.
   bool rank_by_arrival = false;
   std::optional<bool> store_host_configured;  // is_host= in --rdzv_conf (torch's override)
-  int rank_offset = 0;              // global rank of local rank 0 (from the rendezvous when M > 1)
+  int rank_offset = 0;  // global rank of local rank 0 (from the rendezvous when M > 1)
   int num_machines = 1;
   // A rank per scheduler task (--no_spawn, or under MPI): the agent does not spawn; it execs
   // the command as local rank `exec_local_rank`, and rank 0 hosts the store (torch's env://).
   bool exec_in_place = false;
   int exec_local_rank = 0;
-  bool agent_store = true;          // TORCHELASTIC_USE_AGENT_STORE: the agent hosts the store
+  bool agent_store = true;               // TORCHELASTIC_USE_AGENT_STORE: the agent hosts the store
   std::optional<std::string> scheduler;  // "SLURM", "Open MPI", "PMI" when one gave the machines
   bool master_addr_from_scheduler = false;  // master_addr is a SLURM node name (may need NodeAddr)
   std::chrono::milliseconds rdzv_timeout{std::chrono::seconds(900)};
   std::string master_addr = "127.0.0.1";
-  std::optional<int> master_port;   // nullopt: the agent picks a free one
+  std::optional<int> master_port;  // nullopt: the agent picks a free one
   int max_restarts = 0;
   std::string run_id;
   std::string role = "default";
   std::optional<int> omp_num_threads;  // set for workers unless already in the environment
-  bool omp_notice = false;          // say so once: OMP_NUM_THREADS was unset and N > 1
+  bool omp_notice = false;             // say so once: OMP_NUM_THREADS was unset and N > 1
   LaunchMode mode = LaunchMode::Accelerate;
   // The launcher accelerate would use for this job (its environment depends on it).
   AccelerateLauncher accelerate_launcher = AccelerateLauncher::Simple;
@@ -68,11 +68,13 @@ struct LaunchPlan {
   bool torchrun_env = true;
   std::optional<int> per_machine_processes;  // --nproc_per_node, resolved (auto/gpu/cpu counted)
   bool dry_run_json = false;
-  std::optional<std::string> local_addr;  // --local_addr: this machine's address as the others reach it
+  std::optional<std::string>
+      local_addr;  // --local_addr: this machine's address as the others reach it
   // --enable_cpu_affinity (launcher/cpu_affinity.h): the CPUs each local rank is pinned to (empty:
   // not pinned) and, when OMP_NUM_THREADS is the agent's to choose, each rank's thread count.
   std::vector<std::vector<int>> rank_cpus;
-  bool omp_from_affinity = false;   // OMP_NUM_THREADS unset, no flag: each pinned rank gets its cores
+  bool omp_from_affinity =
+      false;  // OMP_NUM_THREADS unset, no flag: each pinned rank gets its cores
   std::vector<int> rank_omp_threads;  // per local rank when omp_from_affinity (worker_env uses it)
   // Variables every rank gets on top of the parent environment (accelerate's ACCELERATE_*,
   // KMP_*, CUDA_VISIBLE_DEVICES ...); rank-specific ones are added by workerEnvironment.
@@ -80,9 +82,10 @@ struct LaunchPlan {
   // With a log_dir every stream of every rank is kept in its file; without one, only those of
   // `redirects | tee` (in a directory the agent makes and keeps, as torchrun does).
   std::optional<std::string> log_dir;
-  std::vector<int> redirects;       // per local rank, stream masks (stream_masks.h): to a file, not the console
-  std::vector<int> tee;             // per local rank: to a file and the console
-  int console_streams = 3;          // bit 1: stdout may reach the console, bit 2: stderr may
+  std::vector<int>
+      redirects;  // per local rank, stream masks (stream_masks.h): to a file, not the console
+  std::vector<int> tee;     // per local rank: to a file and the console
+  int console_streams = 3;  // bit 1: stdout may reach the console, bit 2: stderr may
   std::optional<std::set<int>> console_ranks;  // local ranks shown on the console (all if unset)
   bool quiet = false;
   bool dry_run = false;
@@ -108,10 +111,11 @@ int portForJob(const std::optional<std::string>& jobId);
 // `usableGpus` counts the GPUs the agent can see; it is called at most once, and only when GPUs
 // matter (a GPU job, fp16, --nproc_per_node auto/gpu, or several processes with neither a config
 // file nor --cpu, where accelerate turns multi-GPU on when it sees more than one GPU), so CPU
-// launches with a config or --cpu never load CUDA. --dry_run_gpus N replaces it by N. Reads the config file, the
-// script and PATH (a relative script is resolved against the current directory); nothing else
-// blocks. Errors are returned, never thrown.
+// launches with a config or --cpu never load CUDA. --dry_run_gpus N replaces it by N. Reads the
+// config file, the script and PATH (a relative script is resolved against the current directory);
+// nothing else blocks. Errors are returned, never thrown.
 Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& options, const config::PathEnv& paths,
-                                    const Environment& parentEnv, const std::function<int()>& usableGpus);
+                                    const Environment& parentEnv,
+                                    const std::function<int()>& usableGpus);
 
 }  // namespace accel::launcher

@@ -62,7 +62,8 @@ std::string interfaceHolding(const sockaddr* addr) {
       name = i->ifa_name;
     } else if (addr->sa_family == AF_INET6 &&
                std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr,
-                           &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr, sizeof(in6_addr)) == 0) {
+                           &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr,
+                           sizeof(in6_addr)) == 0) {
       name = i->ifa_name;
     }
   }
@@ -138,7 +139,8 @@ Expected<Route> routeTo(const std::string& host) {
     r.interface = interfaceHolding(reinterpret_cast<sockaddr*>(&local));
     return r;
   }
-  return makeError("no route from this machine to '" + host + "'" + (lastError.empty() ? "" : ": " + lastError));
+  return makeError("no route from this machine to '" + host + "'" +
+                   (lastError.empty() ? "" : ": " + lastError));
 }
 
 std::string describeInterface(const Route& route) {
@@ -146,20 +148,24 @@ std::string describeInterface(const Route& route) {
   return route.interface + " (" + route.local_ip + ")";
 }
 
-Expected<Route> waitForListener(const std::string& host, int port, std::chrono::milliseconds timeout,
-                               std::chrono::milliseconds progressEvery,
-                               const std::function<void(const std::string&)>& progress) {
+Expected<Route> waitForListener(const std::string& host, int port,
+                                std::chrono::milliseconds timeout,
+                                std::chrono::milliseconds progressEvery,
+                                const std::function<void(const std::string&)>& progress) {
   const auto start = Clock::now();
   const auto deadline = start + timeout;
   auto nextProgress = start + progressEvery;
   auto backoff = std::chrono::milliseconds(10);
-  // A name that does not resolve or an address with no route will not heal by waiting: said at once.
+  // A name that does not resolve or an address with no route will not heal by waiting: said at
+  // once.
   auto route = routeTo(host);
   if (!route) {
-    return makeError("cannot reach the master agent (machine_rank 0) at " + host + ":" + std::to_string(port) + ": " +
-                     route.error() + " (is --main_process_ip right?)");
+    return makeError("cannot reach the master agent (machine_rank 0) at " + host + ":" +
+                     std::to_string(port) + ": " + route.error() +
+                     " (is --main_process_ip right?)");
   }
-  const std::string where = host + ":" + std::to_string(port) + " from local interface " + describeInterface(*route);
+  const std::string where =
+      host + ":" + std::to_string(port) + " from local interface " + describeInterface(*route);
   std::string reason;
   while (true) {
     AddrInfo found;
@@ -168,22 +174,26 @@ Expected<Route> waitForListener(const std::string& host, int port, std::chrono::
     } else {
       for (addrinfo* a = found.list; a; a = a->ai_next) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-        reason = tryConnect(a, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(2000)));
+        reason = tryConnect(
+            a, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(2000)));
         if (reason.empty()) return *route;
       }
     }
     const auto now = Clock::now();
     const auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - start).count();
     if (now >= deadline) {
-      return makeError("cannot reach the master agent (machine_rank 0) at " + where + ": " + reason + " (tried for " +
-                       std::to_string(waited) + " s; is machine 0's agent running, and is --main_process_ip an "
+      return makeError("cannot reach the master agent (machine_rank 0) at " + where + ": " +
+                       reason + " (tried for " + std::to_string(waited) +
+                       " s; is machine 0's agent running, and is --main_process_ip an "
                        "address the other machines can reach?)");
     }
     if (now >= nextProgress && progress) {
-      progress("waiting for the master agent at " + where + ": " + reason + " (" + std::to_string(waited) + " s)");
+      progress("waiting for the master agent at " + where + ": " + reason + " (" +
+               std::to_string(waited) + " s)");
       nextProgress = now + progressEvery;
     }
-    std::this_thread::sleep_for(std::min(backoff, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)));
+    std::this_thread::sleep_for(
+        std::min(backoff, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now)));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
 }
@@ -195,7 +205,8 @@ std::optional<std::string> slurmNodeAddress(const std::string& name) {
   size_t pos = run->output.find(key);
   if (pos == std::string::npos) return std::nullopt;
   size_t end = run->output.find_first_of(" \n", pos);
-  std::string addr = run->output.substr(pos + key.size(), end == std::string::npos ? std::string::npos : end - pos - key.size());
+  std::string addr = run->output.substr(
+      pos + key.size(), end == std::string::npos ? std::string::npos : end - pos - key.size());
   if (addr.empty()) return std::nullopt;
   return addr;
 }

@@ -39,9 +39,10 @@ std::string describeInterface(const Route& route);
 // or an address with no route is an error after one try, whatever `timeout`, with no progress
 // report. Blocks the calling thread, which also runs `progress` (whose exceptions propagate);
 // name resolution can add the resolver's own timeouts to `timeout`.
-Expected<Route> waitForListener(const std::string& host, int port, std::chrono::milliseconds timeout,
-                               std::chrono::milliseconds progressEvery,
-                               const std::function<void(const std::string&)>& progress);
+Expected<Route> waitForListener(const std::string& host, int port,
+                                std::chrono::milliseconds timeout,
+                                std::chrono::milliseconds progressEvery,
+                                const std::function<void(const std::string&)>& progress);
 
 // The address SLURM's controller has for node `name` (NodeAddr in `scontrol show node`), for
 // clusters whose node names do not resolve; nullopt when scontrol cannot say. Runs scontrol and

@@ -27,7 +27,8 @@ std::vector<std::string> listeningInodes(int port) {
     while (std::getline(in, line)) {
       std::istringstream fields(line);
       std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
-      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >>
+          timeout >> inode;
       auto colon = local.rfind(':');
       if (colon == std::string::npos || state != "0A") continue;  // 0A = LISTEN
       if (std::stoi(local.substr(colon + 1), nullptr, 16) == port) inodes.push_back(inode);
@@ -71,8 +72,9 @@ std::string socketOwner(const std::string& inode) {
 
 bool portHasListener(int port) { return !listeningInodes(port).empty(); }
 
-HostOutcome hostOrJoin(const std::function<void()>& listen, const std::function<bool()>& hasListener,
-                       const std::function<void()>& pause, int attempts) {
+HostOutcome hostOrJoin(const std::function<void()>& listen,
+                       const std::function<bool()>& hasListener, const std::function<void()>& pause,
+                       int attempts) {
   for (int attempt = 1;; ++attempt) {
     try {
       listen();
@@ -88,7 +90,8 @@ Expected<void> checkPortFree(int port) {
   for (const auto& inode : listeningInodes(port)) {
     std::string owner = socketOwner(inode);
     return makeError("--main_process_port: port " + std::to_string(port) + " is already in use" +
-                     (owner.empty() ? "" : " by " + owner) + "; choose another port or omit it to get a free one");
+                     (owner.empty() ? "" : " by " + owner) +
+                     "; choose another port or omit it to get a free one");
   }
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return makeError(std::string("socket: ") + std::strerror(errno));
@@ -102,7 +105,8 @@ Expected<void> checkPortFree(int port) {
   int err = errno;
   ::close(fd);
   if (rc != 0) {
-    return makeError("--main_process_port: cannot use port " + std::to_string(port) + ": " + std::strerror(err));
+    return makeError("--main_process_port: cannot use port " + std::to_string(port) + ": " +
+                     std::strerror(err));
   }
   return {};
 }

@@ -25,7 +25,8 @@ bool portHasListener(int port);
 // times in all, then Join (the wait for the host then says what is wrong). Other errors of
 // `listen` propagate. Blocks only in the callables.
 enum class HostOutcome { Hosted, Join };
-HostOutcome hostOrJoin(const std::function<void()>& listen, const std::function<bool()>& hasListener,
-                       const std::function<void()>& pause, int attempts);
+HostOutcome hostOrJoin(const std::function<void()>& listen,
+                       const std::function<bool()>& hasListener, const std::function<void()>& pause,
+                       int attempts);
 
 }  // namespace accel::launcher

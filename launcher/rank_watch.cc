@@ -15,11 +15,14 @@ namespace {
 
 constexpr const char* kHeartbeatPrefix = "accel_step/";
 
-bool startsWith(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+bool startsWith(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
 
 // "for 12 s": whole seconds, as people read them.
 std::string forSeconds(SteadyClock::duration d) {
-  return "for " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";
+  return "for " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) +
+         " s";
 }
 
 std::string ranksWord(const std::vector<int>& ranks) {
@@ -37,10 +40,12 @@ std::optional<std::map<int, int64_t>> stepsOfAll(const std::vector<RankProgress>
 }
 
 // "rank 3 at step 1042 for 120 s; ranks 0–2, 4–7 at step 1043"
-std::string stepsMessage(const std::map<int, int64_t>& steps, int64_t lowest, SteadyClock::duration stale) {
+std::string stepsMessage(const std::map<int, int64_t>& steps, int64_t lowest,
+                         SteadyClock::duration stale) {
   std::map<int64_t, std::vector<int>> byStep;
   for (const auto& [rank, step] : steps) byStep[step].push_back(rank);
-  std::string text = ranksWord(byStep[lowest]) + " at step " + std::to_string(lowest) + " " + forSeconds(stale);
+  std::string text =
+      ranksWord(byStep[lowest]) + " at step " + std::to_string(lowest) + " " + forSeconds(stale);
   for (const auto& [step, ranks] : byStep) {
     if (step != lowest) text += "; " + ranksWord(ranks) + " at step " + std::to_string(step);
   }
@@ -101,33 +106,38 @@ std::optional<ProcSample> readProcSample(pid_t pid) {
     if (index == 24) rssPages = std::strtoll(field.c_str(), nullptr, 10);
   }
   s.cpu_ticks = utime + stime;
-  s.rss_bytes = static_cast<uint64_t>(std::max<long long>(rssPages, 0)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  s.rss_bytes = static_cast<uint64_t>(std::max<long long>(rssPages, 0)) *
+                static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   return s;
 }
 
-std::optional<HangVerdict> judgeHang(const std::vector<RankProgress>& ranks, SteadyClock::time_point now,
+std::optional<HangVerdict> judgeHang(const std::vector<RankProgress>& ranks,
+                                     SteadyClock::time_point now,
                                      std::chrono::milliseconds timeout) {
   auto idle = [now](const RankProgress& r) { return now - r.moved; };
   std::vector<int> justified;
   for (const auto& r : ranks) {
     if (idle(r) < timeout) continue;
-    const bool othersPastOrWaiting = std::all_of(ranks.begin(), ranks.end(), [&](const RankProgress& q) {
-      if (q.rank == r.rank) return true;
-      const bool past = q.step && r.step && *q.step > *r.step;
-      return past || idle(q) >= timeout / 2;
-    });
+    const bool othersPastOrWaiting =
+        std::all_of(ranks.begin(), ranks.end(), [&](const RankProgress& q) {
+          if (q.rank == r.rank) return true;
+          const bool past = q.step && r.step && *q.step > *r.step;
+          return past || idle(q) >= timeout / 2;
+        });
     if (othersPastOrWaiting) justified.push_back(r.rank);
   }
   if (justified.empty()) return std::nullopt;
   SteadyClock::duration stalest{0};
   for (const auto& r : ranks) {
-    if (std::find(justified.begin(), justified.end(), r.rank) != justified.end()) stalest = std::max(stalest, idle(r));
+    if (std::find(justified.begin(), justified.end(), r.rank) != justified.end())
+      stalest = std::max(stalest, idle(r));
   }
   HangVerdict v;
   auto steps = stepsOfAll(ranks);
   if (steps) {
     int64_t lowest = INT64_MAX, highest = INT64_MIN;
-    for (const auto& [rank, step] : *steps) lowest = std::min(lowest, step), highest = std::max(highest, step);
+    for (const auto& [rank, step] : *steps)
+      lowest = std::min(lowest, step), highest = std::max(highest, step);
     if (lowest != highest) {
       for (const auto& [rank, step] : *steps) {
         if (step == lowest) v.stuck.push_back(rank);
@@ -148,13 +158,15 @@ std::optional<HangVerdict> judgeHang(const std::vector<RankProgress>& ranks, Ste
 }
 
 bool stackShowsCollective(const std::string& stack) {
-  static const char* const kMarks[] = {"torch/distributed/", "c10d", "gloo", "nccl", "accel4comm", "accel::comm::",
-                                       "ShmGroup", "GradientSync", "in all_reduce", "in barrier"};
+  static const char* const kMarks[] = {
+      "torch/distributed/", "c10d",     "gloo",         "nccl",          "accel4comm",
+      "accel::comm::",      "ShmGroup", "GradientSync", "in all_reduce", "in barrier"};
   return std::any_of(std::begin(kMarks), std::end(kMarks),
                      [&](const char* mark) { return stack.find(mark) != std::string::npos; });
 }
 
-std::vector<int> stuckByStacks(const std::vector<int>& candidates, const std::map<int, std::string>& stacks) {
+std::vector<int> stuckByStacks(const std::vector<int>& candidates,
+                               const std::map<int, std::string>& stacks) {
   std::vector<int> outside;  // or without a stack: only a stack in a collective clears a rank
   for (int rank : candidates) {
     auto it = stacks.find(rank);

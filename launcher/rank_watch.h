@@ -51,8 +51,8 @@ class ProgressBoard {
 
 // A process as /proc shows it: its state letter, CPU time and resident memory.
 struct ProcSample {
-  char state = '?';          // R, S, D, Z, T ... ('?' when /proc could not be read)
-  uint64_t cpu_ticks = 0;    // utime + stime, in clock ticks
+  char state = '?';        // R, S, D, Z, T ... ('?' when /proc could not be read)
+  uint64_t cpu_ticks = 0;  // utime + stime, in clock ticks
   uint64_t rss_bytes = 0;
 };
 std::optional<ProcSample> readProcSample(pid_t pid);
@@ -61,19 +61,20 @@ long clockTicksPerSecond();
 // One running rank, as the hang rule sees it.
 struct RankProgress {
   int rank = 0;
-  std::optional<int64_t> step;      // its heartbeat, if it sends one
-  SteadyClock::time_point moved;    // its heartbeat's last change, else its output's or CPU's
+  std::optional<int64_t> step;    // its heartbeat, if it sends one
+  SteadyClock::time_point moved;  // its heartbeat's last change, else its output's or CPU's
 };
 
 struct HangVerdict {
-  std::vector<int> stuck;           // the ranks at the lowest step; if no steps differ, every rank
-                                    // idle for half the timeout (stuckByStacks chooses among them)
-  bool steps_differ = false;        // the heartbeats told them apart
-  std::string message;              // "rank 3 at step 1042 for 120 s; ranks 0–2, 4–7 at step 1043"
+  std::vector<int> stuck;     // the ranks at the lowest step; if no steps differ, every rank
+                              // idle for half the timeout (stuckByStacks chooses among them)
+  bool steps_differ = false;  // the heartbeats told them apart
+  std::string message;        // "rank 3 at step 1042 for 120 s; ranks 0–2, 4–7 at step 1043"
 };
 
 // nullopt while the job is not hung (see the header's rule).
-std::optional<HangVerdict> judgeHang(const std::vector<RankProgress>& ranks, SteadyClock::time_point now,
+std::optional<HangVerdict> judgeHang(const std::vector<RankProgress>& ranks,
+                                     SteadyClock::time_point now,
                                      std::chrono::milliseconds timeout);
 
 // Whether a dumped stack (faulthandler's or libaccel's) shows its thread waiting in a
@@ -82,9 +83,11 @@ bool stackShowsCollective(const std::string& stack);
 
 // Of the ranks judged stuck with equal steps, those whose stacks are not in a collective (or
 // who printed none); all of them when every stack is in one.
-std::vector<int> stuckByStacks(const std::vector<int>& candidates, const std::map<int, std::string>& stacks);
+std::vector<int> stuckByStacks(const std::vector<int>& candidates,
+                               const std::map<int, std::string>& stacks);
 
-// C++ names in a backtrace_symbols text demangled ("_Z20stuckBeforeAllReducei" → "stuckBeforeAllReduce(int)").
+// C++ names in a backtrace_symbols text demangled ("_Z20stuckBeforeAllReducei" →
+// "stuckBeforeAllReduce(int)").
 std::string demangleStack(const std::string& text);
 
 // "3", "0–2, 4–7": ranks in ascending runs.

@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -47,7 +47,9 @@ std::vector<std::string> socketNames(const std::string& dir) {
     }
     ::closedir(d);
   }
-  std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) { return pidOfSocket(a) < pidOfSocket(b); });
+  std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+    return pidOfSocket(a) < pidOfSocket(b);
+  });
   return names;
 }
 
@@ -58,9 +60,11 @@ Expected<std::string> readAnswer(int fd, std::chrono::steady_clock::time_point d
   std::string text;
   char buf[65536];
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     pollfd p{fd, POLLIN, 0};
-    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return makeError("no answer in time");
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0)
+      return makeError("no answer in time");
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return makeError("read: " + errnoText());
@@ -76,36 +80,44 @@ std::string cell(const nlohmann::json& v, const char* format, double scale = 1) 
   return buf;
 }
 
-std::string text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.is_null() ? "-" : v.dump(); }
+std::string text(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.is_null() ? "-" : v.dump();
+}
 
 void renderRanks(std::ostringstream& out, const nlohmann::json& a);
 
 void renderJob(std::ostringstream& out, const nlohmann::json& a) {
   std::string command;
-  for (const auto& word : a.value("command", nlohmann::json::array())) command += (command.empty() ? "" : " ") + text(word);
-  out << "job " << text(a.value("run_id", nlohmann::json())) << ": agent pid " << text(a.value("agent_pid", nlohmann::json()))
-      << ", machine " << text(a.value("machine_rank", nlohmann::json())) << " of " << text(a.value("num_machines", nlohmann::json()))
-      << ", up " << cell(a.value("uptime_s", nlohmann::json()), "%.0f s") << ", attempt "
-      << text(a.value("attempt", nlohmann::json())) << " (max restarts " << text(a.value("max_restarts", nlohmann::json()))
-      << ")\n  command: " << command << "\n  store: " << text(a.value("store", nlohmann::json())) << "\n";
+  for (const auto& word : a.value("command", nlohmann::json::array()))
+    command += (command.empty() ? "" : " ") + text(word);
+  out << "job " << text(a.value("run_id", nlohmann::json())) << ": agent pid "
+      << text(a.value("agent_pid", nlohmann::json())) << ", machine "
+      << text(a.value("machine_rank", nlohmann::json())) << " of "
+      << text(a.value("num_machines", nlohmann::json())) << ", up "
+      << cell(a.value("uptime_s", nlohmann::json()), "%.0f s") << ", attempt "
+      << text(a.value("attempt", nlohmann::json())) << " (max restarts "
+      << text(a.value("max_restarts", nlohmann::json())) << ")\n  command: " << command
+      << "\n  store: " << text(a.value("store", nlohmann::json())) << "\n";
   renderRanks(out, a);
   for (const auto& other : a.value("other_machines", nlohmann::json::array())) {
     out << "  machine " << text(other.value("machine_rank", nlohmann::json())) << " (agent pid "
         << text(other.value("agent_pid", nlohmann::json())) << ", shared "
-        << cell(nlohmann::json(a.value("time", 0.0) - other.value("time", 0.0)), "%.0f s") << " before this answer):\n";
+        << cell(nlohmann::json(a.value("time", 0.0) - other.value("time", 0.0)), "%.0f s")
+        << " before this answer):\n";
     renderRanks(out, other);
   }
 }
 
 void renderRanks(std::ostringstream& out, const nlohmann::json& a) {
   char line[256];
-  std::snprintf(line, sizeof line, "  %5s %5s %8s %6s %6s %10s %9s %7s %9s %5s\n", "rank", "local", "pid", "state", "cpu%",
-                "rss", "output", "step", "stepped", "exit");
+  std::snprintf(line, sizeof line, "  %5s %5s %8s %6s %6s %10s %9s %7s %9s %5s\n", "rank", "local",
+                "pid", "state", "cpu%", "rss", "output", "step", "stepped", "exit");
   out << line;
   for (const auto& r : a.value("ranks", nlohmann::json::array())) {
-    std::snprintf(line, sizeof line, "  %5s %5s %8s %6s %6s %10s %9s %7s %9s %5s\n", text(r["rank"]).c_str(),
-                  text(r["local_rank"]).c_str(), text(r["pid"]).c_str(), text(r["state"]).c_str(),
-                  cell(r["cpu_percent"], "%.1f").c_str(), cell(r["rss_bytes"], "%.1f MiB", 1 << 20).c_str(),
+    std::snprintf(line, sizeof line, "  %5s %5s %8s %6s %6s %10s %9s %7s %9s %5s\n",
+                  text(r["rank"]).c_str(), text(r["local_rank"]).c_str(), text(r["pid"]).c_str(),
+                  text(r["state"]).c_str(), cell(r["cpu_percent"], "%.1f").c_str(),
+                  cell(r["rss_bytes"], "%.1f MiB", 1 << 20).c_str(),
                   cell(r["seconds_since_output"], "%.1f s").c_str(), text(r["step"]).c_str(),
                   cell(r["seconds_since_step"], "%.1f s").c_str(), text(r["exit_code"]).c_str());
     out << line;
@@ -131,15 +143,18 @@ void addOtherMachines(nlohmann::json& job, std::vector<std::string>& problems) {
     for (int m = 0; m < machines; ++m) {
       if (m == job.value("machine_rank", -1)) continue;
       const std::string key = prefix + std::to_string(m);
-      auto answer = client.check({key}) ? nlohmann::json::parse(client.get(key), nullptr, false) : nlohmann::json();
+      auto answer = client.check({key}) ? nlohmann::json::parse(client.get(key), nullptr, false)
+                                        : nlohmann::json();
       if (answer.is_object()) {
         others.push_back(std::move(answer));
       } else {
-        problems.push_back("machine " + std::to_string(m) + " of job " + job.value("run_id", "") + " has not shared its status yet");
+        problems.push_back("machine " + std::to_string(m) + " of job " + job.value("run_id", "") +
+                           " has not shared its status yet");
       }
     }
   } catch (const std::exception& e) {
-    problems.push_back("cannot read the other machines of job " + job.value("run_id", "") + " from its store " + store + ": " + e.what());
+    problems.push_back("cannot read the other machines of job " + job.value("run_id", "") +
+                       " from its store " + store + ": " + e.what());
   }
   job["other_machines"] = std::move(others);
 }
@@ -148,12 +163,16 @@ void addOtherMachines(nlohmann::json& job, std::vector<std::string>& problems) {
 
 Expected<std::string> statusDirectory() {
   const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  const std::string dir = runtime && *runtime ? std::string(runtime) + "/accel" : "/tmp/accel-" + std::to_string(::getuid());
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return makeError("cannot create " + dir + ": " + errnoText());
+  const std::string dir = runtime && *runtime ? std::string(runtime) + "/accel"
+                                              : "/tmp/accel-" + std::to_string(::getuid());
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return makeError("cannot create " + dir + ": " + errnoText());
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0) return makeError("cannot read " + dir + ": " + errnoText());
   if (!S_ISDIR(st.st_mode) || st.st_uid != ::getuid() || (st.st_mode & 0777) != 0700) {
-    return makeError(dir + " is not a directory of this user with mode 0700; remove it or fix its owner and mode");
+    return makeError(
+        dir +
+        " is not a directory of this user with mode 0700; remove it or fix its owner and mode");
   }
   return dir;
 }
@@ -200,7 +219,8 @@ int StatusListener::answerAll(const std::string& json) {
   }
 }
 
-std::vector<nlohmann::json> queryAgents(std::vector<std::string>& problems, std::chrono::milliseconds timeout) {
+std::vector<nlohmann::json> queryAgents(std::vector<std::string>& problems,
+                                        std::chrono::milliseconds timeout) {
   std::vector<nlohmann::json> answers;
   auto dir = statusDirectory();
   if (!dir) {
@@ -221,7 +241,8 @@ std::vector<nlohmann::json> queryAgents(std::vector<std::string>& problems, std:
     ::close(fd);
     auto json = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
     if (!text || json.is_discarded() || !json.is_object()) {
-      problems.push_back("the agent at " + path + " did not answer: " + (text ? "not JSON" : text.error()));
+      problems.push_back("the agent at " + path +
+                         " did not answer: " + (text ? "not JSON" : text.error()));
       continue;
     }
     addOtherMachines(json, problems);

@@ -48,8 +48,9 @@ class StatusListener {
 
 // The client's end: every live agent's answer, in pid order. Dead agents' sockets are removed;
 // an agent that does not answer within `timeout` is reported in `problems`.
-std::vector<nlohmann::json> queryAgents(std::vector<std::string>& problems,
-                                        std::chrono::milliseconds timeout = std::chrono::seconds(2));
+std::vector<nlohmann::json> queryAgents(
+    std::vector<std::string>& problems,
+    std::chrono::milliseconds timeout = std::chrono::seconds(2));
 
 // The agents' answers as a table per job, for people.
 std::string renderStatusText(const std::vector<nlohmann::json>& agents);

@@ -17,6 +17,7 @@ constexpr int kStderrMask = 2;
 // The mask of each local rank 0..localWorldSize-1, or an error naming `flag`, the bad item and
 // why (not 0-3, a local rank out of range or given twice, not N or RANK:N). torchrun's own
 // parser also takes only these forms, except that it allows one digit per local rank. Pure.
-Expected<std::vector<int>> parseStreamMasks(std::string_view flag, std::string_view text, int localWorldSize);
+Expected<std::vector<int>> parseStreamMasks(std::string_view flag, std::string_view text,
+                                            int localWorldSize);
 
 }  // namespace accel::launcher

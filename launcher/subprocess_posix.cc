@@ -2,10 +2,10 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <linux/close_range.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -68,16 +68,17 @@ std::string cpuListText(const std::vector<int>& cpus) {
 
 // ---- Workers ----------------------------------------------------------------------------
 
-
 Expected<pid_t> spawnWorker(const SpawnSpec& spec) {
   // Everything the child needs is built before fork: after fork only async-signal-safe calls.
   std::vector<char*> argv = probes::cStrings(spec.argv);
   std::vector<char*> envp = probes::cStrings(spec.env);
   const CpuMask mask(spec.cpus);
-  if (!spec.cpus.empty() && !mask.set()) return makeError("cannot allocate a CPU set for " + cpuListText(spec.cpus));
+  if (!spec.cpus.empty() && !mask.set())
+    return makeError("cannot allocate a CPU set for " + cpuListText(spec.cpus));
 
   int errPipe[2];
-  if (::pipe2(errPipe, O_CLOEXEC) != 0) return makeError(std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(errPipe, O_CLOEXEC) != 0)
+    return makeError(std::string("pipe: ") + std::strerror(errno));
   const pid_t parent = ::getpid();
 
   // vfork: the child borrows the agent's memory until execve, so starting a worker does not copy
@@ -98,7 +99,8 @@ Expected<pid_t> spawnWorker(const SpawnSpec& spec) {
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     for (int sig = 1; sig < NSIG; ++sig) ::signal(sig, SIG_DFL);
     if (!spec.inherit_stdin) {
-      int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // dup2 clears O_CLOEXEC on fd 0 only
+      int devnull =
+          ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // dup2 clears O_CLOEXEC on fd 0 only
       if (devnull >= 0) ::dup2(devnull, 0);
     }
     if (spec.stdout_fd >= 0) ::dup2(spec.stdout_fd, 1);
@@ -130,8 +132,8 @@ Expected<pid_t> spawnWorker(const SpawnSpec& spec) {
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     if (failure.stage == kStagePin) {
-      return makeError("cannot pin '" + spec.argv[0] + "' to CPUs " + cpuListText(spec.cpus) + ": " +
-                       std::strerror(failure.err));
+      return makeError("cannot pin '" + spec.argv[0] + "' to CPUs " + cpuListText(spec.cpus) +
+                       ": " + std::strerror(failure.err));
     }
     return makeError("cannot execute '" + spec.argv[0] + "': " + std::strerror(failure.err));
   }
@@ -150,7 +152,8 @@ void closeOnExecFrom(int first) {
   // Kernels before 5.11: every possible descriptor, one call each.
   rlimit limit{};
   const long max = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
-                       ? static_cast<long>(limit.rlim_cur) : 65536;
+                       ? static_cast<long>(limit.rlim_cur)
+                       : 65536;
   for (long fd = first; fd < max; ++fd) ::fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
 }
 
@@ -203,7 +206,8 @@ std::vector<pid_t> childrenOfThisProcess() {
     std::ifstream stat(std::string("/proc/") + e->d_name + "/stat");
     std::string line;
     if (!std::getline(stat, line)) continue;
-    // pid (comm) state ppid ...; comm may contain spaces and parentheses, so parse after the last ')'.
+    // pid (comm) state ppid ...; comm may contain spaces and parentheses, so parse after the last
+    // ')'.
     auto close = line.rfind(')');
     if (close == std::string::npos || close + 4 > line.size()) continue;
     char state = 0;

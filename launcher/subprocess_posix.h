@@ -15,14 +15,13 @@ namespace accel::launcher {
 
 // ---- Workers ----------------------------------------------------------------------------
 
-
 struct SpawnSpec {
   std::vector<std::string> argv;  // argv[0] is a path (no PATH search)
   std::vector<std::string> env;   // the complete environment
-  int stdout_fd = -1;             // the child's stdout/stderr (write ends; the parent keeps its copies)
+  int stdout_fd = -1;  // the child's stdout/stderr (write ends; the parent keeps its copies)
   int stderr_fd = -1;
-  bool inherit_stdin = false;     // the agent's stdin (for pdb in one rank); else /dev/null
-  std::vector<int> cpus{};        // pin the worker to these CPUs before exec; empty: the agent's
+  bool inherit_stdin = false;  // the agent's stdin (for pdb in one rank); else /dev/null
+  std::vector<int> cpus{};     // pin the worker to these CPUs before exec; empty: the agent's
 };
 
 // Starts a worker in its own session and process group (pgid = pid, as torchrun's
@@ -30,10 +29,10 @@ struct SpawnSpec {
 // the agent), with PR_SET_PDEATHSIG(SIGKILL) so it dies with the agent, default signal
 // dispositions, an empty signal mask, and no descriptor but 0, 1 and 2 (stdin from /dev/null
 // unless `inherit_stdin`), pinned to `cpus` when given (sched_setaffinity before exec; a
-// failure is an error naming the CPUs). Uses vfork+execve because posix_spawn cannot set PR_SET_PDEATHSIG in
-// the child. An exec failure (ENOENT, EACCES, ...) is reported as an error naming argv[0].
-// PR_SET_PDEATHSIG fires when the *calling thread* ends: call it from the thread that outlives
-// the workers (the agent's main thread); other threads may run meanwhile.
+// failure is an error naming the CPUs). Uses vfork+execve because posix_spawn cannot set
+// PR_SET_PDEATHSIG in the child. An exec failure (ENOENT, EACCES, ...) is reported as an error
+// naming argv[0]. PR_SET_PDEATHSIG fires when the *calling thread* ends: call it from the thread
+// that outlives the workers (the agent's main thread); other threads may run meanwhile.
 Expected<pid_t> spawnWorker(const SpawnSpec& spec);
 
 // Marks every descriptor >= `first` close-on-exec. Async-signal-safe: for a child between fork

@@ -16,9 +16,9 @@
 
 #include "config/paths.h"
 #include "launcher/oom.h"
-#include "launcher/supervisor_attempt.h"
 #include "launcher/output_prefixer.h"
 #include "launcher/subprocess_posix.h"
+#include "launcher/supervisor_attempt.h"
 #include "launcher/text.h"
 #include "launcher/worker_env.h"
 #include "libaccel/comm/shm_segment.h"
@@ -52,7 +52,8 @@ std::string readErrorFile(const std::string& path) {
   auto j = nlohmann::json::parse(text.str(), nullptr, false);
   if (!j.is_discarded() && j.contains("message")) {
     const auto& m = j["message"];
-    if (m.is_object() && m.contains("message") && m["message"].is_string()) return m["message"].get<std::string>();
+    if (m.is_object() && m.contains("message") && m["message"].is_string())
+      return m["message"].get<std::string>();
     if (m.is_string()) return m.get<std::string>();
   }
   std::string raw = text.str();
@@ -63,11 +64,13 @@ void watchFd(int epollFd, int fd, uint64_t id, uint32_t events) {
   epoll_event ev{};
   ev.events = events;
   ev.data.u64 = id;
-  if (::epoll_ctl(epollFd, EPOLL_CTL_MOD, fd, &ev) != 0) ::epoll_ctl(epollFd, EPOLL_CTL_ADD, fd, &ev);
+  if (::epoll_ctl(epollFd, EPOLL_CTL_MOD, fd, &ev) != 0)
+    ::epoll_ctl(epollFd, EPOLL_CTL_ADD, fd, &ev);
 }
 
 std::string interruptNote(int count) {
-  if (count == 1) return "accel: SIGINT forwarded to the workers (again: SIGTERM, a third time: SIGKILL)\n";
+  if (count == 1)
+    return "accel: SIGINT forwarded to the workers (again: SIGTERM, a third time: SIGKILL)\n";
   if (count == 2) return "accel: second SIGINT: sending SIGTERM to the workers\n";
   return "accel: third SIGINT: sending SIGKILL to the workers\n";
 }
@@ -100,7 +103,8 @@ void Supervisor::Attempt::prepareWorkers() {
     w.prefixers[1] = OutputPrefixer(prefix);
     w.console_streams = plan_.consoleStreams(lr);
     const std::string rankDir = attemptDir + "/" + std::to_string(lr);
-    if (auto made = config::makeDirectories(rankDir); !made) {  // the job goes on, without these files
+    if (auto made = config::makeDirectories(rankDir);
+        !made) {  // the job goes on, without these files
       say("accel: rank " + std::to_string(w.rank) + ": " + made.error() + "\n");
     }
     w.error_file = rankDir + "/error.json";
@@ -110,7 +114,8 @@ void Supervisor::Attempt::prepareWorkers() {
       if (!(files & (stream + 1))) continue;
       const std::string path = rankDir + (stream == 0 ? "/stdout.log" : "/stderr.log");
       w.log_fds[stream] = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (w.log_fds[stream] < 0) say("accel: cannot write " + path + ": " + std::strerror(errno) + "\n");
+      if (w.log_fds[stream] < 0)
+        say("accel: cannot write " + path + ": " + std::strerror(errno) + "\n");
     }
   }
 }
@@ -132,7 +137,8 @@ bool Supervisor::Attempt::spawn(Worker& w) {
   WorkerSlot slot{w.local_rank, attempt_, s_.master_port_, w.error_file};
   SpawnSpec spec{plan_.argv, workerEnvironment(plan_, slot, s_.parent_env_), out[1], err[1]};
   spec.inherit_stdin = w.rank == 0;  // local rank 0 of machine 0: pdb/breakpoint() work there
-  if (static_cast<size_t>(w.local_rank) < plan_.rank_cpus.size()) spec.cpus = plan_.rank_cpus[w.local_rank];
+  if (static_cast<size_t>(w.local_rank) < plan_.rank_cpus.size())
+    spec.cpus = plan_.rank_cpus[w.local_rank];
   auto pid = spawnWorker(spec);
   ::close(out[1]);
   ::close(err[1]);
@@ -171,7 +177,8 @@ bool Supervisor::Attempt::finished() const {
 int Supervisor::Attempt::waitMillis() const {
   std::optional<Clock::time_point> next = next_tick_;
   if (stopping_) next = std::min(*next, kill_deadline_);
-  if (publication_ == Publication::kPending) next = next ? std::min(*next, publish_deadline_) : publish_deadline_;
+  if (publication_ == Publication::kPending)
+    next = next ? std::min(*next, publish_deadline_) : publish_deadline_;
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now()).count();
   return static_cast<int>(std::max<int64_t>(left, 0)) + 1;
 }
@@ -252,7 +259,9 @@ void Supervisor::Attempt::onChildren() {
   }
   for (pid_t pid : childrenOfThisProcess()) {
     if (pid == s_.guard_.pid()) continue;
-    if (std::any_of(workers_.begin(), workers_.end(), [pid](const Worker& w) { return w.pid == pid; })) continue;
+    if (std::any_of(workers_.begin(), workers_.end(),
+                    [pid](const Worker& w) { return w.pid == pid; }))
+      continue;
     if (endedUnreaped(pid)) reap(pid);
   }
 }
@@ -292,7 +301,8 @@ void Supervisor::Attempt::onOutput(Worker& w, int stream) {
     w.last_output = Clock::now();
     if (stream == 1) w.stderr_tail.feed(buf_.data(), static_cast<size_t>(n));
     if (stream == 1 && w.outcome.stack_asked) keepStack(w, buf_.data(), static_cast<size_t>(n));
-    std::string lines = w.prefixers[stream].feed(std::string_view(buf_.data(), static_cast<size_t>(n)));
+    std::string lines =
+        w.prefixers[stream].feed(std::string_view(buf_.data(), static_cast<size_t>(n)));
     if (shown) s_.console_.write(stream + 1, std::move(lines));
   }
 }
@@ -305,7 +315,8 @@ void Supervisor::Attempt::onLinkEvents() {
         publication_ = Publication::kDone;
         break;
       case LinkEvent::Kind::kAnotherWasFirst:
-        if (report_.culprit || event.failure.rank >= 0) report_.remote_culprit = std::move(event.failure);
+        if (report_.culprit || event.failure.rank >= 0)
+          report_.remote_culprit = std::move(event.failure);
         publication_ = Publication::kDone;
         break;
       case LinkEvent::Kind::kRemoteFailure:
@@ -337,12 +348,13 @@ void Supervisor::Attempt::onConsoleReady() {
 // torchrun kills what outlives its grace after a signal. A second Ctrl-C still sends SIGTERM.
 void Supervisor::Attempt::giveTheRestTheGrace(const Worker& ended) {
   if (stopping_) return;
-  const bool othersRun = std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; });
+  const bool othersRun =
+      std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; });
   if (!othersRun) return;
   stopping_ = true;
   kill_deadline_ = Clock::now() + plan_.term_timeout;
-  say("accel: local rank " + std::to_string(ended.local_rank) + " ended after SIGINT; the others get " +
-      secondsText(plan_.term_timeout) +
+  say("accel: local rank " + std::to_string(ended.local_rank) +
+      " ended after SIGINT; the others get " + secondsText(plan_.term_timeout) +
       " (--term_timeout) to finish, then SIGKILL\n");
 }
 
@@ -376,7 +388,9 @@ void Supervisor::Attempt::killOverdue() {
 // The first failure here goes to the other machines once its stderr is read (without waiting:
 // the job link's thread talks to the store).
 void Supervisor::Attempt::publishFirstFailure() {
-  if (!s_.link_ || publication_ != Publication::kNone || (!report_.culprit && report_.agent_signal == 0)) return;
+  if (!s_.link_ || publication_ != Publication::kNone ||
+      (!report_.culprit && report_.agent_signal == 0))
+    return;
   publication_ = Publication::kDone;
   if (report_.remote_culprit) return;  // another machine was first; the others know
   if (!s_.link_->publish(myFailure())) return;
@@ -487,8 +501,12 @@ AttemptReport Supervisor::Attempt::finalReport() {
 
 // ---- Supervisor ---------------------------------------------------------------------------
 
-Supervisor::Supervisor(const LaunchPlan& plan, Environment parentEnv, std::string runDir, Console& console)
-    : plan_(plan), parent_env_(std::move(parentEnv)), run_dir_(std::move(runDir)), console_(console) {}
+Supervisor::Supervisor(const LaunchPlan& plan, Environment parentEnv, std::string runDir,
+                       Console& console)
+    : plan_(plan),
+      parent_env_(std::move(parentEnv)),
+      run_dir_(std::move(runDir)),
+      console_(console) {}
 
 Supervisor::~Supervisor() {
   if (epoll_fd_ >= 0) ::close(epoll_fd_);
@@ -497,8 +515,10 @@ Supervisor::~Supervisor() {
 
 Expected<void> Supervisor::start() {
   sigset_t set = handledSet();
-  if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return makeError(std::string("sigprocmask: ") + std::strerror(errno));
-  ::signal(SIGPIPE, SIG_IGN);  // a closed console must not kill the agent (children get SIG_DFL back)
+  if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0)
+    return makeError(std::string("sigprocmask: ") + std::strerror(errno));
+  ::signal(SIGPIPE,
+           SIG_IGN);  // a closed console must not kill the agent (children get SIG_DFL back)
   signal_fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signal_fd_ < 0) return makeError(std::string("signalfd: ") + std::strerror(errno));
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);

@@ -56,10 +56,10 @@ class TailBuffer {
 struct Worker {
   int local_rank = 0;
   int rank = 0;
-  pid_t pid = -1;    // while > 0 and not reaped, its process-group id is ours
+  pid_t pid = -1;  // while > 0 and not reaped, its process-group id is ours
   bool running = false;
-  int fds[2] = {-1, -1};       // read ends: stdout, stderr
-  int log_fds[2] = {-1, -1};   // log files, when logging
+  int fds[2] = {-1, -1};      // read ends: stdout, stderr
+  int log_fds[2] = {-1, -1};  // log files, when logging
   OutputPrefixer prefixers[2] = {OutputPrefixer(""), OutputPrefixer("")};
   TailBuffer stderr_tail;
   std::string error_file;
@@ -76,7 +76,8 @@ struct Worker {
   // last lines it wrote.
   std::vector<std::string> stderrTail() {
     // Asked for its stack: the lines before it (the stack is reported apart).
-    return outcome.stderr_tail.empty() && !outcome.stack_asked ? stderr_tail.lines() : outcome.stderr_tail;
+    return outcome.stderr_tail.empty() && !outcome.stack_asked ? stderr_tail.lines()
+                                                               : outcome.stderr_tail;
   }
 };
 

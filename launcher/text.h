@@ -12,12 +12,14 @@
 namespace accel::launcher {
 
 inline std::string upperCase(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
   return s;
 }
 
 inline std::string lowerCase(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
 }
 
@@ -28,7 +30,8 @@ inline std::vector<std::string_view> splitOn(std::string_view text, char sep) {
   size_t start = 0;
   while (true) {
     const size_t end = text.find(sep, start);
-    items.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+    items.push_back(
+        text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
     if (end == std::string_view::npos) return items;
     start = end + 1;
   }
@@ -36,8 +39,8 @@ inline std::vector<std::string_view> splitOn(std::string_view text, char sep) {
 
 // Ascending values as runs: formatRuns({0, 1, 2, 4}, ",", "-") → "0-2,4". A run of two is a
 // range only if `pairsAsRanges` ("0-1"), else two items ("0,1").
-inline std::string formatRuns(const std::vector<int>& sorted, const std::string& sep, const std::string& dash,
-                              bool pairsAsRanges) {
+inline std::string formatRuns(const std::vector<int>& sorted, const std::string& sep,
+                              const std::string& dash, bool pairsAsRanges) {
   std::string out;
   for (size_t i = 0; i < sorted.size();) {
     size_t j = i;

@@ -12,7 +12,8 @@ std::map<std::string, std::string> variables(const LaunchPlan& plan, const Worke
   std::map<std::string, std::string> v = plan.common_env;
   if (plan.omp_num_threads) v[env::kOmpNumThreads] = std::to_string(*plan.omp_num_threads);
   if (static_cast<size_t>(slot.local_rank) < plan.rank_omp_threads.size()) {
-    v[env::kOmpNumThreads] = std::to_string(plan.rank_omp_threads[static_cast<size_t>(slot.local_rank)]);
+    v[env::kOmpNumThreads] =
+        std::to_string(plan.rank_omp_threads[static_cast<size_t>(slot.local_rank)]);
   }
   if (!slot.error_file.empty()) v[env::kErrorFile] = slot.error_file;
   if (!plan.torchrun_env) return v;  // accelerate's single process: no torchrun variables
@@ -42,7 +43,8 @@ std::map<std::string, std::string> variables(const LaunchPlan& plan, const Worke
 
 }  // namespace
 
-std::map<std::string, std::string> launcherVariableMap(const LaunchPlan& plan, const WorkerSlot& slot) {
+std::map<std::string, std::string> launcherVariableMap(const LaunchPlan& plan,
+                                                       const WorkerSlot& slot) {
   return variables(plan, slot);
 }
 
@@ -52,7 +54,8 @@ std::vector<std::string> launcherVariables(const LaunchPlan& plan, const WorkerS
   return out;
 }
 
-std::vector<std::string> workerEnvironment(const LaunchPlan& plan, const WorkerSlot& slot, const Environment& parent) {
+std::vector<std::string> workerEnvironment(const LaunchPlan& plan, const WorkerSlot& slot,
+                                           const Environment& parent) {
   auto v = variables(plan, slot);
   std::vector<std::string> out;
   out.reserve(parent.size() + v.size());

@@ -16,9 +16,9 @@ using probes::lookup;
 
 struct WorkerSlot {
   int local_rank = 0;
-  int restart_count = 0;       // TORCHELASTIC_RESTART_COUNT
-  int master_port = 0;         // the port actually used (chosen by the agent if not given)
-  std::string error_file;      // TORCHELASTIC_ERROR_FILE for this worker
+  int restart_count = 0;   // TORCHELASTIC_RESTART_COUNT
+  int master_port = 0;     // the port actually used (chosen by the agent if not given)
+  std::string error_file;  // TORCHELASTIC_ERROR_FILE for this worker
 };
 
 // The global rank of a local rank on this machine.
@@ -28,11 +28,13 @@ inline int globalRank(const LaunchPlan& plan, int localRank) {
 
 // Every variable accel sets for this worker, without the parent's: key → value, and as KEY=VALUE
 // sorted by key.
-std::map<std::string, std::string> launcherVariableMap(const LaunchPlan& plan, const WorkerSlot& slot);
+std::map<std::string, std::string> launcherVariableMap(const LaunchPlan& plan,
+                                                       const WorkerSlot& slot);
 std::vector<std::string> launcherVariables(const LaunchPlan& plan, const WorkerSlot& slot);
 
 // The parent environment with launcherVariables applied on top (accel's values win), ready for
 // execve. OMP_NUM_THREADS from the parent is kept unless --num_cpu_threads_per_process is given.
-std::vector<std::string> workerEnvironment(const LaunchPlan& plan, const WorkerSlot& slot, const Environment& parent);
+std::vector<std::string> workerEnvironment(const LaunchPlan& plan, const WorkerSlot& slot,
+                                           const Environment& parent);
 
 }  // namespace accel::launcher

@@ -14,6 +14,7 @@
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/version.h>
 
+#include "accel/error.h"
 #include "libaccel/checkpoint/staged_dir.h"
 #include "libaccel/checkpoint/state_files.h"
 #include "libaccel/comm/from_environment.h"
@@ -21,7 +22,6 @@
 #include "libaccel/common/env_values.h"
 #include "libaccel/common/stack_dump.h"
 #include "libaccel/store/heartbeat.h"
-#include "accel/error.h"
 #include "libaccel/sync/gradient_sync.h"
 
 namespace accel {
@@ -43,20 +43,24 @@ MixedPrecision parsePrecision(const std::string& text) {
 
 // Runs this rank's part of a collective operation and tells every rank whether every part
 // succeeded: "" when they did, else this rank's own error, or which ranks failed.
-std::string agreeOnSuccess(Communicator& comm, const std::string& what, const std::function<void()>& part) {
+std::string agreeOnSuccess(Communicator& comm, const std::string& what,
+                           const std::function<void()>& part) {
   std::string mine;
   try {
     part();
   } catch (const std::exception& e) {
     mine = e.what();
   }
-  const std::vector<at::Tensor> flags = comm.allgather(at::full({1}, mine.empty() ? 0 : 1, at::kInt));
+  const std::vector<at::Tensor> flags =
+      comm.allgather(at::full({1}, mine.empty() ? 0 : 1, at::kInt));
   if (!mine.empty()) return mine;
   std::string failed;
   for (size_t r = 0; r < flags.size(); ++r) {
     if (flags[r].item<int>() != 0) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
   }
-  return failed.empty() ? "" : what + " failed on rank(s) " + failed + " (see their errors); nothing was changed here";
+  return failed.empty() ? ""
+                        : what + " failed on rank(s) " + failed +
+                              " (see their errors); nothing was changed here";
 }
 
 // A name for this save's staging directory that every rank agrees on.
@@ -64,7 +68,8 @@ uint64_t agreeOnToken(Communicator& comm) {
   at::Tensor token = at::zeros({1}, at::kLong);
   if (comm.rank() == 0) {
     std::random_device random;
-    const uint64_t bits = (static_cast<uint64_t>(random()) << 32) ^ random() ^ static_cast<uint64_t>(::getpid());
+    const uint64_t bits =
+        (static_cast<uint64_t>(random()) << 32) ^ random() ^ static_cast<uint64_t>(::getpid());
     token.fill_(static_cast<int64_t>(bits >> 1));
   }
   comm.broadcast(token, 0);
@@ -77,8 +82,12 @@ uint64_t agreeOnToken(Communicator& comm) {
 // deprecated the per-backend functions that 1.13 only has; use whichever this LibTorch offers.
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
 namespace {
-bool autocastEnabled(bool cuda) { return at::autocast::is_autocast_enabled(cuda ? at::kCUDA : at::kCPU); }
-at::ScalarType autocastDtype(bool cuda) { return at::autocast::get_autocast_dtype(cuda ? at::kCUDA : at::kCPU); }
+bool autocastEnabled(bool cuda) {
+  return at::autocast::is_autocast_enabled(cuda ? at::kCUDA : at::kCPU);
+}
+at::ScalarType autocastDtype(bool cuda) {
+  return at::autocast::get_autocast_dtype(cuda ? at::kCUDA : at::kCPU);
+}
 void setAutocast(bool cuda, bool enabled, at::ScalarType dtype) {
   at::autocast::set_autocast_dtype(cuda ? at::kCUDA : at::kCPU, dtype);
   at::autocast::set_autocast_enabled(cuda ? at::kCUDA : at::kCPU, enabled);
@@ -86,7 +95,9 @@ void setAutocast(bool cuda, bool enabled, at::ScalarType dtype) {
 }  // namespace
 #else
 namespace {
-bool autocastEnabled(bool cuda) { return cuda ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled(); }
+bool autocastEnabled(bool cuda) {
+  return cuda ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+}
 at::ScalarType autocastDtype(bool cuda) {
   return cuda ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
 }
@@ -102,7 +113,8 @@ void setAutocast(bool cuda, bool enabled, at::ScalarType dtype) {
 }  // namespace
 #endif
 
-AutocastGuard::AutocastGuard(bool enabled, at::ScalarType dtype, bool cuda) : enabled_(enabled), cuda_(cuda) {
+AutocastGuard::AutocastGuard(bool enabled, at::ScalarType dtype, bool cuda)
+    : enabled_(enabled), cuda_(cuda) {
   if (!enabled_) return;
   previous_enabled_ = autocastEnabled(cuda_);
   previous_dtype_ = autocastDtype(cuda_);
@@ -116,7 +128,8 @@ AutocastGuard::~AutocastGuard() {
   setAutocast(cuda_, previous_enabled_, previous_dtype_);
 }
 
-Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(options)), scaler_(options_.scaler) {
+Accelerator::Accelerator(AcceleratorOptions options)
+    : options_(std::move(options)), scaler_(options_.scaler) {
   mixed_precision_ = options_.mixed_precision
                          ? *options_.mixed_precision
                          : parsePrecision(env::getString(env::kMixedPrecision).value_or("no"));
@@ -124,13 +137,16 @@ Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(option
                             ? *options_.gradient_accumulation_steps
                             : env::getInt(env::kGradientAccumulationSteps, 1);
   compression_ = options_.gradient_compression.value_or(compressionFromEnvironment());
-  ACCEL_CHECK(accumulation_steps_ >= 1, "gradient_accumulation_steps must be at least 1, not ", accumulation_steps_);
+  ACCEL_CHECK(accumulation_steps_ >= 1, "gradient_accumulation_steps must be at least 1, not ",
+              accumulation_steps_);
   // Debian's LibTorch has no CUDA, so the device is the CPU; fp16 would silently train in fp32
   // there (accelerate's behaviour), which accel refuses.
   if (mixed_precision_ == MixedPrecision::Fp16 && !torch::cuda::is_available()) {
-    throw Error("mixed precision fp16 needs a CUDA device and this LibTorch has none; use bf16 or no");
+    throw Error(
+        "mixed precision fp16 needs a CUDA device and this LibTorch has none; use bf16 or no");
   }
-  const bool cpuOnly = options_.cpu.value_or(env::getString(env::kUseCpu).value_or("False") == "True");
+  const bool cpuOnly =
+      options_.cpu.value_or(env::getString(env::kUseCpu).value_or("False") == "True");
   if (options_.communicator) {
     comm_ = options_.communicator;
   } else {
@@ -140,8 +156,9 @@ Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(option
     e.cpu_backend = options_.cpu_backend;
     comm_ = comm::communicatorFromEnvironment(e);
   }
-  local_rank_ = options_.local_rank >= 0 ? options_.local_rank
-                                         : env::getInt(env::kLocalRank, options_.communicator ? comm_->rank() : 0);
+  local_rank_ = options_.local_rank >= 0
+                    ? options_.local_rank
+                    : env::getInt(env::kLocalRank, options_.communicator ? comm_->rank() : 0);
   scaler_ = GradScaler([&] {
     GradScalerOptions o = options_.scaler;
     o.enabled = o.enabled && mixed_precision_ == MixedPrecision::Fp16;
@@ -154,7 +171,6 @@ Accelerator::Accelerator(AcceleratorOptions options) : options_(std::move(option
 }
 
 Accelerator::~Accelerator() = default;
-
 
 void Accelerator::prepare(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
   ACCEL_CHECK(!model_, "prepare() was already called");
@@ -195,7 +211,8 @@ bool Accelerator::accumulate(bool lastBatch) {
 
 AutocastGuard Accelerator::autocast() const {
   const bool on = mixed_precision_ != MixedPrecision::No;
-  return AutocastGuard(on, mixed_precision_ == MixedPrecision::Fp16 ? at::kHalf : at::kBFloat16, device_.is_cuda());
+  return AutocastGuard(on, mixed_precision_ == MixedPrecision::Fp16 ? at::kHalf : at::kBFloat16,
+                       device_.is_cuda());
 }
 
 void Accelerator::backward(const at::Tensor& loss) {
@@ -259,10 +276,12 @@ at::Tensor Accelerator::gather(const at::Tensor& tensor) {
   return at::cat(comm_->allgather(t.contiguous()), 0);
 }
 
-at::Tensor Accelerator::gatherForMetrics(const at::Tensor& tensor, const ShardedBatchSampler& sampler, bool lastBatch) {
+at::Tensor Accelerator::gatherForMetrics(const at::Tensor& tensor,
+                                         const ShardedBatchSampler& sampler, bool lastBatch) {
   at::Tensor all = gather(tensor);
   const size_t keep = sampler.remainder();
-  if (lastBatch && keep > 0 && static_cast<int64_t>(keep) < all.size(0)) return all.narrow(0, 0, static_cast<int64_t>(keep));
+  if (lastBatch && keep > 0 && static_cast<int64_t>(keep) < all.size(0))
+    return all.narrow(0, 0, static_cast<int64_t>(keep));
   return all;
 }
 
@@ -273,11 +292,14 @@ at::Tensor Accelerator::reduce(const at::Tensor& tensor, Reduction reduction) {
   return t;
 }
 
-void Accelerator::broadcast(at::Tensor& tensor, int fromProcess) { comm_->broadcast(tensor, fromProcess); }
+void Accelerator::broadcast(at::Tensor& tensor, int fromProcess) {
+  comm_->broadcast(tensor, fromProcess);
+}
 
-at::Tensor Accelerator::padAcrossProcesses(const at::Tensor& tensor, int64_t dim, double padIndex, bool padFirst) {
-  ACCEL_CHECK(dim >= 0 && dim < tensor.dim(), "padAcrossProcesses: dim ", dim, " is out of range for a ", tensor.dim(),
-              "-d tensor");
+at::Tensor Accelerator::padAcrossProcesses(const at::Tensor& tensor, int64_t dim, double padIndex,
+                                           bool padFirst) {
+  ACCEL_CHECK(dim >= 0 && dim < tensor.dim(), "padAcrossProcesses: dim ", dim,
+              " is out of range for a ", tensor.dim(), "-d tensor");
   at::Tensor size = at::full({1}, tensor.size(dim), at::kLong);
   comm_->allreduce(size, ReduceOp::Max);
   const int64_t target = size.item<int64_t>();
@@ -326,18 +348,21 @@ void Accelerator::saveState(const std::string& dir) {
 
 void Accelerator::writeOwnFiles(const checkpoint::StagedDir& staged) const {
   if (isMainProcess()) {
-    const std::string model = checkpoint::encodeModule(*model_), optimizer = checkpoint::encodeOptimizer(*optimizer_);
+    const std::string model = checkpoint::encodeModule(*model_),
+                      optimizer = checkpoint::encodeOptimizer(*optimizer_);
     staged.write("model.pt", model);
     staged.write("optimizer.pt", optimizer);
-    staged.write("scaler.json",
-                 nlohmann::json{{"scale", scaler_.currentScale()}, {"growth_tracker", scaler_.growthTracker()}}.dump(2));
+    staged.write("scaler.json", nlohmann::json{{"scale", scaler_.currentScale()},
+                                               {"growth_tracker", scaler_.growthTracker()}}
+                                    .dump(2));
     // Written last: the sizes let loadState tell a torn file from one that is merely corrupt.
-    staged.write("accel_state.json", nlohmann::json{{"step", optimizer_steps_},
-                                                    {"micro_step", micro_step_},
-                                                    {"num_processes", numProcesses()},
-                                                    {"sizes", {{"model.pt", model.size()},
-                                                               {"optimizer.pt", optimizer.size()}}}}
-                                         .dump(2));
+    staged.write(
+        "accel_state.json",
+        nlohmann::json{{"step", optimizer_steps_},
+                       {"micro_step", micro_step_},
+                       {"num_processes", numProcesses()},
+                       {"sizes", {{"model.pt", model.size()}, {"optimizer.pt", optimizer.size()}}}}
+            .dump(2));
   }
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   at::Tensor rngState;
@@ -345,14 +370,16 @@ void Accelerator::writeOwnFiles(const checkpoint::StagedDir& staged) const {
     std::lock_guard<std::mutex> lock(generator.mutex());
     rngState = generator.get_state();
   }
-  staged.write("random_states_" + std::to_string(processIndex()) + ".pt", checkpoint::encodeTensor(rngState));
+  staged.write("random_states_" + std::to_string(processIndex()) + ".pt",
+               checkpoint::encodeTensor(rngState));
 }
 
 // Collective too: every rank reads and checks every file it needs before any state changes,
 // and throws when any rank could not.
 void Accelerator::loadState(const std::string& dir) {
   ACCEL_CHECK(model_ && optimizer_, "loadState() before prepare()");
-  const std::string failure = agreeOnSuccess(*comm_, "loadState('" + dir + "')", [&] { loadOwnFiles(dir); });
+  const std::string failure =
+      agreeOnSuccess(*comm_, "loadState('" + dir + "')", [&] { loadOwnFiles(dir); });
   if (!failure.empty()) throw Error(failure);
 }
 
@@ -367,10 +394,13 @@ void Accelerator::loadOwnFiles(const std::string& dir) {
       const auto expected = checkpoint::field<int64_t>(state.at("sizes"), name, statePath);
       std::error_code ec;
       const auto size = std::filesystem::file_size(root / name, ec);
-      if (ec) throw Error("checkpoint file '" + (root / name).string() + "' is missing or unreadable: " + ec.message());
+      if (ec)
+        throw Error("checkpoint file '" + (root / name).string() +
+                    "' is missing or unreadable: " + ec.message());
       if (static_cast<int64_t>(size) != expected) {
-        throw Error("checkpoint file '" + (root / name).string() + "' is torn: " + std::to_string(size) +
-                    " bytes, the checkpoint recorded " + std::to_string(expected));
+        throw Error("checkpoint file '" + (root / name).string() +
+                    "' is torn: " + std::to_string(size) + " bytes, the checkpoint recorded " +
+                    std::to_string(expected));
       }
     }
   }
@@ -386,17 +416,20 @@ void Accelerator::loadOwnFiles(const std::string& dir) {
   // A rank the saving job did not have starts from its own seed (loading on more processes).
   at::Tensor rng;
   if (processIndex() < savedProcesses) {
-    rng = checkpoint::readTensor(root / ("random_states_" + std::to_string(processIndex()) + ".pt"));
+    rng =
+        checkpoint::readTensor(root / ("random_states_" + std::to_string(processIndex()) + ".pt"));
   }
   try {
     model_->load(model);
   } catch (const std::exception& e) {
-    throw Error("checkpoint file '" + (root / "model.pt").string() + "' does not fit the model: " + e.what());
+    throw Error("checkpoint file '" + (root / "model.pt").string() +
+                "' does not fit the model: " + e.what());
   }
   try {
     optimizer_->load(optimizer);
   } catch (const std::exception& e) {
-    throw Error("checkpoint file '" + (root / "optimizer.pt").string() + "' does not fit the optimizer: " + e.what());
+    throw Error("checkpoint file '" + (root / "optimizer.pt").string() +
+                "' does not fit the optimizer: " + e.what());
   }
   if (scale) scaler_.setState(scale->first, scale->second);
   optimizer_steps_ = step;

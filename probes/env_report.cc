@@ -46,7 +46,8 @@ EnvReport collectEnvReport(const BuildInfo& build, const std::optional<std::stri
   // Python start-up is the slow part: run the probes while the rest is read.
   std::vector<std::string> pythons{defaultPython()};
   std::string primary = findInPath(pythons[0]);
-  if (primary != "/usr/bin/python3" && ::access("/usr/bin/python3", X_OK) == 0) pythons.push_back("/usr/bin/python3");
+  if (primary != "/usr/bin/python3" && ::access("/usr/bin/python3", X_OK) == 0)
+    pythons.push_back("/usr/bin/python3");
   std::vector<std::future<PythonInfo>> probes;
   for (const auto& p : pythons) probes.push_back(std::async(std::launch::async, probePython, p));
 
@@ -78,36 +79,41 @@ EnvReport collectEnvReport(const BuildInfo& build, const std::optional<std::stri
 std::string renderEnvText(const EnvReport& r) {
   std::ostringstream out;
   out << "\nCopy-and-paste the text below in your GitHub issue\n\n";
-  out << "- `accel` version: " << r.build.version << " (git " << r.build.git_revision << ", " << r.build.build_type
-      << ")\n";
+  out << "- `accel` version: " << r.build.version << " (git " << r.build.git_revision << ", "
+      << r.build.build_type << ")\n";
   out << "- `accel` location: " << r.accel_path << "\n";
   out << "- Compiler: " << r.build.compiler << "\n";
-  out << "- Platform: " << r.system.os << " (" << r.system.kernel << ", " << r.system.machine << ")\n";
+  out << "- Platform: " << r.system.os << " (" << r.system.kernel << ", " << r.system.machine
+      << ")\n";
   out << "- Hostname: " << r.system.hostname << "\n";
   out << "- CPU: " << (r.system.cpu_model.empty() ? "unknown" : r.system.cpu_model) << "; "
-      << r.system.logical_cpus << " logical CPUs (" << r.system.usable_cpus << " usable by this process), "
-      << r.system.physical_cores << " physical cores\n";
+      << r.system.logical_cpus << " logical CPUs (" << r.system.usable_cpus
+      << " usable by this process), " << r.system.physical_cores << " physical cores\n";
   out << "- System RAM: " << gib(r.system.ram_gib) << "\n";
   out << "- LibTorch version (built against): " << r.build.torch_version << "\n";
-  out << "- CUDA usable: " << (r.gpus.cuda_usable ? "yes" : "no (" + r.gpus.cuda_status + ")") << "\n";
+  out << "- CUDA usable: " << (r.gpus.cuda_usable ? "yes" : "no (" + r.gpus.cuda_status + ")")
+      << "\n";
   if (r.gpus.driver_cuda_version) {
     out << "- CUDA driver API version: " << cudaVersionString(*r.gpus.driver_cuda_version) << "\n";
   }
   if (r.gpus.driver_version) out << "- NVIDIA driver version: " << *r.gpus.driver_version << "\n";
   out << "- GPU count: " << r.gpus.devices.size() << "\n";
   for (const auto& d : r.gpus.devices) {
-    out << "- GPU " << d.index << ": " << d.name << ", " << gib(static_cast<double>(d.memory_bytes) / (1ull << 30))
-        << "\n";
+    out << "- GPU " << d.index << ": " << d.name << ", "
+        << gib(static_cast<double>(d.memory_bytes) / (1ull << 30)) << "\n";
   }
-  out << "- NCCL version: " << (r.gpus.nccl_version ? *r.gpus.nccl_version : "not found (" + r.gpus.nccl_status + ")")
-      << (r.build.with_nccl ? "; NCCL found at build time" : "; NCCL not found at build time") << "\n";
+  out << "- NCCL version: "
+      << (r.gpus.nccl_version ? *r.gpus.nccl_version : "not found (" + r.gpus.nccl_status + ")")
+      << (r.build.with_nccl ? "; NCCL found at build time" : "; NCCL not found at build time")
+      << "\n";
   for (const auto& p : r.pythons) {
     out << "- Python (" << p.command << "): ";
     if (!p.error.empty()) {
       out << "unavailable (" << p.error << ")\n";
       continue;
     }
-    out << p.version << " at " << p.executable << ", torch " << (p.torch ? *p.torch : "not installed") << "\n";
+    out << p.version << " at " << p.executable << ", torch "
+        << (p.torch ? *p.torch : "not installed") << "\n";
   }
   out << "- Scheduler: ";
   if (!r.scheduler_error.empty()) {
@@ -116,10 +122,11 @@ std::string renderEnvText(const EnvReport& r) {
     out << "none (a static launch)\n";
   } else {
     const SchedulerInfo& s = *r.scheduler;
-    out << s.name << (s.job_id ? " job " + *s.job_id : "") << ": node " << s.node_rank << " of " << s.num_nodes;
+    out << s.name << (s.job_id ? " job " + *s.job_id : "") << ": node " << s.node_rank << " of "
+        << s.num_nodes;
     if (!s.hosts.empty()) out << " (master " << s.hosts.front() << ")";
-    out << ", task " << s.task_rank << " of " << s.num_tasks << " (local " << s.local_task_rank << " of "
-        << s.local_num_tasks << ")";
+    out << ", task " << s.task_rank << " of " << s.num_tasks << " (local " << s.local_task_rank
+        << " of " << s.local_num_tasks << ")";
     if (s.gpus_on_node) out << ", " << *s.gpus_on_node << " GPU(s)";
     if (s.cpus_on_node) out << ", " << *s.cpus_on_node << " CPU(s) on this node";
     out << "\n";
@@ -132,7 +139,8 @@ std::string renderEnvText(const EnvReport& r) {
   } else if (!r.config.path) {
     out << "\tNot found\n";
   } else {
-    for (const auto& [key, value] : r.config.values.items()) out << "\t- " << key << ": " << pythonStr(value) << "\n";
+    for (const auto& [key, value] : r.config.values.items())
+      out << "\t- " << key << ": " << pythonStr(value) << "\n";
   }
   return out.str();
 }
@@ -144,7 +152,9 @@ json renderEnvJson(const EnvReport& r) {
   }
   json pythons = json::array();
   for (const auto& p : r.pythons) {
-    json entry = {{"command", p.command}, {"executable", p.executable}, {"version", p.version},
+    json entry = {{"command", p.command},
+                  {"executable", p.executable},
+                  {"version", p.version},
                   {"torch", p.torch ? json(*p.torch) : json(nullptr)}};
     if (!p.error.empty()) entry["error"] = p.error;
     pythons.push_back(entry);
@@ -155,10 +165,16 @@ json renderEnvJson(const EnvReport& r) {
     scheduler = {{"error", r.scheduler_error}};
   } else if (r.scheduler) {
     const SchedulerInfo& s = *r.scheduler;
-    scheduler = {{"name", s.name},           {"job_id", optional(s.job_id)},   {"hosts", s.hosts},
-                 {"num_nodes", s.num_nodes}, {"node_rank", s.node_rank},       {"num_tasks", s.num_tasks},
-                 {"task_rank", s.task_rank}, {"local_task_rank", s.local_task_rank},
-                 {"local_num_tasks", s.local_num_tasks}, {"gpus_on_node", optional(s.gpus_on_node)},
+    scheduler = {{"name", s.name},
+                 {"job_id", optional(s.job_id)},
+                 {"hosts", s.hosts},
+                 {"num_nodes", s.num_nodes},
+                 {"node_rank", s.node_rank},
+                 {"num_tasks", s.num_tasks},
+                 {"task_rank", s.task_rank},
+                 {"local_task_rank", s.local_task_rank},
+                 {"local_num_tasks", s.local_num_tasks},
+                 {"gpus_on_node", optional(s.gpus_on_node)},
                  {"cpus_on_node", optional(s.cpus_on_node)}};
   }
   return json{
@@ -170,7 +186,10 @@ json renderEnvJson(const EnvReport& r) {
         {"path", r.accel_path},
         {"nccl_at_build", r.build.with_nccl}}},
       {"platform",
-       {{"os", r.system.os}, {"kernel", r.system.kernel}, {"machine", r.system.machine}, {"hostname", r.system.hostname}}},
+       {{"os", r.system.os},
+        {"kernel", r.system.kernel},
+        {"machine", r.system.machine},
+        {"hostname", r.system.hostname}}},
       {"cpu",
        {{"model", r.system.cpu_model},
         {"logical_cpus", r.system.logical_cpus},

@@ -18,12 +18,12 @@ namespace accel::probes {
 
 // Facts fixed when accel was built (filled from CMake by the caller).
 struct BuildInfo {
-  std::string version;       // "0.1.0"
-  std::string git_revision;  // short hash or "unknown"
-  std::string compiler;      // "GCC 12.2.0"
-  std::string build_type;    // "RelWithDebInfo"
-  std::string torch_version; // LibTorch found at build time
-  bool with_nccl = false;    // CUDA + NCCL were found at build time
+  std::string version;        // "0.1.0"
+  std::string git_revision;   // short hash or "unknown"
+  std::string compiler;       // "GCC 12.2.0"
+  std::string build_type;     // "RelWithDebInfo"
+  std::string torch_version;  // LibTorch found at build time
+  bool with_nccl = false;     // CUDA + NCCL were found at build time
 };
 
 struct ConfigSection {
@@ -44,8 +44,9 @@ struct EnvReport {
   std::string scheduler_error;             // its variables are malformed ("" when fine)
 };
 
-// Collects the report (the scheduler from `environ`). `configFile` is --config_file if given. Finishes in well under a
-// second on a machine without GPUs (the slowest part is one python3 start).
+// Collects the report (the scheduler from `environ`). `configFile` is --config_file if given.
+// Finishes in well under a second on a machine without GPUs (the slowest part is one python3
+// start).
 EnvReport collectEnvReport(const BuildInfo& build, const std::optional<std::string>& configFile,
                            const config::PathEnv& env);
 

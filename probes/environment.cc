@@ -6,7 +6,8 @@ namespace accel::probes {
 
 std::optional<std::string> lookup(const Environment& env, const std::string& key) {
   for (const auto& entry : env) {
-    if (entry.size() > key.size() && entry.compare(0, key.size(), key) == 0 && entry[key.size()] == '=') {
+    if (entry.size() > key.size() && entry.compare(0, key.size(), key) == 0 &&
+        entry[key.size()] == '=') {
       return entry.substr(key.size() + 1);
     }
   }

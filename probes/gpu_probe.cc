@@ -124,7 +124,7 @@ std::string ncclVersionString(int code) {
     major = code / 10000;
     minor = (code % 10000) / 100;
     patch = code % 100;
-  } else {              // older: major*1000 + minor*100 + patch
+  } else {  // older: major*1000 + minor*100 + patch
     major = code / 1000;
     minor = (code % 1000) / 100;
     patch = code % 100;

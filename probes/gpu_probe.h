@@ -17,9 +17,9 @@ struct GpuDevice {
 };
 
 struct GpuInfo {
-  bool cuda_usable = false;   // the driver loaded, initialised and reports ≥ 1 device
-  std::string cuda_status;    // why not usable, or "ok"
-  std::optional<int> driver_cuda_version;   // cuDriverGetVersion, e.g. 13000
+  bool cuda_usable = false;  // the driver loaded, initialised and reports ≥ 1 device
+  std::string cuda_status;   // why not usable, or "ok"
+  std::optional<int> driver_cuda_version;     // cuDriverGetVersion, e.g. 13000
   std::optional<std::string> driver_version;  // NVML's driver version string, e.g. "580.65.06"
   std::vector<GpuDevice> devices;
   std::optional<std::string> nccl_version;  // "2.28.9" from libnccl.so.2's ncclGetVersion

@@ -17,7 +17,9 @@
 namespace accel::probes {
 namespace {
 
-CheckItem ok(const std::string& name, std::string finding) { return {name, CheckStatus::Ok, std::move(finding), ""}; }
+CheckItem ok(const std::string& name, std::string finding) {
+  return {name, CheckStatus::Ok, std::move(finding), ""};
+}
 CheckItem warn(const std::string& name, std::string finding, std::string fix) {
   return {name, CheckStatus::Warn, std::move(finding), std::move(fix)};
 }
@@ -28,20 +30,27 @@ CheckItem fail(const std::string& name, std::string finding, std::string fix) {
 // Items that judge the config cannot say anything when it did not load; the config item FAILs.
 std::optional<CheckItem> configMissing(const std::string& name, const ConfigFacts& facts) {
   if (facts.config) return std::nullopt;
-  return warn(name, "not checked: the config file did not load", "fix the config file first (see the config item)");
+  return warn(name, "not checked: the config file did not load",
+              "fix the config file first (see the config item)");
 }
 
-std::string where(const ConfigFacts& facts) { return facts.path ? " (" + *facts.path + ")" : " (no config file)"; }
+std::string where(const ConfigFacts& facts) {
+  return facts.path ? " (" + *facts.path + ")" : " (no config file)";
+}
 
 bool isGpuType(const std::string& type) {
   return type == config::kDistributedMultiGpu || type == config::kDistributedFsdp ||
          type == config::kDistributedDeepSpeed || type == config::kDistributedMegatronLm;
 }
 
-bool isGpuJob(const config::ClusterConfig& c) { return !c.use_cpu && isGpuType(c.distributed_type); }
+bool isGpuJob(const config::ClusterConfig& c) {
+  return !c.use_cpu && isGpuType(c.distributed_type);
+}
 
 int worldSize(const config::ClusterConfig& c) { return std::max(c.num_processes, 1); }
-int localWorldSize(const config::ClusterConfig& c) { return std::max(worldSize(c) / std::max(c.num_machines, 1), 1); }
+int localWorldSize(const config::ClusterConfig& c) {
+  return std::max(worldSize(c) / std::max(c.num_machines, 1), 1);
+}
 
 std::string plural(int n, const std::string& what) {
   return std::to_string(n) + " " + what + (n == 1 ? "" : what.back() == 's' ? "es" : "s");
@@ -55,7 +64,8 @@ std::vector<std::pair<std::string, int>> parseGpuIds(const std::string& ids) {
   while (std::getline(in, id, ',')) {
     id.erase(0, id.find_first_not_of(" \t"));
     id.erase(id.find_last_not_of(" \t") + 1);
-    const bool digits = !id.empty() && id.size() < 6 && std::all_of(id.begin(), id.end(), ::isdigit);
+    const bool digits =
+        !id.empty() && id.size() < 6 && std::all_of(id.begin(), id.end(), ::isdigit);
     out.emplace_back(id, digits ? std::stoi(id) : -1);
   }
   return out;
@@ -77,13 +87,16 @@ const char* statusName(CheckStatus status) {
 
 CheckItem checkConfigFile(const ConfigFacts& facts) {
   if (!facts.error.empty()) {
-    return fail("config", facts.error,
-                "correct the file (`accel config` rewrites it; `accel config update` migrates an old one)");
+    return fail(
+        "config", facts.error,
+        "correct the file (`accel config` rewrites it; `accel config update` migrates an old one)");
   }
   if (!facts.path)
-    return ok("config", "no config file at " + facts.default_path + ": launch uses its defaults and flags");
+    return ok("config",
+              "no config file at " + facts.default_path + ": launch uses its defaults and flags");
   const config::ClusterConfig& c = *facts.config;
-  return ok("config", *facts.path + " loads: " + c.distributed_type + ", " + plural(worldSize(c), "process") + " on " +
+  return ok("config", *facts.path + " loads: " + c.distributed_type + ", " +
+                          plural(worldSize(c), "process") + " on " +
                           plural(c.num_machines, "machine"));
 }
 
@@ -93,11 +106,13 @@ CheckItem checkGpus(const ConfigFacts& facts, const GpuInfo& gpus) {
   const int found = static_cast<int>(gpus.devices.size());
   if (!isGpuJob(c)) {
     if (c.mixed_precision == "fp16" && found == 0) {
-      return fail("gpus", "mixed_precision fp16 needs a GPU and none is usable here (" + gpus.cuda_status + ")",
-                  "set mixed_precision to bf16 or no");
+      return fail(
+          "gpus",
+          "mixed_precision fp16 needs a GPU and none is usable here (" + gpus.cuda_status + ")",
+          "set mixed_precision to bf16 or no");
     }
-    return ok("gpus",
-              "CPU job (" + plural(localWorldSize(c), "process") + " here); " + plural(found, "GPU") + " found");
+    return ok("gpus", "CPU job (" + plural(localWorldSize(c), "process") + " here); " +
+                          plural(found, "GPU") + " found");
   }
   const int local = localWorldSize(c);
   std::vector<std::string> problems;
@@ -109,24 +124,29 @@ CheckItem checkGpus(const ConfigFacts& facts, const GpuInfo& gpus) {
       if (id < 0)
         problems.push_back("gpu_ids entry '" + text + "' is not a GPU index");
       else if (id >= found)
-        problems.push_back("gpu_ids names GPU " + text + ", which does not exist here (" + plural(found, "GPU") + ")");
+        problems.push_back("gpu_ids names GPU " + text + ", which does not exist here (" +
+                           plural(found, "GPU") + ")");
     }
   }
   if (found == 0) {
-    problems.insert(problems.begin(), "distributed_type " + c.distributed_type + " with " + plural(local, "process") +
-                                          " on this machine, but 0 GPUs are usable (" + gpus.cuda_status + ")");
+    problems.insert(problems.begin(),
+                    "distributed_type " + c.distributed_type + " with " + plural(local, "process") +
+                        " on this machine, but 0 GPUs are usable (" + gpus.cuda_status + ")");
   } else if (local > allowed) {
-    problems.insert(problems.begin(), plural(local, "process") + " on this machine but " + plural(allowed, "GPU") +
-                                          (allowed < found ? " allowed by gpu_ids " + *c.gpu_ids : " found"));
+    problems.insert(problems.begin(),
+                    plural(local, "process") + " on this machine but " + plural(allowed, "GPU") +
+                        (allowed < found ? " allowed by gpu_ids " + *c.gpu_ids : " found"));
   }
   if (problems.empty()) {
-    return ok("gpus", plural(local, "process") + " on " + plural(allowed, "usable GPU") +
-                          (c.gpu_ids && *c.gpu_ids != "all" ? " (gpu_ids " + *c.gpu_ids + ")" : ""));
+    return ok("gpus",
+              plural(local, "process") + " on " + plural(allowed, "usable GPU") +
+                  (c.gpu_ids && *c.gpu_ids != "all" ? " (gpu_ids " + *c.gpu_ids + ")" : ""));
   }
   std::string finding = problems.front();
   for (size_t i = 1; i < problems.size(); ++i) finding += "; " + problems[i];
   return fail("gpus", finding + where(facts),
-              found == 0 ? "run on a machine with GPUs, or make it a CPU job: `accel launch --cpu` or use_cpu: true"
+              found == 0 ? "run on a machine with GPUs, or make it a CPU job: `accel launch --cpu` "
+                           "or use_cpu: true"
                          : "lower num_processes to " + std::to_string(allowed) +
                                " per machine, or list existing GPUs "
                                "(0-" +
@@ -138,16 +158,20 @@ CheckItem checkDriver(const ConfigFacts& facts, const GpuInfo& gpus, const std::
   const bool gpuJob = facts.config && isGpuJob(*facts.config);
   if (!gpus.cuda_usable) {
     if (!gpuJob)
-      return ok("driver", "no GPU here (" + gpus.cuda_status + "): driver, CUDA and NCCL not needed for a CPU job");
-    return fail("driver", "no usable CUDA driver for a GPU job: " + gpus.cuda_status,
-                "install the NVIDIA driver (nvidia-smi must list the GPUs) or run the job with --cpu");
+      return ok("driver", "no GPU here (" + gpus.cuda_status +
+                              "): driver, CUDA and NCCL not needed for a CPU job");
+    return fail(
+        "driver", "no usable CUDA driver for a GPU job: " + gpus.cuda_status,
+        "install the NVIDIA driver (nvidia-smi must list the GPUs) or run the job with --cpu");
   }
   const int driver = gpus.driver_cuda_version.value_or(0);
-  std::string finding = "driver " + gpus.driver_version.value_or("?") + " (CUDA " + cudaVersionString(driver) + ")";
+  std::string finding =
+      "driver " + gpus.driver_version.value_or("?") + " (CUDA " + cudaVersionString(driver) + ")";
   auto tooOld = [&](const std::string& what, const std::string& cuda) -> std::optional<CheckItem> {
     auto code = cudaVersionCode(cuda);
     if (!code || *code <= driver) return std::nullopt;
-    return fail("driver", finding + " is older than the CUDA " + cuda + " " + what + " was built with",
+    return fail("driver",
+                finding + " is older than the CUDA " + cuda + " " + what + " was built with",
                 "upgrade the NVIDIA driver to one for CUDA " + cuda + " or newer");
   };
   if (auto bad = tooOld("accel", buildCuda)) return *bad;
@@ -158,12 +182,15 @@ CheckItem checkDriver(const ConfigFacts& facts, const GpuInfo& gpus, const std::
     }
   }
   if (!gpus.nccl_version) {
-    if (!gpuJob) return ok("driver", finding + "; NCCL not found (" + gpus.nccl_status + "), not needed for a CPU job");
-    return warn(
-        "driver",
-        finding + "; libnccl.so.2 not found (" + gpus.nccl_status + "): libaccel's NCCL communicator cannot run",
-        "install NCCL (apt install libnccl2, or add its lib directory to LD_LIBRARY_PATH); torch wheels bring their "
-        "own");
+    if (!gpuJob)
+      return ok("driver",
+                finding + "; NCCL not found (" + gpus.nccl_status + "), not needed for a CPU job");
+    return warn("driver",
+                finding + "; libnccl.so.2 not found (" + gpus.nccl_status +
+                    "): libaccel's NCCL communicator cannot run",
+                "install NCCL (apt install libnccl2, or add its lib directory to LD_LIBRARY_PATH); "
+                "torch wheels bring their "
+                "own");
   }
   return ok("driver", finding + ", NCCL " + *gpus.nccl_version);
 }
@@ -175,11 +202,12 @@ CheckItem checkPort(const ConfigFacts& facts, const NetworkProbes& net) {
   if (port == 0) {
     if (c.num_machines > 1) {
       return fail("port",
-                  "main_process_port is not set, but " + plural(c.num_machines, "machine") + " must meet at one port" +
-                      where(facts),
+                  "main_process_port is not set, but " + plural(c.num_machines, "machine") +
+                      " must meet at one port" + where(facts),
                   "set main_process_port (e.g. 29500) in the config or pass --main_process_port");
     }
-    return ok("port", std::string(c.main_process_port ? "main_process_port 0" : "main_process_port not set") +
+    return ok("port", std::string(c.main_process_port ? "main_process_port 0"
+                                                      : "main_process_port not set") +
                           ": launch binds a free port for the job's store");
   }
   if (c.machine_rank != 0) {
@@ -193,21 +221,24 @@ CheckItem checkPort(const ConfigFacts& facts, const NetworkProbes& net) {
   if (finding.rfind(flag, 0) == 0) finding.erase(0, flag.size());
   if (auto cut = finding.find("; choose another"); cut != std::string::npos) finding.erase(cut);
   return fail("port", finding + where(facts),
-              c.num_machines > 1 ? "stop the program holding it, or set another main_process_port on every machine"
-                                 : "stop the program holding it, or set main_process_port to another port (0 or "
-                                   "unset: launch picks a free one)");
+              c.num_machines > 1
+                  ? "stop the program holding it, or set another main_process_port on every machine"
+                  : "stop the program holding it, or set main_process_port to another port (0 or "
+                    "unset: launch picks a free one)");
 }
 
 // The host-name half of the network item: a finding, and a fix when it is a WARN.
 std::pair<std::string, std::string> hostnameFinding(const HostFacts& host) {
-  const std::string etcHosts = "map " + host.hostname + " to this machine's address on the job's network in /etc/hosts";
+  const std::string etcHosts =
+      "map " + host.hostname + " to this machine's address on the job's network in /etc/hosts";
   if (!host.resolve_error.empty()) {
     return {"host name " + host.hostname + " does not resolve (" + host.resolve_error +
                 "): tools that find this machine by name fail",
             etcHosts};
   }
-  const bool loopback = std::all_of(host.addresses.begin(), host.addresses.end(),
-                                    [](const std::string& a) { return a.rfind("127.", 0) == 0 || a == "::1"; });
+  const bool loopback =
+      std::all_of(host.addresses.begin(), host.addresses.end(),
+                  [](const std::string& a) { return a.rfind("127.", 0) == 0 || a == "::1"; });
   if (loopback) {
     return {"host name " + host.hostname + " resolves only to loopback (" + host.addresses.front() +
                 "): peers that find this machine by name reach themselves",
@@ -219,7 +250,8 @@ std::pair<std::string, std::string> hostnameFinding(const HostFacts& host) {
 CheckItem checkNetwork(const ConfigFacts& facts, const HostFacts& host, const NetworkProbes& net) {
   if (auto missing = configMissing("network", facts)) return *missing;
   const config::ClusterConfig& c = *facts.config;
-  if (c.num_machines <= 1) return ok("network", "one machine: host name and master address not needed");
+  if (c.num_machines <= 1)
+    return ok("network", "one machine: host name and master address not needed");
   auto [names, nameFix] = hostnameFinding(host);
   // A loopback or unresolved host name is a WARN, not a FAIL: launch sets GLOO_SOCKET_IFNAME
   // to the interface that reaches the master, so Gloo does not depend on it.
@@ -231,27 +263,35 @@ CheckItem checkNetwork(const ConfigFacts& facts, const HostFacts& host, const Ne
     return item;
   };
   if (!c.main_process_ip) {
-    return add(CheckStatus::Fail, "main_process_ip is not set for " + plural(c.num_machines, "machine") + where(facts),
+    return add(CheckStatus::Fail,
+               "main_process_ip is not set for " + plural(c.num_machines, "machine") + where(facts),
                "set main_process_ip to machine 0's address on every machine");
   }
-  const std::string master = *c.main_process_ip + ":" + std::to_string(c.main_process_port.value_or(0));
-  if (c.machine_rank == 0) return add(CheckStatus::Ok, "this is machine 0, the master at " + master, "");
+  const std::string master =
+      *c.main_process_ip + ":" + std::to_string(c.main_process_port.value_or(0));
+  if (c.machine_rank == 0)
+    return add(CheckStatus::Ok, "this is machine 0, the master at " + master, "");
   auto route = net.route(*c.main_process_ip);
   if (!route)
     return add(CheckStatus::Fail, "master " + master + ": " + route.error(),
                "check main_process_ip and this machine's routes");
   if (auto reached = net.reach(*c.main_process_ip, c.main_process_port.value_or(0)); !reached) {
-    // The master's agent may simply start later than this one: launch waits for it (--rdzv_timeout).
-    return add(
-        CheckStatus::Warn, "master " + master + " via " + *route + " is not reachable yet: " + reached.error(),
-        "start machine 0's `accel launch` (launch waits --rdzv_timeout for it), or open the port in its firewall");
+    // The master's agent may simply start later than this one: launch waits for it
+    // (--rdzv_timeout).
+    return add(CheckStatus::Warn,
+               "master " + master + " via " + *route + " is not reachable yet: " + reached.error(),
+               "start machine 0's `accel launch` (launch waits --rdzv_timeout for it), or open the "
+               "port in its firewall");
   }
   return add(CheckStatus::Ok, "master " + master + " answers via " + *route, "");
 }
 
 CheckItem checkShm(std::optional<uint64_t> shmBytes) {
-  const std::string fix = "docker run --shm-size=8g ..., or `mount -o remount,size=8G /dev/shm` as root";
-  if (!shmBytes) return warn("shm", "/dev/shm is not mounted: NCCL and DataLoader workers need shared memory", fix);
+  const std::string fix =
+      "docker run --shm-size=8g ..., or `mount -o remount,size=8G /dev/shm` as root";
+  if (!shmBytes)
+    return warn("shm", "/dev/shm is not mounted: NCCL and DataLoader workers need shared memory",
+                fix);
   char size[48];
   std::snprintf(size, sizeof size, "%.2f GiB", static_cast<double>(*shmBytes) / (1ull << 30));
   if (*shmBytes < kShmWarnBytes) {
@@ -271,7 +311,8 @@ CheckItem checkUlimit(const ConfigFacts& facts, uint64_t softLimit) {
   const std::string have = "open files (ulimit -n) " + std::to_string(softLimit);
   if (softLimit < need) {
     return warn("ulimit",
-                have + " is below " + std::to_string(need) + " (256 + 4 per rank) for " + plural(world, "rank"),
+                have + " is below " + std::to_string(need) + " (256 + 4 per rank) for " +
+                    plural(world, "rank"),
                 "`ulimit -n " + std::to_string(need) +
                     "` in the shell that runs accel launch (raise the hard limit in "
                     "/etc/security/limits.conf if refused)");
@@ -283,33 +324,43 @@ CheckItem checkPython(const PythonInfo& p) {
   const std::string other =
       "pip install torch into it, or point launch at one that has torch (--python or $PYTHON_EXEC)";
   if (!p.error.empty()) {
-    return warn("python", p.command + " unavailable (" + p.error + "): .py scripts cannot be launched",
-                "install python3 with torch, or point launch at an interpreter that has it (--python or $PYTHON_EXEC)");
+    return warn("python",
+                p.command + " unavailable (" + p.error + "): .py scripts cannot be launched",
+                "install python3 with torch, or point launch at an interpreter that has it "
+                "(--python or $PYTHON_EXEC)");
   }
   const std::string who = p.command + " (" + p.executable + ", Python " + p.version + ")";
-  if (!p.torch) return warn("python", who + " has no torch: torch.distributed scripts will fail to import it", other);
+  if (!p.torch)
+    return warn("python", who + " has no torch: torch.distributed scripts will fail to import it",
+                other);
   auto mm = parseMajorMinor(*p.torch);
-  if (!mm) return warn("python", who + ": torch version '" + *p.torch + "' is not understood", other);
+  if (!mm)
+    return warn("python", who + ": torch version '" + *p.torch + "' is not understood", other);
   if (storeServesTorch(*mm))
     return ok("python", who + " has torch " + *p.torch + " (the job's store speaks its protocol)");
   const std::string range = "1.13 - 2.14";
   if (*mm > kNewestServedTorch) {
     return warn("python",
-                who + " has torch " + *p.torch + ", newer than the store's protocols (torch " + range +
-                    "): its TCPStore client may send queries the store does not know",
+                who + " has torch " + *p.torch + ", newer than the store's protocols (torch " +
+                    range + "): its TCPStore client may send queries the store does not know",
                 "use torch " + range + ", or an accel that knows this release");
   }
-  return fail("python", who + " has torch " + *p.torch + ", older than the store serves (torch " + range + ")",
-              "upgrade torch to 1.13 or newer (pip install 'torch>=1.13')");
+  return fail(
+      "python",
+      who + " has torch " + *p.torch + ", older than the store serves (torch " + range + ")",
+      "upgrade torch to 1.13 or newer (pip install 'torch>=1.13')");
 }
 
-uint64_t fdsNeeded(int worldSize) { return 256 + 4 * static_cast<uint64_t>(std::max(worldSize, 1)); }
+uint64_t fdsNeeded(int worldSize) {
+  return 256 + 4 * static_cast<uint64_t>(std::max(worldSize, 1));
+}
 
 std::optional<std::pair<int, int>> parseMajorMinor(const std::string& version) {
   int major = 0, minor = 0, used = 0;
   if (std::sscanf(version.c_str(), "%4d.%4d%n", &major, &minor, &used) != 2) return std::nullopt;
   const char next = version.c_str()[used];
-  if (next != '\0' && next != '.' && next != '+' && next != 'a' && next != 'b' && next != 'r' && next != 'd') {
+  if (next != '\0' && next != '.' && next != '+' && next != 'a' && next != 'b' && next != 'r' &&
+      next != 'd') {
     return std::nullopt;
   }
   if (major < 0 || minor < 0) return std::nullopt;
@@ -320,12 +371,15 @@ std::optional<std::string> torchCudaVersion(const std::string& torchVersion) {
   auto plus = torchVersion.find("+cu");
   if (plus == std::string::npos) return std::nullopt;
   std::string digits = torchVersion.substr(plus + 3);
-  if (digits.size() < 3 || digits.size() > 4 || !std::all_of(digits.begin(), digits.end(), ::isdigit))
+  if (digits.size() < 3 || digits.size() > 4 ||
+      !std::all_of(digits.begin(), digits.end(), ::isdigit))
     return std::nullopt;
   return digits.substr(0, digits.size() - 1) + "." + digits.substr(digits.size() - 1);
 }
 
-bool storeServesTorch(std::pair<int, int> mm) { return mm >= kOldestServedTorch && mm <= kNewestServedTorch; }
+bool storeServesTorch(std::pair<int, int> mm) {
+  return mm >= kOldestServedTorch && mm <= kNewestServedTorch;
+}
 
 std::optional<int> cudaVersionCode(const std::string& version) {
   auto mm = parseMajorMinor(version);
@@ -372,7 +426,8 @@ HostFacts resolveHostname() {
   }
   for (addrinfo* a = list; a; a = a->ai_next) {
     char buf[NI_MAXHOST] = {0};
-    if (::getnameinfo(a->ai_addr, a->ai_addrlen, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST) == 0) {
+    if (::getnameinfo(a->ai_addr, a->ai_addrlen, buf, sizeof buf, nullptr, 0, NI_NUMERICHOST) ==
+        0) {
       host.addresses.push_back(buf);
     }
   }
@@ -413,7 +468,8 @@ std::vector<CheckItem> runPreflight(const PreflightOptions& o) {
 }
 
 bool preflightOk(const std::vector<CheckItem>& items) {
-  return std::none_of(items.begin(), items.end(), [](const CheckItem& i) { return i.status == CheckStatus::Fail; });
+  return std::none_of(items.begin(), items.end(),
+                      [](const CheckItem& i) { return i.status == CheckStatus::Fail; });
 }
 
 std::string renderPreflightText(const std::vector<CheckItem>& items) {
@@ -434,7 +490,10 @@ std::string renderPreflightText(const std::vector<CheckItem>& items) {
 nlohmann::json renderPreflightJson(const std::vector<CheckItem>& items) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& i : items) {
-    list.push_back({{"name", i.name}, {"status", statusName(i.status)}, {"finding", i.finding}, {"fix", i.fix}});
+    list.push_back({{"name", i.name},
+                    {"status", statusName(i.status)},
+                    {"finding", i.finding},
+                    {"fix", i.fix}});
   }
   return {{"items", list}, {"ok", preflightOk(items)}};
 }

@@ -10,11 +10,12 @@
 
 #include <cstdint>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "config/cluster_config.h"
 #include "config/paths.h"
@@ -38,18 +39,20 @@ const char* statusName(CheckStatus status);
 
 // The config file as `accel launch` would read it.
 struct ConfigFacts {
-  std::optional<std::string> path;              // the file in use; nullopt: none (launch defaults)
-  std::string default_path;                     // where accel looks without --config_file
-  std::string error;                            // the loader's error (names file:line), "" when fine
+  std::optional<std::string> path;  // the file in use; nullopt: none (launch defaults)
+  std::string default_path;         // where accel looks without --config_file
+  std::string error;                // the loader's error (names file:line), "" when fine
   std::optional<config::ClusterConfig> config;  // the loaded config, or defaults; nullopt on error
 };
 
 // The launcher's network code, injected: probes/ does not depend on launcher/ (apps/accel wires
 // launcher::checkPortFree, routeTo and waitForListener in). Each may block for a few seconds.
 struct NetworkProbes {
-  std::function<Expected<void>(int port)> port_free;                       // nobody listens on it here
-  std::function<Expected<std::string>(const std::string& host)> route;     // the local interface to host
-  std::function<Expected<void>(const std::string& host, int port)> reach;  // one short connection try
+  std::function<Expected<void>(int port)> port_free;  // nobody listens on it here
+  std::function<Expected<std::string>(const std::string& host)>
+      route;  // the local interface to host
+  std::function<Expected<void>(const std::string& host, int port)>
+      reach;  // one short connection try
 };
 
 // This machine's host name and what it resolves to.

@@ -7,11 +7,11 @@
 namespace accel::probes {
 
 struct PythonInfo {
-  std::string command;                // as asked for, e.g. "python3" or "/usr/bin/python3"
-  std::string executable;             // sys.executable, "" when it could not be run
-  std::string version;                // "3.11.7"
-  std::optional<std::string> torch;   // torch's __version__, read from torch/version.py
-  std::string error;                  // why it could not be probed, "" on success
+  std::string command;               // as asked for, e.g. "python3" or "/usr/bin/python3"
+  std::string executable;            // sys.executable, "" when it could not be run
+  std::string version;               // "3.11.7"
+  std::optional<std::string> torch;  // torch's __version__, read from torch/version.py
+  std::string error;                 // why it could not be probed, "" on success
 };
 
 // Runs `python` once (≤ 5 s) to read the facts above. torch is located with importlib but not

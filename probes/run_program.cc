@@ -48,13 +48,15 @@ int waitForChild(pid_t pid) {
 }
 
 std::string findInPath(const std::string& program) {
-  if (program.find('/') != std::string::npos) return ::access(program.c_str(), X_OK) == 0 ? program : "";
+  if (program.find('/') != std::string::npos)
+    return ::access(program.c_str(), X_OK) == 0 ? program : "";
   const char* path = std::getenv("PATH");
   std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
   size_t start = 0;
   while (start <= dirs.size()) {
     size_t colon = dirs.find(':', start);
-    std::string dir = dirs.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    std::string dir =
+        dirs.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
     std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
     if (colon == std::string::npos) break;
@@ -63,7 +65,8 @@ std::string findInPath(const std::string& program) {
   return "";
 }
 
-Expected<CapturedRun> runCaptured(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+Expected<CapturedRun> runCaptured(const std::vector<std::string>& argv,
+                                  std::chrono::milliseconds timeout) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return makeError(std::string("pipe: ") + std::strerror(errno));
 
@@ -88,12 +91,14 @@ Expected<CapturedRun> runCaptured(const std::vector<std::string>& argv, std::chr
   auto deadline = std::chrono::steady_clock::now() + timeout;
   char buf[4096];
   while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       ::kill(pid, SIGKILL);
       waitForChild(pid);
       ::close(fds[0]);
-      return makeError("'" + joinArgv(argv) + "' did not finish within " + std::to_string(timeout.count()) + " ms");
+      return makeError("'" + joinArgv(argv) + "' did not finish within " +
+                       std::to_string(timeout.count()) + " ms");
     }
     pollfd p{fds[0], POLLIN, 0};
     int n = ::poll(&p, 1, static_cast<int>(left.count()));

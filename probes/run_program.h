@@ -19,7 +19,8 @@ struct CapturedRun {
 // Runs argv[0] (searched in PATH) with `argv`, the current environment, stdin from /dev/null,
 // and collects its stdout. Blocks for at most `timeout`; on expiry the child is killed and an
 // error names the command and the limit. Errors also cover a program that cannot be started.
-Expected<CapturedRun> runCaptured(const std::vector<std::string>& argv, std::chrono::milliseconds timeout);
+Expected<CapturedRun> runCaptured(const std::vector<std::string>& argv,
+                                  std::chrono::milliseconds timeout);
 
 // The full path of `program` as PATH lookup would find it, or "" when it is not found.
 // A name containing '/' is returned as is if it is executable.

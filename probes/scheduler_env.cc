@@ -43,14 +43,17 @@ Expected<std::vector<std::string>> expandRanges(const std::string& body, const s
   std::vector<std::string> out;
   for (const auto& item : splitTopLevel(body)) {
     size_t dash = item.find('-');
-    std::string lo = item.substr(0, dash), hi = dash == std::string::npos ? lo : item.substr(dash + 1);
+    std::string lo = item.substr(0, dash),
+                hi = dash == std::string::npos ? lo : item.substr(dash + 1);
     if (!allDigits(lo) || !allDigits(hi)) {
-      return makeError("hostlist '" + whole + "': '" + item + "' in [" + body + "] is not a number or a range like 01-04");
+      return makeError("hostlist '" + whole + "': '" + item + "' in [" + body +
+                       "] is not a number or a range like 01-04");
     }
     long a = std::stol(lo), b = std::stol(hi);
     if (a > b) return makeError("hostlist '" + whole + "': range '" + item + "' goes backwards");
     if (static_cast<size_t>(b - a) >= kMaxHosts) {
-      return makeError("hostlist '" + whole + "': range '" + item + "' has more than " + std::to_string(kMaxHosts) + " names");
+      return makeError("hostlist '" + whole + "': range '" + item + "' has more than " +
+                       std::to_string(kMaxHosts) + " names");
     }
     const size_t width = lo.size() > 1 && lo[0] == '0' ? lo.size() : 0;
     for (long n = a; n <= b; ++n) {
@@ -66,13 +69,15 @@ Expected<int> intVar(const Environment& env, const std::string& key, int min) {
   auto value = lookup(env, key);
   if (!value) return makeError(key + " is not set");
   if (!allDigits(*value) || std::stol(*value) < min) {
-    return makeError(key + "='" + *value + "' is not " + (min > 0 ? "a positive" : "a non-negative") + " integer");
+    return makeError(key + "='" + *value + "' is not " +
+                     (min > 0 ? "a positive" : "a non-negative") + " integer");
   }
   return static_cast<int>(std::stol(*value));
 }
 
 // The first of `keys` that is set, as an integer ≥ min.
-Expected<std::optional<int>> optionalInt(const Environment& env, std::initializer_list<const char*> keys, int min) {
+Expected<std::optional<int>> optionalInt(const Environment& env,
+                                         std::initializer_list<const char*> keys, int min) {
   for (const char* key : keys) {
     if (!lookup(env, key)) continue;
     auto value = intVar(env, key, min);
@@ -103,27 +108,28 @@ Expected<SchedulerInfo> fromSlurm(const Environment& env) {
   s.job_id = lookup(env, "SLURM_JOB_ID");
   s.in_step = lookup(env, "SLURM_STEP_ID").has_value() && lookup(env, "SLURM_PROCID").has_value();
   const char* listKey = s.in_step && lookup(env, "SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST"
-                        : lookup(env, "SLURM_JOB_NODELIST")              ? "SLURM_JOB_NODELIST"
-                                                                            : "SLURM_NODELIST";
+                        : lookup(env, "SLURM_JOB_NODELIST")             ? "SLURM_JOB_NODELIST"
+                                                                        : "SLURM_NODELIST";
   auto list = lookup(env, listKey);
   if (!list) return makeError("SLURM_JOB_ID is set but SLURM_JOB_NODELIST is not");
   auto hosts = expandHostlist(*list);
   if (!hosts) return makeError(std::string(listKey) + ": " + hosts.error());
   s.hosts = std::move(*hosts);
 
-  auto nodes = optionalInt(env, {s.in_step ? "SLURM_STEP_NUM_NODES" : "SLURM_JOB_NUM_NODES", "SLURM_NNODES"}, 1);
+  auto nodes = optionalInt(
+      env, {s.in_step ? "SLURM_STEP_NUM_NODES" : "SLURM_JOB_NUM_NODES", "SLURM_NNODES"}, 1);
   if (!nodes) return std::move(nodes).takeError();
   s.num_nodes = nodes->value_or(static_cast<int>(s.hosts.size()));
   if (static_cast<size_t>(s.num_nodes) != s.hosts.size()) {
-    return makeError("SLURM says " + std::to_string(s.num_nodes) + " nodes but " + listKey + "='" + *list + "' names " +
-                     std::to_string(s.hosts.size()));
+    return makeError("SLURM says " + std::to_string(s.num_nodes) + " nodes but " + listKey + "='" +
+                     *list + "' names " + std::to_string(s.hosts.size()));
   }
   auto nodeId = optionalInt(env, {"SLURM_NODEID"}, 0);
   if (!nodeId) return std::move(nodeId).takeError();
   s.node_rank = nodeId->value_or(0);
   if (s.node_rank >= s.num_nodes) {
-    return makeError("SLURM_NODEID=" + std::to_string(s.node_rank) + " but the step has " + std::to_string(s.num_nodes) +
-                     " nodes");
+    return makeError("SLURM_NODEID=" + std::to_string(s.node_rank) + " but the step has " +
+                     std::to_string(s.num_nodes) + " nodes");
   }
   s.gpus_on_node = gpusOnNode(env);
   auto cpus = optionalInt(env, {"SLURM_CPUS_ON_NODE"}, 1);
@@ -140,24 +146,27 @@ Expected<SchedulerInfo> fromSlurm(const Environment& env) {
     s.num_tasks = tasks->value_or(1);
     s.task_rank = *procId;
     s.local_task_rank = localId->value_or(0);
-    const char* perNodeKey = lookup(env, "SLURM_STEP_TASKS_PER_NODE") ? "SLURM_STEP_TASKS_PER_NODE" : "SLURM_TASKS_PER_NODE";
+    const char* perNodeKey = lookup(env, "SLURM_STEP_TASKS_PER_NODE") ? "SLURM_STEP_TASKS_PER_NODE"
+                                                                      : "SLURM_TASKS_PER_NODE";
     if (auto perNode = lookup(env, perNodeKey)) {
       auto counts = expandTasksPerNode(*perNode);
       if (!counts) return makeError(std::string(perNodeKey) + ": " + counts.error());
       if (static_cast<int>(counts->size()) != s.num_nodes) {
-        return makeError(std::string(perNodeKey) + "='" + *perNode + "' lists " + std::to_string(counts->size()) +
-                         " nodes but the step has " + std::to_string(s.num_nodes));
+        return makeError(std::string(perNodeKey) + "='" + *perNode + "' lists " +
+                         std::to_string(counts->size()) + " nodes but the step has " +
+                         std::to_string(s.num_nodes));
       }
       s.local_num_tasks = (*counts)[static_cast<size_t>(s.node_rank)];
     } else {
       s.local_num_tasks = s.num_tasks / s.num_nodes;
     }
     if (s.task_rank >= s.num_tasks || s.local_task_rank >= s.local_num_tasks) {
-      return makeError("SLURM_PROCID/SLURM_LOCALID are outside the step's " + std::to_string(s.num_tasks) + " tasks");
+      return makeError("SLURM_PROCID/SLURM_LOCALID are outside the step's " +
+                       std::to_string(s.num_tasks) + " tasks");
     }
   }
-  s.source = describe(env, {"SLURM_JOB_ID", listKey, "SLURM_NNODES", "SLURM_NODEID", "SLURM_NTASKS", "SLURM_PROCID",
-                            "SLURM_LOCALID"});
+  s.source = describe(env, {"SLURM_JOB_ID", listKey, "SLURM_NNODES", "SLURM_NODEID", "SLURM_NTASKS",
+                            "SLURM_PROCID", "SLURM_LOCALID"});
   return s;
 }
 
@@ -171,21 +180,27 @@ Expected<SchedulerInfo> fromMpi(const Environment& env, bool openMpi) {
   auto rank = intVar(env, rankKey, 0);
   if (!size) return std::move(size).takeError();
   if (!rank) return std::move(rank).takeError();
-  auto localRank = optionalInt(env, {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"}, 0);
-  auto localSize = optionalInt(env, {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"}, 1);
+  auto localRank =
+      optionalInt(env, {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"}, 0);
+  auto localSize =
+      optionalInt(env, {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"}, 1);
   if (!localRank) return std::move(localRank).takeError();
   if (!localSize) return std::move(localSize).takeError();
   if (!*localRank || !*localSize) {
-    return makeError(rankKey + " and " + sizeKey + " are set but not this process's local rank and count (" +
-                     (openMpi ? "OMPI_COMM_WORLD_LOCAL_RANK/_LOCAL_SIZE" : "MPI_LOCALRANKID/MPI_LOCALNRANKS") + ")");
+    return makeError(
+        rankKey + " and " + sizeKey + " are set but not this process's local rank and count (" +
+        (openMpi ? "OMPI_COMM_WORLD_LOCAL_RANK/_LOCAL_SIZE" : "MPI_LOCALRANKID/MPI_LOCALNRANKS") +
+        ")");
   }
   s.num_tasks = *size;
   s.task_rank = *rank;
   s.local_task_rank = **localRank;
   s.local_num_tasks = **localSize;
-  if (s.task_rank >= s.num_tasks || s.local_task_rank >= s.local_num_tasks || s.local_num_tasks > s.num_tasks) {
-    return makeError(rankKey + "/" + sizeKey + " and the local rank/count disagree (rank " + std::to_string(s.task_rank) +
-                     " of " + std::to_string(s.num_tasks) + ", local " + std::to_string(s.local_task_rank) + " of " +
+  if (s.task_rank >= s.num_tasks || s.local_task_rank >= s.local_num_tasks ||
+      s.local_num_tasks > s.num_tasks) {
+    return makeError(rankKey + "/" + sizeKey + " and the local rank/count disagree (rank " +
+                     std::to_string(s.task_rank) + " of " + std::to_string(s.num_tasks) +
+                     ", local " + std::to_string(s.local_task_rank) + " of " +
                      std::to_string(s.local_num_tasks) + ")");
   }
   // MPI does not name the node: with the same number of ranks on every node, placed by slot
@@ -193,9 +208,10 @@ Expected<SchedulerInfo> fromMpi(const Environment& env, bool openMpi) {
   s.num_nodes = s.num_tasks % s.local_num_tasks == 0 ? s.num_tasks / s.local_num_tasks : 1;
   s.node_rank = s.num_nodes > 1 ? s.task_rank / s.local_num_tasks : 0;
   if (openMpi) s.job_id = lookup(env, "OMPI_MCA_ess_base_jobid");
-  s.source = openMpi ? describe(env, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                                      "OMPI_COMM_WORLD_LOCAL_SIZE"})
-                     : describe(env, {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"});
+  s.source = openMpi
+                 ? describe(env, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                                  "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"})
+                 : describe(env, {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"});
   return s;
 }
 
@@ -215,7 +231,8 @@ Expected<std::vector<std::string>> expandHostlist(const std::string& text) {
         for (auto& n : names) n += item.substr(pos);
         break;
       }
-      if (item[open] == ']') return makeError("hostlist '" + text + "': ']' without '[' in '" + item + "'");
+      if (item[open] == ']')
+        return makeError("hostlist '" + text + "': ']' without '[' in '" + item + "'");
       size_t close = item.find_first_of("[]", open + 1);
       if (close == std::string::npos || item[close] != ']') {
         return makeError("hostlist '" + text + "': '[' without matching ']' in '" + item + "'");
@@ -224,7 +241,8 @@ Expected<std::vector<std::string>> expandHostlist(const std::string& text) {
       if (!values) return values;
       const std::string literal = item.substr(pos, open - pos);
       if (names.size() * values->size() > kMaxHosts) {
-        return makeError("hostlist '" + text + "' has more than " + std::to_string(kMaxHosts) + " names");
+        return makeError("hostlist '" + text + "' has more than " + std::to_string(kMaxHosts) +
+                         " names");
       }
       std::vector<std::string> next;
       next.reserve(names.size() * values->size());
@@ -235,10 +253,12 @@ Expected<std::vector<std::string>> expandHostlist(const std::string& text) {
       pos = close + 1;
     }
     for (auto& n : names) {
-      if (n.find_first_of(" \t\n") != std::string::npos) return makeError("hostlist '" + text + "': a name contains blanks");
+      if (n.find_first_of(" \t\n") != std::string::npos)
+        return makeError("hostlist '" + text + "': a name contains blanks");
     }
     if (hosts.size() + names.size() > kMaxHosts) {
-      return makeError("hostlist '" + text + "' has more than " + std::to_string(kMaxHosts) + " names");
+      return makeError("hostlist '" + text + "' has more than " + std::to_string(kMaxHosts) +
+                       " names");
     }
     hosts.insert(hosts.end(), names.begin(), names.end());
   }
@@ -249,7 +269,8 @@ Expected<std::vector<int>> expandTasksPerNode(const std::string& text) {
   std::vector<int> out;
   for (const auto& item : splitTopLevel(text)) {
     std::string count = item, repeat = "1";
-    if (size_t paren = item.find("(x"); paren != std::string::npos && !item.empty() && item.back() == ')') {
+    if (size_t paren = item.find("(x");
+        paren != std::string::npos && !item.empty() && item.back() == ')') {
       count = item.substr(0, paren);
       repeat = item.substr(paren + 2, item.size() - paren - 3);
     }
@@ -257,7 +278,8 @@ Expected<std::vector<int>> expandTasksPerNode(const std::string& text) {
         out.size() + static_cast<size_t>(std::stol(repeat)) > kMaxHosts) {
       return makeError("'" + text + "': '" + item + "' is not N or N(xM)");
     }
-    out.insert(out.end(), static_cast<size_t>(std::stol(repeat)), static_cast<int>(std::stol(count)));
+    out.insert(out.end(), static_cast<size_t>(std::stol(repeat)),
+               static_cast<int>(std::stol(count)));
   }
   return out;
 }

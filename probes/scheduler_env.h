@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "probes/environment.h"
 #include "libaccel/common/expected.h"
+#include "probes/environment.h"
 
 namespace accel::probes {
 
@@ -27,10 +27,10 @@ Expected<std::vector<std::string>> expandHostlist(const std::string& text);
 Expected<std::vector<int>> expandTasksPerNode(const std::string& text);
 
 struct SchedulerInfo {
-  std::string name;                 // "SLURM", "Open MPI", "PMI": for messages
-  std::string source;               // the variables it came from, for messages ("SLURM_NODEID=1 ...")
+  std::string name;    // "SLURM", "Open MPI", "PMI": for messages
+  std::string source;  // the variables it came from, for messages ("SLURM_NODEID=1 ...")
   // The machines of the job (an agent per node).
-  std::vector<std::string> hosts;   // nodes of the step, in node-id order; empty when unknown (MPI)
+  std::vector<std::string> hosts;  // nodes of the step, in node-id order; empty when unknown (MPI)
   int num_nodes = 1;
   int node_rank = 0;
   std::optional<std::string> job_id;  // run id shared by every node
@@ -38,10 +38,10 @@ struct SchedulerInfo {
   std::optional<int> cpus_on_node;
   // This task (a rank per task).
   int num_tasks = 1;
-  int task_rank = 0;                // global rank
+  int task_rank = 0;  // global rank
   int local_task_rank = 0;
   int local_num_tasks = 1;
-  bool in_step = true;              // SLURM: inside srun (false in the batch script itself)
+  bool in_step = true;  // SLURM: inside srun (false in the batch script itself)
 };
 
 // The scheduler this process runs under, or nullopt (none: a static launch). Open MPI's

@@ -31,7 +31,8 @@ std::string readOsName() {
   return "";
 }
 
-// /proc/cpuinfo's first model name (when `model` is given) and its distinct (physical id, core id) pairs.
+// /proc/cpuinfo's first model name (when `model` is given) and its distinct (physical id, core id)
+// pairs.
 void readCpuInfo(std::string* model, int* physicalCores) {
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line;

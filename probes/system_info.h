@@ -6,9 +6,9 @@
 namespace accel::probes {
 
 struct SystemInfo {
-  std::string os;          // PRETTY_NAME from /etc/os-release, e.g. "Debian GNU/Linux 12 (bookworm)"
-  std::string kernel;      // "Linux 6.1.0-... #1 SMP ..."
-  std::string machine;     // "x86_64"
+  std::string os;       // PRETTY_NAME from /etc/os-release, e.g. "Debian GNU/Linux 12 (bookworm)"
+  std::string kernel;   // "Linux 6.1.0-... #1 SMP ..."
+  std::string machine;  // "x86_64"
   std::string hostname;
   std::string cpu_model;   // first "model name" in /proc/cpuinfo
   int logical_cpus = 0;    // online CPUs

@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   # build
-  cmake g++ make ccache pkg-config
+  cmake g++ make ccache pkg-config clang-format-14
   # libraries of the CLI and launcher
   libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev
   libboost-dev libboost-filesystem-dev

@@ -18,7 +18,8 @@ using config::PathEnv;
 
 // The file a writing command targets: --config_file, else the default location (whose
 // directory is created). A custom path's directory must already exist, as in accelerate.
-Expected<std::string> targetPath(const std::optional<std::string>& explicitPath, const PathEnv& env) {
+Expected<std::string> targetPath(const std::optional<std::string>& explicitPath,
+                                 const PathEnv& env) {
   if (explicitPath) {
     std::string dir = config::parentDirectory(*explicitPath);
     if (::access(dir.c_str(), W_OK) != 0) {
@@ -28,7 +29,8 @@ Expected<std::string> targetPath(const std::optional<std::string>& explicitPath,
     return *explicitPath;
   }
   std::string path = config::defaultConfigPath(env);
-  if (auto ok = config::makeDirectories(config::parentDirectory(path)); !ok) return std::move(ok).takeError();
+  if (auto ok = config::makeDirectories(config::parentDirectory(path)); !ok)
+    return std::move(ok).takeError();
   return path;
 }
 
@@ -51,20 +53,23 @@ int runDefault(const ConfigCommandOptions& o, const PathEnv& env) {
   auto path = targetPath(o.config_file, env);
   if (!path) return fail(path.error());
   if (::access(path->c_str(), F_OK) == 0) {
-    std::cout << "Configuration already exists at " << *path
-              << ", will not override. Run `accel config` manually or pass a different --config_file.\n";
+    std::cout
+        << "Configuration already exists at " << *path
+        << ", will not override. Run `accel config` manually or pass a different --config_file.\n";
     return 0;
   }
   // accelerate's write_basic_config: several GPUs → MULTI_GPU over all; one → NO; none → CPU.
   auto gpus = probes::probeGpus();
   int count = static_cast<int>(gpus.devices.size());
   if (o.mixed_precision == "fp16" && count == 0) {
-    return fail("--mixed_precision: fp16 needs a GPU and none is usable here (" + gpus.cuda_status + ")");
+    return fail("--mixed_precision: fp16 needs a GPU and none is usable here (" + gpus.cuda_status +
+                ")");
   }
   config::ClusterConfig c;
   c.mixed_precision = o.mixed_precision;
   c.num_processes = count > 1 ? count : 1;
-  c.distributed_type = std::string(count > 1 ? config::kDistributedMultiGpu : config::kDistributedNo);
+  c.distributed_type =
+      std::string(count > 1 ? config::kDistributedMultiGpu : config::kDistributedNo);
   c.use_cpu = count == 0;
   c.same_network = true;
   if (count > 0) c.gpu_ids = "all";
@@ -77,7 +82,8 @@ int runDefault(const ConfigCommandOptions& o, const PathEnv& env) {
 int runUpdate(const ConfigCommandOptions& o, const PathEnv& env) {
   std::string path = o.config_file.value_or(config::defaultConfigPath(env));
   if (::access(path.c_str(), F_OK) != 0) {
-    return fail("no config file to update: '" + path + "' does not exist (run `accel config` first)");
+    return fail("no config file to update: '" + path +
+                "' does not exist (run `accel config` first)");
   }
   auto loaded = config::loadConfig(path);
   if (!loaded) return fail(loaded.error());
@@ -94,7 +100,8 @@ int runShow(const ConfigCommandOptions& o, const PathEnv& env) {
   if (o.show_json) {
     nlohmann::json sources;
     for (const auto& [key, source] : effective->sources) sources[key] = config::sourceName(source);
-    nlohmann::json out = {{"config_file", effective->file ? nlohmann::json(*effective->file) : nlohmann::json(nullptr)},
+    nlohmann::json out = {{"config_file", effective->file ? nlohmann::json(*effective->file)
+                                                          : nlohmann::json(nullptr)},
                           {"values", nlohmann::json(doc)},
                           {"sources", sources}};
     std::cout << out.dump(2) << "\n";
@@ -128,15 +135,19 @@ void registerConfigCommand(CLI::App& app, ConfigCommandOptions& o) {
                         "Where to write (default: $HF_HOME/accelerate/default_config.yaml)");
   o.command->require_subcommand(0, 1);
 
-  o.default_command = o.command->add_subcommand("default", "Write a config for this machine without questions");
+  o.default_command =
+      o.command->add_subcommand("default", "Write a config for this machine without questions");
   o.default_command->add_option("--config_file,--config-file", o.config_file, "Where to write");
-  o.default_command->add_option("--mixed_precision,--mixed-precision", o.mixed_precision, "no, fp16 or bf16")
+  o.default_command
+      ->add_option("--mixed_precision,--mixed-precision", o.mixed_precision, "no, fp16 or bf16")
       ->check(CLI::IsMember({"no", "fp16", "bf16"}));
 
-  o.update_command = o.command->add_subcommand("update", "Rewrite an existing config file with current keys");
+  o.update_command =
+      o.command->add_subcommand("update", "Rewrite an existing config file with current keys");
   o.update_command->add_option("--config_file,--config-file", o.config_file, "The file to update");
 
-  o.show_command = o.command->add_subcommand("show", "Print the effective configuration (flag > file > default)");
+  o.show_command = o.command->add_subcommand(
+      "show", "Print the effective configuration (flag > file > default)");
   addConfigOverrideFlags(*o.show_command, o.show);
   o.show_command->add_flag("--json", o.show_json, "Print JSON");
 }

@@ -34,8 +34,8 @@ probes::NetworkProbes launcherNetwork() {
   };
   net.reach = [](const std::string& host, int port) -> Expected<void> {
     // One try: the master may legitimately start later, so this only informs.
-    auto reached = launcher::waitForListener(host, port, std::chrono::seconds(2), std::chrono::hours(1),
-                                             [](const std::string&) {});
+    auto reached = launcher::waitForListener(host, port, std::chrono::seconds(2),
+                                             std::chrono::hours(1), [](const std::string&) {});
     if (!reached) return std::move(reached).takeError();
     return {};
   };
@@ -44,10 +44,13 @@ probes::NetworkProbes launcherNetwork() {
 
 int runCheck(const EnvCommandOptions& o) {
   probes::PreflightOptions options{o.config_file, config::PathEnv::fromProcess(),
-                                   o.python.value_or(probes::defaultPython()), ACCEL_CUDA_VERSION, launcherNetwork()};
+                                   o.python.value_or(probes::defaultPython()), ACCEL_CUDA_VERSION,
+                                   launcherNetwork()};
   auto items = probes::runPreflight(options);
   if (o.json) {
-    std::cout << probes::renderPreflightJson(items).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << probes::renderPreflightJson(items).dump(2, ' ', false,
+                                                         nlohmann::json::error_handler_t::replace)
+              << "\n";
   } else {
     std::cout << probes::renderPreflightText(items);
   }
@@ -57,23 +60,32 @@ int runCheck(const EnvCommandOptions& o) {
 }  // namespace
 
 void registerEnvCommand(CLI::App& app, EnvCommandOptions& o) {
-  o.command = app.add_subcommand("env", "Print versions, hardware and the config in use (for bug reports)");
-  o.command->add_option("--config_file,--config-file", o.config_file, "Config file to report instead of the default");
+  o.command =
+      app.add_subcommand("env", "Print versions, hardware and the config in use (for bug reports)");
+  o.command->add_option("--config_file,--config-file", o.config_file,
+                        "Config file to report instead of the default");
   o.command->add_flag("--json", o.json, "Print JSON");
-  CLI::Option* check = o.command->add_flag("--check", o.check,
-                      "Preflight checks for accel launch (config, GPUs, driver, port, network, /dev/shm, ulimit -n, "
-                      "python3/torch): OK/WARN/FAIL with a fix each; exit 1 on FAIL");
-  o.command->add_option("--python", o.python, "With --check: the interpreter launch will use (default: $PYTHON_EXEC or python3)")
+  CLI::Option* check =
+      o.command->add_flag("--check", o.check,
+                          "Preflight checks for accel launch (config, GPUs, driver, port, network, "
+                          "/dev/shm, ulimit -n, "
+                          "python3/torch): OK/WARN/FAIL with a fix each; exit 1 on FAIL");
+  o.command
+      ->add_option(
+          "--python", o.python,
+          "With --check: the interpreter launch will use (default: $PYTHON_EXEC or python3)")
       ->needs(check);
 }
 
 int runEnvCommand(const EnvCommandOptions& o) {
   if (o.check) return runCheck(o);
-  probes::BuildInfo build{ACCEL_VERSION, ACCEL_GIT_REVISION, compilerName(), ACCEL_BUILD_TYPE, ACCEL_TORCH_VERSION,
-                            ACCEL_WITH_NCCL_BUILT != 0};
+  probes::BuildInfo build{ACCEL_VERSION,    ACCEL_GIT_REVISION,  compilerName(),
+                          ACCEL_BUILD_TYPE, ACCEL_TORCH_VERSION, ACCEL_WITH_NCCL_BUILT != 0};
   auto report = probes::collectEnvReport(build, o.config_file, config::PathEnv::fromProcess());
   if (o.json) {
-    std::cout << probes::renderEnvJson(report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << probes::renderEnvJson(report).dump(2, ' ', false,
+                                                    nlohmann::json::error_handler_t::replace)
+              << "\n";
   } else {
     std::cout << probes::renderEnvText(report);
   }

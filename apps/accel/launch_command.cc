@@ -1,8 +1,8 @@
 #include "apps/accel/launch_command.h"
 
-#include <spdlog/spdlog.h>
-
 #include <cstdio>
+
+#include <spdlog/spdlog.h>
 
 #include "launcher/launch.h"
 #include "probes/environment.h"
@@ -19,8 +19,12 @@ void registerLaunchCommand(CLI::App& app, LaunchCommandOptions& o) {
     command->allow_extras();
     return command;
   };
-  o.command = addRaw("launch", "Launch a training script on N processes (accelerate's and torchrun's flags; --help lists them)");
-  o.run_command = addRaw("run", "torchrun's drop-in: its flags and defaults, no accelerate config (--help lists them)");
+  o.command = addRaw("launch",
+                     "Launch a training script on N processes (accelerate's and torchrun's flags; "
+                     "--help lists them)");
+  o.run_command = addRaw(
+      "run",
+      "torchrun's drop-in: its flags and defaults, no accelerate config (--help lists them)");
 }
 
 int runLaunchCommand(LaunchCommandOptions& o, launcher::LaunchMode mode) {

@@ -2,10 +2,10 @@
 // `accel launch [flags] SCRIPT.py|BINARY [args...]` and `accel run` (torchrun's drop-in): the
 // flags are parsed by launcher/launch_flags; the work is in launcher/launch.
 
-#include <CLI/CLI.hpp>
-
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "launcher/launch_flags.h"
 

@@ -1,10 +1,10 @@
 // accel: a native replacement for `accelerate config / env / launch`.
 // Wires the subcommands; each lives in its own file and only main turns errors into exit codes.
 
-#include <CLI/CLI.hpp>
-
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -29,10 +29,12 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_st("accel"));
   spdlog::set_pattern("accel: %^%l%$: %v");
   if (argc > 0 && calledAsTorchrun(argv[0])) {
-    return accel::apps::runLaunchArgs(std::vector<std::string>(argv + 1, argv + argc), accel::launcher::LaunchMode::Torchrun);
+    return accel::apps::runLaunchArgs(std::vector<std::string>(argv + 1, argv + argc),
+                                      accel::launcher::LaunchMode::Torchrun);
   }
 
-  CLI::App app{"accel: configure, inspect and launch distributed training (accelerate-compatible)", "accel"};
+  CLI::App app{"accel: configure, inspect and launch distributed training (accelerate-compatible)",
+               "accel"};
   app.set_version_flag("--version", ACCEL_VERSION);
   app.require_subcommand(1);
 
@@ -54,8 +56,10 @@ int main(int argc, char** argv) {
 
   if (configOptions.command->parsed()) return accel::apps::runConfigCommand(configOptions);
   if (envOptions.command->parsed()) return accel::apps::runEnvCommand(envOptions);
-  if (launchOptions.command->parsed()) return accel::apps::runLaunchCommand(launchOptions, accel::launcher::LaunchMode::Accelerate);
+  if (launchOptions.command->parsed())
+    return accel::apps::runLaunchCommand(launchOptions, accel::launcher::LaunchMode::Accelerate);
   if (statusOptions.command->parsed()) return accel::apps::runStatusCommand(statusOptions);
-  if (launchOptions.run_command->parsed()) return accel::apps::runLaunchCommand(launchOptions, accel::launcher::LaunchMode::Torchrun);
+  if (launchOptions.run_command->parsed())
+    return accel::apps::runLaunchCommand(launchOptions, accel::launcher::LaunchMode::Torchrun);
   return 2;
 }

@@ -7,7 +7,8 @@
 namespace accel::apps {
 
 void registerStatusCommand(CLI::App& app, StatusCommandOptions& o) {
-  o.command = app.add_subcommand("status", "Show the running jobs of this user on this machine, rank by rank");
+  o.command = app.add_subcommand(
+      "status", "Show the running jobs of this user on this machine, rank by rank");
   o.command->add_flag("--json", o.json, "Print JSON: {\"jobs\": [...], \"problems\": [...]}");
 }
 

@@ -46,7 +46,8 @@ void syncDirectory(const fs::path& dir) {
 
 void renameOrFail(const fs::path& from, const fs::path& to) {
   if (std::rename(from.c_str(), to.c_str()) != 0) {
-    throw Error("cannot rename '" + from.string() + "' to '" + to.string() + "': " + std::strerror(errno));
+    throw Error("cannot rename '" + from.string() + "' to '" + to.string() +
+                "': " + std::strerror(errno));
   }
 }
 
@@ -97,7 +98,8 @@ StagedDir::StagedDir(const std::string& target, uint64_t token) {
   if (!path.empty() && !path.has_filename()) path = path.parent_path();  // "ckpt/" → "ckpt"
   name_ = path.filename().string();
   if (name_.empty() || name_ == "." || name_ == "..") {
-    throw Error("checkpoint directory '" + target + "' must name a directory (not '', '.' or '..')");
+    throw Error("checkpoint directory '" + target +
+                "' must name a directory (not '', '.' or '..')");
   }
   target_ = path;
   parent_ = path.has_parent_path() ? path.parent_path() : fs::path(".");
@@ -112,7 +114,8 @@ void StagedDir::create() {
   std::error_code ec;
   const fs::file_status status = fs::symlink_status(target_, ec);
   if (fs::exists(status)) {
-    if (!fs::is_directory(status)) throw Error("checkpoint path '" + target_.string() + "' exists and is not a directory");
+    if (!fs::is_directory(status))
+      throw Error("checkpoint path '" + target_.string() + "' exists and is not a directory");
     for (const auto& entry : fs::directory_iterator(target_)) {
       const std::string entryName = entry.path().filename().string();
       if (!isCheckpointFile(entryName)) {
@@ -124,10 +127,13 @@ void StagedDir::create() {
   fs::create_directories(parent_, ec);
   if (ec) throw Error("cannot create directory '" + parent_.string() + "': " + ec.message());
   // The same token on every rank: on a shared file system another rank may have created it.
-  if (::mkdir(temp_.c_str(), 0755) != 0 && errno != EEXIST) fail("cannot create directory", temp_, errno);
+  if (::mkdir(temp_.c_str(), 0755) != 0 && errno != EEXIST)
+    fail("cannot create directory", temp_, errno);
 }
 
-void StagedDir::write(const std::string& name, const std::string& bytes) const { writeFile(temp_ / name, bytes); }
+void StagedDir::write(const std::string& name, const std::string& bytes) const {
+  writeFile(temp_ / name, bytes);
+}
 
 bool StagedDir::claim() {
   int fd = ::open(claim_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -144,7 +150,8 @@ void StagedDir::publish() {
   std::error_code ec;
   if (!fs::exists(fs::symlink_status(target_, ec))) {
     renameOrFail(temp_, target_);
-  } else if (::renameat2(AT_FDCWD, temp_.c_str(), AT_FDCWD, target_.c_str(), RENAME_EXCHANGE) == 0) {
+  } else if (::renameat2(AT_FDCWD, temp_.c_str(), AT_FDCWD, target_.c_str(), RENAME_EXCHANGE) ==
+             0) {
     previous = temp_;
   } else if (errno == EINVAL || errno == ENOSYS) {
     // No atomic exchange on this file system (NFS): move the previous checkpoint aside first.
@@ -153,14 +160,16 @@ void StagedDir::publish() {
     renameOrFail(target_, previous);
     renameOrFail(temp_, target_);
   } else {
-    throw Error("cannot swap '" + temp_.string() + "' with '" + target_.string() + "': " + std::strerror(errno));
+    throw Error("cannot swap '" + temp_.string() + "' with '" + target_.string() +
+                "': " + std::strerror(errno));
   }
   syncDirectory(parent_);
   if (!previous.empty()) {
     fs::remove_all(previous, ec);
     if (ec) {
-      throw Error("the new checkpoint is in '" + target_.string() + "' but the previous one could not be removed from '" +
-                  previous.string() + "': " + ec.message());
+      throw Error("the new checkpoint is in '" + target_.string() +
+                  "' but the previous one could not be removed from '" + previous.string() +
+                  "': " + ec.message());
     }
   }
   removeLeftovers();

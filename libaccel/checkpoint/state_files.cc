@@ -44,7 +44,8 @@ void readArchive(const fs::path& path, torch::serialize::InputArchive& archive) 
   try {
     archive.load_from(in);
   } catch (const std::exception& e) {
-    throw Error("checkpoint file '" + path.string() + "' is torn or not a LibTorch archive: " + e.what());
+    throw Error("checkpoint file '" + path.string() +
+                "' is torn or not a LibTorch archive: " + e.what());
   }
 }
 
@@ -54,7 +55,8 @@ at::Tensor readTensor(const fs::path& path) {
   try {
     torch::load(tensor, in);
   } catch (const std::exception& e) {
-    throw Error("checkpoint file '" + path.string() + "' is torn or not a LibTorch tensor: " + e.what());
+    throw Error("checkpoint file '" + path.string() +
+                "' is torn or not a LibTorch tensor: " + e.what());
   }
   return tensor;
 }
@@ -66,7 +68,8 @@ nlohmann::json readJson(const fs::path& path) {
   } catch (const nlohmann::json::exception& e) {
     throw Error("checkpoint file '" + path.string() + "' is not valid JSON: " + e.what());
   }
-  if (!value.is_object()) throw Error("checkpoint file '" + path.string() + "' does not hold a JSON object");
+  if (!value.is_object())
+    throw Error("checkpoint file '" + path.string() + "' does not hold a JSON object");
   return value;
 }
 
@@ -75,7 +78,8 @@ T field(const nlohmann::json& object, const char* key, const fs::path& path) {
   try {
     return object.at(key).get<T>();
   } catch (const nlohmann::json::exception& e) {
-    throw Error("checkpoint file '" + path.string() + "': bad or missing '" + key + "': " + e.what());
+    throw Error("checkpoint file '" + path.string() + "': bad or missing '" + key +
+                "': " + e.what());
   }
 }
 

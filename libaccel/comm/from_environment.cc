@@ -24,8 +24,8 @@ namespace {
 c10::intrusive_ptr<c10d::Store> jobStore(int rank, std::chrono::milliseconds timeout) {
   auto addr = env::getString(env::kMasterAddr);
   auto port = env::getInt(env::kMasterPort, -1);
-  ACCEL_CHECK(addr && port > 0, env::kMasterAddr, " and ", env::kMasterPort, " must be set when ", env::kWorldSize,
-              " > 1 (run under accel launch)");
+  ACCEL_CHECK(addr && port > 0, env::kMasterAddr, " and ", env::kMasterPort, " must be set when ",
+              env::kWorldSize, " > 1 (run under accel launch)");
   const bool agentStore = env::getString(env::kUseAgentStore).value_or("") == "True";
   c10d::TCPStoreOptions options;
   options.port = static_cast<uint16_t>(port);
@@ -36,8 +36,8 @@ c10::intrusive_ptr<c10d::Store> jobStore(int rank, std::chrono::milliseconds tim
   try {
     store = makeTorchTcpStore(*addr, options);
   } catch (const std::exception& e) {
-    throw NetworkError("rank " + std::to_string(rank) + ": cannot reach the job's store at " + *addr + ":" +
-                       std::to_string(port) + ": " + e.what());
+    throw NetworkError("rank " + std::to_string(rank) + ": cannot reach the job's store at " +
+                       *addr + ":" + std::to_string(port) + ": " + e.what());
   }
   if (agentStore) {
     store = c10::make_intrusive<c10d::PrefixStore>(
@@ -66,8 +66,9 @@ Choice choose(CpuBackend backend, int world, int localWorld) {
   if (localWorld == world) return Choice::SharedMemory;
   if (localWorld > 1 && world % localWorld == 0) return Choice::Hierarchical;
   if (backend == CpuBackend::SharedMemory) {
-    throw Error(std::string(env::kCpuBackend) + "=shm needs the same number (LOCAL_WORLD_SIZE=" +
-                std::to_string(localWorld) + ") of ranks on every machine, more than one; use gloo");
+    throw Error(std::string(env::kCpuBackend) +
+                "=shm needs the same number (LOCAL_WORLD_SIZE=" + std::to_string(localWorld) +
+                ") of ranks on every machine, more than one; use gloo");
   }
   return Choice::Gloo;
 }
@@ -91,7 +92,8 @@ std::shared_ptr<Communicator> communicatorFromEnvironment(const EnvironmentOptio
   auto store = jobStore(rank, options.timeout);
 #ifdef ACCEL_HAVE_NCCL
   if (!options.cpu_only && ncclUsable()) {
-    return makeNcclCommunicator(store, rank, world, std::max(env::getInt(env::kLocalRank, 0), 0), options.timeout);
+    return makeNcclCommunicator(store, rank, world, std::max(env::getInt(env::kLocalRank, 0), 0),
+                                options.timeout);
   }
 #endif
   const int localWorld = env::getInt(env::kLocalWorldSize, 1);

@@ -14,9 +14,12 @@ namespace {
 
 c10d::ReduceOp toC10d(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return c10d::ReduceOp::SUM;
-    case ReduceOp::Max: return c10d::ReduceOp::MAX;
-    case ReduceOp::Min: return c10d::ReduceOp::MIN;
+    case ReduceOp::Sum:
+      return c10d::ReduceOp::SUM;
+    case ReduceOp::Max:
+      return c10d::ReduceOp::MAX;
+    case ReduceOp::Min:
+      return c10d::ReduceOp::MIN;
   }
   return c10d::ReduceOp::SUM;
 }
@@ -115,8 +118,8 @@ std::string localAddressFor(const std::string& host) {
   return out;
 }
 
-std::unique_ptr<Communicator> makeGlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                                   const GlooOptions& options) {
+std::unique_ptr<Communicator> makeGlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank,
+                                                   int size, const GlooOptions& options) {
   auto gloo = c10d::ProcessGroupGloo::Options::create();
   gloo->timeout = options.timeout;
   try {

@@ -22,8 +22,8 @@ struct GlooOptions {
 // until every rank joined, at most options.timeout, which also bounds every collective later.
 // Throws accel::NetworkError when the group cannot be formed, accel::Error when no local
 // address reaches `peer_host`.
-std::unique_ptr<Communicator> makeGlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                                   const GlooOptions& options);
+std::unique_ptr<Communicator> makeGlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank,
+                                                   int size, const GlooOptions& options);
 
 // The local IP address the kernel would use to reach `host` (no packet is sent), or "" when
 // `host` cannot be resolved.

@@ -22,7 +22,9 @@ class HierarchicalCommunicator : public Communicator {
   std::unique_ptr<Work> allreduceAsync(at::Tensor& tensor, ReduceOp op) override {
     return queue_->start(allreduceOp(tensor, op));
   }
-  void allreduce(at::Tensor& tensor, ReduceOp op) override { queue_->runBlocking(allreduceOp(tensor, op)); }
+  void allreduce(at::Tensor& tensor, ReduceOp op) override {
+    queue_->runBlocking(allreduceOp(tensor, op));
+  }
 
   void broadcast(at::Tensor& tensor, int root) override {
     ACCEL_CHECK(root >= 0 && root < size(), "broadcast from rank ", root, " of ", size());
@@ -85,20 +87,26 @@ class HierarchicalCommunicator : public Communicator {
 }  // namespace
 
 std::unique_ptr<Communicator> makeHierarchicalCommunicator(c10::intrusive_ptr<c10d::Store> store,
-                                                           const HierarchicalLayout& layout, const ShmOptions& shm,
+                                                           const HierarchicalLayout& layout,
+                                                           const ShmOptions& shm,
                                                            const GlooOptions& gloo) {
   const int machines = layout.local_size > 0 ? layout.size / layout.local_size : 0;
-  ACCEL_CHECK(layout.local_size > 0 && machines * layout.local_size == layout.size && layout.local_rank >= 0 &&
-                  layout.local_rank < layout.local_size && layout.rank % layout.local_size == layout.local_rank,
-              "shared memory inside machines needs LOCAL_WORLD_SIZE ranks on every machine, numbered machine by machine; "
-              "got RANK=", layout.rank, " WORLD_SIZE=", layout.size, " LOCAL_RANK=", layout.local_rank,
+  ACCEL_CHECK(layout.local_size > 0 && machines * layout.local_size == layout.size &&
+                  layout.local_rank >= 0 && layout.local_rank < layout.local_size &&
+                  layout.rank % layout.local_size == layout.local_rank,
+              "shared memory inside machines needs LOCAL_WORLD_SIZE ranks on every machine, "
+              "numbered machine by machine; "
+              "got RANK=",
+              layout.rank, " WORLD_SIZE=", layout.size, " LOCAL_RANK=", layout.local_rank,
               " LOCAL_WORLD_SIZE=", layout.local_size, " (set ACCEL_CPU_BACKEND=gloo)");
   const int machine = layout.rank / layout.local_size;
-  auto local = makeShmCommunicator(c10::make_intrusive<c10d::PrefixStore>("node" + std::to_string(machine), store),
-                                   layout.local_rank, layout.local_size, shm);
+  auto local = makeShmCommunicator(
+      c10::make_intrusive<c10d::PrefixStore>("node" + std::to_string(machine), store),
+      layout.local_rank, layout.local_size, shm);
   std::unique_ptr<Communicator> leaders;
   if (layout.local_rank == 0) {
-    leaders = makeGlooCommunicator(c10::make_intrusive<c10d::PrefixStore>("leaders", store), machine, machines, gloo);
+    leaders = makeGlooCommunicator(c10::make_intrusive<c10d::PrefixStore>("leaders", store),
+                                   machine, machines, gloo);
   }
   return std::make_unique<HierarchicalCommunicator>(layout, std::move(local), std::move(leaders));
 }

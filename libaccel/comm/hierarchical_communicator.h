@@ -30,7 +30,8 @@ struct HierarchicalLayout {
 // launch` and torchrun number them). Throws accel::Error naming the values when the layout is
 // not that; what makeShmCommunicator and makeGlooCommunicator throw otherwise.
 std::unique_ptr<Communicator> makeHierarchicalCommunicator(c10::intrusive_ptr<c10d::Store> store,
-                                                           const HierarchicalLayout& layout, const ShmOptions& shm,
+                                                           const HierarchicalLayout& layout,
+                                                           const ShmOptions& shm,
                                                            const GlooOptions& gloo);
 
 }  // namespace accel::comm

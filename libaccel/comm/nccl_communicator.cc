@@ -21,23 +21,35 @@ void checkNccl(ncclResult_t rc, const char* what) {
 
 ncclDataType_t ncclType(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return ncclFloat32;
-    case at::kDouble: return ncclFloat64;
-    case at::kHalf: return ncclFloat16;
-    case at::kBFloat16: return ncclBfloat16;
-    case at::kInt: return ncclInt32;
-    case at::kLong: return ncclInt64;
-    case at::kByte: return ncclUint8;
-    case at::kChar: return ncclInt8;
-    default: throw Error(std::string("NCCL: unsupported tensor type ") + c10::toString(t));
+    case at::kFloat:
+      return ncclFloat32;
+    case at::kDouble:
+      return ncclFloat64;
+    case at::kHalf:
+      return ncclFloat16;
+    case at::kBFloat16:
+      return ncclBfloat16;
+    case at::kInt:
+      return ncclInt32;
+    case at::kLong:
+      return ncclInt64;
+    case at::kByte:
+      return ncclUint8;
+    case at::kChar:
+      return ncclInt8;
+    default:
+      throw Error(std::string("NCCL: unsupported tensor type ") + c10::toString(t));
   }
 }
 
 ncclRedOp_t ncclOp(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return ncclSum;
-    case ReduceOp::Max: return ncclMax;
-    case ReduceOp::Min: return ncclMin;
+    case ReduceOp::Sum:
+      return ncclSum;
+    case ReduceOp::Max:
+      return ncclMax;
+    case ReduceOp::Min:
+      return ncclMin;
   }
   return ncclSum;
 }
@@ -50,9 +62,7 @@ class NcclWork : public Work {
     if (done_) cudaEventDestroy(done_);
     if (buffer_) cudaFree(buffer_);
   }
-  void wait() override {
-    checkCuda(cudaEventSynchronize(done_), "waiting for a collective");
-  }
+  void wait() override { checkCuda(cudaEventSynchronize(done_), "waiting for a collective"); }
 
  private:
   void* buffer_;
@@ -78,11 +88,13 @@ class NcclCommunicator : public Communicator {
     const size_t bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
     void* buffer = nullptr;
     checkCuda(cudaMalloc(&buffer, std::max<size_t>(bytes, 1)), "allocate a staging buffer");
-    checkCuda(cudaMemcpyAsync(buffer, tensor.data_ptr(), bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
-    checkNccl(ncclAllReduce(buffer, buffer, static_cast<size_t>(tensor.numel()), ncclType(tensor.scalar_type()),
-                            ncclOp(op), comm_, stream_),
+    checkCuda(cudaMemcpyAsync(buffer, tensor.data_ptr(), bytes, cudaMemcpyHostToDevice, stream_),
+              "copy to device");
+    checkNccl(ncclAllReduce(buffer, buffer, static_cast<size_t>(tensor.numel()),
+                            ncclType(tensor.scalar_type()), ncclOp(op), comm_, stream_),
               "all-reduce");
-    checkCuda(cudaMemcpyAsync(tensor.data_ptr(), buffer, bytes, cudaMemcpyDeviceToHost, stream_), "copy back");
+    checkCuda(cudaMemcpyAsync(tensor.data_ptr(), buffer, bytes, cudaMemcpyDeviceToHost, stream_),
+              "copy back");
     cudaEvent_t done;
     checkCuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "create an event");
     checkCuda(cudaEventRecord(done, stream_), "record an event");
@@ -93,11 +105,15 @@ class NcclCommunicator : public Communicator {
     ACCEL_CHECK(tensor.is_contiguous(), "NCCL broadcast needs a contiguous tensor");
     const size_t bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
     DeviceBuffer buffer(bytes);
-    checkCuda(cudaMemcpyAsync(buffer.ptr, tensor.data_ptr(), bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
+    checkCuda(
+        cudaMemcpyAsync(buffer.ptr, tensor.data_ptr(), bytes, cudaMemcpyHostToDevice, stream_),
+        "copy to device");
     checkNccl(ncclBroadcast(buffer.ptr, buffer.ptr, static_cast<size_t>(tensor.numel()),
                             ncclType(tensor.scalar_type()), root, comm_, stream_),
               "broadcast");
-    checkCuda(cudaMemcpyAsync(tensor.data_ptr(), buffer.ptr, bytes, cudaMemcpyDeviceToHost, stream_), "copy back");
+    checkCuda(
+        cudaMemcpyAsync(tensor.data_ptr(), buffer.ptr, bytes, cudaMemcpyDeviceToHost, stream_),
+        "copy back");
     checkCuda(cudaStreamSynchronize(stream_), "broadcast");
   }
 
@@ -106,16 +122,18 @@ class NcclCommunicator : public Communicator {
     const size_t bytes = static_cast<size_t>(in.numel()) * in.element_size();
     DeviceBuffer send(bytes), recv(bytes * static_cast<size_t>(size_));
     at::Tensor out = at::empty({size_ * in.numel()}, in.options());
-    checkCuda(cudaMemcpyAsync(send.ptr, in.data_ptr(), bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
-    checkNccl(ncclAllGather(send.ptr, recv.ptr, static_cast<size_t>(in.numel()), ncclType(in.scalar_type()), comm_,
-                            stream_),
+    checkCuda(cudaMemcpyAsync(send.ptr, in.data_ptr(), bytes, cudaMemcpyHostToDevice, stream_),
+              "copy to device");
+    checkNccl(ncclAllGather(send.ptr, recv.ptr, static_cast<size_t>(in.numel()),
+                            ncclType(in.scalar_type()), comm_, stream_),
               "all-gather");
-    checkCuda(cudaMemcpyAsync(out.data_ptr(), recv.ptr, bytes * static_cast<size_t>(size_), cudaMemcpyDeviceToHost,
-                              stream_),
+    checkCuda(cudaMemcpyAsync(out.data_ptr(), recv.ptr, bytes * static_cast<size_t>(size_),
+                              cudaMemcpyDeviceToHost, stream_),
               "copy back");
     checkCuda(cudaStreamSynchronize(stream_), "all-gather");
     std::vector<at::Tensor> parts;
-    for (int r = 0; r < size_; ++r) parts.push_back(out.narrow(0, r * in.numel(), in.numel()).view(in.sizes()).clone());
+    for (int r = 0; r < size_; ++r)
+      parts.push_back(out.narrow(0, r * in.numel(), in.numel()).view(in.sizes()).clone());
     return parts;
   }
 
@@ -126,7 +144,9 @@ class NcclCommunicator : public Communicator {
 
  private:
   struct DeviceBuffer {
-    explicit DeviceBuffer(size_t bytes) { checkCuda(cudaMalloc(&ptr, std::max<size_t>(bytes, 1)), "allocate"); }
+    explicit DeviceBuffer(size_t bytes) {
+      checkCuda(cudaMalloc(&ptr, std::max<size_t>(bytes, 1)), "allocate");
+    }
     ~DeviceBuffer() { cudaFree(ptr); }
     void* ptr = nullptr;
   };
@@ -148,8 +168,9 @@ std::string cudaUnavailableReason() {
   return "";
 }
 
-std::unique_ptr<Communicator> makeNcclCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                                   int device, std::chrono::milliseconds timeout) {
+std::unique_ptr<Communicator> makeNcclCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank,
+                                                   int size, int device,
+                                                   std::chrono::milliseconds timeout) {
   checkCuda(cudaSetDevice(device), "select device");
   ncclUniqueId id;
   if (rank == 0) {
@@ -159,7 +180,8 @@ std::unique_ptr<Communicator> makeNcclCommunicator(c10::intrusive_ptr<c10d::Stor
   } else {
     store->wait({"nccl_unique_id"}, timeout);
     auto bytes = store->get("nccl_unique_id");
-    ACCEL_CHECK(bytes.size() == sizeof id, "NCCL unique id of ", bytes.size(), " bytes in the store");
+    ACCEL_CHECK(bytes.size() == sizeof id, "NCCL unique id of ", bytes.size(),
+                " bytes in the store");
     std::memcpy(&id, bytes.data(), sizeof id);
   }
   ncclComm_t comm;

@@ -24,7 +24,8 @@ std::string cudaUnavailableReason();
 // `store` (other ranks wait for it at most `timeout`). Then blocks in ncclCommInitRank until
 // every rank joined, which has no timeout of its own. Throws accel::Error naming the CUDA/NCCL
 // failure, and what the store throws when the id does not come.
-std::unique_ptr<Communicator> makeNcclCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                                   int device, std::chrono::milliseconds timeout);
+std::unique_ptr<Communicator> makeNcclCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank,
+                                                   int size, int device,
+                                                   std::chrono::milliseconds timeout);
 
 }  // namespace accel::comm

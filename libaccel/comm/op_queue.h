@@ -62,7 +62,9 @@ class OpQueue {
   }
 
   // Queues `op`; its Work's wait() blocks until it ran and rethrows what it threw.
-  std::unique_ptr<Work> start(std::function<void()> op) { return std::make_unique<OutcomeWork>(submit(std::move(op))); }
+  std::unique_ptr<Work> start(std::function<void()> op) {
+    return std::make_unique<OutcomeWork>(submit(std::move(op)));
+  }
 
   // Runs `op` and returns when it did: on the caller's thread when nothing is in flight (no
   // hand-off to the queue's thread and back), else queued behind what is.

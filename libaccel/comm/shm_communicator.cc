@@ -13,16 +13,26 @@ constexpr const char* kSegmentKey = "shm/segment";
 
 shm::DType toDType(at::ScalarType type) {
   switch (type) {
-    case at::kFloat: return shm::DType::F32;
-    case at::kDouble: return shm::DType::F64;
-    case at::kBFloat16: return shm::DType::BF16;
-    case at::kHalf: return shm::DType::F16;
-    case at::kChar: return shm::DType::I8;
-    case at::kByte: return shm::DType::U8;
-    case at::kShort: return shm::DType::I16;
-    case at::kInt: return shm::DType::I32;
-    case at::kLong: return shm::DType::I64;
-    default: break;
+    case at::kFloat:
+      return shm::DType::F32;
+    case at::kDouble:
+      return shm::DType::F64;
+    case at::kBFloat16:
+      return shm::DType::BF16;
+    case at::kHalf:
+      return shm::DType::F16;
+    case at::kChar:
+      return shm::DType::I8;
+    case at::kByte:
+      return shm::DType::U8;
+    case at::kShort:
+      return shm::DType::I16;
+    case at::kInt:
+      return shm::DType::I32;
+    case at::kLong:
+      return shm::DType::I64;
+    default:
+      break;
   }
   throw Error(std::string("shared-memory all-reduce: dtype ") + c10::toString(type) +
               " is not supported (float32/64, bfloat16, float16, int8/16/32/64, uint8)");
@@ -30,16 +40,20 @@ shm::DType toDType(at::ScalarType type) {
 
 shm::Op toOp(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return shm::Op::Sum;
-    case ReduceOp::Max: return shm::Op::Max;
-    case ReduceOp::Min: return shm::Op::Min;
+    case ReduceOp::Sum:
+      return shm::Op::Sum;
+    case ReduceOp::Max:
+      return shm::Op::Max;
+    case ReduceOp::Min:
+      return shm::Op::Min;
   }
   return shm::Op::Sum;
 }
 
 void checkTensor(const at::Tensor& t, const char* what) {
   ACCEL_CHECK(t.device().is_cpu() && t.is_contiguous(), "shared-memory ", what,
-              " needs a contiguous CPU tensor, got one on ", t.device(), t.is_contiguous() ? "" : " (not contiguous)");
+              " needs a contiguous CPU tensor, got one on ", t.device(),
+              t.is_contiguous() ? "" : " (not contiguous)");
 }
 
 class ShmCommunicator : public Communicator {
@@ -55,7 +69,9 @@ class ShmCommunicator : public Communicator {
     return queue_->start(allreduceOp(tensor, op));
   }
 
-  void allreduce(at::Tensor& tensor, ReduceOp op) override { queue_->runBlocking(allreduceOp(tensor, op)); }
+  void allreduce(at::Tensor& tensor, ReduceOp op) override {
+    queue_->runBlocking(allreduceOp(tensor, op));
+  }
 
   void broadcast(at::Tensor& tensor, int root) override {
     checkTensor(tensor, "broadcast");
@@ -112,13 +128,14 @@ std::unique_ptr<shm::Group> createGroup(c10d::Store& store, int size, const ShmO
   return joined;
 }
 
-std::unique_ptr<shm::Group> joinGroup(c10d::Store& store, int rank, int size, const shm::GroupOptions& group) {
+std::unique_ptr<shm::Group> joinGroup(c10d::Store& store, int rank, int size,
+                                      const shm::GroupOptions& group) {
   std::vector<uint8_t> bytes;
   try {
     bytes = store.get(kSegmentKey);  // waits at most the store's timeout
   } catch (const std::exception& e) {
-    throw TimeoutError("rank " + std::to_string(rank) + ": rank 0 never published the shared-memory segment (" +
-                       e.what() + ")");
+    throw TimeoutError("rank " + std::to_string(rank) +
+                       ": rank 0 never published the shared-memory segment (" + e.what() + ")");
   }
   std::istringstream in(std::string(bytes.begin(), bytes.end()));
   std::string name;
@@ -134,11 +151,12 @@ std::unique_ptr<shm::Group> joinGroup(c10d::Store& store, int rank, int size, co
 
 }  // namespace
 
-std::unique_ptr<Communicator> makeShmCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                                  const ShmOptions& options) {
+std::unique_ptr<Communicator> makeShmCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank,
+                                                  int size, const ShmOptions& options) {
   shm::GroupOptions group = options.group;
   group.timeout = options.timeout;
-  auto g = rank == 0 ? createGroup(*store, size, options, group) : joinGroup(*store, rank, size, group);
+  auto g =
+      rank == 0 ? createGroup(*store, size, options, group) : joinGroup(*store, rank, size, group);
   g->attach();
   return std::make_unique<ShmCommunicator>(std::move(g));
 }

@@ -3,9 +3,10 @@
 // one POSIX shared-memory segment per job (shm_group.h) instead of loopback TCP. Operations run
 // in the order they were started on one thread of the communicator's, so allreduceAsync returns
 // at once and gradient buckets overlap backward; the blocking calls queue behind what is in
-// flight, or run on the caller's thread when nothing is. Tensors must be contiguous CPU tensors; all-reduce takes float32/64, bfloat16,
-// float16 and 8- to 64-bit integers (bf16 and fp16 accumulated in fp32). Results are the same
-// on every run. Not thread-safe (one caller thread), like every Communicator.
+// flight, or run on the caller's thread when nothing is. Tensors must be contiguous CPU tensors;
+// all-reduce takes float32/64, bfloat16, float16 and 8- to 64-bit integers (bf16 and fp16
+// accumulated in fp32). Results are the same on every run. Not thread-safe (one caller thread),
+// like every Communicator.
 
 #include <chrono>
 #include <memory>
@@ -31,7 +32,7 @@ struct ShmOptions {
 // read it (waiting at most the store's timeout) and map it. Blocks until every rank attached, then
 // the segment's name is removed (the mappings live on). Throws accel::Error when the segment
 // cannot be created or opened (no room in /dev/shm; a rank on another machine), naming it.
-std::unique_ptr<Communicator> makeShmCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                                  const ShmOptions& options);
+std::unique_ptr<Communicator> makeShmCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank,
+                                                  int size, const ShmOptions& options);
 
 }  // namespace accel::comm

@@ -47,7 +47,9 @@ void cpuRelax() {
 #endif
 }
 
-std::string peerName(int rank, int pid) { return "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")"; }
+std::string peerName(int rank, int pid) {
+  return "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")";
+}
 
 }  // namespace
 
@@ -73,13 +75,15 @@ struct alignas(kLine) SegmentHeader {
 }  // namespace detail
 
 size_t segmentBytes(int size, const GroupOptions& options) {
-  const size_t header = roundUp(sizeof(detail::SegmentHeader) + size * sizeof(detail::RankSlot), kPage);
+  const size_t header =
+      roundUp(sizeof(detail::SegmentHeader) + size * sizeof(detail::RankSlot), kPage);
   return header + (2 * static_cast<size_t>(size) + 2) * resolveSlotBytes(size, options);
 }
 
 uint64_t Group::initialise(Segment& segment, int size, const GroupOptions& options) {
-  ACCEL_CHECK(segment.size() == segmentBytes(size, options), "shared-memory segment ", segment.name(), " has ",
-              segment.size(), " bytes, the group needs ", segmentBytes(size, options));
+  ACCEL_CHECK(segment.size() == segmentBytes(size, options), "shared-memory segment ",
+              segment.name(), " has ", segment.size(), " bytes, the group needs ",
+              segmentBytes(size, options));
   std::random_device random;
   const uint64_t nonce = (static_cast<uint64_t>(random()) << 32) ^ random() ^ 1u;
   auto* h = new (segment.data()) Header{};
@@ -97,17 +101,23 @@ uint64_t Group::initialise(Segment& segment, int size, const GroupOptions& optio
 }
 
 Group::Group(Segment segment, int rank, int size, uint64_t nonce, const GroupOptions& options)
-    : segment_(std::move(segment)), rank_(rank), size_(size), options_(options),
-      slot_bytes_(resolveSlotBytes(size, options)), pidfds_(static_cast<size_t>(size), -1),
+    : segment_(std::move(segment)),
+      rank_(rank),
+      size_(size),
+      options_(options),
+      slot_bytes_(resolveSlotBytes(size, options)),
+      pidfds_(static_cast<size_t>(size), -1),
       inputs_(static_cast<size_t>(size)) {
   ACCEL_CHECK(rank >= 0 && rank < size, "rank ", rank, " is not in [0, ", size, ")");
   const Header& h = header();
-  ACCEL_CHECK(h.magic == kMagic && h.version == kVersion && h.size == size && h.slot_bytes == slot_bytes_ &&
-                  h.nonce == nonce,
-              "shared-memory segment ", segment_.name(), " is not this group's (another job's, or another ",
-              "version of libaccel: its header says ", h.size, " ranks, ", h.slot_bytes, "-byte slots)");
+  ACCEL_CHECK(
+      h.magic == kMagic && h.version == kVersion && h.size == size && h.slot_bytes == slot_bytes_ &&
+          h.nonce == nonce,
+      "shared-memory segment ", segment_.name(), " is not this group's (another job's, or another ",
+      "version of libaccel: its header says ", h.size, " ranks, ", h.slot_bytes, "-byte slots)");
   if (options_.spin.count() > 0 && size_ > static_cast<int>(std::thread::hardware_concurrency())) {
-    options_.spin = std::chrono::microseconds(0);  // more ranks than CPUs: a spinner steals the peer's CPU
+    options_.spin =
+        std::chrono::microseconds(0);  // more ranks than CPUs: a spinner steals the peer's CPU
   }
   RankSlot& me = slot(rank_);
   me.start_time = processStartTime(::getpid());
@@ -122,14 +132,20 @@ Group::~Group() {
 
 Group::Header& Group::header() const { return *static_cast<Header*>(segment_.data()); }
 
-Group::RankSlot& Group::slot(int rank) const { return reinterpret_cast<RankSlot*>(&header() + 1)[rank]; }
-
-char* Group::staging(int set, int rank) const {
-  const size_t base = segmentBytes(size_, options_) - (2 * static_cast<size_t>(size_) + 2) * slot_bytes_;
-  return static_cast<char*>(segment_.data()) + base + (static_cast<size_t>(set) * size_ + rank) * slot_bytes_;
+Group::RankSlot& Group::slot(int rank) const {
+  return reinterpret_cast<RankSlot*>(&header() + 1)[rank];
 }
 
-char* Group::result(int set) const { return staging(0, 0) + (2 * static_cast<size_t>(size_) + set) * slot_bytes_; }
+char* Group::staging(int set, int rank) const {
+  const size_t base =
+      segmentBytes(size_, options_) - (2 * static_cast<size_t>(size_) + 2) * slot_bytes_;
+  return static_cast<char*>(segment_.data()) + base +
+         (static_cast<size_t>(set) * size_ + rank) * slot_bytes_;
+}
+
+char* Group::result(int set) const {
+  return staging(0, 0) + (2 * static_cast<size_t>(size_) + set) * slot_bytes_;
+}
 
 void Group::attach() {
   sync("attach (waiting for every rank to map the segment)", deadline());
@@ -140,9 +156,10 @@ void Group::checkHealthy() const {
   const int failed = header().failed.load(std::memory_order_acquire);
   if (failed) {
     const Header& h = header();
-    throw Error("shared-memory group: rank " + std::to_string(failed - 1) + " stopped the group: rank " +
-                std::to_string(h.culprit) + (h.culprit_died ? " died" : " did not arrive in time") +
-                " (see rank " + std::to_string(failed - 1) + "'s error); this rank cannot go on");
+    throw Error("shared-memory group: rank " + std::to_string(failed - 1) +
+                " stopped the group: rank " + std::to_string(h.culprit) +
+                (h.culprit_died ? " died" : " did not arrive in time") + " (see rank " +
+                std::to_string(failed - 1) + "'s error); this rank cannot go on");
   }
 }
 
@@ -151,7 +168,8 @@ void Group::fail(const std::string& message, bool timeout, int culprit) {
   // then `failed` published.
   Header& h = header();
   int32_t none = -1;
-  if (__atomic_compare_exchange_n(&h.culprit, &none, culprit, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  if (__atomic_compare_exchange_n(&h.culprit, &none, culprit, false, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_ACQUIRE)) {
     h.culprit_died = timeout ? 0 : 1;
     int expected = 0;
     h.failed.compare_exchange_strong(expected, rank_ + 1, std::memory_order_release);
@@ -186,8 +204,9 @@ void Group::waitFor(int peer, uint32_t target, const char* what, Clock::time_poi
     if (reached(seen, target)) return;
     checkHealthy();
     if (Clock::now() >= deadline) {
-      fail(std::string(what) + ": timed out after " + std::to_string(options_.timeout.count()) + " ms waiting for " +
-               peerName(peer, s.pid.load()) + ", which is " + std::to_string(target - seen) + " sync point(s) behind",
+      fail(std::string(what) + ": timed out after " + std::to_string(options_.timeout.count()) +
+               " ms waiting for " + peerName(peer, s.pid.load()) + ", which is " +
+               std::to_string(target - seen) + " sync point(s) behind",
            true, peer);
     }
     if (!sleepOn(peer, seen, deadline)) checkPeer(peer, what);
@@ -198,7 +217,8 @@ void Group::waitFor(int peer, uint32_t target, const char* what, Clock::time_poi
 // it was woken (else the caller checks that the peer lives).
 bool Group::sleepOn(int peer, uint32_t seen, Clock::time_point deadline) {
   RankSlot& s = slot(peer);
-  const auto wait = std::min<Clock::duration>(kLivenessSlice, std::max<Clock::duration>(deadline - Clock::now(), {}));
+  const auto wait = std::min<Clock::duration>(
+      kLivenessSlice, std::max<Clock::duration>(deadline - Clock::now(), {}));
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
   timespec timeout{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
   s.waiters.fetch_add(1, std::memory_order_seq_cst);
@@ -221,13 +241,15 @@ void Group::checkPeer(int peer, const char* what) {
     if (gone) {
       if (fd >= 0) ::close(fd);
       fd = -1;
-      fail(std::string(what) + ": " + peerName(peer, pid) + " is gone (it exited or was killed)", false, peer);
+      fail(std::string(what) + ": " + peerName(peer, pid) + " is gone (it exited or was killed)",
+           false, peer);
     }
     if (fd < 0) return;  // no pidfds here (old kernel, another pid namespace): the timeout applies
   }
   pollfd p{fd, POLLIN, 0};
   if (::poll(&p, 1, 0) == 1) {
-    fail(std::string(what) + ": " + peerName(peer, pid) + " died during the operation", false, peer);
+    fail(std::string(what) + ": " + peerName(peer, pid) + " died during the operation", false,
+         peer);
   }
 }
 
@@ -253,7 +275,8 @@ void Group::allgather(const void* in, size_t bytes, void* out) {
     const size_t n = std::min(slot_bytes_, bytes - off);
     std::memcpy(staging(set_, rank_), src + off, n);
     sync("all-gather", until);
-    for (int r = 0; r < size_; ++r) std::memcpy(dst + static_cast<size_t>(r) * bytes + off, staging(set_, r), n);
+    for (int r = 0; r < size_; ++r)
+      std::memcpy(dst + static_cast<size_t>(r) * bytes + off, staging(set_, r), n);
     set_ ^= 1;
   }
 }
@@ -265,8 +288,10 @@ void Group::allreduce(void* data, size_t count, DType dtype, Op op) {
   auto* p = static_cast<char*>(data);
   for (size_t off = 0; off < count; off += piece) {
     const size_t n = std::min(piece, count - off);
-    if (n * elem <= options_.small_bytes) reduceSmall(p + off * elem, n, dtype, op, until);
-    else reduceSplit(p + off * elem, n, dtype, op, until);
+    if (n * elem <= options_.small_bytes)
+      reduceSmall(p + off * elem, n, dtype, op, until);
+    else
+      reduceSplit(p + off * elem, n, dtype, op, until);
   }
 }
 

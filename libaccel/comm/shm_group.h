@@ -109,9 +109,9 @@ class Group {
   int size_;
   GroupOptions options_;
   size_t slot_bytes_;
-  uint32_t phase_ = 0;  // sync points passed; the same on every rank
-  int set_ = 0;         // staging set of the next piece
-  std::vector<int> pidfds_;  // per peer, opened when first waited for; -1 unknown
+  uint32_t phase_ = 0;               // sync points passed; the same on every rank
+  int set_ = 0;                      // staging set of the next piece
+  std::vector<int> pidfds_;          // per peer, opened when first waited for; -1 unknown
   std::vector<const void*> inputs_;  // scratch: the slots a reduction reads
 };
 

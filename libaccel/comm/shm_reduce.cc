@@ -66,9 +66,12 @@ void reduceTyped(T* out, const T* const* in, int n, size_t count) {
       const T* src = in[k] + start;
       for (size_t i = 0; i < len; ++i) {
         const Acc v = Conv::load(src[i]);
-        if constexpr (kOp == Op::Sum) acc[i] = add(acc[i], v);
-        else if constexpr (kOp == Op::Max) acc[i] = acc[i] < v ? v : acc[i];
-        else acc[i] = v < acc[i] ? v : acc[i];
+        if constexpr (kOp == Op::Sum)
+          acc[i] = add(acc[i], v);
+        else if constexpr (kOp == Op::Max)
+          acc[i] = acc[i] < v ? v : acc[i];
+        else
+          acc[i] = v < acc[i] ? v : acc[i];
       }
     }
     T* dst = out + start;
@@ -81,9 +84,12 @@ void reduceOp(void* out, const void* const* in, int n, size_t count, Op op) {
   auto* o = static_cast<T*>(out);
   auto* i = reinterpret_cast<const T* const*>(in);
   switch (op) {
-    case Op::Sum: return reduceTyped<T, Conv, Op::Sum>(o, i, n, count);
-    case Op::Max: return reduceTyped<T, Conv, Op::Max>(o, i, n, count);
-    case Op::Min: return reduceTyped<T, Conv, Op::Min>(o, i, n, count);
+    case Op::Sum:
+      return reduceTyped<T, Conv, Op::Sum>(o, i, n, count);
+    case Op::Max:
+      return reduceTyped<T, Conv, Op::Max>(o, i, n, count);
+    case Op::Min:
+      return reduceTyped<T, Conv, Op::Min>(o, i, n, count);
   }
 }
 
@@ -127,40 +133,67 @@ float halfToFloat(uint16_t half) {
 
 size_t dtypeSize(DType dtype) {
   switch (dtype) {
-    case DType::I8: case DType::U8: return 1;
-    case DType::BF16: case DType::F16: case DType::I16: return 2;
-    case DType::F32: case DType::I32: return 4;
-    case DType::F64: case DType::I64: return 8;
+    case DType::I8:
+    case DType::U8:
+      return 1;
+    case DType::BF16:
+    case DType::F16:
+    case DType::I16:
+      return 2;
+    case DType::F32:
+    case DType::I32:
+      return 4;
+    case DType::F64:
+    case DType::I64:
+      return 8;
   }
   return 1;
 }
 
 const char* dtypeName(DType dtype) {
   switch (dtype) {
-    case DType::F32: return "float32";
-    case DType::F64: return "float64";
-    case DType::BF16: return "bfloat16";
-    case DType::F16: return "float16";
-    case DType::I8: return "int8";
-    case DType::U8: return "uint8";
-    case DType::I16: return "int16";
-    case DType::I32: return "int32";
-    case DType::I64: return "int64";
+    case DType::F32:
+      return "float32";
+    case DType::F64:
+      return "float64";
+    case DType::BF16:
+      return "bfloat16";
+    case DType::F16:
+      return "float16";
+    case DType::I8:
+      return "int8";
+    case DType::U8:
+      return "uint8";
+    case DType::I16:
+      return "int16";
+    case DType::I32:
+      return "int32";
+    case DType::I64:
+      return "int64";
   }
   return "?";
 }
 
 void reduce(void* out, const void* const* in, int n, size_t count, DType dtype, Op op) {
   switch (dtype) {
-    case DType::F32: return reduceOp<float, Plain<float>>(out, in, n, count, op);
-    case DType::F64: return reduceOp<double, Plain<double>>(out, in, n, count, op);
-    case DType::BF16: return reduceOp<uint16_t, Bf16>(out, in, n, count, op);
-    case DType::F16: return reduceOp<uint16_t, F16>(out, in, n, count, op);
-    case DType::I8: return reduceOp<int8_t, Plain<int8_t>>(out, in, n, count, op);
-    case DType::U8: return reduceOp<uint8_t, Plain<uint8_t>>(out, in, n, count, op);
-    case DType::I16: return reduceOp<int16_t, Plain<int16_t>>(out, in, n, count, op);
-    case DType::I32: return reduceOp<int32_t, Plain<int32_t>>(out, in, n, count, op);
-    case DType::I64: return reduceOp<int64_t, Plain<int64_t>>(out, in, n, count, op);
+    case DType::F32:
+      return reduceOp<float, Plain<float>>(out, in, n, count, op);
+    case DType::F64:
+      return reduceOp<double, Plain<double>>(out, in, n, count, op);
+    case DType::BF16:
+      return reduceOp<uint16_t, Bf16>(out, in, n, count, op);
+    case DType::F16:
+      return reduceOp<uint16_t, F16>(out, in, n, count, op);
+    case DType::I8:
+      return reduceOp<int8_t, Plain<int8_t>>(out, in, n, count, op);
+    case DType::U8:
+      return reduceOp<uint8_t, Plain<uint8_t>>(out, in, n, count, op);
+    case DType::I16:
+      return reduceOp<int16_t, Plain<int16_t>>(out, in, n, count, op);
+    case DType::I32:
+      return reduceOp<int32_t, Plain<int32_t>>(out, in, n, count, op);
+    case DType::I64:
+      return reduceOp<int64_t, Plain<int64_t>>(out, in, n, count, op);
   }
 }
 

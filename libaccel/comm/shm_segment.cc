@@ -33,12 +33,14 @@ std::string systemError(const std::string& what, const std::string& name) {
 bool readNumber(const char*& p, unsigned long long& value) {
   if (*p < '0' || *p > '9') return false;
   value = 0;
-  for (; *p >= '0' && *p <= '9'; ++p) value = value * 10 + static_cast<unsigned long long>(*p - '0');
+  for (; *p >= '0' && *p <= '9'; ++p)
+    value = value * 10 + static_cast<unsigned long long>(*p - '0');
   return true;
 }
 
 // Parses "<uid>-<pid>-<start>-..." after the prefix.
-bool parseCreator(const char* name, unsigned long long& uid, unsigned long long& pid, unsigned long long& start) {
+bool parseCreator(const char* name, unsigned long long& uid, unsigned long long& pid,
+                  unsigned long long& start) {
   for (const char* q = kSegmentPrefix; *q; ++q, ++name) {
     if (*name != *q) return false;
   }
@@ -95,7 +97,8 @@ std::string segmentTag(const std::string& tag) {
   std::string out;
   for (char c : tag) {
     if (out.size() == 40) break;
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '-' || c == '_';
     out += plain ? c : '_';
   }
   return out.empty() ? "job" : out;
@@ -139,8 +142,9 @@ void Segment::unlink() {
 
 Expected<Segment> Segment::create(const std::string& tag, size_t bytes) {
   Segment s;
-  s.name_ = std::string(kSegmentPrefix) + std::to_string(::getuid()) + "-" + std::to_string(::getpid()) + "-" +
-            std::to_string(processStartTime(::getpid())) + "-" + segmentTag(tag) + "-" + randomHex();
+  s.name_ = std::string(kSegmentPrefix) + std::to_string(::getuid()) + "-" +
+            std::to_string(::getpid()) + "-" + std::to_string(processStartTime(::getpid())) + "-" +
+            segmentTag(tag) + "-" + randomHex();
   const int fd = ::shm_open(("/" + s.name_).c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) return makeError(systemError("cannot create the", s.name_));
   s.linked_ = true;
@@ -149,8 +153,10 @@ Expected<Segment> Segment::create(const std::string& tag, size_t bytes) {
   if (reserved != 0) {
     ::close(fd);
     errno = reserved;
-    return makeError(systemError("no room (" + std::to_string(bytes >> 20) + " MiB) in /dev/shm for the", s.name_) +
-                     " (grow /dev/shm, or set ACCEL_CPU_BACKEND=gloo)");
+    return makeError(
+        systemError("no room (" + std::to_string(bytes >> 20) + " MiB) in /dev/shm for the",
+                    s.name_) +
+        " (grow /dev/shm, or set ACCEL_CPU_BACKEND=gloo)");
   }
   s.data_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
@@ -168,10 +174,11 @@ Expected<Segment> Segment::open(const std::string& name, size_t bytes) {
   const int fd = ::shm_open(("/" + name).c_str(), O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) return makeError(systemError("cannot open the", name));
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_uid != ::getuid() || static_cast<size_t>(st.st_size) != bytes) {
+  if (::fstat(fd, &st) != 0 || st.st_uid != ::getuid() ||
+      static_cast<size_t>(st.st_size) != bytes) {
     ::close(fd);
-    return makeError("shared-memory segment /dev/shm/" + name + " is not this user's or not " + std::to_string(bytes) +
-                     " bytes long");
+    return makeError("shared-memory segment /dev/shm/" + name + " is not this user's or not " +
+                     std::to_string(bytes) + " bytes long");
   }
   s.data_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);

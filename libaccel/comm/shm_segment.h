@@ -32,7 +32,8 @@ class Segment {
   Segment& operator=(const Segment&) = delete;
 
   // Creates a zero-filled segment of `bytes` readable and writable by this user only. `tag`
-  // (made a name part by segmentTag) helps a human, or a test, tell jobs apart. Fails, naming the segment and the reason, when /dev/shm has no room.
+  // (made a name part by segmentTag) helps a human, or a test, tell jobs apart. Fails, naming the
+  // segment and the reason, when /dev/shm has no room.
   static Expected<Segment> create(const std::string& tag, size_t bytes);
   // Maps the segment `name` (as returned by name()), which must be `bytes` long and belong to
   // this user.

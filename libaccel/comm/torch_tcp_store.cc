@@ -4,7 +4,8 @@
 
 namespace accel::comm {
 
-c10::intrusive_ptr<c10d::TCPStore> makeTorchTcpStore(const std::string& host, c10d::TCPStoreOptions options) {
+c10::intrusive_ptr<c10d::TCPStore> makeTorchTcpStore(const std::string& host,
+                                                     c10d::TCPStoreOptions options) {
 #if TORCH_VERSION_MAJOR >= 2
   try {
     return c10::make_intrusive<c10d::TCPStore>(host, options);

@@ -11,6 +11,7 @@
 
 namespace accel::comm {
 
-c10::intrusive_ptr<c10d::TCPStore> makeTorchTcpStore(const std::string& host, c10d::TCPStoreOptions options);
+c10::intrusive_ptr<c10d::TCPStore> makeTorchTcpStore(const std::string& host,
+                                                     c10d::TCPStoreOptions options);
 
 }  // namespace accel::comm

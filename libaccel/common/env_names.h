@@ -23,7 +23,8 @@ inline constexpr const char* kRunId = "TORCHELASTIC_RUN_ID";
 inline constexpr const char* kUseAgentStore = "TORCHELASTIC_USE_AGENT_STORE";
 inline constexpr const char* kErrorFile = "TORCHELASTIC_ERROR_FILE";
 inline constexpr const char* kTorchNcclAsyncErrorHandling = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
-inline constexpr const char* kNcclAsyncErrorHandling = "NCCL_ASYNC_ERROR_HANDLING";  // torch 1.13's name
+inline constexpr const char* kNcclAsyncErrorHandling =
+    "NCCL_ASYNC_ERROR_HANDLING";  // torch 1.13's name
 inline constexpr const char* kOmpNumThreads = "OMP_NUM_THREADS";
 inline constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
 inline constexpr const char* kPythonFaultHandler = "PYTHONFAULTHANDLER";
@@ -51,7 +52,8 @@ inline constexpr const char* kDynamoBackend = "ACCELERATE_DYNAMO_BACKEND";
 inline constexpr const char* kDynamoMode = "ACCELERATE_DYNAMO_MODE";
 inline constexpr const char* kDynamoUseFullgraph = "ACCELERATE_DYNAMO_USE_FULLGRAPH";
 inline constexpr const char* kDynamoUseDynamic = "ACCELERATE_DYNAMO_USE_DYNAMIC";
-inline constexpr const char* kDynamoUseRegionalCompilation = "ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION";
+inline constexpr const char* kDynamoUseRegionalCompilation =
+    "ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION";
 inline constexpr const char* kKmpAffinity = "KMP_AFFINITY";
 inline constexpr const char* kKmpBlocktime = "KMP_BLOCKTIME";
 

@@ -21,8 +21,8 @@ inline ErrorMessage makeError(std::string message) { return ErrorMessage{std::mo
 template <typename T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : v_(std::move(value)) {}           // NOLINT: implicit by design
-  Expected(ErrorMessage error) : v_(std::move(error)) {}       // NOLINT: implicit by design
+  Expected(T value) : v_(std::move(value)) {}             // NOLINT: implicit by design
+  Expected(ErrorMessage error) : v_(std::move(error)) {}  // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(v_); }
   explicit operator bool() const { return ok(); }
@@ -49,7 +49,7 @@ template <>
 class [[nodiscard]] Expected<void> {
  public:
   Expected() = default;
-  Expected(ErrorMessage error) : error_(std::move(error)) {}   // NOLINT: implicit by design
+  Expected(ErrorMessage error) : error_(std::move(error)) {}  // NOLINT: implicit by design
 
   bool ok() const { return !error_.has_value(); }
   explicit operator bool() const { return ok(); }

@@ -47,7 +47,8 @@ at::Tensor readIdx(const std::string& path) {
   unsigned char magic[4];
   file.read(magic, 4, "magic number");
   if (magic[0] != 0 || magic[1] != 0 || magic[2] != 0x08 || magic[3] == 0 || magic[3] > 4) {
-    throw Error("'" + path + "' is not an IDX file of unsigned bytes (magic " + std::to_string(bigEndian(magic)) + ")");
+    throw Error("'" + path + "' is not an IDX file of unsigned bytes (magic " +
+                std::to_string(bigEndian(magic)) + ")");
   }
   std::vector<int64_t> shape;
   int64_t total = 1;

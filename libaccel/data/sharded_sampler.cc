@@ -10,7 +10,8 @@ namespace accel {
 ShardedBatchSampler::ShardedBatchSampler(ShardOptions options, int rank, int worldSize)
     : options_(options), rank_(rank), world_(worldSize) {
   ACCEL_CHECK(options_.batch_size > 0, "batch_size must be positive");
-  ACCEL_CHECK(worldSize > 0 && rank >= 0 && rank < worldSize, "rank ", rank, " is not in a world of ", worldSize);
+  ACCEL_CHECK(worldSize > 0 && rank >= 0 && rank < worldSize, "rank ", rank,
+              " is not in a world of ", worldSize);
 }
 
 std::vector<size_t> ShardedBatchSampler::order() const {
@@ -50,7 +51,9 @@ std::vector<std::vector<size_t>> ShardedBatchSampler::batches() const {
   for (size_t start = 0; start < idx.size(); start += bs, ++global) {
     size_t end = std::min(start + bs, idx.size());
     if (end - start < bs && options_.drop_last) break;
-    if (global % w == static_cast<size_t>(rank_)) out.emplace_back(idx.begin() + static_cast<long>(start), idx.begin() + static_cast<long>(end));
+    if (global % w == static_cast<size_t>(rank_))
+      out.emplace_back(idx.begin() + static_cast<long>(start),
+                       idx.begin() + static_cast<long>(end));
   }
   if (options_.drop_last && options_.even_batches) out.resize(std::min(out.size(), size()));
   return out;

@@ -4,12 +4,14 @@
 // number of steps the rank has begun. The agent watches these keys to say which rank is stuck
 // and where the others are (`accel status`, --hang_timeout). Any worker can do the same; from
 // Python:
-//   hb = torch.distributed.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False)
-//   hb.add(os.environ["ACCEL_HEARTBEAT_KEY"], 1)   # each step, before its collectives
+//   hb = torch.distributed.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+//   is_master=False) hb.add(os.environ["ACCEL_HEARTBEAT_KEY"], 1)   # each step, before its
+//   collectives
 //
 // beat() never blocks on the network: a thread of its own, with a connection of its own, sends
-// what the training thread counted, at most ten ADDs a second (steps in between go together). A store that cannot be reached costs one line on stderr,
-// and the heartbeat falls silent; training goes on.
+// what the training thread counted, at most ten ADDs a second (steps in between go together). A
+// store that cannot be reached costs one line on stderr, and the heartbeat falls silent; training
+// goes on.
 
 #include <condition_variable>
 #include <cstdint>

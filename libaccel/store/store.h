@@ -25,7 +25,8 @@ class Store {
 
   // Sets `key` to `desired` if its value is `expected` (or, with an empty `expected`, if it is
   // absent); returns the value stored afterwards (torch's semantics).
-  virtual std::string compareSet(const std::string& key, const std::string& expected, const std::string& desired) = 0;
+  virtual std::string compareSet(const std::string& key, const std::string& expected,
+                                 const std::string& desired) = 0;
 
   // Blocks until every key exists, at most `timeout`; throws accel::TimeoutError listing the
   // keys still missing.
@@ -46,12 +47,17 @@ class PrefixStore : public Store {
  public:
   PrefixStore(std::string prefix, Store& inner) : prefix_(std::move(prefix) + "/"), inner_(inner) {}
 
-  void set(const std::string& key, const std::string& value) override { inner_.set(prefix_ + key, value); }
+  void set(const std::string& key, const std::string& value) override {
+    inner_.set(prefix_ + key, value);
+  }
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override {
     return inner_.get(prefix_ + key, timeout);
   }
-  int64_t add(const std::string& key, int64_t delta) override { return inner_.add(prefix_ + key, delta); }
-  std::string compareSet(const std::string& key, const std::string& expected, const std::string& desired) override {
+  int64_t add(const std::string& key, int64_t delta) override {
+    return inner_.add(prefix_ + key, delta);
+  }
+  std::string compareSet(const std::string& key, const std::string& expected,
+                         const std::string& desired) override {
     return inner_.compareSet(prefix_ + key, expected, desired);
   }
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {

@@ -54,8 +54,10 @@ void StoreState::execute(uint64_t conn, const wire::Request& q) {
     case Op::Add:
       return send_(conn, int64Reply(add(key, q.delta)));
     case Op::Check: {
-      const bool all = std::all_of(q.keys.begin(), q.keys.end(), [this](const auto& k) { return exists(k); });
-      return send_(conn, byteReply(static_cast<uint8_t>(all ? wire::CheckResponse::Ready : wire::CheckResponse::NotReady)));
+      const bool all =
+          std::all_of(q.keys.begin(), q.keys.end(), [this](const auto& k) { return exists(k); });
+      return send_(conn, byteReply(static_cast<uint8_t>(all ? wire::CheckResponse::Ready
+                                                            : wire::CheckResponse::NotReady)));
     }
     case Op::Wait:
       return wait(conn, q.keys);
@@ -95,7 +97,8 @@ void StoreState::execute(uint64_t conn, const wire::Request& q) {
       return send_(conn, queuePop(key));
     case Op::QueueLen: {
       auto it = queues_.find(key);
-      return send_(conn, int64Reply(it == queues_.end() ? 0 : static_cast<int64_t>(it->second.size())));
+      return send_(conn,
+                   int64Reply(it == queues_.end() ? 0 : static_cast<int64_t>(it->second.size())));
     }
     case Op::ListKeys:
       return send_(conn, listKeys());
@@ -218,7 +221,8 @@ void StoreState::barrier(uint64_t conn, const std::string& key, int64_t worldSiz
     barriers_.erase(it);
   }
   parked.push_back(conn);
-  for (uint64_t c : parked) send_(c, byteReply(static_cast<uint8_t>(wire::WaitResponse::StopWaiting)));
+  for (uint64_t c : parked)
+    send_(c, byteReply(static_cast<uint8_t>(wire::WaitResponse::StopWaiting)));
 }
 
 void StoreState::wakeOne(const std::string& key) {
@@ -246,8 +250,8 @@ void StoreState::keyArrived(uint64_t id) {
   send_(conn, byteReply(static_cast<uint8_t>(wire::WaitResponse::StopWaiting)));
 }
 
-void StoreState::notifyWatchers(const std::string& key, wire::WatchResponse event, const std::string& oldValue,
-                                const std::string& newValue) {
+void StoreState::notifyWatchers(const std::string& key, wire::WatchResponse event,
+                                const std::string& oldValue, const std::string& newValue) {
   auto it = watchers_.find(key);
   if (it == watchers_.end()) return;
   std::string message;
@@ -330,7 +334,8 @@ size_t eraseUnless(Map& map, const Pred& kept) {
 
 size_t StoreState::clearExcept(const std::vector<std::string>& keep) {
   auto kept = [&keep](const std::string& key) {
-    return std::any_of(keep.begin(), keep.end(), [&key](const std::string& p) { return key.rfind(p, 0) == 0; });
+    return std::any_of(keep.begin(), keep.end(),
+                       [&key](const std::string& p) { return key.rfind(p, 0) == 0; });
   };
   return eraseUnless(data_, kept) + eraseUnless(queues_, kept);
 }
@@ -348,8 +353,8 @@ size_t StoreState::parkedBarriers() const {
 }
 
 size_t StoreState::parkedEntries() const {
-  return waiters_.size() + waiting_.size() + conn_waiters_.size() + watchers_.size() + conn_watches_.size() +
-         barriers_.size();
+  return waiters_.size() + waiting_.size() + conn_waiters_.size() + watchers_.size() +
+         conn_watches_.size() + barriers_.size();
 }
 
 size_t StoreState::waitersOn(const std::string& key) const {

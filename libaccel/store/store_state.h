@@ -66,12 +66,13 @@ class StoreState {
 
   bool exists(const std::string& key) const;
   void written(const std::string& key, const std::string& value) {
-    if (observer_ && key.compare(0, observed_prefix_.size(), observed_prefix_) == 0) observer_(key, value);
+    if (observer_ && key.compare(0, observed_prefix_.size(), observed_prefix_) == 0)
+      observer_(key, value);
   }
   void store(const std::string& key, std::string value);
   void keyCreated(const std::string& key);
-  void notifyWatchers(const std::string& key, wire::WatchResponse event, const std::string& oldValue,
-                      const std::string& newValue);
+  void notifyWatchers(const std::string& key, wire::WatchResponse event,
+                      const std::string& oldValue, const std::string& newValue);
   void park(uint64_t conn, const std::vector<std::string>& keys);
   void wakeOne(const std::string& key);
   // One of waiter `id`'s keys appeared (its entry in waiting_ is already gone): answer it if
@@ -96,9 +97,9 @@ class StoreState {
   std::unordered_map<std::string, std::deque<std::string>> queues_;
   uint64_t next_waiter_ = 1;
   std::unordered_map<uint64_t, Waiter> waiters_;
-  std::unordered_map<std::string, std::vector<uint64_t>> waiting_;  // key → waiter ids
+  std::unordered_map<std::string, std::vector<uint64_t>> waiting_;    // key → waiter ids
   std::unordered_map<uint64_t, std::vector<uint64_t>> conn_waiters_;  // conn → waiter ids
-  std::unordered_map<std::string, std::set<uint64_t>> watchers_;     // key → connections
+  std::unordered_map<std::string, std::set<uint64_t>> watchers_;      // key → connections
   std::unordered_map<uint64_t, std::unordered_set<std::string>> conn_watches_;  // conn → keys
   std::unordered_map<std::string, std::vector<uint64_t>> barriers_;  // key → connections waiting
 };

@@ -14,8 +14,8 @@
 #include <cstring>
 #include <thread>
 
-#include "libaccel/common/env_names.h"
 #include "accel/error.h"
+#include "libaccel/common/env_names.h"
 #include "libaccel/store/wire_protocol.h"
 
 namespace accel::store {
@@ -31,7 +31,8 @@ std::optional<wire::Generation> generationFromEnvironment() {
   if (std::string(v) == "legacy") return wire::Generation::Legacy;
   if (std::string(v) == "torch21") return wire::Generation::Torch21;
   if (std::string(v) == "validated") return wire::Generation::Validated;
-  throw Error(std::string(env::kStoreProtocol) + "='" + v + "': expected legacy, torch21, validated or auto");
+  throw Error(std::string(env::kStoreProtocol) + "='" + v +
+              "': expected legacy, torch21, validated or auto");
 }
 
 // torch 2.x's first query on every connection.
@@ -87,7 +88,8 @@ int tryConnect(const std::string& host, int port, std::string& why) {
 }  // namespace
 
 TcpStoreClient::TcpStoreClient(TcpStoreClientOptions options)
-    : options_(std::move(options)), generation_(options_.generation ? options_.generation : generationFromEnvironment()) {
+    : options_(std::move(options)),
+      generation_(options_.generation ? options_.generation : generationFromEnvironment()) {
   connect();
 }
 
@@ -95,7 +97,8 @@ TcpStoreClient::~TcpStoreClient() { breakConnection(); }
 
 std::string TcpStoreClient::address() const {
   const std::string& h = options_.host;
-  return (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(options_.port);
+  return (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" +
+         std::to_string(options_.port);
 }
 
 void TcpStoreClient::connect() {
@@ -124,7 +127,8 @@ void TcpStoreClient::connect() {
       continue;
     }
     if (fd_ >= 0) {
-      if (*generation_ == wire::Generation::Validated) sendAll(validateFrame(), "validate", "(handshake)");
+      if (*generation_ == wire::Generation::Validated)
+        sendAll(validateFrame(), "validate", "(handshake)");
       return;
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -132,8 +136,9 @@ void TcpStoreClient::connect() {
     std::this_thread::sleep_for(std::min(backoff, left));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
-  throw NetworkError("cannot connect to the store at " + address() + " within " + seconds(options_.connect_timeout) +
-                     " (" + std::to_string(attempts) + " attempts; last error: " + why + ")");
+  throw NetworkError("cannot connect to the store at " + address() + " within " +
+                     seconds(options_.connect_timeout) + " (" + std::to_string(attempts) +
+                     " attempts; last error: " + why + ")");
 }
 
 void TcpStoreClient::ensureConnected() {
@@ -150,7 +155,8 @@ void TcpStoreClient::adopt(int fd) {
   std::lock_guard lock(fd_mutex_);
   if (interrupted_) {
     if (fd >= 0) ::close(fd);
-    throw NetworkError("the connection to the store at " + address() + " was interrupted by its owner");
+    throw NetworkError("the connection to the store at " + address() +
+                       " was interrupted by its owner");
   }
   fd_ = fd;
 }
@@ -173,13 +179,14 @@ void TcpStoreClient::sendAll(const std::string& bytes, const char* what, const s
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       breakConnection();
-      throw TimeoutError(std::string(what) + " '" + key + "': the store at " + address() + " took no bytes for " +
-                         seconds(options_.timeout));
+      throw TimeoutError(std::string(what) + " '" + key + "': the store at " + address() +
+                         " took no bytes for " + seconds(options_.timeout));
     }
     if (n < 0) {
       int err = errno;
       breakConnection();
-      throw NetworkError(std::string(what) + " '" + key + "' on the store at " + address() + ": " + std::strerror(err));
+      throw NetworkError(std::string(what) + " '" + key + "' on the store at " + address() + ": " +
+                         std::strerror(err));
     }
     off += static_cast<size_t>(n);
   }
@@ -189,12 +196,14 @@ void TcpStoreClient::recvAll(void* buf, size_t size, Clock::time_point deadline,
                              const std::string& key) {
   char* p = static_cast<char*>(buf);
   while (size > 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) {
       // torch 1.13's protocol cannot cancel a request: the reply may still come, so this
       // connection is out of step and is replaced on the next call.
       breakConnection();
-      throw TimeoutError(std::string(what) + " '" + key + "': no reply from the store at " + address());
+      throw TimeoutError(std::string(what) + " '" + key + "': no reply from the store at " +
+                         address());
     }
     pollfd pfd{fd_, POLLIN, 0};
     int ready = ::poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
@@ -205,8 +214,9 @@ void TcpStoreClient::recvAll(void* buf, size_t size, Clock::time_point deadline,
     if (n <= 0) {
       int err = n < 0 ? errno : 0;
       breakConnection();
-      throw NetworkError(std::string(what) + " '" + key + "': the store at " + address() +
-                         (err ? std::string(" failed: ") + std::strerror(err) : " closed the connection"));
+      throw NetworkError(
+          std::string(what) + " '" + key + "': the store at " + address() +
+          (err ? std::string(" failed: ") + std::strerror(err) : " closed the connection"));
     }
     p += n;
     size -= static_cast<size_t>(n);
@@ -214,7 +224,8 @@ void TcpStoreClient::recvAll(void* buf, size_t size, Clock::time_point deadline,
 }
 
 Clock::time_point TcpStoreClient::probeDeadline() const {
-  return Clock::now() + std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(30));
+  return Clock::now() +
+         std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(30));
 }
 
 bool TcpStoreClient::probeValidated() {
@@ -261,18 +272,19 @@ void TcpStoreClient::cancelWait(const std::string& label) {
   }
   if (reply != static_cast<uint8_t>(wire::WaitResponse::WaitCanceled)) {
     breakConnection();
-    throw NetworkError("cancel the wait for " + label + ": the store at " + address() + " answered " +
-                       std::to_string(reply) + " instead of WAIT_CANCELED");
+    throw NetworkError("cancel the wait for " + label + ": the store at " + address() +
+                       " answered " + std::to_string(reply) + " instead of WAIT_CANCELED");
   }
 }
 
-std::string TcpStoreClient::recvBytes(Clock::time_point deadline, const char* what, const std::string& key) {
+std::string TcpStoreClient::recvBytes(Clock::time_point deadline, const char* what,
+                                      const std::string& key) {
   uint64_t size = 0;
   recvAll(&size, sizeof size, deadline, what, key);
   if (size > (1ull << 36)) {
     breakConnection();
-    throw NetworkError(std::string(what) + " '" + key + "': the store at " + address() + " sent a value of " +
-                       std::to_string(size) + " bytes");
+    throw NetworkError(std::string(what) + " '" + key + "': the store at " + address() +
+                       " sent a value of " + std::to_string(size) + " bytes");
   }
   std::string out(static_cast<size_t>(size), '\0');
   if (size) recvAll(out.data(), out.size(), deadline, what, key);
@@ -346,16 +358,18 @@ void TcpStoreClient::wait(const std::vector<std::string>& keys, std::chrono::mil
     } catch (const Error&) {
       missing = keys;
     }
-    throw TimeoutError("waited " + seconds(timeout) + " for keys " + label + " on the store at " + address() +
-                       "; still missing " + joinKeys(missing) + " (" + std::to_string(keys.size() - missing.size()) +
-                       "/" + std::to_string(keys.size()) + " present)");
+    throw TimeoutError("waited " + seconds(timeout) + " for keys " + label + " on the store at " +
+                       address() + "; still missing " + joinKeys(missing) + " (" +
+                       std::to_string(keys.size() - missing.size()) + "/" +
+                       std::to_string(keys.size()) + " present)");
   }
 }
 
 bool TcpStoreClient::readableWithin(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     pollfd pfd{fd_, POLLIN, 0};
     int ready = ::poll(&pfd, 1, static_cast<int>(std::clamp<long long>(left, 0, 1 << 30)));
     if (ready < 0 && errno == EINTR) continue;

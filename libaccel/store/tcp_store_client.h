@@ -52,7 +52,8 @@ class TcpStoreClient : public Store {
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
   std::string get(const std::string& key) { return get(key, options_.timeout); }
   int64_t add(const std::string& key, int64_t delta) override;
-  std::string compareSet(const std::string& key, const std::string& expected, const std::string& desired) override;
+  std::string compareSet(const std::string& key, const std::string& expected,
+                         const std::string& desired) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
   bool deleteKey(const std::string& key) override;
@@ -98,9 +99,10 @@ class TcpStoreClient : public Store {
   void connect();
   void ensureConnected();
   void sendAll(const std::string& bytes, const char* what, const std::string& key);
-  void recvAll(void* buf, size_t size, std::chrono::steady_clock::time_point deadline, const char* what,
-               const std::string& key);
-  std::string recvBytes(std::chrono::steady_clock::time_point deadline, const char* what, const std::string& key);
+  void recvAll(void* buf, size_t size, std::chrono::steady_clock::time_point deadline,
+               const char* what, const std::string& key);
+  std::string recvBytes(std::chrono::steady_clock::time_point deadline, const char* what,
+                        const std::string& key);
   void breakConnection();
   // Makes `fd` (or -1) the connection, unless interrupted (then closes it and throws).
   void adopt(int fd);

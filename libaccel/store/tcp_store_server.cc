@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <csignal>
 #include <condition_variable>
+#include <csignal>
 #include <cstring>
 #include <future>
 #include <mutex>
@@ -37,7 +37,8 @@ constexpr int kKeepaliveIntervalSeconds = 10;
 constexpr int kKeepaliveProbes = 6;
 
 std::string addressText(const std::string& host, int port) {
-  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+         std::to_string(port);
 }
 
 std::string peerText(const sockaddr_storage& peer) {
@@ -89,7 +90,7 @@ struct Connection {
   bool answered_any = false;  // a query was handled (for classifyUnvalidated)
   wire::Generation request_generation = wire::Generation::Legacy;  // of the request under way
   wire::RequestParser parser;
-  std::string in;  // bytes read and not yet taken by the parser (a split header, or the first
+  std::string in;     // bytes read and not yet taken by the parser (a split header, or the first
   size_t in_off = 0;  // bytes of a request whose generation is not told yet)
   uint64_t held = 0;  // input held, as counted in the loop's total
   std::string out;
@@ -107,14 +108,16 @@ struct Connection {
 class TcpStoreServer::Loop {
  public:
   Loop(const TcpStoreServerOptions& options, int listenFd)
-      : options_(options), listen_fd_(listenFd), state_([this](uint64_t conn, const std::string& bytes) {
-          sendTo(conn, bytes);
-        }) {
+      : options_(options),
+        listen_fd_(listenFd),
+        state_([this](uint64_t conn, const std::string& bytes) { sendTo(conn, bytes); }) {
     limits_.max_value_bytes = options.max_value_bytes;
-    if (options.on_observed_write) state_.observe(options.observed_key_prefix, options.on_observed_write);
+    if (options.on_observed_write)
+      state_.observe(options.observed_key_prefix, options.on_observed_write);
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (epoll_fd_ < 0 || wake_fd_ < 0) throw NetworkError(std::string("TCPStore server: ") + std::strerror(errno));
+    if (epoll_fd_ < 0 || wake_fd_ < 0)
+      throw NetworkError(std::string("TCPStore server: ") + std::strerror(errno));
     add(listen_fd_, kListenerTag, EPOLLIN);
     add(wake_fd_, kWakeTag, EPOLLIN);
   }
@@ -144,7 +147,8 @@ class TcpStoreServer::Loop {
     }
     wake();
     if (finished.wait_for(timeout) != std::future_status::ready) {
-      throw TimeoutError("the store's loop did not run a task within " + std::to_string(timeout.count()) + " ms");
+      throw TimeoutError("the store's loop did not run a task within " +
+                         std::to_string(timeout.count()) + " ms");
     }
   }
 
@@ -155,7 +159,8 @@ class TcpStoreServer::Loop {
     return stats_;
   }
 
-  bool awaitStats(const std::function<bool(const TcpStoreServerStats&)>& pred, std::chrono::milliseconds timeout) const {
+  bool awaitStats(const std::function<bool(const TcpStoreServerStats&)>& pred,
+                  std::chrono::milliseconds timeout) const {
     std::unique_lock<std::mutex> lock(stats_mutex_);
     return stats_published_.wait_for(lock, timeout, [&] { return pred(stats_); });
   }
@@ -201,7 +206,8 @@ class TcpStoreServer::Loop {
     while (true) {
       sockaddr_storage peer{};
       socklen_t len = sizeof peer;
-      int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         return;  // EAGAIN, or EMFILE: the client retries; RLIMIT_NOFILE was raised at start
@@ -312,7 +318,8 @@ class TcpStoreServer::Loop {
     if (d.decisive) {
       c.generation = d.generation;
       c.decided = true;
-      ++(d.generation == wire::Generation::Legacy ? stats_local_.legacy_connections : stats_local_.torch21_connections);
+      ++(d.generation == wire::Generation::Legacy ? stats_local_.legacy_connections
+                                                  : stats_local_.torch21_connections);
     }
     return true;
   }
@@ -335,8 +342,10 @@ class TcpStoreServer::Loop {
   // over the budget.
   void enforceInputLimits(Connection& c) {
     if (c.held > options_.max_connection_input_bytes) {
-      return closeForInput(c, "its unfinished request holds " + std::to_string(c.held) + " bytes, over the limit of " +
-                                  std::to_string(options_.max_connection_input_bytes) + " bytes per connection");
+      return closeForInput(c, "its unfinished request holds " + std::to_string(c.held) +
+                                  " bytes, over the limit of " +
+                                  std::to_string(options_.max_connection_input_bytes) +
+                                  " bytes per connection");
     }
     if (buffered_input_ <= options_.max_total_input_bytes) return;
     Connection* hog = &c;
@@ -345,8 +354,9 @@ class TcpStoreServer::Loop {
     }
     closeForInput(*hog, "unfinished requests hold " + std::to_string(buffered_input_) +
                             " bytes over all connections, over the budget of " +
-                            std::to_string(options_.max_total_input_bytes) + " bytes; this one holds the most (" +
-                            std::to_string(hog->held) + " bytes)");
+                            std::to_string(options_.max_total_input_bytes) +
+                            " bytes; this one holds the most (" + std::to_string(hog->held) +
+                            " bytes)");
   }
 
   void closeForInput(Connection& c, const std::string& why) {
@@ -358,7 +368,8 @@ class TcpStoreServer::Loop {
   // Closes a connection that sent bytes of no protocol we know, saying so once.
   void reject(Connection& c, const std::string& why, std::string_view bytes) {
     ++stats_local_.protocol_errors;
-    log("closing the connection from " + c.peer + ": " + why + " (bytes: " + wire::hexBytes(bytes) + ")");
+    log("closing the connection from " + c.peer + ": " + why + " (bytes: " + wire::hexBytes(bytes) +
+        ")");
     drop(c.id, true);
   }
 
@@ -388,8 +399,9 @@ class TcpStoreServer::Loop {
     c.out.append(bytes);
     if (c.out.size() - c.out_off > options_.max_pending_output_bytes) {
       // A reader this slow would grow the agent without bound.
-      log("closing the connection from " + c.peer + ": it has not read " + std::to_string(c.out.size() - c.out_off) +
-          " bytes of replies, over the limit of " + std::to_string(options_.max_pending_output_bytes) + " bytes");
+      log("closing the connection from " + c.peer + ": it has not read " +
+          std::to_string(c.out.size() - c.out_off) + " bytes of replies, over the limit of " +
+          std::to_string(options_.max_pending_output_bytes) + " bytes");
       return markClosing(c, true);
     }
     flush(c);
@@ -453,7 +465,8 @@ class TcpStoreServer::Loop {
     stats_local_.parked_barriers = state_.parkedBarriers();
     stats_local_.watches = state_.watchCount();
     stats_local_.parked_entries = state_.parkedEntries();
-    if (!options_.tracked_wait_key.empty()) stats_local_.tracked_waiters = state_.waitersOn(options_.tracked_wait_key);
+    if (!options_.tracked_wait_key.empty())
+      stats_local_.tracked_waiters = state_.waitersOn(options_.tracked_wait_key);
     {
       std::lock_guard<std::mutex> lock(stats_mutex_);
       stats_ = stats_local_;
@@ -470,7 +483,8 @@ class TcpStoreServer::Loop {
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, Connection> conns_;
   uint64_t buffered_input_ = 0;  // the sum of every connection's `held`
-  std::vector<std::pair<uint64_t, bool>> closing_;  // to close after the request under way (id, forced)
+  std::vector<std::pair<uint64_t, bool>>
+      closing_;  // to close after the request under way (id, forced)
   StoreState state_;
   std::mutex tasks_mutex_;
   std::vector<std::function<void()>> tasks_;
@@ -493,7 +507,8 @@ std::pair<int, int> listenOn(const TcpStoreServerOptions& options) {
   addrinfo* found = nullptr;
   const std::string port = std::to_string(options.port);
   if (int rc = ::getaddrinfo(options.host.c_str(), port.c_str(), &hints, &found); rc != 0) {
-    throw NetworkError("TCPStore server: cannot resolve '" + options.host + "': " + ::gai_strerror(rc));
+    throw NetworkError("TCPStore server: cannot resolve '" + options.host +
+                       "': " + ::gai_strerror(rc));
   }
   int fd = -1;
   int lastErrno = 0;
@@ -512,28 +527,33 @@ std::pair<int, int> listenOn(const TcpStoreServerOptions& options) {
   }
   ::freeaddrinfo(found);
   if (fd < 0) {
-    const std::string why =
-        "TCPStore server: cannot listen on " + addressText(options.host, options.port) + ": " + std::strerror(lastErrno);
+    const std::string why = "TCPStore server: cannot listen on " +
+                            addressText(options.host, options.port) + ": " +
+                            std::strerror(lastErrno);
     if (lastErrno == EADDRINUSE) throw AddressInUseError(why);
     throw NetworkError(why);
   }
   sockaddr_storage bound{};
   socklen_t len = sizeof bound;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
-  int actualPort = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-                                               : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  int actualPort = bound.ss_family == AF_INET6
+                       ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+                       : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   return {fd, actualPort};
 }
 
 void checkLimits(const TcpStoreServerOptions& o) {
   if (o.max_connection_input_bytes < o.leastConnectionInputBytes()) {
-    throw Error("TCPStore server: max_connection_input_bytes (" + std::to_string(o.max_connection_input_bytes) +
+    throw Error("TCPStore server: max_connection_input_bytes (" +
+                std::to_string(o.max_connection_input_bytes) +
                 ") must be at least max_value_bytes (" + std::to_string(o.max_value_bytes) +
                 ") + 1 KiB, so that a SET of the longest value allowed fits");
   }
   if (o.max_total_input_bytes < o.max_connection_input_bytes) {
-    throw Error("TCPStore server: max_total_input_bytes (" + std::to_string(o.max_total_input_bytes) +
-                ") must be at least max_connection_input_bytes (" + std::to_string(o.max_connection_input_bytes) + ")");
+    throw Error("TCPStore server: max_total_input_bytes (" +
+                std::to_string(o.max_total_input_bytes) +
+                ") must be at least max_connection_input_bytes (" +
+                std::to_string(o.max_connection_input_bytes) + ")");
   }
 }
 
@@ -566,14 +586,17 @@ void TcpStoreServer::stop() {
 
 TcpStoreServer::~TcpStoreServer() { stop(); }
 
-TcpStoreServerStats TcpStoreServer::stats() const { return loop_ ? loop_->stats() : TcpStoreServerStats{}; }
+TcpStoreServerStats TcpStoreServer::stats() const {
+  return loop_ ? loop_->stats() : TcpStoreServerStats{};
+}
 
 bool TcpStoreServer::awaitStats(const std::function<bool(const TcpStoreServerStats&)>& pred,
                                 std::chrono::milliseconds timeout) const {
   return loop_ ? loop_->awaitStats(pred, timeout) : pred(TcpStoreServerStats{});
 }
 
-void TcpStoreServer::adoptConnection(int fd, const std::string& peer, std::chrono::milliseconds timeout) {
+void TcpStoreServer::adoptConnection(int fd, const std::string& peer,
+                                     std::chrono::milliseconds timeout) {
   if (!loop_) {
     ::close(fd);
     throw NetworkError("TCPStore server: stopped; cannot serve " + peer);
@@ -591,10 +614,12 @@ void TcpStoreServer::adoptConnection(int fd, const std::string& peer, std::chron
   auto owned = std::make_shared<OwnedFd>();
   owned->fd = fd;
   Loop* loop = loop_.get();
-  loop_->runOnLoop([loop, owned, peer] { loop->addConnection(std::exchange(owned->fd, -1), peer); }, timeout);
+  loop_->runOnLoop([loop, owned, peer] { loop->addConnection(std::exchange(owned->fd, -1), peer); },
+                   timeout);
 }
 
-size_t TcpStoreServer::clearKeysExcept(const std::vector<std::string>& keep, std::chrono::milliseconds timeout) {
+size_t TcpStoreServer::clearKeysExcept(const std::vector<std::string>& keep,
+                                       std::chrono::milliseconds timeout) {
   if (!loop_) return 0;
   // The task owns what it touches: after a timeout it may still run, after this call returned.
   auto removed = std::make_shared<size_t>(0);

@@ -22,10 +22,11 @@
 namespace accel::store {
 
 struct TcpStoreServerOptions {
-  std::string host = "127.0.0.1";     // the only address bound ("0.0.0.0" for all)
-  int port = 0;                       // 0: a free port chosen by the kernel (see port())
-  uint64_t max_value_bytes = 64ull << 20;  // any one key or value; a longer one closes the connection
-  int backlog = 65535;                // capped by the kernel's somaxconn
+  std::string host = "127.0.0.1";  // the only address bound ("0.0.0.0" for all)
+  int port = 0;                    // 0: a free port chosen by the kernel (see port())
+  uint64_t max_value_bytes = 64ull
+                             << 20;  // any one key or value; a longer one closes the connection
+  int backlog = 65535;               // capped by the kernel's somaxconn
 
   // Bounded memory. What the server holds for its clients is bounded by the three limits below.
   // A connection that passes one is closed (the peer reads EOF or a reset: torch's clients raise
@@ -39,8 +40,9 @@ struct TcpStoreServerOptions {
   // bytes of bookkeeping) and bytes read but not yet parsed. A complete request is carried out
   // at once and holds nothing. Checked after every read (at most 64 KiB). At least
   // max_value_bytes + 1 KiB (start() throws accel::Error otherwise), so a SET of any value the
-  // limits allow, under a key of torch's length, always fits. 128 MiB: twice the longest value, so a COMPARE_SET or MULTI_SET
-  // carrying two long values fits too, while one connection can pin at most 1/8 of the budget.
+  // limits allow, under a key of torch's length, always fits. 128 MiB: twice the longest value, so
+  // a COMPARE_SET or MULTI_SET carrying two long values fits too, while one connection can pin at
+  // most 1/8 of the budget.
   uint64_t max_connection_input_bytes = 128ull << 20;
   // The least max_connection_input_bytes start() accepts: a SET of the longest value under a key
   // of torch's length.
@@ -80,18 +82,18 @@ struct TcpStoreServerStats {
   uint64_t connections_dropped = 0;   // closed by the server for bad input, a limit or slow reading
   uint64_t requests = 0;
   uint64_t keys = 0;
-  uint64_t tracked_waiters = 0;       // live connections parked on options.tracked_wait_key
+  uint64_t tracked_waiters = 0;  // live connections parked on options.tracked_wait_key
   // Connections by the generation they proved to speak (wire_protocol.h). An unvalidated
   // connection counts as legacy or torch 2.1 only once it sends a query only one of them has.
-  uint64_t legacy_connections = 0;     // torch 1.13–2.0
-  uint64_t torch21_connections = 0;    // torch 2.1
-  uint64_t validated_connections = 0;  // torch 2.2+ (VALIDATE first)
+  uint64_t legacy_connections = 0;       // torch 1.13–2.0
+  uint64_t torch21_connections = 0;      // torch 2.1
+  uint64_t validated_connections = 0;    // torch 2.2+ (VALIDATE first)
   uint64_t unvalidated_connections = 0;  // without VALIDATE, not (yet) told apart
-  uint64_t protocol_errors = 0;       // connections closed for bytes of no known protocol
-  uint64_t input_limit_drops = 0;     // connections closed for an input limit (options)
-  uint64_t parked_waits = 0;          // WAITs parked now
-  uint64_t parked_barriers = 0;       // connections parked in a BARRIER now
-  uint64_t watches = 0;               // WATCH_KEY subscriptions now
+  uint64_t protocol_errors = 0;          // connections closed for bytes of no known protocol
+  uint64_t input_limit_drops = 0;        // connections closed for an input limit (options)
+  uint64_t parked_waits = 0;             // WAITs parked now
+  uint64_t parked_barriers = 0;          // connections parked in a BARRIER now
+  uint64_t watches = 0;                  // WATCH_KEY subscriptions now
   // Entries of the tables that index parked WAITs, BARRIERs and WATCH_KEYs by key and by
   // connection: 0 whenever nothing is parked or watched (nothing leaks after a disconnect).
   uint64_t parked_entries = 0;
@@ -133,7 +135,8 @@ class TcpStoreServer {
   // if the loop never takes it). Blocks until the loop has taken it (at most `timeout`; throws
   // accel::TimeoutError beyond). For tests and the fuzz target, which script connections
   // without the network.
-  void adoptConnection(int fd, const std::string& peer, std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  void adoptConnection(int fd, const std::string& peer,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
   // Removes every key whose stored name starts with none of `keep` (torch's clients store user
   // keys with a leading "/"), and returns how many were removed. Blocks until the loop has done

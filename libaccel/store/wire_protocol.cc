@@ -69,7 +69,8 @@ const std::vector<GenerationSpec> kGenerations = {
      "TCPStore.cpp at v1.13.1 (Debian's source) and its QueryType, unchanged in v2.0"},
     {T, "torch 2.1", "2.1",
      "none, as legacy; codes 0-6 are legacy's, 7 is DELETE_KEY (WATCH_KEY is gone) and 8-11 new",
-     "TCPStoreBackend.hpp at pytorch@3a67b827 (2.1 branch: #105014 removed WATCH_KEY before the cut)"},
+     "TCPStoreBackend.hpp at pytorch@3a67b827 (2.1 branch: #105014 removed WATCH_KEY before the "
+     "cut)"},
     {V, "validated", "2.2 - 2.14",
      "VALIDATE (0) + uint32 0x3C85F7CE, no reply; from 2.5 then PING (13) + uint32 pid, answered "
      "with the same uint32",
@@ -221,7 +222,8 @@ Detection classifyUnvalidated(std::string_view pending, bool firstQuery) {
     return d;
   }
   d.status = ParseStatus::Invalid;
-  d.error = "unknown query code " + std::to_string(code) + " for a connection without VALIDATE (torch 1.13-2.1)";
+  d.error = "unknown query code " + std::to_string(code) +
+            " for a connection without VALIDATE (torch 1.13-2.1)";
   return d;
 }
 
@@ -240,15 +242,18 @@ ParseResult RequestParser::feed(Generation g, std::string_view input) {
   size_t pos = 0;
   if (!spec_) {
     if (input.empty()) return result;
-    if (!start(g, static_cast<uint8_t>(input[0]), result)) return finish(ParseStatus::Invalid, 1, std::move(result));
+    if (!start(g, static_cast<uint8_t>(input[0]), result))
+      return finish(ParseStatus::Invalid, 1, std::move(result));
     pos = 1;
   }
   while (true) {
-    if (in_string_ && !continueString(input, pos)) return finish(ParseStatus::NeedMore, pos, std::move(result));
+    if (in_string_ && !continueString(input, pos))
+      return finish(ParseStatus::NeedMore, pos, std::move(result));
     const Field f = nextField();
     if (f == Field::End) return finish(ParseStatus::Complete, pos, std::move(result));
     if (!readField(f, input, pos, result)) {
-      const ParseStatus status = result.error.empty() ? ParseStatus::NeedMore : ParseStatus::Invalid;
+      const ParseStatus status =
+          result.error.empty() ? ParseStatus::NeedMore : ParseStatus::Invalid;
       return finish(status, pos, std::move(result));
     }
   }
@@ -257,7 +262,8 @@ ParseResult RequestParser::feed(Generation g, std::string_view input) {
 bool RequestParser::start(Generation g, uint8_t code, ParseResult& result) {
   const QuerySpec* spec = findQuery(g, code);
   if (!spec) {
-    result.error = "unknown query code " + std::to_string(code) + " for the " + describe(g) + " protocol";
+    result.error =
+        "unknown query code " + std::to_string(code) + " for the " + describe(g) + " protocol";
     return false;
   }
   reset();
@@ -373,7 +379,8 @@ std::string& RequestParser::stringField() {
   }
 }
 
-ParseResult parseRequest(Generation g, std::string_view input, const ParseLimits& limits, Request& out) {
+ParseResult parseRequest(Generation g, std::string_view input, const ParseLimits& limits,
+                         Request& out) {
   RequestParser parser(limits);
   ParseResult result = parser.feed(g, input);
   if (result.status == ParseStatus::Complete) out = std::move(parser.request());

@@ -80,14 +80,14 @@ enum class Op : uint8_t {
 
 // How a query's arguments are laid out after its code.
 enum class Layout : uint8_t {
-  None,           // GETNUMKEYS, CANCEL_WAIT, LIST_KEYS
-  Key,            // GET, WATCH_KEY, DELETE_KEY, QUEUE_POP, QUEUE_LEN
-  KeyValue,       // SET, APPEND, QUEUE_PUSH
-  KeyTwoValues,   // COMPARE_SET: key, expected, desired
-  KeyInt64,       // ADD, BARRIER
-  KeyList,        // CHECK, WAIT, MULTI_GET: uint64 n, n keys
-  KeyValueList,   // MULTI_SET: uint64 n, n × (key, value)
-  Uint32,         // VALIDATE (magic), PING (nonce)
+  None,          // GETNUMKEYS, CANCEL_WAIT, LIST_KEYS
+  Key,           // GET, WATCH_KEY, DELETE_KEY, QUEUE_POP, QUEUE_LEN
+  KeyValue,      // SET, APPEND, QUEUE_PUSH
+  KeyTwoValues,  // COMPARE_SET: key, expected, desired
+  KeyInt64,      // ADD, BARRIER
+  KeyList,       // CHECK, WAIT, MULTI_GET: uint64 n, n keys
+  KeyValueList,  // MULTI_SET: uint64 n, n × (key, value)
+  Uint32,        // VALIDATE (magic), PING (nonce)
 };
 
 // One row of the protocol matrix: a query of one generation.
@@ -103,17 +103,22 @@ struct QuerySpec {
 // Everything known about one generation.
 struct GenerationSpec {
   Generation generation;
-  const char* name;            // "torch 1.13–2.0 (legacy)"
-  const char* releases;        // the torch releases whose clients speak it
-  const char* handshake;       // what a client sends first
-  const char* source;          // where in torch's source this was read, with the tags
+  const char* name;       // "torch 1.13–2.0 (legacy)"
+  const char* releases;   // the torch releases whose clients speak it
+  const char* handshake;  // what a client sends first
+  const char* source;     // where in torch's source this was read, with the tags
 };
 
 inline constexpr uint32_t kValidationMagic = 0x3C85F7CE;
 
 enum class CheckResponse : uint8_t { Ready = 0, NotReady = 1 };
 enum class WaitResponse : uint8_t { StopWaiting = 0, WaitCanceled = 1 };
-enum class WatchResponse : uint8_t { KeyUpdated = 0, KeyCreated = 1, KeyDeleted = 2, KeyCallbackResponse = 3 };
+enum class WatchResponse : uint8_t {
+  KeyUpdated = 0,
+  KeyCreated = 1,
+  KeyDeleted = 2,
+  KeyCallbackResponse = 3
+};
 
 // The matrix: every generation and every query of each, with its code.
 const std::vector<GenerationSpec>& generations();
@@ -227,7 +232,8 @@ class RequestParser {
 // RequestParser fed once): Complete with `consumed`, NeedMore (consumed 0) for a truncated
 // frame, Invalid for a code the generation does not have or a length over the limits. Never
 // reads past `input`, never allocates more than the limits allow, never throws.
-ParseResult parseRequest(Generation g, std::string_view input, const ParseLimits& limits, Request& out);
+ParseResult parseRequest(Generation g, std::string_view input, const ParseLimits& limits,
+                         Request& out);
 
 // Encoders, appending to `out`.
 void putByte(std::string& out, uint8_t value);

@@ -5,16 +5,16 @@
 namespace accel::sync {
 
 struct GradientSync::Bucket {
-  at::Tensor flat;                  // the bucket's gradients, back to back
-  at::Tensor wire;                  // with bf16 compression: what the all-reduce moves
-  std::vector<size_t> params;       // indices into params_
-  std::vector<int64_t> offsets;     // element offset of each param in `flat`
+  at::Tensor flat;               // the bucket's gradients, back to back
+  at::Tensor wire;               // with bf16 compression: what the all-reduce moves
+  std::vector<size_t> params;    // indices into params_
+  std::vector<int64_t> offsets;  // element offset of each param in `flat`
   size_t ready = 0;
   std::unique_ptr<Work> work;
 };
 
-GradientSync::GradientSync(Communicator& comm, std::vector<at::Tensor> params, std::vector<std::string> names,
-                           GradientSyncOptions options)
+GradientSync::GradientSync(Communicator& comm, std::vector<at::Tensor> params,
+                           std::vector<std::string> names, GradientSyncOptions options)
     : comm_(comm), params_(std::move(params)), names_(std::move(names)), options_(options) {
   where_.resize(params_.size());
   ready_.assign(params_.size(), false);
@@ -24,8 +24,10 @@ GradientSync::GradientSync(Communicator& comm, std::vector<at::Tensor> params, s
   int64_t numel = 0;
   size_t bytes = 0;
   auto close = [&] {
-    current->flat = at::zeros({numel}, params_[current->params.front()].options().requires_grad(false));
-    if (options_.bf16_compression && (current->flat.scalar_type() == at::kFloat || current->flat.scalar_type() == at::kDouble)) {
+    current->flat =
+        at::zeros({numel}, params_[current->params.front()].options().requires_grad(false));
+    if (options_.bf16_compression &&
+        (current->flat.scalar_type() == at::kFloat || current->flat.scalar_type() == at::kDouble)) {
       current->wire = at::empty({numel}, current->flat.options().dtype(at::kBFloat16));
     }
     buckets_.push_back(std::move(current));
@@ -91,7 +93,8 @@ void GradientSync::onGradient(size_t k, const at::Tensor& grad) {
 // unused parameters differ, pair it with a different bucket on a peer (wrong sums, or a hang
 // when the sizes differ).
 void GradientSync::launchReady() {
-  while (next_launch_ < buckets_.size() && buckets_[next_launch_]->ready == buckets_[next_launch_]->params.size()) {
+  while (next_launch_ < buckets_.size() &&
+         buckets_[next_launch_]->ready == buckets_[next_launch_]->params.size()) {
     launch(*buckets_[next_launch_++]);
   }
 }
@@ -120,8 +123,10 @@ void GradientSync::finish() {
       // Unused here (maybe not on other ranks): contribute what is accumulated, else zero.
       const at::Tensor& g = params_[k].grad();
       auto view = bucket.flat.narrow(0, bucket.offsets[slot], params_[k].numel());
-      if (g.defined()) view.copy_(g.reshape({-1}));
-      else view.zero_();
+      if (g.defined())
+        view.copy_(g.reshape({-1}));
+      else
+        view.zero_();
       ready_[k] = true;
       ++bucket.ready;
     }
@@ -149,12 +154,15 @@ void GradientSync::writeBack() {
   const double inverse = 1.0 / comm_.size();
   for (auto& bucket : buckets_) {
     bucket->work->wait();
-    const at::Tensor& sum = bucket->wire.defined() ? bucket->flat.copy_(bucket->wire) : bucket->flat;
+    const at::Tensor& sum =
+        bucket->wire.defined() ? bucket->flat.copy_(bucket->wire) : bucket->flat;
     for (size_t slot = 0; slot < bucket->params.size(); ++slot) {
       at::Tensor& p = params_[bucket->params[slot]];
       at::Tensor view = sum.narrow(0, bucket->offsets[slot], p.numel()).view(p.sizes());
-      if (p.grad().defined()) p.mutable_grad().copy_(view).mul_(inverse);
-      else p.mutable_grad() = view.mul(inverse);
+      if (p.grad().defined())
+        p.mutable_grad().copy_(view).mul_(inverse);
+      else
+        p.mutable_grad() = view.mul(inverse);
     }
   }
   startOver();

@@ -42,8 +42,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> backends;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--min-seconds" && i + 1 < argc) minSeconds = std::atof(argv[++i]);
-    else backends.push_back(a);
+    if (a == "--min-seconds" && i + 1 < argc)
+      minSeconds = std::atof(argv[++i]);
+    else
+      backends.push_back(a);
   }
   for (const auto& name : backends) {
     accel::comm::EnvironmentOptions o;

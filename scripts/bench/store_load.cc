@@ -32,13 +32,15 @@ using accel::store::wire::Request;
 
 struct Client {
   int fd = -1;
-  int stage = 0;  // 0 connecting/sent ADD, 1 waiting for ADD reply, 2 waiting for WAIT reply, 3 done
+  int stage =
+      0;  // 0 connecting/sent ADD, 1 waiting for ADD reply, 2 waiting for WAIT reply, 3 done
   std::string in;
 };
 
 Generation protocol = Generation::Legacy;
 
-std::string request(Op op, std::vector<std::string> keys, int64_t delta = 0, std::string value = "") {
+std::string request(Op op, std::vector<std::string> keys, int64_t delta = 0,
+                    std::string value = "") {
   Request r;
   r.op = op;
   r.keys = std::move(keys);
@@ -70,7 +72,8 @@ int runClients(const sockaddr_in& addr, int count, int total, const std::string&
     c.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
     int one = 1;
     ::setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (::connect(c.fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 && errno != EINPROGRESS) {
+    if (::connect(c.fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 &&
+        errno != EINPROGRESS) {
       std::perror("connect");
       return 1;
     }
@@ -79,8 +82,9 @@ int runClients(const sockaddr_in& addr, int count, int total, const std::string&
     ev.data.u32 = static_cast<uint32_t>(i);
     ::epoll_ctl(ep, EPOLL_CTL_ADD, c.fd, &ev);
   }
-  const std::string add = (protocol == Generation::Validated ? request(Op::Validate, {}) : std::string()) +
-                          request(Op::Add, {"/counter-" + tag}, 1);
+  const std::string add =
+      (protocol == Generation::Validated ? request(Op::Validate, {}) : std::string()) +
+      request(Op::Add, {"/counter-" + tag}, 1);
   const std::string wait = request(Op::Wait, {"/barrier-" + tag});
   const std::string release = request(Op::Set, {"/barrier-" + tag}, 0, "1");
   int done = 0;
@@ -144,19 +148,28 @@ int main(int argc, char** argv) {
   int port = std::getenv("MASTER_PORT") ? std::atoi(std::getenv("MASTER_PORT")) : 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
-    if (flag == "--clients") clients = std::atoi(argv[i + 1]);
-    else if (flag == "--processes") processes = std::atoi(argv[i + 1]);
-    else if (flag == "--host") host = argv[i + 1];
-    else if (flag == "--port") port = std::atoi(argv[i + 1]);
-    else if (flag == "--protocol") protocol = std::string(argv[i + 1]) == "validated" ? Generation::Validated : Generation::Legacy;
+    if (flag == "--clients")
+      clients = std::atoi(argv[i + 1]);
+    else if (flag == "--processes")
+      processes = std::atoi(argv[i + 1]);
+    else if (flag == "--host")
+      host = argv[i + 1];
+    else if (flag == "--port")
+      port = std::atoi(argv[i + 1]);
+    else if (flag == "--protocol")
+      protocol =
+          std::string(argv[i + 1]) == "validated" ? Generation::Validated : Generation::Legacy;
   }
   if (port <= 0 || clients < 1 || processes < 1) {
-    std::fprintf(stderr, "usage: store_load --clients N [--processes P] [--host H] [--port P] [--protocol legacy|validated]\n");
+    std::fprintf(stderr,
+                 "usage: store_load --clients N [--processes P] [--host H] [--port P] [--protocol "
+                 "legacy|validated]\n");
     return 2;
   }
   // Keys of their own, so a run never meets a barrier an earlier run left set.
-  const std::string tag = std::to_string(::getpid()) + "-" +
-                          std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  const std::string tag =
+      std::to_string(::getpid()) + "-" +
+      std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
   accel::store::raiseFileLimit();
   sockaddr_in addr{};
   addr.sin_family = AF_INET;

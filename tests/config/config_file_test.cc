@@ -118,8 +118,10 @@ TEST(ConfigFileTest, AccelerateDefaultJsonLoadsAndRendersIdentically) {
 TEST(ConfigFileTest, OldFileWithNullsAndEmptySections) {
   // accelerate's tests/test_configs/0_11_0.yaml
   auto c = parseConfig(
-      "compute_environment: LOCAL_MACHINE\ndeepspeed_config: {}\ndistributed_type: 'NO'\nfsdp_config: {}\n"
-      "machine_rank: 0\nmain_process_ip: null\nmain_process_port: null\nmain_training_function: main\n"
+      "compute_environment: LOCAL_MACHINE\ndeepspeed_config: {}\ndistributed_type: "
+      "'NO'\nfsdp_config: {}\n"
+      "machine_rank: 0\nmain_process_ip: null\nmain_process_port: null\nmain_training_function: "
+      "main\n"
       "mixed_precision: 'no'\nnum_machines: 1\nnum_processes: 1\nuse_cpu: false",
       "0_11_0.yaml");
   ASSERT_TRUE(c.ok()) << c.error();
@@ -129,7 +131,9 @@ TEST(ConfigFileTest, OldFileWithNullsAndEmptySections) {
 }
 
 TEST(ConfigFileTest, MigratesLegacyFp16AndDynamoBackend) {
-  auto c = parseConfig("distributed_type: MULTI_GPU\nnum_processes: 2\nfp16: true\ndynamo_backend: INDUCTOR\n", "old.yaml");
+  auto c = parseConfig(
+      "distributed_type: MULTI_GPU\nnum_processes: 2\nfp16: true\ndynamo_backend: INDUCTOR\n",
+      "old.yaml");
   ASSERT_TRUE(c.ok()) << c.error();
   EXPECT_EQ(c->mixed_precision, "fp16");
   EXPECT_EQ(c->compute_environment, "LOCAL_MACHINE");
@@ -155,7 +159,8 @@ TEST(ConfigFileTest, UnquotedNoIsReadAsText) {
 TEST(ConfigFileTest, UnknownKeyNamesPositionAndSuggests) {
   EXPECT_EQ(parseError("distributed_type: 'NO'\nnum_procesess: 2\n"),
             "cfg.yaml:2:1: unknown key 'num_procesess'; did you mean 'num_processes'?");
-  EXPECT_EQ(parseError("distributed_type: 'NO'\n  \nfoo_bar_baz_qux: 1\n"), "cfg.yaml:3:1: unknown key 'foo_bar_baz_qux'");
+  EXPECT_EQ(parseError("distributed_type: 'NO'\n  \nfoo_bar_baz_qux: 1\n"),
+            "cfg.yaml:3:1: unknown key 'foo_bar_baz_qux'");
 }
 
 TEST(ConfigFileTest, WrongTypesNameKeyAndPosition) {
@@ -167,7 +172,8 @@ TEST(ConfigFileTest, WrongTypesNameKeyAndPosition) {
             "cfg.yaml:2:10: 'use_cpu' must be true or false, not 'maybe'");
   EXPECT_EQ(parseError("distributed_type: 'NO'\nfsdp_config: [1, 2]\n"),
             "cfg.yaml:2:14: 'fsdp_config' must be a mapping, not a list");
-  EXPECT_EQ(parseError("distributed_type: [a]\n"), "cfg.yaml:1:19: 'distributed_type' must be a string, not a list");
+  EXPECT_EQ(parseError("distributed_type: [a]\n"),
+            "cfg.yaml:1:19: 'distributed_type' must be a string, not a list");
 }
 
 TEST(ConfigFileTest, OutOfRangeAndBadChoices) {
@@ -177,10 +183,14 @@ TEST(ConfigFileTest, OutOfRangeAndBadChoices) {
             "cfg.yaml:2:16: 'num_processes' is 0, out of range 1..1048576 (or -1 for unset)");
   EXPECT_EQ(parseError("distributed_type: 'NO'\nmixed_precision: fp32\n"),
             "cfg.yaml:2:18: 'mixed_precision' is 'fp32', must be one of no, fp16, bf16, fp8");
-  EXPECT_EQ(parseError("distributed_type: MULTI_GPU\nnum_machines: 2\nmachine_rank: 2\nnum_processes: 4\n"),
-            "cfg.yaml:3:1: 'machine_rank' is 2 but 'num_machines' is 2; machine_rank must be below num_machines");
+  EXPECT_EQ(
+      parseError(
+          "distributed_type: MULTI_GPU\nnum_machines: 2\nmachine_rank: 2\nnum_processes: 4\n"),
+      "cfg.yaml:3:1: 'machine_rank' is 2 but 'num_machines' is 2; machine_rank must be below "
+      "num_machines");
   EXPECT_EQ(parseError("distributed_type: MULTI_GPU\nnum_machines: 4\nnum_processes: 2\n"),
-            "cfg.yaml:3:1: 'num_processes' is 2, fewer than 'num_machines' (4); num_processes is the total over all "
+            "cfg.yaml:3:1: 'num_processes' is 2, fewer than 'num_machines' (4); num_processes is "
+            "the total over all "
             "machines");
   EXPECT_EQ(parseError("distributed_type: MULTI_GPU\nnum_processes: 2\ngpu_ids: 0,0\n"),
             "cfg.yaml:3:1: 'gpu_ids' is '0,0': GPU 0 is listed twice");
@@ -188,12 +198,15 @@ TEST(ConfigFileTest, OutOfRangeAndBadChoices) {
 
 TEST(ConfigFileTest, StructuralErrors) {
   EXPECT_EQ(parseError(""), "cfg.yaml: the file is empty; expected a mapping of config keys");
-  EXPECT_EQ(parseError("- a\n- b\n"), "cfg.yaml:1:1: expected a mapping of config keys at the top level, not a list");
+  EXPECT_EQ(parseError("- a\n- b\n"),
+            "cfg.yaml:1:1: expected a mapping of config keys at the top level, not a list");
   EXPECT_EQ(parseError("num_processes: 2\n"),
             "cfg.yaml: 'distributed_type' must be specified (one of NO, MULTI_CPU, MULTI_GPU)");
-  EXPECT_EQ(parseError("distributed_type: 'NO'\ndistributed_type: 'NO'\n"), "cfg.yaml:2:1: duplicate key 'distributed_type'");
+  EXPECT_EQ(parseError("distributed_type: 'NO'\ndistributed_type: 'NO'\n"),
+            "cfg.yaml:2:1: duplicate key 'distributed_type'");
   EXPECT_EQ(parseError("compute_environment: AMAZON_SAGEMAKER\ndistributed_type: 'NO'\n"),
-            "cfg.yaml:1:1: compute_environment 'AMAZON_SAGEMAKER' is not supported by accel (only LOCAL_MACHINE)");
+            "cfg.yaml:1:1: compute_environment 'AMAZON_SAGEMAKER' is not supported by accel (only "
+            "LOCAL_MACHINE)");
   std::string bad = parseError("distributed_type: 'NO'\nnum_processes: [1\n");
   EXPECT_EQ(bad.rfind("cfg.yaml:", 0), 0u) << bad;
   EXPECT_NE(bad.find("invalid YAML"), std::string::npos) << bad;
@@ -218,13 +231,16 @@ TEST(ConfigFileTest, MissingFileNamesPath) {
 }
 
 TEST(ConfigFileTest, QuotesStringsYamlWouldMisread) {
-  Document doc{{"a", "no"}, {"b", "yes"}, {"c", "123"}, {"d", ""}, {"e", "plain"}, {"f", "1.5"},
-               {"g", "null"}, {"h", "0,1"}, {"i", "a: b"}, {"j", "- x"}, {"k", 1.0}, {"l", "y"}};
+  Document doc{{"a", "no"},    {"b", "yes"}, {"c", "123"},  {"d", ""},
+               {"e", "plain"}, {"f", "1.5"}, {"g", "null"}, {"h", "0,1"},
+               {"i", "a: b"},  {"j", "- x"}, {"k", 1.0},    {"l", "y"}};
   EXPECT_EQ(renderYaml(doc),
-            "a: 'no'\nb: 'yes'\nc: '123'\nd: ''\ne: plain\nf: '1.5'\ng: 'null'\nh: 0,1\ni: 'a: b'\nj: '- x'\nk: 1.0\n"
+            "a: 'no'\nb: 'yes'\nc: '123'\nd: ''\ne: plain\nf: '1.5'\ng: 'null'\nh: 0,1\ni: 'a: "
+            "b'\nj: '- x'\nk: 1.0\n"
             "l: 'y'\n");
   // And everything comes back as it went in.
-  auto parsed = parseConfig(renderYaml(Document{{"distributed_type", "NO"}, {"gpu_ids", "0"}}), "x.yaml");
+  auto parsed =
+      parseConfig(renderYaml(Document{{"distributed_type", "NO"}, {"gpu_ids", "0"}}), "x.yaml");
   ASSERT_TRUE(parsed.ok()) << parsed.error();
   EXPECT_EQ(parsed->gpu_ids, "0");
 }
@@ -236,7 +252,8 @@ TEST(ConfigFileTest, SaveWritesYamlOrJsonByExtensionAndLoadsBack) {
   ASSERT_TRUE(saveConfig(*c, dir.file("c.yaml")).ok());
   // accelerate 1.x's file less `enable_cpu_affinity: false`, which accelerate 0.27 rejects.
   std::string expected = kAccelerateMultiCpu;
-  expected.erase(expected.find("enable_cpu_affinity: false\n"), std::string("enable_cpu_affinity: false\n").size());
+  expected.erase(expected.find("enable_cpu_affinity: false\n"),
+                 std::string("enable_cpu_affinity: false\n").size());
   EXPECT_EQ(testing::readFile(dir.file("c.yaml")), expected);
   ASSERT_TRUE(saveConfig(*c, dir.file("c.json")).ok());
   EXPECT_EQ(json::parse(testing::readFile(dir.file("c.json"))).at("num_processes"), 4);
@@ -256,7 +273,7 @@ TEST(ConfigFileTest, FileLeavesOutDefaultsOfKeysAccelerate027Rejects) {
   EXPECT_EQ(file.count("fp8_config"), 0u);
   EXPECT_EQ(file.count("parallelism_config"), 0u);
   EXPECT_EQ(file.at("mpirun_config"), (json{{"mpirun_hostfile", "/h"}}));  // differs from {}: kept
-  EXPECT_EQ(c->toDocument().at("enable_cpu_affinity"), false);            // `config show` still shows it
+  EXPECT_EQ(c->toDocument().at("enable_cpu_affinity"), false);  // `config show` still shows it
   c->enable_cpu_affinity = true;
   EXPECT_EQ(c->toFileDocument().at("enable_cpu_affinity"), true);
 }
@@ -271,7 +288,8 @@ TEST(ConfigFileTest, DeepSpeedJsonFileLeavesOutMixedPrecisionNo) {
   c->mixed_precision = "bf16";  // a choice the user made stays, even if accelerate then objects
   EXPECT_EQ(c->toFileDocument().at("mixed_precision"), "bf16");
   c->mixed_precision = "no";
-  c->extras["deepspeed_config"] = json{{"zero_stage", 2}};  // no JSON file: precision is ours to say
+  c->extras["deepspeed_config"] =
+      json{{"zero_stage", 2}};  // no JSON file: precision is ours to say
   EXPECT_EQ(c->toFileDocument().at("mixed_precision"), "no");
 }
 
@@ -280,7 +298,9 @@ TEST(ConfigFileTest, UpdateDropsIpexConfigWithAReason) {
   ASSERT_TRUE(c.ok()) << c.error();
   auto dropped = dropObsoleteKeys(*c);
   ASSERT_EQ(dropped.size(), 1u);
-  EXPECT_EQ(dropped[0], "removed 'ipex_config': accelerate 1.x rejects it (its IPEX options are gone since 1.0)");
+  EXPECT_EQ(
+      dropped[0],
+      "removed 'ipex_config': accelerate 1.x rejects it (its IPEX options are gone since 1.0)");
   EXPECT_EQ(c->toFileDocument().count("ipex_config"), 0u);
   EXPECT_EQ(c->extras.count("mpirun_config"), 1u);  // valid keys accel does not interpret survive
   EXPECT_TRUE(dropObsoleteKeys(*c).empty());

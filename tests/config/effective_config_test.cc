@@ -30,15 +30,16 @@ TEST_F(EffectiveConfigTest, BuiltinDefaultsWithoutFile) {
 }
 
 TEST_F(EffectiveConfigTest, FlagBeatsFileBeatsDefault) {
-  writeDefault("distributed_type: MULTI_CPU\nnum_processes: 4\nmixed_precision: bf16\nuse_cpu: true\n");
+  writeDefault(
+      "distributed_type: MULTI_CPU\nnum_processes: 4\nmixed_precision: bf16\nuse_cpu: true\n");
   ConfigOverrides flags;
   flags.num_processes = 8;
   auto e = resolveEffectiveConfig(flags, env_);
   ASSERT_TRUE(e.ok()) << e.error();
   EXPECT_EQ(e->file, defaultConfigPath(env_));
-  EXPECT_EQ(e->config.num_processes, 8);           // flag
-  EXPECT_EQ(e->config.mixed_precision, "bf16");    // file
-  EXPECT_EQ(e->config.rdzv_backend, "static");     // default
+  EXPECT_EQ(e->config.num_processes, 8);         // flag
+  EXPECT_EQ(e->config.mixed_precision, "bf16");  // file
+  EXPECT_EQ(e->config.rdzv_backend, "static");   // default
   EXPECT_EQ(e->sources.at("num_processes"), Source::Flag);
   EXPECT_EQ(e->sources.at("mixed_precision"), Source::File);
   EXPECT_EQ(e->sources.at("rdzv_backend"), Source::Default);
@@ -65,12 +66,14 @@ TEST_F(EffectiveConfigTest, FileWithoutNumProcessesFallsBackToDefault) {
 TEST_F(EffectiveConfigTest, CpuAffinityFromTheKeyOrTheFlag) {
   // accelerate 1.14 never copies the key onto its flag (whose default is False, not None); accel
   // honours both, and the flag can only turn it on.
-  writeDefault("distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\nenable_cpu_affinity: true\n");
+  writeDefault(
+      "distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\nenable_cpu_affinity: true\n");
   auto e = resolveEffectiveConfig({}, env_);
   ASSERT_TRUE(e.ok()) << e.error();
   EXPECT_TRUE(e->config.enable_cpu_affinity);
   EXPECT_EQ(e->sources.at("enable_cpu_affinity"), Source::File);
-  writeDefault("distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\nenable_cpu_affinity: false\n");
+  writeDefault(
+      "distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\nenable_cpu_affinity: false\n");
   ConfigOverrides flags;
   flags.enable_cpu_affinity = true;
   e = resolveEffectiveConfig(flags, env_);
@@ -112,7 +115,8 @@ TEST_F(EffectiveConfigTest, FlagErrorsNameTheFlag) {
   expectError(f, "--num_processes: 0 is out of range 1..1048576");
   f = {};
   f.gpu_ids = "0,a";
-  expectError(f, "--gpu_ids: is '0,a': 'a' is not a GPU index (expected 'all' or a list like 0,1,3)");
+  expectError(f,
+              "--gpu_ids: is '0,a': 'a' is not a GPU index (expected 'all' or a list like 0,1,3)");
   f = {};
   f.cpu = true;
   f.multi_gpu = true;
@@ -128,15 +132,18 @@ TEST_F(EffectiveConfigTest, ConflictBetweenFlagAndFileNamesBoth) {
   flags.machine_rank = 2;
   auto e = resolveEffectiveConfig(flags, env_);
   ASSERT_FALSE(e.ok());
-  EXPECT_EQ(e.error(), "machine_rank 2 (from --machine_rank) must be below num_machines 2 (from 'num_machines' in " +
-                           defaultConfigPath(env_) + ")");
+  EXPECT_EQ(
+      e.error(),
+      "machine_rank 2 (from --machine_rank) must be below num_machines 2 (from 'num_machines' in " +
+          defaultConfigPath(env_) + ")");
 }
 
 TEST_F(EffectiveConfigTest, InvalidDefaultFileIsReported) {
   writeDefault("distributed_type: 'NO'\nnum_proceses: 2\n");
   auto e = resolveEffectiveConfig({}, env_);
   ASSERT_FALSE(e.ok());
-  EXPECT_EQ(e.error(), defaultConfigPath(env_) + ":2:1: unknown key 'num_proceses'; did you mean 'num_processes'?");
+  EXPECT_EQ(e.error(), defaultConfigPath(env_) +
+                           ":2:1: unknown key 'num_proceses'; did you mean 'num_processes'?");
 }
 
 }  // namespace

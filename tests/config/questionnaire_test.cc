@@ -57,7 +57,8 @@ TEST(QuestionnaireTest, MultiCpuMatchesAccelerateExample) {
   EXPECT_TRUE(c.use_cpu);
   EXPECT_TRUE(c.same_network);
   EXPECT_FALSE(c.gpu_ids.has_value());
-  EXPECT_NE(run.transcript.find("Do you want accel to launch mpirun? [yes/NO]"), std::string::npos) << run.transcript;
+  EXPECT_NE(run.transcript.find("Do you want accel to launch mpirun? [yes/NO]"), std::string::npos)
+      << run.transcript;
   EXPECT_EQ(run.transcript.find("DeepSpeed"), std::string::npos) << run.transcript;
   EXPECT_EQ(c.extras.count("mpirun_config"), 0u);
 }
@@ -72,7 +73,8 @@ TEST(QuestionnaireTest, MultiCpuAsksForMpirunAndItsHostfile) {
   auto c = runQuestionnaire(in, out, env);
   ASSERT_TRUE(c.ok()) << c.error() << out.str();
   EXPECT_EQ(c->extras.at("mpirun_config"), (nlohmann::json{{"mpirun_hostfile", "/home/u/hosts"}}));
-  EXPECT_NE(out.str().find("Please enter the path to the hostfile to use with mpirun [~/hostfile]"), std::string::npos);
+  EXPECT_NE(out.str().find("Please enter the path to the hostfile to use with mpirun [~/hostfile]"),
+            std::string::npos);
   std::istringstream defaults("0\n1\n1\nno\nyes\n\nno\n4\n0\n");
   c = runQuestionnaire(defaults, out, env);
   ASSERT_TRUE(c.ok()) << c.error();
@@ -89,10 +91,12 @@ TEST(QuestionnaireTest, RendezvousBackendOffersStaticAndC10dOnly) {
   auto run = answer("0\n1\n2\n0\nhost-a\n\nn\netcd\nc10d\nn\nn\nn\n4\n0\n");
   ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
   EXPECT_EQ(run.result->rdzv_backend, "c10d");
-  EXPECT_NE(run.transcript.find("What rendezvous backend will you use? ('static', 'c10d'; etcd is not supported) [static]"),
+  EXPECT_NE(run.transcript.find("What rendezvous backend will you use? ('static', 'c10d'; etcd is "
+                                "not supported) [static]"),
             std::string::npos)
       << run.transcript;
-  EXPECT_NE(run.transcript.find("'etcd' is not supported: accel has no etcd rendezvous; use 'static' or 'c10d'"),
+  EXPECT_NE(run.transcript.find(
+                "'etcd' is not supported: accel has no etcd rendezvous; use 'static' or 'c10d'"),
             std::string::npos)
       << run.transcript;
 }
@@ -143,19 +147,24 @@ TEST(QuestionnaireTest, InvalidAnswersAreReaskedWithTheReason) {
   EXPECT_EQ(run.result->num_processes, 3);
   EXPECT_EQ(run.result->mixed_precision, "bf16");
   const std::string& t = run.transcript;
-  EXPECT_NE(t.find("Invalid answer: 'x' is not a choice; enter a number from 0 to 10"), std::string::npos) << t;
+  EXPECT_NE(t.find("Invalid answer: 'x' is not a choice; enter a number from 0 to 10"),
+            std::string::npos)
+      << t;
   EXPECT_NE(t.find("Invalid answer: '99' is not a choice"), std::string::npos) << t;
-  EXPECT_NE(t.find("Invalid answer: multi-XPU is not supported by accel (accel launches CPU and NVIDIA GPU jobs "
+  EXPECT_NE(t.find("Invalid answer: multi-XPU is not supported by accel (accel launches CPU and "
+                   "NVIDIA GPU jobs "
                    "only); choose 0 (No distributed training), 1 (multi-CPU) or 4 (multi-GPU)\n"),
             std::string::npos)
       << t;
   EXPECT_NE(t.find("Invalid answer: must be at least 1"), std::string::npos) << t;
   EXPECT_NE(t.find("Invalid answer: please enter yes or no (or y/n)"), std::string::npos) << t;
-  EXPECT_NE(t.find("Invalid answer: fp16 is not supported by accel (fp16 needs a GPU; accel does not fake it in "
+  EXPECT_NE(t.find("Invalid answer: fp16 is not supported by accel (fp16 needs a GPU; accel does "
+                   "not fake it in "
                    "fp32 on CPU); choose 0 (no) or 2 (bf16)\n"),
             std::string::npos)
       << t;
-  EXPECT_NE(t.find("Invalid answer: fp8 is not supported by accel (fp8 needs a GPU); choose 0 (no) or 2 (bf16)\n"),
+  EXPECT_NE(t.find("Invalid answer: fp8 is not supported by accel (fp8 needs a GPU); choose 0 (no) "
+                   "or 2 (bf16)\n"),
             std::string::npos)
       << t;
 }
@@ -165,14 +174,16 @@ TEST(QuestionnaireTest, ProcessCountMustSplitEvenlyOverMachines) {
   ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
   EXPECT_EQ(run.result->num_processes, 4);
   EXPECT_EQ(run.result->main_process_port, 29500);
-  EXPECT_NE(run.transcript.find("the total must be a multiple of the number of machines (2)"), std::string::npos);
+  EXPECT_NE(run.transcript.find("the total must be a multiple of the number of machines (2)"),
+            std::string::npos);
 }
 
 TEST(QuestionnaireTest, EndOfInputIsAnErrorNamingTheQuestion) {
   auto run = answer("0\n1\n");
   ASSERT_FALSE(run.result.ok());
   EXPECT_EQ(run.result.error(),
-            "end of input before an answer to \"How many different machines will you use (use more than 1 for "
+            "end of input before an answer to \"How many different machines will you use (use more "
+            "than 1 for "
             "multi-node training)?\"; nothing was written");
 }
 
@@ -187,10 +198,12 @@ TEST(QuestionnaireTest, OnlyThisMachineIsAccepted) {
   auto run = answer("1\n0\n\n\n\n\n\n\n\n");
   ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
   EXPECT_EQ(run.result->compute_environment, "LOCAL_MACHINE");
-  EXPECT_NE(run.transcript.find("  [1] AWS (Amazon SageMaker) (not supported by accel)\n"), std::string::npos)
+  EXPECT_NE(run.transcript.find("  [1] AWS (Amazon SageMaker) (not supported by accel)\n"),
+            std::string::npos)
       << run.transcript;
-  EXPECT_NE(run.transcript.find("Invalid answer: AWS (Amazon SageMaker) is not supported by accel (accel launches "
-                                "on this machine only); choose 0 (This machine)\n"),
+  EXPECT_NE(run.transcript.find(
+                "Invalid answer: AWS (Amazon SageMaker) is not supported by accel (accel launches "
+                "on this machine only); choose 0 (This machine)\n"),
             std::string::npos)
       << run.transcript;
 }
@@ -199,8 +212,9 @@ TEST(QuestionnaireTest, MainProcessAnswersAreChecked) {
   // multi-GPU; 3 machines; rank 5, -1 then 2; ip 'a b', '', 'a/b' then h; port 0, 70000 then
   // 29400; same network no; backend zzz then static; debug n; dynamo n; DeepSpeed n; FSDP n;
   // Megatron-LM n; 6 GPUs; defaults; no.
-  auto run =
-      answer("0\n4\n3\n5\n-1\n2\na b\n\na/b\nh\n0\n70000\n29400\nn\nzzz\nstatic\nn\nn\nn\nn\nn\n6\n\n\nno\n");
+  auto run = answer(
+      "0\n4\n3\n5\n-1\n2\na "
+      "b\n\na/b\nh\n0\n70000\n29400\nn\nzzz\nstatic\nn\nn\nn\nn\nn\n6\n\n\nno\n");
   ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
   const auto& c = *run.result;
   EXPECT_EQ(c.machine_rank, 2);
@@ -226,8 +240,11 @@ TEST(QuestionnaireTest, CpuOnlySkipsTheGpuQuestions) {
   EXPECT_EQ(run.result->num_processes, 1);
   EXPECT_FALSE(run.result->gpu_ids.has_value());
   EXPECT_EQ(run.transcript.find("What GPU(s)"), std::string::npos) << run.transcript;
-  EXPECT_NE(run.transcript.find("  [1] fp16 (not supported by accel)\n"), std::string::npos) << run.transcript;
-  EXPECT_NE(run.transcript.find("Invalid answer: fp16 is not supported by accel"), std::string::npos) << run.transcript;
+  EXPECT_NE(run.transcript.find("  [1] fp16 (not supported by accel)\n"), std::string::npos)
+      << run.transcript;
+  EXPECT_NE(run.transcript.find("Invalid answer: fp16 is not supported by accel"),
+            std::string::npos)
+      << run.transcript;
   EXPECT_EQ(run.transcript.find("DeepSpeed"), std::string::npos) << run.transcript;  // not on CPU
 }
 
@@ -238,9 +255,11 @@ TEST(QuestionnaireTest, MultiGpuOnOneMachineNeedsTwoGpus) {
   ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
   EXPECT_EQ(run.result->num_processes, 2);
   EXPECT_EQ(run.result->mixed_precision, "fp16");
-  EXPECT_NE(run.transcript.find("Invalid answer: multi-GPU on one machine needs at least 2 GPUs; for one GPU choose "
-                                "'No distributed training'"),
-            std::string::npos)
+  EXPECT_NE(
+      run.transcript.find(
+          "Invalid answer: multi-GPU on one machine needs at least 2 GPUs; for one GPU choose "
+          "'No distributed training'"),
+      std::string::npos)
       << run.transcript;
 }
 
@@ -250,7 +269,8 @@ TEST(QuestionnaireTest, UnsupportedMenuEntryIsMarkedAndRefusedAtOnce) {
   auto run = answer("0\n2\n");
   ASSERT_FALSE(run.result.ok());
   EXPECT_EQ(run.result.error(),
-            "end of input before an answer to \"Which type of machine are you using?\"; nothing was written");
+            "end of input before an answer to \"Which type of machine are you using?\"; nothing "
+            "was written");
   const std::string& t = run.transcript;
   const size_t marked = t.find("  [2] multi-XPU (not supported by accel)\n");
   const size_t refused = t.find("Invalid answer: multi-XPU is not supported by accel");
@@ -259,11 +279,13 @@ TEST(QuestionnaireTest, UnsupportedMenuEntryIsMarkedAndRefusedAtOnce) {
   EXPECT_LT(marked, refused);
   EXPECT_EQ(count(t, "Which type of machine are you using?"), 2u) << t;
   EXPECT_EQ(t.find("How many different machines"), std::string::npos) << t;
-  for (const char* entry : {"[3] multi-HPU", "[5] multi-NPU", "[6] multi-MLU", "[7] multi-SDAA", "[8] multi-MUSA",
-                            "[9] multi-NEURON", "[10] TPU"}) {
-    EXPECT_NE(t.find(std::string(entry) + " (not supported by accel)\n"), std::string::npos) << entry << t;
+  for (const char* entry : {"[3] multi-HPU", "[5] multi-NPU", "[6] multi-MLU", "[7] multi-SDAA",
+                            "[8] multi-MUSA", "[9] multi-NEURON", "[10] TPU"}) {
+    EXPECT_NE(t.find(std::string(entry) + " (not supported by accel)\n"), std::string::npos)
+        << entry << t;
   }
-  for (const char* entry : {"[0] No distributed training\n", "[1] multi-CPU\n", "[4] multi-GPU\n"}) {
+  for (const char* entry :
+       {"[0] No distributed training\n", "[1] multi-CPU\n", "[4] multi-GPU\n"}) {
     EXPECT_NE(t.find(entry), std::string::npos) << entry << t;
   }
 }
@@ -292,13 +314,16 @@ TEST(QuestionnaireTest, DeepSpeedZero3WithNvmeOffloadOnTwoMachines) {
     "tpu_use_sudo": false, "use_cpu": false})"))
       << run.transcript;
   const std::string& t = run.transcript;
-  EXPECT_NE(t.find("  [0] pdsh (not supported by accel)\n  [1] standard\n"), std::string::npos) << t;
-  EXPECT_NE(t.find("Invalid answer: pdsh is not supported by accel (DeepSpeed's own multi-node launchers; accel "
+  EXPECT_NE(t.find("  [0] pdsh (not supported by accel)\n  [1] standard\n"), std::string::npos)
+      << t;
+  EXPECT_NE(t.find("Invalid answer: pdsh is not supported by accel (DeepSpeed's own multi-node "
+                   "launchers; accel "
                    "starts one agent per node); choose 1 (standard)\n"),
             std::string::npos)
       << t;
   EXPECT_EQ(t.find("FullyShardedDataParallel"), std::string::npos) << t;  // DeepSpeed excludes FSDP
-  EXPECT_EQ(t.find("What GPU(s) (by id)"), std::string::npos) << t;      // as accelerate: not for DeepSpeed
+  EXPECT_EQ(t.find("What GPU(s) (by id)"), std::string::npos)
+      << t;  // as accelerate: not for DeepSpeed
 }
 
 TEST(QuestionnaireTest, DeepSpeedJsonFileLeavesPrecisionToTheFile) {
@@ -309,8 +334,9 @@ TEST(QuestionnaireTest, DeepSpeedJsonFileLeavesPrecisionToTheFile) {
   auto file = fileOf(*run.result);
   EXPECT_EQ(file.at("distributed_type"), "DEEPSPEED");
   EXPECT_EQ(file.at("num_processes"), 1);
-  EXPECT_EQ(file.at("deepspeed_config"),
-            (nlohmann::json{{"deepspeed_config_file", "/home/u/ds.json"}, {"zero3_init_flag", false}}));
+  EXPECT_EQ(
+      file.at("deepspeed_config"),
+      (nlohmann::json{{"deepspeed_config_file", "/home/u/ds.json"}, {"zero3_init_flag", false}}));
   EXPECT_EQ(file.count("mixed_precision"), 0u);
   EXPECT_EQ(file.count("gpu_ids"), 0u);
   EXPECT_EQ(run.transcript.find("mixed precision"), std::string::npos) << run.transcript;
@@ -323,7 +349,8 @@ TEST(QuestionnaireTest, FsdpVersion1AsksEveryFsdp1Question) {
   // BACKWARD_POST; SHARDED_STATE_DICT; forward prefetch y; use_orig_params n; RAM-efficient
   // loading n, so sync_module_states is asked: n; checkpointing y; 8 GPUs; fp16.
   auto run = answer(
-      "0\n4\n1\nn\nn\nn\ny\n0\n1\ny\n0\nn\nBertLayer,BertEmbeddings\n1\n2\ny\nn\nn\nn\ny\n8\nfp16\n");
+      "0\n4\n1\nn\nn\nn\ny\n0\n1\ny\n0\nn\nBertLayer,"
+      "BertEmbeddings\n1\n2\ny\nn\nn\nn\ny\n8\nfp16\n");
   ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
   auto file = fileOf(*run.result);
   EXPECT_EQ(file.at("distributed_type"), "FSDP");
@@ -339,8 +366,10 @@ TEST(QuestionnaireTest, FsdpVersion1AsksEveryFsdp1Question) {
       << run.transcript;
   EXPECT_EQ(file.count("gpu_ids"), 0u);
   EXPECT_EQ(run.transcript.find("numa"), std::string::npos) << run.transcript;
-  EXPECT_NE(run.transcript.find("What should be your FSDP version?\n  [0] FSDP1\n  [1] FSDP2\nEnter a number [1]: "),
-            std::string::npos)
+  EXPECT_NE(
+      run.transcript.find(
+          "What should be your FSDP version?\n  [0] FSDP1\n  [1] FSDP2\nEnter a number [1]: "),
+      std::string::npos)
       << run.transcript;
 }
 
@@ -358,11 +387,13 @@ TEST(QuestionnaireTest, FsdpVersion2DefaultsWithSizeBasedWrap) {
       << run.transcript;
   EXPECT_EQ(file.at("num_processes"), 2);
   EXPECT_EQ(file.at("mixed_precision"), "no");
-  EXPECT_EQ(file.count("parallelism_config"), 0u);  // declined: the key accelerate 0.27 rejects is not written
+  EXPECT_EQ(file.count("parallelism_config"),
+            0u);  // declined: the key accelerate 0.27 rejects is not written
   // FSDP1-only questions are not asked for FSDP2.
   EXPECT_EQ(run.transcript.find("backward prefetch"), std::string::npos) << run.transcript;
   EXPECT_EQ(run.transcript.find("use_orig_params"), std::string::npos) << run.transcript;
-  EXPECT_NE(run.transcript.find("  [0] SHARDED_STATE_DICT\n  [1] FULL_STATE_DICT\n"), std::string::npos);
+  EXPECT_NE(run.transcript.find("  [0] SHARDED_STATE_DICT\n  [1] FULL_STATE_DICT\n"),
+            std::string::npos);
 }
 
 TEST(QuestionnaireTest, DynamoXlaBackendsAreMarkedAndRefused) {
@@ -371,10 +402,13 @@ TEST(QuestionnaireTest, DynamoXlaBackendsAreMarkedAndRefused) {
   auto run = answer("0\n0\nn\ny\n10\ntvm\nn\nn\n\n\n\n");
   ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
   EXPECT_EQ(run.result->extras.at("dynamo_config"), (nlohmann::json{{"dynamo_backend", "TVM"}}));
-  EXPECT_NE(run.transcript.find("  [10] aot_torchxla_trace_once (not supported by accel)\n"), std::string::npos);
-  EXPECT_NE(run.transcript.find("Invalid answer: aot_torchxla_trace_once is not supported by accel (an XLA backend, "
-                                "for TPUs)"),
-            std::string::npos)
+  EXPECT_NE(run.transcript.find("  [10] aot_torchxla_trace_once (not supported by accel)\n"),
+            std::string::npos);
+  EXPECT_NE(
+      run.transcript.find(
+          "Invalid answer: aot_torchxla_trace_once is not supported by accel (an XLA backend, "
+          "for TPUs)"),
+      std::string::npos)
       << run.transcript;
 }
 
@@ -392,7 +426,8 @@ TEST(QuestionnaireTest, Fsdp2ParallelismConfigWithContextParallelism) {
       << run.transcript;
   EXPECT_EQ(file.at("num_processes"), 16);
   EXPECT_EQ(count(run.transcript, "Invalid answer: must be at least 1"), 1u) << run.transcript;
-  EXPECT_EQ(run.transcript.find("Megatron"), std::string::npos) << run.transcript;  // FSDP excludes it
+  EXPECT_EQ(run.transcript.find("Megatron"), std::string::npos)
+      << run.transcript;  // FSDP excludes it
 }
 
 TEST(QuestionnaireTest, MegatronLmWritesItsPrefixedKeys) {
@@ -410,7 +445,8 @@ TEST(QuestionnaireTest, MegatronLmWritesItsPrefixedKeys) {
       << run.transcript;
   EXPECT_EQ(file.at("num_processes"), 8);
   EXPECT_EQ(file.count("gpu_ids"), 0u);  // as accelerate: not asked for Megatron-LM
-  EXPECT_NE(run.transcript.find("Invalid answer: must be 0 (off) or more"), std::string::npos) << run.transcript;
+  EXPECT_NE(run.transcript.find("Invalid answer: must be 0 (off) or more"), std::string::npos)
+      << run.transcript;
 }
 
 TEST(QuestionnaireTest, MegatronLmDegreesOfOneSkipTheirFollowUps) {
@@ -437,7 +473,8 @@ TEST(QuestionnaireTest, Fp8TransformerEngineWritesItsRecipe) {
     "interval": 1, "margin": 2, "override_linear_precision": [true, false, true],
     "use_autocast_during_eval": true})"))
       << run.transcript;
-  EXPECT_NE(run.transcript.find("Invalid answer: must be at least 0"), std::string::npos) << run.transcript;
+  EXPECT_NE(run.transcript.find("Invalid answer: must be at least 0"), std::string::npos)
+      << run.transcript;
 }
 
 TEST(QuestionnaireTest, Fp8MsampAndAoAskOnlyTheirOwnOptions) {
@@ -449,10 +486,13 @@ TEST(QuestionnaireTest, Fp8MsampAndAoAskOnlyTheirOwnOptions) {
 
   auto ao = answer("0\n0\nn\nn\nn\n\nn\n3\n\n\nn\n");
   ASSERT_TRUE(ao.result.ok()) << ao.result.error() << ao.transcript;
-  EXPECT_EQ(fileOf(*ao.result).at("fp8_config"),
-            (nlohmann::json{{"backend", "AO"}, {"enable_fsdp_float8_all_gather", true}, {"pad_inner_dim", false}}));
+  EXPECT_EQ(
+      fileOf(*ao.result).at("fp8_config"),
+      (nlohmann::json{
+          {"backend", "AO"}, {"enable_fsdp_float8_all_gather", true}, {"pad_inner_dim", false}}));
 
-  auto bf16 = answer("0\n0\nn\nn\nn\n\nn\n2\n");  // no fp8: no fp8_config, which accelerate 0.27 rejects
+  auto bf16 =
+      answer("0\n0\nn\nn\nn\n\nn\n2\n");  // no fp8: no fp8_config, which accelerate 0.27 rejects
   ASSERT_TRUE(bf16.result.ok()) << bf16.result.error() << bf16.transcript;
   EXPECT_EQ(fileOf(*bf16.result).count("fp8_config"), 0u);
 }

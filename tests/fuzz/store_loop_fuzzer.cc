@@ -55,15 +55,15 @@ const char* const kKeys[] = {"/k0", "/k1", "/k2", "init/"};
 constexpr auto kPatience = 10s;  // a healthy loop answers in microseconds
 
 [[noreturn]] void fail(const char* what, const TcpStoreServerStats& s) {
-  std::fprintf(stderr,
-               "store_loop_fuzzer: %s (connections %llu, dropped %llu, requests %llu, parked waits %llu, "
-               "barriers %llu, watches %llu, entries %llu, buffered %llu, received %llu, examined %llu)\n",
-               what, (unsigned long long)s.connections, (unsigned long long)s.connections_dropped,
-               (unsigned long long)s.requests,
-               (unsigned long long)s.parked_waits, (unsigned long long)s.parked_barriers,
-               (unsigned long long)s.watches, (unsigned long long)s.parked_entries,
-               (unsigned long long)s.buffered_input_bytes, (unsigned long long)s.bytes_received,
-               (unsigned long long)s.parser_bytes_examined);
+  std::fprintf(
+      stderr,
+      "store_loop_fuzzer: %s (connections %llu, dropped %llu, requests %llu, parked waits %llu, "
+      "barriers %llu, watches %llu, entries %llu, buffered %llu, received %llu, examined %llu)\n",
+      what, (unsigned long long)s.connections, (unsigned long long)s.connections_dropped,
+      (unsigned long long)s.requests, (unsigned long long)s.parked_waits,
+      (unsigned long long)s.parked_barriers, (unsigned long long)s.watches,
+      (unsigned long long)s.parked_entries, (unsigned long long)s.buffered_input_bytes,
+      (unsigned long long)s.bytes_received, (unsigned long long)s.parser_bytes_examined);
   std::abort();
 }
 
@@ -73,8 +73,11 @@ std::string readReply(int fd, char* out, size_t size) {
   const auto deadline = std::chrono::steady_clock::now() + kPatience;
   size_t have = 0;
   while (have < size) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return "no reply within " + std::to_string(kPatience.count()) + " s, " + std::to_string(have) + " bytes";
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return "no reply within " + std::to_string(kPatience.count()) + " s, " +
+             std::to_string(have) + " bytes";
     pollfd p{fd, POLLIN, 0};
     const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
     if (ready < 0 && errno == EINTR) continue;
@@ -83,7 +86,9 @@ std::string readReply(int fd, char* out, size_t size) {
     const ssize_t n = ::recv(fd, out + have, size - have, 0);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n < 0) return std::string("recv: ") + std::strerror(errno);
-    if (n == 0) return "closed by the server after " + std::to_string(have) + " bytes (revents " + std::to_string(p.revents) + ")";
+    if (n == 0)
+      return "closed by the server after " + std::to_string(have) + " bytes (revents " +
+             std::to_string(p.revents) + ")";
     have += static_cast<size_t>(n);
   }
   return "";
@@ -106,8 +111,10 @@ void checkCounters(const TcpStoreServerStats& s, const TcpStoreServerOptions& o)
   if (s.parked_barriers > s.requests) fail("more parked BARRIERs than requests", s);
   if (s.watches > s.requests) fail("more watches than requests", s);
   if (s.tracked_waiters > s.parked_waits) fail("more tracked waiters than parked WAITs", s);
-  if (s.buffered_input_bytes > o.max_total_input_bytes) fail("input held over the global budget", s);
-  if (s.parser_bytes_examined > s.bytes_received) fail("the parser examined more bytes than arrived", s);
+  if (s.buffered_input_bytes > o.max_total_input_bytes)
+    fail("input held over the global budget", s);
+  if (s.parser_bytes_examined > s.bytes_received)
+    fail("the parser examined more bytes than arrived", s);
   if (s.connections == 0 && (s.parked_waits || s.parked_barriers || s.watches || s.parked_entries ||
                              s.buffered_input_bytes)) {
     fail("something is left parked or buffered with no connection open", s);
@@ -117,11 +124,12 @@ void checkCounters(const TcpStoreServerStats& s, const TcpStoreServerOptions& o)
 // A frame of the generation and query `pick` names, on key `key` (empty when that generation
 // lacks the query).
 std::string frame(uint8_t pick, uint8_t key) {
-  static const wire::Op kOps[] = {wire::Op::Set,      wire::Op::Get,       wire::Op::Add,       wire::Op::Check,
-                                  wire::Op::Wait,     wire::Op::WatchKey,  wire::Op::DeleteKey, wire::Op::CancelWait,
-                                  wire::Op::MultiGet, wire::Op::MultiSet,  wire::Op::Append,    wire::Op::QueuePush,
-                                  wire::Op::QueuePop, wire::Op::Barrier,   wire::Op::Ping,      wire::Op::ListKeys,
-                                  wire::Op::CompareSet, wire::Op::GetNumKeys};
+  static const wire::Op kOps[] = {wire::Op::Set,       wire::Op::Get,        wire::Op::Add,
+                                  wire::Op::Check,     wire::Op::Wait,       wire::Op::WatchKey,
+                                  wire::Op::DeleteKey, wire::Op::CancelWait, wire::Op::MultiGet,
+                                  wire::Op::MultiSet,  wire::Op::Append,     wire::Op::QueuePush,
+                                  wire::Op::QueuePop,  wire::Op::Barrier,    wire::Op::Ping,
+                                  wire::Op::ListKeys,  wire::Op::CompareSet, wire::Op::GetNumKeys};
   const auto g = static_cast<wire::Generation>(pick % 3);
   wire::Request q;
   q.op = kOps[(pick / 3) % (sizeof kOps / sizeof kOps[0])];
@@ -168,7 +176,8 @@ class Script {
     for (const Client& c : clients_) ::close(c.fd);
     clients_.clear();
     TcpStoreServerStats s;
-    if (!server_->awaitStats([](const TcpStoreServerStats& st) { return st.connections == 0; }, kPatience)) {
+    if (!server_->awaitStats([](const TcpStoreServerStats& st) { return st.connections == 0; },
+                             kPatience)) {
       fail("connections still open after every client closed", server_->stats());
     }
     s = server_->stats();
@@ -258,13 +267,16 @@ class Script {
     wire::Request ping;
     ping.op = wire::Op::Ping;
     ping.word = 0x5EED5EED;
-    const std::string bytes =
-        wire::encodeRequest(wire::Generation::Validated, v) + wire::encodeRequest(wire::Generation::Validated, ping);
-    if (::send(pair[0], bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) std::abort();
+    const std::string bytes = wire::encodeRequest(wire::Generation::Validated, v) +
+                              wire::encodeRequest(wire::Generation::Validated, ping);
+    if (::send(pair[0], bytes.data(), bytes.size(), MSG_NOSIGNAL) !=
+        static_cast<ssize_t>(bytes.size()))
+      std::abort();
     uint32_t echoed = 0;
     const std::string got = readReply(pair[0], reinterpret_cast<char*>(&echoed), sizeof echoed);
     if (!got.empty() || echoed != ping.word) {
-      const std::string why = "a fresh client was not answered: " + (got.empty() ? "wrong nonce" : got);
+      const std::string why =
+          "a fresh client was not answered: " + (got.empty() ? "wrong nonce" : got);
       fail(why.c_str(), server_->stats());
     }
     ::close(pair[0]);

@@ -28,13 +28,14 @@ Env envOf(const AccelerateArgs& args, const AccelerateFacts& f, probes::Environm
 }
 
 TEST(AccelerateEnvTest, ConfigSectionsFillWhatNoFlagGave) {
-  auto args = argsOf({"--fsdp_offload_params", "true"},
-                     R"({"fsdp_config": {"offload_params": false, "fsdp_sharding_strategy": 2, "version": 2},
+  auto args = argsOf(
+      {"--fsdp_offload_params", "true"},
+      R"({"fsdp_config": {"offload_params": false, "fsdp_sharding_strategy": 2, "version": 2},
                          "fp8_config": {"backend": "TE"}, "dynamo_config": {"backend": "inductor"},
                          "deepspeed_config": {"zero_stage": 3}})");
   EXPECT_EQ(args.at("fsdp_offload_params"), "true");  // the flag wins over the section
   EXPECT_EQ(args.at("fsdp_sharding_strategy"), 2);
-  EXPECT_EQ(args.at("fsdp_version"), 2);              // "version" gets accelerate's fsdp_ prefix
+  EXPECT_EQ(args.at("fsdp_version"), 2);  // "version" gets accelerate's fsdp_ prefix
   EXPECT_EQ(args.at("fp8_backend"), "TE");
   EXPECT_EQ(args.at("dynamo_backend"), "inductor");
   EXPECT_EQ(args.at("zero_stage"), 3);
@@ -47,10 +48,15 @@ TEST(AccelerateEnvTest, SimpleLauncherOnCpu) {
   f.physical_cores = 16;
   f.gpu_ids = "0, 1";
   const Env e = envOf(argsOf({}), f);
-  EXPECT_EQ(e, (Env{{"ACCELERATE_USE_CPU", "True"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"},
-                    {"CUDA_VISIBLE_DEVICES", "0,1"}, {"ACCELERATE_MIXED_PRECISION", "no"},
-                    {"ACCELERATE_DYNAMO_BACKEND", "NO"}, {"ACCELERATE_DYNAMO_MODE", "default"},
-                    {"ACCELERATE_DYNAMO_USE_FULLGRAPH", "False"}, {"ACCELERATE_DYNAMO_USE_DYNAMIC", "False"},
+  EXPECT_EQ(e, (Env{{"ACCELERATE_USE_CPU", "True"},
+                    {"MASTER_ADDR", "127.0.0.1"},
+                    {"MASTER_PORT", "29500"},
+                    {"CUDA_VISIBLE_DEVICES", "0,1"},
+                    {"ACCELERATE_MIXED_PRECISION", "no"},
+                    {"ACCELERATE_DYNAMO_BACKEND", "NO"},
+                    {"ACCELERATE_DYNAMO_MODE", "default"},
+                    {"ACCELERATE_DYNAMO_USE_FULLGRAPH", "False"},
+                    {"ACCELERATE_DYNAMO_USE_DYNAMIC", "False"},
                     {"ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION", "False"},
                     {"OMP_NUM_THREADS", "4"}}));  // 16 physical cores over 4 processes
   EXPECT_EQ(envOf(argsOf({}), f, {"OMP_NUM_THREADS=3"}).at("OMP_NUM_THREADS"), "3");
@@ -67,8 +73,9 @@ TEST(AccelerateEnvTest, FsdpAndMegatronOnTheMultiGpuLauncher) {
   AccelerateFacts f;
   f.launcher = AccelerateLauncher::MultiGpu;
   f.num_processes = 2;
-  auto args = argsOf({"--use_fsdp", "--fsdp_version", "2", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP"},
-                     R"({"fsdp_config": {"fsdp_transformer_layer_cls_to_wrap": ["BertLayer", "T5Block"],
+  auto args = argsOf(
+      {"--use_fsdp", "--fsdp_version", "2", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP"},
+      R"({"fsdp_config": {"fsdp_transformer_layer_cls_to_wrap": ["BertLayer", "T5Block"],
                                          "fsdp_use_orig_params": false}})");
   args["use_fsdp"] = true;
   const Env e = envOf(args, f);
@@ -80,10 +87,13 @@ TEST(AccelerateEnvTest, FsdpAndMegatronOnTheMultiGpuLauncher) {
   EXPECT_EQ(e.count("FSDP_STATE_DICT_TYPE"), 0u);
   EXPECT_EQ(e.count("ACCELERATE_USE_CPU"), 0u);
   EXPECT_EQ(e.at("OMP_NUM_THREADS"), "1");
-  auto bad = argsOf({}, R"({"fsdp_config": {"fsdp_cpu_ram_efficient_loading": true, "fsdp_sync_module_states": false}})");
+  auto bad = argsOf(
+      {},
+      R"({"fsdp_config": {"fsdp_cpu_ram_efficient_loading": true, "fsdp_sync_module_states": false}})");
   bad["use_fsdp"] = true;
   EXPECT_FALSE(accelerateEnvironment(bad, f, {}).ok());
-  auto megatron = argsOf({"--megatron_lm_tp_degree", "2", "--megatron_lm_attention_dropout", "0.1"});
+  auto megatron =
+      argsOf({"--megatron_lm_tp_degree", "2", "--megatron_lm_attention_dropout", "0.1"});
   megatron["use_megatron_lm"] = true;
   const Env m = envOf(megatron, f);
   EXPECT_EQ(m.at("ACCELERATE_USE_MEGATRON_LM"), "true");
@@ -102,13 +112,17 @@ TEST(AccelerateEnvTest, DeepSpeedLauncher) {
   f.mixed_precision = "bf16";
   f.mixed_precision_from_config = true;
   f.deepspeed_config_keys = {"gradient_clipping", "zero_stage"};
-  auto args = argsOf({"--offload_optimizer_device", "CPU"}, R"({"deepspeed_config": {"zero_stage": 2, "gradient_clipping": 1.0,
+  auto args = argsOf({"--offload_optimizer_device", "CPU"},
+                     R"({"deepspeed_config": {"zero_stage": 2, "gradient_clipping": 1.0,
                                                                 "zero3_init_flag": true}})");
   const Env e = envOf(args, f, {"PYTHONPATH=/a::/b"});
-  EXPECT_EQ(e, (Env{{"ACCELERATE_MIXED_PRECISION", "bf16"}, {"PYTHONPATH", "/a:/b:/work/run"},
+  EXPECT_EQ(e, (Env{{"ACCELERATE_MIXED_PRECISION", "bf16"},
+                    {"PYTHONPATH", "/a:/b:/work/run"},
                     {"ACCELERATE_CONFIG_DS_FIELDS", "gradient_clipping,zero_stage,mixed_precision"},
-                    {"ACCELERATE_USE_DEEPSPEED", "true"}, {"ACCELERATE_DEEPSPEED_ZERO_STAGE", "2"},
-                    {"ACCELERATE_GRADIENT_CLIPPING", "1.0"}, {"ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "cpu"},
+                    {"ACCELERATE_USE_DEEPSPEED", "true"},
+                    {"ACCELERATE_DEEPSPEED_ZERO_STAGE", "2"},
+                    {"ACCELERATE_GRADIENT_CLIPPING", "1.0"},
+                    {"ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "cpu"},
                     {"ACCELERATE_DEEPSPEED_ZERO3_INIT", "true"}}));
 }
 

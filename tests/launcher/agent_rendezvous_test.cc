@@ -40,10 +40,12 @@ class AgentRendezvousTest : public ::testing::Test {
 
   Expected<RendezvousResult> join(RendezvousOptions o) { return rendezvous(*client(), o); }
 
-  // Returns once `slots` agents have registered: the rendezvous writes accel/rdzv/<run_id>/agent/<slot>
-  // for each arrival, in slot order. Throws TimeoutError (failing the test) if they never do.
+  // Returns once `slots` agents have registered: the rendezvous writes
+  // accel/rdzv/<run_id>/agent/<slot> for each arrival, in slot order. Throws TimeoutError (failing
+  // the test) if they never do.
   void awaitRegistered(int slots) {
-    client()->wait({std::string(kAgentKeyPrefix) + "rdzv/job/agent/" + std::to_string(slots - 1)}, 10s);
+    client()->wait({std::string(kAgentKeyPrefix) + "rdzv/job/agent/" + std::to_string(slots - 1)},
+                   10s);
   }
 
   std::unique_ptr<store::TcpStoreServer> server_;
@@ -92,12 +94,14 @@ TEST_F(AgentRendezvousTest, TimeoutNamesMissingMachines) {
   awaitRegistered(1);  // so that the master's count is 2/4, not 1/4
   auto r = join(o);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error(), "rendezvous at " + o.store_address + " timed out after 0.3 s: 2/4 machines joined; waiting for "
-                       "machine_rank 1, 3");
+  EXPECT_EQ(r.error(), "rendezvous at " + o.store_address +
+                           " timed out after 0.3 s: 2/4 machines joined; waiting for "
+                           "machine_rank 1, 3");
   auto other = one.get();
   ASSERT_FALSE(other.ok());
-  EXPECT_EQ(other.error(), "rendezvous failed: " + std::string("rendezvous at ") + o.store_address +
-                               " timed out after 0.3 s: 2/4 machines joined; waiting for machine_rank 1, 3")
+  EXPECT_EQ(other.error(),
+            "rendezvous failed: " + std::string("rendezvous at ") + o.store_address +
+                " timed out after 0.3 s: 2/4 machines joined; waiting for machine_rank 1, 3")
       << "the master publishes why it gave up";
 }
 
@@ -109,12 +113,15 @@ TEST_F(AgentRendezvousTest, MoreMachinesThanExpectedIsAnError) {
   awaitRegistered(2);
   auto master = join(options(2, 0, 1));
   ASSERT_FALSE(master.ok());
-  EXPECT_EQ(master.error(), "3 machines joined a rendezvous for 2 (is another job using the same --main_process_port?)");
+  EXPECT_EQ(
+      master.error(),
+      "3 machines joined a rendezvous for 2 (is another job using the same --main_process_port?)");
   for (auto* other : {&a, &b}) {
     auto r = other->get();
     ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.error(), "rendezvous at " + o.store_address + " timed out after 0.1 s: the master agent (machine_rank 0) "
-                         "did not publish the machine ranks; 3/2 machines joined");
+    EXPECT_EQ(r.error(), "rendezvous at " + o.store_address +
+                             " timed out after 0.1 s: the master agent (machine_rank 0) "
+                             "did not publish the machine ranks; 3/2 machines joined");
   }
 }
 
@@ -124,7 +131,9 @@ TEST_F(AgentRendezvousTest, DuplicateRequestedRankIsAnError) {
   auto ra = a.get();
   ASSERT_FALSE(ra.ok() && b.ok());
   std::string message = !ra.ok() ? ra.error() : b.error();
-  EXPECT_NE(message.find("two machines asked for machine_rank 0 (host-r0 and host-r0)"), std::string::npos) << message;
+  EXPECT_NE(message.find("two machines asked for machine_rank 0 (host-r0 and host-r0)"),
+            std::string::npos)
+      << message;
 }
 
 TEST_F(AgentRendezvousTest, ProgressIsReported) {
@@ -146,7 +155,8 @@ TEST_F(AgentRendezvousTest, ProgressIsReported) {
   ASSERT_TRUE(other.ok()) << other.error();
   std::lock_guard<std::mutex> lock(m);
   ASSERT_FALSE(seen.empty());
-  for (const auto& status : seen) EXPECT_EQ(status, "1/2 machines joined; waiting for machine_rank 1");
+  for (const auto& status : seen)
+    EXPECT_EQ(status, "1/2 machines joined; waiting for machine_rank 1");
 }
 
 // The master's `othersGone` probe, counting its calls so a test can wait until the master is
@@ -195,8 +205,10 @@ TEST_F(AgentRendezvousTest, ExitBarrierWaitsForEveryMachine) {
   auto o = options(2, 0, 1);
   auto a = client(), b = client();
   Polls polls;
-  auto master = std::async(std::launch::async, [&] { return exitBarrier(*a, o, true, 5s, polls.never()); });
-  // The master is in its wait (it asked whether the others are gone, twice) before the other reports.
+  auto master =
+      std::async(std::launch::async, [&] { return exitBarrier(*a, o, true, 5s, polls.never()); });
+  // The master is in its wait (it asked whether the others are gone, twice) before the other
+  // reports.
   const bool waiting = polls.awaitAtLeast(2);
   EXPECT_EQ(exitBarrier(*b, o, false, 5s, nullptr), 2);
   EXPECT_TRUE(waiting) << "the master never polled while the other machine was still running";
@@ -207,12 +219,15 @@ TEST_F(AgentRendezvousTest, ExitBarrierStopsWaitingWhenTheOthersAreGone) {
   auto o = options(3, 0, 1);
   auto a = client();
   Polls polls;
-  auto master = std::async(std::launch::async, [&] { return exitBarrier(*a, o, true, 5s, polls.untilGone()); });
+  auto master = std::async(std::launch::async,
+                           [&] { return exitBarrier(*a, o, true, 5s, polls.untilGone()); });
   EXPECT_TRUE(polls.awaitAtLeast(2));
-  EXPECT_EQ(master.wait_for(0s), std::future_status::timeout);  // still waiting while the others live
-  polls.setGone();  // the other agents died without reporting
+  EXPECT_EQ(master.wait_for(0s),
+            std::future_status::timeout);  // still waiting while the others live
+  polls.setGone();                         // the other agents died without reporting
   const auto status = master.wait_for(10s);
-  if (status != std::future_status::ready) {  // let the master's thread end: the others report after all
+  if (status !=
+      std::future_status::ready) {  // let the master's thread end: the others report after all
     exitBarrier(*client(), o, false, 5s, nullptr);
     exitBarrier(*client(), o, false, 5s, nullptr);
   }

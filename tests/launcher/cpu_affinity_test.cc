@@ -1,11 +1,12 @@
 #include "launcher/cpu_affinity.h"
 
-#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
 #include <cstdio>
 #include <fstream>
+
+#include <gtest/gtest.h>
 
 #include "launcher/subprocess_posix.h"
 #include "launcher/worker_env.h"
@@ -177,7 +178,8 @@ TEST(CpuAffinityTest, ReadsTopologyFromSysfs) {
   const CpuTopology t = readCpuTopology(range(0, 7), root);
   EXPECT_EQ(t.nodes, (Sets{{0, 1, 4, 5}, {}, {2, 3, 6, 7}}));
   EXPECT_EQ(t.cores, (Sets{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
-  EXPECT_EQ(planCpuAffinity(t, 2, std::vector<int>{2, 0}).rank_cpus, (Sets{{2, 3, 6, 7}, {0, 1, 4, 5}}));
+  EXPECT_EQ(planCpuAffinity(t, 2, std::vector<int>{2, 0}).rank_cpus,
+            (Sets{{2, 3, 6, 7}, {0, 1, 4, 5}}));
   // Nothing there: one node, no SMT.
   const CpuTopology none = readCpuTopology({0, 1}, root + "/absent");
   EXPECT_TRUE(none.nodes.empty());
@@ -240,7 +242,8 @@ TEST_F(CpuAffinityPlanTest, FlagPinsEachRankAndSetsItsThreads) {
   EXPECT_EQ(var(p, 1, "ACCELERATE_CPU_AFFINITY"), "1");
   ASSERT_EQ(p.notices.size(), 1u);
   EXPECT_EQ(p.notices[0],
-            "CPU affinity (CPUs 0-7 of this agent, 2 NUMA nodes): local rank 0 on CPUs 0-1,4-5 (OMP_NUM_THREADS=2); "
+            "CPU affinity (CPUs 0-7 of this agent, 2 NUMA nodes): local rank 0 on CPUs 0-1,4-5 "
+            "(OMP_NUM_THREADS=2); "
             "local rank 1 on CPUs 2-3,6-7 (OMP_NUM_THREADS=2)");
 }
 
@@ -262,8 +265,9 @@ TEST_F(CpuAffinityPlanTest, TheUsersThreadCountIsKept) {
 }
 
 TEST_F(CpuAffinityPlanTest, ConfigKeyTurnsItOnAndOffLeavesEverythingAlone) {
-  testing::writeFile(dir_.file("c.yaml"), "distributed_type: MULTI_CPU\nnum_processes: 3\nuse_cpu: true\n"
-                                          "enable_cpu_affinity: true\n");
+  testing::writeFile(dir_.file("c.yaml"),
+                     "distributed_type: MULTI_CPU\nnum_processes: 3\nuse_cpu: true\n"
+                     "enable_cpu_affinity: true\n");
   LaunchOptions o;
   o.config.config_file = dir_.file("c.yaml");
   LaunchPlan p = plan(o);
@@ -292,13 +296,19 @@ TEST_F(CpuAffinityPlanTest, GpuJobsAreSpreadAsCpuJobsWithANotice) {
   assignCpuAffinity(p, twoNodesSmt());
   EXPECT_EQ(p.rank_cpus, (Sets{{0, 1, 4, 5}, {2, 3, 6, 7}}));
   ASSERT_FALSE(p.notices.empty());
-  EXPECT_NE(p.notices[0].find("the GPUs' NUMA nodes are not known (the CUDA driver gives no PCI bus ids)"), std::string::npos) << p.notices[0];
+  EXPECT_NE(p.notices[0].find(
+                "the GPUs' NUMA nodes are not known (the CUDA driver gives no PCI bus ids)"),
+            std::string::npos)
+      << p.notices[0];
   o.config.multi_gpu = false;  // FSDP (like DeepSpeed and Megatron-LM) is a GPU job too
   o.config.distributed_type = "FSDP";
   p = plan(o, {"PATH=/usr/bin:/bin"}, 2);
   assignCpuAffinity(p, twoNodesSmt());
   ASSERT_FALSE(p.notices.empty());
-  EXPECT_NE(p.notices[0].find("the GPUs' NUMA nodes are not known (the CUDA driver gives no PCI bus ids)"), std::string::npos) << p.notices[0];
+  EXPECT_NE(p.notices[0].find(
+                "the GPUs' NUMA nodes are not known (the CUDA driver gives no PCI bus ids)"),
+            std::string::npos)
+      << p.notices[0];
 }
 
 // With the GPUs' nodes known (here: GPU 3 on node 1, GPU 1 on node 0), each rank follows its GPU.
@@ -314,9 +324,11 @@ TEST_F(CpuAffinityPlanTest, GpuJobFollowsItsGpusNumaNodes) {
   EXPECT_EQ(p.rank_cpus, (Sets{{2, 3, 6, 7}, {0, 1, 4, 5}}));
   EXPECT_EQ(var(p, 0, "OMP_NUM_THREADS"), "2");  // node 1's two cores, one rank there
   ASSERT_EQ(p.notices.size(), 1u) << p.notices[0];
-  EXPECT_EQ(p.notices[0],
-            "CPU affinity (CPUs 0-7 of this agent, 2 NUMA nodes): local rank 0 on CPUs 2-3,6-7 (GPU 3 on NUMA node 1, "
-            "OMP_NUM_THREADS=2); local rank 1 on CPUs 0-1,4-5 (GPU 1 on NUMA node 0, OMP_NUM_THREADS=2)");
+  EXPECT_EQ(
+      p.notices[0],
+      "CPU affinity (CPUs 0-7 of this agent, 2 NUMA nodes): local rank 0 on CPUs 2-3,6-7 (GPU 3 on "
+      "NUMA node 1, "
+      "OMP_NUM_THREADS=2); local rank 1 on CPUs 0-1,4-5 (GPU 1 on NUMA node 0, OMP_NUM_THREADS=2)");
   // Both GPUs on node 0: the ranks share its CPUs, one core's worth of threads each.
   p = plan(o, {"PATH=/usr/bin:/bin"}, 4);
   assignCpuAffinity(p, twoNodesSmt(), std::vector<int>{0, 0});
@@ -327,7 +339,9 @@ TEST_F(CpuAffinityPlanTest, GpuJobFollowsItsGpusNumaNodes) {
   assignCpuAffinity(p, twoNodesSmt(), std::vector<int>{-1, -1});
   EXPECT_EQ(p.rank_cpus, (Sets{{0, 1, 4, 5}, {2, 3, 6, 7}}));
   ASSERT_FALSE(p.notices.empty());
-  EXPECT_NE(p.notices[0].find("not known (sysfs gives none for their PCI devices)"), std::string::npos) << p.notices[0];
+  EXPECT_NE(p.notices[0].find("not known (sysfs gives none for their PCI devices)"),
+            std::string::npos)
+      << p.notices[0];
   // A CPU job ignores GPU nodes.
   o.config.multi_gpu = false;
   o.config.cpu = true;
@@ -350,8 +364,10 @@ TEST(CpuAffinityTest, GpuNumaNodesComeFromTheirPciDevices) {
   write("0000:3b:00.0", "1\n");
   write("0000:5e:00.0", "0\n");
   write("0000:86:00.0", "-1\n");
-  const std::vector<std::string> ids = {"0000:3B:00.0", "00000000:5E:00.0", "0000:86:00.0", "", "0000:AF:00.0"};
-  EXPECT_EQ(gpuNumaNodes(ids, {0, 1, 2, 3, 4, 5, -1}, root), (std::vector<int>{1, 0, -1, -1, -1, -1, -1}));
+  const std::vector<std::string> ids = {"0000:3B:00.0", "00000000:5E:00.0", "0000:86:00.0", "",
+                                        "0000:AF:00.0"};
+  EXPECT_EQ(gpuNumaNodes(ids, {0, 1, 2, 3, 4, 5, -1}, root),
+            (std::vector<int>{1, 0, -1, -1, -1, -1, -1}));
   EXPECT_EQ(gpuNumaNodes(ids, {1, 0}, root), (std::vector<int>{0, 1}));
   EXPECT_EQ(gpuNumaNodes({}, {0}, root), (std::vector<int>{-1}));
 }

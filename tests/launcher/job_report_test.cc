@@ -32,7 +32,8 @@ TEST(JobReportTest, SuccessHasNoSummary) {
 TEST(JobReportTest, FailureNamesCulpritTailOomAndCollateral) {
   AttemptReport a;
   a.attempt = 0;
-  a.workers = {worker(0, 143, SIGTERM, true), worker(1, 137, SIGKILL), worker(2, 137, SIGKILL, true), worker(3, 0)};
+  a.workers = {worker(0, 143, SIGTERM, true), worker(1, 137, SIGKILL),
+               worker(2, 137, SIGKILL, true), worker(3, 0)};
   a.workers[1].stderr_tail = {"allocating", "more"};
   a.workers[2].needed_sigkill = true;
   a.culprit = 1;
@@ -41,15 +42,22 @@ TEST(JobReportTest, FailureNamesCulpritTailOomAndCollateral) {
   a.stop_s = 0.5;
   JobReport r{{a}, 137};
   std::string s = renderFailureSummary(r);
-  EXPECT_NE(s.find("attempt 0 (3.25 s): rank 1 failed with signal SIGKILL (exit code 137)\n"), std::string::npos) << s;
-  EXPECT_NE(s.find("culprit: rank 1 (local rank 1, pid 101) — first to fail, signal SIGKILL (exit code 137), after "
+  EXPECT_NE(s.find("attempt 0 (3.25 s): rank 1 failed with signal SIGKILL (exit code 137)\n"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("culprit: rank 1 (local rank 1, pid 101) — first to fail, signal SIGKILL (exit "
+                   "code 137), after "
                    "1.50 s\n"),
             std::string::npos)
       << s;
   EXPECT_NE(s.find("  likely killed by the OOM killer"), std::string::npos) << s;
-  EXPECT_NE(s.find("  last 2 line(s) of its stderr:\n    | allocating\n    | more\n"), std::string::npos) << s;
-  EXPECT_NE(s.find("stopped by the agent (collateral): ranks 0, 2 in 0.50 s; SIGKILL needed for ranks 2\n"),
+  EXPECT_NE(s.find("  last 2 line(s) of its stderr:\n    | allocating\n    | more\n"),
             std::string::npos)
+      << s;
+  EXPECT_NE(
+      s.find(
+          "stopped by the agent (collateral): ranks 0, 2 in 0.50 s; SIGKILL needed for ranks 2\n"),
+      std::string::npos)
       << s;
   EXPECT_NE(s.find("finished before the failure: ranks 3\n"), std::string::npos) << s;
   EXPECT_NE(s.find("accel launch exits with 137\n"), std::string::npos) << s;

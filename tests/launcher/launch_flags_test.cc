@@ -2,12 +2,12 @@
 // accelerate's and torchrun's Python parsers, and the options built from them.
 #include "launcher/launch_flags.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+
+#include <gtest/gtest.h>
 
 #include "launcher/launch_options.h"
 
@@ -30,11 +30,13 @@ std::string parseError(std::vector<std::string> args, LaunchMode mode = LaunchMo
 }
 
 TEST(LaunchFlagsTest, EverySpellingOfALongFlagAndTheCommandUntouched) {
-  for (const char* spelling : {"--num_processes", "--num-processes", "--num_proc", "--num-p", "-n"}) {
+  for (const char* spelling :
+       {"--num_processes", "--num-processes", "--num_proc", "--num-p", "-n"}) {
     auto p = parse({spelling, "4", "train.py", "--num_processes", "9", "--", "x"});
     EXPECT_EQ(p.values.at("num_processes"), 4) << spelling;
     EXPECT_TRUE(p.isGiven("num_processes"));
-    EXPECT_EQ(p.command, (std::vector<std::string>{"train.py", "--num_processes", "9", "--", "x"})) << spelling;
+    EXPECT_EQ(p.command, (std::vector<std::string>{"train.py", "--num_processes", "9", "--", "x"}))
+        << spelling;
   }
   auto p = parse({"--mixed_precision=bf16", "-t3", "--", "-weird-name"});
   EXPECT_EQ(p.values.at("mixed_precision"), "bf16");
@@ -47,20 +49,21 @@ TEST(LaunchFlagsTest, DefaultsAreAccelerates) {
   auto p = parse({"train.py"});
   EXPECT_TRUE(p.given.empty());
   EXPECT_EQ(p.values.at("fsdp_min_num_params"), 100000000);
-  EXPECT_EQ(p.values.at("fsdp_offload_params"), "false");           // type=str: stays text
-  EXPECT_EQ(p.values.at("fp8_enable_fsdp_float8_all_gather"), 1);    // "true" through str_to_bool
+  EXPECT_EQ(p.values.at("fsdp_offload_params"), "false");          // type=str: stays text
+  EXPECT_EQ(p.values.at("fp8_enable_fsdp_float8_all_gather"), 1);  // "true" through str_to_bool
   EXPECT_EQ(p.values.at("fp8_override_linear_precision"), json::parse("[false, false, false]"));
   EXPECT_EQ(p.values.at("megatron_lm_gradient_clipping"), 1.0);
-  EXPECT_EQ(p.values.at("debug"), nullptr);    // parser-level store_true: None, so the config decides
+  EXPECT_EQ(p.values.at("debug"), nullptr);  // parser-level store_true: None, so the config decides
   EXPECT_EQ(p.values.at("cpu"), false);
-  EXPECT_EQ(p.values.at("tpu_use_cluster"), false);  // --tpu_cluster's default, not --no_tpu_cluster's
+  EXPECT_EQ(p.values.at("tpu_use_cluster"),
+            false);  // --tpu_cluster's default, not --no_tpu_cluster's
   EXPECT_EQ(p.values.at("tee"), "0");
 }
 
 TEST(LaunchFlagsTest, ValuesConvertAsPythonDoes) {
   auto p = parse({"--num_processes", " 1_000 ", "--gradient_clipping", "1", "--zero_stage=+2",
-                  "--megatron_lm_no_load_optim", "False", "--fp8_override_linear_precision", "yes,0,off",
-                  "--fp8_pad_inner_dim", "OFF", "--monitor_interval", "2e-1", "x"});
+                  "--megatron_lm_no_load_optim", "False", "--fp8_override_linear_precision",
+                  "yes,0,off", "--fp8_pad_inner_dim", "OFF", "--monitor_interval", "2e-1", "x"});
   EXPECT_EQ(p.values.at("num_processes"), 1000);
   EXPECT_EQ(p.values.at("gradient_clipping"), 1.0);
   EXPECT_EQ(pythonStr(p.values.at("gradient_clipping")), "1.0");
@@ -69,19 +72,26 @@ TEST(LaunchFlagsTest, ValuesConvertAsPythonDoes) {
   EXPECT_EQ(p.values.at("fp8_override_linear_precision"), json::parse("[1, 0, 0]"));
   EXPECT_EQ(p.values.at("fp8_pad_inner_dim"), 0);
   EXPECT_DOUBLE_EQ(p.values.at("monitor_interval").get<double>(), 0.2);
-  EXPECT_EQ(parseError({"--num_processes", "1.5", "x"}), "--num_processes: '1.5' is not an integer");
-  EXPECT_EQ(parseError({"--num_processes", "0x10", "x"}), "--num_processes: '0x10' is not an integer");
-  EXPECT_EQ(parseError({"--gradient_clipping", "0x1p3", "x"}), "--gradient_clipping: '0x1p3' is not a number");
+  EXPECT_EQ(parseError({"--num_processes", "1.5", "x"}),
+            "--num_processes: '1.5' is not an integer");
+  EXPECT_EQ(parseError({"--num_processes", "0x10", "x"}),
+            "--num_processes: '0x10' is not an integer");
+  EXPECT_EQ(parseError({"--gradient_clipping", "0x1p3", "x"}),
+            "--gradient_clipping: '0x1p3' is not a number");
   EXPECT_EQ(parseError({"--fp8_pad_inner_dim", "maybe", "x"}),
             "--fp8_pad_inner_dim: 'maybe' is not a truth value (yes/no, true/false, on/off, 1/0)");
-  EXPECT_EQ(parseError({"--mixed_precision", "fp32", "x"}), "--mixed_precision: 'fp32' is not one of no, fp16, bf16, fp8");
+  EXPECT_EQ(parseError({"--mixed_precision", "fp32", "x"}),
+            "--mixed_precision: 'fp32' is not one of no, fp16, bf16, fp8");
   EXPECT_EQ(parseError({"--dynamo_mode", "fast", "x"}),
             "--dynamo_mode: 'fast' is not one of default, reduce-overhead, max-autotune");
 }
 
 TEST(LaunchFlagsTest, BadCommandLinesNameTheFlag) {
-  EXPECT_EQ(parseError({"--frobnicate", "x"}), "unknown flag --frobnicate (flags go before the training script; see --help)");
-  EXPECT_EQ(parseError({"--num", "2", "x"}), "--num: ambiguous, it could be --num_cpu_threads_per_process, --num_machines, --num_processes, "
+  EXPECT_EQ(parseError({"--frobnicate", "x"}),
+            "unknown flag --frobnicate (flags go before the training script; see --help)");
+  EXPECT_EQ(parseError({"--num", "2", "x"}),
+            "--num: ambiguous, it could be --num_cpu_threads_per_process, --num_machines, "
+            "--num_processes, "
             "--numa_binding");
   EXPECT_EQ(parseError({"--num_processes"}), "--num_processes: expected a value");
   EXPECT_EQ(parseError({"--num_processes", "--cpu", "x"}), "--num_processes: expected a value");
@@ -92,12 +102,14 @@ TEST(LaunchFlagsTest, BadCommandLinesNameTheFlag) {
 }
 
 TEST(LaunchFlagsTest, TorchrunTakesPetVariablesAsDefaults) {
-  auto p = parse({"x"}, LaunchMode::Torchrun, {"PET_NPROC_PER_NODE=3", "PET_STANDALONE=1", "PET_MAX_RESTARTS=2"});
+  auto p = parse({"x"}, LaunchMode::Torchrun,
+                 {"PET_NPROC_PER_NODE=3", "PET_STANDALONE=1", "PET_MAX_RESTARTS=2"});
   EXPECT_EQ(p.values.at("nproc_per_node"), "3");
   EXPECT_EQ(p.values.at("standalone"), true);
   EXPECT_EQ(p.values.at("max_restarts"), 2);
   EXPECT_EQ(p.nameOf("nproc_per_node"), "PET_NPROC_PER_NODE");
-  auto flagWins = parse({"--nproc-per-node", "2", "x"}, LaunchMode::Torchrun, {"PET_NPROC_PER_NODE=3"});
+  auto flagWins =
+      parse({"--nproc-per-node", "2", "x"}, LaunchMode::Torchrun, {"PET_NPROC_PER_NODE=3"});
   EXPECT_EQ(flagWins.values.at("nproc_per_node"), "2");
   auto accelerate = parse({"x"}, LaunchMode::Accelerate, {"PET_NPROC_PER_NODE=3"});
   EXPECT_EQ(accelerate.values.at("nproc_per_node"), nullptr);
@@ -118,21 +130,23 @@ TEST(LaunchFlagsTest, PythonStrOfValues) {
 
 TEST(LaunchFlagsTest, HelpListsEveryFlagOfTheMode) {
   const std::string help = launchHelp(LaunchMode::Accelerate);
-  for (const auto& f : launchFlags()) EXPECT_NE(help.find(std::string(f.names.front())), std::string::npos) << f.names.front();
+  for (const auto& f : launchFlags())
+    EXPECT_NE(help.find(std::string(f.names.front())), std::string::npos) << f.names.front();
   const std::string torchrun = launchHelp(LaunchMode::Torchrun);
   EXPECT_NE(torchrun.find("--nproc_per_node"), std::string::npos);
   EXPECT_EQ(torchrun.find("--use_fsdp"), std::string::npos);
 }
 
-Expected<LaunchOptions> options(std::vector<std::string> args, LaunchMode mode = LaunchMode::Accelerate) {
+Expected<LaunchOptions> options(std::vector<std::string> args,
+                                LaunchMode mode = LaunchMode::Accelerate) {
   auto parsed = parseLaunchFlags(args, mode, {});
   if (!parsed) return std::move(parsed).takeError();
   return launchOptionsFrom(std::move(*parsed));
 }
 
 TEST(LaunchOptionsTest, TorchrunSpellingsMapOntoAccelerates) {
-  auto o = options({"--nnodes", "2", "--node-rank", "1", "--master_addr", "10.0.0.1", "--master_port", "29400",
-                    "--nproc_per_node", "gpu", "--rdzv_id", "job7", "x"});
+  auto o = options({"--nnodes", "2", "--node-rank", "1", "--master_addr", "10.0.0.1",
+                    "--master_port", "29400", "--nproc_per_node", "gpu", "--rdzv_id", "job7", "x"});
   ASSERT_TRUE(o.ok()) << o.error();
   EXPECT_EQ(o->config.num_machines, 2);
   EXPECT_EQ(o->config.machine_rank, 1);
@@ -147,8 +161,9 @@ TEST(LaunchOptionsTest, TorchrunSpellingsMapOntoAccelerates) {
   auto elastic = options({"--nnodes", "1:4", "x"});
   ASSERT_TRUE(elastic.ok()) << elastic.error();
   EXPECT_EQ(elastic->config.num_machines, 1);
-  EXPECT_EQ(elastic->notices, std::vector<std::string>{
-                                  "--nnodes 1:4: accel's rendezvous is static (no elasticity yet); the job runs on 1 machine(s)"});
+  EXPECT_EQ(elastic->notices,
+            std::vector<std::string>{"--nnodes 1:4: accel's rendezvous is static (no elasticity "
+                                     "yet); the job runs on 1 machine(s)"});
   auto standalone = options({"--standalone", "x"}, LaunchMode::Torchrun);
   ASSERT_TRUE(standalone.ok()) << standalone.error();
   EXPECT_EQ(standalone->config.main_process_port, 0);
@@ -157,7 +172,8 @@ TEST(LaunchOptionsTest, TorchrunSpellingsMapOntoAccelerates) {
 // --redirects/--tee keep torchrun's text (checked against the local world size by the plan);
 // --console_streams is accel's 0-3 mask.
 TEST(LaunchOptionsTest, StreamFlagsReachTheOptions) {
-  auto o = options({"--tee", "0:3,1:1", "-r", "2", "--console_streams", "1", "x"}, LaunchMode::Torchrun);
+  auto o =
+      options({"--tee", "0:3,1:1", "-r", "2", "--console_streams", "1", "x"}, LaunchMode::Torchrun);
   ASSERT_TRUE(o.ok()) << o.error();
   EXPECT_EQ(o->tee, "0:3,1:1");
   EXPECT_EQ(o->redirects, "2");
@@ -176,24 +192,35 @@ TEST(LaunchOptionsTest, ContradictionsAndRefusalsNameTheFlags) {
     EXPECT_FALSE(o.ok());
     return o.ok() ? std::string() : o.error();
   };
-  EXPECT_EQ(error({"--node_rank", "1", "--machine_rank", "0", "x"}),
-            "--node_rank 1 and --machine_rank 0 contradict each other (they name the same setting)");
+  EXPECT_EQ(
+      error({"--node_rank", "1", "--machine_rank", "0", "x"}),
+      "--node_rank 1 and --machine_rank 0 contradict each other (they name the same setting)");
   EXPECT_EQ(error({"--nnodes", "2", "--num_machines", "3", "x"}),
             "--nnodes 2 and --num_machines 3 contradict each other (they name the same setting)");
   EXPECT_EQ(error({"--rdzv_endpoint", "a:1", "--master_port", "2", "x"}),
             "--rdzv_endpoint a:1 and --main_process_port/--master_port 2 contradict each other");
-  EXPECT_EQ(error({"--nnodes", "3:2", "x"}), "--nnodes: '3:2' is not N or MIN:MAX with 0 < MIN <= MAX");
-  EXPECT_EQ(error({"--nproc_per_node", "many", "x"}), "--nproc_per_node: 'many' is not a positive count, auto, gpu or cpu");
-  EXPECT_EQ(error({"--tpu", "x"}), "--tpu: TPU (XLA) jobs are launched by torch_xla; accel launches CPU and CUDA GPU jobs");
+  EXPECT_EQ(error({"--nnodes", "3:2", "x"}),
+            "--nnodes: '3:2' is not N or MIN:MAX with 0 < MIN <= MAX");
+  EXPECT_EQ(error({"--nproc_per_node", "many", "x"}),
+            "--nproc_per_node: 'many' is not a positive count, auto, gpu or cpu");
+  EXPECT_EQ(
+      error({"--tpu", "x"}),
+      "--tpu: TPU (XLA) jobs are launched by torch_xla; accel launches CPU and CUDA GPU jobs");
   EXPECT_EQ(error({"--cpu", "--use_fsdp", "x"}),
-            "You can only use one of `--cpu`, `--multi_gpu`, `--tpu`, `--use_deepspeed`, `--use_fsdp` at a time.");
-  EXPECT_EQ(error({"--multi_gpu", "--num_processes", "1", "x"}), "You need to use at least 2 processes to use `--multi_gpu`.");
-  EXPECT_EQ(error({"--use_fsdp", "--use_parallelism_config", "x"}),
-            "You cannot use `--use_parallelism_config` without `--use_fsdp` and `--fsdp_version=2`.");
-  auto ignored = options({"--aws_access_key_id", "K", "--downcast_bf16", "--start_method", "fork", "x"});
+            "You can only use one of `--cpu`, `--multi_gpu`, `--tpu`, `--use_deepspeed`, "
+            "`--use_fsdp` at a time.");
+  EXPECT_EQ(error({"--multi_gpu", "--num_processes", "1", "x"}),
+            "You need to use at least 2 processes to use `--multi_gpu`.");
+  EXPECT_EQ(
+      error({"--use_fsdp", "--use_parallelism_config", "x"}),
+      "You cannot use `--use_parallelism_config` without `--use_fsdp` and `--fsdp_version=2`.");
+  auto ignored =
+      options({"--aws_access_key_id", "K", "--downcast_bf16", "--start_method", "fork", "x"});
   ASSERT_TRUE(ignored.ok()) << ignored.error();
   EXPECT_EQ(ignored->notices.size(), 3u);
-  EXPECT_NE(ignored->notices[0].find("--aws_access_key_id is ignored: only SageMaker launches read it"), std::string::npos);
+  EXPECT_NE(
+      ignored->notices[0].find("--aws_access_key_id is ignored: only SageMaker launches read it"),
+      std::string::npos);
 }
 
 }  // namespace
@@ -247,7 +274,8 @@ TEST(LaunchFlagsTest, EveryOptionOfEachRecordedAccelerateParses) {
   int options = 0;
   std::vector<std::string> tags;  // every recorded tag: v0.27.2, v1.14.0, ...
   for (const auto& entry : std::filesystem::directory_iterator(ACCEL_FIXTURES)) {
-    if (entry.path().filename().string().rfind("v", 0) == 0) tags.push_back(entry.path().filename());
+    if (entry.path().filename().string().rfind("v", 0) == 0)
+      tags.push_back(entry.path().filename());
   }
   ASSERT_GE(tags.size(), 2u);
   for (const std::string& tag : tags) {
@@ -268,7 +296,8 @@ TEST(LaunchFlagsTest, EveryOptionOfEachRecordedAccelerateParses) {
         std::vector<std::string> args = {option};
         if (spec->arity == FlagArity::Value || spec->arity == FlagArity::Append) {
           args.push_back(flag.at("choices").is_array() ? flag.at("choices")[0].dump() : "1");
-          if (flag.at("choices").is_array() && flag.at("choices")[0].is_string()) args.back() = flag.at("choices")[0];
+          if (flag.at("choices").is_array() && flag.at("choices")[0].is_string())
+            args.back() = flag.at("choices")[0];
         }
         args.push_back("train.py");
         auto parsed = parseLaunchFlags(args, LaunchMode::Accelerate, {});

@@ -9,7 +9,8 @@ namespace {
 
 class LaunchPlanTest : public ::testing::Test {
  protected:
-  Expected<LaunchPlan> plan(LaunchOptions o, int gpus = 0, Environment env = {"PATH=/usr/bin:/bin"}) {
+  Expected<LaunchPlan> plan(LaunchOptions o, int gpus = 0,
+                            Environment env = {"PATH=/usr/bin:/bin"}) {
     return makeLaunchPlan(o, paths_, env, [gpus] { return gpus; });
   }
   LaunchOptions options(std::vector<std::string> command = {"/bin/true"}) {
@@ -26,8 +27,9 @@ TEST_F(LaunchPlanTest, DefaultsToOneProcess) {
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->world_size, 1);
   EXPECT_EQ(p->argv, std::vector<std::string>{"/bin/true"});
-  EXPECT_EQ(p->omp_num_threads, 1);  // accelerate's OMP_NUM_THREADS for a process that is not CPU-only
-  EXPECT_FALSE(p->torchrun_env);     // accelerate's simple launcher: one process, no RANK/LOCAL_RANK
+  EXPECT_EQ(p->omp_num_threads,
+            1);                   // accelerate's OMP_NUM_THREADS for a process that is not CPU-only
+  EXPECT_FALSE(p->torchrun_env);  // accelerate's simple launcher: one process, no RANK/LOCAL_RANK
   EXPECT_FALSE(p->master_port.has_value());
 }
 
@@ -37,7 +39,8 @@ TEST_F(LaunchPlanTest, PythonScriptRunsUnbuffered) {
   o.python = "/bin/sh";  // any executable stands in for the interpreter
   auto p = plan(o);
   ASSERT_TRUE(p.ok()) << p.error();
-  EXPECT_EQ(p->argv, (std::vector<std::string>{"/bin/sh", "-u", dir_.file("train.py"), "--lr", "0.1"}));
+  EXPECT_EQ(p->argv,
+            (std::vector<std::string>{"/bin/sh", "-u", dir_.file("train.py"), "--lr", "0.1"}));
 }
 
 TEST_F(LaunchPlanTest, OmpThreadsNoticeOnlyWhenUnsetAndSeveralProcesses) {
@@ -60,21 +63,27 @@ TEST_F(LaunchPlanTest, GpuChecks) {
   auto none = plan(o, 0);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error(),
-            "multi-GPU training was requested (--multi_gpu) but no GPU is usable on this machine; use --cpu");
+            "multi-GPU training was requested (--multi_gpu) but no GPU is usable on this machine; "
+            "use --cpu");
   auto two = plan(o, 2);
   ASSERT_FALSE(two.ok());
-  EXPECT_EQ(two.error(), "num_processes 4 on this machine is more than the 2 GPU(s) available; lower --num_processes "
-                         "or use --cpu");
+  EXPECT_EQ(
+      two.error(),
+      "num_processes 4 on this machine is more than the 2 GPU(s) available; lower --num_processes "
+      "or use --cpu");
   o.config.gpu_ids = "1,3";
   auto ids = plan(o, 8);
   ASSERT_FALSE(ids.ok());
-  EXPECT_EQ(ids.error(), "num_processes 4 on this machine is more than the 2 GPU(s) available in gpu_ids 1,3; lower "
-                         "--num_processes or use --cpu");
+  EXPECT_EQ(
+      ids.error(),
+      "num_processes 4 on this machine is more than the 2 GPU(s) available in gpu_ids 1,3; lower "
+      "--num_processes or use --cpu");
   o.config.num_processes = 2;
   auto ok = plan(o, 8);
   ASSERT_TRUE(ok.ok()) << ok.error();
   EXPECT_EQ(ok->common_env.at("CUDA_VISIBLE_DEVICES"), "1,3");
-  // accelerate's multi-GPU environment has neither ACCELERATE_USE_CPU nor KMP_* (its simple launcher's).
+  // accelerate's multi-GPU environment has neither ACCELERATE_USE_CPU nor KMP_* (its simple
+  // launcher's).
   EXPECT_EQ(ok->common_env.count("ACCELERATE_USE_CPU"), 0u);
   EXPECT_EQ(ok->common_env.count("KMP_AFFINITY"), 0u);
 }
@@ -98,20 +107,26 @@ TEST_F(LaunchPlanTest, Errors) {
     EXPECT_EQ(p.error(), message);
   };
   expect(options({}), "no training script given: accel launch [flags] SCRIPT [args...]");
-  expect(options({dir_.file("nope.py")}), "training script '" + dir_.file("nope.py") + "' not found");
+  expect(options({dir_.file("nope.py")}),
+         "training script '" + dir_.file("nope.py") + "' not found");
   testing::writeFile(dir_.file("data.txt"), "");
   expect(options({dir_.file("data.txt")}),
-         "training script '" + dir_.file("data.txt") + "' is not executable (chmod +x it, or give a .py file)");
+         "training script '" + dir_.file("data.txt") +
+             "' is not executable (chmod +x it, or give a .py file)");
   auto o = options();
   o.config.mixed_precision = "fp16";
   expect(o, "mixed_precision fp16 needs a GPU and none is usable here; use bf16 or no");
   o = options();
   o.config.num_machines = 2;
   o.config.num_processes = 4;
-  expect(o, "--main_process_ip: required with --num_machines 2 (the address of machine_rank 0, which hosts the job's "
-            "store)");
+  expect(o,
+         "--main_process_ip: required with --num_machines 2 (the address of machine_rank 0, which "
+         "hosts the job's "
+         "store)");
   o.config.main_process_ip = "10.0.0.1";
-  expect(o, "--main_process_port: required with --num_machines 2 (every machine must use the same port)");
+  expect(
+      o,
+      "--main_process_port: required with --num_machines 2 (every machine must use the same port)");
   o.config.main_process_port = 29500;
   o.rdzv_conf = "timeout=abc";
   expect(o, "--rdzv_conf: 'timeout=abc' is not timeout=SECONDS");
@@ -124,7 +139,9 @@ TEST_F(LaunchPlanTest, Errors) {
   expect(o, "--console_streams: 4 is not 0, 1, 2 or 3");
   o = options();
   o.tee = "4";
-  expect(o, "--tee: '4' is not a stream mask (0 none, 1 stdout, 2 stderr, 3 both; or LOCAL_RANK:MASK,... as in 0:3,1:1)");
+  expect(o,
+         "--tee: '4' is not a stream mask (0 none, 1 stdout, 2 stderr, 3 both; or "
+         "LOCAL_RANK:MASK,... as in 0:3,1:1)");
   o = options();
   o.redirects = "0:3,1:1";  // one process: local rank 1 does not exist
   expect(o, "--redirects: '0:3,1:1': local rank 1 does not exist (0..0)");
@@ -146,9 +163,11 @@ TEST_F(LaunchPlanTest, RedirectsAndTeeDecideFilesAndConsole) {
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->redirects, (std::vector<int>{3, 1, 2, 0}));
   EXPECT_EQ(p->tee, (std::vector<int>{0, 2, 2, 1}));
-  EXPECT_EQ((std::vector<int>{p->fileStreams(0), p->fileStreams(1), p->fileStreams(2), p->fileStreams(3)}),
+  EXPECT_EQ((std::vector<int>{p->fileStreams(0), p->fileStreams(1), p->fileStreams(2),
+                              p->fileStreams(3)}),
             (std::vector<int>{3, 3, 2, 1}));
-  EXPECT_EQ((std::vector<int>{p->consoleStreams(0), p->consoleStreams(1), p->consoleStreams(2), p->consoleStreams(3)}),
+  EXPECT_EQ((std::vector<int>{p->consoleStreams(0), p->consoleStreams(1), p->consoleStreams(2),
+                              p->consoleStreams(3)}),
             (std::vector<int>{0, 2, 3, 3}));
   EXPECT_TRUE(p->keepsFiles());
 
@@ -157,9 +176,11 @@ TEST_F(LaunchPlanTest, RedirectsAndTeeDecideFilesAndConsole) {
   o.log_dir = dir_.file("logs");
   p = plan(o);
   ASSERT_TRUE(p.ok()) << p.error();
-  EXPECT_EQ((std::vector<int>{p->fileStreams(0), p->fileStreams(1), p->fileStreams(2), p->fileStreams(3)}),
+  EXPECT_EQ((std::vector<int>{p->fileStreams(0), p->fileStreams(1), p->fileStreams(2),
+                              p->fileStreams(3)}),
             (std::vector<int>{3, 3, 3, 3}));
-  EXPECT_EQ((std::vector<int>{p->consoleStreams(0), p->consoleStreams(1), p->consoleStreams(2), p->consoleStreams(3)}),
+  EXPECT_EQ((std::vector<int>{p->consoleStreams(0), p->consoleStreams(1), p->consoleStreams(2),
+                              p->consoleStreams(3)}),
             (std::vector<int>{0, 2, 2, 0}));
 
   p = plan(options());  // the defaults: everything on the console, no files
@@ -177,10 +198,10 @@ TEST_F(LaunchPlanTest, RdzvIdIsTheRunId) {
   EXPECT_EQ(p->run_id, "job42");
 }
 
-
 TEST_F(LaunchPlanTest, DevicesAccelCannotRunAreRefused) {
   auto o = options();
-  o.config.mixed_precision = "fp8";  // the workers' libraries (TE, torchao, MS-AMP) do fp8; the launcher passes it on
+  o.config.mixed_precision =
+      "fp8";  // the workers' libraries (TE, torchao, MS-AMP) do fp8; the launcher passes it on
   auto p = plan(o, 8);
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->common_env.at("ACCELERATE_MIXED_PRECISION"), "fp8");
@@ -191,14 +212,16 @@ TEST_F(LaunchPlanTest, DevicesAccelCannotRunAreRefused) {
   p = plan(o, 8);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error(), "distributed_type MULTI_XPU (in " + dir_.file("xpu.yaml") +
-                          ") is not supported by accel, which launches CPU and CUDA GPU jobs (NO, MULTI_CPU, MULTI_GPU, "
-                          "FSDP, DEEPSPEED, MEGATRON_LM)");
+                           ") is not supported by accel, which launches CPU and CUDA GPU jobs (NO, "
+                           "MULTI_CPU, MULTI_GPU, "
+                           "FSDP, DEEPSPEED, MEGATRON_LM)");
   testing::writeFile(dir_.file("tpu.yaml"), "distributed_type: XLA\n");
   o.config.config_file = dir_.file("tpu.yaml");
   p = plan(o, 8);
   ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.error(), "distributed_type XLA (in " + dir_.file("tpu.yaml") +
-                          "): TPU jobs are launched by torch_xla; accel launches CPU and CUDA GPU jobs");
+  EXPECT_EQ(p.error(),
+            "distributed_type XLA (in " + dir_.file("tpu.yaml") +
+                "): TPU jobs are launched by torch_xla; accel launches CPU and CUDA GPU jobs");
 }
 
 TEST_F(LaunchPlanTest, StoreLimitsTakeSizesAndNeedRoomForOneValue) {
@@ -225,18 +248,26 @@ TEST_F(LaunchPlanTest, StoreLimitsTakeSizesAndNeedRoomForOneValue) {
   };
   o = options();
   o.store_connection_input_limit = "12 parsecs";
-  expect(o, "--store_connection_input_limit: '12 parsecs' is not a size (bytes, or a number with K, M or G)");
+  expect(o,
+         "--store_connection_input_limit: '12 parsecs' is not a size (bytes, or a number with K, M "
+         "or G)");
   o.store_connection_input_limit = "M";
-  expect(o, "--store_connection_input_limit: 'M' is not a size (bytes, or a number with K, M or G)");
+  expect(o,
+         "--store_connection_input_limit: 'M' is not a size (bytes, or a number with K, M or G)");
   o.store_connection_input_limit = "99999999999999G";
-  expect(o, "--store_connection_input_limit: '99999999999999G' is not a size (bytes, or a number with K, M or G)");
+  expect(o,
+         "--store_connection_input_limit: '99999999999999G' is not a size (bytes, or a number with "
+         "K, M or G)");
   o.store_connection_input_limit = "64M";
-  expect(o, "--store_connection_input_limit: must be at least 67109888 bytes (64 MiB, the longest value the store "
-            "takes, plus 1 KiB)");
+  expect(o,
+         "--store_connection_input_limit: must be at least 67109888 bytes (64 MiB, the longest "
+         "value the store "
+         "takes, plus 1 KiB)");
   o = options();
   o.store_input_budget = "127M";
-  expect(o, "--store_input_budget: 133169152 bytes is less than one connection may hold "
-            "(--store_connection_input_limit 134217728)");
+  expect(o,
+         "--store_input_budget: 133169152 bytes is less than one connection may hold "
+         "(--store_connection_input_limit 134217728)");
 }
 
 TEST_F(LaunchPlanTest, AgentFlagsAreChecked) {
@@ -303,7 +334,9 @@ TEST_F(LaunchPlanTest, MachinesAgreeOnTheRunIdAndCannotRestart) {
 }
 
 TEST_F(LaunchPlanTest, HangAndExitTimeoutsFromFlagsElseTheConfigFile) {
-  testing::writeFile(dir_.file("c.yaml"), "distributed_type: MULTI_CPU\nnum_processes: 2\nhang_timeout: 300\nexit_timeout: 60\n");
+  testing::writeFile(
+      dir_.file("c.yaml"),
+      "distributed_type: MULTI_CPU\nnum_processes: 2\nhang_timeout: 300\nexit_timeout: 60\n");
   auto o = options();
   auto p = plan(o);
   ASSERT_TRUE(p.ok()) << p.error();
@@ -323,29 +356,31 @@ TEST_F(LaunchPlanTest, HangAndExitTimeoutsFromFlagsElseTheConfigFile) {
 }
 
 TEST_F(LaunchPlanTest, WorkersGetAccelerateVariablesFromTheConfig) {
-  testing::writeFile(dir_.file("c.yaml"),
-                     "distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: bf16\ngpu_ids: '0, 1'\n"
-                     "debug: true\nenable_cpu_affinity: true\ndynamo_config:\n  dynamo_backend: inductor\n"
-                     "  dynamo_mode: max-autotune\n  dynamo_use_fullgraph: true\n");
+  testing::writeFile(
+      dir_.file("c.yaml"),
+      "distributed_type: MULTI_GPU\nnum_processes: 2\nmixed_precision: bf16\ngpu_ids: '0, 1'\n"
+      "debug: true\nenable_cpu_affinity: true\ndynamo_config:\n  dynamo_backend: inductor\n"
+      "  dynamo_mode: max-autotune\n  dynamo_use_fullgraph: true\n");
   auto o = options();
   o.config.config_file = dir_.file("c.yaml");
   o.gradient_accumulation_steps = 4;
   auto p = plan(o, 2, {"PATH=/usr/bin", "TORCH_NCCL_ASYNC_ERROR_HANDLING=0"});
   ASSERT_TRUE(p.ok()) << p.error();
-  EXPECT_EQ(p->common_env, (std::map<std::string, std::string>{
-                               {"ACCELERATE_CPU_AFFINITY", "1"},
-                               {"ACCELERATE_DEBUG_MODE", "true"},
-                               {"ACCELERATE_DYNAMO_BACKEND", "INDUCTOR"},
-                               {"ACCELERATE_DYNAMO_MODE", "max-autotune"},
-                               {"ACCELERATE_DYNAMO_USE_DYNAMIC", "False"},
-                               {"ACCELERATE_DYNAMO_USE_FULLGRAPH", "True"},
-                               {"ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION", "False"},
-                               {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "4"},
-                               {"ACCELERATE_MIXED_PRECISION", "bf16"},
-                               {"CUDA_VISIBLE_DEVICES", "0,1"},
-                               {"NCCL_ASYNC_ERROR_HANDLING", "1"},  // the parent's TORCH_NCCL_... is kept
-                               {"PYTHONFAULTHANDLER", "1"},  // stacks of hung ranks (README: When a job hangs)
-                           }));
+  EXPECT_EQ(p->common_env,
+            (std::map<std::string, std::string>{
+                {"ACCELERATE_CPU_AFFINITY", "1"},
+                {"ACCELERATE_DEBUG_MODE", "true"},
+                {"ACCELERATE_DYNAMO_BACKEND", "INDUCTOR"},
+                {"ACCELERATE_DYNAMO_MODE", "max-autotune"},
+                {"ACCELERATE_DYNAMO_USE_DYNAMIC", "False"},
+                {"ACCELERATE_DYNAMO_USE_FULLGRAPH", "True"},
+                {"ACCELERATE_DYNAMO_USE_REGIONAL_COMPILATION", "False"},
+                {"ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "4"},
+                {"ACCELERATE_MIXED_PRECISION", "bf16"},
+                {"CUDA_VISIBLE_DEVICES", "0,1"},
+                {"NCCL_ASYNC_ERROR_HANDLING", "1"},  // the parent's TORCH_NCCL_... is kept
+                {"PYTHONFAULTHANDLER", "1"},  // stacks of hung ranks (README: When a job hangs)
+            }));
   // The user's own faulthandler setting stands.
   auto own = plan(o, 2, {"PATH=/usr/bin", "PYTHONFAULTHANDLER=0"});
   ASSERT_TRUE(own.ok()) << own.error();
@@ -356,8 +391,10 @@ TEST_F(LaunchPlanTest, WorkersGetAccelerateVariablesFromTheConfig) {
   ASSERT_TRUE(cpu.ok()) << cpu.error();
   EXPECT_EQ(cpu->common_env.at("ACCELERATE_USE_CPU"), "True");
   EXPECT_EQ(cpu->common_env.at("ACCELERATE_DYNAMO_BACKEND"), "NO");
-  EXPECT_EQ(cpu->common_env.count("KMP_AFFINITY"), 0u);  // accelerate never sets it (see accelerate_env.cc)
-  EXPECT_EQ(cpu->common_env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING"), 0u);  // one process: no torchrun agent's settings
+  EXPECT_EQ(cpu->common_env.count("KMP_AFFINITY"),
+            0u);  // accelerate never sets it (see accelerate_env.cc)
+  EXPECT_EQ(cpu->common_env.count("TORCH_NCCL_ASYNC_ERROR_HANDLING"),
+            0u);  // one process: no torchrun agent's settings
 }
 
 TEST_F(LaunchPlanTest, RendezvousFlagsOnOneMachineAreNoticedAsIgnored) {
@@ -367,9 +404,10 @@ TEST_F(LaunchPlanTest, RendezvousFlagsOnOneMachineAreNoticedAsIgnored) {
   auto p = plan(o);
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->rdzv_timeout, std::chrono::milliseconds(12500));
-  EXPECT_EQ(p->notices, (std::vector<std::string>{
-                            "--monitor_interval is ignored: accel reacts to worker exits as they happen",
-                            "--rdzv_backend/--rdzv_conf/--rdzv_timeout have no effect on a single machine"}));
+  EXPECT_EQ(p->notices,
+            (std::vector<std::string>{
+                "--monitor_interval is ignored: accel reacts to worker exits as they happen",
+                "--rdzv_backend/--rdzv_conf/--rdzv_timeout have no effect on a single machine"}));
   o = options();
   o.rdzv_timeout_s = 3;  // the flag wins over --rdzv_conf
   o.rdzv_conf = "timeout=5";
@@ -386,8 +424,9 @@ TEST_F(LaunchPlanTest, RendezvousFlagsOnOneMachineAreNoticedAsIgnored) {
   o.config.machine_rank = 1;
   p = plan(o);
   ASSERT_TRUE(p.ok()) << p.error();
-  EXPECT_EQ(p->notices, std::vector<std::string>{"rdzv_backend etcd-v2: accel has no etcd rendezvous; the machines meet "
-                                                 "at machine 0's store (h:1), as with static"});
+  EXPECT_EQ(p->notices, std::vector<std::string>{
+                            "rdzv_backend etcd-v2: accel has no etcd rendezvous; the machines meet "
+                            "at machine 0's store (h:1), as with static"});
   o.config.rdzv_backend.reset();
   o.config.machine_rank.reset();
   o.rdzv_timeout_s = 0;
@@ -450,15 +489,19 @@ TEST_F(LaunchPlanTest, SlurmMisuseIsExplained) {
   auto p = plan(options(), 0, slurmStep(0, /*tasks=*/4));
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.error().find("srun started 4 tasks on 2 node(s)"), std::string::npos) << p.error();
-  Environment batch = {"SLURM_JOB_ID=5", "SLURM_JOB_NODELIST=n[1-3]", "SLURM_NNODES=3", "SLURM_NODEID=0"};
+  Environment batch = {"SLURM_JOB_ID=5", "SLURM_JOB_NODELIST=n[1-3]", "SLURM_NNODES=3",
+                       "SLURM_NODEID=0"};
   p = plan(options(), 0, batch);
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.error().find("srun --ntasks-per-node=1 accel launch"), std::string::npos) << p.error();
+  EXPECT_NE(p.error().find("srun --ntasks-per-node=1 accel launch"), std::string::npos)
+      << p.error();
   auto o = options();
   o.no_spawn = true;
   p = plan(o, 0, {"PATH=/usr/bin"});
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.error().find("--no_spawn: each task's rank comes from its scheduler"), std::string::npos) << p.error();
+  EXPECT_NE(p.error().find("--no_spawn: each task's rank comes from its scheduler"),
+            std::string::npos)
+      << p.error();
 }
 
 TEST_F(LaunchPlanTest, NoSpawnMakesTheTaskOneRank) {
@@ -477,7 +520,8 @@ TEST_F(LaunchPlanTest, NoSpawnMakesTheTaskOneRank) {
   o.config.num_processes = 8;
   p = plan(o, 0, slurmStep(1, 4, 3, 1));
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.error().find("--num_processes 8 disagrees with SLURM, which started 4 tasks"), std::string::npos)
+  EXPECT_NE(p.error().find("--num_processes 8 disagrees with SLURM, which started 4 tasks"),
+            std::string::npos)
       << p.error();
 }
 
@@ -486,7 +530,9 @@ TEST_F(LaunchPlanTest, OpenMpiRanksAcrossNodesNeedTheMasterAddress) {
                      "OMPI_COMM_WORLD_LOCAL_RANK=1", "OMPI_COMM_WORLD_LOCAL_SIZE=4"};
   auto p = plan(options(), 0, env);
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.error().find("--main_process_ip: required under Open MPI across 2 nodes"), std::string::npos) << p.error();
+  EXPECT_NE(p.error().find("--main_process_ip: required under Open MPI across 2 nodes"),
+            std::string::npos)
+      << p.error();
   auto o = options();
   o.config.main_process_ip = "node-a";
   p = plan(o, 0, env);
@@ -506,7 +552,8 @@ namespace {
 
 class LaunchPlanParadigmTest : public ::testing::Test {
  protected:
-  Expected<LaunchPlan> plan(std::vector<std::string> args, int gpus, LaunchMode mode = LaunchMode::Accelerate) {
+  Expected<LaunchPlan> plan(std::vector<std::string> args, int gpus,
+                            LaunchMode mode = LaunchMode::Accelerate) {
     args.push_back("/bin/true");
     auto parsed = parseLaunchFlags(args, mode, {});
     if (!parsed) return std::move(parsed).takeError();
@@ -523,25 +570,33 @@ class LaunchPlanParadigmTest : public ::testing::Test {
 };
 
 TEST_F(LaunchPlanParadigmTest, FsdpDeepSpeedAndMegatronConfigsLaunchLikeMultiGpu) {
-  const auto fsdp = file("fsdp.yaml", "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n"
-                                      "  fsdp_state_dict_type: SHARDED_STATE_DICT\n");
+  const auto fsdp =
+      file("fsdp.yaml",
+           "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 2\n"
+           "  fsdp_state_dict_type: SHARDED_STATE_DICT\n");
   auto p = plan({"--config_file", fsdp}, 2);
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->accelerate_launcher, AccelerateLauncher::MultiGpu);
   EXPECT_EQ(p->world_size, 2);
   EXPECT_EQ(p->common_env.at("FSDP_VERSION"), "2");
   EXPECT_EQ(p->common_env.at("FSDP_STATE_DICT_TYPE"), "SHARDED_STATE_DICT");
-  EXPECT_FALSE(plan({"--config_file", fsdp}, 1).ok());  // a GPU job: one GPU for two processes is refused
-  const auto ds = file("ds.yaml", "distributed_type: DEEPSPEED\nnum_processes: 4\nnum_machines: 2\nmachine_rank: 1\n"
-                                  "main_process_ip: 10.0.0.1\nmain_process_port: 29400\n"
-                                  "deepspeed_config:\n  zero_stage: 2\n");
+  EXPECT_FALSE(
+      plan({"--config_file", fsdp}, 1).ok());  // a GPU job: one GPU for two processes is refused
+  const auto ds =
+      file("ds.yaml",
+           "distributed_type: DEEPSPEED\nnum_processes: 4\nnum_machines: 2\nmachine_rank: 1\n"
+           "main_process_ip: 10.0.0.1\nmain_process_port: 29400\n"
+           "deepspeed_config:\n  zero_stage: 2\n");
   p = plan({"--config_file", ds}, 2);
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->accelerate_launcher, AccelerateLauncher::DeepSpeed);
   EXPECT_EQ(p->common_env.at("ACCELERATE_DEEPSPEED_ZERO_STAGE"), "2");
-  EXPECT_EQ(p->common_env.at("ACCELERATE_CONFIG_DS_FIELDS"), "zero_stage");  // the file has no mixed_precision
+  EXPECT_EQ(p->common_env.at("ACCELERATE_CONFIG_DS_FIELDS"),
+            "zero_stage");  // the file has no mixed_precision
   ASSERT_EQ(p->notices.size(), 1u);
-  EXPECT_NE(p->notices[0].find("deepspeed_multinode_launcher pdsh: DeepSpeed's own multi-node launcher"), std::string::npos);
+  EXPECT_NE(
+      p->notices[0].find("deepspeed_multinode_launcher pdsh: DeepSpeed's own multi-node launcher"),
+      std::string::npos);
   p = plan({"--config_file", ds, "--deepspeed_multinode_launcher", "standard"}, 2);
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_TRUE(p->notices.empty());
@@ -563,15 +618,17 @@ TEST_F(LaunchPlanParadigmTest, WithoutAConfigSeveralGpusTurnMultiGpuOnAsAccelera
 }
 
 TEST_F(LaunchPlanParadigmTest, TorchrunCountsPerMachineAndSetsNoAccelerateVariables) {
-  auto p = plan({"--nproc_per_node", "3", "--nnodes", "2", "--node_rank", "1", "--master_addr", "10.0.0.1"}, 0,
-                LaunchMode::Torchrun);
+  auto p = plan(
+      {"--nproc_per_node", "3", "--nnodes", "2", "--node_rank", "1", "--master_addr", "10.0.0.1"},
+      0, LaunchMode::Torchrun);
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->world_size, 6);
   EXPECT_EQ(p->local_world_size, 3);
   EXPECT_EQ(p->rank_offset, 3);
   EXPECT_EQ(p->master_port, 29500);  // torchrun's default port across machines
   EXPECT_EQ(p->omp_num_threads, 1);
-  for (const auto& [key, value] : p->common_env) EXPECT_EQ(key.rfind("ACCELERATE_", 0), std::string::npos) << key;
+  for (const auto& [key, value] : p->common_env)
+    EXPECT_EQ(key.rfind("ACCELERATE_", 0), std::string::npos) << key;
   p = plan({"--nproc_per_node", "auto"}, 4, LaunchMode::Torchrun);
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->world_size, 4);
@@ -586,8 +643,9 @@ TEST_F(LaunchPlanParadigmTest, TorchrunCountsPerMachineAndSetsNoAccelerateVariab
 
 // torchrun's elastic command line: no --node_rank, so the rendezvous ranks the machines.
 TEST_F(LaunchPlanParadigmTest, C10dWithoutNodeRankRanksMachinesByArrival) {
-  auto p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", "10.0.0.1"}, 0,
-                LaunchMode::Torchrun);
+  auto p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "c10d",
+                 "--rdzv_endpoint", "10.0.0.1"},
+                0, LaunchMode::Torchrun);
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_TRUE(p->rank_by_arrival);
   EXPECT_EQ(p->node_rank, -1);  // until the agent knows whether it is the endpoint's host
@@ -595,36 +653,39 @@ TEST_F(LaunchPlanParadigmTest, C10dWithoutNodeRankRanksMachinesByArrival) {
   EXPECT_EQ(p->master_port, 29400);  // torch's default port of a c10d endpoint
   EXPECT_EQ(p->world_size, 4);
   EXPECT_FALSE(p->store_host_configured.has_value());
-  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", "h:7000",
-            "--rdzv_conf", "join_timeout=30,is_host=No,read_timeout=5"},
+  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
+            "h:7000", "--rdzv_conf", "join_timeout=30,is_host=No,read_timeout=5"},
            0, LaunchMode::Torchrun);
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->master_port, 7000);
   EXPECT_EQ(p->store_host_configured, false);
   EXPECT_EQ(p->rdzv_timeout, std::chrono::seconds(30));
   // A given --node_rank is honoured (static ranks through the same rendezvous).
-  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--node_rank", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint",
-            "h:7000"},
+  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--node_rank", "1", "--rdzv_backend", "c10d",
+            "--rdzv_endpoint", "h:7000"},
            0, LaunchMode::Torchrun);
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_FALSE(p->rank_by_arrival);
   EXPECT_EQ(p->node_rank, 1);
   EXPECT_EQ(p->rank_offset, 2);
-  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", "h:7000", "--rdzv_conf",
-            "is_host=maybe"},
-           0,
-           LaunchMode::Torchrun);
+  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
+            "h:7000", "--rdzv_conf", "is_host=maybe"},
+           0, LaunchMode::Torchrun);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error(), "--rdzv_conf: 'is_host=maybe' is not is_host=true|false");
   // etcd has no server here: the machines must be given their ranks.
-  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "etcd", "--rdzv_endpoint", "h:2379"}, 0,
-           LaunchMode::Torchrun);
+  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "etcd", "--rdzv_endpoint",
+            "h:2379"},
+           0, LaunchMode::Torchrun);
   ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.error(), "--rdzv_backend etcd across 2 machines needs --node_rank (or --machine_rank) on each: accel has "
-                       "no etcd rendezvous, so the machines meet at machine 0's store as with static (or use "
-                       "--rdzv_backend c10d, which ranks them by arrival)");
+  EXPECT_EQ(p.error(),
+            "--rdzv_backend etcd across 2 machines needs --node_rank (or --machine_rank) on each: "
+            "accel has "
+            "no etcd rendezvous, so the machines meet at machine 0's store as with static (or use "
+            "--rdzv_backend c10d, which ranks them by arrival)");
   // One machine: nothing to rank.
-  p = plan({"--nproc_per_node", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", "h:7000"}, 0, LaunchMode::Torchrun);
+  p = plan({"--nproc_per_node", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", "h:7000"}, 0,
+           LaunchMode::Torchrun);
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_FALSE(p->rank_by_arrival);
   EXPECT_EQ(p->node_rank, 0);

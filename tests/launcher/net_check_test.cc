@@ -56,7 +56,8 @@ TEST(NetCheckTest, IsThisMachineKnowsItsOwnAddresses) {
   for (ifaddrs* i = list; i; i = i->ifa_next) {
     if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
     char text[INET_ADDRSTRLEN] = {0};
-    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text,
+                sizeof text);
     EXPECT_TRUE(isThisMachine(text)) << text << " on " << i->ifa_name;
     ++checked;
   }
@@ -67,18 +68,21 @@ TEST(NetCheckTest, IsThisMachineKnowsItsOwnAddresses) {
 TEST(NetCheckTest, UnresolvableNameIsAnErrorNamingIt) {
   auto route = routeTo("no-such-host.invalid");
   ASSERT_FALSE(route);
-  EXPECT_NE(route.error().find("cannot resolve 'no-such-host.invalid'"), std::string::npos) << route.error();
+  EXPECT_NE(route.error().find("cannot resolve 'no-such-host.invalid'"), std::string::npos)
+      << route.error();
 }
 
 TEST(NetCheckTest, UnresolvableNameIsReportedAtOnce) {
   RetryDetector retries;
   std::optional<Expected<Route>> reached;
-  EXPECT_NO_THROW(reached = waitForListener("no-such-host.invalid", 29500, 3600s, 0ms, retries.progress()));
+  EXPECT_NO_THROW(
+      reached = waitForListener("no-such-host.invalid", 29500, 3600s, 0ms, retries.progress()));
   EXPECT_EQ(retries.reports, 0);
   ASSERT_TRUE(reached.has_value());
   ASSERT_FALSE(*reached);
-  EXPECT_NE(reached->error().find("cannot reach the master agent (machine_rank 0) at no-such-host.invalid:29500: "
-                                  "cannot resolve 'no-such-host.invalid'"),
+  EXPECT_NE(reached->error().find(
+                "cannot reach the master agent (machine_rank 0) at no-such-host.invalid:29500: "
+                "cannot resolve 'no-such-host.invalid'"),
             std::string::npos)
       << reached->error();
 }
@@ -106,8 +110,9 @@ TEST(NetCheckTest, AddressWithNoRouteIsReportedAtOnce) {
   EXPECT_EQ(retries.reports, 0);
   ASSERT_TRUE(reached.has_value());
   ASSERT_FALSE(*reached);
-  EXPECT_EQ(reached->error(), "cannot reach the master agent (machine_rank 0) at 10.1.2.3:29500: no route from this "
-                              "machine to '10.1.2.3': Network is unreachable (is --main_process_ip right?)");
+  EXPECT_EQ(reached->error(),
+            "cannot reach the master agent (machine_rank 0) at 10.1.2.3:29500: no route from this "
+            "machine to '10.1.2.3': Network is unreachable (is --main_process_ip right?)");
 }
 
 TEST(NetCheckTest, WaitsForAListenerAndNamesHostPortAndInterfaceWhenNoneComes) {
@@ -122,12 +127,16 @@ TEST(NetCheckTest, WaitsForAListenerAndNamesHostPortAndInterfaceWhenNoneComes) {
   const int port = ntohs(a.sin_port);
   // Bound but not listening: connections are refused. A progress report is due after every attempt.
   std::vector<std::string> progress;
-  auto refused = waitForListener("127.0.0.1", port, 300ms, 0ms, [&](const std::string& s) { progress.push_back(s); });
+  auto refused = waitForListener("127.0.0.1", port, 300ms, 0ms,
+                                 [&](const std::string& s) { progress.push_back(s); });
   ASSERT_FALSE(refused);
-  const std::string where = "127.0.0.1:" + std::to_string(port) + " from local interface lo (127.0.0.1): ";
-  EXPECT_NE(refused.error().find("at " + where + "Connection refused"), std::string::npos) << refused.error();
+  const std::string where =
+      "127.0.0.1:" + std::to_string(port) + " from local interface lo (127.0.0.1): ";
+  EXPECT_NE(refused.error().find("at " + where + "Connection refused"), std::string::npos)
+      << refused.error();
   ASSERT_FALSE(progress.empty());
-  EXPECT_EQ(progress.front(), "waiting for the master agent at " + where + "Connection refused (0 s)");
+  EXPECT_EQ(progress.front(),
+            "waiting for the master agent at " + where + "Connection refused (0 s)");
   ASSERT_EQ(::listen(fd, 4), 0);
   EXPECT_TRUE(waitForListener("127.0.0.1", port, 2s, 1s, nullptr));
   ::close(fd);

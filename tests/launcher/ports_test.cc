@@ -1,7 +1,6 @@
 // The port checks and the choice between hosting a c10d rendezvous and joining it.
 #include "launcher/ports.h"
 
-#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,6 +8,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "accel/error.h"
 
@@ -55,18 +56,21 @@ TEST(HostOrJoinTest, APortSomeoneListensOnIsJoinedWithoutRetrying) {
 TEST(HostOrJoinTest, ATakenPortWithoutListenerIsTriedAgainAfterAPause) {
   Script s{{"taken", "taken", "ok"}, false};
   EXPECT_EQ(s.run(50), HostOutcome::Hosted);
-  EXPECT_EQ(s.log, (std::vector<std::string>{"listen", "listener?", "pause", "listen", "listener?", "pause", "listen"}));
+  EXPECT_EQ(s.log, (std::vector<std::string>{"listen", "listener?", "pause", "listen", "listener?",
+                                             "pause", "listen"}));
 }
 
 TEST(HostOrJoinTest, GivesUpAndJoinsAfterTheLastAttempt) {
   Script s{{"taken", "taken", "taken"}, false};
   EXPECT_EQ(s.run(3), HostOutcome::Join);
-  EXPECT_EQ(s.log, (std::vector<std::string>{"listen", "listener?", "pause", "listen", "listener?", "pause", "listen"}));
+  EXPECT_EQ(s.log, (std::vector<std::string>{"listen", "listener?", "pause", "listen", "listener?",
+                                             "pause", "listen"}));
 }
 
 TEST(HostOrJoinTest, OtherErrorsPropagate) {
-  EXPECT_THROW(hostOrJoin([] { throw NetworkError("cannot resolve"); }, [] { return false; }, [] {}, 50),
-               NetworkError);
+  EXPECT_THROW(
+      hostOrJoin([] { throw NetworkError("cannot resolve"); }, [] { return false; }, [] {}, 50),
+      NetworkError);
 }
 
 // A socket this test listens on is seen; once closed, it is not.

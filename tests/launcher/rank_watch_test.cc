@@ -47,16 +47,20 @@ TEST(JudgeHang, EqualStepsNameEveryIdleRankForTheStacksToChoose) {
 
 TEST(JudgeHang, WithoutHeartbeatsOnlyIdleness) {
   // Rank 2 still moves (not even half the timeout idle): not hung.
-  EXPECT_FALSE(judgeHang({rank(0, std::nullopt, 5s), rank(1, std::nullopt, 5s), rank(2, std::nullopt, 1s)}, kNow, 3s));
+  EXPECT_FALSE(judgeHang(
+      {rank(0, std::nullopt, 5s), rank(1, std::nullopt, 5s), rank(2, std::nullopt, 1s)}, kNow, 3s));
   auto v = judgeHang({rank(0, std::nullopt, 5s), rank(1, std::nullopt, 2s)}, kNow, 3s);
   ASSERT_TRUE(v);
   EXPECT_EQ(v->stuck, (std::vector<int>{0, 1}));
-  EXPECT_EQ(v->message, "ranks 0, 1 made no progress for 5 s (no heartbeats: neither output nor CPU time moved)");
+  EXPECT_EQ(
+      v->message,
+      "ranks 0, 1 made no progress for 5 s (no heartbeats: neither output nor CPU time moved)");
 }
 
 TEST(StuckByStacks, RanksOutsideCollectivesAreTheStuckOnes) {
   const std::string inAllReduce =
-      "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", line 1541 in all_reduce\n";
+      "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", line 1541 "
+      "in all_reduce\n";
   const std::string sleeping = "  File \"/tmp/w.py\", line 6 in <module>\n";
   const std::string cppWaiting = "./w(accel::comm::ShmGroup::wait()+0x2c)[0x1]\n";
   std::map<int, std::string> stacks = {{0, inAllReduce}, {1, sleeping}, {2, cppWaiting}};
@@ -67,8 +71,10 @@ TEST(StuckByStacks, RanksOutsideCollectivesAreTheStuckOnes) {
 }
 
 TEST(DemangleStack, NamesCppFramesAndLeavesTheRest) {
-  EXPECT_EQ(demangleStack("./w(_Z19stuckBeforeBackwardPKc+0x2c)[0x55]\n./w(+0x3a)[0x56]\nlibc.so.6(nanosleep+0x13)[0x7]\n"),
-            "./w(stuckBeforeBackward(char const*)+0x2c)[0x55]\n./w(+0x3a)[0x56]\nlibc.so.6(nanosleep+0x13)[0x7]\n");
+  EXPECT_EQ(demangleStack("./w(_Z19stuckBeforeBackwardPKc+0x2c)[0x55]\n./"
+                          "w(+0x3a)[0x56]\nlibc.so.6(nanosleep+0x13)[0x7]\n"),
+            "./w(stuckBeforeBackward(char "
+            "const*)+0x2c)[0x55]\n./w(+0x3a)[0x56]\nlibc.so.6(nanosleep+0x13)[0x7]\n");
   EXPECT_EQ(demangleStack("./w(_Znotmangled+0x1)"), "./w(_Znotmangled+0x1)");
 }
 
@@ -82,8 +88,8 @@ TEST(RankRanges, RunsOfThreeOrMoreBecomeRanges) {
 TEST(ProgressBoard, KeepsEachRanksStepAndWhenItChanged) {
   ProgressBoard board;
   board.onWrite(storedHeartbeatPrefix() + "3", "41");
-  board.onWrite("/accel_step/x", "1");       // not a rank
-  board.onWrite("/other/3", "1");            // not a heartbeat
+  board.onWrite("/accel_step/x", "1");                   // not a rank
+  board.onWrite("/other/3", "1");                        // not a heartbeat
   board.onWrite(storedHeartbeatPrefix() + "2", "many");  // not a count
   auto first = board.snapshot();
   ASSERT_EQ(first.size(), 1u);

@@ -29,11 +29,11 @@ bool has(const std::vector<std::string>& env, const std::string& kv) {
 TEST(WorkerEnvTest, TorchrunContractForASecondMachine) {
   auto plan = twoByFour();
   auto vars = launcherVariables(plan, WorkerSlot{2, 1, 29501, "/run/attempt_1/rank_6/error.json"});
-  for (const char* kv : {"RANK=6", "LOCAL_RANK=2", "WORLD_SIZE=8", "LOCAL_WORLD_SIZE=4", "GROUP_RANK=1",
-                         "GROUP_WORLD_SIZE=2", "ROLE_RANK=6", "ROLE_WORLD_SIZE=8", "ROLE_NAME=default",
-                         "MASTER_ADDR=10.0.0.1", "MASTER_PORT=29501", "TORCHELASTIC_RESTART_COUNT=1",
-                         "TORCHELASTIC_MAX_RESTARTS=3", "TORCHELASTIC_RUN_ID=job42",
-                         "TORCHELASTIC_USE_AGENT_STORE=True",
+  for (const char* kv : {"RANK=6", "LOCAL_RANK=2", "WORLD_SIZE=8", "LOCAL_WORLD_SIZE=4",
+                         "GROUP_RANK=1", "GROUP_WORLD_SIZE=2", "ROLE_RANK=6", "ROLE_WORLD_SIZE=8",
+                         "ROLE_NAME=default", "MASTER_ADDR=10.0.0.1", "MASTER_PORT=29501",
+                         "TORCHELASTIC_RESTART_COUNT=1", "TORCHELASTIC_MAX_RESTARTS=3",
+                         "TORCHELASTIC_RUN_ID=job42", "TORCHELASTIC_USE_AGENT_STORE=True",
                          "TORCHELASTIC_ERROR_FILE=/run/attempt_1/rank_6/error.json",
                          "ACCELERATE_MIXED_PRECISION=bf16", "OMP_NUM_THREADS=2"}) {
     EXPECT_TRUE(has(vars, kv)) << kv;
@@ -50,9 +50,12 @@ TEST(WorkerEnvTest, ParentEnvironmentIsInheritedButAccelWins) {
   EXPECT_TRUE(has(env, "RANK=4"));
   EXPECT_FALSE(has(env, "RANK=99"));
   EXPECT_FALSE(has(env, "MALFORMED"));
-  EXPECT_EQ(std::count_if(env.begin(), env.end(), [](const std::string& e) { return e.rfind("RANK=", 0) == 0; }), 1);
-  EXPECT_FALSE(std::any_of(env.begin(), env.end(),
-                           [](const std::string& e) { return e.rfind("TORCHELASTIC_ERROR_FILE=", 0) == 0; }));
+  EXPECT_EQ(std::count_if(env.begin(), env.end(),
+                          [](const std::string& e) { return e.rfind("RANK=", 0) == 0; }),
+            1);
+  EXPECT_FALSE(std::any_of(env.begin(), env.end(), [](const std::string& e) {
+    return e.rfind("TORCHELASTIC_ERROR_FILE=", 0) == 0;
+  }));
 }
 
 TEST(WorkerEnvTest, OmpThreadsLeftAloneWhenPlanDoesNotSetIt) {

@@ -133,9 +133,10 @@ TEST_F(CheckpointFilesTest, SaveReplacesThePreviousCheckpointAndLeavesNoStaging)
   saveThenTrain();
   const auto now = snapshot(*net_);
   acc_->saveState(ckpt_.string() + "/");  // a trailing slash names the same directory
-  EXPECT_EQ(entries(base_ / "run"), std::set<std::string>{"ckpt"}) << "staging directories or claims left over";
-  EXPECT_EQ(entries(ckpt_), (std::set<std::string>{"accel_state.json", "model.pt", "optimizer.pt", "random_states_0.pt",
-                                                   "scaler.json"}));
+  EXPECT_EQ(entries(base_ / "run"), std::set<std::string>{"ckpt"})
+      << "staging directories or claims left over";
+  EXPECT_EQ(entries(ckpt_), (std::set<std::string>{"accel_state.json", "model.pt", "optimizer.pt",
+                                                   "random_states_0.pt", "scaler.json"}));
   EXPECT_TRUE(same(loadFresh(), now));
 }
 
@@ -151,7 +152,9 @@ TEST_F(CheckpointFilesTest, RefusesToReplaceADirectoryThatIsNotACheckpoint) {
   fs::create_directories(ckpt_);
   std::ofstream(ckpt_ / "notes.txt") << "mine";
   const std::string error = errorOf([&] { acc_->saveState(ckpt_.string()); });
-  EXPECT_NE(error.find("checkpoint directory '" + ckpt_.string() + "' holds 'notes.txt'"), std::string::npos) << error;
+  EXPECT_NE(error.find("checkpoint directory '" + ckpt_.string() + "' holds 'notes.txt'"),
+            std::string::npos)
+      << error;
   EXPECT_EQ(entries(ckpt_), std::set<std::string>{"notes.txt"});
   EXPECT_EQ(entries(base_ / "run"), std::set<std::string>{"ckpt"});
 }
@@ -161,7 +164,9 @@ TEST_F(CheckpointFilesTest, TruncatedModelFileIsAnErrorNamingIt) {
   const auto before = snapshot(*net_);
   fs::resize_file(ckpt_ / "model.pt", fs::file_size(ckpt_ / "model.pt") / 2);
   const std::string error = errorOf([&] { acc_->loadState(ckpt_.string()); });
-  EXPECT_NE(error.find("checkpoint file '" + (ckpt_ / "model.pt").string() + "' is torn"), std::string::npos) << error;
+  EXPECT_NE(error.find("checkpoint file '" + (ckpt_ / "model.pt").string() + "' is torn"),
+            std::string::npos)
+      << error;
   EXPECT_TRUE(same(snapshot(*net_), before)) << "a failed load changed the model";
 }
 
@@ -171,7 +176,8 @@ TEST_F(CheckpointFilesTest, CorruptModelFileIsAnErrorNamingIt) {
   fs::remove(ckpt_ / "model.pt");
   std::ofstream(ckpt_ / "model.pt") << std::string(size, 'x');  // the recorded size, not an archive
   const std::string error = errorOf([&] { acc_->loadState(ckpt_.string()); });
-  EXPECT_NE(error.find("checkpoint file '" + (ckpt_ / "model.pt").string() + "' is torn or not a LibTorch archive"),
+  EXPECT_NE(error.find("checkpoint file '" + (ckpt_ / "model.pt").string() +
+                       "' is torn or not a LibTorch archive"),
             std::string::npos)
       << error;
 }
@@ -180,8 +186,9 @@ TEST_F(CheckpointFilesTest, MissingRankFileIsAnErrorNamingIt) {
   saveThenTrain();
   fs::remove(ckpt_ / "random_states_0.pt");
   const std::string error = errorOf([&] { acc_->loadState(ckpt_.string()); });
-  EXPECT_NE(error.find("checkpoint file '" + (ckpt_ / "random_states_0.pt").string() + "' is missing"),
-            std::string::npos)
+  EXPECT_NE(
+      error.find("checkpoint file '" + (ckpt_ / "random_states_0.pt").string() + "' is missing"),
+      std::string::npos)
       << error;
 }
 
@@ -190,13 +197,15 @@ TEST_F(CheckpointFilesTest, BadJsonIsAnErrorNamingIt) {
   const std::string state = contentOf(ckpt_ / "accel_state.json");
   std::ofstream(ckpt_ / "accel_state.json") << state.substr(0, state.size() / 2);
   std::string error = errorOf([&] { acc_->loadState(ckpt_.string()); });
-  EXPECT_NE(error.find("checkpoint file '" + (ckpt_ / "accel_state.json").string() + "' is not valid JSON"),
+  EXPECT_NE(error.find("checkpoint file '" + (ckpt_ / "accel_state.json").string() +
+                       "' is not valid JSON"),
             std::string::npos)
       << error;
   std::ofstream(ckpt_ / "accel_state.json") << state;
   std::ofstream(ckpt_ / "scaler.json") << R"({"scale": "big", "growth_tracker": 0})";
   error = errorOf([&] { acc_->loadState(ckpt_.string()); });
-  EXPECT_NE(error.find("checkpoint file '" + (ckpt_ / "scaler.json").string() + "': bad or missing 'scale'"),
+  EXPECT_NE(error.find("checkpoint file '" + (ckpt_ / "scaler.json").string() +
+                       "': bad or missing 'scale'"),
             std::string::npos)
       << error;
 }
@@ -227,7 +236,8 @@ TEST_F(FileSizeLimitTest, AFailedWriteIsAnErrorNamingTheFileAndKeepsThePreviousC
   EXPECT_NE(error.find("cannot write checkpoint file '"), std::string::npos) << error;
   EXPECT_NE(error.find("/model.pt': File too large"), std::string::npos) << error;
   EXPECT_EQ(filesOf(ckpt_), previous) << "the previous checkpoint changed";
-  EXPECT_EQ(entries(base_ / "run"), std::set<std::string>{"ckpt"}) << "the staging directory was left behind";
+  EXPECT_EQ(entries(base_ / "run"), std::set<std::string>{"ckpt"})
+      << "the staging directory was left behind";
   EXPECT_TRUE(same(loadFresh(), saved));
 }
 
@@ -275,10 +285,12 @@ TEST(CheckpointRanksTest, EveryRankCreatesWhatItWritesWithoutASharedFileSystem) 
     const fs::path second = rank == 0 ? mine : base / "machine1" / "blocked";
     errors[static_cast<size_t>(rank)] = errorOf([&] { acc.saveState(second.string()); });
   });
-  EXPECT_EQ(entries(base / "machine0" / "ckpt"), (std::set<std::string>{"accel_state.json", "model.pt", "optimizer.pt",
-                                                                        "random_states_0.pt", "scaler.json"}));
+  EXPECT_EQ(entries(base / "machine0" / "ckpt"),
+            (std::set<std::string>{"accel_state.json", "model.pt", "optimizer.pt",
+                                   "random_states_0.pt", "scaler.json"}));
   EXPECT_EQ(entries(base / "machine1" / "ckpt"), std::set<std::string>{"random_states_1.pt"});
-  EXPECT_NE(errors[1].find("checkpoint path '" + (base / "machine1" / "blocked").string() + "' exists and is not a directory"),
+  EXPECT_NE(errors[1].find("checkpoint path '" + (base / "machine1" / "blocked").string() +
+                           "' exists and is not a directory"),
             std::string::npos)
       << errors[1];
   EXPECT_NE(errors[0].find("failed on rank(s) 1"), std::string::npos) << errors[0];
@@ -287,7 +299,8 @@ TEST(CheckpointRanksTest, EveryRankCreatesWhatItWritesWithoutASharedFileSystem) 
   archive.load_from((base / "machine0" / "ckpt" / "model.pt").string());
   Net restored;
   restored.load(archive);
-  EXPECT_TRUE(same(snapshot(restored), saved)) << "the failed save changed rank 0's previous checkpoint";
+  EXPECT_TRUE(same(snapshot(restored), saved))
+      << "the failed save changed rank 0's previous checkpoint";
   fs::remove_all(base);
 }
 
@@ -300,8 +313,9 @@ int threadsOfThisProcess() {
   return n;
 }
 
-std::vector<int> runRankProcesses(int world, const fs::path& storeFile,
-                                  const std::function<void(std::shared_ptr<Communicator>, int)>& body) {
+std::vector<int> runRankProcesses(
+    int world, const fs::path& storeFile,
+    const std::function<void(std::shared_ptr<Communicator>, int)>& body) {
   std::vector<pid_t> pids;
   for (int rank = 0; rank < world; ++rank) {
     const pid_t pid = ::fork();
@@ -309,7 +323,8 @@ std::vector<int> runRankProcesses(int world, const fs::path& storeFile,
       int code = 0;
       try {
         comm::GlooOptions options;
-        options.timeout = std::chrono::seconds(20);  // a rank that hangs fails, not the whole ctest run
+        options.timeout =
+            std::chrono::seconds(20);  // a rank that hangs fails, not the whole ctest run
         auto store = c10::make_intrusive<c10d::FileStore>(storeFile.string(), world);
         body(comm::makeGlooCommunicator(store, rank, world, options), rank);
       } catch (const std::exception& e) {
@@ -336,31 +351,33 @@ std::vector<int> runRankProcesses(int world, const fs::path& storeFile,
 // by rank (the ranks' numbers differ: each restores its own generator), and end with the same
 // parameters on every rank.
 TEST(CheckpointProcessesTest, EveryRankRestoresItsModelOptimizerStepAndRng) {
-  if (threadsOfThisProcess() != 1) GTEST_SKIP() << "forks ranks, so it needs a single-threaded process (run it alone)";
+  if (threadsOfThisProcess() != 1)
+    GTEST_SKIP() << "forks ranks, so it needs a single-threaded process (run it alone)";
   char tmpl[] = "/tmp/accel-ckpt-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const fs::path base = tmpl, ckpt = base / "ckpt";
   auto run = [&](const std::string& phase, bool resume) {
-    return runRankProcesses(2, base / (phase + ".store"), [&](std::shared_ptr<Communicator> comm, int rank) {
-      torch::manual_seed(resume ? 77 + rank : 0);
-      Net net;
-      torch::optim::Adam opt(net.parameters(), 1e-2);
-      Accelerator acc(testing::optionsFor(comm, rank));
-      acc.prepare(net, opt);
-      acc.setSeed(resume ? 5 : 1000, /*deviceSpecific=*/true);
-      if (resume) {
-        acc.loadState(ckpt.string());
-      } else {
-        for (int s = 0; s < 2; ++s) trainStep(acc, net);
-        acc.saveState(ckpt.string());
-      }
-      at::Tensor drawn = torch::rand({4});
-      at::Tensor step = torch::full({1}, acc.stepCount(), torch::kLong);
-      for (int s = 0; s < 2; ++s) trainStep(acc, net);
-      std::vector<torch::Tensor> out{drawn, step};
-      for (auto& p : snapshot(net)) out.push_back(p);
-      torch::save(out, (base / (phase + std::to_string(rank) + ".pt")).string());
-    });
+    return runRankProcesses(
+        2, base / (phase + ".store"), [&](std::shared_ptr<Communicator> comm, int rank) {
+          torch::manual_seed(resume ? 77 + rank : 0);
+          Net net;
+          torch::optim::Adam opt(net.parameters(), 1e-2);
+          Accelerator acc(testing::optionsFor(comm, rank));
+          acc.prepare(net, opt);
+          acc.setSeed(resume ? 5 : 1000, /*deviceSpecific=*/true);
+          if (resume) {
+            acc.loadState(ckpt.string());
+          } else {
+            for (int s = 0; s < 2; ++s) trainStep(acc, net);
+            acc.saveState(ckpt.string());
+          }
+          at::Tensor drawn = torch::rand({4});
+          at::Tensor step = torch::full({1}, acc.stepCount(), torch::kLong);
+          for (int s = 0; s < 2; ++s) trainStep(acc, net);
+          std::vector<torch::Tensor> out{drawn, step};
+          for (auto& p : snapshot(net)) out.push_back(p);
+          torch::save(out, (base / (phase + std::to_string(rank) + ".pt")).string());
+        });
   };
   EXPECT_EQ(run("first", false), (std::vector<int>{0, 0}));
   EXPECT_EQ(run("resumed", true), (std::vector<int>{0, 0}));
@@ -369,13 +386,16 @@ TEST(CheckpointProcessesTest, EveryRankRestoresItsModelOptimizerStepAndRng) {
     torch::load(first[r], (base / ("first" + std::to_string(r) + ".pt")).string());
     torch::load(resumed[r], (base / ("resumed" + std::to_string(r) + ".pt")).string());
     ASSERT_EQ(first[r].size(), resumed[r].size());
-    EXPECT_TRUE(torch::equal(resumed[r][0], first[r][0])) << "rank " << r << " drew other numbers after loading";
+    EXPECT_TRUE(torch::equal(resumed[r][0], first[r][0]))
+        << "rank " << r << " drew other numbers after loading";
     EXPECT_EQ(resumed[r][1].item<int64_t>(), 2) << "rank " << r << "'s step count";
     for (size_t i = 2; i < first[r].size(); ++i) {
-      EXPECT_TRUE(torch::allclose(resumed[r][i], first[r][i], 1e-6, 1e-6)) << "rank " << r << ", parameter " << i - 2;
+      EXPECT_TRUE(torch::allclose(resumed[r][i], first[r][i], 1e-6, 1e-6))
+          << "rank " << r << ", parameter " << i - 2;
     }
   }
-  EXPECT_FALSE(torch::equal(first[0][0], first[1][0])) << "both ranks had the same generator: the test proves little";
+  EXPECT_FALSE(torch::equal(first[0][0], first[1][0]))
+      << "both ranks had the same generator: the test proves little";
   fs::remove_all(base);
 }
 

@@ -93,7 +93,8 @@ TEST_P(CollectivesTest, GatherForMetricsCountsEverySampleOnce) {
 
 INSTANTIATE_TEST_SUITE_P(Worlds, CollectivesTest,
                          ::testing::Combine(::testing::Values(2, 3),
-                                            ::testing::Values(CpuBackend::Gloo, CpuBackend::SharedMemory)),
+                                            ::testing::Values(CpuBackend::Gloo,
+                                                              CpuBackend::SharedMemory)),
                          [](const auto& info) {
                            return testing::backendName(std::get<1>(info.param)) +
                                   std::to_string(std::get<0>(info.param));
@@ -116,7 +117,9 @@ TEST(SingleProcessTest, Fp16WithoutCudaIsAnError) {
     Accelerator acc(o);
     FAIL() << "fp16 accepted without CUDA";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "mixed precision fp16 needs a CUDA device and this LibTorch has none; use bf16 or no");
+    EXPECT_EQ(
+        std::string(e.what()),
+        "mixed precision fp16 needs a CUDA device and this LibTorch has none; use bf16 or no");
   }
 }
 

@@ -14,7 +14,8 @@ namespace {
 TEST(NcclCommunicatorTest, CollectivesOnOneGpu) {
   std::string why = cudaUnavailableReason();
   if (!why.empty()) GTEST_SKIP() << "no usable NVIDIA GPU: " << why;
-  auto comm = makeNcclCommunicator(c10::make_intrusive<c10d::HashStore>(), 0, 1, 0, std::chrono::seconds(30));
+  auto comm = makeNcclCommunicator(c10::make_intrusive<c10d::HashStore>(), 0, 1, 0,
+                                   std::chrono::seconds(30));
   auto t = torch::arange(1000, torch::kFloat);
   auto expected = t.clone();
   comm->allreduceAsync(t, ReduceOp::Sum)->wait();

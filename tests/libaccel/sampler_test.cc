@@ -8,7 +8,8 @@
 namespace accel {
 namespace {
 
-std::vector<std::vector<std::vector<size_t>>> allRanks(ShardOptions o, int world, uint64_t epoch = 0) {
+std::vector<std::vector<std::vector<size_t>>> allRanks(ShardOptions o, int world,
+                                                       uint64_t epoch = 0) {
   std::vector<std::vector<std::vector<size_t>>> out;
   for (int r = 0; r < world; ++r) {
     ShardedBatchSampler s(o, r, world);
@@ -39,7 +40,8 @@ TEST(ShardedBatchSamplerTest, DisjointAndCoveringWhenDivisible) {
       for (auto& b : batches) seen.insert(b.begin(), b.end());
     }
     EXPECT_EQ(seen.size(), o.dataset_size) << world;
-    EXPECT_EQ(std::set<size_t>(seen.begin(), seen.end()).size(), o.dataset_size) << "duplicates, world " << world;
+    EXPECT_EQ(std::set<size_t>(seen.begin(), seen.end()).size(), o.dataset_size)
+        << "duplicates, world " << world;
   }
 }
 

@@ -1,6 +1,8 @@
 // The shared-memory group with ranks as real processes (fork: this binary has no LibTorch and
 // no threads), its reductions against a reference, deaths and timeouts, and segment cleanup.
 
+#include "libaccel/comm/shm_group.h"
+
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -17,7 +19,6 @@
 #include <gtest/gtest.h>
 
 #include "accel/error.h"
-#include "libaccel/comm/shm_group.h"
 
 namespace accel::shm {
 namespace {
@@ -43,8 +44,8 @@ std::string readAll(int fd) {
   return out;
 }
 
-Ranks runRanks(int size, const GroupOptions& options, const std::function<std::string(Group&)>& body,
-               std::string* segmentName = nullptr) {
+Ranks runRanks(int size, const GroupOptions& options,
+               const std::function<std::string(Group&)>& body, std::string* segmentName = nullptr) {
   auto segment = Segment::create("shm-group-test", segmentBytes(size, options));
   EXPECT_TRUE(segment.ok()) << (segment.ok() ? "" : segment.error());
   const uint64_t nonce = Group::initialise(*segment, size, options);
@@ -62,7 +63,8 @@ Ranks runRanks(int size, const GroupOptions& options, const std::function<std::s
       int code = 0;
       try {
         // Rank 0 takes the creator's Segment (which removes the name at attach); the others open.
-        Segment mine = rank == 0 ? std::move(*segment) : std::move(Segment::open(name, segment->size()).value());
+        Segment mine = rank == 0 ? std::move(*segment)
+                                 : std::move(Segment::open(name, segment->size()).value());
         Group group(std::move(mine), rank, size, nonce, options);
         group.attach();
         report = "ok " + body(group);
@@ -96,10 +98,13 @@ void expectAllOk(const Ranks& ranks) {
 }
 
 // Rank r's element i: small integers, exact in every dtype, different on every rank.
-double valueOf(int rank, size_t i) { return static_cast<double>(static_cast<int>((i * 7 + rank * 13) % 17) - 8); }
+double valueOf(int rank, size_t i) {
+  return static_cast<double>(static_cast<int>((i * 7 + rank * 13) % 17) - 8);
+}
 
 template <typename T>
-std::string checkAllreduce(Group& g, size_t count, DType dtype, Op op, T (*from)(double), double (*to)(T)) {
+std::string checkAllreduce(Group& g, size_t count, DType dtype, Op op, T (*from)(double),
+                           double (*to)(T)) {
   std::vector<T> data(count);
   for (size_t i = 0; i < count; ++i) data[i] = from(valueOf(g.rank(), i));
   g.allreduce(data.data(), count, dtype, op);
@@ -110,18 +115,22 @@ std::string checkAllreduce(Group& g, size_t count, DType dtype, Op op, T (*from)
       want = op == Op::Sum ? want + v : op == Op::Max ? std::max(want, v) : std::min(want, v);
     }
     if (to(data[i]) != want) {
-      return std::string(dtypeName(dtype)) + " op " + std::to_string(static_cast<int>(op)) + " count " +
-             std::to_string(count) + " element " + std::to_string(i) + ": " + std::to_string(to(data[i])) +
-             " != " + std::to_string(want);
+      return std::string(dtypeName(dtype)) + " op " + std::to_string(static_cast<int>(op)) +
+             " count " + std::to_string(count) + " element " + std::to_string(i) + ": " +
+             std::to_string(to(data[i])) + " != " + std::to_string(want);
     }
   }
   return "";
 }
 
 template <typename T>
-T fromDouble(double v) { return static_cast<T>(v); }
+T fromDouble(double v) {
+  return static_cast<T>(v);
+}
 template <typename T>
-double toDouble(T v) { return static_cast<double>(v); }
+double toDouble(T v) {
+  return static_cast<double>(v);
+}
 uint16_t bf16From(double v) { return floatToBf16(static_cast<float>(v)); }
 double bf16To(uint16_t v) { return bf16ToFloat(v); }
 uint16_t halfFrom(double v) { return floatToHalf(static_cast<float>(v)); }
@@ -137,9 +146,12 @@ std::string checkEveryDtype(Group& g) {
       bad += checkAllreduce<uint16_t>(g, count, DType::BF16, op, bf16From, bf16To);
       bad += checkAllreduce<uint16_t>(g, count, DType::F16, op, halfFrom, halfTo);
       bad += checkAllreduce<int8_t>(g, count, DType::I8, op, fromDouble<int8_t>, toDouble<int8_t>);
-      bad += checkAllreduce<int16_t>(g, count, DType::I16, op, fromDouble<int16_t>, toDouble<int16_t>);
-      bad += checkAllreduce<int32_t>(g, count, DType::I32, op, fromDouble<int32_t>, toDouble<int32_t>);
-      bad += checkAllreduce<int64_t>(g, count, DType::I64, op, fromDouble<int64_t>, toDouble<int64_t>);
+      bad +=
+          checkAllreduce<int16_t>(g, count, DType::I16, op, fromDouble<int16_t>, toDouble<int16_t>);
+      bad +=
+          checkAllreduce<int32_t>(g, count, DType::I32, op, fromDouble<int32_t>, toDouble<int32_t>);
+      bad +=
+          checkAllreduce<int64_t>(g, count, DType::I64, op, fromDouble<int64_t>, toDouble<int64_t>);
     }
   }
   return bad;
@@ -170,10 +182,12 @@ TEST_P(ShmGroupTest, BroadcastAllgatherAndBarrierAcrossPieces) {
     std::string out;
     for (int root = 0; root < size; ++root) {
       std::vector<uint8_t> data(20000, static_cast<uint8_t>(g.rank()));
-      if (g.rank() == root) for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 31 + root);
+      if (g.rank() == root)
+        for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 31 + root);
       g.broadcast(data.data(), data.size(), root);
       for (size_t i = 0; i < data.size(); ++i) {
-        if (data[i] != static_cast<uint8_t>(i * 31 + root)) return "broadcast from " + std::to_string(root) + " byte " + std::to_string(i);
+        if (data[i] != static_cast<uint8_t>(i * 31 + root))
+          return "broadcast from " + std::to_string(root) + " byte " + std::to_string(i);
       }
     }
     std::vector<int32_t> mine(5000), all(5000 * static_cast<size_t>(size));
@@ -181,7 +195,8 @@ TEST_P(ShmGroupTest, BroadcastAllgatherAndBarrierAcrossPieces) {
     g.allgather(mine.data(), mine.size() * sizeof(int32_t), all.data());
     for (int r = 0; r < size; ++r) {
       for (size_t i = 0; i < mine.size(); ++i) {
-        if (all[static_cast<size_t>(r) * mine.size() + i] != r * 100000 + static_cast<int32_t>(i)) return "allgather rank " + std::to_string(r);
+        if (all[static_cast<size_t>(r) * mine.size() + i] != r * 100000 + static_cast<int32_t>(i))
+          return "allgather rank " + std::to_string(r);
       }
     }
     for (int i = 0; i < 100; ++i) g.barrier();
@@ -196,11 +211,15 @@ INSTANTIATE_TEST_SUITE_P(Ranks, ShmGroupTest, ::testing::Values(2, 3, 4));
 // operation): a job killed from then on leaves nothing behind.
 TEST(ShmGroup, AttachRemovesTheSegmentsName) {
   std::string name;
-  const Ranks ranks = runRanks(2, smallSlots(), [&name](Group& g) {
-    const bool before = segmentExists(name);  // rank 1 may get here before rank 0 removed it
-    g.barrier();
-    return std::string(segmentExists(name) ? "still there" : "gone") + (g.rank() == 0 && before ? " early" : "");
-  }, &name);
+  const Ranks ranks = runRanks(
+      2, smallSlots(),
+      [&name](Group& g) {
+        const bool before = segmentExists(name);  // rank 1 may get here before rank 0 removed it
+        g.barrier();
+        return std::string(segmentExists(name) ? "still there" : "gone") +
+               (g.rank() == 0 && before ? " early" : "");
+      },
+      &name);
   expectAllOk(ranks);
   EXPECT_FALSE(name.empty());
   EXPECT_EQ(ranks.reports[0], "ok gone");
@@ -219,12 +238,14 @@ TEST(ShmGroup, APeerThatDiesMidCollectiveIsNamed) {
     g.allreduce(data.data(), data.size(), DType::F32, Op::Sum);
     return std::string("all-reduce returned");
   });
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(ranks.exitCodes[1], 7);
   EXPECT_EQ(ranks.exitCodes[0], 1);
   EXPECT_NE(ranks.reports[0].find("all-reduce"), std::string::npos) << ranks.reports[0];
   EXPECT_NE(ranks.reports[0].find("rank 1 (pid"), std::string::npos) << ranks.reports[0];
-  EXPECT_TRUE(ranks.reports[0].find("died") != std::string::npos || ranks.reports[0].find("gone") != std::string::npos)
+  EXPECT_TRUE(ranks.reports[0].find("died") != std::string::npos ||
+              ranks.reports[0].find("gone") != std::string::npos)
       << ranks.reports[0];
   EXPECT_LT(seconds, 30.0);  // not the 60 s timeout
 }
@@ -239,7 +260,8 @@ TEST(ShmGroup, AStuckPeerTimesOutAndIsNamed) {
   const Ranks ranks = runRanks(3, o, [&](Group& g) {
     if (g.rank() == 2) {
       char c;
-      for (int done = 0; done < 2;) done += ::read(block[0], &c, 1) == 1 ? 1 : 0;  // both others finished
+      for (int done = 0; done < 2;)
+        done += ::read(block[0], &c, 1) == 1 ? 1 : 0;  // both others finished
       return std::string("stuck rank released");
     }
     std::string first;
@@ -267,13 +289,17 @@ TEST(ShmGroup, AStuckPeerTimesOutAndIsNamed) {
     // Its own timeout names rank 2, or (when the other rank timed out first) the failure it saw.
     const std::string first = report.substr(0, report.find(" | then: "));
     EXPECT_TRUE(first.find("waiting for rank 2 (pid") != std::string::npos ||
-                first.find("rank 2 did not arrive in time") != std::string::npos) << report;
+                first.find("rank 2 did not arrive in time") != std::string::npos)
+        << report;
     EXPECT_NE(report.find("then: shared-memory group: rank"), std::string::npos) << report;
-    EXPECT_NE(report.find("stopped the group: rank 2 did not arrive in time"), std::string::npos) << report;
+    EXPECT_NE(report.find("stopped the group: rank 2 did not arrive in time"), std::string::npos)
+        << report;
   }
   // At least one rank timed out itself; the other may have seen the failure first.
-  EXPECT_TRUE(ranks.reports[0].find("ok timeout: ") == 0 || ranks.reports[1].find("ok timeout: ") == 0)
-      << ranks.reports[0] << "\n" << ranks.reports[1];
+  EXPECT_TRUE(ranks.reports[0].find("ok timeout: ") == 0 ||
+              ranks.reports[1].find("ok timeout: ") == 0)
+      << ranks.reports[0] << "\n"
+      << ranks.reports[1];
 }
 
 TEST(ShmSegment, SweepRemovesOnlySegmentsOfDeadCreators) {
@@ -300,7 +326,8 @@ TEST(ShmSegment, SweepRemovesOnlySegmentsOfDeadCreators) {
   EXPECT_FALSE(isStaleSegmentName("accel-shm-not-a-pid"));
   EXPECT_FALSE(isStaleSegmentName("accel-shm-0"));
   // Another user's name is never ours to judge, even with a dead creator's pid.
-  const std::string otherUser = "accel-shm-" + std::to_string(::getuid() + 1) + dead.substr(dead.find('-', 10));
+  const std::string otherUser =
+      "accel-shm-" + std::to_string(::getuid() + 1) + dead.substr(dead.find('-', 10));
   EXPECT_FALSE(isStaleSegmentName(otherUser.c_str())) << otherUser;
   EXPECT_GE(sweepStaleSegments(), 1);
   EXPECT_FALSE(segmentExists(dead));
@@ -311,19 +338,19 @@ TEST(ShmReduce, HalfConversionsRoundTrip) {
   EXPECT_EQ(floatToHalf(1.0f), 0x3c00);
   EXPECT_EQ(floatToHalf(-2.0f), 0xc000);
   EXPECT_EQ(floatToHalf(65504.0f), 0x7bff);
-  EXPECT_EQ(floatToHalf(1e6f), 0x7c00);                        // overflow: infinity
-  EXPECT_EQ(floatToHalf(1.0f + 1.0f / 2048), 0x3c00);          // halfway, even below: down
-  EXPECT_EQ(floatToHalf(1.0f + 3.0f / 2048), 0x3c02);          // halfway, odd below: up
-  EXPECT_EQ(halfToFloat(0x0001), 0x1.0p-24f);                  // the smallest subnormal
-  for (uint32_t h = 0; h < 0x7c00; ++h) {                      // every finite positive half
+  EXPECT_EQ(floatToHalf(1e6f), 0x7c00);                // overflow: infinity
+  EXPECT_EQ(floatToHalf(1.0f + 1.0f / 2048), 0x3c00);  // halfway, even below: down
+  EXPECT_EQ(floatToHalf(1.0f + 3.0f / 2048), 0x3c02);  // halfway, odd below: up
+  EXPECT_EQ(halfToFloat(0x0001), 0x1.0p-24f);          // the smallest subnormal
+  for (uint32_t h = 0; h < 0x7c00; ++h) {              // every finite positive half
     ASSERT_EQ(floatToHalf(halfToFloat(static_cast<uint16_t>(h))), h) << h;
   }
 }
 
 TEST(ShmReduce, Bf16RoundsToNearestEven) {
   EXPECT_EQ(floatToBf16(1.0f), 0x3f80);
-  EXPECT_EQ(floatToBf16(1.0f + 1.0f / 256), 0x3f80);           // halfway, even below: down
-  EXPECT_EQ(floatToBf16(1.0f + 3.0f / 256), 0x3f82);           // halfway, odd below: up
+  EXPECT_EQ(floatToBf16(1.0f + 1.0f / 256), 0x3f80);  // halfway, even below: down
+  EXPECT_EQ(floatToBf16(1.0f + 3.0f / 256), 0x3f82);  // halfway, odd below: up
   EXPECT_EQ(floatToBf16(std::nanf("")) & 0x7fc0, 0x7fc0);
   // Three bf16 values accumulated in fp32, rounded once: 256 + 1 + 1 = 258 (bf16 steps of 2
   // there), where summing in bf16 would give 256 (256 + 1 rounds back to 256 each time).

@@ -72,7 +72,8 @@ std::vector<torch::Tensor> snapshot(Net& net) {
   return out;
 }
 
-void expectClose(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b, const char* what) {
+void expectClose(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b,
+                 const char* what) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-5, 1e-5))
@@ -95,19 +96,24 @@ std::vector<torch::Tensor> reference(const Data& data, int steps, int64_t rows) 
 }
 
 // `world` ranks as threads, each with batch `rows` and `accumulation` micro-steps per step.
-std::vector<std::vector<torch::Tensor>> distributed(const Data& data, int world, int steps, int64_t rows,
-                                                    int accumulation, CpuBackend backend = CpuBackend::Gloo) {
+std::vector<std::vector<torch::Tensor>> distributed(const Data& data, int world, int steps,
+                                                    int64_t rows, int accumulation,
+                                                    CpuBackend backend = CpuBackend::Gloo) {
   std::vector<std::shared_ptr<Net>> nets;
-  for (int r = 0; r < world; ++r) nets.push_back(makeNet(r == 0 ? 0 : 99 + r));  // prepare() broadcasts rank 0's
+  for (int r = 0; r < world; ++r)
+    nets.push_back(makeNet(r == 0 ? 0 : 99 + r));  // prepare() broadcasts rank 0's
   std::vector<std::vector<torch::Tensor>> result(static_cast<size_t>(world));
-  testing::runRanks(world, [&](std::shared_ptr<Communicator> comm, int rank) {
-    Net& net = *nets[static_cast<size_t>(rank)];
-    torch::optim::SGD opt(net.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-    Accelerator acc(options(comm, rank, accumulation));
-    acc.prepare(net, opt);
-    train(acc, net, data, steps, rows);
-    result[static_cast<size_t>(rank)] = snapshot(net);
-  }, std::chrono::seconds(30), backend);
+  testing::runRanks(
+      world,
+      [&](std::shared_ptr<Communicator> comm, int rank) {
+        Net& net = *nets[static_cast<size_t>(rank)];
+        torch::optim::SGD opt(net.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+        Accelerator acc(options(comm, rank, accumulation));
+        acc.prepare(net, opt);
+        train(acc, net, data, steps, rows);
+        result[static_cast<size_t>(rank)] = snapshot(net);
+      },
+      std::chrono::seconds(30), backend);
   return result;
 }
 
@@ -122,8 +128,11 @@ TEST_P(TwoRanksTest, MatchOneRankWithTwiceTheBatch) {
   expectClose(ranks[1], ranks[0], "rank 1 vs rank 0");
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, TwoRanksTest, ::testing::Values(CpuBackend::Gloo, CpuBackend::SharedMemory),
-                         [](const auto& info) { return std::string(testing::backendName(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Backends, TwoRanksTest,
+                         ::testing::Values(CpuBackend::Gloo, CpuBackend::SharedMemory),
+                         [](const auto& info) {
+                           return std::string(testing::backendName(info.param));
+                         });
 
 TEST(TrainingTest, ThreeRanksOnSharedMemoryWithAccumulation) {
   auto data = makeData(72);
@@ -159,7 +168,8 @@ TEST(TrainingTest, AccumulationSkipsSyncAndSteps) {
   acc.prepare(*net, opt);
   std::vector<bool> syncs;
   for (int i = 0; i < 7; ++i) syncs.push_back(acc.accumulate(i == 6));
-  EXPECT_EQ(syncs, (std::vector<bool>{false, false, true, false, false, true, true}));  // k-th steps and the last
+  EXPECT_EQ(syncs, (std::vector<bool>{false, false, true, false, false, true,
+                                      true}));  // k-th steps and the last
   acc.accumulate();
   auto before = snapshot(*net);
   acc.backward(net->forward(torch::ones({1, 8})).sum());
@@ -188,10 +198,12 @@ TEST(TrainingTest, StepReleasesGradientsAndAccumulationKeepsThem) {
   const auto params = net->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     ASSERT_TRUE(params[i].grad().defined()) << "parameter " << i << " before step";
-    EXPECT_TRUE(torch::allclose(params[i].grad(), expected[i].grad(), 1e-6, 1e-6)) << "accumulated, parameter " << i;
+    EXPECT_TRUE(torch::allclose(params[i].grad(), expected[i].grad(), 1e-6, 1e-6))
+        << "accumulated, parameter " << i;
   }
   EXPECT_TRUE(acc.step());
-  for (size_t i = 0; i < params.size(); ++i) EXPECT_FALSE(params[i].grad().defined()) << "parameter " << i << " after step";
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_FALSE(params[i].grad().defined()) << "parameter " << i << " after step";
 
   // The next gradient replaces nothing stale: it is this backward's alone.
   for (auto& p : twin->parameters()) p.mutable_grad().reset();
@@ -203,7 +215,8 @@ TEST(TrainingTest, StepReleasesGradientsAndAccumulationKeepsThem) {
   acc.backward(net->forward(x1).sum());
   (twin->forward(x1).sum() / 2).backward();
   for (size_t i = 0; i < params.size(); ++i) {
-    EXPECT_TRUE(torch::allclose(params[i].grad(), expected[i].grad(), 1e-6, 1e-6)) << "after release, parameter " << i;
+    EXPECT_TRUE(torch::allclose(params[i].grad(), expected[i].grad(), 1e-6, 1e-6))
+        << "after release, parameter " << i;
   }
 }
 
@@ -217,7 +230,8 @@ struct WithUnused : torch::nn::Module {
 
 TEST(TrainingTest, ParametersWithoutGradientAreAnErrorUnlessAllowed) {
   for (bool allow : {false, true}) {
-    std::vector<std::shared_ptr<WithUnused>> nets{std::make_shared<WithUnused>(), std::make_shared<WithUnused>()};
+    std::vector<std::shared_ptr<WithUnused>> nets{std::make_shared<WithUnused>(),
+                                                  std::make_shared<WithUnused>()};
     testing::runRanks(2, [&](std::shared_ptr<Communicator> comm, int rank) {
       auto& net = *nets[static_cast<size_t>(rank)];
       torch::optim::SGD opt(net.parameters(), 0.1);
@@ -237,7 +251,8 @@ TEST(TrainingTest, ParametersWithoutGradientAreAnErrorUnlessAllowed) {
         ADD_FAILURE() << "no error for unused parameters";
       } catch (const Error& e) {
         EXPECT_EQ(std::string(e.what()),
-                  "parameters received no gradient in this backward: unused.bias, unused.weight; every rank must use "
+                  "parameters received no gradient in this backward: unused.bias, unused.weight; "
+                  "every rank must use "
                   "every parameter, or enable find_unused_parameters");
       }
     });
@@ -267,7 +282,8 @@ class RecordingCommunicator : public Communicator {
 
 // The gradients of `loss` for `params`, computed before any hook is installed; .grad is left
 // undefined again.
-std::vector<at::Tensor> localGradients(std::vector<at::Tensor>& params, const std::function<at::Tensor()>& loss) {
+std::vector<at::Tensor> localGradients(std::vector<at::Tensor>& params,
+                                       const std::function<at::Tensor()>& loss) {
   loss().backward();
   std::vector<at::Tensor> out;
   for (auto& p : params) {
@@ -288,21 +304,26 @@ at::Tensor flat(const std::vector<at::Tensor>& tensors, std::initializer_list<si
 TEST(GradientSyncTest, BucketsStartDuringBackwardInReverseOrder) {
   auto net = makeNet();
   std::vector<at::Tensor> params = net->parameters();
-  auto loss = [&] { return torch::mse_loss(net->forward(torch::ones({4, 8})), torch::zeros({4, 2})); };
+  auto loss = [&] {
+    return torch::mse_loss(net->forward(torch::ones({4, 8})), torch::zeros({4, 2}));
+  };
   const auto local = localGradients(params, loss);
   RecordingCommunicator comm;
-  sync::GradientSync gs(comm, params, {}, sync::GradientSyncOptions{/*bucket_cap_bytes=*/140, false});
+  sync::GradientSync gs(comm, params, {},
+                        sync::GradientSyncOptions{/*bucket_cap_bytes=*/140, false});
   ASSERT_EQ(gs.numBuckets(), 3u);
   loss().backward();
   // Every bucket's all-reduce was started by the hooks, before backward returned, last layer first.
   ASSERT_EQ(comm.started.size(), 3u);
-  EXPECT_TRUE(torch::equal(comm.started[0], flat(local, {3, 2}))) << "bucket 0: fc2.bias, fc2.weight";
+  EXPECT_TRUE(torch::equal(comm.started[0], flat(local, {3, 2})))
+      << "bucket 0: fc2.bias, fc2.weight";
   EXPECT_TRUE(torch::equal(comm.started[1], flat(local, {1}))) << "bucket 1: fc1.bias";
   EXPECT_TRUE(torch::equal(comm.started[2], flat(local, {0}))) << "bucket 2: fc1.weight";
   gs.finish();
   EXPECT_EQ(comm.started.size(), 3u);
   for (size_t i = 0; i < params.size(); ++i) {
-    EXPECT_TRUE(torch::equal(params[i].grad(), local[i] * 2)) << "the average written back to parameter " << i;
+    EXPECT_TRUE(torch::equal(params[i].grad(), local[i] * 2))
+        << "the average written back to parameter " << i;
   }
   // Not synchronising: no collective at all, and .grad accumulates locally.
   gs.setEnabled(false);
@@ -321,7 +342,8 @@ TEST(GradientSyncTest, AFullBucketWaitsForTheEarlierOnes) {
   auto loss = [&] { return net->fc1(torch::ones({4, 8})).pow(2).sum(); };
   const auto local = localGradients(params, loss);
   RecordingCommunicator comm;
-  sync::GradientSync gs(comm, params, {}, sync::GradientSyncOptions{/*bucket_cap_bytes=*/140, true});
+  sync::GradientSync gs(comm, params, {},
+                        sync::GradientSyncOptions{/*bucket_cap_bytes=*/140, true});
   loss().backward();
   EXPECT_EQ(comm.started.size(), 0u) << "a bucket started before an earlier one";
   gs.finish();
@@ -329,7 +351,8 @@ TEST(GradientSyncTest, AFullBucketWaitsForTheEarlierOnes) {
   EXPECT_TRUE(torch::equal(comm.started[0], torch::zeros({34})));
   EXPECT_TRUE(torch::equal(comm.started[1], flat(local, {1})));
   EXPECT_TRUE(torch::equal(comm.started[2], flat(local, {0})));
-  for (size_t i = 0; i < params.size(); ++i) EXPECT_TRUE(torch::equal(params[i].grad(), local[i] * 2)) << i;
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_TRUE(torch::equal(params[i].grad(), local[i] * 2)) << i;
 }
 
 // DDP's bf16_compress_hook: the all-reduce moves the bucket as bf16, and the average written
@@ -337,7 +360,9 @@ TEST(GradientSyncTest, AFullBucketWaitsForTheEarlierOnes) {
 TEST(GradientSyncTest, Bf16CompressionSendsBf16AndAveragesInFullPrecision) {
   auto net = makeNet();
   std::vector<at::Tensor> params = net->parameters();
-  auto loss = [&] { return torch::mse_loss(net->forward(torch::ones({4, 8})), torch::zeros({4, 2})); };
+  auto loss = [&] {
+    return torch::mse_loss(net->forward(torch::ones({4, 8})), torch::zeros({4, 2}));
+  };
   const auto local = localGradients(params, loss);
   RecordingCommunicator comm;
   sync::GradientSyncOptions o;
@@ -362,22 +387,27 @@ TEST(GradientSyncTest, Bf16CompressionSendsBf16AndAveragesInFullPrecision) {
 // gradients (accumulated in fp32, rounded once), halved.
 TEST(GradientSyncTest, Bf16CompressionOverSharedMemory) {
   std::vector<std::vector<at::Tensor>> local(2), synced(2);
-  testing::runRanks(2, [&](std::shared_ptr<Communicator> comm, int rank) {
-    auto net = makeNet();
-    std::vector<at::Tensor> params = net->parameters();
-    auto loss = [&] {
-      return torch::mse_loss(net->forward(torch::full({4, 8}, 1.0 + rank)), torch::zeros({4, 2}));
-    };
-    local[static_cast<size_t>(rank)] = localGradients(params, loss);
-    sync::GradientSyncOptions o;
-    o.bf16_compression = true;
-    sync::GradientSync gs(*comm, params, {}, o);
-    loss().backward();
-    gs.finish();
-    for (auto& p : params) synced[static_cast<size_t>(rank)].push_back(p.grad().clone());
-  }, std::chrono::seconds(30), CpuBackend::SharedMemory);
+  testing::runRanks(
+      2,
+      [&](std::shared_ptr<Communicator> comm, int rank) {
+        auto net = makeNet();
+        std::vector<at::Tensor> params = net->parameters();
+        auto loss = [&] {
+          return torch::mse_loss(net->forward(torch::full({4, 8}, 1.0 + rank)),
+                                 torch::zeros({4, 2}));
+        };
+        local[static_cast<size_t>(rank)] = localGradients(params, loss);
+        sync::GradientSyncOptions o;
+        o.bf16_compression = true;
+        sync::GradientSync gs(*comm, params, {}, o);
+        loss().backward();
+        gs.finish();
+        for (auto& p : params) synced[static_cast<size_t>(rank)].push_back(p.grad().clone());
+      },
+      std::chrono::seconds(30), CpuBackend::SharedMemory);
   for (size_t i = 0; i < local[0].size(); ++i) {
-    const at::Tensor sum = local[0][i].to(at::kBFloat16).to(at::kFloat) + local[1][i].to(at::kBFloat16).to(at::kFloat);
+    const at::Tensor sum =
+        local[0][i].to(at::kBFloat16).to(at::kFloat) + local[1][i].to(at::kBFloat16).to(at::kFloat);
     const at::Tensor expected = sum.to(at::kBFloat16).to(at::kFloat) * 0.5;
     EXPECT_TRUE(torch::equal(synced[0][i], expected)) << "parameter " << i;
     EXPECT_TRUE(torch::equal(synced[1][i], synced[0][i])) << "parameter " << i;
@@ -389,7 +419,10 @@ TEST(GradientSyncTest, DestroyingItRemovesTheHooks) {
   auto net = makeNet();
   std::vector<at::Tensor> params = net->parameters();
   RecordingCommunicator comm;
-  { sync::GradientSync gs(comm, params, {}, sync::GradientSyncOptions{/*bucket_cap_bytes=*/140, false}); }
+  {
+    sync::GradientSync gs(comm, params, {},
+                          sync::GradientSyncOptions{/*bucket_cap_bytes=*/140, false});
+  }
   net->forward(torch::ones({4, 8})).sum().backward();
   EXPECT_EQ(comm.started.size(), 0u);
 }
@@ -419,7 +452,8 @@ TEST_P(RankDependentUnusedTest, EveryRankGetsTheAverage) {
     nets.push_back(std::make_shared<TwoBranches>(aOut, bOut));
   }
   // [step][rank]: each rank's own gradients, and what finish() wrote back.
-  std::vector<std::vector<std::vector<at::Tensor>>> local(kSteps, std::vector<std::vector<at::Tensor>>(2)),
+  std::vector<std::vector<std::vector<at::Tensor>>> local(kSteps,
+                                                          std::vector<std::vector<at::Tensor>>(2)),
       synced = local;
   testing::runRanks(
       2,
@@ -427,7 +461,8 @@ TEST_P(RankDependentUnusedTest, EveryRankGetsTheAverage) {
         TwoBranches& net = *nets[static_cast<size_t>(rank)];
         std::vector<at::Tensor> params = net.parameters();
         sync::GradientSync gs(*comm, params, {}, sync::GradientSyncOptions{cap, true});
-        if (gs.numBuckets() != 2) throw Error("expected 2 buckets, got " + std::to_string(gs.numBuckets()));
+        if (gs.numBuckets() != 2)
+          throw Error("expected 2 buckets, got " + std::to_string(gs.numBuckets()));
         for (int s = 0; s < kSteps; ++s) {
           const at::Tensor x = torch::arange(12, torch::kFloat).reshape({3, 4}) * (rank + 1) + s;
           auto loss = [&] { return ((rank + s) % 2 == 0 ? net.a(x) : net.b(x)).pow(2).sum(); };
@@ -447,7 +482,8 @@ TEST_P(RankDependentUnusedTest, EveryRankGetsTheAverage) {
     for (int r = 0; r < 2; ++r) {
       for (size_t i = 0; i < 4; ++i) {
         const at::Tensor expected = (local[s][0][i] + local[s][1][i]) * 0.5;
-        EXPECT_TRUE(torch::equal(synced[s][r][i], expected)) << "step " << s << ", rank " << r << ", parameter " << i;
+        EXPECT_TRUE(torch::equal(synced[s][r][i], expected))
+            << "step " << s << ", rank " << r << ", parameter " << i;
       }
     }
   }
@@ -457,7 +493,8 @@ INSTANTIATE_TEST_SUITE_P(Branches, RankDependentUnusedTest,
                          ::testing::Values(std::make_pair<int64_t, int64_t>(4, 4),
                                            std::make_pair<int64_t, int64_t>(4, 6)),
                          [](const auto& info) {
-                           return info.param.first == info.param.second ? "SameSizes" : "DifferentSizes";
+                           return info.param.first == info.param.second ? "SameSizes"
+                                                                        : "DifferentSizes";
                          });
 
 // Events of all ranks in one order (a shared, locked log), with the barriers each rank passes.
@@ -477,11 +514,14 @@ struct EventLog {
 
 class LoggingCommunicator : public Communicator {
  public:
-  LoggingCommunicator(std::shared_ptr<Communicator> inner, EventLog& log) : inner_(std::move(inner)), log_(log) {}
+  LoggingCommunicator(std::shared_ptr<Communicator> inner, EventLog& log)
+      : inner_(std::move(inner)), log_(log) {}
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   const char* backend() const override { return inner_->backend(); }
-  std::unique_ptr<Work> allreduceAsync(at::Tensor& t, ReduceOp op) override { return inner_->allreduceAsync(t, op); }
+  std::unique_ptr<Work> allreduceAsync(at::Tensor& t, ReduceOp op) override {
+    return inner_->allreduceAsync(t, op);
+  }
   void broadcast(at::Tensor& t, int root) override { inner_->broadcast(t, root); }
   std::vector<at::Tensor> allgather(const at::Tensor& t) override { return inner_->allgather(t); }
   void barrier() override {
@@ -511,14 +551,18 @@ TEST(AcceleratorTest, MainProcessFirstRunsTheMainSectionBeforeTheOthers) {
   });
   const auto mainEnd = log.at("r0 end");
   ASSERT_GE(mainEnd, 0);
-  EXPECT_LT(log.at("r0 end"), log.at("r0 barrier in")) << "the main process waited before its section";
+  EXPECT_LT(log.at("r0 end"), log.at("r0 barrier in"))
+      << "the main process waited before its section";
   for (int r = 1; r < kWorld; ++r) {
     const std::string me = "r" + std::to_string(r);
-    EXPECT_GT(log.at(me + " begin"), mainEnd) << me << " began before the main process's section ended";
+    EXPECT_GT(log.at(me + " begin"), mainEnd)
+        << me << " began before the main process's section ended";
     EXPECT_GE(log.at(me + " barrier out"), 0) << me << " did not wait for the main process";
-    EXPECT_LT(log.at(me + " barrier out"), log.at(me + " begin")) << me << " did not wait before its section";
+    EXPECT_LT(log.at(me + " barrier out"), log.at(me + " begin"))
+        << me << " did not wait before its section";
   }
-  EXPECT_EQ(log.events.size(), static_cast<size_t>(kWorld * 4)) << "each rank: one section, one barrier";
+  EXPECT_EQ(log.events.size(), static_cast<size_t>(kWorld * 4))
+      << "each rank: one section, one barrier";
 }
 
 TEST(CheckpointTest, ResumedTrainingMatchesUninterrupted) {
@@ -547,7 +591,8 @@ TEST(CheckpointTest, ResumedTrainingMatchesUninterrupted) {
     train(acc, net, data, 2, 4, 2);
     resumed[static_cast<size_t>(rank)] = snapshot(net);
   });
-  for (size_t r = 0; r < 2; ++r) expectClose(resumed[r], uninterrupted[r], ("rank " + std::to_string(r)).c_str());
+  for (size_t r = 0; r < 2; ++r)
+    expectClose(resumed[r], uninterrupted[r], ("rank " + std::to_string(r)).c_str());
   // A different number of processes restores model and optimizer.
   auto single = makeNet(5);
   torch::optim::Adam opt(single->parameters(), 1e-2);

@@ -30,8 +30,10 @@ inline AcceleratorOptions optionsFor(std::shared_ptr<Communicator> comm, int ran
   return o;
 }
 
-inline std::shared_ptr<Communicator> makeCommunicator(CpuBackend backend, c10::intrusive_ptr<c10d::Store> store,
-                                                     int rank, int world, std::chrono::milliseconds timeout) {
+inline std::shared_ptr<Communicator> makeCommunicator(CpuBackend backend,
+                                                      c10::intrusive_ptr<c10d::Store> store,
+                                                      int rank, int world,
+                                                      std::chrono::milliseconds timeout) {
   if (backend == CpuBackend::SharedMemory) {
     comm::ShmOptions options;
     options.timeout = timeout;
@@ -43,7 +45,9 @@ inline std::shared_ptr<Communicator> makeCommunicator(CpuBackend backend, c10::i
   return comm::makeGlooCommunicator(std::move(store), rank, world, options);
 }
 
-inline const char* backendName(CpuBackend backend) { return backend == CpuBackend::SharedMemory ? "Shm" : "Gloo"; }
+inline const char* backendName(CpuBackend backend) {
+  return backend == CpuBackend::SharedMemory ? "Shm" : "Gloo";
+}
 
 inline void runRanks(int world, const std::function<void(std::shared_ptr<Communicator>, int)>& body,
                      std::chrono::milliseconds timeout = std::chrono::seconds(30),
@@ -57,8 +61,8 @@ inline void runRanks(int world, const std::function<void(std::shared_ptr<Communi
   for (int rank = 0; rank < world; ++rank) {
     threads.emplace_back([&, rank] {
       try {
-        std::shared_ptr<Communicator> comm =
-            makeCommunicator(backend, c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank, world, timeout);
+        std::shared_ptr<Communicator> comm = makeCommunicator(
+            backend, c10::make_intrusive<c10d::PrefixStore>(prefix, store), rank, world, timeout);
         body(comm, rank);
       } catch (...) {
         std::lock_guard<std::mutex> lock(m);

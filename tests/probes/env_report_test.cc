@@ -28,7 +28,10 @@ EnvReport sampleReport() {
   r.pythons = {PythonInfo{"python3", "/usr/bin/python3", "3.11.2", std::string("1.13.0a0"), ""},
                PythonInfo{"python9", "", "", std::nullopt, "'python9' not found in PATH"}};
   r.config.path = "/home/u/.cache/huggingface/accelerate/default_config.yaml";
-  r.config.values = {{"distributed_type", "MULTI_GPU"}, {"num_processes", 2}, {"use_cpu", false}, {"tpu_env", nlohmann::json::array()}};
+  r.config.values = {{"distributed_type", "MULTI_GPU"},
+                     {"num_processes", 2},
+                     {"use_cpu", false},
+                     {"tpu_env", nlohmann::json::array()}};
   return r;
 }
 
@@ -49,7 +52,8 @@ TEST(EnvReportTest, TextHasOneLinePerFact) {
            "- Python (python3): 3.11.2 at /usr/bin/python3, torch 1.13.0a0\n",
            "- Python (python9): unavailable ('python9' not found in PATH)\n",
            "- `accel` default config: /home/u/.cache/huggingface/accelerate/default_config.yaml\n",
-           "\t- distributed_type: MULTI_GPU\n\t- num_processes: 2\n\t- tpu_env: []\n\t- use_cpu: False\n",
+           "\t- distributed_type: MULTI_GPU\n\t- num_processes: 2\n\t- tpu_env: []\n\t- use_cpu: "
+           "False\n",
        }) {
     EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line << "\nin:\n" << text;
   }
@@ -59,13 +63,15 @@ TEST(EnvReportTest, SchedulerLine) {
   EnvReport r = sampleReport();
   EXPECT_NE(renderEnvText(r).find("- Scheduler: none (a static launch)\n"), std::string::npos);
   EXPECT_TRUE(renderEnvJson(r).at("scheduler").is_null());
-  auto info = detectScheduler({"SLURM_JOB_ID=42", "SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=n[1-2]", "SLURM_NNODES=2",
-                               "SLURM_NODEID=1", "SLURM_NTASKS=2", "SLURM_PROCID=1", "SLURM_LOCALID=0",
-                               "SLURM_GPUS_ON_NODE=4", "SLURM_CPUS_ON_NODE=32"});
+  auto info =
+      detectScheduler({"SLURM_JOB_ID=42", "SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=n[1-2]",
+                       "SLURM_NNODES=2", "SLURM_NODEID=1", "SLURM_NTASKS=2", "SLURM_PROCID=1",
+                       "SLURM_LOCALID=0", "SLURM_GPUS_ON_NODE=4", "SLURM_CPUS_ON_NODE=32"});
   ASSERT_TRUE(info) << info.error();
   r.scheduler = **info;
-  EXPECT_NE(renderEnvText(r).find("- Scheduler: SLURM job 42: node 1 of 2 (master n1), task 1 of 2 (local 0 of 1), "
-                                  "4 GPU(s), 32 CPU(s) on this node\n"),
+  EXPECT_NE(renderEnvText(r).find(
+                "- Scheduler: SLURM job 42: node 1 of 2 (master n1), task 1 of 2 (local 0 of 1), "
+                "4 GPU(s), 32 CPU(s) on this node\n"),
             std::string::npos)
       << renderEnvText(r);
   auto j = renderEnvJson(r).at("scheduler");

@@ -1,10 +1,10 @@
 #include "probes/preflight.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 #include "libaccel/store/wire_protocol.h"
 
@@ -12,8 +12,9 @@ namespace accel::probes {
 namespace {
 
 // EXPECT_HAS(text, part): `part` occurs in `text`, else both are printed.
-#define EXPECT_HAS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "'" << (part) << "' not in: " << (text)
+#define EXPECT_HAS(text, part)                               \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) \
+      << "'" << (part) << "' not in: " << (text)
 
 ConfigFacts facts(const std::string& yamlLike) {
   ConfigFacts f;
@@ -166,8 +167,9 @@ TEST(PreflightChecks, PortOnlyOnMachineZeroAndOnlyWhenSet) {
   NetworkProbes net;
   net.port_free = [&](int port) -> Expected<void> {
     ++asked;
-    return makeError("--main_process_port: port " + std::to_string(port) +
-                     " is already in use by pid 42 (python3); choose another port or omit it to get a free one");
+    return makeError(
+        "--main_process_port: port " + std::to_string(port) +
+        " is already in use by pid 42 (python3); choose another port or omit it to get a free one");
   };
   auto f = facts("MULTI_CPU 2");
   f.config->main_process_port = 29500;
@@ -182,13 +184,16 @@ TEST(PreflightChecks, PortOnlyOnMachineZeroAndOnlyWhenSet) {
   auto rank1 = facts("MULTI_CPU 4 2 1");
   rank1.config->main_process_port = 29500;
   EXPECT_EQ(checkPort(rank1, net).status, CheckStatus::Ok);
-  EXPECT_EQ(asked, 1);                                                          // neither asked the system
-  EXPECT_EQ(checkPort(facts("MULTI_CPU 4 2"), net).status, CheckStatus::Fail);  // several machines, no port
+  EXPECT_EQ(asked, 1);  // neither asked the system
+  EXPECT_EQ(checkPort(facts("MULTI_CPU 4 2"), net).status,
+            CheckStatus::Fail);  // several machines, no port
 }
 
 TEST(PreflightChecks, NetworkWithSeveralMachines) {
   NetworkProbes net;
-  net.route = [](const std::string&) -> Expected<std::string> { return std::string("eth0 (10.0.0.2)"); };
+  net.route = [](const std::string&) -> Expected<std::string> {
+    return std::string("eth0 (10.0.0.2)");
+  };
   net.reach = [](const std::string&, int) -> Expected<void> { return {}; };
   HostFacts host{"node1", {"10.0.0.2"}, ""};
   auto f = facts("MULTI_GPU 16 2 1");
@@ -201,18 +206,24 @@ TEST(PreflightChecks, NetworkWithSeveralMachines) {
   auto loop = checkNetwork(f, HostFacts{"node1", {"::1", "127.0.1.1"}, ""}, net);
   EXPECT_EQ(loop.status, CheckStatus::Warn);
   EXPECT_HAS(loop.fix, "/etc/hosts");
-  EXPECT_EQ(checkNetwork(f, HostFacts{"node1", {}, "Name or service not known"}, net).status, CheckStatus::Warn);
+  EXPECT_EQ(checkNetwork(f, HostFacts{"node1", {}, "Name or service not known"}, net).status,
+            CheckStatus::Warn);
 
-  net.reach = [](const std::string&, int) -> Expected<void> { return makeError("connection refused"); };
+  net.reach = [](const std::string&, int) -> Expected<void> {
+    return makeError("connection refused");
+  };
   auto later = checkNetwork(f, host, net);
   EXPECT_EQ(later.status, CheckStatus::Warn);
   EXPECT_HAS(later.finding, "is not reachable yet: connection refused");
-  net.route = [](const std::string&) -> Expected<std::string> { return makeError("cannot resolve 'x'"); };
+  net.route = [](const std::string&) -> Expected<std::string> {
+    return makeError("cannot resolve 'x'");
+  };
   EXPECT_EQ(checkNetwork(f, host, net).status, CheckStatus::Fail);
 
   f.config->main_process_ip.reset();
   EXPECT_EQ(checkNetwork(f, host, net).status, CheckStatus::Fail);
-  EXPECT_EQ(checkNetwork(facts("MULTI_GPU 8"), HostFacts{"x", {}, "no"}, net).status, CheckStatus::Ok);  // one machine
+  EXPECT_EQ(checkNetwork(facts("MULTI_GPU 8"), HostFacts{"x", {}, "no"}, net).status,
+            CheckStatus::Ok);  // one machine
 }
 
 TEST(PreflightChecks, ShmAndPython) {

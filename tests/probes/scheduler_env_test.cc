@@ -53,12 +53,18 @@ TEST(TasksPerNodeTest, ExpandsRepeats) {
 }
 
 Environment slurmStep() {
-  return {"SLURM_JOB_ID=4242",          "SLURM_STEP_ID=0",
-          "SLURM_JOB_NODELIST=gpu-a[01-04,07],cpu[1-2]", "SLURM_STEP_NODELIST=gpu-a[01-02]",
-          "SLURM_NNODES=2",             "SLURM_NODEID=1",
-          "SLURM_NTASKS=4",             "SLURM_PROCID=3",
-          "SLURM_LOCALID=1",            "SLURM_STEP_TASKS_PER_NODE=2(x2)",
-          "SLURM_GPUS_ON_NODE=2",       "SLURM_CPUS_ON_NODE=16",
+  return {"SLURM_JOB_ID=4242",
+          "SLURM_STEP_ID=0",
+          "SLURM_JOB_NODELIST=gpu-a[01-04,07],cpu[1-2]",
+          "SLURM_STEP_NODELIST=gpu-a[01-02]",
+          "SLURM_NNODES=2",
+          "SLURM_NODEID=1",
+          "SLURM_NTASKS=4",
+          "SLURM_PROCID=3",
+          "SLURM_LOCALID=1",
+          "SLURM_STEP_TASKS_PER_NODE=2(x2)",
+          "SLURM_GPUS_ON_NODE=2",
+          "SLURM_CPUS_ON_NODE=16",
           "PATH=/usr/bin"};
 }
 
@@ -75,7 +81,8 @@ TEST(DetectSchedulerTest, SlurmStepGivesNodesAndTask) {
   const SchedulerInfo& info = **s;
   EXPECT_EQ(info.name, "SLURM");
   EXPECT_TRUE(info.in_step);
-  EXPECT_EQ(info.hosts, (Hosts{"gpu-a01", "gpu-a02"}));  // the step's nodes, not the whole allocation
+  EXPECT_EQ(info.hosts,
+            (Hosts{"gpu-a01", "gpu-a02"}));  // the step's nodes, not the whole allocation
   EXPECT_EQ(info.num_nodes, 2);
   EXPECT_EQ(info.node_rank, 1);
   EXPECT_EQ(info.job_id, "4242");
@@ -88,7 +95,8 @@ TEST(DetectSchedulerTest, SlurmStepGivesNodesAndTask) {
 }
 
 TEST(DetectSchedulerTest, SlurmBatchScriptUsesTheJobNodelist) {
-  auto s = detectScheduler({"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=n[1-2]", "SLURM_NNODES=2", "SLURM_NODEID=0"});
+  auto s = detectScheduler(
+      {"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=n[1-2]", "SLURM_NNODES=2", "SLURM_NODEID=0"});
   ASSERT_TRUE(s) << s.error();
   EXPECT_FALSE((*s)->in_step);
   EXPECT_EQ((*s)->hosts, (Hosts{"n1", "n2"}));
@@ -105,15 +113,17 @@ TEST(DetectSchedulerTest, SlurmInconsistenciesNameTheVariable) {
   ASSERT_FALSE(s);
   EXPECT_NE(s.error().find("SLURM_JOB_NODELIST: hostlist 'n[1-2'"), std::string::npos) << s.error();
 
-  s = detectScheduler({"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=n1", "SLURM_NNODES=1", "SLURM_NODEID=x"});
+  s = detectScheduler(
+      {"SLURM_JOB_ID=7", "SLURM_JOB_NODELIST=n1", "SLURM_NNODES=1", "SLURM_NODEID=x"});
   ASSERT_FALSE(s);
   EXPECT_NE(s.error().find("SLURM_NODEID='x'"), std::string::npos) << s.error();
 }
 
 TEST(DetectSchedulerTest, OpenMpiWinsOverTheSurroundingAllocation) {
   auto env = slurmStep();
-  for (const char* kv : {"OMPI_COMM_WORLD_RANK=5", "OMPI_COMM_WORLD_SIZE=8", "OMPI_COMM_WORLD_LOCAL_RANK=1",
-                         "OMPI_COMM_WORLD_LOCAL_SIZE=4", "OMPI_MCA_ess_base_jobid=1234"}) {
+  for (const char* kv :
+       {"OMPI_COMM_WORLD_RANK=5", "OMPI_COMM_WORLD_SIZE=8", "OMPI_COMM_WORLD_LOCAL_RANK=1",
+        "OMPI_COMM_WORLD_LOCAL_SIZE=4", "OMPI_MCA_ess_base_jobid=1234"}) {
     env.push_back(kv);
   }
   auto s = detectScheduler(env);
@@ -137,8 +147,8 @@ TEST(DetectSchedulerTest, PmiNeedsALocalRank) {
   s = detectScheduler({"PMI_RANK=1", "PMI_SIZE=2"});
   ASSERT_FALSE(s);
   EXPECT_NE(s.error().find("MPI_LOCALRANKID"), std::string::npos) << s.error();
-  s = detectScheduler({"OMPI_COMM_WORLD_RANK=2", "OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_LOCAL_RANK=0",
-                       "OMPI_COMM_WORLD_LOCAL_SIZE=1"});
+  s = detectScheduler({"OMPI_COMM_WORLD_RANK=2", "OMPI_COMM_WORLD_SIZE=2",
+                       "OMPI_COMM_WORLD_LOCAL_RANK=0", "OMPI_COMM_WORLD_LOCAL_SIZE=1"});
   ASSERT_FALSE(s);
   EXPECT_NE(s.error().find("rank 2 of 2"), std::string::npos) << s.error();
 }

@@ -46,7 +46,8 @@ TEST(Heartbeat, EachBeatReachesTheStoreAsOneStepAndTheObserverSeesIt) {
   }));
   // Batched or not, the values only grow, and nothing else was observed.
   const auto& values = seen.writes["/accel_step/3"];
-  for (size_t i = 1; i < values.size(); ++i) EXPECT_LT(std::stoll(values[i - 1]), std::stoll(values[i]));
+  for (size_t i = 1; i < values.size(); ++i)
+    EXPECT_LT(std::stoll(values[i - 1]), std::stoll(values[i]));
   EXPECT_EQ(seen.writes.size(), 1u);
   TcpStoreClient reader(client);
   EXPECT_EQ(reader.get("accel_step/3"), "5");

@@ -3,17 +3,16 @@
 // timeouts, watchKey callbacks (1.13) and the extended API (2.x); and our client against
 // LibTorch's own server.
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/version.h>
-
 #include <atomic>
 #include <future>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
 
-#include "libaccel/comm/torch_tcp_store.h"
 #include "accel/error.h"
+#include "libaccel/comm/torch_tcp_store.h"
 #include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
 
@@ -90,9 +89,10 @@ TEST_F(LibTorchClientTest, WatchKeyCallbacks) {
 #endif
   auto s = torchClient();
   std::promise<std::pair<std::string, std::string>> created;
-  s->watchKey("watched", [&](c10::optional<std::string> oldValue, c10::optional<std::string> newValue) {
-    created.set_value({oldValue.value_or("<none>"), newValue.value_or("<none>")});
-  });
+  s->watchKey("watched",
+              [&](c10::optional<std::string> oldValue, c10::optional<std::string> newValue) {
+                created.set_value({oldValue.value_or("<none>"), newValue.value_or("<none>")});
+              });
   auto other = torchClient();
   other->set("watched", bytes("first"));
   auto f = created.get_future();
@@ -144,7 +144,8 @@ TEST(TorchServerTest, OurClientSpeaksToTorchsServer) {
   co.port = server->getPort();
   TcpStoreClient ours(co);
   // The probe found torch's generation: validated from 2.2 (this test meets 2.6), legacy before.
-  EXPECT_EQ(ours.generation(), TORCH_VERSION_MAJOR >= 2 ? wire::Generation::Validated : wire::Generation::Legacy);
+  EXPECT_EQ(ours.generation(),
+            TORCH_VERSION_MAJOR >= 2 ? wire::Generation::Validated : wire::Generation::Legacy);
   ours.set("k", "v");
   EXPECT_EQ(text(server->get("k")), "v");
   EXPECT_EQ(ours.add("n", 4), 4);

@@ -27,7 +27,8 @@ using namespace std::chrono_literals;
 using wire::Generation;
 using wire::Op;
 
-wire::Request request(Op op, std::vector<std::string> keys, std::string value = "", int64_t delta = 0) {
+wire::Request request(Op op, std::vector<std::string> keys, std::string value = "",
+                      int64_t delta = 0) {
   wire::Request q;
   q.op = op;
   q.keys = std::move(keys);
@@ -104,7 +105,8 @@ class StoreLimitsTest : public ::testing::Test {
     o.timeout = 10s;
     return std::make_unique<TcpStoreClient>(o);
   }
-  bool await(const std::function<bool(const TcpStoreServerStats&)>& pred, std::chrono::milliseconds t = 10s) {
+  bool await(const std::function<bool(const TcpStoreServerStats&)>& pred,
+             std::chrono::milliseconds t = 10s) {
     return server_->awaitStats(pred, t);
   }
   std::vector<std::string> lines() {
@@ -121,20 +123,25 @@ class StoreLimitsTest : public ::testing::Test {
 // then vanishes: nothing of it stays parked, indexed or buffered.
 TEST_F(StoreLimitsTest, AClientThatVanishesWhileParkedLeavesNothingBehind) {
   int waiter = rawSocket();
-  ASSERT_TRUE(sendAll(waiter, validateFrame() + wire::encodeRequest(Generation::Validated,
-                                                                    request(Op::Wait, {"/never"}))));
+  ASSERT_TRUE(sendAll(
+      waiter,
+      validateFrame() + wire::encodeRequest(Generation::Validated, request(Op::Wait, {"/never"}))));
   int barrier = rawSocket();
-  ASSERT_TRUE(sendAll(barrier, validateFrame() + wire::encodeRequest(Generation::Validated,
-                                                                     request(Op::Barrier, {"/b"}, "", 2))));
+  ASSERT_TRUE(
+      sendAll(barrier, validateFrame() + wire::encodeRequest(Generation::Validated,
+                                                             request(Op::Barrier, {"/b"}, "", 2))));
   int watcher = rawSocket();  // torch 1.13's callback connection
-  ASSERT_TRUE(sendAll(watcher, wire::encodeRequest(Generation::Legacy, request(Op::WatchKey, {"/never"}))));
+  ASSERT_TRUE(
+      sendAll(watcher, wire::encodeRequest(Generation::Legacy, request(Op::WatchKey, {"/never"}))));
   ASSERT_EQ(testing::readExactly(watcher, 1), "\x03");  // KEY_CALLBACK_RESPONSE
   // A frame left half sent holds input until its connection goes.
   int half = rawSocket();
-  const std::string set = wire::encodeRequest(Generation::Legacy, request(Op::Set, {"/h"}, std::string(1000, 'v')));
+  const std::string set =
+      wire::encodeRequest(Generation::Legacy, request(Op::Set, {"/h"}, std::string(1000, 'v')));
   ASSERT_TRUE(sendAll(half, std::string_view(set).substr(0, 600)));
   ASSERT_TRUE(await([](const TcpStoreServerStats& s) {
-    return s.parked_waits == 1 && s.parked_barriers == 1 && s.watches == 1 && s.buffered_input_bytes > 0;
+    return s.parked_waits == 1 && s.parked_barriers == 1 && s.watches == 1 &&
+           s.buffered_input_bytes > 0;
   }));
   EXPECT_EQ(server_->stats().tracked_waiters, 1u);
   EXPECT_GT(server_->stats().parked_entries, 0u);
@@ -172,7 +179,8 @@ TEST_F(StoreLimitsTest, RepeatedWatchesAreOneSubscription) {
   setter->set("w", "2");
   EXPECT_EQ(setter->get("w"), "2");  // both SETs handled: their notifications are queued
   // A later watch's reply comes after every notification already queued on this connection.
-  ASSERT_TRUE(sendAll(watcher, wire::encodeRequest(Generation::Legacy, request(Op::WatchKey, {"/z"}))));
+  ASSERT_TRUE(
+      sendAll(watcher, wire::encodeRequest(Generation::Legacy, request(Op::WatchKey, {"/z"}))));
   std::string expected;
   for (auto [event, old, now] : {std::tuple{1, "", "1"}, std::tuple{0, "1", "2"}}) {
     wire::putByte(expected, static_cast<uint8_t>(event));
@@ -192,7 +200,8 @@ TEST_F(StoreLimitsTest, RepeatedWatchesAreOneSubscription) {
 TEST_F(StoreLimitsTest, AMillionKeyWaitIsServedWhileOthersAreServed) {
   const auto keys = numberedKeys(1'000'000);
   int waiter = rawSocket();
-  const std::string frame = validateFrame() + wire::encodeRequest(Generation::Validated, request(Op::Wait, keys));
+  const std::string frame =
+      validateFrame() + wire::encodeRequest(Generation::Validated, request(Op::Wait, keys));
   ASSERT_LT(frame.size(), TcpStoreServerOptions{}.max_connection_input_bytes / 4);
   ASSERT_TRUE(sendAll(waiter, frame));
   ASSERT_TRUE(await([](const TcpStoreServerStats& s) { return s.parked_waits == 1; }, 60s));
@@ -215,7 +224,8 @@ TEST_F(StoreLimitsTest, AMillionKeyWaitIsServedWhileOthersAreServed) {
   EXPECT_EQ(server_->stats().parked_waits, 1u);
   other->set(keys.back().substr(1), "last");
   EXPECT_EQ(testing::readExactly(waiter, 1), std::string(1, '\0'));  // STOP_WAITING
-  ASSERT_TRUE(await([](const TcpStoreServerStats& s) { return s.parked_waits == 0 && s.parked_entries == 0; }));
+  ASSERT_TRUE(await(
+      [](const TcpStoreServerStats& s) { return s.parked_waits == 0 && s.parked_entries == 0; }));
   ::close(waiter);
   ::close(setter);
 }
@@ -237,17 +247,20 @@ TEST_F(SmallInputLimitsTest, AMillionKeyWaitOverTheConnectionLimitIsClosedWithOn
   int waiter = rawSocket();
   const std::string peer = localPeer(waiter);
   const std::string frame =
-      validateFrame() + wire::encodeRequest(Generation::Validated, request(Op::Wait, numberedKeys(1'000'000)));
+      validateFrame() +
+      wire::encodeRequest(Generation::Validated, request(Op::Wait, numberedKeys(1'000'000)));
   sendAll(waiter, frame);  // cut short when the server closes it
   EXPECT_TRUE(closedByServer(waiter));
   ::close(waiter);
-  ASSERT_TRUE(await([](const TcpStoreServerStats& s) { return s.input_limit_drops == 1 && s.connections == 1; }));
+  ASSERT_TRUE(await(
+      [](const TcpStoreServerStats& s) { return s.input_limit_drops == 1 && s.connections == 1; }));
   EXPECT_EQ(server_->stats().buffered_input_bytes, 0u);
   EXPECT_EQ(server_->stats().parked_waits, 0u);
   EXPECT_EQ(other->add("alive", 1), 1);
   auto logged = lines();
   ASSERT_EQ(logged.size(), 1u);
-  const std::string head = "closing the connection from " + peer + ": its unfinished request holds ";
+  const std::string head =
+      "closing the connection from " + peer + ": its unfinished request holds ";
   const std::string tail = " bytes, over the limit of 3145728 bytes per connection";
   ASSERT_EQ(logged[0].rfind(head, 0), 0u) << logged[0];
   ASSERT_GT(logged[0].size(), head.size() + tail.size());
@@ -265,28 +278,36 @@ TEST_F(SmallInputLimitsTest, TheGlobalBudgetClosesTheConnectionHoldingTheMost) {
   big.op = Op::MultiSet;
   big.keys = {"/a", "/b", "/c"};
   big.values.assign(3, std::string(900 << 10, 'x'));
-  const std::string frame = validateFrame() + wire::encodeRequest(Generation::Validated, big);  // ~2.7 MiB
+  const std::string frame =
+      validateFrame() + wire::encodeRequest(Generation::Validated, big);  // ~2.7 MiB
   int hog = rawSocket();
   const std::string hogPeer = localPeer(hog);
   ASSERT_TRUE(sendAll(hog, std::string_view(frame).substr(0, 2500 << 10)));
-  ASSERT_TRUE(await([](const TcpStoreServerStats& s) { return s.buffered_input_bytes >= (2500u << 10); }));
+  ASSERT_TRUE(
+      await([](const TcpStoreServerStats& s) { return s.buffered_input_bytes >= (2500u << 10); }));
   int modest = rawSocket();
   ASSERT_TRUE(sendAll(modest, std::string_view(frame).substr(0, 1000 << 10)));
-  ASSERT_TRUE(await([](const TcpStoreServerStats& s) { return s.bytes_received >= (3500u << 10); }));
+  ASSERT_TRUE(
+      await([](const TcpStoreServerStats& s) { return s.bytes_received >= (3500u << 10); }));
   EXPECT_EQ(server_->stats().input_limit_drops, 0u);  // 3.4 MiB: within the 4 MiB budget
-  ASSERT_TRUE(sendAll(modest, std::string_view(frame).substr(1000 << 10, 700 << 10)));  // 4.1 MiB in all
+  ASSERT_TRUE(
+      sendAll(modest, std::string_view(frame).substr(1000 << 10, 700 << 10)));  // 4.1 MiB in all
   EXPECT_TRUE(closedByServer(hog));
   ::close(hog);
-  ASSERT_TRUE(sendAll(modest, frame.substr(1700 << 10) +
-                                  wire::encodeRequest(Generation::Validated, request(Op::Get, {"/c"}))));
+  ASSERT_TRUE(
+      sendAll(modest, frame.substr(1700 << 10) +
+                          wire::encodeRequest(Generation::Validated, request(Op::Get, {"/c"}))));
   wire::putBytes(big.value, big.values[2]);
   EXPECT_EQ(testing::readExactly(modest, big.value.size()), big.value);
   ::close(modest);
   auto logged = lines();
   ASSERT_EQ(logged.size(), 1u);
-  EXPECT_EQ(logged[0].rfind("closing the connection from " + hogPeer + ": unfinished requests hold ", 0), 0u)
+  EXPECT_EQ(
+      logged[0].rfind("closing the connection from " + hogPeer + ": unfinished requests hold ", 0),
+      0u)
       << logged[0];
-  EXPECT_NE(logged[0].find(" bytes over all connections, over the budget of 4194304 bytes; this one holds the most ("),
+  EXPECT_NE(logged[0].find(" bytes over all connections, over the budget of 4194304 bytes; this "
+                           "one holds the most ("),
             std::string::npos)
       << logged[0];
   EXPECT_EQ(server_->stats().input_limit_drops, 1u);
@@ -297,8 +318,9 @@ TEST_F(SmallInputLimitsTest, TheGlobalBudgetClosesTheConnectionHoldingTheMost) {
 TEST_F(StoreLimitsTest, AFrameSentOneByteAtATimeIsExaminedOnce) {
   int fd = rawSocket();
   wire::Request set = request(Op::Set, {"/slow"}, std::string(2000, 's'));
-  const std::string bytes = validateFrame() + wire::encodeRequest(Generation::Validated, set) +
-                            wire::encodeRequest(Generation::Validated, request(Op::Wait, numberedKeys(100)));
+  const std::string bytes =
+      validateFrame() + wire::encodeRequest(Generation::Validated, set) +
+      wire::encodeRequest(Generation::Validated, request(Op::Wait, numberedKeys(100)));
   for (size_t i = 0; i < bytes.size(); ++i) {
     ASSERT_TRUE(sendAll(fd, bytes.substr(i, 1)));
     // The server has read this byte before the next is sent: one byte per read.
@@ -324,7 +346,8 @@ TEST(StoreLimitsOptionsTest, AConnectionLimitBelowTheLongestValueIsRefused) {
     FAIL() << "started with a limit no maximal SET fits in";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "TCPStore server: max_connection_input_bytes (67108864) must be at least max_value_bytes (67108864) "
+              "TCPStore server: max_connection_input_bytes (67108864) must be at least "
+              "max_value_bytes (67108864) "
               "+ 1 KiB, so that a SET of the longest value allowed fits");
   }
 }

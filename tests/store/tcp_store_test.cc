@@ -117,8 +117,9 @@ TEST_F(TcpStoreTest, GetTimesOutNamingKeyAddressAndProgress) {
     c->wait({"present", "missing"}, 200ms);
     FAIL() << "no timeout";
   } catch (const TimeoutError& e) {
-    EXPECT_EQ(std::string(e.what()), "waited 0.2 s for keys [present, missing] on the store at 127.0.0.1:" +
-                                         std::to_string(server_->port()) + "; still missing [missing] (1/2 present)");
+    EXPECT_EQ(std::string(e.what()),
+              "waited 0.2 s for keys [present, missing] on the store at 127.0.0.1:" +
+                  std::to_string(server_->port()) + "; still missing [missing] (1/2 present)");
   }
   // The client recovers (a fresh connection) and the late key still arrives for others.
   c->set("missing", "now");
@@ -136,7 +137,11 @@ TEST_F(TcpStoreTest, ConnectFailureNamesAddress) {
     FAIL() << "connected to a stopped server";
   } catch (const NetworkError& e) {
     std::string m = e.what();
-    EXPECT_EQ(m.rfind("cannot connect to the store at 127.0.0.1:" + std::to_string(port) + " within 0.1 s", 0), 0u) << m;
+    EXPECT_EQ(m.rfind("cannot connect to the store at 127.0.0.1:" + std::to_string(port) +
+                          " within 0.1 s",
+                      0),
+              0u)
+        << m;
     EXPECT_NE(m.find("Connection refused"), std::string::npos) << m;
   }
 }
@@ -184,7 +189,8 @@ TEST_F(TcpStoreTest, ClientsVanishingMidFrameAndMidWaitLeaveNoTrace) {
   EXPECT_FALSE(c->check({"half"}));
   c->set("never", "now");  // wakes 50 dead waiters: must not crash or send to closed sockets
   EXPECT_EQ(c->get("never"), "now");
-  for (int i = 0; i < 100 && server_->stats().connections_accepted < 101; ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 100 && server_->stats().connections_accepted < 101; ++i)
+    std::this_thread::sleep_for(10ms);
   EXPECT_EQ(server_->stats().connections_accepted, 101u);
 }
 
@@ -208,13 +214,15 @@ TEST_F(SlowReaderTest, AReaderThatNeverReadsIsDroppedNotBuffered) {
   std::string many;
   for (int i = 0; i < 128; ++i) many += get;  // asks for 32 MiB of replies, reads none
   ASSERT_EQ(::send(slow, many.data(), many.size(), 0), static_cast<ssize_t>(many.size()));
-  for (int i = 0; i < 200 && server_->stats().connections_dropped == 0; ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 200 && server_->stats().connections_dropped == 0; ++i)
+    std::this_thread::sleep_for(10ms);
   EXPECT_EQ(server_->stats().connections_dropped, 1u);
   ::close(slow);
   EXPECT_EQ(c->get("big").size(), 256u * 1024);
 }
 
-class ClientGenerationTest : public TcpStoreTest, public ::testing::WithParamInterface<wire::Generation> {};
+class ClientGenerationTest : public TcpStoreTest,
+                             public ::testing::WithParamInterface<wire::Generation> {};
 
 TEST_P(ClientGenerationTest, EveryCallInEveryGenerationAndCancelledWaitsKeepTheConnection) {
   TcpStoreClientOptions o;
@@ -235,7 +243,8 @@ TEST_P(ClientGenerationTest, EveryCallInEveryGenerationAndCancelledWaitsKeepTheC
   EXPECT_THROW(c.wait({"never"}, 50ms), TimeoutError);
   EXPECT_EQ(c.get("k"), "w");
   // Legacy cannot cancel a wait and replaces its connection; the others keep theirs.
-  EXPECT_EQ(server_->stats().connections_accepted - accepted, GetParam() == wire::Generation::Legacy ? 1u : 0u);
+  EXPECT_EQ(server_->stats().connections_accepted - accepted,
+            GetParam() == wire::Generation::Legacy ? 1u : 0u);
   if (GetParam() != wire::Generation::Legacy) {
     EXPECT_EQ(server_->stats().parked_waits, 0u);  // cancelled, not left parked
   }
@@ -292,11 +301,15 @@ TEST_F(LoggedStoreTest, BytesOfNoProtocolCloseAtOnceWithOneLineNamingPeerAndByte
   EXPECT_EQ(good->get("still"), "fine");
   auto logged = lines();
   ASSERT_EQ(logged.size(), 2u);
-  EXPECT_EQ(logged[0], "closing the connection from 127.0.0.1:" + std::to_string(ntohs(local.sin_port)) +
-                           ": first query code 71 is neither torch 2.2+'s VALIDATE nor a torch 1.13-2.1 query; not a "
-                           "TCPStore client (bytes: 47 45 54 20 2f 20 48 54 54 50 2f 31 2e 31 0d 0a)");
-  EXPECT_NE(logged[1].find(": unknown query code 99 for the validated (torch 2.2 - 2.14) protocol (bytes: 63)"),
-            std::string::npos)
+  EXPECT_EQ(logged[0],
+            "closing the connection from 127.0.0.1:" + std::to_string(ntohs(local.sin_port)) +
+                ": first query code 71 is neither torch 2.2+'s VALIDATE nor a torch 1.13-2.1 "
+                "query; not a "
+                "TCPStore client (bytes: 47 45 54 20 2f 20 48 54 54 50 2f 31 2e 31 0d 0a)");
+  EXPECT_NE(
+      logged[1].find(
+          ": unknown query code 99 for the validated (torch 2.2 - 2.14) protocol (bytes: 63)"),
+      std::string::npos)
       << logged[1];
   EXPECT_EQ(server_->stats().protocol_errors, 2u);
   EXPECT_EQ(server_->stats().validated_connections, 2u);  // ours (the probe) and the bad one
@@ -309,7 +322,8 @@ TEST_F(TcpStoreTest, ClearKeysKeepsTheAgentsKeysAndParkedWaits) {
   c->add("worker/attempt_0/x", 1);
   auto waiter = client();
   int fd = waiter->startWait({"later"});
-  c->set("sync", "1");  // this connection's requests are handled in order: the WAIT is parked by now
+  c->set("sync",
+         "1");  // this connection's requests are handled in order: the WAIT is parked by now
   ASSERT_TRUE(c->check({"sync"}));
   EXPECT_EQ(server_->clearKeysExcept({"/accel/"}), 3u);
   EXPECT_TRUE(c->check({"accel/rdzv/job/agent/0"}));
@@ -340,8 +354,9 @@ TEST(TcpStoreServerTest, TakenPortIsAnErrorNamingIt) {
     TcpStoreServer::start(loopback(first->port()));
     FAIL() << "bound a taken port";
   } catch (const AddressInUseError& e) {  // its own type: an agent may then join as a client
-    EXPECT_EQ(std::string(e.what()), "TCPStore server: cannot listen on 127.0.0.1:" + std::to_string(first->port()) +
-                                         ": Address already in use");
+    EXPECT_EQ(std::string(e.what()),
+              "TCPStore server: cannot listen on 127.0.0.1:" + std::to_string(first->port()) +
+                  ": Address already in use");
   }
 }
 

@@ -1,9 +1,9 @@
 #include "libaccel/store/wire_protocol.h"
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <set>
+
+#include <gtest/gtest.h>
 
 namespace accel::store::wire {
 namespace {
@@ -12,8 +12,8 @@ constexpr Generation kLegacy = Generation::Legacy;
 constexpr Generation kTorch21 = Generation::Torch21;
 constexpr Generation kValidated = Generation::Validated;
 
-Request request(Op op, std::vector<std::string> keys, std::string value = "", std::string desired = "",
-                int64_t delta = 0) {
+Request request(Op op, std::vector<std::string> keys, std::string value = "",
+                std::string desired = "", int64_t delta = 0) {
   Request r;
   r.op = op;
   r.keys = std::move(keys);
@@ -83,7 +83,8 @@ TEST_P(EveryGeneration, EveryTruncationNeedsMore) {
     for (size_t cut = 0; cut < bytes.size(); ++cut) {
       Request out;
       auto r = parseRequest(g, std::string_view(bytes.data(), cut), {}, out);
-      EXPECT_EQ(r.status, ParseStatus::NeedMore) << "op " << static_cast<int>(q.op) << " cut at " << cut;
+      EXPECT_EQ(r.status, ParseStatus::NeedMore)
+          << "op " << static_cast<int>(q.op) << " cut at " << cut;
     }
   }
 }
@@ -119,7 +120,8 @@ TEST_P(EveryGeneration, AResumingParserSeesThePiecesAsOneStream) {
     const auto want = samples(g);
     ASSERT_EQ(got.size(), want.size()) << "piece " << piece;
     for (size_t i = 0; i < want.size(); ++i) {
-      EXPECT_EQ(encodeRequest(g, got[i]), encodeRequest(g, want[i])) << "piece " << piece << ", request " << i;
+      EXPECT_EQ(encodeRequest(g, got[i]), encodeRequest(g, want[i]))
+          << "piece " << piece << ", request " << i;
     }
   }
 }
@@ -130,7 +132,7 @@ TEST(RequestParserTest, HoldsWhatArrivedNotWhatALengthClaims) {
   std::string head;
   putByte(head, *codeOf(kLegacy, Op::Set));
   putBytes(head, "/k");
-  putUint64(head, 60ull << 20);  // a 60 MiB value is announced
+  putUint64(head, 60ull << 20);    // a 60 MiB value is announced
   head += std::string(1000, 'v');  // 1000 bytes of it arrive
   ParseResult r = parser.feed(kLegacy, head);
   EXPECT_EQ(r.status, ParseStatus::NeedMore);
@@ -160,9 +162,11 @@ TEST_P(EveryGeneration, AbsurdLengthsAreInvalidBeforeAnyAllocation) {
   EXPECT_EQ(r.error, "WAIT: a list of 11 keys is longer than the limit of 10");
 }
 
-INSTANTIATE_TEST_SUITE_P(WireProtocol, EveryGeneration, ::testing::Values(kLegacy, kTorch21, kValidated),
-                         [](const auto& info) {
-                           return info.param == kLegacy ? "Legacy" : info.param == kTorch21 ? "Torch21" : "Validated";
+INSTANTIATE_TEST_SUITE_P(WireProtocol, EveryGeneration,
+                         ::testing::Values(kLegacy, kTorch21, kValidated), [](const auto& info) {
+                           return info.param == kLegacy    ? "Legacy"
+                                  : info.param == kTorch21 ? "Torch21"
+                                                           : "Validated";
                          });
 
 TEST(WireProtocolTest, UnvalidatedConnectionsAreToldApartByTheirFirstDistinctQuery) {
@@ -194,7 +198,8 @@ TEST(WireProtocolTest, TheMatrixHasOneCodePerQueryAndNoGaps) {
     std::set<Op> ops;
     for (const auto& q : queryTable()) {
       if (q.generation != g) continue;
-      EXPECT_TRUE(codes.insert(q.code).second) << describe(g) << " code " << int(q.code) << " twice";
+      EXPECT_TRUE(codes.insert(q.code).second)
+          << describe(g) << " code " << int(q.code) << " twice";
       EXPECT_TRUE(ops.insert(q.op).second) << describe(g) << " " << q.name << " twice";
     }
     ASSERT_FALSE(codes.empty());
@@ -240,7 +245,9 @@ TEST(WireProtocolTest, GenerationIsToldFromTheFirstBytes) {
   EXPECT_FALSE(d.decisive);
   d = detectGeneration("GET / HTTP/1.1\r\n");
   EXPECT_EQ(d.status, ParseStatus::Invalid);
-  EXPECT_EQ(d.error, "first query code 71 is neither torch 2.2+'s VALIDATE nor a torch 1.13-2.1 query; not a TCPStore client");
+  EXPECT_EQ(d.error,
+            "first query code 71 is neither torch 2.2+'s VALIDATE nor a torch 1.13-2.1 query; not "
+            "a TCPStore client");
   EXPECT_TRUE(detectGeneration("\x0b").status == ParseStatus::Complete);  // 2.1's CANCEL_WAIT
   EXPECT_EQ(detectGeneration("\x0c").status, ParseStatus::Invalid);
 }

@@ -55,8 +55,9 @@ struct Transcript {
 
 // Query codes of one release, written out as its QueryType enum numbers them.
 struct Codes {
-  int validate, set, compare_set, get, add, check, wait, getnumkeys, watch_key, delete_key, append, multi_get,
-      multi_set, cancel_wait, ping, queue_push, queue_pop, queue_len, list_keys, barrier;  // -1: absent
+  int validate, set, compare_set, get, add, check, wait, getnumkeys, watch_key, delete_key, append,
+      multi_get, multi_set, cancel_wait, ping, queue_push, queue_pop, queue_len, list_keys,
+      barrier;  // -1: absent
 };
 // 1.13.1 and 2.0: TCPStore.cpp's enum.
 constexpr Codes kTorch113{-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
@@ -130,15 +131,18 @@ std::vector<Transcript> transcripts() {
   std::vector<Step> listKeys = {{u8(v.list_keys), i64(0)}};
   std::vector<Step> barrier = {{u8(v.barrier) + str("/b") + i64(1), u8(kStopWaiting)}};
   return {
-      {"torch-1.13", "v1.13.1 and v2.0 TCPStore.cpp", join({basics(kTorch113),
-                                                            {{u8(kTorch113.delete_key) + str("/k"), i64(1)}}})},
-      {"torch-1.13-callback", "v1.13.1 TCPCallbackClient (watchKey)",
+      {"torch-1.13", "v1.13.1 and v2.0 TCPStore.cpp",
+       join({basics(kTorch113), {{u8(kTorch113.delete_key) + str("/k"), i64(1)}}})},
+      {"torch-1.13-callback",
+       "v1.13.1 TCPCallbackClient (watchKey)",
        {{u8(kTorch113.watch_key) + str("/w"), u8(3)}}},
-      {"torch-2.1", "TCPStoreBackend.hpp at pytorch@3a67b827", join({basics(kTorch21), extended(kTorch21)})},
+      {"torch-2.1", "TCPStoreBackend.hpp at pytorch@3a67b827",
+       join({basics(kTorch21), extended(kTorch21)})},
       {"torch-2.2", "VALIDATE, no PING: pytorch@0278b218 (2.2-2.4)",
        join({handshake(v, false), basics(v), extended(v)})},
       {"torch-2.6", "v2.6.0 (2.5-2.7)", join({handshake(v, true), basics(v), extended(v)})},
-      {"torch-2.8", "v2.8.0-rc4 (2.8-2.9): queues", join({handshake(v, true), basics(v), extended(v), queues})},
+      {"torch-2.8", "v2.8.0-rc4 (2.8-2.9): queues",
+       join({handshake(v, true), basics(v), extended(v), queues})},
       {"torch-2.10", "LIST_KEYS (2.10-2.11)", join({handshake(v, true), listKeys, basics(v)})},
       {"torch-2.12", "v2.14.1 (2.12-2.14): BARRIER",
        join({handshake(v, true), basics(v), extended(v), queues, barrier})},
@@ -182,7 +186,8 @@ TEST_P(WireTranscriptTest, EveryStepGetsTorchsReply) {
       EXPECT_TRUE(silent(fd)) << t.name << " step " << i;
       continue;
     }
-    EXPECT_EQ(testing::readExactly(fd, s.reply.size()), s.reply) << t.name << " step " << i << " (" << t.release << ")";
+    EXPECT_EQ(testing::readExactly(fd, s.reply.size()), s.reply)
+        << t.name << " step " << i << " (" << t.release << ")";
   }
   EXPECT_TRUE(silent(fd)) << t.name << ": replies the torch server would not send";
   ::close(fd);
@@ -190,15 +195,18 @@ TEST_P(WireTranscriptTest, EveryStepGetsTorchsReply) {
   EXPECT_EQ(server_->stats().connections_dropped, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Releases, WireTranscriptTest, ::testing::ValuesIn(transcripts()), [](const auto& info) {
-  std::string n = info.param.name;
-  for (char& ch : n) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-  return n;
-});
+INSTANTIATE_TEST_SUITE_P(Releases, WireTranscriptTest, ::testing::ValuesIn(transcripts()),
+                         [](const auto& info) {
+                           std::string n = info.param.name;
+                           for (char& ch : n)
+                             ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return n;
+                         });
 
 TEST(WireTranscripts, ListKeysAnswersEveryKeyOnce) {
   auto server = TcpStoreServer::start({});
-  std::string out = u8(0) + u32(0x3C85F7CE) + u8(1) + str("/a") + str("1") + u8(1) + str("/b") + str("2") + u8(17);
+  std::string out = u8(0) + u32(0x3C85F7CE) + u8(1) + str("/a") + str("1") + u8(1) + str("/b") +
+                    str("2") + u8(17);
   int fd = testing::connectLoopback(server->port());
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::send(fd, out.data(), out.size(), 0), static_cast<ssize_t>(out.size()));

@@ -57,8 +57,8 @@ torch::Tensor normalise(const torch::Tensor& images) {
 // Test accuracy: each rank scores its share; gatherForMetrics counts every image once.
 // Returns {correct, total} over all ranks.
 template <typename Model>
-std::pair<int64_t, int64_t> evaluate(Model& model, accel::Accelerator& acc, const torch::Tensor& testX,
-                                     const torch::Tensor& testY) {
+std::pair<int64_t, int64_t> evaluate(Model& model, accel::Accelerator& acc,
+                                     const torch::Tensor& testX, const torch::Tensor& testY) {
   model->eval();
   torch::NoGradGuard noGrad;
   accel::ShardOptions shard;
@@ -92,9 +92,11 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
 
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   if (o.model == "mlp") {
-    optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+    optimizer = std::make_unique<torch::optim::SGD>(model->parameters(),
+                                                    torch::optim::SGDOptions(0.01).momentum(0.9));
   } else {
-    optimizer = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3));
+    optimizer =
+        std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3));
   }
   acc.prepare(*model, *optimizer);
   if (!o.load_state.empty()) {
@@ -131,14 +133,16 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
       acc.backward(loss);
       acc.step();
       ++steps;
-      if (firstStepSeconds < 0) firstStepSeconds = std::chrono::duration<double>(Clock::now() - start).count();
+      if (firstStepSeconds < 0)
+        firstStepSeconds = std::chrono::duration<double>(Clock::now() - start).count();
       if (acc.isMainProcess()) lastLoss = loss.item<float>();
       if (steps == 1) firstLoss = lastLoss;
       if (o.progress && acc.isMainProcess() && (steps % 20 == 0 || i + 1 == batches.size())) {
         const int width = 30;
         int filled = static_cast<int>(width * (i + 1) / batches.size());
-        std::printf("\repoch %d/%d [%s%s] %zu/%zu loss %.4f", epoch + 1, o.epochs, std::string(filled, '=').c_str(),
-                    std::string(width - filled, ' ').c_str(), i + 1, batches.size(), lastLoss);
+        std::printf("\repoch %d/%d [%s%s] %zu/%zu loss %.4f", epoch + 1, o.epochs,
+                    std::string(filled, '=').c_str(), std::string(width - filled, ' ').c_str(),
+                    i + 1, batches.size(), lastLoss);
         std::fflush(stdout);
       }
     }
@@ -150,16 +154,19 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
 
   int64_t correct = 0, total = 0;
   if (o.evaluate) std::tie(correct, total) = evaluate(model, acc, testX, testY);
-  const double samplesPerSecond = static_cast<double>(steps * o.batch * acc.numProcesses()) / trainSeconds;
+  const double samplesPerSecond =
+      static_cast<double>(steps * o.batch * acc.numProcesses()) / trainSeconds;
   char line[512];
   std::snprintf(line, sizeof line,
                 "model %s, %d processes (%s), %s: %lld steps, first loss %.4f, final loss %.4f, "
                 "test accuracy %.2f%% (%lld/%lld), "
                 "%.0f samples/s, first step after %.2f s",
                 o.model.c_str(), acc.numProcesses(), acc.communicator().backend(),
-                acc.mixedPrecision() == accel::MixedPrecision::Bf16 ? "bf16" : "fp32", static_cast<long long>(steps),
-                firstLoss, lastLoss, 100.0 * static_cast<double>(correct) / static_cast<double>(total),
-                static_cast<long long>(correct), static_cast<long long>(total), samplesPerSecond, firstStepSeconds);
+                acc.mixedPrecision() == accel::MixedPrecision::Bf16 ? "bf16" : "fp32",
+                static_cast<long long>(steps), firstLoss, lastLoss,
+                100.0 * static_cast<double>(correct) / static_cast<double>(total),
+                static_cast<long long>(correct), static_cast<long long>(total), samplesPerSecond,
+                firstStepSeconds);
   acc.print(line);
   return 0;
 }
@@ -174,9 +181,11 @@ int main(int argc, char** argv) {
   app.add_option("--epochs", o.epochs, "Epochs")->check(CLI::PositiveNumber);
   app.add_option("--steps", o.max_steps, "Stop after this many steps (0: whole epochs)");
   app.add_option("--batch", o.batch, "Batch size per rank")->check(CLI::PositiveNumber);
-  app.add_flag("--shuffle,!--no-shuffle", o.shuffle, "Shuffle each epoch (off: file order, batch i to rank i mod N)");
+  app.add_flag("--shuffle,!--no-shuffle", o.shuffle,
+               "Shuffle each epoch (off: file order, batch i to rank i mod N)");
   app.add_option("--seed", o.seed, "Seed, set before the model is built");
-  app.add_option("--mixed_precision,--mixed-precision", o.mixed_precision, "no or bf16 (default: from accel launch)")
+  app.add_option("--mixed_precision,--mixed-precision", o.mixed_precision,
+                 "no or bf16 (default: from accel launch)")
       ->check(CLI::IsMember({"no", "bf16", "fp16"}));
   app.add_flag("--progress,!--no-progress", o.progress, "Progress bar on rank 0");
   app.add_flag("--eval,!--no-eval", o.evaluate, "Measure test accuracy after training");

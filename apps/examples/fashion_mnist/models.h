@@ -24,8 +24,10 @@ TORCH_MODULE(Mlp);
 // fc 128→10.
 struct CnnImpl : torch::nn::Module {
   CnnImpl() {
-    conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).padding(1)));
-    conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)));
+    conv1 =
+        register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3).padding(1)));
+    conv2 =
+        register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3).padding(1)));
     fc1 = register_module("fc1", torch::nn::Linear(3136, 128));
     fc2 = register_module("fc2", torch::nn::Linear(128, 10));
   }

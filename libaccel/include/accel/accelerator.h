@@ -30,8 +30,8 @@
 
 #include "accel/communicator.h"
 #include "accel/data.h"
-#include "accel/grad_scaler.h"
 #include "accel/error.h"  // accel::Error and friends, thrown by every call
+#include "accel/grad_scaler.h"
 
 namespace accel {
 
@@ -52,21 +52,23 @@ enum class Reduction { Sum, Mean };
 enum class GradientCompression { None, Bf16 };
 
 struct AcceleratorOptions {
-  std::optional<MixedPrecision> mixed_precision;    // else $ACCELERATE_MIXED_PRECISION, else no
-  std::optional<int> gradient_accumulation_steps;   // else $ACCELERATE_GRADIENT_ACCUMULATION_STEPS, else 1
-  std::optional<bool> cpu;                          // else $ACCELERATE_USE_CPU; CPU unless built with CUDA
+  std::optional<MixedPrecision> mixed_precision;  // else $ACCELERATE_MIXED_PRECISION, else no
+  std::optional<int>
+      gradient_accumulation_steps;  // else $ACCELERATE_GRADIENT_ACCUMULATION_STEPS, else 1
+  std::optional<bool> cpu;          // else $ACCELERATE_USE_CPU; CPU unless built with CUDA
   // How CPU ranks communicate (communicator.h); else $ACCEL_CPU_BACKEND, else Auto: shared
   // memory when every rank is on this machine, shared memory inside machines and Gloo between
   // them with several (comm/from_environment.h).
   std::optional<CpuBackend> cpu_backend;
   size_t bucket_cap_bytes = 25u << 20;
   bool find_unused_parameters = false;
-  std::optional<GradientCompression> gradient_compression;  // else $ACCEL_GRADIENT_COMPRESSION (none, bf16)
+  std::optional<GradientCompression>
+      gradient_compression;  // else $ACCEL_GRADIENT_COMPRESSION (none, bf16)
   GradScalerOptions scaler;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // store and collectives
   // For tests: use this communicator instead of creating one from the environment.
   std::shared_ptr<Communicator> communicator;
-  int local_rank = -1;                              // with `communicator`: else $LOCAL_RANK
+  int local_rank = -1;  // with `communicator`: else $LOCAL_RANK
 };
 
 // Autocast scope (bf16 on CPU; bf16/fp16 on CUDA); restores the previous state on exit.
@@ -87,8 +89,8 @@ class AutocastGuard {
 class Accelerator {
  public:
   // Blocks while joining the process group (at most options.timeout). Throws accel::Error on a
-  // bad environment or option (fp16 without CUDA, an unknown $ACCEL_GRADIENT_COMPRESSION), accel::NetworkError when the store or the
-  // peers cannot be reached.
+  // bad environment or option (fp16 without CUDA, an unknown $ACCEL_GRADIENT_COMPRESSION),
+  // accel::NetworkError when the store or the peers cannot be reached.
   explicit Accelerator(AcceleratorOptions options = {});
   ~Accelerator();
   Accelerator(const Accelerator&) = delete;
@@ -136,13 +138,15 @@ class Accelerator {
   double clipGradNorm(double maxNorm, double normType = 2.0);
 
   // Collectives (each blocks until every rank called it).
-  at::Tensor gather(const at::Tensor& tensor);                     // concat on dim 0, rank order
+  at::Tensor gather(const at::Tensor& tensor);  // concat on dim 0, rank order
   // gather() that drops the samples the sampler duplicated to even out the last batch: call it
   // on every batch with `lastBatch` set on the last one.
-  at::Tensor gatherForMetrics(const at::Tensor& tensor, const ShardedBatchSampler& sampler, bool lastBatch);
+  at::Tensor gatherForMetrics(const at::Tensor& tensor, const ShardedBatchSampler& sampler,
+                              bool lastBatch);
   at::Tensor reduce(const at::Tensor& tensor, Reduction reduction = Reduction::Sum);
   void broadcast(at::Tensor& tensor, int fromProcess = 0);
-  at::Tensor padAcrossProcesses(const at::Tensor& tensor, int64_t dim = 0, double padIndex = 0, bool padFirst = false);
+  at::Tensor padAcrossProcesses(const at::Tensor& tensor, int64_t dim = 0, double padIndex = 0,
+                                bool padFirst = false);
   void waitForEveryone() { comm_->barrier(); }
 
   // Prints on the main process only (accelerate prints on the local main process).

@@ -51,7 +51,9 @@ class Communicator {
 
   // In-place all-reduce. Blocking. (Virtual so that a communicator can run it on the caller's
   // thread when nothing is in flight.)
-  virtual void allreduce(at::Tensor& tensor, ReduceOp op = ReduceOp::Sum) { allreduceAsync(tensor, op)->wait(); }
+  virtual void allreduce(at::Tensor& tensor, ReduceOp op = ReduceOp::Sum) {
+    allreduceAsync(tensor, op)->wait();
+  }
 };
 
 // A world of one: every collective is the identity. No networking.

@@ -13,9 +13,9 @@ namespace accel {
 
 struct ShardOptions {
   size_t dataset_size = 0;
-  size_t batch_size = 1;   // per rank
-  bool shuffle = false;    // off: file order
-  uint64_t seed = 0;       // the permutation of epoch e uses seed + e, the same on every rank
+  size_t batch_size = 1;  // per rank
+  bool shuffle = false;   // off: file order
+  uint64_t seed = 0;      // the permutation of epoch e uses seed + e, the same on every rank
   bool even_batches = true;
   bool drop_last = false;
 };

@@ -46,9 +46,9 @@ std::string concat(const Args&... args) {
 }  // namespace accel
 
 // ACCEL_CHECK(cond, parts...): throws accel::Error("file:line: parts...") when cond is false.
-#define ACCEL_CHECK(cond, ...)                                                                  \
-  do {                                                                                          \
-    if (!(cond)) {                                                                              \
+#define ACCEL_CHECK(cond, ...)                                                                   \
+  do {                                                                                           \
+    if (!(cond)) {                                                                               \
       throw ::accel::Error(::accel::detail::concat(__FILE__, ":", __LINE__, ": ", __VA_ARGS__)); \
-    }                                                                                           \
+    }                                                                                            \
   } while (0)

@@ -22,7 +22,8 @@ struct GradScalerOptions {
 
 class GradScaler {
  public:
-  explicit GradScaler(GradScalerOptions options = {}) : options_(options), scale_(options.init_scale) {}
+  explicit GradScaler(GradScalerOptions options = {})
+      : options_(options), scale_(options.init_scale) {}
 
   // loss × scale (the loss itself when disabled).
   at::Tensor scale(const at::Tensor& loss) const;

@@ -13,16 +13,18 @@
 #include <fstream>
 #include <thread>
 
-#include <torch/torch.h>
-
 #include <accel/accelerator.h>
+#include <torch/torch.h>
 
 // Where the test expects the stuck rank's stack to be: not inlined, so it is a frame of its own,
 // and of external linkage, so -rdynamic exports its name.
 [[gnu::noinline]] void stuckBeforeBackward(const char* marker) {
   {
     std::ofstream out(std::string(marker) + ".tmp");
-    out << std::fixed << std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() << "\n";
+    out << std::fixed
+        << std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+               .count()
+        << "\n";
   }
   std::rename((std::string(marker) + ".tmp").c_str(), marker);
   std::this_thread::sleep_for(std::chrono::minutes(10));

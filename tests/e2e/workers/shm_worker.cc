@@ -45,11 +45,14 @@ at::Tensor integers(int rank, int64_t count, at::ScalarType dtype) {
   return v.to(dtype);
 }
 
-const char* opName(ReduceOp op) { return op == ReduceOp::Sum ? "sum" : op == ReduceOp::Max ? "max" : "min"; }
+const char* opName(ReduceOp op) {
+  return op == ReduceOp::Sum ? "sum" : op == ReduceOp::Max ? "max" : "min";
+}
 
 int compareIntegers(Communicator& shm, Communicator& gloo) {
   int checks = 0;
-  for (auto dtype : {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf, at::kChar, at::kByte, at::kInt, at::kLong}) {
+  for (auto dtype : {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf, at::kChar, at::kByte,
+                     at::kInt, at::kLong}) {
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min}) {
       for (int64_t count : {int64_t{1}, int64_t{37}, int64_t{5000}, int64_t{1100000}}) {
         at::Tensor a = integers(shm.rank(), count, dtype), b = a.clone();
@@ -59,8 +62,9 @@ int compareIntegers(Communicator& shm, Communicator& gloo) {
         gloo.allreduce(b, op);
         b = b.to(dtype);
         if (!torch::equal(a, b)) {
-          die(std::string("all-reduce ") + opName(op) + " of " + std::to_string(count) + " " + c10::toString(dtype) +
-              ": shared memory and Gloo differ by " + std::to_string((a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>()));
+          die(std::string("all-reduce ") + opName(op) + " of " + std::to_string(count) + " " +
+              c10::toString(dtype) + ": shared memory and Gloo differ by " +
+              std::to_string((a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>()));
         }
         ++checks;
       }
@@ -82,8 +86,11 @@ int compareRandom(Communicator& shm, Communicator& gloo) {
     shm.allreduce(again);
     gloo.allreduce(magnitude);
     const double worst = ((a - b).abs() / magnitude.clamp_min(1e-30)).max().item<double>();
-    if (worst > 1e-6) die("random all-reduce of " + std::to_string(count) + " floats: " + std::to_string(worst) + " relative from Gloo's");
-    if (!torch::equal(a, again)) die("random all-reduce of " + std::to_string(count) + " floats: not the same bits twice");
+    if (worst > 1e-6)
+      die("random all-reduce of " + std::to_string(count) + " floats: " + std::to_string(worst) +
+          " relative from Gloo's");
+    if (!torch::equal(a, again))
+      die("random all-reduce of " + std::to_string(count) + " floats: not the same bits twice");
     auto rows = shm.allgather(a.narrow(0, 0, std::min<int64_t>(count, 4096)));
     for (const auto& row : rows) {
       if (!torch::equal(row, rows[0])) die("random all-reduce: ranks hold different results");
@@ -107,9 +114,11 @@ int compareOthers(Communicator& shm, Communicator& gloo) {
   }
   at::Tensor mine = integers(rank, 1200000, at::kLong) * (rank + 1);
   auto a = shm.allgather(mine), b = gloo.allgather(mine);
-  if (a.size() != static_cast<size_t>(n)) die("all-gather returned " + std::to_string(a.size()) + " tensors");
+  if (a.size() != static_cast<size_t>(n))
+    die("all-gather returned " + std::to_string(a.size()) + " tensors");
   for (int r = 0; r < n; ++r) {
-    if (!torch::equal(a[r], b[r]) || !torch::equal(a[r], integers(r, 1200000, at::kLong) * (r + 1))) {
+    if (!torch::equal(a[r], b[r]) ||
+        !torch::equal(a[r], integers(r, 1200000, at::kLong) * (r + 1))) {
       die("all-gather: rank " + std::to_string(r) + "'s tensor differs");
     }
   }
@@ -120,7 +129,8 @@ int compareOthers(Communicator& shm, Communicator& gloo) {
 
 void waitForFile(const std::string& dir, const std::string& name) {
   const int fd = inotify_init1(IN_CLOEXEC);
-  if (fd < 0 || inotify_add_watch(fd, dir.c_str(), IN_CREATE | IN_MOVED_TO) < 0) die("inotify on " + dir);
+  if (fd < 0 || inotify_add_watch(fd, dir.c_str(), IN_CREATE | IN_MOVED_TO) < 0)
+    die("inotify on " + dir);
   while (access((dir + "/" + name).c_str(), F_OK) != 0) {
     char events[4096];
     if (read(fd, events, sizeof events) <= 0) die("inotify read");
@@ -139,8 +149,10 @@ int run(int argc, char** argv) {
     auto shm = make(CpuBackend::SharedMemory), gloo = make(CpuBackend::Gloo);
     // One machine: "shm"; several: shared memory inside each machine, Gloo between, "hier".
     const std::string kind = shm->backend();
-    if ((kind != "shm" && kind != "hier") || std::string(gloo->backend()) != "gloo") die("wrong backends: " + kind);
-    const int checks = compareIntegers(*shm, *gloo) + compareRandom(*shm, *gloo) + compareOthers(*shm, *gloo);
+    if ((kind != "shm" && kind != "hier") || std::string(gloo->backend()) != "gloo")
+      die("wrong backends: " + kind);
+    const int checks =
+        compareIntegers(*shm, *gloo) + compareRandom(*shm, *gloo) + compareOthers(*shm, *gloo);
     std::printf("checks=%d\n", checks);
   } else if (mode == "hold" && argc > 2) {
     const std::string dir = argv[2];
