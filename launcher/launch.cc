@@ -5,116 +5,33 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <random>
 #include <thread>
 
 #include "accel/error.h"
 #include "config/config_file.h"
-#include "launcher/agent_rendezvous.h"
-#include "launcher/console.h"
-#include "launcher/cpu_affinity.h"
-#include "launcher/job_link.h"
-#include "launcher/launch_plan.h"
-#include "launcher/net_check.h"
-#include "launcher/ports.h"
-#include "launcher/subprocess_posix.h"
-#include "launcher/supervisor.h"
-#include "launcher/worker_env.h"
-#include "libaccel/common/env_names.h"
+#include "launcher/base/posix.h"
+#include "launcher/plan/launch_plan.h"
+#include "launcher/plan/run_dir.h"
+#include "launcher/plan/worker_env.h"
+#include "launcher/rendezvous/agent_rendezvous.h"
+#include "launcher/rendezvous/job_link.h"
+#include "launcher/rendezvous/ports.h"
+#include "launcher/report/dry_run.h"
+#include "launcher/supervise/console.h"
+#include "launcher/supervise/posix_processes.h"
+#include "launcher/supervise/subprocess_posix.h"
+#include "launcher/supervise/supervisor.h"
 #include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
-#include "probes/gpu_probe.h"
+#include "probes/net_check.h"
 
 namespace accel::launcher {
-
-// The vocabulary of the machine's environment comes from probes/.
-using probes::countUsableGpus;
-using probes::processEnvironment;
 namespace {
 
-void notice(const LaunchPlan& plan, const std::string& text) {
-  if (plan.quiet) return;
-  std::string line = "accel: " + text + "\n";
-  writeAll(2, line.data(), line.size());
-}
-
-std::string shellQuote(const std::string& s) {
-  if (!s.empty() &&
-      s.find_first_not_of(
-          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
-          std::string::npos) {
-    return s;
-  }
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// The worker slot a dry run shows for a local rank (port 0: the agent binds a free port when it
-// starts; the dry run cannot know which).
-WorkerSlot dryRunSlot(const LaunchPlan& plan, int localRank) {
-  return WorkerSlot{
-      localRank, 0, plan.master_port.value_or(0),
-      plan.exec_in_place ? "" : "<run dir>/attempt_0/" + std::to_string(localRank) + "/error.json"};
-}
-
-// The local ranks this machine starts: all of them, or the one this scheduler task becomes.
-std::pair<int, int> dryRunLocalRanks(const LaunchPlan& plan) {
-  return plan.exec_in_place ? std::pair{plan.exec_local_rank, plan.exec_local_rank + 1}
-                            : std::pair{0, plan.local_world_size};
-}
-
-// A machine ranked by arrival does not know its rank before the rendezvous: the dry run shows
-// it as machine 1.
-LaunchPlan dryRunView(const LaunchPlan& plan) {
-  LaunchPlan view = plan;
-  if (view.node_rank < 0) {
-    view.node_rank = 1;
-    view.rank_offset = view.local_world_size;
-    view.notices.push_back(
-        "this machine's rank comes from the order in which the machines join; the dry run shows it "
-        "as machine 1");
-  }
-  return view;
-}
-
-void printDryRun(const LaunchPlan& plan) {
-  std::string out;
-  const auto [first, last] = dryRunLocalRanks(plan);
-  for (const auto& text : plan.notices) out += "notice: " + text + "\n";
-  for (int lr = first; lr < last; ++lr) {
-    out += "rank " + std::to_string(globalRank(plan, lr)) + " (local rank " + std::to_string(lr) +
-           "):\n  command:";
-    for (const auto& a : plan.argv) out += " " + shellQuote(a);
-    if (static_cast<size_t>(lr) < plan.rank_cpus.size())
-      out += "\n  cpus: " + formatCpuList(plan.rank_cpus[lr]);
-    out += "\n  environment (on top of the inherited one):\n";
-    for (const auto& kv : launcherVariables(plan, dryRunSlot(plan, lr))) out += "    " + kv + "\n";
-  }
-  writeAll(1, out.data(), out.size());
-}
-
-// The dry run as one JSON object: {"ranks": [{"rank", "local_rank", "command", "env"}], "notices"}.
-void printDryRunJson(const LaunchPlan& plan) {
-  nlohmann::json ranks = nlohmann::json::array();
-  const auto [first, last] = dryRunLocalRanks(plan);
-  for (int lr = first; lr < last; ++lr) {
-    ranks.push_back({{"rank", globalRank(plan, lr)},
-                     {"local_rank", lr},
-                     {"command", plan.argv},
-                     {"env", launcherVariableMap(plan, dryRunSlot(plan, lr))}});
-  }
-  const std::string out = nlohmann::json{{"ranks", ranks},
-                                         {"notices", plan.notices},
-                                         {"world_size", plan.world_size},
-                                         {"num_machines", plan.num_machines},
-                                         {"machine_rank", plan.node_rank}}
-                              .dump(1) +
-                          "\n";
-  writeAll(1, out.data(), out.size());
-}
+using probes::Environment;
+using probes::Route;
 
 // Deletes a directory tree the agent created (depth first, without following links).
 void removeTree(const std::string& dir) {
@@ -152,132 +69,62 @@ bool awaitWatches(const store::TcpStoreServer& server, int machines,
       timeout);
 }
 
-// Connects this agent to the master's store and joins the rendezvous of the machines.
-Expected<RendezvousResult> joinMachines(const LaunchPlan& plan, int storePort,
-                                        const std::string& localAddress, RendezvousOptions& rdzv,
-                                        std::unique_ptr<store::TcpStoreClient>& client) {
-  const std::string address = plan.master_addr + ":" + std::to_string(storePort);
-  try {
-    client = connectToMaster(plan, storePort, plan.rdzv_timeout);
-  } catch (const Error& e) {
-    return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
-  }
-  // rdzv.run_id keeps its default: the store belongs to this job alone, and the server's tracked
-  // failure key (below) is computed from the same default.
-  rdzv.num_machines = plan.num_machines;
-  rdzv.requested_machine_rank = plan.node_rank;
-  rdzv.local_world_size = plan.local_world_size;
-  rdzv.host = hostName();
-  rdzv.address = localAddress;
-  rdzv.store_address = address;
-  rdzv.timeout = plan.rdzv_timeout;
-  rdzv.progress = [&plan](const std::string& status) { notice(plan, "rendezvous: " + status); };
-  auto result = rendezvous(*client, rdzv);
-  if (!result) return result;
-  if (result->world_size != plan.world_size) {
-    return makeError(
-        "the machines disagree on the job's size: this machine expects num_processes " +
-        std::to_string(plan.world_size) + " but the machines that joined run " +
-        std::to_string(result->world_size) + " processes in total");
-  }
-  return result;
-}
-
-int jobExitCode(const AttemptReport& last) {
-  if (last.hang) return kHungExitCode;
-  if (last.remote_culprit) return last.remote_culprit->exit_code;
-  if (last.culprit) return last.workers[*last.culprit].exit_code;
-  if (last.agent_signal) return 128 + last.agent_signal;
-  return 0;
-}
-
 // An agent of torchrun's elastic command line that hosts the store only because the endpoint is
 // this machine (no is_host=): another agent here may already listen on the port.
 bool guessedStoreHost(const LaunchPlan& plan) {
   return plan.rank_by_arrival && !plan.store_host_configured;
 }
 
-// torchrun's elastic command line: the agent on the endpoint's host (or the one is_host= in
-// --rdzv_conf names) hosts the store as machine 0; the others join it and are ranked by arrival.
-void decideStoreHost(LaunchPlan& plan) {
-  if (!plan.rank_by_arrival) return;
-  const bool host = plan.store_host_configured.value_or(isThisMachine(plan.master_addr));
-  const std::string endpoint =
-      plan.master_addr + ":" + std::to_string(plan.master_port.value_or(0));
-  if (host) {
-    plan.node_rank = 0;
-    plan.rank_offset = 0;
-    plan.notices.push_back(
-        "--rdzv_backend c10d: this machine hosts the rendezvous at " + endpoint + " (" +
-        (plan.store_host_configured ? "is_host in --rdzv_conf" : "the endpoint is this machine") +
-        ") and is machine 0; the others are ranked in the order they join");
-  } else {
-    plan.notices.push_back(
-        "--rdzv_backend c10d: this machine joins the rendezvous at " + endpoint +
-        "; its machine rank is the order in which it joins (the endpoint's host is machine 0)");
+// The interface the workers' Gloo should use: the one that reaches the other machines. A
+// non-master reaches the master; the master reaches machine 1 at the address it came from.
+std::string interfaceToOthers(const RendezvousResult& joined,
+                              const std::optional<Route>& toMaster) {
+  if (joined.machine_rank != 0) return toMaster ? toMaster->interface : "";
+  for (const auto& m : joined.machines) {
+    if (m.machine_rank == 0 || m.address.empty()) continue;
+    if (auto route = probes::routeTo(m.address); route && !route->interface.empty()) {
+      return route->interface;
+    }
   }
-}
-
-// SLURM names the master by its node name; where that name does not resolve, the controller's
-// NodeAddr for it does.
-void resolveSchedulerMaster(LaunchPlan& plan) {
-  if (!plan.master_addr_from_scheduler || plan.scheduler != "SLURM" || routeTo(plan.master_addr))
-    return;
-  if (auto addr = slurmNodeAddress(plan.master_addr)) {
-    notice(plan, "SLURM node '" + plan.master_addr +
-                     "' does not resolve here; using its NodeAddr " + *addr);
-    plan.master_addr = *addr;
-  }
+  return "";
 }
 
 // A rank per scheduler task: become the worker. Returns only when the command cannot be run.
-Expected<JobReport> execRank(LaunchPlan& plan, const Environment& parentEnv) {
-  const int rank = globalRank(plan, plan.exec_local_rank);
-  if (plan.num_machines > 1 && !lookup(parentEnv, "GLOO_SOCKET_IFNAME")) {
-    if (auto route = routeTo(plan.master_addr); route && !route->interface.empty()) {
-      plan.common_env["GLOO_SOCKET_IFNAME"] = route->interface;
-    }
+Expected<JobReport> execRank(const LaunchPlan& plan, const Environment& parentEnv,
+                             Console& console) {
+  for (const auto& text : plan.notices) console.notice(text);
+  Placement placement = staticPlacement(plan, *plan.master_port);
+  if (plan.num_machines > 1) {
+    auto route = probes::routeTo(plan.master_addr);
+    placement.socket_interface = chooseSocketInterface(parentEnv, route ? route->interface : "");
   }
-  notice(plan, plan.scheduler.value_or("the scheduler") + ": " + std::to_string(plan.world_size) +
-                   " ranks, one per task, on " + std::to_string(plan.num_machines) +
-                   " node(s); rank 0 hosts the store at " + plan.master_addr + ":" +
-                   std::to_string(*plan.master_port));
-  WorkerSlot slot{plan.exec_local_rank, 0, *plan.master_port, ""};
-  std::string why = execInPlace(plan.argv, workerEnvironment(plan, slot, parentEnv));
-  return makeError("rank " + std::to_string(rank) + ": cannot execute '" + plan.argv[0] +
+  console.notice(plan.scheduler.value_or("the scheduler") + ": " + std::to_string(plan.world_size) +
+                 " ranks, one per task, on " + std::to_string(plan.num_machines) +
+                 " node(s); rank 0 hosts the store at " + plan.master_addr + ":" +
+                 std::to_string(*plan.master_port));
+  console.flush();
+  const WorkerSlot slot{plan.exec_local_rank, 0, ""};
+  std::string why = execInPlace(plan.argv, workerEnvironment(plan, placement, slot, parentEnv));
+  return makeError("rank " + std::to_string(plan.exec_rank) + ": cannot execute '" + plan.argv[0] +
                    "': " + why);
-}
-
-// The interface the workers' Gloo should use: the one that reaches the other machines. A
-// non-master reaches the master; the master reaches machine 1 at the address it came from.
-std::optional<std::string> workerInterface(const RendezvousResult& joined,
-                                           const std::optional<Route>& toMaster) {
-  if (joined.machine_rank != 0) {
-    if (toMaster && !toMaster->interface.empty()) return toMaster->interface;
-    return std::nullopt;
-  }
-  for (const auto& m : joined.machines) {
-    if (m.machine_rank == 0 || m.address.empty()) continue;
-    if (auto route = routeTo(m.address); route && !route->interface.empty())
-      return route->interface;
-  }
-  return std::nullopt;
 }
 
 // One machine's agent for one job. run() is its lifecycle, phase by phase: host the job's store
 // (machine 0), meet the other machines, make the run directory, supervise every attempt,
-// report, and the exit barrier. Each phase keeps what it makes in the agent; an error before
-// anything is spawned ends the job, and the destructor removes what was made.
+// report, and the exit barrier. The plan is read, never changed; what the meeting decides is the
+// placement, made once. Each phase keeps what it makes in the agent; an error before anything is
+// spawned ends the job, and the destructor removes what was made.
 class Agent {
  public:
-  Agent(LaunchPlan plan, Environment parentEnv)
-      : plan_(std::move(plan)),
+  Agent(const LaunchPlan& plan, Environment parentEnv, Console& console)
+      : plan_(plan),
         parent_env_(std::move(parentEnv)),
-        master_(plan_.node_rank == 0),
-        store_port_(plan_.master_port.value_or(0)),
-        rank_offset_(plan_.rank_offset) {}
+        console_(console),
+        requested_rank_(plan.machine_rank),
+        store_port_(plan.master_port.value_or(0)) {}
 
   ~Agent() {
+    supervisor_.reset();
     link_.reset();
     if (server_) server_->stop();
     if (temp_run_dir_) removeTree(base_to_remove_);
@@ -286,9 +133,7 @@ class Agent {
   Expected<JobReport> run() {
     if (auto ok = useLogDir(); !ok) return std::move(ok).takeError();
     if (auto ok = hostStore(); !ok) return std::move(ok).takeError();
-    if (plan_.num_machines > 1) {
-      if (auto ok = meetMachines(); !ok) return std::move(ok).takeError();
-    }
+    if (auto ok = placeThisMachine(); !ok) return std::move(ok).takeError();
     if (auto ok = makeRunDir(); !ok) return std::move(ok).takeError();
     if (auto ok = startSupervisor(); !ok) return std::move(ok).takeError();
     JobReport report = superviseAttempts();
@@ -298,15 +143,14 @@ class Agent {
   }
 
  private:
-  void say(const std::string& text) {
-    if (!plan_.quiet) console_.write(2, "accel: " + text + "\n");
-  }
+  bool hostsStore() const { return requested_rank_ == 0; }
 
   // --log_dir must be usable before anything starts; the run's own directory in it is made later.
   Expected<void> useLogDir() {
     if (!plan_.log_dir) return {};
-    if (auto ok = config::makeDirectories(*plan_.log_dir); !ok)
+    if (auto ok = config::makeDirectories(*plan_.log_dir); !ok) {
       return makeError("--log_dir: " + ok.error());
+    }
     return {};
   }
 
@@ -315,23 +159,17 @@ class Agent {
   // supervisor starts, signals keep their default effect: Ctrl-C during the rendezvous simply
   // ends the agent, which has started nothing yet.
   Expected<void> hostStore() {
-    if (!master_) return {};
+    if (!hostsStore()) return {};
     const store::TcpStoreServerOptions options = storeOptions();
     auto listen = [&] { server_ = store::TcpStoreServer::start(options); };
     try {
-      if (guessedStoreHost(plan_)) {
-        std::minstd_rand jitter(static_cast<unsigned>(::getpid()));
-        auto pause = [&] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1 + jitter() % 20));
-        };
-        if (hostOrJoin(
-                listen, [&] { return portHasListener(store_port_); }, pause, 50) ==
-            HostOutcome::Join) {
-          joinInsteadOfHosting();
-          return {};
-        }
-      } else {
+      if (!guessedStoreHost(plan_)) {
         listen();
+      } else if (hostOrJoin(
+                     listen, [this] { return portHasListener(store_port_); }, jitteredPause(),
+                     50) == HostOutcome::Join) {
+        joinInsteadOfHosting();
+        return {};
       }
     } catch (const Error& e) {
       return makeError(std::string(e.what()) + " (--main_process_ip/--main_process_port)");
@@ -340,13 +178,19 @@ class Agent {
     return {};
   }
 
+  // A short random wait between two agents' tries to host the same port.
+  static std::function<void()> jitteredPause() {
+    auto jitter = std::make_shared<std::minstd_rand>(static_cast<unsigned>(::getpid()));
+    return
+        [jitter] { std::this_thread::sleep_for(std::chrono::milliseconds(1 + (*jitter)() % 20)); };
+  }
+
   store::TcpStoreServerOptions storeOptions() {
     // With other machines, listen on every address: --main_process_ip may be a name that
     // resolves to loopback here (Debian's 127.0.1.1) yet to the real address elsewhere.
     store::TcpStoreServerOptions options;
-    options.host = plan_.num_machines > 1
-                       ? (plan_.master_addr.find(':') != std::string::npos ? "::" : "0.0.0.0")
-                       : plan_.master_addr;
+    const bool v6 = plan_.master_addr.find(':') != std::string::npos;
+    options.host = plan_.num_machines > 1 ? (v6 ? "::" : "0.0.0.0") : plan_.master_addr;
     options.port = store_port_;
     options.max_connection_input_bytes = plan_.store_connection_input_bytes;
     options.max_total_input_bytes = plan_.store_input_budget_bytes;
@@ -364,45 +208,62 @@ class Agent {
   // As torch's c10d rendezvous: the port is taken on the endpoint's host, so another agent there
   // hosts the rendezvous; this one joins it and is ranked by arrival.
   void joinInsteadOfHosting() {
-    master_ = false;
-    plan_.node_rank = -1;
-    say("port " + std::to_string(store_port_) +
-        " is taken here: another agent on this machine hosts the rendezvous; "
-        "joining it (this machine's rank comes from the order in which it joins)");
+    requested_rank_ = std::nullopt;
+    console_.notice("port " + std::to_string(store_port_) +
+                    " is taken here: another agent on this machine hosts the rendezvous; joining "
+                    "it (this machine's rank comes from the order in which it joins)");
+  }
+
+  // This machine's placement: on one machine the plan's; with others, what the rendezvous says.
+  Expected<void> placeThisMachine() {
+    if (plan_.num_machines == 1) {
+      placement_ = staticPlacement(plan_, store_port_);
+      return {};
+    }
+    return meetMachines();
   }
 
   Expected<void> meetMachines() {
     // Before anything is spawned: the master must be reachable, from an interface we can name.
     std::optional<Route> toMaster;
-    if (!master_) {
-      auto reached = waitForListener(plan_.master_addr, store_port_, plan_.rdzv_timeout,
-                                     std::chrono::seconds(10),
-                                     [this](const std::string& status) { say(status); });
+    if (!hostsStore()) {
+      auto reached = probes::waitForListener(
+          plan_.master_addr, store_port_, plan_.rdzv_timeout, std::chrono::seconds(10),
+          [this](const std::string& status) { console_.notice(status); });
       if (!reached) return makeError(reached.error());
       toMaster = *reached;
-    } else if (auto route = routeTo(plan_.master_addr)) {
+    } else if (auto route = probes::routeTo(plan_.master_addr)) {
       toMaster = *route;
     }
     if (auto ok = parkFailureWatch(); !ok) return ok;
-    // --local_addr (torchrun's) names this machine's address for the others; else the route's
-    // source.
-    const std::string localAddress = plan_.local_addr.value_or(toMaster ? toMaster->local_ip : "");
-    auto result = joinMachines(plan_, store_port_, localAddress, rdzv_, agent_store_);
-    if (!result) return makeError(result.error());
-    joined_ = *result;
-    plan_.node_rank =
-        joined_->machine_rank;  // GROUP_RANK; differs from the request when ranked by arrival
-    plan_.rank_offset = joined_->rank_offset;
-    if (master_ && !awaitWatches(*server_, plan_.num_machines, plan_.rdzv_timeout)) {
-      say("not every machine's agent is watching the store for failures; it may have died");
+    auto joined = joinMachines(toMaster);
+    if (!joined) return makeError(joined.error());
+    joined_ = *joined;
+    if (hostsStore() && !awaitWatches(*server_, plan_.num_machines, plan_.rdzv_timeout)) {
+      console_.notice(
+          "not every machine's agent is watching the store for failures; it may have died");
     }
-    rank_offset_ = joined_->rank_offset;
-    say("machine " + std::to_string(joined_->machine_rank) + " of " +
-        std::to_string(plan_.num_machines) + ": ranks " + std::to_string(joined_->rank_offset) +
-        ".." + std::to_string(joined_->rank_offset + plan_.local_world_size - 1) + " of " +
-        std::to_string(joined_->world_size));
-    chooseWorkerInterface(toMaster);
+    placement_ = placementOf(*joined, toMaster);
+    console_.notice("machine " + std::to_string(joined->machine_rank) + " of " +
+                    std::to_string(plan_.num_machines) + ": ranks " +
+                    std::to_string(joined->rank_offset) + ".." +
+                    std::to_string(joined->rank_offset + plan_.local_world_size - 1) + " of " +
+                    std::to_string(joined->world_size));
+    if (placement_.socket_interface) {
+      console_.notice("workers use GLOO_SOCKET_IFNAME=" + *placement_.socket_interface +
+                      " (the interface that reaches the other machines)");
+    }
     return {};
+  }
+
+  // What the rendezvous decided, as the workers will see it.
+  Placement placementOf(const RendezvousResult& joined, const std::optional<Route>& toMaster) {
+    Placement p = staticPlacement(plan_, store_port_);
+    p.machine_rank = joined.machine_rank;  // differs from the request when ranked by arrival
+    p.rank_offset = joined.rank_offset;
+    p.world_size = joined.world_size;
+    p.socket_interface = chooseSocketInterface(parent_env_, interfaceToOthers(joined, toMaster));
+    return p;
   }
 
   // The failure watch is parked before this agent registers: once the rendezvous completes,
@@ -419,18 +280,42 @@ class Agent {
     return {};
   }
 
-  void chooseWorkerInterface(const std::optional<Route>& toMaster) {
-    if (lookup(parent_env_, "GLOO_SOCKET_IFNAME")) return;
-    if (auto iface = workerInterface(*joined_, toMaster)) {
-      plan_.common_env["GLOO_SOCKET_IFNAME"] = *iface;
-      say("workers use GLOO_SOCKET_IFNAME=" + *iface +
-          " (the interface that reaches the other machines)");
+  // Connects this agent to the master's store and joins the rendezvous of the machines.
+  // rdzv_.run_id keeps its default: the store belongs to this job alone, and the server's tracked
+  // failure key (storeOptions) is computed from the same default.
+  Expected<RendezvousResult> joinMachines(const std::optional<Route>& toMaster) {
+    const std::string address = plan_.master_addr + ":" + std::to_string(store_port_);
+    try {
+      agent_store_ = connectToMaster(plan_, store_port_, plan_.rdzv_timeout);
+    } catch (const Error& e) {
+      return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
     }
+    rdzv_.num_machines = plan_.num_machines;
+    rdzv_.requested_machine_rank = requested_rank_;
+    rdzv_.local_world_size = plan_.local_world_size;
+    rdzv_.host = hostName();
+    // --local_addr (torchrun's) names this machine's address for the others; else the route's.
+    rdzv_.address = plan_.local_addr.value_or(toMaster ? toMaster->local_ip : "");
+    rdzv_.store_address = address;
+    rdzv_.timeout = plan_.rdzv_timeout;
+    rdzv_.progress = [this](const std::string& status) {
+      console_.notice("rendezvous: " + status);
+    };
+    auto result = rendezvous(*agent_store_, rdzv_);
+    if (!result) return result;
+    if (result->world_size != plan_.world_size) {
+      return makeError(
+          "the machines disagree on the job's size: this machine expects "
+          "num_processes " +
+          std::to_string(plan_.world_size) + " but the machines that joined run " +
+          std::to_string(result->world_size) + " processes in total");
+    }
+    return result;
   }
 
   // The run directory, made once the machines have met (an agent stopped while it waits leaves
-  // nothing behind), laid out as torchrun's: BASE/<run_id>_<random>/attempt_K/<local rank>/.
-  // BASE is --log_dir; without one it is a new directory in $TMPDIR (else /tmp), as torchrun's
+  // nothing behind), laid out as torchrun's (plan/run_dir.h): BASE/<run_id>_<random>/. BASE is
+  // --log_dir; without one it is a new directory in $TMPDIR (else /tmp), as torchrun's
   // torchelastic_*, kept when --redirects or --tee put streams in files, else removed at the end
   // (it then holds only the workers' error files). The random part keeps runs that share a run
   // id (--rdzv_id, machines sharing a file system) apart.
@@ -439,12 +324,13 @@ class Agent {
     if (plan_.log_dir) {
       base = *plan_.log_dir;
     } else {
-      auto tmp = lookup(parent_env_, "TMPDIR");
+      auto tmp = probes::lookup(parent_env_, "TMPDIR");
       const std::string parent = tmp && !tmp->empty() ? *tmp : "/tmp";
       std::string tmpl = parent + "/accel-run-XXXXXX";
-      if (!::mkdtemp(tmpl.data()))
+      if (!::mkdtemp(tmpl.data())) {
         return makeError("cannot create a run directory in " + parent + ": " +
                          std::strerror(errno));
+      }
       base = tmpl;
       base_to_remove_ = base;
       temp_run_dir_ = true;  // until the run's own directory is made in it
@@ -457,30 +343,40 @@ class Agent {
     run_dir_ = tmpl;
     if (!plan_.log_dir) temp_run_dir_ = !plan_.keepsFiles();
     if (plan_.log_dir) {
-      say("logs in " + run_dir_ + "/attempt_K/<local rank>/");
+      console_.notice("logs in " + logsPattern(run_dir_));
     } else if (plan_.keepsFiles()) {
-      say("--redirects/--tee without --log_dir: the workers' log files are kept in " + run_dir_ +
-          "/attempt_K/<local rank>/");
+      console_.notice("--redirects/--tee without --log_dir: the workers' log files are kept in " +
+                      logsPattern(run_dir_));
     }
     return {};
   }
 
-  // A failure on any machine stops the workers on every machine; each names the job's first.
+  // The real processes (guard, subreaper), `accel status`, the job link, then the supervisor,
+  // which takes them all. A failure on any machine stops the workers on every machine.
   Expected<void> startSupervisor() {
-    supervisor_ = std::make_unique<Supervisor>(plan_, parent_env_, run_dir_, console_);
-    if (temp_run_dir_) supervisor_->removeIfKilled(base_to_remove_);
-    if (auto ok = supervisor_->start(); !ok) return ok;
-    supervisor_->setMasterPort(store_port_);
-    supervisor_->setRankOffset(rank_offset_);
-    if (server_) supervisor_->setProgressBoard(&board_);
-    supervisor_->setStatusFacts(statusFacts());
+    SupervisorParts parts(console_, processes_, clock_);
+    parts.run_dir = run_dir_;
+    parts.parent_env = parent_env_;
+    if (server_) parts.board = &board_;
     if (watch_store_) {
       link_ =
           std::make_unique<JobLink>(std::move(watch_store_), watch_fd_, std::move(publisher_store_),
                                     rdzv_, joined_->machine_rank, joined_->machines.front().host);
-      supervisor_->setJobLink(link_.get(), joined_->machine_rank, rdzv_.host);
+      parts.link = link_.get();
+      parts.machine_rank = joined_->machine_rank;
+      parts.host = rdzv_.host;
     }
-    return {};
+    if (auto listening = status_.open(); listening) {
+      parts.status = &status_;
+      parts.status_facts = statusFacts();
+    } else {
+      console_.notice("`accel status` will not see this job: " + listening.error());
+    }
+    auto created = Supervisor::create(plan_, std::move(parts));
+    if (!created) return std::move(created).takeError();
+    supervisor_ = std::move(*created);
+    // After the supervisor blocked the signals: the guard's fork must not take them.
+    return processes_.start(temp_run_dir_ ? base_to_remove_ : "");
   }
 
   // What `accel status` shows of this job besides its ranks.
@@ -488,30 +384,22 @@ class Agent {
     nlohmann::json argv = plan_.argv;
     return {{"run_id", plan_.run_id},
             {"command", argv},
-            {"machine_rank", joined_ ? joined_->machine_rank : plan_.node_rank},
+            {"machine_rank", placement_.machine_rank},
             {"num_machines", plan_.num_machines},
-            {"world_size", joined_ ? joined_->world_size : plan_.world_size},
+            {"world_size", placement_.world_size},
             {"store", plan_.master_addr + ":" + std::to_string(store_port_)},
             {"run_dir", run_dir_},
             {"machine_status_key_prefix", plan_.num_machines > 1 ? statusKeyPrefix(rdzv_) : ""}};
   }
 
   JobReport superviseAttempts() {
-    JobReport report;
-    for (int attempt = 0; attempt <= plan_.max_restarts; ++attempt) {
-      if (attempt > 0 && server_) clearWorkerKeys(attempt);
-      report.attempts.push_back(supervisor_->runAttempt(attempt));
-      const AttemptReport& last = report.attempts.back();
-      if (last.succeeded() || supervisor_->stopRequested() || attempt == plan_.max_restarts) break;
-      const auto& culprit = last.workers[*last.culprit];
-      say("attempt " + std::to_string(attempt) + " failed (rank " + std::to_string(culprit.rank) +
-          ": " + describeEnd(culprit) + "); restarting (" + std::to_string(attempt + 1) + " of " +
-          std::to_string(plan_.max_restarts) + ")");
-    }
-    supervisor_->finish();
-    if (link_)
-      link_->stop();  // at once, even if a publication still waits for an unreachable master
-    report.exit_code = jobExitCode(report.attempts.back());
+    JobReport report = supervisor_->runAttempts(placement_, [this](int attempt) {
+      if (server_) clearWorkerKeys(attempt);
+    });
+    status_.close();  // no attempt to show any more (the exit barrier may still take a while)
+    processes_.finish();
+    supervisor_.reset();       // the signals are the default ones again
+    if (link_) link_->stop();  // at once, even if a publication still waits for the master
     return report;
   }
 
@@ -522,10 +410,11 @@ class Agent {
   void clearWorkerKeys(int attempt) {
     try {
       size_t removed = server_->clearKeysExcept({"/" + std::string(kAgentKeyPrefix)});
-      say("attempt " + std::to_string(attempt) + " starts with a fresh key space (" +
-          std::to_string(removed) + " keys of earlier attempts removed from the store)");
+      console_.notice("attempt " + std::to_string(attempt) + " starts with a fresh key space (" +
+                      std::to_string(removed) +
+                      " keys of earlier attempts removed from the store)");
     } catch (const Error& e) {
-      say(std::string("could not clear the store between attempts: ") + e.what());
+      console_.notice(std::string("could not clear the store between attempts: ") + e.what());
     }
   }
 
@@ -535,7 +424,7 @@ class Agent {
     if (!plan_.keepsFiles()) return;
     auto ok = config::writeFileAtomically(run_dir_ + "/summary.json",
                                           renderReportJson(report).dump(2) + "\n");
-    if (!ok) say("could not write summary.json: " + ok.error());
+    if (!ok) console_.notice("could not write summary.json: " + ok.error());
   }
 
   // The master keeps the store up until every machine's workers are done with it, or every
@@ -543,22 +432,25 @@ class Agent {
   // machine's agent reports and leaves; an unreachable master does not hold it for long.
   void awaitOtherMachines() {
     const auto afterFailure = plan_.term_timeout + std::chrono::milliseconds(10000);
-    if (!master_) agent_store_->setTimeout(afterFailure);
+    if (!hostsStore()) agent_store_->setTimeout(afterFailure);
     // 1: the master's own watch.
     auto othersGone = [this] { return server_ && server_->stats().tracked_waiters <= 1; };
-    int done = exitBarrier(*agent_store_, rdzv_, master_, afterFailure, othersGone);
-    if (master_ && done < plan_.num_machines) {
-      say("stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +
-          std::to_string(plan_.num_machines) + " machines reported their workers finished");
+    int done = exitBarrier(*agent_store_, rdzv_, hostsStore(), afterFailure, othersGone);
+    if (hostsStore() && done < plan_.num_machines) {
+      console_.notice("stopping the store although only " + std::to_string(std::max(done, 0)) +
+                      "/" + std::to_string(plan_.num_machines) +
+                      " machines reported their workers finished");
     }
   }
 
-  LaunchPlan plan_;
+  const LaunchPlan& plan_;
   const Environment parent_env_;
-  bool master_;  // hosts the job's store (machine 0); decided for good by hostStore
+  Console& console_;
+  // The machine rank this agent asks the rendezvous for (0: it hosts the store); the plan's,
+  // unless hostStore found another agent here hosting a guessed c10d endpoint.
+  std::optional<int> requested_rank_;
   int store_port_;
-  int rank_offset_;
-  Console console_;
+  Placement placement_;         // this machine's, once placeThisMachine decided it
   std::string run_dir_;         // BASE/<run_id>_<random>
   std::string base_to_remove_;  // the temporary BASE (no --log_dir)
   bool temp_run_dir_ = false;   // remove base_to_remove_ at the end
@@ -569,22 +461,25 @@ class Agent {
   RendezvousOptions rdzv_;
   std::optional<RendezvousResult> joined_;
   std::unique_ptr<JobLink> link_;
+  PosixProcesses processes_;
+  MonotonicClock clock_;
+  StatusListener status_;
   std::unique_ptr<Supervisor> supervisor_;
 };
 
 // The checks and notices before the agent starts; an error here spawns nothing.
-Expected<void> preflight(const LaunchPlan& plan) {
+Expected<void> preflight(const LaunchPlan& plan, Console& console) {
   // The other machines connect to it instead. An agent that only guessed it hosts the c10d
   // rendezvous joins whoever listens on the port (hostStore).
-  if (plan.master_port && plan.node_rank == 0 && !guessedStoreHost(plan)) {
+  if (plan.master_port && plan.machine_rank == 0 && !guessedStoreHost(plan)) {
     if (auto ok = checkPortFree(*plan.master_port); !ok) return ok;
   }
-  for (const auto& text : plan.notices) notice(plan, text);
+  for (const auto& text : plan.notices) console.notice(text);
   if (plan.omp_notice) {
-    notice(
-        plan,
-        "OMP_NUM_THREADS was unset; each of the " + std::to_string(plan.local_world_size) +
-            " processes gets OMP_NUM_THREADS=1 (set --num_cpu_threads_per_process to change it)");
+    console.notice("OMP_NUM_THREADS was unset; each of the " +
+                   std::to_string(plan.local_world_size) +
+                   " processes gets OMP_NUM_THREADS=1 (set --num_cpu_threads_per_process to "
+                   "change it)");
   }
   return {};
 }
@@ -592,28 +487,19 @@ Expected<void> preflight(const LaunchPlan& plan) {
 }  // namespace
 
 Expected<JobReport> launch(const LaunchOptions& options) {
-  const Environment parentEnv = processEnvironment();
-  auto planned =
-      makeLaunchPlan(options, config::PathEnv::fromProcess(), parentEnv, countUsableGpus);
+  const Environment parentEnv = probes::processEnvironment();
+  auto planned = planLaunch(options, parentEnv);
   if (!planned) return std::move(planned).takeError();
-  LaunchPlan plan = std::move(*planned);
-  if (auto ok = assignCpuAffinity(plan); !ok) return std::move(ok).takeError();
-  resolveSchedulerMaster(plan);
-  decideStoreHost(plan);
+  const LaunchPlan plan = std::move(*planned);
   if (plan.dry_run) {
-    if (plan.dry_run_json) {
-      printDryRunJson(dryRunView(plan));
-    } else {
-      printDryRun(dryRunView(plan));
-    }
+    const std::string out = plan.dry_run_json ? renderDryRunJson(plan) : renderDryRun(plan);
+    writeAll(1, out.data(), out.size());
     return JobReport{};
   }
-  if (plan.exec_in_place) {
-    for (const auto& text : plan.notices) notice(plan, text);
-    return execRank(plan, parentEnv);
-  }
-  if (auto ok = preflight(plan); !ok) return std::move(ok).takeError();
-  return Agent(std::move(plan), parentEnv).run();
+  Console console(plan.quiet);
+  if (plan.exec_in_place) return execRank(plan, parentEnv, console);
+  if (auto ok = preflight(plan, console); !ok) return std::move(ok).takeError();
+  return Agent(plan, parentEnv, console).run();
 }
 
 }  // namespace accel::launcher

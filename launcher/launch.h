@@ -2,8 +2,8 @@
 // launch: the whole of `accel launch` on one machine — plan, port, supervise every attempt,
 // summarise. apps/accel only binds flags into LaunchOptions and calls this.
 
-#include "launcher/job_report.h"
-#include "launcher/launch_options.h"
+#include "launcher/plan/launch_options.h"
+#include "launcher/report/job_report.h"
 #include "libaccel/common/expected.h"
 
 namespace accel::launcher {

@@ -5,9 +5,9 @@
 
 #include "accel_build_info.h"
 #include "accel_git_revision.h"
-#include "launcher/net_check.h"
-#include "launcher/ports.h"
+#include "launcher/rendezvous/ports.h"
 #include "probes/env_report.h"
+#include "probes/net_check.h"
 #include "probes/preflight.h"
 
 namespace accel::apps {
@@ -28,14 +28,14 @@ probes::NetworkProbes launcherNetwork() {
   probes::NetworkProbes net;
   net.port_free = launcher::checkPortFree;
   net.route = [](const std::string& host) -> Expected<std::string> {
-    auto route = launcher::routeTo(host);
+    auto route = probes::routeTo(host);
     if (!route) return std::move(route).takeError();
-    return launcher::describeInterface(*route);
+    return probes::describeInterface(*route);
   };
   net.reach = [](const std::string& host, int port) -> Expected<void> {
     // One try: the master may legitimately start later, so this only informs.
-    auto reached = launcher::waitForListener(host, port, std::chrono::seconds(2),
-                                             std::chrono::hours(1), [](const std::string&) {});
+    auto reached = probes::waitForListener(host, port, std::chrono::seconds(2),
+                                           std::chrono::hours(1), [](const std::string&) {});
     if (!reached) return std::move(reached).takeError();
     return {};
   };

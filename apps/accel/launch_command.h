@@ -7,7 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "launcher/launch_flags.h"
+#include "launcher/cli/options_from_flags.h"
 
 namespace accel::apps {
 

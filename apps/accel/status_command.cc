@@ -2,7 +2,7 @@
 
 #include <iostream>
 
-#include "launcher/status_socket.h"
+#include "launcher/supervise/status_socket.h"
 
 namespace accel::apps {
 

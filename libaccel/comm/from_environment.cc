@@ -103,7 +103,7 @@ std::shared_ptr<Communicator> communicatorFromEnvironment(const EnvironmentOptio
   shm.tag = env::getString(env::kRunId).value_or("job");
   if (choice == Choice::SharedMemory) return makeShmCommunicator(store, rank, world, shm);
   GlooOptions gloo;
-  gloo.interface = env::getString("GLOO_SOCKET_IFNAME").value_or("");
+  gloo.interface = env::getString(env::kGlooSocketIfname).value_or("");
   gloo.peer_host = *env::getString(env::kMasterAddr);
   gloo.timeout = options.timeout;
   if (choice == Choice::Gloo) return makeGlooCommunicator(store, rank, world, gloo);

@@ -16,6 +16,8 @@ inline constexpr const char* kRoleRank = "ROLE_RANK";
 inline constexpr const char* kRoleWorldSize = "ROLE_WORLD_SIZE";
 inline constexpr const char* kRoleName = "ROLE_NAME";
 inline constexpr const char* kMasterAddr = "MASTER_ADDR";
+// Gloo's interface for its sockets (the agent sets it when it knows which reaches the others).
+inline constexpr const char* kGlooSocketIfname = "GLOO_SOCKET_IFNAME";
 inline constexpr const char* kMasterPort = "MASTER_PORT";
 inline constexpr const char* kRestartCount = "TORCHELASTIC_RESTART_COUNT";
 inline constexpr const char* kMaxRestarts = "TORCHELASTIC_MAX_RESTARTS";

@@ -1,0 +1,97 @@
+#pragma once
+// Rendezvous of the agents of a multi-machine job, through the master agent's store.
+//
+// Every agent registers (host, local world size, requested machine rank) under a slot it gets
+// from one atomic add. The master agent (requested machine rank 0, the store's host) waits
+// until all have joined, assigns machine ranks (requested ones honoured, the rest in arrival
+// order) and global rank offsets in one pass, and publishes them with one write; the others
+// wait for that key. After the job, every agent reports in an exit barrier so the master keeps
+// the store up until the last machine is done.
+//
+// Every function here uses `store` from the calling thread only, for its whole call: a store
+// client is not thread-safe, so no other thread may use the same client meanwhile.
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/report/job_report.h"
+#include "libaccel/common/expected.h"
+#include "libaccel/store/store.h"
+
+namespace accel::launcher {
+
+// Every key the agents keep in the job's store starts with this (workers' keys never do); they
+// survive the fresh key space each restart attempt gets.
+inline constexpr const char* kAgentKeyPrefix = "accel/";
+
+struct RendezvousOptions {
+  std::string run_id = "job";  // namespaces the keys: accel/rdzv/<run_id>/...
+  int num_machines = 1;
+  std::optional<int> requested_machine_rank;  // nullopt: any; 0 makes this agent the master
+  int local_world_size = 1;
+  std::string host;           // this machine's name, for messages
+  std::string address;        // this machine's address as seen on the way to the master
+  std::string store_address;  // "host:port" of the store, for messages
+  std::chrono::milliseconds timeout{std::chrono::seconds(900)};
+  std::chrono::milliseconds progress_interval{std::chrono::seconds(5)};
+  // Called by the master only, on the thread that runs rendezvous(), every progress_interval
+  // while machines are missing: "3/4 machines joined; waiting for machine_rank 2".
+  std::function<void(const std::string&)> progress;
+};
+
+struct MachineInfo {
+  std::string host;
+  std::string address;  // the address it reached the master from (its route's source address)
+  int local_world_size = 0;
+  int machine_rank = 0;
+  int rank_offset = 0;  // global rank of its local rank 0
+};
+
+struct RendezvousResult {
+  int machine_rank = 0;
+  int rank_offset = 0;
+  int world_size = 0;
+  std::vector<MachineInfo> machines;  // by machine rank
+};
+
+// Joins the rendezvous. Blocks until every machine joined or the timeout (an agent other than
+// the master waits 2 s longer, so that the master's reason for giving up reaches it); the error
+// names what is missing ("timed out after 900 s: 3/4 machines joined; waiting for machine_rank
+// 2"). Store failures (the master unreachable) and malformed records are errors naming the
+// store's address; nothing is thrown.
+Expected<RendezvousResult> rendezvous(store::Store& store, const RendezvousOptions& options);
+
+// The key under which the job's first failure is published (JSON of a JobFailure).
+std::string failureKey(const RendezvousOptions& options);
+// Where machine M's agent keeps its `accel status` answer for the others: statusKeyPrefix + M.
+std::string statusKeyPrefix(const RendezvousOptions& options);
+
+// Publishes `mine` as the job's first failure unless one is there already (one compare-and-set,
+// so exactly one machine's failure is the job's first). Returns the first failure when it is
+// another machine's, nullopt when it is `mine` (or the store cannot be reached: then nobody
+// else can be told either). Blocks for one round trip to the store, bounded only by the store
+// client's own timeout; never throws.
+std::optional<JobFailure> publishFailure(store::Store& store, const RendezvousOptions& options,
+                                         const JobFailure& mine);
+
+// Reads the published failure; nullopt when it is `machineRank`'s own. Blocks until the failure
+// key exists, at most 30 s (call it once the key is known to exist, e.g. after a watch fired).
+// Throws accel::Error when the store cannot be read (accel::TimeoutError when no failure was
+// published within 30 s), nlohmann::json::exception when the record is malformed.
+std::optional<JobFailure> readFailure(store::Store& store, const RendezvousOptions& options,
+                                      int machineRank);
+
+// The exit barrier: records that this machine's workers are done; the master then waits until
+// every machine has, or until `othersGone()` says no other agent is connected any more (one that
+// died never reports), or, once a failure was published, `afterFailure` has passed (the others
+// only need the store to read it). Returns how many finished, or -1 when the store cannot be
+// reached; never throws. A non-master returns after one round trip. The master polls the store
+// every 20 ms and calls `othersGone` (on the calling thread) while no failure is published; with
+// `othersGone` empty and no failure, it waits for every machine without a time limit.
+int exitBarrier(store::Store& store, const RendezvousOptions& options, bool master,
+                std::chrono::milliseconds afterFailure, const std::function<bool()>& othersGone);
+
+}  // namespace accel::launcher

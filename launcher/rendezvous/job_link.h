@@ -1,0 +1,91 @@
+#pragma once
+// JobLink: one agent's part in the cross-machine failure protocol of a multi-machine job, run on
+// a thread of its own so the supervisor's event loop never waits for the network.
+//
+// The protocol: every agent parks a WAIT on the job's failure key in the master's store (the
+// "watch", connected before the rendezvous); the first machine whose job fails publishes its
+// failure there with one compare-and-set, so exactly one is the job's first; the watch of every
+// agent then fires and each reads the failure. The store unreachable (the master's machine gone,
+// its link down) makes the watch fire too: a lost master is a failure of the job.
+//
+// The supervisor calls publish() and reads events when fd() is readable; both return at once.
+// Whatever the network does, stop() returns at once too: it shuts down the connections a call
+// of the thread may be blocked on (that call fails) and joins the thread. The watch's parked
+// WAIT stays until the link is destroyed: the master's exit barrier counts the agents alive by
+// their watches.
+//
+// Thread-safety: publish, takeEvents and fd may be called from any one thread (the supervisor's).
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "launcher/rendezvous/agent_rendezvous.h"
+#include "launcher/report/job_report.h"
+#include "libaccel/store/tcp_store_client.h"
+
+namespace accel::launcher {
+
+struct LinkEvent {
+  enum class Kind {
+    kRemoteFailure,   // the job's first failure is another machine's (or the master is lost)
+    kPublishedFirst,  // this machine's failure was published and is the job's first
+    kAnotherWasFirst  // publishing found another machine's failure already there
+  };
+  Kind kind;
+  JobFailure failure;  // the job's first failure (for kPublishedFirst: this machine's)
+};
+
+class JobLink {
+ public:
+  // `watch` already has its WAIT on failureKey(rdzv) parked (startWait); `publisher` is a second
+  // connection to the master's store, used only by the link's thread.
+  JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,
+          std::unique_ptr<store::TcpStoreClient> publisher, RendezvousOptions rdzv, int machineRank,
+          std::string masterHost);
+  ~JobLink();  // stop(), then closes the connections
+  JobLink(const JobLink&) = delete;
+  JobLink& operator=(const JobLink&) = delete;
+
+  // Readable when takeEvents() has something.
+  int fd() const { return event_fd_; }
+  // Queues this machine's failure for publication; the outcome arrives as an event. Only the
+  // first call of the job counts (false for later ones: no event will come).
+  bool publish(JobFailure mine);
+  // Queues this machine's `accel status` answer for the agents of the other machines (stored
+  // at statusKeyPrefix + machine rank; only the newest queued one is sent, best effort).
+  void shareStatus(std::string json);
+  // The events so far (and drains fd()).
+  std::vector<LinkEvent> takeEvents();
+  // Ends the link's thread (no event after it). Idempotent.
+  void stop();
+
+ private:
+  void run();
+  void onWatchFired();
+  void onPublish(const JobFailure& mine);
+  void onShare(const std::string& json);
+  void post(LinkEvent event);
+
+  std::unique_ptr<store::TcpStoreClient> watch_, publisher_;
+  const int watch_fd_;
+  const RendezvousOptions rdzv_;
+  const int machine_rank_;
+  const std::string master_host_;
+  int event_fd_ = -1;  // link → supervisor
+  int wake_fd_ = -1;   // supervisor → link (a publication is queued, or stop)
+  std::mutex mutex_;
+  std::optional<JobFailure> to_publish_;
+  std::optional<std::string> to_share_;
+  bool publish_requested_ = false;
+  bool stop_ = false;
+  bool watch_fired_ = false;  // the thread reads (or read) the watch's connection
+  std::vector<LinkEvent> events_;
+  std::thread thread_;
+};
+
+}  // namespace accel::launcher

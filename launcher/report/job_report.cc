@@ -1,0 +1,298 @@
+#include "launcher/report/job_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "launcher/base/posix.h"
+
+namespace accel::launcher {
+namespace {
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s", s);
+  return buf;
+}
+
+std::string rankList(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out;
+}
+
+std::string endText(int exitCode, int signal) {
+  if (signal != 0)
+    return "signal " + signalName(signal) + " (exit code " + std::to_string(exitCode) + ")";
+  return "exit code " + std::to_string(exitCode);
+}
+
+void printEvidence(std::ostringstream& out, const std::string& errorFileMessage,
+                   const std::vector<std::string>& tail) {
+  if (!errorFileMessage.empty()) out << "  error file: " << errorFileMessage << "\n";
+  if (tail.empty()) {
+    out << "  (its stderr was empty)\n";
+  } else {
+    out << "  last " << tail.size() << " line(s) of its stderr:\n";
+    for (const auto& line : tail) out << "    | " << line << "\n";
+  }
+}
+
+std::string machineText(const JobFailure& f) {
+  return "machine " + std::to_string(f.machine_rank) + (f.host.empty() ? "" : " (" + f.host + ")");
+}
+
+// The stacks the agent collected: the stuck ranks' whole, one line for each of the others (all
+// of them are in summary.json).
+void printStacks(std::ostringstream& out, const AttemptReport& a) {
+  const auto& stuck = a.hang->stuck_ranks;
+  for (const auto& w : a.workers) {
+    if (!w.stack_asked) continue;
+    const bool isStuck = std::find(stuck.begin(), stuck.end(), w.rank) != stuck.end();
+    if (w.stack.empty()) {
+      out << "  rank " << w.rank
+          << ": no stack (it printed nothing after SIGABRT: not Python with faulthandler, nor "
+             "libaccel)\n";
+      continue;
+    }
+    std::istringstream lines(w.stack);
+    std::string line;
+    if (!isStuck) {
+      std::string innermost;
+      while (std::getline(lines, line)) {
+        if (line.find("File \"") != std::string::npos || line.find("(_Z") != std::string::npos ||
+            line.find(")[0x") != std::string::npos) {
+          innermost = line;
+          break;
+        }
+      }
+      out << "  rank " << w.rank
+          << " was in: " << (innermost.empty() ? "(see summary.json)" : innermost) << "\n";
+      continue;
+    }
+    out << "  stack of rank " << w.rank << " (pid " << w.pid << "):\n";
+    for (int n = 0; std::getline(lines, line) && n < 80; ++n) {
+      if (line.rfind("Extension modules:", 0) == 0)
+        continue;  // faulthandler's list of loaded modules
+      out << "    | " << line << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+std::string describeEnd(const WorkerOutcome& w) { return endText(w.exit_code, w.signal); }
+
+std::string describeFailure(const JobFailure& f) {
+  if (f.rank < 0) return machineText(f) + ": " + f.reason;
+  return "rank " + std::to_string(f.rank) + " on " + machineText(f) + " failed with " +
+         endText(f.exit_code, f.signal);
+}
+
+nlohmann::json failureToJson(const JobFailure& f) {
+  return {{"machine_rank", f.machine_rank},
+          {"host", f.host},
+          {"rank", f.rank},
+          {"local_rank", f.local_rank},
+          {"pid", f.pid},
+          {"exit_code", f.exit_code},
+          {"signal", f.signal},
+          {"reason", f.reason},
+          {"ended_after_s", f.ended_after_s},
+          {"stderr_tail", f.stderr_tail},
+          {"error_file_message", f.error_file_message}};
+}
+
+JobFailure failureFromJson(const nlohmann::json& j) {
+  JobFailure f;
+  f.machine_rank = j.at("machine_rank").get<int>();
+  f.host = j.at("host").get<std::string>();
+  f.rank = j.at("rank").get<int>();
+  f.local_rank = j.at("local_rank").get<int>();
+  f.pid = j.at("pid").get<long>();
+  f.exit_code = j.at("exit_code").get<int>();
+  f.signal = j.at("signal").get<int>();
+  f.reason = j.at("reason").get<std::string>();
+  f.ended_after_s = j.at("ended_after_s").get<double>();
+  f.stderr_tail = j.at("stderr_tail").get<std::vector<std::string>>();
+  f.error_file_message = j.at("error_file_message").get<std::string>();
+  return f;
+}
+
+namespace {
+
+// One line per attempt: how it ended.
+void printAttempts(std::ostringstream& out, const JobReport& report) {
+  for (const auto& a : report.attempts) {
+    out << "attempt " << a.attempt << " (" << seconds(a.duration_s) << "): ";
+    if (a.remote_culprit) {
+      out << describeFailure(*a.remote_culprit) << "\n";
+    } else if (a.hang) {
+      out << (a.hang->kind == "exit" ? "did not exit" : "hung") << " ("
+          << (a.hang->stuck_ranks.size() == 1 ? "rank " : "ranks ") << rankList(a.hang->stuck_ranks)
+          << ")\n";
+    } else if (!a.culprit) {
+      out << (a.agent_signal ? "stopped by " + signalName(a.agent_signal) + " sent to the agent"
+                             : "succeeded")
+          << "\n";
+    } else {
+      const auto& w = a.workers[*a.culprit];
+      out << "rank " << w.rank << " failed with " << describeEnd(w) << "\n";
+    }
+  }
+}
+
+// The job's first failure, when it happened on another machine.
+void printRemoteCulprit(std::ostringstream& out, const AttemptReport& last) {
+  const JobFailure& f = *last.remote_culprit;
+  if (f.rank >= 0) {
+    out << "culprit: rank " << f.rank << " on " << machineText(f) << ", local rank " << f.local_rank
+        << ", pid " << f.pid << " — first to fail in the job, " << endText(f.exit_code, f.signal)
+        << ", after " << seconds(f.ended_after_s) << "\n";
+    printEvidence(out, f.error_file_message, f.stderr_tail);
+  } else {
+    out << "culprit: " << describeFailure(f) << "\n";
+  }
+  if (last.culprit) {
+    const WorkerOutcome& w = last.workers[*last.culprit];
+    out << "also failed on this machine, after it: rank " << w.rank << " with " << describeEnd(w)
+        << "\n";
+  }
+}
+
+void printCulprit(std::ostringstream& out, const AttemptReport& last) {
+  const WorkerOutcome& w = last.workers[*last.culprit];
+  out << "culprit: rank " << w.rank << " (local rank " << w.local_rank << ", pid " << w.pid
+      << ") — ";
+  if (last.hang) {
+    out << (last.hang->kind == "exit" ? "still running" : "stuck")
+        << ", stopped by the agent after " << seconds(w.ended_after_s) << " (" << describeEnd(w)
+        << ")\n";
+  } else {
+    out << "first to fail" << (last.told_others ? " in the job" : "") << ", " << describeEnd(w)
+        << ", after " << seconds(w.ended_after_s) << "\n";
+  }
+  if (last.oom_suspected) {
+    out << "  likely killed by the OOM killer: this cgroup's oom_kill count rose during the run\n";
+  }
+  if (!last.hang || !w.stderr_tail.empty() || !w.error_file_message.empty()) {
+    printEvidence(out, w.error_file_message, w.stderr_tail);
+  }
+  if (last.told_others) out << "the agents of the other machines were told to stop their workers\n";
+}
+
+// The other workers: stopped by the agent, killed after the grace period, or finished before.
+void printTheOthers(std::ostringstream& out, const AttemptReport& last) {
+  std::vector<int> collateral, killed, clean;
+  for (size_t i = 0; i < last.workers.size(); ++i) {
+    const auto& w = last.workers[i];
+    if (last.culprit && i == *last.culprit) continue;
+    if (w.needed_sigkill) killed.push_back(w.rank);
+    if (w.stopped_by_agent) {
+      collateral.push_back(w.rank);
+    } else if (w.exit_code == 0) {
+      clean.push_back(w.rank);
+    }
+  }
+  if (!collateral.empty()) {
+    out << "stopped by the agent (collateral): ranks " << rankList(collateral);
+    if (last.stop_s) out << " in " << seconds(*last.stop_s);
+    if (!killed.empty()) out << "; SIGKILL needed for ranks " << rankList(killed);
+    out << "\n";
+  } else if (!killed.empty()) {  // stopped by a signal to the agent
+    out << "SIGKILL needed for ranks " << rankList(killed) << " (alive after --term_timeout)\n";
+  }
+  if (!clean.empty()) out << "finished before the failure: ranks " << rankList(clean) << "\n";
+}
+
+}  // namespace
+
+std::string renderFailureSummary(const JobReport& report) {
+  if (report.attempts.empty() || report.attempts.back().succeeded()) return "";
+  std::ostringstream out;
+  out << "\n======================== accel: job failed ========================\n";
+  printAttempts(out, report);
+  const AttemptReport& last = report.attempts.back();
+  if (last.hang) {
+    out << (last.hang->kind == "exit" ? "the job did not exit: " : "the job hung: ")
+        << last.hang->message << "\n";
+    out << "stacks (the agent sent SIGABRT to every rank still running):\n";
+    printStacks(out, last);
+  }
+  if (last.agent_signal) {
+    out << "The agent received " << signalName(last.agent_signal)
+        << " and forwarded it to the workers.\n";
+  }
+  if (last.remote_culprit) {
+    printRemoteCulprit(out, last);
+  } else if (last.culprit) {
+    printCulprit(out, last);
+  }
+  printTheOthers(out, last);
+  if (report.attempts.size() > 1) out << "restarts used: " << report.attempts.size() - 1 << "\n";
+  out << "accel launch exits with " << report.exit_code << "\n";
+  out << "====================================================================\n";
+  return out.str();
+}
+
+nlohmann::json renderReportJson(const JobReport& report) {
+  nlohmann::json attempts = nlohmann::json::array();
+  for (const auto& a : report.attempts) {
+    nlohmann::json workers = nlohmann::json::array();
+    for (const auto& w : a.workers) {
+      workers.push_back(
+          {{"rank", w.rank},
+           {"local_rank", w.local_rank},
+           {"pid", w.pid},
+           {"exit_code", w.exit_code},
+           {"signal", w.signal ? nlohmann::json(signalName(w.signal)) : nlohmann::json(nullptr)},
+           {"stopped_by_agent", w.stopped_by_agent},
+           {"needed_sigkill", w.needed_sigkill},
+           {"ended_after_s", w.ended_after_s},
+           {"stderr_tail", w.stderr_tail},
+           {"stack", w.stack_asked ? nlohmann::json(w.stack) : nlohmann::json(nullptr)}});
+    }
+    nlohmann::json entry = {
+        {"attempt", a.attempt},
+        {"succeeded", a.succeeded()},
+        {"duration_s", a.duration_s},
+        {"oom_suspected", a.oom_suspected},
+        {"agent_signal",
+         a.agent_signal ? nlohmann::json(signalName(a.agent_signal)) : nlohmann::json(nullptr)},
+        {"stop_s", a.stop_s ? nlohmann::json(*a.stop_s) : nlohmann::json(nullptr)},
+        {"workers", workers}};
+    if (a.culprit) {
+      const auto& w = a.workers[*a.culprit];
+      entry["culprit"] = {
+          {"rank", w.rank},
+          {"local_rank", w.local_rank},
+          {"exit_code", w.exit_code},
+          {"signal", w.signal ? nlohmann::json(signalName(w.signal)) : nlohmann::json(nullptr)},
+          {"error_file_message", w.error_file_message}};
+    } else {
+      entry["culprit"] = nullptr;
+    }
+    entry["hang"] = a.hang ? nlohmann::json{{"kind", a.hang->kind},
+                                            {"message", a.hang->message},
+                                            {"stuck_ranks", a.hang->stuck_ranks},
+                                            {"timeout_s", a.hang->timeout_s},
+                                            {"detected_at", a.hang->detected_at}}
+                           : nlohmann::json(nullptr);
+    entry["remote_culprit"] =
+        a.remote_culprit ? failureToJson(*a.remote_culprit) : nlohmann::json(nullptr);
+    attempts.push_back(entry);
+  }
+  return {{"exit_code", report.exit_code},
+          {"succeeded", report.exit_code == 0},
+          {"attempts", attempts}};
+}
+
+int jobExitCode(const AttemptReport& last) {
+  if (last.hang) return kHungExitCode;
+  if (last.remote_culprit) return last.remote_culprit->exit_code;
+  if (last.culprit) return last.workers[*last.culprit].exit_code;
+  if (last.agent_signal) return 128 + last.agent_signal;
+  return 0;
+}
+
+}  // namespace accel::launcher

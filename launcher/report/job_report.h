@@ -1,0 +1,103 @@
+#pragma once
+// What happened to a job: every attempt, every worker's end, and who was to blame. Rendered as
+// the one failure block on the console and as <log_dir>/summary.json.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace accel::launcher {
+
+struct WorkerOutcome {
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = 0;
+  int exit_code = 0;                     // 128+N when killed by signal N
+  int signal = 0;                        // 0 when it exited by itself
+  bool stopped_by_agent = false;         // the agent signalled it before it ended (collateral)
+  bool needed_sigkill = false;           // it outlived the grace period
+  double ended_after_s = 0;              // seconds since the attempt started
+  std::vector<std::string> stderr_tail;  // last lines of its stderr
+  std::string error_file_message;        // from TORCHELASTIC_ERROR_FILE, if the worker wrote one
+  std::string stack;         // what it printed after the agent asked for its stack ("": not asked)
+  bool stack_asked = false;  // the agent sent it SIGABRT for its stack (hang or exit guard)
+};
+
+// The exit code of a job the agent stopped because it hung (as timeout(1)'s).
+inline constexpr int kHungExitCode = 124;
+
+// Why the agent stopped a job that was not failing but not moving either.
+struct HangReport {
+  std::string kind;              // "hang" (--hang_timeout) or "exit" (--exit_timeout)
+  std::string message;           // "rank 2 at step 4 for 10 s; ranks 0–1, 3 at step 5"
+  std::vector<int> stuck_ranks;  // global ranks (the first one here is the culprit)
+  double timeout_s = 0;
+  double detected_at = 0;  // when the agent called it, in seconds since the epoch
+};
+
+// The first failure of a multi-machine job, as its agent publishes it to the others: a worker's
+// end, or something that is not a worker's (an agent stopped by a signal, the master lost).
+struct JobFailure {
+  int machine_rank = -1;
+  std::string host;
+  int rank = -1;  // -1: not a worker's failure (see reason)
+  int local_rank = -1;
+  long pid = 0;
+  int exit_code = 1;  // what every agent of the job exits with
+  int signal = 0;
+  std::string reason;  // for failures that are not a worker's: "its agent received SIGTERM"
+  double ended_after_s = 0;
+  std::vector<std::string> stderr_tail;
+  std::string error_file_message;
+};
+
+// "rank 3 on machine 1 (hostB): exit code 7", "machine 1 (hostB): its agent received SIGTERM".
+std::string describeFailure(const JobFailure& failure);
+nlohmann::json failureToJson(const JobFailure& failure);
+// Throws nlohmann::json::exception on a malformed record.
+JobFailure failureFromJson(const nlohmann::json& j);
+
+struct AttemptReport {
+  int attempt = 0;                     // TORCHELASTIC_RESTART_COUNT of this attempt
+  std::vector<WorkerOutcome> workers;  // by local rank
+  std::optional<size_t> culprit;       // index of the first worker to fail
+  int agent_signal = 0;                // a signal the agent received and forwarded (0: none)
+  bool oom_suspected = false;          // the cgroup's oom_kill count rose during the attempt
+  double duration_s = 0;
+  std::optional<double> stop_s;  // culprit's end → last collateral worker's end
+  // Multi-machine jobs: the job's first failure when it happened on another machine (it is then
+  // the culprit, and `culprit`, if any, failed after it); `told_others` when this machine's
+  // failure was published as the job's first.
+  std::optional<JobFailure> remote_culprit;
+  bool told_others = false;
+  std::optional<HangReport> hang;  // the agent found the job hung and stopped it
+
+  bool succeeded() const { return !culprit && agent_signal == 0 && !remote_culprit && !hang; }
+};
+
+struct JobReport {
+  std::vector<AttemptReport> attempts;
+  int exit_code = 0;  // the last attempt's culprit's code, 0 on success
+};
+
+// The failure block printed at the end of a failed job ("" for a successful one). Names the
+// culprit, its exit code or signal, an OOM hint, its stderr tail, and the collateral ranks.
+std::string renderFailureSummary(const JobReport& report);
+
+// The same facts as JSON (for <log_dir>/summary.json), successful jobs included.
+nlohmann::json renderReportJson(const JobReport& report);
+
+// "exit code 3" or "signal SIGSEGV (exit code 139)".
+std::string describeEnd(const WorkerOutcome& worker);
+
+// The job's exit code from its last attempt: 124 for a hang, else the culprit's code (another
+// machine's, or this one's; 128+N for signal N), else 128+N when the agent was stopped by signal
+// N, else 0.
+int jobExitCode(const AttemptReport& last);
+
+}  // namespace accel::launcher

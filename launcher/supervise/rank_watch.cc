@@ -1,0 +1,199 @@
+#include "launcher/supervise/rank_watch.h"
+
+#include <cxxabi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "launcher/base/text.h"
+
+namespace accel::launcher {
+namespace {
+
+bool startsWith(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// "for 12 s": whole seconds, as people read them.
+std::string forSeconds(SteadyClock::duration d) {
+  return "for " + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) +
+         " s";
+}
+
+std::string ranksWord(const std::vector<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + rankRanges(ranks);
+}
+
+// Each rank's step, where every rank has one.
+std::optional<std::map<int, int64_t>> stepsOfAll(const std::vector<RankProgress>& ranks) {
+  std::map<int, int64_t> steps;
+  for (const auto& r : ranks) {
+    if (!r.step) return std::nullopt;
+    steps[r.rank] = *r.step;
+  }
+  return steps;
+}
+
+// "rank 3 at step 1042 for 120 s; ranks 0–2, 4–7 at step 1043"
+std::string stepsMessage(const std::map<int, int64_t>& steps, int64_t lowest,
+                         SteadyClock::duration stale) {
+  std::map<int64_t, std::vector<int>> byStep;
+  for (const auto& [rank, step] : steps) byStep[step].push_back(rank);
+  std::string text =
+      ranksWord(byStep[lowest]) + " at step " + std::to_string(lowest) + " " + forSeconds(stale);
+  for (const auto& [step, ranks] : byStep) {
+    if (step != lowest) text += "; " + ranksWord(ranks) + " at step " + std::to_string(step);
+  }
+  return text;
+}
+
+}  // namespace
+
+void ProgressBoard::onWrite(const std::string& storedKey, const std::string& value) {
+  const std::string prefix = storedHeartbeatPrefix();
+  if (!startsWith(storedKey, prefix)) return;
+  char* end = nullptr;
+  const long rank = std::strtol(storedKey.c_str() + prefix.size(), &end, 10);
+  if (end == storedKey.c_str() + prefix.size() || *end != '\0' || rank < 0) return;
+  const long long step = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0') return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  Entry& e = entries_[static_cast<int>(rank)];
+  if (e.step != step || e.changed == SteadyClock::time_point{}) e.changed = SteadyClock::now();
+  e.step = step;
+}
+
+std::map<int, ProgressBoard::Entry> ProgressBoard::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return entries_;
+}
+
+void ProgressBoard::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  entries_.clear();
+}
+
+long clockTicksPerSecond() {
+  static const long ticks = ::sysconf(_SC_CLK_TCK);
+  return ticks > 0 ? ticks : 100;
+}
+
+// /proc/PID/stat: "pid (comm) state ppid ... utime(14) stime(15) ... rss(24)"; comm may hold
+// spaces and parentheses, so fields are counted after its last ')'.
+std::optional<ProcSample> readProcSample(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!in || !std::getline(in, text)) return std::nullopt;
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(close + 1));
+  ProcSample s;
+  std::string field;
+  fields >> s.state;
+  uint64_t utime = 0, stime = 0;
+  long long rssPages = 0;
+  for (int index = 4; index <= 24 && fields >> field; ++index) {  // state was field 3
+    if (index == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
+    if (index == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
+    if (index == 24) rssPages = std::strtoll(field.c_str(), nullptr, 10);
+  }
+  s.cpu_ticks = utime + stime;
+  s.rss_bytes = static_cast<uint64_t>(std::max<long long>(rssPages, 0)) *
+                static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  return s;
+}
+
+std::optional<HangVerdict> judgeHang(const std::vector<RankProgress>& ranks,
+                                     SteadyClock::time_point now,
+                                     std::chrono::milliseconds timeout) {
+  auto idle = [now](const RankProgress& r) { return now - r.moved; };
+  std::vector<int> justified;
+  for (const auto& r : ranks) {
+    if (idle(r) < timeout) continue;
+    const bool othersPastOrWaiting =
+        std::all_of(ranks.begin(), ranks.end(), [&](const RankProgress& q) {
+          if (q.rank == r.rank) return true;
+          const bool past = q.step && r.step && *q.step > *r.step;
+          return past || idle(q) >= timeout / 2;
+        });
+    if (othersPastOrWaiting) justified.push_back(r.rank);
+  }
+  if (justified.empty()) return std::nullopt;
+  SteadyClock::duration stalest{0};
+  for (const auto& r : ranks) {
+    if (std::find(justified.begin(), justified.end(), r.rank) != justified.end())
+      stalest = std::max(stalest, idle(r));
+  }
+  HangVerdict v;
+  auto steps = stepsOfAll(ranks);
+  if (steps) {
+    int64_t lowest = INT64_MAX, highest = INT64_MIN;
+    for (const auto& [rank, step] : *steps)
+      lowest = std::min(lowest, step), highest = std::max(highest, step);
+    if (lowest != highest) {
+      for (const auto& [rank, step] : *steps) {
+        if (step == lowest) v.stuck.push_back(rank);
+      }
+      v.steps_differ = true;
+      v.message = stepsMessage(*steps, lowest, stalest);
+      return v;
+    }
+  }
+  // Steps do not tell: every rank that stands still is a candidate, and the stacks will choose.
+  for (const auto& r : ranks) {
+    if (idle(r) >= timeout / 2) v.stuck.push_back(r.rank);
+  }
+  v.message = ranksWord(v.stuck) + " made no progress " + forSeconds(stalest) +
+              (steps ? " (all at step " + std::to_string(steps->begin()->second) + ")"
+                     : " (no heartbeats: neither output nor CPU time moved)");
+  return v;
+}
+
+bool stackShowsCollective(const std::string& stack) {
+  static const char* const kMarks[] = {
+      "torch/distributed/", "c10d",     "gloo",         "nccl",          "accel4comm",
+      "accel::comm::",      "ShmGroup", "GradientSync", "in all_reduce", "in barrier"};
+  return std::any_of(std::begin(kMarks), std::end(kMarks),
+                     [&](const char* mark) { return stack.find(mark) != std::string::npos; });
+}
+
+std::vector<int> stuckByStacks(const std::vector<int>& candidates,
+                               const std::map<int, std::string>& stacks) {
+  std::vector<int> outside;  // or without a stack: only a stack in a collective clears a rank
+  for (int rank : candidates) {
+    auto it = stacks.find(rank);
+    if (it == stacks.end() || !stackShowsCollective(it->second)) outside.push_back(rank);
+  }
+  return outside.empty() ? candidates : outside;
+}
+
+// Replaces each "(_Z...+0x..)" symbol of backtrace_symbols' lines by its demangled name.
+std::string demangleStack(const std::string& text) {
+  std::string out;
+  size_t pos = 0;
+  while (true) {
+    const size_t open = text.find("(_Z", pos);
+    if (open == std::string::npos) break;
+    const size_t end = text.find_first_of("+)", open);
+    if (end == std::string::npos) break;
+    out.append(text, pos, open + 1 - pos);
+    const std::string mangled = text.substr(open + 1, end - open - 1);
+    int status = 0;
+    char* name = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
+    out += status == 0 && name ? name : mangled;
+    std::free(name);
+    pos = end;
+  }
+  out.append(text, pos, std::string::npos);
+  return out;
+}
+
+std::string rankRanges(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  return formatRuns(ranks, ", ", "\u2013", false);
+}
+
+}  // namespace accel::launcher

@@ -1,0 +1,93 @@
+#pragma once
+// What the agent knows of each rank's progress, and the rule that calls a job hung.
+//
+// Progress comes from two places: heartbeats (each rank ADDs 1 to "accel_step/<rank>" in the
+// job's store at every step it begins: libaccel's Accelerator does, any worker can; the store
+// tells the ProgressBoard of every write) and, for workers that send none, their output and
+// CPU time (sampled from /proc by the supervisor).
+//
+// A job is hung (judgeHang) when a rank has not moved for the hang timeout while every other
+// running rank has either moved past it (a higher step) or waits too (has not moved for half
+// the timeout). The stuck ranks are those at the lowest step; when the steps do not tell them
+// apart, the stacks do (stuckByStacks): a rank whose stack is inside a collective waits for
+// the others, one elsewhere is stuck.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/plan/worker_env.h"
+
+namespace accel::launcher {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// The ranks' heartbeats. onWrite is called from the store's thread, the rest from the
+// supervisor's: every method is thread-safe and never blocks for long.
+class ProgressBoard {
+ public:
+  struct Entry {
+    int64_t step = 0;
+    SteadyClock::time_point changed;
+  };
+  // A stored heartbeat key and its new value ("/accel_step/3", "1042"); anything else is ignored.
+  void onWrite(const std::string& storedKey, const std::string& value);
+  std::map<int, Entry> snapshot() const;
+  void clear();  // a new attempt starts from nothing
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<int, Entry> entries_;
+};
+
+// A process as /proc shows it: its state letter, CPU time and resident memory.
+struct ProcSample {
+  char state = '?';        // R, S, D, Z, T ... ('?' when /proc could not be read)
+  uint64_t cpu_ticks = 0;  // utime + stime, in clock ticks
+  uint64_t rss_bytes = 0;
+};
+std::optional<ProcSample> readProcSample(pid_t pid);
+long clockTicksPerSecond();
+
+// One running rank, as the hang rule sees it.
+struct RankProgress {
+  int rank = 0;
+  std::optional<int64_t> step;    // its heartbeat, if it sends one
+  SteadyClock::time_point moved;  // its heartbeat's last change, else its output's or CPU's
+};
+
+struct HangVerdict {
+  std::vector<int> stuck;     // the ranks at the lowest step; if no steps differ, every rank
+                              // idle for half the timeout (stuckByStacks chooses among them)
+  bool steps_differ = false;  // the heartbeats told them apart
+  std::string message;        // "rank 3 at step 1042 for 120 s; ranks 0–2, 4–7 at step 1043"
+};
+
+// nullopt while the job is not hung (see the header's rule).
+std::optional<HangVerdict> judgeHang(const std::vector<RankProgress>& ranks,
+                                     SteadyClock::time_point now,
+                                     std::chrono::milliseconds timeout);
+
+// Whether a dumped stack (faulthandler's or libaccel's) shows its thread waiting in a
+// collective: torch.distributed, c10d, Gloo, NCCL or libaccel's communicators.
+bool stackShowsCollective(const std::string& stack);
+
+// Of the ranks judged stuck with equal steps, those whose stacks are not in a collective (or
+// who printed none); all of them when every stack is in one.
+std::vector<int> stuckByStacks(const std::vector<int>& candidates,
+                               const std::map<int, std::string>& stacks);
+
+// C++ names in a backtrace_symbols text demangled ("_Z20stuckBeforeAllReducei" →
+// "stuckBeforeAllReduce(int)").
+std::string demangleStack(const std::string& text);
+
+// "3", "0–2, 4–7": ranks in ascending runs.
+std::string rankRanges(std::vector<int> ranks);
+
+}  // namespace accel::launcher

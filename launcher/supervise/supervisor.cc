@@ -1,0 +1,555 @@
+#include "launcher/supervise/supervisor.h"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <sstream>
+
+#include "config/paths.h"
+#include "launcher/base/text.h"
+#include "launcher/plan/run_dir.h"
+#include "launcher/plan/worker_env.h"
+#include "launcher/supervise/attempt.h"
+#include "launcher/supervise/oom.h"
+#include "launcher/supervise/output_prefixer.h"
+#include "launcher/supervise/subprocess_posix.h"
+
+namespace accel::launcher {
+namespace {
+
+constexpr int kHandledSignals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+// How long an attempt whose workers have all ended waits for its failure to be published.
+constexpr auto kPublishGrace = std::chrono::seconds(5);
+
+// Identifiers of the loop's descriptors other than the workers' pipes ((local rank << 1) | stream).
+constexpr uint64_t kSignalsId = ~0ull;
+constexpr uint64_t kLinkId = ~1ull;
+constexpr uint64_t kConsoleId = ~2ull;
+constexpr uint64_t kStatusId = ~3ull;
+
+sigset_t handledSet() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : kHandledSignals) sigaddset(&set, sig);
+  return set;
+}
+
+// torch's @record writes {"message": {"message": "...", "extraInfo": {...}}}; keep the message.
+std::string readErrorFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return "";
+  std::stringstream text;
+  text << in.rdbuf();
+  auto j = nlohmann::json::parse(text.str(), nullptr, false);
+  if (!j.is_discarded() && j.contains("message")) {
+    const auto& m = j["message"];
+    if (m.is_object() && m.contains("message") && m["message"].is_string())
+      return m["message"].get<std::string>();
+    if (m.is_string()) return m.get<std::string>();
+  }
+  std::string raw = text.str();
+  return raw.substr(0, 300);
+}
+
+void watchFd(int epollFd, int fd, uint64_t id, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = id;
+  if (::epoll_ctl(epollFd, EPOLL_CTL_MOD, fd, &ev) != 0)
+    ::epoll_ctl(epollFd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+std::string interruptNote(int count) {
+  if (count == 1) return "SIGINT forwarded to the workers (again: SIGTERM, a third time: SIGKILL)";
+  if (count == 2) return "second SIGINT: sending SIGTERM to the workers";
+  return "third SIGINT: sending SIGKILL to the workers";
+}
+
+}  // namespace
+
+// ---- One attempt --------------------------------------------------------------------------
+// Its phases, in order: prepare the workers' slots, spawn them, supervise until every worker has
+// ended (the loop dispatches each ready descriptor to its handler), tear down (kill what is
+// left, reap, read the pipes to the end), and build the report.
+
+void Supervisor::Attempt::say(const std::string& text) { parts_.console.notice(text); }
+
+// torchrun's layout: RUN_DIR/attempt_K/<local rank>/{stdout.log,stderr.log,error.json}, the
+// directory made for every rank (error.json is the worker's to write), a log for each stream the
+// plan keeps in files.
+void Supervisor::Attempt::prepareWorkers() {
+  workers_.resize(static_cast<size_t>(plan_.local_world_size));
+  for (int lr = 0; lr < plan_.local_world_size; ++lr) {
+    Worker& w = workers_[static_cast<size_t>(lr)];
+    w.local_rank = lr;
+    w.rank = placement_.globalRank(lr);
+    w.outcome.rank = w.rank;
+    w.outcome.local_rank = lr;
+    std::string prefix = "[rank " + std::to_string(w.rank) + "] ";
+    w.prefixers[0] = OutputPrefixer(prefix);
+    w.prefixers[1] = OutputPrefixer(prefix);
+    w.console_streams = plan_.consoleStreams(lr);
+    // The job goes on without these files if they cannot be made.
+    if (auto made = config::makeDirectories(rankDir(parts_.run_dir, attempt_, lr)); !made) {
+      say("rank " + std::to_string(w.rank) + ": " + made.error());
+    }
+    w.error_file = errorFile(parts_.run_dir, attempt_, lr);
+    ::unlink(w.error_file.c_str());
+    const int files = plan_.fileStreams(lr);
+    for (int stream = 0; stream < 2; ++stream) {
+      if (!(files & (stream + 1))) continue;
+      const std::string path = logFile(parts_.run_dir, attempt_, lr, stream + 1);
+      w.log_fds[stream] = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (w.log_fds[stream] < 0) say("cannot write " + path + ": " + std::strerror(errno));
+    }
+  }
+}
+
+// Spawns every worker; a worker that cannot start counts as the culprit, and no more are started.
+void Supervisor::Attempt::spawnWorkers() {
+  for (auto& w : workers_) {
+    if (report_.culprit || !spawn(w)) break;
+  }
+}
+
+bool Supervisor::Attempt::spawn(Worker& w) {
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+    w.outcome.stderr_tail = {std::string("cannot create pipes: ") + std::strerror(errno)};
+    onWorkerExit(w, 127, 0);
+    return false;
+  }
+  WorkerSlot slot{w.local_rank, attempt_, w.error_file};
+  SpawnSpec spec{plan_.argv, workerEnvironment(plan_, placement_, slot, parts_.parent_env), out[1],
+                 err[1]};
+  spec.inherit_stdin = w.rank == 0;  // local rank 0 of machine 0: pdb/breakpoint() work there
+  if (static_cast<size_t>(w.local_rank) < plan_.rank_cpus.size())
+    spec.cpus = plan_.rank_cpus[w.local_rank];
+  auto pid = processes_.spawn(spec);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (!pid) {
+    ::close(out[0]);
+    ::close(err[0]);
+    w.outcome.stderr_tail = {pid.error()};
+    say("rank " + std::to_string(w.rank) + ": " + pid.error());
+    onWorkerExit(w, 127, 0);
+    return false;
+  }
+  w.pid = *pid;
+  w.running = true;
+  w.started = w.last_output = w.cpu_moved = now();
+  w.outcome.pid = *pid;
+  for (int stream = 0; stream < 2; ++stream) {
+    w.fds[stream] = stream == 0 ? out[0] : err[0];
+    ::fcntl(w.fds[stream], F_SETFL, O_NONBLOCK);
+    watchFd(s_.epoll_fd_, w.fds[stream], pipeId(w, stream), pipeEvents());
+  }
+  return true;
+}
+
+// ---- The loop -----------------------------------------------------------------------------
+
+// Done when every worker has ended and this machine's failure, if any, is published (or the
+// store did not answer within kPublishGrace).
+bool Supervisor::Attempt::finished() const {
+  for (const auto& w : workers_) {
+    if (w.running) return false;
+  }
+  return publication_ != Publication::kPending || now() >= publish_deadline_;
+}
+
+// The loop's next deadline: the tick, SIGKILL's, the publication's.
+Clock::time_point Supervisor::Attempt::nextWake() const {
+  Clock::time_point next = next_tick_;
+  if (stopping_) next = std::min(next, kill_deadline_);
+  if (publication_ == Publication::kPending) next = std::min(next, publish_deadline_);
+  return next;
+}
+
+void Supervisor::Attempt::superviseUntilDone() {
+  // Signals that arrived before or during spawning (e.g. Ctrl-C at start-up) are handled here.
+  onSignals();
+  afterBatch();
+  epoll_event events[64];
+  while (!finished()) {
+    int n = parts_.clock.wait(s_.epoll_fd_, events, 64, nextWake());
+    if (n < 0 && errno != EINTR) break;
+    for (int i = 0; i < n; ++i) dispatch(events[i].data.u64);
+    afterBatch();
+  }
+}
+
+void Supervisor::Attempt::dispatch(uint64_t id) {
+  if (id == kSignalsId) return onSignals();
+  if (id == kLinkId) return onLinkEvents();
+  if (id == kConsoleId) return onConsoleReady();
+  if (id == kStatusId) return onStatusClients();
+  Worker& w = workers_[id >> 1];
+  const int stream = static_cast<int>(id & 1);
+  if (w.fds[stream] >= 0) onOutput(w, stream);
+}
+
+// What every pass of the loop checks, whatever woke it.
+void Supervisor::Attempt::afterBatch() {
+  if (now() >= next_tick_) onTick();
+  killOverdue();
+  publishFirstFailure();
+  if (output_paused_ || !parts_.console.backlogged()) return;
+  readOutput(false);
+  if (!parts_.console.backlogged()) readOutput(true);  // drained meanwhile: its signal may be gone
+}
+
+// ---- Handlers -----------------------------------------------------------------------------
+
+void Supervisor::Attempt::onSignals() {
+  signalfd_siginfo info;
+  bool children = false;
+  while (::read(s_.signal_fd_, &info, sizeof info) == sizeof info) {
+    const int sig = static_cast<int>(info.ssi_signo);
+    if (sig == SIGCHLD) {
+      children = true;  // handled once below, whatever the number of SIGCHLDs merged
+    } else if (sig == SIGUSR1 || sig == SIGUSR2) {
+      for (auto& w : workers_) {
+        if (w.running)
+          processes_.signalProcess(w.pid,
+                                   sig);  // the process only: its unprepared children would die
+      }
+    } else {
+      onAgentSignal(sig);
+    }
+  }
+  if (children) onChildren();
+}
+
+void Supervisor::Attempt::onAgentSignal(int sig) {
+  report_.agent_signal = sig;
+  s_.stop_requested_ = true;
+  int forward = sig;
+  if (sig == SIGINT) {
+    const int count = ++s_.interrupts_;
+    forward = count == 1 ? SIGINT : count == 2 ? SIGTERM : SIGKILL;
+    say(interruptNote(count));
+  } else if (!stopping_) {
+    stopping_ = true;
+    kill_deadline_ = now() + plan_.term_timeout;
+  }
+  signalRunning(forward, false);
+}
+
+// Workers that ended are noted but stay unreaped; orphans adopted as subreaper are reaped.
+void Supervisor::Attempt::onChildren() {
+  for (auto& w : workers_) {
+    if (!w.running) continue;
+    if (auto ended = processes_.endedUnreaped(w.pid))
+      onWorkerExit(w, ended->exit_code, ended->signal);
+  }
+  for (pid_t pid : processes_.otherChildren()) {
+    if (std::any_of(workers_.begin(), workers_.end(),
+                    [pid](const Worker& w) { return w.pid == pid; }))
+      continue;
+    if (processes_.endedUnreaped(pid)) processes_.reap(pid);
+  }
+}
+
+void Supervisor::Attempt::onWorkerExit(Worker& w, int exitCode, int signal) {
+  w.running = false;
+  w.outcome.exit_code = exitCode;
+  w.outcome.signal = signal;
+  w.outcome.ended_after_s = std::chrono::duration<double>(now() - start_).count();
+  if (report_.agent_signal == SIGINT) giveTheRestTheGrace(w);
+  if (exitCode == 0) {
+    if (!first_clean_exit_) first_clean_exit_ = now();  // the exit guard's clock
+    return;
+  }
+  if (!w.error_file.empty()) w.outcome.error_file_message = readErrorFile(w.error_file);
+  if (report_.culprit || w.outcome.stopped_by_agent || report_.agent_signal != 0) return;
+  report_.culprit = static_cast<size_t>(w.local_rank);
+  stopTheOthers();
+}
+
+// Reads what the pipe has now (it is non-blocking until tearDown); EOF closes it.
+void Supervisor::Attempt::onOutput(Worker& w, int stream) {
+  while (true) {
+    ssize_t n = ::read(w.fds[stream], buf_.data(), buf_.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return;  // EAGAIN: more later
+    const bool shown = (w.console_streams & (stream + 1)) != 0;
+    if (n == 0) {  // EOF: the last writer (worker or descendant) closed it
+      std::string rest = w.prefixers[stream].flush();
+      if (shown) parts_.console.write(stream + 1, std::move(rest));
+      ::epoll_ctl(s_.epoll_fd_, EPOLL_CTL_DEL, w.fds[stream], nullptr);
+      ::close(w.fds[stream]);
+      w.fds[stream] = -1;
+      return;
+    }
+    if (w.log_fds[stream] >= 0) writeAll(w.log_fds[stream], buf_.data(), static_cast<size_t>(n));
+    w.last_output = now();
+    if (stream == 1) w.stderr_tail.feed(buf_.data(), static_cast<size_t>(n));
+    if (stream == 1 && w.outcome.stack_asked) keepStack(w, buf_.data(), static_cast<size_t>(n));
+    std::string lines =
+        w.prefixers[stream].feed(std::string_view(buf_.data(), static_cast<size_t>(n)));
+    if (shown) parts_.console.write(stream + 1, std::move(lines));
+  }
+}
+
+void Supervisor::Attempt::onLinkEvents() {
+  for (auto& event : parts_.link->takeEvents()) {
+    switch (event.kind) {
+      case LinkEvent::Kind::kPublishedFirst:
+        report_.told_others = true;
+        publication_ = Publication::kDone;
+        break;
+      case LinkEvent::Kind::kAnotherWasFirst:
+        if (report_.culprit || event.failure.rank >= 0)
+          report_.remote_culprit = std::move(event.failure);
+        publication_ = Publication::kDone;
+        break;
+      case LinkEvent::Kind::kRemoteFailure:
+        onRemoteFailure(std::move(event.failure));
+        break;
+    }
+  }
+}
+
+void Supervisor::Attempt::onRemoteFailure(JobFailure failure) {
+  if (report_.remote_culprit || report_.told_others) return;
+  // Stopped by a signal here too (scancel signals every node): this agent's own story stands.
+  if (report_.agent_signal != 0 && failure.rank < 0) return;
+  report_.remote_culprit = std::move(failure);
+  if (stopping_) return;  // already stopping for a reason of its own
+  say(describeFailure(*report_.remote_culprit) + "; stopping the workers here");
+  stopTheOthers();
+}
+
+void Supervisor::Attempt::onConsoleReady() {
+  parts_.console.ackReady();
+  if (output_paused_ && !parts_.console.backlogged()) readOutput(true);
+}
+
+// ---- Actions ------------------------------------------------------------------------------
+
+// After Ctrl-C a rank has ended, so the job cannot go on: the ranks still running (a worker may
+// handle SIGINT, e.g. to save a checkpoint) get --term_timeout to finish, then SIGKILL, as
+// torchrun kills what outlives its grace after a signal. A second Ctrl-C still sends SIGTERM.
+void Supervisor::Attempt::giveTheRestTheGrace(const Worker& ended) {
+  if (stopping_) return;
+  const bool othersRun =
+      std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; });
+  if (!othersRun) return;
+  stopping_ = true;
+  kill_deadline_ = now() + plan_.term_timeout;
+  say("local rank " + std::to_string(ended.local_rank) + " ended after SIGINT; the others get " +
+      secondsText(plan_.term_timeout) + " (--term_timeout) to finish, then SIGKILL");
+}
+
+// The job failed (here or elsewhere): SIGTERM to every running worker, SIGKILL after the grace.
+void Supervisor::Attempt::stopTheOthers() {
+  culprit_end_ = now();
+  signalRunning(SIGTERM, /*collateral=*/true);
+  stopping_ = true;
+  kill_deadline_ = now() + plan_.term_timeout;
+}
+
+// Signals the process group of every running worker (its leader unreaped: the group is ours).
+void Supervisor::Attempt::signalRunning(int sig, bool collateral) {
+  for (auto& w : workers_) {
+    if (!w.running) continue;
+    if (collateral) w.outcome.stopped_by_agent = true;
+    processes_.signalGroup(w.pid, sig);
+  }
+}
+
+void Supervisor::Attempt::killOverdue() {
+  if (!stopping_ || now() < kill_deadline_) return;
+  for (auto& w : workers_) {
+    if (!w.running) continue;
+    w.outcome.needed_sigkill = true;
+    processes_.signalGroup(w.pid, SIGKILL);
+  }
+  stopping_ = false;  // SIGKILL cannot be refused; the exits follow
+}
+
+// The first failure here goes to the other machines once its stderr is read (without waiting:
+// the job link's thread talks to the store).
+void Supervisor::Attempt::publishFirstFailure() {
+  if (!parts_.link || publication_ != Publication::kNone ||
+      (!report_.culprit && report_.agent_signal == 0))
+    return;
+  publication_ = Publication::kDone;
+  if (report_.remote_culprit) return;  // another machine was first; the others know
+  if (!parts_.link->publish(myFailure())) return;
+  publication_ = Publication::kPending;
+  publish_deadline_ = now() + kPublishGrace;
+}
+
+JobFailure Supervisor::Attempt::myFailure() {
+  JobFailure mine;
+  mine.machine_rank = parts_.machine_rank;
+  mine.host = parts_.host;
+  if (!report_.culprit) {
+    mine.reason = "its agent received " + signalName(report_.agent_signal);
+    mine.exit_code = 128 + report_.agent_signal;
+    return mine;
+  }
+  Worker& w = workers_[*report_.culprit];
+  if (w.fds[1] >= 0) onOutput(w, 1);
+  mine.rank = w.rank;
+  mine.local_rank = w.local_rank;
+  mine.pid = w.pid;
+  mine.exit_code = report_.hang ? kHungExitCode : w.outcome.exit_code;
+  mine.signal = w.outcome.signal;
+  mine.ended_after_s = w.outcome.ended_after_s;
+  mine.stderr_tail = w.stderrTail();
+  mine.error_file_message = w.outcome.error_file_message;
+  return mine;
+}
+
+// Reads the workers' pipes, or, while the console is behind, leaves them be until it catches up
+// (their writes block, as on a slow terminal); exits, signals and the job link are still served.
+void Supervisor::Attempt::readOutput(bool on) {
+  output_paused_ = !on;
+  for (auto& w : workers_) {
+    for (int stream = 0; stream < 2; ++stream) {
+      if (w.fds[stream] >= 0) watchFd(s_.epoll_fd_, w.fds[stream], pipeId(w, stream), pipeEvents());
+    }
+  }
+}
+
+uint32_t Supervisor::Attempt::pipeEvents() const { return output_paused_ ? 0u : uint32_t{EPOLLIN}; }
+
+// The workers' groups (their leaders unreaped until now, so the ids are still ours), then the
+// leaders, then orphans re-parented to us that left those groups.
+void Supervisor::Attempt::killLeftovers() {
+  for (auto& w : workers_) {
+    if (w.pid > 0) processes_.signalGroup(w.pid, SIGKILL);
+  }
+  for (auto& w : workers_) {
+    if (w.pid <= 0) continue;
+    processes_.reap(w.pid);
+  }
+  for (int round = 0; round < 50; ++round) {
+    std::vector<pid_t> children = processes_.otherChildren();
+    if (children.empty()) break;
+    for (pid_t pid : children) {
+      ::kill(pid, SIGKILL);  // our unreaped child: the pid is still its
+      processes_.reap(pid);
+    }
+  }
+}
+
+// ---- Tear-down and report -----------------------------------------------------------------
+
+void Supervisor::Attempt::tearDown() {
+  killLeftovers();
+  // Everything that could write to the pipes is gone: read what is left, then close.
+  for (auto& w : workers_) {
+    for (int stream = 0; stream < 2; ++stream) {
+      if (w.fds[stream] >= 0) {
+        ::fcntl(w.fds[stream], F_SETFL, 0);
+        onOutput(w, stream);
+      }
+      if (w.log_fds[stream] >= 0) ::close(w.log_fds[stream]);
+    }
+  }
+  // SIGCHLDs of the leftovers were consumed by the reaping above; drop their queued signals.
+  signalfd_siginfo info;
+  while (::read(s_.signal_fd_, &info, sizeof info) == sizeof info) {
+    if (info.ssi_signo != SIGCHLD) {
+      report_.agent_signal = static_cast<int>(info.ssi_signo);
+      s_.stop_requested_ = true;
+    }
+  }
+}
+
+AttemptReport Supervisor::Attempt::finalReport() {
+  settleHangReport();
+  for (auto& w : workers_) {
+    w.outcome.stderr_tail = w.stderrTail();
+    report_.workers.push_back(w.outcome);
+  }
+  report_.duration_s = std::chrono::duration<double>(now() - start_).count();
+  if (culprit_end_) {
+    double last = 0;
+    for (const auto& w : report_.workers) {
+      if (w.stopped_by_agent) last = std::max(last, w.ended_after_s);
+    }
+    double culpritAt = std::chrono::duration<double>(*culprit_end_ - start_).count();
+    if (last > 0) report_.stop_s = std::max(0.0, last - culpritAt);
+  }
+  const auto oomAfter = readOomKillCount();
+  report_.oom_suspected = oom_before_ && oomAfter && *oomAfter > *oom_before_;
+  return std::move(report_);
+}
+
+// ---- Supervisor ---------------------------------------------------------------------------
+
+Supervisor::Supervisor(const LaunchPlan& plan, SupervisorParts parts)
+    : plan_(plan), parts_(std::move(parts)), started_(parts_.clock.now()) {}
+
+Expected<std::unique_ptr<Supervisor>> Supervisor::create(const LaunchPlan& plan,
+                                                         SupervisorParts parts) {
+  std::unique_ptr<Supervisor> s(new Supervisor(plan, std::move(parts)));
+  if (auto ok = s->openDescriptors(); !ok) return std::move(ok).takeError();
+  return s;
+}
+
+Expected<void> Supervisor::openDescriptors() {
+  sigset_t set = handledSet();
+  if (::pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) {
+    return makeError(std::string("sigprocmask: ") + std::strerror(errno));
+  }
+  signals_blocked_ = true;
+  ::signal(SIGPIPE, SIG_IGN);  // a closed console must not kill the agent (children get SIG_DFL)
+  signal_fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd_ < 0) return makeError(std::string("signalfd: ") + std::strerror(errno));
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) return makeError(std::string("epoll_create1: ") + std::strerror(errno));
+  watchFd(epoll_fd_, signal_fd_, kSignalsId, EPOLLIN);
+  watchFd(epoll_fd_, parts_.console.readyFd(), kConsoleId, EPOLLIN);
+  if (parts_.status) watchFd(epoll_fd_, parts_.status->fd(), kStatusId, EPOLLIN);
+  if (parts_.link) watchFd(epoll_fd_, parts_.link->fd(), kLinkId, EPOLLIN);
+  return {};
+}
+
+Supervisor::~Supervisor() {
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
+  if (signal_fd_ >= 0) ::close(signal_fd_);
+  if (signals_blocked_) {
+    sigset_t set = handledSet();
+    ::pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  }
+}
+
+AttemptReport Supervisor::runAttempt(int attempt, const Placement& placement) {
+  return Attempt(*this, attempt, placement).run();
+}
+
+JobReport Supervisor::runAttempts(const Placement& placement,
+                                  const std::function<void(int attempt)>& beforeRestart) {
+  JobReport report;
+  for (int attempt = 0; attempt <= plan_.max_restarts; ++attempt) {
+    if (attempt > 0 && beforeRestart) beforeRestart(attempt);
+    report.attempts.push_back(runAttempt(attempt, placement));
+    const AttemptReport& last = report.attempts.back();
+    if (last.succeeded() || stop_requested_ || attempt == plan_.max_restarts) break;
+    const auto& culprit = last.workers[*last.culprit];
+    parts_.console.notice("attempt " + std::to_string(attempt) + " failed (rank " +
+                          std::to_string(culprit.rank) + ": " + describeEnd(culprit) +
+                          "); restarting (" + std::to_string(attempt + 1) + " of " +
+                          std::to_string(plan_.max_restarts) + ")");
+  }
+  report.exit_code = jobExitCode(report.attempts.back());
+  return report;
+}
+
+}  // namespace accel::launcher

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The launcher's folders may include only what launcher/CMakeLists.txt lets them link: every
+# "launcher/<folder>/..." include of a file in launcher/<folder> is checked against the table
+# below (and launcher/, the agent, may include them all). Also: no libaccel, config or probes
+# file includes the launcher, and no header of the tree has a `using` declaration at namespace
+# scope. Prints each offence as file:line and exits 1 if there is one.
+#   tests/launcher/layering.sh [REPO]
+set -euo pipefail
+cd "${1:-$(dirname "$0")/../..}"
+declare -A allowed=(
+  [base]="base"
+  [plan]="base plan"
+  [cli]="base plan cli"
+  [report]="base plan report"
+  [rendezvous]="base report rendezvous"
+  [supervise]="base plan report rendezvous supervise"
+)
+bad=0
+for folder in "${!allowed[@]}"; do
+  while IFS=: read -r file line text; do
+    used=$(sed -E 's|.*"launcher/([a-z_]+)/.*|\1|' <<<"$text")
+    if [[ " ${allowed[$folder]} " != *" $used "* ]]; then
+      echo "$file:$line: launcher/$folder may not include launcher/$used ($text)"
+      bad=1
+    fi
+  done < <(grep -rn '#include "launcher/[a-z_]*/' "launcher/$folder" || true)
+  # A header directly in launcher/ (the agent) is above every folder.
+  if grep -rn '#include "launcher/[a-z_]*\.h"' "launcher/$folder"; then bad=1; fi
+done
+if grep -rn '#include "launcher/' libaccel config probes; then
+  echo "libaccel, config and probes never include the launcher"
+  bad=1
+fi
+if grep -rnE '^using [a-zA-Z_:]+;|^using namespace' --include=*.h apps config launcher libaccel probes; then
+  echo "headers declare no \`using\` at namespace scope"
+  bad=1
+fi
+((bad == 0)) && echo "layering: launcher folders include only what they may"
+exit $bad

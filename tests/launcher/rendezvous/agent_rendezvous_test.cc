@@ -1,0 +1,272 @@
+// Agents as threads, rendezvousing through a real store server on loopback.
+
+#include "launcher/rendezvous/agent_rendezvous.h"
+
+#include <condition_variable>
+#include <future>
+#include <mutex>
+
+#include <gtest/gtest.h>
+
+#include "libaccel/store/tcp_store_client.h"
+#include "libaccel/store/tcp_store_server.h"
+
+namespace accel::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+
+class AgentRendezvousTest : public ::testing::Test {
+ protected:
+  void SetUp() override { server_ = store::TcpStoreServer::start({}); }
+
+  RendezvousOptions options(int machines, int requested, int localWorldSize) {
+    RendezvousOptions o;
+    o.num_machines = machines;
+    if (requested >= 0) o.requested_machine_rank = requested;  // -1: any
+    o.local_world_size = localWorldSize;
+    o.host = "host-r" + std::to_string(requested);
+    o.store_address = "127.0.0.1:" + std::to_string(server_->port());
+    o.timeout = 5s;
+    return o;
+  }
+
+  // A client of the test's store (one per thread: clients are not thread-safe).
+  std::unique_ptr<store::TcpStoreClient> client() {
+    store::TcpStoreClientOptions c;
+    c.port = server_->port();
+    return std::make_unique<store::TcpStoreClient>(c);
+  }
+
+  Expected<RendezvousResult> join(RendezvousOptions o) { return rendezvous(*client(), o); }
+
+  // Returns once `slots` agents have registered: the rendezvous writes
+  // accel/rdzv/<run_id>/agent/<slot> for each arrival, in slot order. Throws TimeoutError (failing
+  // the test) if they never do.
+  void awaitRegistered(int slots) {
+    client()->wait({std::string(kAgentKeyPrefix) + "rdzv/job/agent/" + std::to_string(slots - 1)},
+                   10s);
+  }
+
+  std::unique_ptr<store::TcpStoreServer> server_;
+};
+
+TEST_F(AgentRendezvousTest, RequestedRanksAndOffsets) {
+  // Machines of different sizes join in an order unrelated to their ranks: 2, then 1, then 0.
+  auto m2 = std::async(std::launch::async, [&] { return join(options(3, 2, 4)); });
+  awaitRegistered(1);
+  auto m1 = std::async(std::launch::async, [&] { return join(options(3, 1, 2)); });
+  awaitRegistered(2);
+  auto r0 = join(options(3, 0, 1));
+  auto r1 = m1.get(), r2 = m2.get();
+  ASSERT_TRUE(r0.ok()) << r0.error();
+  ASSERT_TRUE(r1.ok()) << r1.error();
+  ASSERT_TRUE(r2.ok()) << r2.error();
+  EXPECT_EQ(r0->machine_rank, 0);
+  EXPECT_EQ(r1->machine_rank, 1);
+  EXPECT_EQ(r2->machine_rank, 2);
+  EXPECT_EQ(r0->rank_offset, 0);
+  EXPECT_EQ(r1->rank_offset, 1);
+  EXPECT_EQ(r2->rank_offset, 3);
+  EXPECT_EQ(r2->world_size, 7);
+  ASSERT_EQ(r1->machines.size(), 3u);
+  EXPECT_EQ(r1->machines[2].host, "host-r2");
+}
+
+TEST_F(AgentRendezvousTest, UnrequestedRanksGoInArrivalOrder) {
+  auto first = std::async(std::launch::async, [&] { return join(options(3, -1, 2)); });
+  awaitRegistered(1);  // the first has its slot before the second starts
+  auto second = std::async(std::launch::async, [&] { return join(options(3, -1, 2)); });
+  awaitRegistered(2);
+  auto master = join(options(3, 0, 2));
+  auto r1 = first.get(), r2 = second.get();
+  ASSERT_TRUE(master.ok() && r1.ok() && r2.ok());
+  EXPECT_EQ(master->machine_rank, 0);
+  EXPECT_EQ(r1->machine_rank, 1);
+  EXPECT_EQ(r2->machine_rank, 2);
+  EXPECT_EQ(r2->rank_offset, 4);
+}
+
+TEST_F(AgentRendezvousTest, TimeoutNamesMissingMachines) {
+  auto o = options(4, 0, 1);
+  o.timeout = 300ms;
+  auto one = std::async(std::launch::async, [&] { return join(options(4, 2, 1)); });
+  awaitRegistered(1);  // so that the master's count is 2/4, not 1/4
+  auto r = join(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), "rendezvous at " + o.store_address +
+                           " timed out after 0.3 s: 2/4 machines joined; waiting for "
+                           "machine_rank 1, 3");
+  auto other = one.get();
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error(),
+            "rendezvous failed: " + std::string("rendezvous at ") + o.store_address +
+                " timed out after 0.3 s: 2/4 machines joined; waiting for machine_rank 1, 3")
+      << "the master publishes why it gave up";
+}
+
+TEST_F(AgentRendezvousTest, MoreMachinesThanExpectedIsAnError) {
+  auto o = options(2, -1, 1);
+  o.timeout = 100ms;  // they wait 2 s more than this for the master, which publishes nothing here
+  auto a = std::async(std::launch::async, [&] { return join(o); });
+  auto b = std::async(std::launch::async, [&] { return join(o); });
+  awaitRegistered(2);
+  auto master = join(options(2, 0, 1));
+  ASSERT_FALSE(master.ok());
+  EXPECT_EQ(
+      master.error(),
+      "3 machines joined a rendezvous for 2 (is another job using the same --main_process_port?)");
+  for (auto* other : {&a, &b}) {
+    auto r = other->get();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error(), "rendezvous at " + o.store_address +
+                             " timed out after 0.1 s: the master agent (machine_rank 0) "
+                             "did not publish the machine ranks; 3/2 machines joined");
+  }
+}
+
+TEST_F(AgentRendezvousTest, DuplicateRequestedRankIsAnError) {
+  auto a = std::async(std::launch::async, [&] { return join(options(2, 0, 1)); });
+  auto b = join(options(2, 0, 1));
+  auto ra = a.get();
+  ASSERT_FALSE(ra.ok() && b.ok());
+  std::string message = !ra.ok() ? ra.error() : b.error();
+  EXPECT_NE(message.find("two machines asked for machine_rank 0 (host-r0 and host-r0)"),
+            std::string::npos)
+      << message;
+}
+
+TEST_F(AgentRendezvousTest, ProgressIsReported) {
+  auto o = options(2, 0, 1);
+  o.progress_interval = 50ms;
+  std::mutex m;
+  std::vector<std::string> seen;
+  std::promise<void> firstReport;
+  o.progress = [&](const std::string& s) {
+    std::lock_guard<std::mutex> lock(m);
+    seen.push_back(s);
+    if (seen.size() == 1) firstReport.set_value();
+  };
+  auto master = std::async(std::launch::async, [&] { return join(o); });
+  // The other machine joins only once the master has said it is missing.
+  ASSERT_EQ(firstReport.get_future().wait_for(10s), std::future_status::ready);
+  auto other = join(options(2, 1, 1));
+  ASSERT_TRUE(master.get().ok());
+  ASSERT_TRUE(other.ok()) << other.error();
+  std::lock_guard<std::mutex> lock(m);
+  ASSERT_FALSE(seen.empty());
+  for (const auto& status : seen)
+    EXPECT_EQ(status, "1/2 machines joined; waiting for machine_rank 1");
+}
+
+// The master's `othersGone` probe, counting its calls so a test can wait until the master is
+// inside its exit-barrier loop.
+class Polls {
+ public:
+  std::function<bool()> never() {
+    return [this] {
+      count();
+      return false;
+    };
+  }
+  std::function<bool()> untilGone() {
+    return [this] {
+      count();
+      std::lock_guard<std::mutex> lock(m_);
+      return gone_;
+    };
+  }
+  void setGone() {
+    std::lock_guard<std::mutex> lock(m_);
+    gone_ = true;
+  }
+  int calls() {
+    std::lock_guard<std::mutex> lock(m_);
+    return calls_;
+  }
+  bool awaitAtLeast(int n) {
+    std::unique_lock<std::mutex> lock(m_);
+    return cv_.wait_for(lock, 10s, [&] { return calls_ >= n; });
+  }
+
+ private:
+  void count() {
+    std::lock_guard<std::mutex> lock(m_);
+    ++calls_;
+    cv_.notify_all();
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  int calls_ = 0;
+  bool gone_ = false;
+};
+
+TEST_F(AgentRendezvousTest, ExitBarrierWaitsForEveryMachine) {
+  auto o = options(2, 0, 1);
+  auto a = client(), b = client();
+  Polls polls;
+  auto master =
+      std::async(std::launch::async, [&] { return exitBarrier(*a, o, true, 5s, polls.never()); });
+  // The master is in its wait (it asked whether the others are gone, twice) before the other
+  // reports.
+  const bool waiting = polls.awaitAtLeast(2);
+  EXPECT_EQ(exitBarrier(*b, o, false, 5s, nullptr), 2);
+  EXPECT_TRUE(waiting) << "the master never polled while the other machine was still running";
+  EXPECT_EQ(master.get(), 2);
+}
+
+TEST_F(AgentRendezvousTest, ExitBarrierStopsWaitingWhenTheOthersAreGone) {
+  auto o = options(3, 0, 1);
+  auto a = client();
+  Polls polls;
+  auto master = std::async(std::launch::async,
+                           [&] { return exitBarrier(*a, o, true, 5s, polls.untilGone()); });
+  EXPECT_TRUE(polls.awaitAtLeast(2));
+  EXPECT_EQ(master.wait_for(0s),
+            std::future_status::timeout);  // still waiting while the others live
+  polls.setGone();                         // the other agents died without reporting
+  const auto status = master.wait_for(10s);
+  if (status !=
+      std::future_status::ready) {  // let the master's thread end: the others report after all
+    exitBarrier(*client(), o, false, 5s, nullptr);
+    exitBarrier(*client(), o, false, 5s, nullptr);
+  }
+  ASSERT_EQ(status, std::future_status::ready);
+  EXPECT_EQ(master.get(), 1);
+}
+
+TEST_F(AgentRendezvousTest, ExitBarrierAfterAFailureIsBounded) {
+  auto o = options(2, 0, 1);
+  auto a = client();
+  JobFailure f;
+  f.machine_rank = 1;
+  EXPECT_FALSE(publishFailure(*a, o, f).has_value());  // the job's first failure
+  const auto start = std::chrono::steady_clock::now();
+  Polls polls;
+  EXPECT_EQ(exitBarrier(*a, o, true, 200ms, polls.never()), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_EQ(polls.calls(), 0) << "after a failure, only the deadline counts";
+}
+
+TEST_F(AgentRendezvousTest, OnlyTheFirstFailureIsPublished) {
+  auto o = options(2, 0, 1);
+  auto a = client(), b = client();
+  JobFailure first, second;
+  first.machine_rank = 1;
+  first.rank = 3;
+  first.exit_code = 7;
+  first.stderr_tail = {"boom"};
+  second.machine_rank = 0;
+  second.rank = 0;
+  EXPECT_FALSE(publishFailure(*b, o, first).has_value());
+  auto winner = publishFailure(*a, o, second);
+  ASSERT_TRUE(winner.has_value());
+  EXPECT_EQ(winner->rank, 3);
+  EXPECT_EQ(winner->exit_code, 7);
+  EXPECT_EQ(winner->stderr_tail, std::vector<std::string>{"boom"});
+  EXPECT_FALSE(readFailure(*b, o, 1).has_value());  // machine 1's own
+  EXPECT_EQ(readFailure(*a, o, 0)->rank, 3);
+}
+
+}  // namespace
+}  // namespace accel::launcher

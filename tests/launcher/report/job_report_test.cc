@@ -1,0 +1,82 @@
+#include "launcher/report/job_report.h"
+
+#include <csignal>
+
+#include <gtest/gtest.h>
+
+namespace accel::launcher {
+namespace {
+
+WorkerOutcome worker(int rank, int code, int sig = 0, bool collateral = false) {
+  WorkerOutcome w;
+  w.rank = rank;
+  w.local_rank = rank;
+  w.pid = 100 + rank;
+  w.exit_code = code;
+  w.signal = sig;
+  w.stopped_by_agent = collateral;
+  w.ended_after_s = 1.5;
+  return w;
+}
+
+TEST(JobReportTest, SuccessHasNoSummary) {
+  JobReport r;
+  AttemptReport a;
+  a.workers = {worker(0, 0), worker(1, 0)};
+  a.duration_s = 2.0;
+  r.attempts.push_back(a);
+  EXPECT_EQ(renderFailureSummary(r), "");
+  EXPECT_TRUE(renderReportJson(r).at("succeeded").get<bool>());
+}
+
+TEST(JobReportTest, FailureNamesCulpritTailOomAndCollateral) {
+  AttemptReport a;
+  a.attempt = 0;
+  a.workers = {worker(0, 143, SIGTERM, true), worker(1, 137, SIGKILL),
+               worker(2, 137, SIGKILL, true), worker(3, 0)};
+  a.workers[1].stderr_tail = {"allocating", "more"};
+  a.workers[2].needed_sigkill = true;
+  a.culprit = 1;
+  a.oom_suspected = true;
+  a.duration_s = 3.25;
+  a.stop_s = 0.5;
+  JobReport r{{a}, 137};
+  std::string s = renderFailureSummary(r);
+  EXPECT_NE(s.find("attempt 0 (3.25 s): rank 1 failed with signal SIGKILL (exit code 137)\n"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("culprit: rank 1 (local rank 1, pid 101) — first to fail, signal SIGKILL (exit "
+                   "code 137), after "
+                   "1.50 s\n"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("  likely killed by the OOM killer"), std::string::npos) << s;
+  EXPECT_NE(s.find("  last 2 line(s) of its stderr:\n    | allocating\n    | more\n"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(
+      s.find(
+          "stopped by the agent (collateral): ranks 0, 2 in 0.50 s; SIGKILL needed for ranks 2\n"),
+      std::string::npos)
+      << s;
+  EXPECT_NE(s.find("finished before the failure: ranks 3\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("accel launch exits with 137\n"), std::string::npos) << s;
+
+  auto j = renderReportJson(r);
+  EXPECT_EQ(j.at("attempts").at(0).at("culprit").at("rank"), 1);
+  EXPECT_EQ(j.at("attempts").at(0).at("culprit").at("signal"), "SIGKILL");
+  EXPECT_TRUE(j.at("attempts").at(0).at("oom_suspected").get<bool>());
+}
+
+TEST(JobReportTest, AgentSignalWithoutCulprit) {
+  AttemptReport a;
+  a.workers = {worker(0, 130, 0, false)};
+  a.agent_signal = SIGINT;
+  JobReport r{{a}, 130};
+  std::string s = renderFailureSummary(r);
+  EXPECT_NE(s.find("stopped by SIGINT sent to the agent"), std::string::npos) << s;
+  EXPECT_EQ(s.find("culprit:"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace accel::launcher

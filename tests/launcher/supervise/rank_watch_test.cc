@@ -1,0 +1,118 @@
+// The hang rule and its helpers (launcher/rank_watch.h).
+#include "launcher/supervise/rank_watch.h"
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+namespace accel::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+
+const SteadyClock::time_point kNow = SteadyClock::now();
+
+RankProgress rank(int r, std::optional<int64_t> step, std::chrono::milliseconds idle) {
+  return RankProgress{r, step, kNow - idle};
+}
+
+TEST(JudgeHang, NotWhileEveryRankMoves) {
+  EXPECT_FALSE(judgeHang({rank(0, 5, 100ms), rank(1, 5, 200ms)}, kNow, 3s));
+}
+
+TEST(JudgeHang, NotWhileAnotherRankAtTheSameStepStillMoves) {
+  // Rank 1 is idle for the timeout, but rank 0, at its step, moved a moment ago: no hang yet.
+  EXPECT_FALSE(judgeHang({rank(0, 5, 100ms), rank(1, 5, 3500ms)}, kNow, 3s));
+}
+
+TEST(JudgeHang, TheRankBehindIsStuckWhenTheOthersMovedPastIt) {
+  // Rank 3 at 1042 for 120 s; the others at 1043, waiting (or not even idle: they moved past).
+  std::vector<RankProgress> ranks = {rank(0, 1043, 119s), rank(1, 1043, 119s), rank(2, 1043, 1s),
+                                     rank(3, 1042, 120s), rank(4, 1043, 119s), rank(5, 1043, 119s),
+                                     rank(6, 1043, 119s), rank(7, 1043, 119s)};
+  auto v = judgeHang(ranks, kNow, 60s);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->stuck, std::vector<int>{3});
+  EXPECT_TRUE(v->steps_differ);
+  EXPECT_EQ(v->message, "rank 3 at step 1042 for 120 s; ranks 0\u20132, 4\u20137 at step 1043");
+}
+
+TEST(JudgeHang, EqualStepsNameEveryIdleRankForTheStacksToChoose) {
+  auto v = judgeHang({rank(0, 7, 3s), rank(1, 7, 4s), rank(2, 7, 2s)}, kNow, 3s);
+  ASSERT_TRUE(v);
+  EXPECT_FALSE(v->steps_differ);
+  EXPECT_EQ(v->stuck, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(v->message, "ranks 0\u20132 made no progress for 4 s (all at step 7)");
+}
+
+TEST(JudgeHang, WithoutHeartbeatsOnlyIdleness) {
+  // Rank 2 still moves (not even half the timeout idle): not hung.
+  EXPECT_FALSE(judgeHang(
+      {rank(0, std::nullopt, 5s), rank(1, std::nullopt, 5s), rank(2, std::nullopt, 1s)}, kNow, 3s));
+  auto v = judgeHang({rank(0, std::nullopt, 5s), rank(1, std::nullopt, 2s)}, kNow, 3s);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->stuck, (std::vector<int>{0, 1}));
+  EXPECT_EQ(
+      v->message,
+      "ranks 0, 1 made no progress for 5 s (no heartbeats: neither output nor CPU time moved)");
+}
+
+TEST(StuckByStacks, RanksOutsideCollectivesAreTheStuckOnes) {
+  const std::string inAllReduce =
+      "  File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", line 1541 "
+      "in all_reduce\n";
+  const std::string sleeping = "  File \"/tmp/w.py\", line 6 in <module>\n";
+  const std::string cppWaiting = "./w(accel::comm::ShmGroup::wait()+0x2c)[0x1]\n";
+  std::map<int, std::string> stacks = {{0, inAllReduce}, {1, sleeping}, {2, cppWaiting}};
+  EXPECT_EQ(stuckByStacks({0, 1, 2}, stacks), std::vector<int>{1});
+  // A rank without a stack cannot be cleared; all in collectives: every candidate stays.
+  EXPECT_EQ(stuckByStacks({0, 1, 3}, stacks), (std::vector<int>{1, 3}));
+  EXPECT_EQ(stuckByStacks({0, 2}, stacks), (std::vector<int>{0, 2}));
+}
+
+TEST(DemangleStack, NamesCppFramesAndLeavesTheRest) {
+  EXPECT_EQ(demangleStack("./w(_Z19stuckBeforeBackwardPKc+0x2c)[0x55]\n./"
+                          "w(+0x3a)[0x56]\nlibc.so.6(nanosleep+0x13)[0x7]\n"),
+            "./w(stuckBeforeBackward(char "
+            "const*)+0x2c)[0x55]\n./w(+0x3a)[0x56]\nlibc.so.6(nanosleep+0x13)[0x7]\n");
+  EXPECT_EQ(demangleStack("./w(_Znotmangled+0x1)"), "./w(_Znotmangled+0x1)");
+}
+
+TEST(RankRanges, RunsOfThreeOrMoreBecomeRanges) {
+  EXPECT_EQ(rankRanges({}), "");
+  EXPECT_EQ(rankRanges({3}), "3");
+  EXPECT_EQ(rankRanges({1, 0}), "0, 1");
+  EXPECT_EQ(rankRanges({7, 0, 1, 2, 4, 5, 6, 9}), "0\u20132, 4\u20137, 9");
+}
+
+TEST(ProgressBoard, KeepsEachRanksStepAndWhenItChanged) {
+  ProgressBoard board;
+  board.onWrite(storedHeartbeatPrefix() + "3", "41");
+  board.onWrite("/accel_step/x", "1");                   // not a rank
+  board.onWrite("/other/3", "1");                        // not a heartbeat
+  board.onWrite(storedHeartbeatPrefix() + "2", "many");  // not a count
+  auto first = board.snapshot();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first.at(3).step, 41);
+  board.onWrite("/" + heartbeatKey(3), "41");  // the same step again: it did not move
+  EXPECT_EQ(board.snapshot().at(3).changed, first.at(3).changed);
+  board.onWrite("/" + heartbeatKey(3), "42");
+  EXPECT_EQ(board.snapshot().at(3).step, 42);
+  EXPECT_GE(board.snapshot().at(3).changed, first.at(3).changed);
+  board.clear();
+  EXPECT_TRUE(board.snapshot().empty());
+}
+
+TEST(ReadProcSample, ThisProcess) {
+  volatile double spin = 0;
+  for (int i = 0; i < 20000000; ++i) spin = spin + i;  // some CPU time of our own
+  auto s = readProcSample(::getpid());
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->state, 'R');
+  EXPECT_GT(s->cpu_ticks, 0u);
+  EXPECT_GT(s->rss_bytes, 1u << 20);
+  EXPECT_FALSE(readProcSample(-1));
+}
+
+}  // namespace
+}  // namespace accel::launcher

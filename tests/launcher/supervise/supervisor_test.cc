@@ -1,0 +1,303 @@
+// The supervisor's rules, driven through its Processes/Clock seam by FakeWorld: who is the
+// culprit, what the others get and when, what Ctrl-C does once, twice and three times, the exit
+// guard, restarts and the exit code. The real processes are proven end to end (tests/e2e).
+#include "launcher/supervise/supervisor.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "../../config/test_util.h"
+#include "fake_world.h"
+
+namespace accel::launcher {
+namespace {
+
+using testing::FakeWorld;
+using Action = FakeWorld::Action;
+using Script = FakeWorld::Script;
+using std::chrono::milliseconds;
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  // `ranks` workers of /bin/true on one machine, torchrun's variables, a 5 s grace period.
+  void SetUp() override {
+    plan_.argv = {"/bin/true"};
+    plan_.torchrun_env = true;
+    plan_.term_timeout = milliseconds(5000);
+    notices_fd_ = ::open(dir_.path().c_str(), O_TMPFILE | O_RDWR, 0600);
+    ASSERT_GE(notices_fd_, 0);
+  }
+  void TearDown() override { ::close(notices_fd_); }
+
+  void ranks(int n) {
+    plan_.world_size = plan_.local_world_size = n;
+    placement_.world_size = n;
+  }
+
+  // Runs the plan's attempts to the end against the fake world.
+  JobReport run() {
+    Console console(false, notices_fd_, notices_fd_);
+    SupervisorParts parts(console, world_, world_);
+    parts.run_dir = dir_.path();
+    auto supervisor = Supervisor::create(plan_, std::move(parts));
+    EXPECT_TRUE(supervisor.ok()) << supervisor.error();
+    JobReport report = (*supervisor)->runAttempts(placement_, [this](int attempt) {
+      restarts_.push_back(attempt);
+    });
+    stop_requested_ = (*supervisor)->stopRequested();
+    console.flush();
+    return report;
+  }
+
+  // What the agent said, line by line.
+  std::vector<std::string> notices() const {
+    std::string text(static_cast<size_t>(::lseek(notices_fd_, 0, SEEK_END)), '\0');
+    ::pread(notices_fd_, text.data(), text.size(), 0);
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }
+
+  // The signals the agent received and those it sent to running workers, in order (not the
+  // tear-down's SIGKILL to every group, sent once every worker has ended).
+  std::vector<Action> signalsToTheLiving() const {
+    std::vector<Action> out;
+    for (const auto& a : world_.actions()) {
+      const bool signal = a.what.rfind("signal", 0) == 0 || a.what.rfind("agent", 0) == 0;
+      if (signal && a.what.find("(ended)") == std::string::npos) out.push_back(a);
+    }
+    return out;
+  }
+
+  ::accel::testing::ScratchDir dir_;
+  int notices_fd_ = -1;
+  LaunchPlan plan_;
+  Placement placement_;
+  FakeWorld world_;
+  std::vector<int> restarts_;
+  bool stop_requested_ = false;
+};
+
+TEST_F(SupervisorTest, EveryWorkerSucceeding) {
+  ranks(3);
+  for (int r = 0; r < 3; ++r) world_.script(r, Script().exits(100 * (r + 1)));
+  JobReport report = run();
+  ASSERT_EQ(report.attempts.size(), 1u);
+  EXPECT_TRUE(report.attempts[0].succeeded());
+  EXPECT_EQ(report.exit_code, 0);
+  EXPECT_TRUE(signalsToTheLiving().empty());
+  // Spawned in rank order, each with its own RANK and the attempt's restart count.
+  EXPECT_EQ(world_.actionsStarting("spawn"), (std::vector<Action>{{0, "spawn rank 0 attempt 0"},
+                                                                  {0, "spawn rank 1 attempt 0"},
+                                                                  {0, "spawn rank 2 attempt 0"}}));
+}
+
+// The first worker to fail is the culprit; the others get SIGTERM at that moment, are
+// collateral, and the job exits with the culprit's code; its stderr is in the report.
+TEST_F(SupervisorTest, TheFirstFailureIsTheCulpritAndTheOthersAreStopped) {
+  ranks(3);
+  placement_.rank_offset = 6;  // machine 2 of a 3x3 job: global ranks 6..8
+  placement_.world_size = 9;
+  world_.script(6, Script().diesAfter(30));
+  world_.script(7, Script().exits(400, 3).writes("loading\nValueError: boom\n"));
+  world_.script(8, Script().exits(900, 5));  // later: not the culprit
+  JobReport report = run();
+  const AttemptReport& a = report.attempts.at(0);
+  ASSERT_TRUE(a.culprit);
+  EXPECT_EQ(*a.culprit, 1u);
+  EXPECT_EQ(a.workers[1].rank, 7);
+  EXPECT_EQ(a.workers[1].exit_code, 3);
+  EXPECT_FALSE(a.workers[1].stopped_by_agent);
+  EXPECT_EQ(a.workers[1].stderr_tail, (std::vector<std::string>{"loading", "ValueError: boom"}));
+  for (size_t i : {0u, 2u}) {
+    EXPECT_TRUE(a.workers[i].stopped_by_agent) << i;
+    EXPECT_EQ(a.workers[i].exit_code, 128 + SIGTERM) << i;
+    EXPECT_EQ(a.workers[i].signal, SIGTERM) << i;
+    EXPECT_FALSE(a.workers[i].needed_sigkill) << i;
+  }
+  EXPECT_EQ(signalsToTheLiving(), (std::vector<Action>{{400, "signal group rank 6 SIGTERM"},
+                                                       {400, "signal group rank 8 SIGTERM"}}));
+  EXPECT_EQ(report.exit_code, 3);
+  EXPECT_NEAR(*a.stop_s, 0.03, 1e-6);  // rank 6 took 30 ms to die; rank 8 none
+}
+
+// A worker that survives SIGTERM gets SIGKILL when --term_timeout has passed since the SIGTERM,
+// not before.
+TEST_F(SupervisorTest, SigtermEscalatesToSigkillAfterTheGracePeriod) {
+  ranks(2);
+  plan_.term_timeout = milliseconds(2000);
+  world_.script(0, Script().exits(100, 1));
+  world_.script(1, Script().survives(SIGTERM));
+  JobReport report = run();
+  const AttemptReport& a = report.attempts.at(0);
+  EXPECT_EQ(signalsToTheLiving(), (std::vector<Action>{{100, "signal group rank 1 SIGTERM"},
+                                                       {2100, "signal group rank 1 SIGKILL"}}));
+  EXPECT_TRUE(a.workers[1].needed_sigkill);
+  EXPECT_EQ(a.workers[1].exit_code, 128 + SIGKILL);
+  EXPECT_EQ(report.exit_code, 1);
+}
+
+// Ctrl-C is forwarded as SIGINT; a second sends SIGTERM, a third SIGKILL. No restart after it,
+// and the job's code is 128+SIGINT.
+TEST_F(SupervisorTest, SigintForwardedThenSigtermThenSigkill) {
+  ranks(2);
+  plan_.max_restarts = 3;
+  for (int r = 0; r < 2; ++r) world_.script(r, Script().survives(SIGINT).survives(SIGTERM));
+  world_.signalAgentAt(100, SIGINT);
+  world_.signalAgentAt(300, SIGINT);
+  world_.signalAgentAt(600, SIGINT);
+  JobReport report = run();
+  EXPECT_EQ(signalsToTheLiving(), (std::vector<Action>{{100, "agent receives SIGINT"},
+                                                       {100, "signal group rank 0 SIGINT"},
+                                                       {100, "signal group rank 1 SIGINT"},
+                                                       {300, "agent receives SIGINT"},
+                                                       {300, "signal group rank 0 SIGTERM"},
+                                                       {300, "signal group rank 1 SIGTERM"},
+                                                       {600, "agent receives SIGINT"},
+                                                       {600, "signal group rank 0 SIGKILL"},
+                                                       {600, "signal group rank 1 SIGKILL"}}));
+  ASSERT_EQ(report.attempts.size(), 1u);  // a stop asked for is never restarted
+  EXPECT_TRUE(stop_requested_);
+  EXPECT_FALSE(report.attempts[0].culprit);
+  EXPECT_EQ(report.attempts[0].agent_signal, SIGINT);
+  EXPECT_EQ(report.exit_code, 128 + SIGINT);
+  const auto said = notices();
+  ASSERT_GE(said.size(), 3u);
+  EXPECT_EQ(said[0],
+            "accel: SIGINT forwarded to the workers (again: SIGTERM, a third time: SIGKILL)");
+  EXPECT_EQ(said[1], "accel: second SIGINT: sending SIGTERM to the workers");
+  EXPECT_EQ(said[2], "accel: third SIGINT: sending SIGKILL to the workers");
+}
+
+// After Ctrl-C, once one rank has ended the others get --term_timeout from then, then SIGKILL
+// (a rank may catch SIGINT to save a checkpoint).
+TEST_F(SupervisorTest, AfterSigintTheRestGetTheGraceOnceOneEnded) {
+  ranks(2);
+  plan_.term_timeout = milliseconds(1000);
+  world_.script(0, Script().diesAfter(50));
+  world_.script(1, Script().survives(SIGINT));
+  world_.signalAgentAt(100, SIGINT);
+  JobReport report = run();
+  EXPECT_EQ(signalsToTheLiving(), (std::vector<Action>{{100, "agent receives SIGINT"},
+                                                       {100, "signal group rank 0 SIGINT"},
+                                                       {100, "signal group rank 1 SIGINT"},
+                                                       {1150, "signal group rank 1 SIGKILL"}}));
+  EXPECT_TRUE(report.attempts[0].workers[1].needed_sigkill);
+  EXPECT_EQ(report.exit_code, 128 + SIGINT);
+}
+
+// SIGTERM to the agent is forwarded and ends the job, with SIGKILL after the grace period.
+TEST_F(SupervisorTest, SigtermToTheAgentEndsTheJob) {
+  ranks(2);
+  plan_.term_timeout = milliseconds(700);
+  world_.script(0, Script());
+  world_.script(1, Script().survives(SIGTERM));
+  world_.signalAgentAt(200, SIGTERM);
+  JobReport report = run();
+  EXPECT_EQ(signalsToTheLiving(), (std::vector<Action>{{200, "agent receives SIGTERM"},
+                                                       {200, "signal group rank 0 SIGTERM"},
+                                                       {200, "signal group rank 1 SIGTERM"},
+                                                       {900, "signal group rank 1 SIGKILL"}}));
+  EXPECT_EQ(report.exit_code, 128 + SIGTERM);
+  EXPECT_FALSE(report.attempts[0].culprit);  // stopped, not failed
+}
+
+// SIGUSR1 (SLURM's preemption warning) goes to each worker process, and the job goes on.
+TEST_F(SupervisorTest, SigusrGoesToEachWorkerProcessAndTheJobGoesOn) {
+  ranks(2);
+  for (int r = 0; r < 2; ++r) world_.script(r, Script().exits(1000));
+  world_.signalAgentAt(300, SIGUSR1);
+  JobReport report = run();
+  EXPECT_EQ(signalsToTheLiving(), (std::vector<Action>{{300, "agent receives SIGUSR1"},
+                                                       {300, "signal process rank 0 SIGUSR1"},
+                                                       {300, "signal process rank 1 SIGUSR1"}}));
+  EXPECT_TRUE(report.attempts[0].succeeded());
+  EXPECT_EQ(report.exit_code, 0);
+}
+
+// The exit guard (--exit_timeout): once a rank exited 0, the others get the timeout, checked at
+// the supervisor's ticks (every 500 ms); then their stacks are asked for (SIGABRT, the process
+// only) and the job is reported as hung.
+TEST_F(SupervisorTest, ExitGuardStopsRanksThatOutliveACleanExit) {
+  ranks(2);
+  plan_.exit_timeout = milliseconds(1000);
+  world_.script(0, Script().exits(100));
+  world_.script(1, Script());
+  JobReport report = run();
+  EXPECT_EQ(signalsToTheLiving(), (std::vector<Action>{{1500, "signal process rank 1 SIGABRT"}}));
+  const AttemptReport& a = report.attempts.at(0);
+  ASSERT_TRUE(a.hang);
+  EXPECT_EQ(a.hang->kind, "exit");
+  EXPECT_EQ(a.hang->stuck_ranks, std::vector<int>{1});
+  EXPECT_EQ(*a.culprit, 1u);
+  EXPECT_TRUE(a.workers[1].stack_asked);
+  EXPECT_EQ(report.exit_code, kHungExitCode);
+}
+
+// A failed attempt restarts every worker with the next restart count, until one succeeds;
+// the agent's hook runs before each restart; each attempt is reported.
+TEST_F(SupervisorTest, RestartsUntilAnAttemptSucceeds) {
+  ranks(2);
+  plan_.max_restarts = 3;
+  world_.script(1, Script().exits(100, 2), /*attempt=*/0);
+  world_.script(0, Script().exits(50, 9), /*attempt=*/1);
+  for (int r = 0; r < 2; ++r) world_.script(r, Script().exits(70), /*attempt=*/2);
+  JobReport report = run();
+  ASSERT_EQ(report.attempts.size(), 3u);
+  EXPECT_EQ(report.attempts[0].workers[*report.attempts[0].culprit].rank, 1);
+  EXPECT_EQ(report.attempts[1].workers[*report.attempts[1].culprit].rank, 0);
+  EXPECT_TRUE(report.attempts[2].succeeded());
+  EXPECT_EQ(report.exit_code, 0);
+  EXPECT_EQ(restarts_, (std::vector<int>{1, 2}));
+  std::vector<std::string> counts;
+  for (const auto& env : world_.spawnedEnvs()) {
+    for (const auto& kv : env) {
+      if (kv.rfind("TORCHELASTIC_RESTART_COUNT=", 0) == 0) counts.push_back(kv);
+    }
+  }
+  EXPECT_EQ(counts.size(), 6u);
+  EXPECT_EQ(counts[0], "TORCHELASTIC_RESTART_COUNT=0");
+  EXPECT_EQ(counts[2], "TORCHELASTIC_RESTART_COUNT=1");
+  EXPECT_EQ(counts[5], "TORCHELASTIC_RESTART_COUNT=2");
+  const auto said = notices();
+  ASSERT_EQ(said.size(), 2u);
+  EXPECT_EQ(said[0], "accel: attempt 0 failed (rank 1: exit code 2); restarting (1 of 3)");
+  EXPECT_EQ(said[1], "accel: attempt 1 failed (rank 0: exit code 9); restarting (2 of 3)");
+}
+
+// The restart budget is spent: the last attempt's culprit gives the job its code.
+TEST_F(SupervisorTest, TheLastAttemptsCulpritGivesTheExitCode) {
+  ranks(1);
+  plan_.max_restarts = 1;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    world_.script(0, Script().exits(10, 40 + attempt), attempt);
+  }
+  JobReport report = run();
+  ASSERT_EQ(report.attempts.size(), 2u);
+  EXPECT_EQ(report.exit_code, 41);
+}
+
+// A worker that cannot be started is the culprit (code 127), and no later one is started.
+TEST_F(SupervisorTest, AWorkerThatCannotStartIsTheCulprit) {
+  ranks(3);
+  world_.script(1, Script().cannotStart("cannot execute '/bin/true': Permission denied"));
+  JobReport report = run();
+  const AttemptReport& a = report.attempts.at(0);
+  EXPECT_EQ(*a.culprit, 1u);
+  EXPECT_EQ(a.workers[1].exit_code, 127);
+  EXPECT_EQ(a.workers[1].stderr_tail,
+            std::vector<std::string>{"cannot execute '/bin/true': Permission denied"});
+  EXPECT_EQ(world_.actionsStarting("spawn").size(), 2u);  // rank 2 never started
+  EXPECT_EQ(signalsToTheLiving(), (std::vector<Action>{{0, "signal group rank 0 SIGTERM"}}));
+  EXPECT_EQ(report.exit_code, 127);
+}
+
+}  // namespace
+}  // namespace accel::launcher
