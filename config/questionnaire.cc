@@ -172,7 +172,8 @@ Expected<void> askCpuOnly(Session& s) {
 }
 
 // Multi-CPU only, as accelerate asks it: with a hostfile, accel launch runs the job through
-// mpirun with accelerate's arguments (launcher/launch_plan.cc) instead of an agent per machine.
+// mpirun with accelerate's arguments (launcher/plan/launch_plan.cc) instead of an agent per
+// machine.
 Expected<void> askMpirun(Session& s) {
   if (!s.is(kDistributedMultiCpu)) return {};
   ACCEL_ASK(useMpirun, s.ask.yesNo("Do you want accel to launch mpirun?", false));

@@ -1,6 +1,6 @@
 #pragma once
 // `accel status [--json]`: the running jobs of this user on this machine, rank by rank
-// (launcher/status_socket.h).
+// (launcher/supervise/status_socket.h).
 
 #include <CLI/CLI.hpp>
 

@@ -105,7 +105,7 @@ Expected<ParsedLaunchFlags> parseLaunchFlags(const std::vector<std::string>& arg
 std::string launchHelp(LaunchMode mode);
 
 // The table as Markdown (flag, where it comes from, what accel does): README.md's flag table,
-// which tests/launcher/launch_flags_test.cc keeps equal to it.
+// which tests/launcher/cli/launch_flags_test.cc keeps equal to it.
 std::string launchFlagsMarkdown();
 
 }  // namespace accel::launcher

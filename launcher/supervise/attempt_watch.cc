@@ -1,4 +1,4 @@
-// What watches a running attempt (supervisor_attempt.h): every tick the supervisor samples its
+// What watches a running attempt (attempt.h): every tick the supervisor samples its
 // ranks' CPU time and memory from /proc, judges whether the job hangs (--hang_timeout), keeps
 // the exit guard (--exit_timeout) and, between ticks, answers `accel status`.
 

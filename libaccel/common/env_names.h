@@ -1,7 +1,7 @@
 #pragma once
 // The environment contract between `accel launch` and its workers, defined once and included
 // by both sides: torchrun's variables plus accelerate's. Values are documented where they are
-// produced (launcher/worker_env.h) and consumed (libaccel).
+// produced (launcher/plan/worker_env.h) and consumed (libaccel).
 
 namespace accel::env {
 

@@ -248,7 +248,7 @@ namespace accel::launcher {
 namespace {
 
 // README.md's flag table is the table itself: a flag added, removed or reworded in
-// launcher/launch_flags.cc without the README fails here (paste the printed block between the
+// launcher/cli/flag_table.cc without the README fails here (paste the printed block between the
 // flags:begin/flags:end markers).
 TEST(LaunchFlagsTest, ReadmeTableIsTheFlagTable) {
   std::ifstream in(ACCEL_README);
