@@ -1,15 +1,27 @@
 #!/usr/bin/env bash
 # Launcher start-up and footprint, in one run, against the references on this machine:
-#   accel launch -n 4 /bin/true            vs  mpirun -np 4 /bin/true
+#   accel launch -n 4 /bin/true            vs  sh -c starting four /bin/true (the floor: fork,
+#                                              exec and wait, nothing else), and mpirun -np 4
 #   accel launch -n 2 python3 noop.py      vs  torchrun --standalone --nproc_per_node 2 noop.py
 # (torchrun is Debian's torch 1.13 through support/torchrun_fixed.py, see there), plus the
-# launchers' peak RSS. Prints hyperfine's table and the ratios.
-#   scripts/bench/launch.sh [--runs N]
+# launchers' peak RSS. Prints hyperfine's table and the ratios (target: accel within 2.5x the
+# floor).
+#   scripts/bench/launch.sh [--runs N] [--quick]
+# --quick (ctest's bench.launch_quick): 5 runs of the /bin/true rows only, no torchrun.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 runs=20
-[[ "${1:-}" == "--runs" ]] && runs=$2
-accel=$(pwd)/${ACCEL_BUILD_DIR:-build}/apps/accel/accel
+quick=0
+while (($#)); do
+  case $1 in
+    --runs) runs=$2; shift 2 ;;
+    --quick) quick=1; runs=5; shift ;;
+    *) echo "usage: scripts/bench/launch.sh [--runs N] [--quick]" >&2; exit 2 ;;
+  esac
+done
+build=${ACCEL_BUILD_DIR:-build}
+[[ "$build" == /* ]] || build=$(pwd)/$build
+accel=$build/apps/accel/accel
 [[ -x "$accel" ]] || { echo "build first: scripts/build" >&2; exit 1; }
 support=$(pwd)/scripts/bench/support
 py=/usr/bin/python3
@@ -18,12 +30,29 @@ trap 'rm -rf "$scratch"' EXIT
 export HF_HOME=$scratch/hf OMP_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
+floor="sh -c '/bin/true & /bin/true & /bin/true & /bin/true & wait'"
+hyperfine --warmup 3 --runs "$runs" -N --export-json "$scratch/fast.json" \
+  --command-name "accel launch -n 4 /bin/true" "$accel launch -n 4 /bin/true" \
+  --command-name "accel launch -q -n 4 /bin/true" "$accel launch -q -n 4 /bin/true" \
+  --command-name "sh -c: 4 x /bin/true (floor)" "$floor" \
+  --command-name "mpirun -np 4 /bin/true" "mpirun --oversubscribe -np 4 /bin/true" >/dev/null
+ratio() {
+  "$py" - "$scratch/fast.json" <<'PY'
+import json, sys
+r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
+floor = r["sh -c: 4 x /bin/true (floor)"]["median"]
+for name in ("accel launch -n 4 /bin/true", "accel launch -q -n 4 /bin/true", "sh -c: 4 x /bin/true (floor)", "mpirun -np 4 /bin/true"):
+    print(f"{name:40} {r[name]['median']*1e3:8.2f} ms median  {r[name]['median']/floor:6.2f}x the floor")
+print(f"accel launch -n 4 /bin/true: {r['accel launch -n 4 /bin/true']['median']/floor:.2f}x the sh -c floor (target <= 2.5x)")
+PY
+}
+if ((quick)); then
+  ratio
+  exit 0
+fi
+
 torchrun=("$py" "$support/torchrun_fixed.py" --standalone --nproc_per_node 2 --redirects 0 "$support/noop.py")
 "${torchrun[@]}" >/dev/null 2>&1 || { echo "torchrun reference does not run here" >&2; exit 1; }
-
-hyperfine --warmup 2 --runs "$runs" -N --export-json "$scratch/fast.json" \
-  --command-name "accel launch -n 4 /bin/true" "$accel launch -n 4 /bin/true" \
-  --command-name "mpirun -np 4 /bin/true" "mpirun --oversubscribe -np 4 /bin/true" >/dev/null
 hyperfine --warmup 1 --runs "$((runs < 10 ? runs : 10))" -N --export-json "$scratch/py.json" \
   --command-name "accel launch -n 2 python3 noop.py" "$accel launch -n 2 --python $py $support/noop.py" \
   --command-name "torchrun --standalone --nproc_per_node 2 noop.py" "${torchrun[*]}" \
@@ -52,3 +81,4 @@ print(f"accel -n 4 /bin/true vs torchrun 2 x noop.py:       {tr / a4_same_run:7.
 print(f"accel -n 2 noop.py vs torchrun -n 2 noop.py:        {tr / apy:7.1f}x faster")
 print(f"peak RSS: accel agent {sys.argv[3]} MiB (target <= 10), torchrun agent {sys.argv[4]} MiB")
 PY
+ratio
