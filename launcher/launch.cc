@@ -324,8 +324,7 @@ class Agent {
     if (plan_.log_dir) {
       base = *plan_.log_dir;
     } else {
-      auto tmp = probes::lookup(parent_env_, "TMPDIR");
-      const std::string parent = tmp && !tmp->empty() ? *tmp : "/tmp";
+      const std::string parent = temporaryParent();
       std::string tmpl = parent + "/accel-run-XXXXXX";
       if (!::mkdtemp(tmpl.data())) {
         return makeError("cannot create a run directory in " + parent + ": " +
@@ -349,6 +348,16 @@ class Agent {
                       logsPattern(run_dir_));
     }
     return {};
+  }
+
+  // Where a temporary BASE goes: $TMPDIR; else, when nothing in it is kept, a tmpfs (/dev/shm:
+  // making and removing its directories costs a fraction of a disk file system's, which is most
+  // of a short job's start-up); else /tmp.
+  std::string temporaryParent() const {
+    auto tmp = probes::lookup(parent_env_, "TMPDIR");
+    if (tmp && !tmp->empty()) return *tmp;
+    if (!plan_.keepsFiles() && ::access("/dev/shm", W_OK | X_OK) == 0) return "/dev/shm";
+    return "/tmp";
   }
 
   // The real processes (guard, subreaper), `accel status`, the job link, then the supervisor,

@@ -8,7 +8,7 @@ packages=(
   # build
   cmake g++ make ccache pkg-config clang-format-14
   # libraries of the CLI and launcher
-  libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev
+  libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
   libboost-dev libboost-filesystem-dev
   # worker library: LibTorch (CPU, c10d + Gloo)
   libtorch-dev libgloo-dev zlib1g-dev

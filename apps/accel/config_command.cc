@@ -4,9 +4,8 @@
 
 #include <iostream>
 
-#include <spdlog/spdlog.h>
-
 #include "apps/accel/config_flags.h"
+#include "apps/accel/messages.h"
 #include "config/config_file.h"
 #include "config/questionnaire.h"
 #include "probes/gpu_probe.h"
@@ -35,7 +34,7 @@ Expected<std::string> targetPath(const std::optional<std::string>& explicitPath,
 }
 
 int fail(const std::string& message) {
-  spdlog::error("{}", message);
+  printError(message);
   return 1;
 }
 
@@ -87,7 +86,7 @@ int runUpdate(const ConfigCommandOptions& o, const PathEnv& env) {
   }
   auto loaded = config::loadConfig(path);
   if (!loaded) return fail(loaded.error());
-  for (const auto& notice : config::dropObsoleteKeys(*loaded)) spdlog::info("{}: {}", path, notice);
+  for (const auto& notice : config::dropObsoleteKeys(*loaded)) printInfo(path + ": " + notice);
   if (auto ok = config::saveConfig(*loaded, path); !ok) return fail(ok.error());
   std::cout << "Successfully updated the configuration file at " << path << ".\n";
   return 0;

@@ -2,8 +2,7 @@
 
 #include <cstdio>
 
-#include <spdlog/spdlog.h>
-
+#include "apps/accel/messages.h"
 #include "launcher/launch.h"
 #include "probes/environment.h"
 
@@ -35,7 +34,7 @@ int runLaunchCommand(LaunchCommandOptions& o, launcher::LaunchMode mode) {
 int runLaunchArgs(const std::vector<std::string>& args, launcher::LaunchMode mode) {
   auto parsed = launcher::parseLaunchFlags(args, mode, probes::processEnvironment());
   if (!parsed) {
-    spdlog::error("{}", parsed.error());
+    printError(parsed.error());
     return 2;
   }
   if (parsed->help) {
@@ -45,12 +44,12 @@ int runLaunchArgs(const std::vector<std::string>& args, launcher::LaunchMode mod
   }
   auto options = launcher::launchOptionsFrom(std::move(*parsed));
   if (!options) {
-    spdlog::error("{}", options.error());
+    printError(options.error());
     return 2;
   }
   auto report = launcher::launch(*options);
   if (!report) {
-    spdlog::error("{}", report.error());
+    printError(report.error());
     return 2;
   }
   return report->exit_code;

@@ -5,8 +5,6 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include "accel_build_info.h"
 #include "apps/accel/config_command.h"
@@ -26,8 +24,6 @@ bool calledAsTorchrun(const char* argv0) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  spdlog::set_default_logger(spdlog::stderr_color_st("accel"));
-  spdlog::set_pattern("accel: %^%l%$: %v");
   if (argc > 0 && calledAsTorchrun(argv[0])) {
     return accel::apps::runLaunchArgs(std::vector<std::string>(argv + 1, argv + argc),
                                       accel::launcher::LaunchMode::Torchrun);

@@ -33,11 +33,19 @@ int readCommands(int readFd, pid_t agent, Group* groups) {
   int count = 0;
   char line[32];
   size_t length = 0;
-  char c;
+  char chunk[512];
+  ssize_t n = 0, at = 0;
   while (true) {
-    ssize_t n = ::read(readFd, &c, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return count;
+    if (at == n) {  // read what the agent sent in one go (a batch of pids is one write)
+      n = ::read(readFd, chunk, sizeof chunk);
+      at = 0;
+      if (n < 0 && errno == EINTR) {
+        n = 0;
+        continue;
+      }
+      if (n <= 0) return count;
+    }
+    const char c = chunk[at++];
     if (c != '\n') {
       if (length < sizeof line - 1) line[length++] = c;
       continue;
@@ -143,23 +151,25 @@ Expected<void> Guard::start(const std::string& runDirToRemove) {
 }
 
 void Guard::tell(const std::string& line) {
-  if (fd_ >= 0) writeAll(fd_, (line + "\n").data(), line.size() + 1);
+  pending_ += line + "\n";
+  flush();
 }
 
-void Guard::add(pid_t leader) { tell("+" + std::to_string(leader)); }
+void Guard::add(pid_t leader) { pending_ += "+" + std::to_string(leader) + "\n"; }
+
+void Guard::flush() {
+  if (fd_ >= 0 && !pending_.empty()) writeAll(fd_, pending_.data(), pending_.size());
+  pending_.clear();
+}
 
 void Guard::remove(pid_t leader) { tell("-" + std::to_string(leader)); }
 
+// The guard exits by itself once it reads "done": it is not waited for (a zombie at most, until
+// the agent exits).
 void Guard::finish() {
   tell("done");
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-  if (pid_ > 0) {
-    int status;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-  }
 }
 
 }  // namespace accel::launcher

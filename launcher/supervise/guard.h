@@ -33,11 +33,16 @@ class Guard {
   // groups if the agent dies. Safe to call while other threads run (the child only makes
   // async-signal-safe calls).
   Expected<void> start(const std::string& runDirToRemove);
-  // The group of `leader` (a worker the agent has not reaped) is to be killed if the agent dies.
+  // The group of `leader` (a worker the agent has not reaped) is to be killed if the agent dies,
+  // from the next flush() on: the workers of an attempt are handed over in one message, so the
+  // guard wakes once, not once per worker. (Until then PR_SET_PDEATHSIG still kills the leader
+  // itself if the agent dies.)
   void add(pid_t leader);
+  // Sends what add() queued.
+  void flush();
   // `leader` is about to be reaped: its group must never be signalled by the guard again.
   void remove(pid_t leader);
-  // The job ended cleanly: the guard exits without killing anything; waits for it.
+  // The job ended cleanly: the guard exits without killing anything (not waited for).
   void finish();
   pid_t pid() const { return pid_; }
 
@@ -45,6 +50,7 @@ class Guard {
   void tell(const std::string& line);
   pid_t pid_ = -1;
   int fd_ = -1;
+  std::string pending_;  // lines add() queued for the next flush
 };
 
 }  // namespace accel::launcher

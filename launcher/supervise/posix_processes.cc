@@ -32,6 +32,8 @@ Expected<pid_t> PosixProcesses::spawn(const SpawnSpec& spec) {
   return pid;
 }
 
+void PosixProcesses::spawnedAll() { guard_.flush(); }
+
 std::optional<Reaped> PosixProcesses::endedUnreaped(pid_t pid) {
   return launcher::endedUnreaped(pid);
 }

@@ -25,6 +25,7 @@ class PosixProcesses : public Processes {
   void finish();
 
   Expected<pid_t> spawn(const SpawnSpec& spec) override;
+  void spawnedAll() override;
   std::optional<Reaped> endedUnreaped(pid_t pid) override;
   void reap(pid_t pid) override;
   void signalGroup(pid_t leader, int sig) override;

@@ -24,6 +24,9 @@ class Processes {
   virtual ~Processes() = default;
   // Starts a worker as spawnWorker (subprocess_posix.h) does; an error names what failed.
   virtual Expected<pid_t> spawn(const SpawnSpec& spec) = 0;
+  // Every worker of the attempt has been spawned (or one could not be): the real implementation
+  // hands their pids to the guard in one message.
+  virtual void spawnedAll() {}
   // Whether child `pid` has ended, without reaping it (its pid and group stay ours).
   virtual std::optional<Reaped> endedUnreaped(pid_t pid) = 0;
   // Reaps child `pid`, waiting for it to end.

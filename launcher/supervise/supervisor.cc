@@ -119,6 +119,7 @@ void Supervisor::Attempt::spawnWorkers() {
   for (auto& w : workers_) {
     if (report_.culprit || !spawn(w)) break;
   }
+  processes_.spawnedAll();
 }
 
 bool Supervisor::Attempt::spawn(Worker& w) {
