@@ -13,6 +13,7 @@
 #include "config/config_file.h"
 #include "launcher/base/posix.h"
 #include "launcher/plan/launch_plan.h"
+#include "launcher/plan/planner.h"
 #include "launcher/plan/run_dir.h"
 #include "launcher/plan/worker_env.h"
 #include "launcher/rendezvous/agent_rendezvous.h"
@@ -72,7 +73,7 @@ bool awaitWatches(const store::TcpStoreServer& server, int machines,
 // An agent of torchrun's elastic command line that hosts the store only because the endpoint is
 // this machine (no is_host=): another agent here may already listen on the port.
 bool guessedStoreHost(const LaunchPlan& plan) {
-  return plan.rank_by_arrival && !plan.store_host_configured;
+  return plan.rank_by_arrival && !plan.store_host_configured.has_value();
 }
 
 // The interface the workers' Gloo should use: the one that reaches the other machines. A
@@ -138,7 +139,7 @@ class Agent {
     if (auto ok = startSupervisor(); !ok) return std::move(ok).takeError();
     JobReport report = superviseAttempts();
     reportOutcome(report);
-    if (agent_store_) awaitOtherMachines();
+    if (rendezvous_client_) awaitOtherMachines();
     return report;
   }
 
@@ -286,7 +287,7 @@ class Agent {
   Expected<RendezvousResult> joinMachines(const std::optional<Route>& toMaster) {
     const std::string address = plan_.master_addr + ":" + std::to_string(store_port_);
     try {
-      agent_store_ = connectToMaster(plan_, store_port_, plan_.rdzv_timeout);
+      rendezvous_client_ = connectToMaster(plan_, store_port_, plan_.rdzv_timeout);
     } catch (const Error& e) {
       return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
     }
@@ -301,7 +302,7 @@ class Agent {
     rdzv_.progress = [this](const std::string& status) {
       console_.notice("rendezvous: " + status);
     };
-    auto result = rendezvous(*agent_store_, rdzv_);
+    auto result = rendezvous(*rendezvous_client_, rdzv_);
     if (!result) return result;
     if (result->world_size != plan_.world_size) {
       return makeError(
@@ -441,10 +442,10 @@ class Agent {
   // machine's agent reports and leaves; an unreachable master does not hold it for long.
   void awaitOtherMachines() {
     const auto afterFailure = plan_.term_timeout + std::chrono::milliseconds(10000);
-    if (!hostsStore()) agent_store_->setTimeout(afterFailure);
+    if (!hostsStore()) rendezvous_client_->setTimeout(afterFailure);
     // 1: the master's own watch.
     auto othersGone = [this] { return server_ && server_->stats().tracked_waiters <= 1; };
-    int done = exitBarrier(*agent_store_, rdzv_, hostsStore(), afterFailure, othersGone);
+    int done = exitBarrier(*rendezvous_client_, rdzv_, hostsStore(), afterFailure, othersGone);
     if (hostsStore() && done < plan_.num_machines) {
       console_.notice("stopping the store although only " + std::to_string(std::max(done, 0)) +
                       "/" + std::to_string(plan_.num_machines) +
@@ -465,7 +466,7 @@ class Agent {
   bool temp_run_dir_ = false;   // remove base_to_remove_ at the end
   ProgressBoard board_;  // before server_: the store's thread writes to it until server_ stops
   std::unique_ptr<store::TcpStoreServer> server_;
-  std::unique_ptr<store::TcpStoreClient> agent_store_, watch_store_, publisher_store_;
+  std::unique_ptr<store::TcpStoreClient> rendezvous_client_, watch_store_, publisher_store_;
   int watch_fd_ = -1;
   RendezvousOptions rdzv_;
   std::optional<RendezvousResult> joined_;

@@ -9,8 +9,9 @@
 namespace accel::apps {
 
 void registerLaunchCommand(CLI::App& app, LaunchCommandOptions& o) {
-  // The flags are accelerate's and torchrun's, parsed by launcher/launch_flags (argparse's rules:
-  // prefixes, dash spellings, --flag=value), so CLI11 passes everything after the subcommand on.
+  // The flags are accelerate's and torchrun's, parsed by launcher/cli/launch_flags.h (argparse's
+  // rules: prefixes, dash spellings, --flag=value), so CLI11 passes everything after the subcommand
+  // on.
   auto addRaw = [&app](const char* name, const char* description) {
     CLI::App* command = app.add_subcommand(name, description);
     command->prefix_command();

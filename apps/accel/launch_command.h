@@ -1,6 +1,6 @@
 #pragma once
 // `accel launch [flags] SCRIPT.py|BINARY [args...]` and `accel run` (torchrun's drop-in): the
-// flags are parsed by launcher/launch_flags; the work is in launcher/launch.
+// flags are parsed by launcher/cli/launch_flags.h; the work is in launcher/launch.h.
 
 #include <string>
 #include <vector>

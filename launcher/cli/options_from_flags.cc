@@ -187,7 +187,7 @@ Expected<void> configFlags(const Reader& r, LaunchOptions& o) {
     return makeError(
         "You cannot use `--use_parallelism_config` without `--use_fsdp` and `--fsdp_version=2`.");
   }
-  return machineFlags(r, o);
+  return {};
 }
 
 // accel's and torchrun's flags about the agent itself.
@@ -266,6 +266,7 @@ Expected<LaunchOptions> launchOptionsFrom(ParsedLaunchFlags flags) {
   if (auto ok = screenFlags(flags, o.notices); !ok) return std::move(ok).takeError();
   Reader r(flags);
   if (auto ok = configFlags(r, o); !ok) return std::move(ok).takeError();
+  if (auto ok = machineFlags(r, o); !ok) return std::move(ok).takeError();
   if (auto ok = agentFlags(r, o); !ok) return std::move(ok).takeError();
   o.command = flags.command;
   o.nproc_per_node_flag = flags.nameOf("nproc_per_node");

@@ -5,7 +5,7 @@
 // `prepare_deepspeed_cmd_env` (ACCELERATE_*, FSDP_*, MEGATRON_LM_*, PARALLELISM_CONFIG_*, fp8,
 // dynamo, OMP_NUM_THREADS, KMP_*, CUDA_VISIBLE_DEVICES). Values are Python's str() of the same
 // values accelerate holds, so a worker cannot tell the two launchers apart. Pure functions:
-// tests/launcher/accelerate_env_test.cc checks them and tests/e2e/accelerate_parity.py checks
+// tests/launcher/plan/accelerate_env_test.cc checks them and tests/e2e/accelerate_parity.py checks
 // the whole launch against environments recorded from accelerate's own code.
 
 #include <map>

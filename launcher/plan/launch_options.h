@@ -54,8 +54,8 @@ struct LaunchOptions {
   double monitor_interval = 0.1;  // accepted for compatibility; supervision is event-driven
   std::optional<std::string>
       log_dir;  // torchrun's layout: LOG_DIR/<run_id>_<random>/attempt_K/<local rank>/
-  // torchrun's --redirects and --tee ("3", "0:3,1:1"; launcher/stream_masks.h): the streams kept
-  // in log files instead of (redirects) or as well as (tee) on the console.
+  // torchrun's --redirects and --tee ("3", "0:3,1:1"; launcher/plan/stream_masks.h): the streams
+  // kept in log files instead of (redirects) or as well as (tee) on the console.
   std::optional<std::string> redirects;
   std::optional<std::string> tee;
   std::optional<int> console_streams;  // 0 none, 1 stdout, 2 stderr, 3 both (default: both)

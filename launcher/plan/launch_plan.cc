@@ -405,7 +405,7 @@ Expected<void> checkMultiMachine(const LaunchPlan& plan, const LaunchOptions& o)
 }
 
 // torchrun's elastic command line across machines: --rdzv_backend c10d without --node_rank
-// ranks the machines by arrival (the endpoint's host is machine 0; launch.cc decides which that
+// ranks the machines by arrival (the endpoint's host is machine 0; planner.cc decides which that
 // is). etcd has no server here, so its machines need their ranks.
 Expected<void> planArrivalRanks(LaunchPlan& plan) {
   const std::string& backend = plan.config.config.rdzv_backend;
@@ -833,6 +833,18 @@ Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEn
   plan.dry_run_json = o.dry_run_json;
   plan.local_addr = o.local_addr;
   return plan;
+}
+
+Placement staticPlacement(const LaunchPlan& plan, int storePort) {
+  Placement p;
+  p.machine_rank = plan.machine_rank.value_or(0);
+  p.num_machines = plan.num_machines;
+  p.world_size = plan.world_size;
+  p.rank_offset = plan.exec_in_place ? plan.exec_rank - plan.exec_local_rank
+                                     : p.machine_rank * plan.local_world_size;
+  p.master_addr = plan.master_addr;
+  p.master_port = storePort;
+  return p;
 }
 
 }  // namespace accel::launcher

@@ -72,8 +72,9 @@ struct LaunchPlan {
   bool dry_run_json = false;
   std::optional<std::string>
       local_addr;  // --local_addr: this machine's address as the others reach it
-  // --enable_cpu_affinity (launcher/cpu_affinity.h): the CPUs each local rank is pinned to (empty:
-  // not pinned) and, when OMP_NUM_THREADS is the agent's to choose, each rank's thread count.
+  // --enable_cpu_affinity (launcher/plan/cpu_affinity.h): the CPUs each local rank is pinned to
+  // (empty: not pinned) and, when OMP_NUM_THREADS is the agent's to choose, each rank's thread
+  // count.
   std::vector<std::vector<int>> rank_cpus;
   bool omp_from_affinity =
       false;  // OMP_NUM_THREADS unset, no flag: each pinned rank gets its cores
@@ -123,17 +124,5 @@ Placement staticPlacement(const LaunchPlan& plan, int storePort);
 Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& options, const config::PathEnv& paths,
                                     const probes::Environment& parentEnv,
                                     const std::function<int()>& usableGpus);
-
-}  // namespace accel::launcher
-
-namespace accel::launcher {
-
-// The whole planner of `accel launch`: makeLaunchPlan over the process's environment, the
-// config file and this machine's GPUs, then what only this machine's facts decide — the CPUs of
-// each rank (enable_cpu_affinity), the address of a SLURM master whose node name does not
-// resolve here, and whether this agent hosts a c10d rendezvous (the endpoint is this machine, or
-// is_host=). Blocking: reads the config file, /proc, /sys, and may run `scontrol` or resolve
-// host names. The result is final.
-Expected<LaunchPlan> planLaunch(const LaunchOptions& options, const probes::Environment& parentEnv);
 
 }  // namespace accel::launcher

@@ -39,7 +39,7 @@ std::map<std::string, std::string> variables(const LaunchPlan& plan, const Place
   // connects as a client and prefixes its keys with /worker/attempt_<restart count>. Without an
   // agent (a rank per scheduler task), rank 0 hosts it, as in torch's env:// init.
   v[env::kUseAgentStore] = plan.agent_store ? "True" : "False";
-  // Progress heartbeats for the agent (launcher/rank_watch.h), in its store.
+  // Progress heartbeats for the agent (launcher/supervise/rank_watch.h), in its store.
   if (plan.agent_store) v[env::kHeartbeatKey] = heartbeatKey(rank);
   return v;
 }

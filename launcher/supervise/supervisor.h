@@ -50,9 +50,9 @@ struct SupervisorParts {
 
   Console& console;      // the workers' output and every notice
   Processes& processes;  // PosixProcesses, or a test's fake
-  Clock& clock;          // SteadyClock, or a test's fake
+  Clock& clock;          // MonotonicClock, or a test's fake
   // `runDir` holds attempt_K/<local rank>/{stdout.log,stderr.log,error.json} (torchrun's
-  // layout, runDirLayout in launch_plan.h); a stream's log is written there when
+  // layout, launcher/plan/run_dir.h); a stream's log is written there when
   // plan.fileStreams() names it, and it reaches the console when plan.consoleStreams() does.
   std::string run_dir;
   probes::Environment parent_env;  // what the workers inherit under accel's variables

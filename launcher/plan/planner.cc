@@ -1,8 +1,8 @@
-// planLaunch (launch_plan.h): the planner's last steps, those that only this machine's facts
-// decide, after makeLaunchPlan.
+// planLaunch (planner.h): makeLaunchPlan, then the steps that only this machine's facts decide.
+
+#include "launcher/plan/planner.h"
 
 #include "launcher/plan/cpu_affinity.h"
-#include "launcher/plan/launch_plan.h"
 #include "probes/gpu_probe.h"
 #include "probes/net_check.h"
 
@@ -44,18 +44,6 @@ void decideStoreHost(LaunchPlan& plan) {
 }
 
 }  // namespace
-
-Placement staticPlacement(const LaunchPlan& plan, int storePort) {
-  Placement p;
-  p.machine_rank = plan.machine_rank.value_or(0);
-  p.num_machines = plan.num_machines;
-  p.world_size = plan.world_size;
-  p.rank_offset = plan.exec_in_place ? plan.exec_rank - plan.exec_local_rank
-                                     : p.machine_rank * plan.local_world_size;
-  p.master_addr = plan.master_addr;
-  p.master_port = storePort;
-  return p;
-}
 
 Expected<LaunchPlan> planLaunch(const LaunchOptions& options,
                                 const probes::Environment& parentEnv) {
