@@ -1,0 +1,222 @@
+// How the agent itself behaves (plan_steps.h): console and log streams, restarts, the run id,
+// the store's memory bounds, watchdog timeouts and rendezvous timeouts.
+
+#include "launcher/plan/plan_steps.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <random>
+#include <tuple>
+
+#include "config/schema.h"
+#include "launcher/base/defaults.h"
+#include "launcher/base/numbers.h"
+#include "launcher/base/text.h"
+#include "launcher/plan/stream_masks.h"
+#include "launcher/plan/worker_env.h"
+#include "libaccel/common/env_names.h"
+#include "libaccel/store/tcp_store_server.h"
+#include "probes/run_program.h"
+#include "probes/scheduler_env.h"
+#include "probes/system_info.h"
+
+namespace accel::launcher::detail {
+namespace {
+
+// A fresh id for TORCHELASTIC_RUN_ID (torchrun's default "none" lets separate jobs collide).
+std::string newRunId() {
+  std::random_device rd;
+  std::uniform_int_distribution<unsigned> digit(0, 15);
+  std::string id = "accel-";
+  for (int i = 0; i < 12; ++i) id += "0123456789abcdef"[digit(rd)];
+  return id;
+}
+
+Expected<std::set<int>> parseRankFilter(const std::string& text, int localWorldSize) {
+  std::set<int> ranks;
+  for (std::string_view view : splitOn(text, ',')) {
+    const std::string item(view);
+    const auto rank = parseDigits(item, localWorldSize - 1);
+    if (!rank) {
+      return makeError("--local_ranks_filter: '" + item + "' is not a local rank (0.." +
+                       std::to_string(localWorldSize - 1) + ")");
+    }
+    ranks.insert(static_cast<int>(*rank));
+  }
+  return ranks;
+}
+
+// What accel reads of torchrun's --rdzv_conf k=v,...: the rendezvous timeout (timeout=, or
+// join_timeout= as torch's c10d backend spells it) and is_host= (torch's booleans).
+struct RdzvConf {
+  std::optional<double> timeout_s;
+  std::optional<bool> is_host;
+};
+
+Expected<RdzvConf> parseRdzvConf(const std::string& text) {
+  RdzvConf conf;
+  for (std::string_view view : splitOn(text, ',')) {
+    const std::string item(view);
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq),
+                      value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    if (key == "timeout" || key == "join_timeout") {
+      char* end = nullptr;
+      conf.timeout_s = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0')
+        return makeError("--rdzv_conf: '" + item + "' is not " + key + "=SECONDS");
+    } else if (key == "is_host") {
+      const std::string v = lowerCase(value);
+      if (v == "1" || v == "true" || v == "t" || v == "yes" || v == "y") {
+        conf.is_host = true;
+      } else if (v == "0" || v == "false" || v == "f" || v == "no" || v == "n") {
+        conf.is_host = false;
+      } else {
+        return makeError("--rdzv_conf: '" + item + "' is not is_host=true|false");
+      }
+    }
+  }
+  return conf;
+}
+
+// --rdzv_timeout, else timeout= in --rdzv_conf (torchrun's spelling), else 900 s.
+Expected<std::chrono::milliseconds> rdzvTimeout(const LaunchOptions& o, const RdzvConf& conf) {
+  const double seconds = o.rdzv_timeout_s.value_or(conf.timeout_s.value_or(900));
+  if (!(seconds > 0)) return makeError("--rdzv_timeout: must be more than 0 seconds");
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+}
+
+}  // namespace
+
+// "128M", "1G", "65536": a size in bytes (K, M, G are powers of 1024; "KiB"/"MB" spellings too).
+Expected<uint64_t> parseByteSize(const std::string& flag, const std::string& text) {
+  size_t end = 0;
+  unsigned long long value = 0;
+  try {
+    value = std::stoull(text, &end);
+  } catch (const std::exception&) {
+    end = 0;
+  }
+  const std::string unit = upperCase(text.substr(end));
+  const std::vector<std::pair<std::vector<std::string>, int>> units = {
+      {{"", "B"}, 0}, {{"K", "KB", "KIB"}, 10}, {{"M", "MB", "MIB"}, 20}, {{"G", "GB", "GIB"}, 30}};
+  for (const auto& [names, shift] : units) {
+    if (end == 0 || std::find(names.begin(), names.end(), unit) == names.end()) continue;
+    if (value > (~0ull >> shift)) break;
+    return static_cast<uint64_t>(value) << shift;
+  }
+  return makeError(flag + ": '" + text + "' is not a size (bytes, or a number with K, M or G)");
+}
+
+// The job store's memory bounds; the store needs room for one request of the longest value.
+Expected<void> applyStoreLimits(LaunchPlan& plan, const LaunchOptions& o) {
+  if (o.store_connection_input_limit) {
+    auto bytes = parseByteSize("--store_connection_input_limit", *o.store_connection_input_limit);
+    if (!bytes) return std::move(bytes).takeError();
+    plan.store_connection_input_bytes = *bytes;
+  }
+  if (o.store_input_budget) {
+    auto bytes = parseByteSize("--store_input_budget", *o.store_input_budget);
+    if (!bytes) return std::move(bytes).takeError();
+    plan.store_input_budget_bytes = *bytes;
+  }
+  const uint64_t least = store::TcpStoreServerOptions{}.leastConnectionInputBytes();
+  if (plan.store_connection_input_bytes < least) {
+    return makeError("--store_connection_input_limit: must be at least " + std::to_string(least) +
+                     " bytes (64 MiB, the longest value the store takes, plus 1 KiB)");
+  }
+  if (plan.store_input_budget_bytes < plan.store_connection_input_bytes) {
+    return makeError(
+        "--store_input_budget: " + std::to_string(plan.store_input_budget_bytes) +
+        " bytes is less than one connection may hold (--store_connection_input_limit " +
+        std::to_string(plan.store_connection_input_bytes) + ")");
+  }
+  return {};
+}
+
+// The numeric ranges were checked where the flags were read (cli/options_from_flags.cc); what
+// depends on the job's size is checked here.
+Expected<void> applyAgentFlags(LaunchPlan& plan, const LaunchOptions& o) {
+  plan.console_streams = o.console_streams.value_or(3);
+  for (auto [flag, text, masks] : {std::tuple{"--redirects", &o.redirects, &plan.redirects},
+                                   std::tuple{"--tee", &o.tee, &plan.tee}}) {
+    auto parsed = parseStreamMasks(flag, text->value_or("0"), plan.local_world_size);
+    if (!parsed) return std::move(parsed).takeError();
+    *masks = std::move(*parsed);
+  }
+  if (o.local_ranks_filter) {
+    auto ranks = parseRankFilter(*o.local_ranks_filter, plan.local_world_size);
+    if (!ranks) return std::move(ranks).takeError();
+    plan.console_ranks = std::move(*ranks);
+  }
+  plan.max_restarts = o.max_restarts;
+  plan.role = o.role;
+  // The run id names the log directory (<run_id>_<random>): one path component.
+  if (o.rdzv_id && (o.rdzv_id->empty() || o.rdzv_id->find('/') != std::string::npos)) {
+    return makeError("--rdzv_id: '" + *o.rdzv_id + "' must be a non-empty name without '/'");
+  }
+  plan.log_dir = o.log_dir;
+  // A rank per task: only rank 0 speaks for the job (hundreds of tasks must not repeat it).
+  plan.quiet = o.quiet || (plan.exec_in_place && plan.exec_rank != 0);
+  plan.dry_run = o.dry_run;
+  plan.term_timeout = o.term_timeout;
+  return applyStoreLimits(plan, o);
+}
+
+// Every machine of a job must agree on the run id without talking: the scheduler's job id, or
+// one derived from the shared store address.
+void chooseRunId(LaunchPlan& plan, const LaunchOptions& o) {
+  if (o.rdzv_id) plan.run_id = *o.rdzv_id;
+  if (!plan.run_id.empty()) return;
+  plan.run_id = plan.num_machines > 1 ? "accel-" + plan.master_addr + "-" +
+                                            std::to_string(plan.master_port.value_or(0))
+                                      : newRunId();
+}
+
+// --hang_timeout and --exit_timeout, else the config file's keys of the same names (accel's
+// own: accelerate does not know them), in seconds.
+void applyWatchdogTimeouts(LaunchPlan& plan, const LaunchOptions& o) {
+  const auto& extras = plan.config.config.extras;
+  for (auto [name, flag, field] :
+       {std::tuple{"hang_timeout", o.hang_timeout_s, &plan.hang_timeout},
+        std::tuple{"exit_timeout", o.exit_timeout_s, &plan.exit_timeout}}) {
+    std::optional<double> seconds = flag;
+    if (auto it = extras.find(name); !seconds && it != extras.end() && it->second.is_number()) {
+      seconds = it->second.get<double>();  // the schema has checked it is at least 1
+    }
+    if (seconds) *field = std::chrono::milliseconds(static_cast<long long>(*seconds * 1000));
+  }
+}
+
+// How long agents wait for each other, and notices for torchrun flags that do nothing here.
+Expected<void> applyRendezvousFlags(LaunchPlan& plan, const LaunchOptions& o) {
+  if (o.monitor_interval != 0.1) {
+    plan.notices.push_back(
+        "--monitor_interval is ignored: accel reacts to worker exits as they happen");
+  }
+  auto conf = parseRdzvConf(o.rdzv_conf);
+  if (!conf) return std::move(conf).takeError();
+  auto timeout = rdzvTimeout(o, *conf);
+  if (!timeout) return std::move(timeout).takeError();
+  plan.rdzv_timeout = *timeout;
+  plan.store_host_configured = conf->is_host;
+  if (plan.num_machines == 1 && (!o.rdzv_conf.empty() || o.rdzv_timeout_s ||
+                                 plan.config.sources["rdzv_backend"] == config::Source::Flag)) {
+    plan.notices.push_back(
+        "--rdzv_backend/--rdzv_conf/--rdzv_timeout have no effect on a single machine");
+  }
+  const std::string& backend = plan.config.config.rdzv_backend;
+  if (plan.num_machines > 1 && (backend == "etcd" || backend == "etcd-v2")) {
+    plan.notices.push_back("rdzv_backend " + backend +
+                           ": accel has no etcd rendezvous; the machines meet at machine 0's "
+                           "store (" +
+                           plan.master_addr + ":" + std::to_string(plan.master_port.value_or(0)) +
+                           "), as with static");
+  }
+  return {};
+}
+
+}  // namespace accel::launcher::detail
