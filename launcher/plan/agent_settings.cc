@@ -1,8 +1,6 @@
 // How the agent itself behaves (plan_steps.h): console and log streams, restarts, the run id,
 // the store's memory bounds, watchdog timeouts and rendezvous timeouts.
 
-#include "launcher/plan/plan_steps.h"
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +13,7 @@
 #include "launcher/base/defaults.h"
 #include "launcher/base/numbers.h"
 #include "launcher/base/text.h"
+#include "launcher/plan/plan_steps.h"
 #include "launcher/plan/stream_masks.h"
 #include "launcher/plan/worker_env.h"
 #include "libaccel/common/env_names.h"

@@ -1,8 +1,6 @@
 // What every worker runs and inherits (plan_steps.h): the command, accelerate's environment,
 // mpirun for accelerate's MPI CPU jobs, OMP_NUM_THREADS.
 
-#include "launcher/plan/plan_steps.h"
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +13,7 @@
 #include "launcher/base/defaults.h"
 #include "launcher/base/numbers.h"
 #include "launcher/base/text.h"
+#include "launcher/plan/plan_steps.h"
 #include "launcher/plan/stream_masks.h"
 #include "launcher/plan/worker_env.h"
 #include "libaccel/common/env_names.h"
