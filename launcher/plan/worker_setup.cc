@@ -125,12 +125,11 @@ Expected<void> wrapInMpirun(LaunchPlan& plan, const AccelerateArgs& args) {
   auto version = probes::runCaptured({app, "--version"}, std::chrono::seconds(10));
   if (!version) return makeError("--mpirun_hostfile: " + version.error());
   const bool openMpi = version->output.find("Open MPI") != std::string::npos;
-  const int perMachine = plan.world_size / std::max(plan.num_machines, 1);
   std::vector<std::string> cmd = {app,
                                   openMpi ? "--hostfile" : "-f",
                                   hostfile->second.get<std::string>(),
                                   openMpi ? "--npernode" : "-ppn",
-                                  std::to_string(perMachine),
+                                  std::to_string(plan.local_world_size),
                                   "-n",
                                   std::to_string(plan.world_size)};
   if (openMpi) cmd.insert(cmd.end(), {"--bind-to", "socket"});
