@@ -525,6 +525,11 @@ std::vector<FlagSpec> accelOwn() {
           .integer()
           .accelOnly()
           .help("With a dry run: plan as if this machine had N usable GPUs"),
+      F({"--retry_identical_failures"}, "retry_identical_failures")
+          .sw()
+          .accelOnly()
+          .help("Restart even when two attempts in a row failed the same way before any rank "
+                "completed a step (by default accel stops restarting then)"),
       F({"--term_timeout"}, "term_timeout")
           .real("5.0")
           .accelOnly()

@@ -229,6 +229,7 @@ Expected<void> agentFlags(const Reader& r, LaunchOptions& o) {
   if (auto filter = r.text("local_ranks_filter"); filter && !filter->empty())
     o.local_ranks_filter = filter;
   o.quiet = r.on("quiet");
+  o.retry_identical_failures = r.on("retry_identical_failures");
   o.rdzv_conf = r.text("rdzv_conf").value_or("");
   o.rdzv_timeout_s = r.value("rdzv_timeout").is_null()
                          ? std::nullopt

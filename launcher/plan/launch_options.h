@@ -51,7 +51,8 @@ struct LaunchOptions {
   std::optional<int> num_cpu_threads_per_process;
   std::optional<int> gradient_accumulation_steps;
   int max_restarts = 0;
-  double monitor_interval = 0.1;  // accepted for compatibility; supervision is event-driven
+  bool retry_identical_failures = false;  // restart even a failure that repeats itself
+  double monitor_interval = 0.1;          // accepted for compatibility; supervision is event-driven
   std::optional<std::string>
       log_dir;  // torchrun's layout: LOG_DIR/<run_id>_<random>/attempt_K/<local rank>/
   // torchrun's --redirects and --tee ("3", "0:3,1:1"; launcher/plan/stream_masks.h): the streams

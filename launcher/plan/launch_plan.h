@@ -57,6 +57,9 @@ struct LaunchPlan {
   std::string master_addr = "127.0.0.1";
   std::optional<int> master_port;  // nullopt: the agent picks a free one
   int max_restarts = 0;
+  // Restart even when two attempts in a row failed the same way before any rank completed a
+  // step (repeatedFailure, job_report.h); by default such a job stops restarting.
+  bool retry_identical_failures = false;
   std::string run_id;
   std::string role = "default";
   std::optional<int> omp_num_threads;  // set for workers unless already in the environment

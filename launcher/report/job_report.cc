@@ -295,4 +295,40 @@ int jobExitCode(const AttemptReport& last) {
   return 0;
 }
 
+namespace {
+
+// The last line of a stderr tail that says something.
+std::string lastLine(const std::vector<std::string>& tail) {
+  for (auto it = tail.rbegin(); it != tail.rend(); ++it) {
+    if (it->find_first_not_of(" \t") != std::string::npos) return *it;
+  }
+  return "";
+}
+
+// The culprit of a failure this machine saw from start to end, without progress; else nullptr.
+const WorkerOutcome* earlyCulprit(const AttemptReport& a) {
+  if (!a.culprit || a.hang || a.remote_culprit || a.agent_signal != 0 || a.max_step >= 2) {
+    return nullptr;
+  }
+  return &a.workers[*a.culprit];
+}
+
+}  // namespace
+
+std::optional<std::string> repeatedFailure(const AttemptReport& previous,
+                                           const AttemptReport& last) {
+  const WorkerOutcome* before = earlyCulprit(previous);
+  const WorkerOutcome* now = earlyCulprit(last);
+  if (!before || !now || before->rank != now->rank || before->exit_code != now->exit_code ||
+      before->signal != now->signal) {
+    return std::nullopt;
+  }
+  const std::string line = lastLine(now->stderr_tail);
+  if (line != lastLine(before->stderr_tail)) return std::nullopt;
+  return "attempts " + std::to_string(previous.attempt) + " and " + std::to_string(last.attempt) +
+         " failed the same way before any rank completed a step (rank " +
+         std::to_string(now->rank) + ": " + describeEnd(*now) +
+         (line.empty() ? std::string() : "; last stderr line: " + line) + ")";
+}
+
 }  // namespace accel::launcher

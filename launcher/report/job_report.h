@@ -77,6 +77,10 @@ struct AttemptReport {
   bool told_others = false;
   std::optional<HangReport> hang;  // the agent found the job hung and stopped it
 
+  // The highest heartbeat step any rank began (ranks ADD 1 as each step begins; 0: none sent):
+  // 2 or more means some rank completed a step.
+  int64_t max_step = 0;
+
   bool succeeded() const { return !culprit && agent_signal == 0 && !remote_culprit && !hang; }
 };
 
@@ -94,6 +98,13 @@ nlohmann::json renderReportJson(const JobReport& report);
 
 // "exit code 3" or "signal SIGSEGV (exit code 139)".
 std::string describeEnd(const WorkerOutcome& worker);
+
+// Why restarting again would be blind: both attempts failed here (not hung, not stopped, not on
+// another machine) before any rank completed a step, with the same culprit rank, the same exit
+// code or signal and the same last stderr line — a crash at start-up that a restart repeats.
+// nullopt when they differ or a rank made progress.
+std::optional<std::string> repeatedFailure(const AttemptReport& previous,
+                                           const AttemptReport& last);
 
 // The job's exit code from its last attempt: 124 for a hang, else the culprit's code (another
 // machine's, or this one's; 128+N for signal N), else 128+N when the agent was stopped by signal

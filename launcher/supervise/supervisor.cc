@@ -474,6 +474,11 @@ void Supervisor::Attempt::tearDown() {
 
 AttemptReport Supervisor::Attempt::finalReport() {
   settleHangReport();
+  if (parts_.board) {
+    for (const auto& [rank, entry] : parts_.board->snapshot()) {
+      report_.max_step = std::max<int64_t>(report_.max_step, entry.step);
+    }
+  }
   for (auto& w : workers_) {
     w.outcome.stderr_tail = w.stderrTail();
     report_.workers.push_back(w.outcome);
@@ -543,6 +548,13 @@ JobReport Supervisor::runAttempts(const Placement& placement,
     report.attempts.push_back(runAttempt(attempt, placement));
     const AttemptReport& last = report.attempts.back();
     if (last.succeeded() || stop_requested_ || attempt == plan_.max_restarts) break;
+    if (attempt > 0 && !plan_.retry_identical_failures) {
+      if (auto why = repeatedFailure(report.attempts[report.attempts.size() - 2], last)) {
+        parts_.console.notice("not restarting: " + *why +
+                              "; a restart would fail again (--retry_identical_failures retries)");
+        break;
+      }
+    }
     const auto& culprit = last.workers[*last.culprit];
     parts_.console.notice("attempt " + std::to_string(attempt) + " failed (rank " +
                           std::to_string(culprit.rank) + ": " + describeEnd(culprit) +

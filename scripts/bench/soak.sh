@@ -111,7 +111,8 @@ echo "soak: processes of ours left: $left_total; run directories left: $runs_lef
 # One job, many restarts: rank 0 of every attempt records the agent's descriptors and RSS.
 rm -f "$OUT_DIR"/*
 set +e
-BEHAVE_DEFAULT="fail-until:$restarts" MARKER="$tag-long" "$accel" launch -n 4 --term_timeout 1 --max_restarts "$restarts" \
+# (Every attempt fails the same way on purpose: --retry_identical_failures keeps restarting it.)
+BEHAVE_DEFAULT="fail-until:$restarts" MARKER="$tag-long" "$accel" launch -n 4 --term_timeout 1 --max_restarts "$restarts" --retry_identical_failures \
   "$behave" "$tag-long" >/dev/null 2>"$scratch/e"
 rc=$?
 set -e

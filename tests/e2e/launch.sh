@@ -386,6 +386,34 @@ restart_gloo)
   expect_contains "$OUT" "[rank 0] attempt 1 rank 0 allreduce=4"
   expect_contains "$OUT" "[rank 1] attempt 1 rank 1 allreduce=4"
   ;;
+no_blind_retry)
+  # A crash at import repeats itself: after two identical attempts the agent stops restarting.
+  # (Rank 0 crashes; rank 1 waits, so the culprit is the same rank in every attempt.)
+  cat >"$SCRATCH/crash.py" <<'PY'
+import os, time
+if os.environ["RANK"] == "0":
+    import accel_no_such_module_xyz  # noqa: F401
+time.sleep(60)
+PY
+  expect_exit 1 "$ACCEL" launch "${PYARGS[@]}" --cpu -n 2 --max_restarts 3 --term_timeout 1 "$SCRATCH/crash.py"
+  expect_contains "$ERR" "attempt 0 failed (rank 0: exit code 1); restarting (1 of 3)"
+  expect_contains "$ERR" "not restarting: attempts 0 and 1 failed the same way before any rank completed a step (rank 0: exit code 1; last stderr line: ModuleNotFoundError: No module named 'accel_no_such_module_xyz'); a restart would fail again (--retry_identical_failures retries)"
+  [[ "$ERR" != *"restarting (2 of 3)"* ]] || fail "a third attempt ran: $ERR"
+  # --retry_identical_failures spends the whole budget.
+  expect_exit 1 "$ACCEL" launch "${PYARGS[@]}" --cpu -n 2 --max_restarts 2 --term_timeout 1 \
+    --retry_identical_failures "$SCRATCH/crash.py"
+  expect_contains "$ERR" "restarting (2 of 2)"
+  [[ "$ERR" != *"not restarting"* ]] || fail "stopped although asked to retry: $ERR"
+  # A failure of the first attempt only is restarted, and the job succeeds.
+  cat >"$SCRATCH/first.py" <<'PY'
+import os, sys
+if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" and os.environ["RANK"] == "1":
+    sys.exit("first attempt fails")
+PY
+  expect_exit 0 "$ACCEL" launch "${PYARGS[@]}" --cpu -n 2 --max_restarts 3 "$SCRATCH/first.py"
+  expect_contains "$ERR" "attempt 0 failed (rank 1: exit code 1); restarting (1 of 3)"
+  [[ "$ERR" != *"not restarting"* ]] || fail "$ERR"
+  ;;
 rank0_exits_first)
   expect_exit 0 "$ACCEL" launch "${PYARGS[@]}" --cpu -n 3 "$W/rank0_exits_first.py"
   expect_contains "$OUT" "[rank 0] rank 0 leaving"

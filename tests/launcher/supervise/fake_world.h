@@ -22,7 +22,9 @@
 #include <vector>
 
 #include "launcher/base/posix.h"
+#include "launcher/plan/worker_env.h"
 #include "launcher/supervise/processes.h"
+#include "launcher/supervise/rank_watch.h"
 
 namespace accel::launcher::testing {
 
@@ -38,6 +40,7 @@ class FakeWorld : public Processes, public Clock {
     std::set<int> surviving;                 // signals it catches and lives on (never SIGKILL)
     milliseconds dies_after{0};              // how long it takes to die of another signal
     std::optional<std::string> spawn_error;  // it cannot be started at all
+    int64_t heartbeat_step = 0;              // the step it reports as it starts (0: none)
 
     Script& exits(int64_t afterMs, int code = 0) {
       exit_after = milliseconds(afterMs);
@@ -54,6 +57,10 @@ class FakeWorld : public Processes, public Clock {
     }
     Script& diesAfter(int64_t ms) {
       dies_after = milliseconds(ms);
+      return *this;
+    }
+    Script& reachesStep(int64_t step) {
+      heartbeat_step = step;
       return *this;
     }
     Script& cannotStart(std::string error) {
@@ -76,6 +83,8 @@ class FakeWorld : public Processes, public Clock {
 
   // The script of the worker whose RANK (global) is `rank` in attempt `attempt`.
   void script(int rank, Script s, int attempt = 0) { scripts_[{attempt, rank}] = std::move(s); }
+  // Heartbeats go to `board` (the one the supervisor reads), as the job's store would write them.
+  void useBoard(ProgressBoard* board) { board_ = board; }
   // The agent receives `sig` at `atMs`.
   void signalAgentAt(int64_t atMs, int sig) { agent_signals_.push_back({atMs, sig}); }
 
@@ -106,6 +115,10 @@ class FakeWorld : public Processes, public Clock {
     w.script = s;
     w.stderr_fd = ::dup(spec.stderr_fd);  // the worker's end: open while it "runs"
     if (!s.stderr_text.empty()) writeAll(w.stderr_fd, s.stderr_text.data(), s.stderr_text.size());
+    if (s.heartbeat_step > 0 && board_) {
+      board_->onWrite(storedHeartbeatPrefix() + std::to_string(rank),
+                      std::to_string(s.heartbeat_step));
+    }
     if (s.exit_after) endAt(w, now_ + *s.exit_after, s.exit_code, 0);
     return pid;
   }
@@ -238,7 +251,8 @@ class FakeWorld : public Processes, public Clock {
     }
   }
 
-  const time_point epoch_;
+  ProgressBoard* board_ = nullptr;
+  time_point epoch_;
   time_point now_;
   pid_t next_pid_ = 1000;  // never a real process: nothing real is ever signalled
   std::map<std::pair<int, int>, Script> scripts_;  // (attempt, rank) → script

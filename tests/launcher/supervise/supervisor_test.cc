@@ -45,6 +45,8 @@ class SupervisorTest : public ::testing::Test {
     Console console(false, notices_fd_, notices_fd_);
     SupervisorParts parts(console, world_, world_);
     parts.run_dir = dir_.path();
+    parts.board = &board_;
+    world_.useBoard(&board_);
     auto supervisor = Supervisor::create(plan_, std::move(parts));
     EXPECT_TRUE(supervisor.ok()) << supervisor.error();
     JobReport report = (*supervisor)->runAttempts(placement_, [this](int attempt) {
@@ -55,13 +57,16 @@ class SupervisorTest : public ::testing::Test {
     return report;
   }
 
-  // What the agent said, line by line.
+  // What the agent said, line by line (its notices; the workers' lines, "[rank N] ...", share
+  // the console but are left out).
   std::vector<std::string> notices() const {
     std::string text(static_cast<size_t>(::lseek(notices_fd_, 0, SEEK_END)), '\0');
     ::pread(notices_fd_, text.data(), text.size(), 0);
     std::vector<std::string> lines;
     std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("accel: ", 0) == 0) lines.push_back(line);
+    }
     return lines;
   }
 
@@ -80,6 +85,7 @@ class SupervisorTest : public ::testing::Test {
   int notices_fd_ = -1;
   LaunchPlan plan_;
   Placement placement_;
+  ProgressBoard board_;
   FakeWorld world_;
   std::vector<int> restarts_;
   bool stop_requested_ = false;
@@ -297,6 +303,56 @@ TEST_F(SupervisorTest, AWorkerThatCannotStartIsTheCulprit) {
   EXPECT_EQ(world_.actionsStarting("spawn").size(), 2u);  // rank 2 never started
   EXPECT_EQ(signalsToTheLiving(), (std::vector<Action>{{0, "signal group rank 0 SIGTERM"}}));
   EXPECT_EQ(report.exit_code, 127);
+}
+
+// No blind retries: a crash that repeats itself before any rank completed a step (same rank,
+// same code, same last stderr line) is not restarted again.
+TEST_F(SupervisorTest, AFailureThatRepeatsItselfAtStartUpIsNotRestartedAgain) {
+  ranks(2);
+  plan_.max_restarts = 5;
+  for (int attempt = 0; attempt <= 5; ++attempt) {
+    world_.script(1,
+                  Script().exits(100, 1).writes(
+                      "Traceback (most recent call last):\nModuleNotFoundError: No module named "
+                      "'x'\n"),
+                  attempt);
+  }
+  JobReport report = run();
+  ASSERT_EQ(report.attempts.size(), 2u);
+  EXPECT_EQ(report.exit_code, 1);
+  const auto said = notices();
+  ASSERT_EQ(said.size(), 2u);
+  EXPECT_EQ(said[0], "accel: attempt 0 failed (rank 1: exit code 1); restarting (1 of 5)");
+  EXPECT_EQ(said[1],
+            "accel: not restarting: attempts 0 and 1 failed the same way before any rank "
+            "completed a step (rank 1: exit code 1; last stderr line: ModuleNotFoundError: No "
+            "module named 'x'); a restart would fail again (--retry_identical_failures retries)");
+}
+
+// A failure that changes (another rank, code or last line), one after progress, and any failure
+// with --retry_identical_failures are restarted while the budget lasts.
+TEST_F(SupervisorTest, FailuresThatDifferOrFollowProgressAreRestarted) {
+  ranks(2);
+  plan_.max_restarts = 2;
+  world_.script(0, Script().exits(50, 1).writes("ConnectionError: peer 1\n"), 0);
+  world_.script(0, Script().exits(50, 1).writes("ConnectionError: peer 3\n"), 1);
+  for (int r = 0; r < 2; ++r) world_.script(r, Script().exits(60), 2);
+  EXPECT_EQ(run().attempts.size(), 3u);  // the last lines differ: restarted, then succeeded
+
+  world_ = FakeWorld();
+  for (int attempt = 0; attempt <= 2; ++attempt) {
+    world_.script(0, Script().exits(50, 1).writes("RuntimeError: NaN\n").reachesStep(7), attempt);
+  }
+  EXPECT_EQ(run().attempts.size(), 3u);  // rank 0 had completed steps: the budget decides
+
+  world_ = FakeWorld();
+  plan_.retry_identical_failures = true;
+  for (int attempt = 0; attempt <= 2; ++attempt) {
+    world_.script(0, Script().exits(50, 1).writes("ImportError: x\n"), attempt);
+  }
+  JobReport report = run();
+  EXPECT_EQ(report.attempts.size(), 3u);
+  EXPECT_EQ(report.exit_code, 1);
 }
 
 }  // namespace
