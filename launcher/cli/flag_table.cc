@@ -305,6 +305,16 @@ std::vector<FlagSpec> torchrun() {
           .torchrunOnly()
           .notice("accel always forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the workers and "
                   "SIGUSR1/SIGUSR2 to each worker process"),
+      // torch 2.12's (run.py's virtual_local_rank and shutdown_timeout, same meaning).
+      F({"--virtual_local_rank"}, "virtual_local_rank")
+          .sw()
+          .torchrunOnly()
+          .help("Every worker gets LOCAL_RANK=0 and CUDA_VISIBLE_DEVICES its own GPU only"),
+      F({"--shutdown_timeout"}, "shutdown_timeout")
+          .integer()
+          .torchrunOnly()
+          .help("Seconds between SIGTERM and SIGKILL when stopping workers (torchrun's "
+                "--term_timeout; default $TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 5)"),
   };
 }
 

@@ -246,6 +246,15 @@ Expected<void> agentFlags(const Reader& r, LaunchOptions& o) {
   const double term = r.value("term_timeout").get<double>();
   if (!(term >= 0)) return makeError("--term_timeout: must be 0 or more");
   o.term_timeout = std::chrono::milliseconds(static_cast<long long>(term * 1000));
+  o.term_timeout_given = r.given("term_timeout");
+  if (auto ok = r.agree("term_timeout", "shutdown_timeout"); !ok) return ok;
+  if (r.given("shutdown_timeout")) {
+    const int seconds = r.value("shutdown_timeout").get<int>();
+    if (seconds < 0) return makeError(r.name("shutdown_timeout") + ": must be 0 or more");
+    o.term_timeout = std::chrono::seconds(seconds);
+    o.term_timeout_given = true;
+  }
+  o.virtual_local_rank = r.on("virtual_local_rank");
   for (auto [name, field] : {std::pair{"hang_timeout", &o.hang_timeout_s},
                              std::pair{"exit_timeout", &o.exit_timeout_s}}) {
     if (r.value(name).is_null()) continue;

@@ -219,4 +219,17 @@ Expected<void> applyRendezvousFlags(LaunchPlan& plan, const LaunchOptions& o) {
   return {};
 }
 
+Expected<void> applyShutdownTimeoutEnv(LaunchPlan& plan, const LaunchOptions& o,
+                                       const probes::Environment& env) {
+  auto text = probes::lookup(env, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT");
+  if (o.term_timeout_given || !text) return {};
+  const auto seconds = parseDigits(*text, 1 << 20);
+  if (!seconds) {
+    return makeError("TORCH_ELASTIC_SHUTDOWN_TIMEOUT: '" + *text +
+                     "' is not a number of seconds (0 or more)");
+  }
+  plan.term_timeout = std::chrono::seconds(*seconds);
+  return {};
+}
+
 }  // namespace accel::launcher::detail

@@ -69,6 +69,8 @@ struct LaunchOptions {
   bool dry_run = false;
   bool no_spawn = false;  // --no_spawn: this scheduler task is one rank (exec, no agent)
   std::chrono::milliseconds term_timeout{5000};  // SIGTERM → SIGKILL grace period
+  bool term_timeout_given = false;  // --term_timeout or --shutdown_timeout (else the environment's)
+  bool virtual_local_rank = false;  // --virtual_local_rank: LOCAL_RANK=0, one GPU per worker
   std::optional<double>
       hang_timeout_s;  // --hang_timeout (else the config's hang_timeout; else off)
   std::optional<double>

@@ -26,7 +26,9 @@ namespace accel::launcher {
 // The vocabulary of the machine's environment comes from probes/.
 using detail::applyAgentFlags;
 using detail::applyRendezvousFlags;
+using detail::applyShutdownTimeoutEnv;
 using detail::applyWatchdogTimeouts;
+using detail::assignVirtualDevices;
 using detail::chooseOmpThreads;
 using detail::chooseRunId;
 using detail::Devices;
@@ -405,8 +407,10 @@ Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEn
   if (!argv) return std::move(argv).takeError();
   plan.argv = std::move(*argv);
   if (auto ok = applyAgentFlags(plan, o); !ok) return std::move(ok).takeError();
+  if (auto ok = applyShutdownTimeoutEnv(plan, o, env); !ok) return std::move(ok).takeError();
   chooseRunId(plan, o);
   if (auto ok = setCommonEnv(plan, o, env, *devices); !ok) return std::move(ok).takeError();
+  if (auto ok = assignVirtualDevices(plan, o, env); !ok) return std::move(ok).takeError();
   chooseOmpThreads(plan, o, env, scheduler);
   if (auto ok = applyRendezvousFlags(plan, o); !ok) return std::move(ok).takeError();
   applyWatchdogTimeouts(plan, o);

@@ -96,6 +96,11 @@ struct LaunchPlan {
   bool quiet = false;
   bool dry_run = false;
   std::chrono::milliseconds term_timeout{5000};
+  // --virtual_local_rank (torch 2.12): every worker sees LOCAL_RANK=0 and, as CUDA_VISIBLE_DEVICES,
+  // only its GPU: virtual_devices[local rank] (from CUDA_VISIBLE_DEVICES or gpu_ids, else the
+  // local rank itself).
+  bool virtual_local_rank = false;
+  std::vector<std::string> virtual_devices;
   // --hang_timeout / the config's hang_timeout: no progress for this long is a hang (unset: off).
   std::optional<std::chrono::milliseconds> hang_timeout;
   // --exit_timeout / the config's exit_timeout: once a rank exited 0, how long the others get

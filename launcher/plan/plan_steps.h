@@ -40,6 +40,16 @@ void chooseOmpThreads(LaunchPlan& plan, const LaunchOptions& o, const probes::En
 // Console, logs, restarts, role and the store's memory bounds, checked against the job's size.
 Expected<void> applyAgentFlags(LaunchPlan& plan, const LaunchOptions& o);
 
+// torch's environment for the agent: TORCH_ELASTIC_SHUTDOWN_TIMEOUT (seconds) when neither
+// --term_timeout nor --shutdown_timeout was given.
+Expected<void> applyShutdownTimeoutEnv(LaunchPlan& plan, const LaunchOptions& o,
+                                       const probes::Environment& env);
+
+// --virtual_local_rank: each local rank's one visible GPU (after setCommonEnv, whose gpu_ids
+// give CUDA_VISIBLE_DEVICES; else the agent's own). An error when a rank has none.
+Expected<void> assignVirtualDevices(LaunchPlan& plan, const LaunchOptions& o,
+                                    const probes::Environment& env);
+
 // The run id every machine of the job agrees on without talking.
 void chooseRunId(LaunchPlan& plan, const LaunchOptions& o);
 

@@ -23,6 +23,11 @@ std::map<std::string, std::string> variables(const LaunchPlan& plan, const Place
   const int rank = placement.globalRank(slot.local_rank);
   v[env::kRank] = std::to_string(rank);
   v[env::kLocalRank] = std::to_string(slot.local_rank);
+  if (plan.virtual_local_rank) {  // torch 2.12's virtual local rank: its GPU is device 0
+    v[env::kLocalRank] = "0";
+    const auto at = static_cast<size_t>(slot.local_rank);
+    if (at < plan.virtual_devices.size()) v[env::kCudaVisibleDevices] = plan.virtual_devices[at];
+  }
   v[env::kWorldSize] = std::to_string(placement.world_size);
   v[env::kLocalWorldSize] = std::to_string(plan.local_world_size);
   v[env::kGroupRank] = std::to_string(placement.machine_rank);

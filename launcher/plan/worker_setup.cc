@@ -262,4 +262,38 @@ void chooseOmpThreads(LaunchPlan& plan, const LaunchOptions& o, const probes::En
   plan.omp_notice = plan.omp_num_threads && plan.local_world_size > 1;
 }
 
+Expected<void> assignVirtualDevices(LaunchPlan& plan, const LaunchOptions& o,
+                                    const probes::Environment& env) {
+  plan.virtual_local_rank = o.virtual_local_rank;
+  if (!plan.virtual_local_rank) return {};
+  std::optional<std::string> visible;
+  if (auto it = plan.common_env.find(env::kCudaVisibleDevices); it != plan.common_env.end()) {
+    visible = it->second;
+  } else {
+    visible = probes::lookup(env, env::kCudaVisibleDevices);
+  }
+  std::vector<std::string> devices;
+  if (visible) {
+    for (std::string_view item : splitOn(*visible, ',')) {
+      std::string device(item);
+      device.erase(0, device.find_first_not_of(' '));
+      device.erase(device.find_last_not_of(' ') + 1);
+      devices.push_back(device);
+    }
+  }
+  for (int lr = 0; lr < plan.local_world_size; ++lr) {
+    if (!visible) {
+      plan.virtual_devices.push_back(std::to_string(lr));
+    } else if (static_cast<size_t>(lr) < devices.size()) {
+      plan.virtual_devices.push_back(devices[static_cast<size_t>(lr)]);
+    } else {
+      return makeError("--virtual_local_rank: local rank " + std::to_string(lr) +
+                       " has no GPU of its own in CUDA_VISIBLE_DEVICES=" + *visible + " (" +
+                       std::to_string(devices.size()) + " for " +
+                       std::to_string(plan.local_world_size) + " processes)");
+    }
+  }
+  return {};
+}
+
 }  // namespace accel::launcher::detail

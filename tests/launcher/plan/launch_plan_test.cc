@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "launcher/cli/options_from_flags.h"
+#include "launcher/plan/worker_env.h"
 #include "tests/config/test_util.h"
 
 namespace accel::launcher {
@@ -544,13 +545,14 @@ namespace {
 class LaunchPlanParadigmTest : public ::testing::Test {
  protected:
   Expected<LaunchPlan> plan(std::vector<std::string> args, int gpus,
-                            LaunchMode mode = LaunchMode::Accelerate) {
+                            LaunchMode mode = LaunchMode::Accelerate,
+                            probes::Environment env = {"PATH=/usr/bin:/bin"}) {
     args.push_back("/bin/true");
-    auto parsed = parseLaunchFlags(args, mode, {});
+    auto parsed = parseLaunchFlags(args, mode, env);
     if (!parsed) return std::move(parsed).takeError();
     auto o = launchOptionsFrom(std::move(*parsed));
     if (!o) return std::move(o).takeError();
-    return makeLaunchPlan(*o, paths_, {"PATH=/usr/bin:/bin"}, [gpus] { return gpus; });
+    return makeLaunchPlan(*o, paths_, env, [gpus] { return gpus; });
   }
   std::string file(const std::string& name, const std::string& text) {
     testing::writeFile(dir_.file(name), text);
@@ -681,6 +683,68 @@ TEST_F(LaunchPlanParadigmTest, C10dWithoutNodeRankRanksMachinesByArrival) {
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_FALSE(p->rank_by_arrival);
   EXPECT_EQ(p->machine_rank, 0);
+}
+
+// torch 2.12's --virtual_local_rank: LOCAL_RANK=0 for every worker, each seeing only its own GPU
+// (the r-th of CUDA_VISIBLE_DEVICES, else GPU r); PET_VIRTUAL_LOCAL_RANK=1 does the same.
+TEST_F(LaunchPlanParadigmTest, VirtualLocalRankGivesEachWorkerItsGpuAsDeviceZero) {
+  auto variables = [](const LaunchPlan& p, int lr) {
+    return launcherVariableMap(p, staticPlacement(p, 1234), WorkerSlot{lr, 0, ""});
+  };
+  const std::vector<std::string> args = {"--virtual_local_rank", "--nproc_per_node", "3"};
+  auto p = plan(args, 0, LaunchMode::Torchrun);
+  ASSERT_TRUE(p.ok()) << p.error();
+  for (int lr = 0; lr < 3; ++lr) {
+    EXPECT_EQ(variables(*p, lr).at("LOCAL_RANK"), "0");
+    EXPECT_EQ(variables(*p, lr).at("RANK"), std::to_string(lr));
+    EXPECT_EQ(variables(*p, lr).at("CUDA_VISIBLE_DEVICES"), std::to_string(lr));
+  }
+  p = plan(args, 0, LaunchMode::Torchrun, {"PATH=/usr/bin:/bin", "CUDA_VISIBLE_DEVICES=4, 6,7"});
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(variables(*p, 1).at("CUDA_VISIBLE_DEVICES"), "6");
+  EXPECT_EQ(variables(*p, 2).at("CUDA_VISIBLE_DEVICES"), "7");
+  p = plan(args, 0, LaunchMode::Torchrun, {"PATH=/usr/bin:/bin", "CUDA_VISIBLE_DEVICES=4,6"});
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error(),
+            "--virtual_local_rank: local rank 2 has no GPU of its own in CUDA_VISIBLE_DEVICES=4,6 "
+            "(2 for 3 processes)");
+  p = plan({"--nproc_per_node", "2"}, 0, LaunchMode::Torchrun,
+           {"PATH=/usr/bin:/bin", "PET_VIRTUAL_LOCAL_RANK=1"});
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(variables(*p, 1).at("LOCAL_RANK"), "0");
+  p = plan({"--nproc_per_node", "2"}, 0, LaunchMode::Torchrun);  // without it: torchrun's
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(variables(*p, 1).at("LOCAL_RANK"), "1");
+  EXPECT_EQ(variables(*p, 1).count("CUDA_VISIBLE_DEVICES"), 0u);
+}
+
+// torch 2.12's --shutdown_timeout is --term_timeout in whole seconds; without either flag,
+// TORCH_ELASTIC_SHUTDOWN_TIMEOUT gives it (else accel's 5 s).
+TEST_F(LaunchPlanParadigmTest, ShutdownTimeoutIsTheGracePeriod) {
+  using std::chrono::milliseconds;
+  auto p = plan({"--shutdown_timeout", "2"}, 0, LaunchMode::Torchrun);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->term_timeout, milliseconds(2000));
+  const probes::Environment env = {"PATH=/usr/bin:/bin", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT=9"};
+  p = plan({"--nproc_per_node", "1"}, 0, LaunchMode::Torchrun, env);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->term_timeout, milliseconds(9000));
+  p = plan({"--term_timeout", "1.5"}, 0, LaunchMode::Accelerate, env);  // a flag wins
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->term_timeout, milliseconds(1500));
+  p = plan({}, 0, LaunchMode::Accelerate);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->term_timeout, milliseconds(5000));
+  p = plan({"--shutdown_timeout", "3", "--term_timeout", "4"}, 0, LaunchMode::Torchrun);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error(),
+            "--term_timeout 4.0 and --shutdown_timeout 3 contradict each other (they name the "
+            "same setting)");
+  p = plan({"--nproc_per_node", "1"}, 0, LaunchMode::Torchrun,
+           {"PATH=/usr/bin:/bin", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT=soon"});
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error(),
+            "TORCH_ELASTIC_SHUTDOWN_TIMEOUT: 'soon' is not a number of seconds (0 or more)");
 }
 
 }  // namespace
