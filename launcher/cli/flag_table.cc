@@ -305,7 +305,16 @@ std::vector<FlagSpec> torchrun() {
           .torchrunOnly()
           .notice("accel always forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the workers and "
                   "SIGUSR1/SIGUSR2 to each worker process"),
-      // torch 2.12's (run.py's virtual_local_rank and shutdown_timeout, same meaning).
+      // torch 2.12's (run.py's, same meaning).
+      F({"--duplicate_stdout_filters"}, "duplicate_stdout_filters")
+          .str()
+          .torchrunOnly()
+          .help("Teed stdout lines containing any of these comma-separated strings (,, for a "
+                "comma) are also written to attempt_K/filtered_stdout.log"),
+      F({"--duplicate_stderr_filters"}, "duplicate_stderr_filters")
+          .str()
+          .torchrunOnly()
+          .help("The same for stderr (attempt_K/filtered_stderr.log)"),
       F({"--virtual_local_rank"}, "virtual_local_rank")
           .sw()
           .torchrunOnly()

@@ -72,6 +72,23 @@ Expected<void> screenFlags(const ParsedLaunchFlags& flags, std::vector<std::stri
   return {};
 }
 
+// torchrun's comma_separated_list: items between commas, ",," for a comma in one; "" is one
+// empty item (which every line contains).
+std::vector<std::string> commaSeparatedList(const std::string& text) {
+  std::vector<std::string> items{""};
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != ',') {
+      items.back() += text[i];
+    } else if (i + 1 < text.size() && text[i + 1] == ',') {
+      items.back() += ',';
+      ++i;
+    } else {
+      items.emplace_back();
+    }
+  }
+  return items;
+}
+
 // "HOST:PORT" or "[v6]:PORT" of --rdzv_endpoint.
 Expected<std::pair<std::string, std::optional<int>>> splitEndpoint(const std::string& endpoint) {
   std::string host = endpoint;
@@ -255,6 +272,10 @@ Expected<void> agentFlags(const Reader& r, LaunchOptions& o) {
     o.term_timeout_given = true;
   }
   o.virtual_local_rank = r.on("virtual_local_rank");
+  for (int stream = 0; stream < 2; ++stream) {
+    const char* dest = stream == 0 ? "duplicate_stdout_filters" : "duplicate_stderr_filters";
+    if (auto text = r.text(dest)) o.duplicate_filters[stream] = commaSeparatedList(*text);
+  }
   for (auto [name, field] : {std::pair{"hang_timeout", &o.hang_timeout_s},
                              std::pair{"exit_timeout", &o.exit_timeout_s}}) {
     if (r.value(name).is_null()) continue;

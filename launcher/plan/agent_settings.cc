@@ -153,6 +153,7 @@ Expected<void> applyAgentFlags(LaunchPlan& plan, const LaunchOptions& o) {
   }
   plan.max_restarts = o.max_restarts;
   plan.retry_identical_failures = o.retry_identical_failures;
+  plan.duplicate_filters = o.duplicate_filters;
   plan.role = o.role;
   // The run id names the log directory (<run_id>_<random>): one path component.
   if (o.rdzv_id && (o.rdzv_id->empty() || o.rdzv_id->find('/') != std::string::npos)) {

@@ -4,6 +4,7 @@
 // flags; makeLaunchPlan (launcher/plan/launch_plan.h) turns it, with the config file and this
 // machine, into a LaunchPlan. Nothing here knows the flag table.
 
+#include <array>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -71,6 +72,8 @@ struct LaunchOptions {
   std::chrono::milliseconds term_timeout{5000};  // SIGTERM → SIGKILL grace period
   bool term_timeout_given = false;  // --term_timeout or --shutdown_timeout (else the environment's)
   bool virtual_local_rank = false;  // --virtual_local_rank: LOCAL_RANK=0, one GPU per worker
+  // --duplicate_stdout_filters / --duplicate_stderr_filters (torch 2.12): [0] stdout, [1] stderr.
+  std::array<std::vector<std::string>, 2> duplicate_filters;
   std::optional<double>
       hang_timeout_s;  // --hang_timeout (else the config's hang_timeout; else off)
   std::optional<double>

@@ -6,6 +6,7 @@
 // makeLaunchPlan validates everything it can (script, GPUs, flags); an error here means nothing
 // was started and `accel launch` exits 2.
 
+#include <array>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -101,6 +102,10 @@ struct LaunchPlan {
   // local rank itself).
   bool virtual_local_rank = false;
   std::vector<std::string> virtual_devices;
+  // --duplicate_stdout_filters / --duplicate_stderr_filters (torch 2.12): a teed stream's line
+  // containing any of [0] (stdout) or [1] (stderr) is also written, prefixed "[<role><local
+  // rank>]:", to attempt_K/filtered_stdout.log or filtered_stderr.log (run_dir.h).
+  std::array<std::vector<std::string>, 2> duplicate_filters;
   // --hang_timeout / the config's hang_timeout: no progress for this long is a hang (unset: off).
   std::optional<std::chrono::milliseconds> hang_timeout;
   // --exit_timeout / the config's exit_timeout: once a rank exited 0, how long the others get

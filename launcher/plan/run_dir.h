@@ -23,6 +23,12 @@ inline std::string logFile(const std::string& runDir, int attempt, int localRank
   return rankDir(runDir, attempt, localRank) + (stream == 1 ? "/stdout.log" : "/stderr.log");
 }
 
+// torchrun's --duplicate_{stdout,stderr}_filters file of an attempt, shared by its ranks.
+inline std::string filteredLog(const std::string& runDir, int attempt, int stream) {
+  return runDir + "/attempt_" + std::to_string(attempt) +
+         (stream == 1 ? "/filtered_stdout.log" : "/filtered_stderr.log");
+}
+
 // For messages: where every attempt's logs are ("RUN_DIR/attempt_K/<local rank>/").
 inline std::string logsPattern(const std::string& runDir) {
   return runDir + "/attempt_K/<local rank>/";

@@ -65,6 +65,10 @@ struct Worker {
   std::string error_file;
   WorkerOutcome outcome;
   int console_streams = 3;  // stream_masks.h bits: the streams shown on the console
+  // --duplicate_*_filters: whether its stream [0] stdout / [1] stderr is matched, and the
+  // stream's unfinished last line.
+  bool duplicating[2] = {false, false};
+  std::string duplicate_partial[2];
 
   // What watches it (attempt_watch.cc): when it last wrote a line, its last /proc sample and when
   // its CPU time last moved, and what it printed after the agent asked for its stack.
@@ -145,6 +149,8 @@ class Supervisor::Attempt {
   void publishFirstFailure();
   JobFailure myFailure();
   void readOutput(bool on);
+  void openFilteredLogs();
+  void duplicateLines(Worker& w, int stream, std::string_view data, bool atEnd);
   uint32_t pipeEvents() const;
   void killLeftovers();
   // A notice ("accel: " and a newline are added), unless the plan is quiet.
@@ -185,6 +191,7 @@ class Supervisor::Attempt {
   Publication publication_ = Publication::kNone;
   Clock::time_point publish_deadline_{};
   bool output_paused_ = false;
+  int filtered_fds_[2] = {-1, -1};  // --duplicate_*_filters' files, stdout and stderr
   Clock::time_point next_tick_{}, next_share_{};
   std::optional<Clock::time_point> first_clean_exit_;  // a rank exited 0 while others ran
   bool exit_notice_given_ = false;

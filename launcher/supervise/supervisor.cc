@@ -87,6 +87,7 @@ void Supervisor::Attempt::say(const std::string& text) { parts_.console.notice(t
 // directory made for every rank (error.json is the worker's to write), a log for each stream the
 // plan keeps in files.
 void Supervisor::Attempt::prepareWorkers() {
+  openFilteredLogs();
   workers_.resize(static_cast<size_t>(plan_.local_world_size));
   for (int lr = 0; lr < plan_.local_world_size; ++lr) {
     Worker& w = workers_[static_cast<size_t>(lr)];
@@ -98,6 +99,13 @@ void Supervisor::Attempt::prepareWorkers() {
     w.prefixers[0] = OutputPrefixer(prefix);
     w.prefixers[1] = OutputPrefixer(prefix);
     w.console_streams = plan_.consoleStreams(lr);
+    // torchrun duplicates the teed streams of the ranks the console shows.
+    const auto at = static_cast<size_t>(lr);
+    const bool shownRank = !plan_.console_ranks || plan_.console_ranks->count(lr);
+    for (int stream = 0; stream < 2; ++stream) {
+      w.duplicating[stream] = filtered_fds_[stream] >= 0 && shownRank && at < plan_.tee.size() &&
+                              (plan_.tee[at] & (stream + 1)) != 0;
+    }
     // The job goes on without these files if they cannot be made.
     if (auto made = config::makeDirectories(rankDir(parts_.run_dir, attempt_, lr)); !made) {
       say("rank " + std::to_string(w.rank) + ": " + made.error());
@@ -286,6 +294,7 @@ void Supervisor::Attempt::onOutput(Worker& w, int stream) {
     if (n < 0) return;  // EAGAIN: more later
     const bool shown = (w.console_streams & (stream + 1)) != 0;
     if (n == 0) {  // EOF: the last writer (worker or descendant) closed it
+      if (w.duplicating[stream]) duplicateLines(w, stream, {}, true);
       std::string rest = w.prefixers[stream].flush();
       if (shown) parts_.console.write(stream + 1, std::move(rest));
       ::epoll_ctl(s_.epoll_fd_, EPOLL_CTL_DEL, w.fds[stream], nullptr);
@@ -296,6 +305,9 @@ void Supervisor::Attempt::onOutput(Worker& w, int stream) {
     if (w.log_fds[stream] >= 0) writeAll(w.log_fds[stream], buf_.data(), static_cast<size_t>(n));
     w.last_output = now();
     if (stream == 1) w.stderr_tail.feed(buf_.data(), static_cast<size_t>(n));
+    if (w.duplicating[stream]) {
+      duplicateLines(w, stream, std::string_view(buf_.data(), static_cast<size_t>(n)), false);
+    }
     if (stream == 1 && w.outcome.stack_asked) keepStack(w, buf_.data(), static_cast<size_t>(n));
     std::string lines =
         w.prefixers[stream].feed(std::string_view(buf_.data(), static_cast<size_t>(n)));
@@ -415,6 +427,44 @@ JobFailure Supervisor::Attempt::myFailure() {
   return mine;
 }
 
+// torchrun's --duplicate_{stdout,stderr}_filters: one file per stream for the attempt, made (and
+// emptied) even when no line will match, as torchrun does.
+void Supervisor::Attempt::openFilteredLogs() {
+  for (int stream = 0; stream < 2; ++stream) {
+    if (plan_.duplicate_filters[stream].empty()) continue;
+    const std::string path = filteredLog(parts_.run_dir, attempt_, stream + 1);
+    if (auto made = config::makeDirectories(config::parentDirectory(path)); !made) {
+      say(made.error());
+      continue;
+    }
+    filtered_fds_[stream] = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (filtered_fds_[stream] < 0) say("cannot write " + path + ": " + std::strerror(errno));
+  }
+}
+
+// Each complete line (and, at the end, the unfinished one) that contains a filter goes to the
+// stream's file as "[<role><local rank>]:<line>".
+void Supervisor::Attempt::duplicateLines(Worker& w, int stream, std::string_view data, bool atEnd) {
+  std::string& partial = w.duplicate_partial[stream];
+  partial.append(data.data(), data.size());
+  std::string out;
+  size_t start = 0;
+  while (true) {
+    size_t end = partial.find('\n', start);
+    if (end == std::string::npos && !(atEnd && start < partial.size())) break;
+    if (end == std::string::npos) end = partial.size();
+    const std::string_view line(partial.data() + start, end - start);
+    for (const auto& needle : plan_.duplicate_filters[stream]) {
+      if (line.find(needle) == std::string_view::npos) continue;
+      out += "[" + plan_.role + std::to_string(w.local_rank) + "]:" + std::string(line) + "\n";
+      break;
+    }
+    start = end + 1;
+  }
+  partial.erase(0, std::min(start, partial.size()));
+  if (!out.empty()) writeAll(filtered_fds_[stream], out.data(), out.size());
+}
+
 // Reads the workers' pipes, or, while the console is behind, leaves them be until it catches up
 // (their writes block, as on a slow terminal); exits, signals and the job link are still served.
 void Supervisor::Attempt::readOutput(bool on) {
@@ -461,6 +511,10 @@ void Supervisor::Attempt::tearDown() {
       }
       if (w.log_fds[stream] >= 0) ::close(w.log_fds[stream]);
     }
+  }
+  for (int& fd : filtered_fds_) {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
   }
   // SIGCHLDs of the leftovers were consumed by the reaping above; drop their queued signals.
   signalfd_siginfo info;

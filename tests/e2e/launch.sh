@@ -386,6 +386,16 @@ restart_gloo)
   expect_contains "$OUT" "[rank 0] attempt 1 rank 0 allreduce=4"
   expect_contains "$OUT" "[rank 1] attempt 1 rank 1 allreduce=4"
   ;;
+duplicate_filters)
+  # torch 2.12's --duplicate_stdout_filters under accel run: teed lines that match, every rank,
+  # in attempt_0/filtered_stdout.log with torchrun's "[<role><local rank>]:" prefix.
+  expect_exit 0 "$ACCEL" run --nproc_per_node 2 --tee 1 --log_dir "$SCRATCH/logs" \
+    --duplicate_stdout_filters "loss,acc" /bin/sh -c 'echo "rank $RANK loss 0.$RANK"; echo "rank $RANK other"'
+  run=$(run_dir_in "$SCRATCH/logs")
+  filtered=$(sort "$run/attempt_0/filtered_stdout.log")
+  [[ $filtered == $'[default0]:rank 0 loss 0.0\n[default1]:rank 1 loss 0.1' ]] || fail "filtered_stdout.log: $filtered"
+  expect_contains "$OUT" "[rank 1] rank 1 other"
+  ;;
 no_blind_retry)
   # A crash at import repeats itself: after two identical attempts the agent stops restarting.
   # (Rank 0 crashes; rank 1 waits, so the culprit is the same rank in every attempt.)

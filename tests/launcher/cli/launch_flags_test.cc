@@ -204,6 +204,18 @@ TEST(LaunchOptionsTest, AgentFlagRangesAreCheckedWhereTheyAreRead) {
   EXPECT_EQ(error({"--max_restarts", "3"}), "accepted");
 }
 
+// torchrun's comma_separated_list: ",," is a comma inside an item; "" is one empty item.
+TEST(LaunchOptionsTest, DuplicateFiltersAreCommaSeparatedAsTorchrunReadsThem) {
+  auto o = options(
+      {"--duplicate_stdout_filters", "apple,,pie,orange", "--duplicate-stderr-filters", "", "x"});
+  ASSERT_TRUE(o.ok()) << o.error();
+  EXPECT_EQ(o->duplicate_filters[0], (std::vector<std::string>{"apple,pie", "orange"}));
+  EXPECT_EQ(o->duplicate_filters[1], (std::vector<std::string>{""}));
+  auto none = options({"x"});
+  ASSERT_TRUE(none.ok()) << none.error();
+  EXPECT_TRUE(none->duplicate_filters[0].empty() && none->duplicate_filters[1].empty());
+}
+
 TEST(LaunchOptionsTest, ContradictionsAndRefusalsNameTheFlags) {
   auto error = [](std::vector<std::string> args) {
     auto o = options(std::move(args));

@@ -37,6 +37,7 @@ class FakeWorld : public Processes, public Clock {
     std::optional<milliseconds> exit_after;  // it exits by itself then, with exit_code
     int exit_code = 0;
     std::string stderr_text;                 // written to its stderr as it starts
+    std::string stdout_text;                 // written to its stdout as it starts
     std::set<int> surviving;                 // signals it catches and lives on (never SIGKILL)
     milliseconds dies_after{0};              // how long it takes to die of another signal
     std::optional<std::string> spawn_error;  // it cannot be started at all
@@ -49,6 +50,10 @@ class FakeWorld : public Processes, public Clock {
     }
     Script& writes(std::string text) {
       stderr_text = std::move(text);
+      return *this;
+    }
+    Script& says(std::string text) {
+      stdout_text = std::move(text);
       return *this;
     }
     Script& survives(int sig) {
@@ -115,6 +120,8 @@ class FakeWorld : public Processes, public Clock {
     w.script = s;
     w.stderr_fd = ::dup(spec.stderr_fd);  // the worker's end: open while it "runs"
     if (!s.stderr_text.empty()) writeAll(w.stderr_fd, s.stderr_text.data(), s.stderr_text.size());
+    if (!s.stdout_text.empty())
+      writeAll(spec.stdout_fd, s.stdout_text.data(), s.stdout_text.size());
     if (s.heartbeat_step > 0 && board_) {
       board_->onWrite(storedHeartbeatPrefix() + std::to_string(rank),
                       std::to_string(s.heartbeat_step));

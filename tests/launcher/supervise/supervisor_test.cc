@@ -355,5 +355,24 @@ TEST_F(SupervisorTest, FailuresThatDifferOrFollowProgressAreRestarted) {
   EXPECT_EQ(report.exit_code, 1);
 }
 
+// torch 2.12's --duplicate_stdout_filters: the teed stdout lines that contain a filter, from
+// every rank, in attempt_K/filtered_stdout.log as "[<role><local rank>]:<line>"; a rank whose
+// stdout is not teed is not duplicated, and the unfinished last line counts.
+TEST_F(SupervisorTest, DuplicateFiltersCopyMatchingTeedLinesToTheAttemptsFile) {
+  ranks(3);
+  plan_.tee = {1, 1, 0};  // ranks 0 and 1 tee stdout; rank 2 does not
+  plan_.duplicate_filters[0] = {"loss", "a,b"};
+  world_.script(0, Script().exits(100).says("step 1 loss 0.5\nepoch done\nlast a,b"));
+  world_.script(1, Script().exits(100).says("step 1 loss 0.7\n"));
+  world_.script(2, Script().exits(100).says("step 1 loss 0.9\n"));
+  EXPECT_EQ(run().exit_code, 0);
+  std::ifstream in(dir_.path() + "/attempt_0/filtered_stdout.log");
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(),
+            "[default0]:step 1 loss 0.5\n[default0]:last a,b\n[default1]:step 1 loss 0.7\n");
+  EXPECT_FALSE(std::ifstream(dir_.path() + "/attempt_0/filtered_stderr.log"));  // no filter
+}
+
 }  // namespace
 }  // namespace accel::launcher
