@@ -1,7 +1,10 @@
 #include "launcher/launch.h"
 
 #include <ftw.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -56,6 +59,23 @@ std::unique_ptr<store::TcpStoreClient> connectToMaster(const LaunchPlan& plan, i
   options.port = storePort;
   options.connect_timeout = connectTimeout;
   return std::make_unique<store::TcpStoreClient>(options);
+}
+
+// TCP keep-alives on the failure watch's connection, the one that waits on the master for the
+// whole job: a master whose machine or link vanishes without closing it (no FIN, no RST) is
+// noticed after kKeepAliveIdle + kKeepAliveCount probes kKeepAliveInterval apart (~5 s), and the
+// watch then fails as for a closed connection — the job ends here, saying the master was lost.
+constexpr int kKeepAliveIdleS = 2, kKeepAliveIntervalS = 1, kKeepAliveCount = 3;
+
+void keepAlive(int fd) {
+  const int on = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &kKeepAliveIdleS, sizeof kKeepAliveIdleS);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &kKeepAliveIntervalS, sizeof kKeepAliveIntervalS);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &kKeepAliveCount, sizeof kKeepAliveCount);
+  // And data that stays unacknowledged as long (keep-alives only probe an idle connection).
+  const unsigned userTimeoutMs = (kKeepAliveIdleS + kKeepAliveIntervalS * kKeepAliveCount) * 1000;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &userTimeoutMs, sizeof userTimeoutMs);
 }
 
 // The master, after the rendezvous: until all `machines` agents' failure watches are parked on
@@ -139,7 +159,8 @@ class Agent {
     if (auto ok = startSupervisor(); !ok) return std::move(ok).takeError();
     JobReport report = superviseAttempts();
     reportOutcome(report);
-    if (rendezvous_client_) awaitOtherMachines();
+    // With the master lost, there is no store to wait in: the job ends here at once.
+    if (rendezvous_client_ && !(link_ && link_->masterLost())) awaitOtherMachines();
     return report;
   }
 
@@ -274,7 +295,11 @@ class Agent {
     try {
       watch_store_ = connectToMaster(plan_, store_port_, std::chrono::seconds(30));
       watch_fd_ = watch_store_->startWait({failureKey(rdzv_)});
+      keepAlive(watch_fd_);
       publisher_store_ = connectToMaster(plan_, store_port_, std::chrono::seconds(30));
+      // Its requests are small and the store answers at once: a reply that takes longer than
+      // this is a master gone quiet, and the link's thread must get back to the watch.
+      publisher_store_->setTimeout(std::chrono::seconds(5));
     } catch (const Error& e) {
       return makeError(std::string("cannot watch the master's store for failures: ") + e.what());
     }

@@ -95,7 +95,8 @@ void JobLink::run() {
     }
     drainEventFd(wake_fd_);
     if (mine) onPublish(*mine);
-    if (status) onShare(*status);
+    // The watch before the status: a share to a master gone quiet blocks for the publisher's
+    // timeout, and shares keep coming; the watch must not wait behind them.
     if (watching && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
       watching = false;
       {
@@ -105,6 +106,7 @@ void JobLink::run() {
       }
       onWatchFired();
     }
+    if (status && !master_lost_) onShare(*status);
   }
 }
 
@@ -135,6 +137,7 @@ void JobLink::onWatchFired() {
       std::lock_guard lock(mutex_);
       if (stop_) return;  // interrupted by the destructor, not lost
     }
+    master_lost_ = true;
     JobFailure lost;
     lost.machine_rank = 0;
     lost.host = master_host_;

@@ -16,6 +16,7 @@
 //
 // Thread-safety: publish, takeEvents and fd may be called from any one thread (the supervisor's).
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -63,6 +64,9 @@ class JobLink {
   std::vector<LinkEvent> takeEvents();
   // Ends the link's thread (no event after it). Idempotent.
   void stop();
+  // True once the watch's connection to the master failed (its machine or link gone): nothing
+  // of the master's store can be reached any more.
+  bool masterLost() const { return master_lost_.load(); }
 
  private:
   void run();
@@ -84,6 +88,7 @@ class JobLink {
   bool publish_requested_ = false;
   bool stop_ = false;
   bool watch_fired_ = false;  // the thread reads (or read) the watch's connection
+  std::atomic<bool> master_lost_{false};
   std::vector<LinkEvent> events_;
   std::thread thread_;
 };

@@ -167,6 +167,35 @@ c10d_arrival)
     for r in 2 3; do expect_contains "$OB" "[rank $r] ok rank=$r world=4 allreduce=10"; done
   done
   ;;
+master_lost)
+  # The master's machine vanishes mid-job — its link goes down, nothing is closed or signalled:
+  # machine 1 notices through the failure watch's TCP keep-alives (~5 s), stops its workers and
+  # exits with a line naming the lost master, within seconds, never waiting in the exit barrier.
+  export OUT_DIR=$SCRATCH/out MARKER="accel-netns-$$"
+  mkdir -p "$OUT_DIR"
+  BEHAVE_DEFAULT=traps on_host "$NA" a.out "$ACCEL" launch "${common[@]}" --machine_rank 0 "$W/behave.sh" "$MARKER"
+  pa=$!
+  BEHAVE_DEFAULT=traps on_host "$NB" b.out "$ACCEL" launch "${common[@]}" --machine_rank 1 --term_timeout 1 \
+    "$W/behave.sh" "$MARKER"
+  pb=$!
+  wait_files 'started.*' 4
+  ip -n "$NA" link set "$VA" down
+  SECONDS=0
+  for _ in $(seq 1 600); do [[ -e /proc/$pb ]] || break; sleep 0.05; done
+  [[ ! -e /proc/$pb ]] || fail "machine 1's agent still runs 30 s after the master was lost: $(cat "$SCRATCH/b.out")"
+  lost_s=$SECONDS
+  set +e; wait $pb; RB=$?; set -e
+  OB=$(cat "$SCRATCH/b.out")
+  echo "machine 1's agent exited ${lost_s} s after the master's link went down (rc $RB)"
+  ((lost_s <= 15)) || fail "machine 1 took ${lost_s} s to notice the lost master (want <= 15): $OB"
+  [[ $RB != 0 ]] || fail "machine 1's agent exited 0 without its master: $OB"
+  expect_contains "$OB" "lost contact with the master agent's store at $A:$port"
+  for r in 2 3; do
+    pid=$(cat "$OUT_DIR/pid.$r")
+    [[ ! -e /proc/$pid || $(ps -o stat= -p "$pid") == Z* ]] || fail "rank $r outlived its agent"
+  done
+  kill -KILL $pa 2>/dev/null || true
+  ;;
 master_unreachable)
   # The master's link goes down mid-job, then machine 1's agent gets SIGINT and SIGTERM: its
   # event loop still forwards both at once and SIGKILLs its workers when --term_timeout ends
