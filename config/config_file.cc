@@ -320,6 +320,21 @@ bool isControl(unsigned char c) {
 
 // Whether any string in `value` (keys included) holds a control character, which YAML escapes
 // could smuggle in and no config value needs.
+// YAML's limit for a key, 1024 characters as written, its JSON quotes included: a longer one
+// could not be read back from the JSON accel writes (found by tests/fuzz/config_fuzzer: a key of
+// hundreds of backslashes, each written as two).
+constexpr size_t kMaxKeyLength = 1022;
+
+bool hasOverlongKey(const json& value) {
+  if (value.is_array()) return std::any_of(value.begin(), value.end(), hasOverlongKey);
+  if (!value.is_object()) return false;
+  for (const auto& [k, v] : value.items()) {
+    // As written: JSON escapes double some characters ('\\' is two).
+    if (json(k).dump().size() - 2 > kMaxKeyLength || hasOverlongKey(v)) return true;
+  }
+  return false;
+}
+
 bool containsControl(const json& value) {
   auto text = [](const std::string& s) {
     return std::any_of(s.begin(), s.end(),
@@ -413,6 +428,10 @@ Expected<ClusterConfig> parseConfig(const std::string& text, const std::string& 
     if (containsControl(*value)) {
       return makeError(where(name, kv.second.Mark()) + "'" + key +
                        "' contains a control character");
+    }
+    if (hasOverlongKey(*value)) {
+      return makeError(where(name, kv.second.Mark()) + "'" + key + "' has a key longer than " +
+                       std::to_string(kMaxKeyLength) + " characters");
     }
     if (!value->is_null()) doc[key] = std::move(*value);
   }

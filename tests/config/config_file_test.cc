@@ -212,6 +212,18 @@ TEST(ConfigFileTest, StructuralErrors) {
   EXPECT_NE(bad.find("invalid YAML"), std::string::npos) << bad;
 }
 
+// A key accel could not read back from the JSON it writes (over YAML's 1024 characters, as
+// written) is refused where it is, naming the section.
+TEST(ConfigFileTest, OverlongKeysAreRejected) {
+  const std::string longKey(520, '\\');  // 1040 characters once JSON doubles each backslash
+  EXPECT_EQ(parseError("distributed_type: MULTI_CPU\nmpirun_config:\n  " + longKey + ": 1\n"),
+            "cfg.yaml:3:3: 'mpirun_config' has a key longer than 1022 characters");
+  EXPECT_TRUE(parseConfig("distributed_type: MULTI_CPU\nmpirun_config:\n  " +
+                              std::string(511, '\\') + ": 1\n",  // 1022 once written
+                          "cfg.yaml")
+                  .ok());
+}
+
 TEST(ConfigFileTest, InvalidUtf8IsRejectedWithPosition) {
   EXPECT_EQ(parseError("distributed_type: 'NO'\nmain_process_ip: ab\xac\n"),
             "cfg.yaml:2:20: invalid UTF-8; config files must be UTF-8 text");
