@@ -134,7 +134,7 @@ class Supervisor::Attempt {
   // ---- Handlers ----
   void onSignals();
   void onAgentSignal(int sig);
-  void onChildren();
+  void onChildren(pid_t firstEnded);
   void onWorkerExit(Worker& w, int exitCode, int signal);
   void onOutput(Worker& w, int stream);
   void onLinkEvents();

@@ -223,10 +223,14 @@ void Supervisor::Attempt::afterBatch() {
 void Supervisor::Attempt::onSignals() {
   signalfd_siginfo info;
   bool children = false;
+  pid_t firstEnded = 0;
   while (::read(s_.signal_fd_, &info, sizeof info) == sizeof info) {
     const int sig = static_cast<int>(info.ssi_signo);
     if (sig == SIGCHLD) {
-      children = true;  // handled once below, whatever the number of SIGCHLDs merged
+      // Handled once below, whatever the number of SIGCHLDs merged. A pending SIGCHLD keeps the
+      // sender of the first: the child that ended first of those merged into it.
+      if (!children) firstEnded = static_cast<pid_t>(info.ssi_pid);
+      children = true;
     } else if (sig == SIGUSR1 || sig == SIGUSR2) {
       for (auto& w : workers_) {
         if (w.running)
@@ -237,7 +241,7 @@ void Supervisor::Attempt::onSignals() {
       onAgentSignal(sig);
     }
   }
-  if (children) onChildren();
+  if (children) onChildren(firstEnded);
 }
 
 void Supervisor::Attempt::onAgentSignal(int sig) {
@@ -256,7 +260,16 @@ void Supervisor::Attempt::onAgentSignal(int sig) {
 }
 
 // Workers that ended are noted but stay unreaped; orphans adopted as subreaper are reaped.
-void Supervisor::Attempt::onChildren() {
+// The worker that ended first (`firstEnded`, when it is one) is handled first: of two ranks that
+// ended between two passes of the loop, the first to end is the culprit, not the lower rank.
+void Supervisor::Attempt::onChildren(pid_t firstEnded) {
+  auto first = std::find_if(workers_.begin(), workers_.end(),
+                            [firstEnded](const Worker& w) { return w.pid == firstEnded; });
+  if (first != workers_.end() && first->running) {
+    if (auto ended = processes_.endedUnreaped(first->pid)) {
+      onWorkerExit(*first, ended->exit_code, ended->signal);
+    }
+  }
   for (auto& w : workers_) {
     if (!w.running) continue;
     if (auto ended = processes_.endedUnreaped(w.pid))

@@ -386,6 +386,25 @@ restart_gloo)
   expect_contains "$OUT" "[rank 0] attempt 1 rank 0 allreduce=4"
   expect_contains "$OUT" "[rank 1] attempt 1 rank 1 allreduce=4"
   ;;
+culprit_first_to_end)
+  # Two ranks end while the agent is stopped (SIGSTOP), rank 1 first: their SIGCHLDs merge into
+  # one, and the culprit is still the first to end (rank 1, exit 3), not the lower rank.
+  mkdir -p "$OUT_DIR"
+  "$ACCEL" launch -n 2 --term_timeout 1 /bin/sh -c \
+    'echo $$ >"$OUT_DIR/pid.$RANK"; while [ ! -e "$OUT_DIR/go.$RANK" ]; do sleep 0.01; done; exit $((RANK * 2 + 1))' \
+    >"$SCRATCH/agent.out" 2>"$SCRATCH/agent.err" &
+  agent=$!
+  wait_for_file() { for _ in $(seq 1 500); do [[ -e $1 ]] && return 0; sleep 0.01; done; fail "no $1"; }
+  zombie() { for _ in $(seq 1 500); do [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) == Z ]] && return 0; sleep 0.01; done; fail "pid $1 did not end"; }
+  wait_for_file "$OUT_DIR/pid.0"; wait_for_file "$OUT_DIR/pid.1"
+  kill -STOP $agent
+  touch "$OUT_DIR/go.1"; zombie "$(cat "$OUT_DIR/pid.1")"
+  touch "$OUT_DIR/go.0"; zombie "$(cat "$OUT_DIR/pid.0")"
+  kill -CONT $agent
+  set +e; wait $agent; rc=$?; set -e
+  [[ $rc == 3 ]] || fail "the job exited $rc (want 3, rank 1's code): $(cat "$SCRATCH/agent.err")"
+  expect_contains "$(cat "$SCRATCH/agent.err")" "culprit: rank 1"
+  ;;
 duplicate_filters)
   # torch 2.12's --duplicate_stdout_filters under accel run: teed lines that match, every rank,
   # in attempt_0/filtered_stdout.log with torchrun's "[<role><local rank>]:" prefix.
