@@ -45,6 +45,19 @@ $OA
 $OB"
 }
 
+# Both machines run workers that trap SIGINT/SIGTERM and run on (machine 1 with --term_timeout 1);
+# returns once all 4 started, with the agents' pids in pa and pb.
+start_trapping_job() {
+  export OUT_DIR=$SCRATCH/out MARKER="accel-netns-$$"
+  mkdir -p "$OUT_DIR"
+  BEHAVE_DEFAULT=traps on_host "$NA" a.out "$ACCEL" launch "${common[@]}" --machine_rank 0 "$W/behave.sh" "$MARKER"
+  pa=$!
+  BEHAVE_DEFAULT=traps on_host "$NB" b.out "$ACCEL" launch "${common[@]}" --machine_rank 1 --term_timeout 1 \
+    "$W/behave.sh" "$MARKER"
+  pb=$!
+  wait_files 'started.*' 4
+}
+
 case $CASE in
 python_gloo)
   two_hosts --python /usr/bin/python3 "$W/ddp_gloo.py"
@@ -171,14 +184,7 @@ master_lost)
   # The master's machine vanishes mid-job — its link goes down, nothing is closed or signalled:
   # machine 1 notices through the failure watch's TCP keep-alives (~5 s), stops its workers and
   # exits with a line naming the lost master, within seconds, never waiting in the exit barrier.
-  export OUT_DIR=$SCRATCH/out MARKER="accel-netns-$$"
-  mkdir -p "$OUT_DIR"
-  BEHAVE_DEFAULT=traps on_host "$NA" a.out "$ACCEL" launch "${common[@]}" --machine_rank 0 "$W/behave.sh" "$MARKER"
-  pa=$!
-  BEHAVE_DEFAULT=traps on_host "$NB" b.out "$ACCEL" launch "${common[@]}" --machine_rank 1 --term_timeout 1 \
-    "$W/behave.sh" "$MARKER"
-  pb=$!
-  wait_files 'started.*' 4
+  start_trapping_job
   ip -n "$NA" link set "$VA" down
   SECONDS=0
   for _ in $(seq 1 600); do [[ -e /proc/$pb ]] || break; sleep 0.05; done
@@ -202,14 +208,7 @@ master_unreachable)
   # (publishing the failure to the unreachable master happens beside it, not in its way); the
   # agent then waits for the master no longer than its exit barrier's bound after a failure
   # (--term_timeout + 10 s) and exits.
-  export OUT_DIR=$SCRATCH/out MARKER="accel-netns-$$"
-  mkdir -p "$OUT_DIR"
-  BEHAVE_DEFAULT=traps on_host "$NA" a.out "$ACCEL" launch "${common[@]}" --machine_rank 0 "$W/behave.sh" "$MARKER"
-  pa=$!
-  BEHAVE_DEFAULT=traps on_host "$NB" b.out "$ACCEL" launch "${common[@]}" --machine_rank 1 --term_timeout 1 \
-    "$W/behave.sh" "$MARKER"
-  pb=$!
-  wait_files 'started.*' 4
+  start_trapping_job
   ip -n "$NA" link set "$VA" down
   kill -INT $pb
   wait_files 'int.[23]' 2
