@@ -305,7 +305,12 @@ std::vector<FlagSpec> torchrun() {
           .torchrunOnly()
           .notice("accel always forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the workers and "
                   "SIGUSR1/SIGUSR2 to each worker process"),
-      // torch 2.12's (run.py's, same meaning).
+  };
+}
+
+// torchrun's flags new in torch 2.12 (run.py's, same meaning).
+std::vector<FlagSpec> torchrun212() {
+  return {
       F({"--duplicate_stdout_filters"}, "duplicate_stdout_filters")
           .str()
           .torchrunOnly()
@@ -578,8 +583,8 @@ std::vector<FlagSpec> accelOwn() {
 
 std::vector<FlagSpec> buildTable() {
   std::vector<FlagSpec> all;
-  for (auto part : {hardwareAndResources(), distributed(), torchrun(), accelOwn(), deepspeed(),
-                    fsdp(), megatron(), fp8AndParallelism(), tpuAndAws()}) {
+  for (auto part : {hardwareAndResources(), distributed(), torchrun(), torchrun212(), accelOwn(),
+                    deepspeed(), fsdp(), megatron(), fp8AndParallelism(), tpuAndAws()}) {
     all.insert(all.end(), part.begin(), part.end());
   }
   return all;

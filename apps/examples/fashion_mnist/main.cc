@@ -83,44 +83,49 @@ std::pair<int64_t, int64_t> evaluate(Model& model, accel::Accelerator& acc,
 }
 
 template <typename Model>
-int run(Model model, const Options& o, accel::Accelerator& acc) {
-  const auto start = Clock::now();
-  auto trainX = loadImages(o.data + "/train-images-idx3-ubyte.gz");
-  auto trainY = accel::readIdx(o.data + "/train-labels-idx1-ubyte.gz").to(torch::kLong);
-  auto testX = loadImages(o.data + "/t10k-images-idx3-ubyte.gz");
-  auto testY = accel::readIdx(o.data + "/t10k-labels-idx1-ubyte.gz").to(torch::kLong);
-
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
+std::unique_ptr<torch::optim::Optimizer> makeOptimizer(Model& model, const Options& o) {
   if (o.model == "mlp") {
-    optimizer = std::make_unique<torch::optim::SGD>(model->parameters(),
-                                                    torch::optim::SGDOptions(0.01).momentum(0.9));
-  } else {
-    optimizer =
-        std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3));
+    return std::make_unique<torch::optim::SGD>(model->parameters(),
+                                               torch::optim::SGDOptions(0.01).momentum(0.9));
   }
-  acc.prepare(*model, *optimizer);
-  if (!o.load_state.empty()) {
-    acc.loadState(o.load_state);
-    acc.print("resumed from " + o.load_state + " at step " + std::to_string(acc.stepCount()));
-  }
+  return std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3));
+}
 
+// What the training loop measured (the losses are rank 0's).
+struct TrainStats {
+  int64_t steps = 0;
+  double first_step_s = -1;  // from the start of the run to the end of the first step
+  float first_loss = 0, last_loss = 0;
+};
+
+void printProgress(const Options& o, int epoch, size_t done, size_t of, float loss) {
+  const int width = 30;
+  int filled = static_cast<int>(width * done / of);
+  std::printf("\repoch %d/%d [%s%s] %zu/%zu loss %.4f", epoch + 1, o.epochs,
+              std::string(filled, '=').c_str(), std::string(width - filled, ' ').c_str(), done, of,
+              loss);
+  std::fflush(stdout);
+}
+
+// The epochs (or o.max_steps steps) over this rank's shard of the training set.
+template <typename Model>
+TrainStats train(Model& model, const Options& o, accel::Accelerator& acc,
+                 const torch::Tensor& trainX, const torch::Tensor& trainY,
+                 Clock::time_point start) {
   accel::ShardOptions shard;
   shard.dataset_size = static_cast<size_t>(trainX.size(0));
   shard.batch_size = static_cast<size_t>(o.batch);
   shard.shuffle = o.shuffle;
   shard.seed = o.seed;
   accel::ShardedBatchSampler sampler(shard, acc.processIndex(), acc.numProcesses());
-
-  int64_t steps = 0;
-  double firstStepSeconds = -1;
-  auto trainStart = Clock::now();
-  float firstLoss = 0, lastLoss = 0;  // rank 0's
-  for (int epoch = 0; epoch < o.epochs && (o.max_steps == 0 || steps < o.max_steps); ++epoch) {
+  TrainStats stats;
+  for (int epoch = 0; epoch < o.epochs && (o.max_steps == 0 || stats.steps < o.max_steps);
+       ++epoch) {
     model->train();
     sampler.setEpoch(static_cast<uint64_t>(epoch));
     auto batches = sampler.batches();
     for (size_t i = 0; i < batches.size(); ++i) {
-      if (o.max_steps && steps >= o.max_steps) break;
+      if (o.max_steps && stats.steps >= o.max_steps) break;
       auto idx = torch::tensor(std::vector<int64_t>(batches[i].begin(), batches[i].end()));
       auto x = normalise(trainX.index_select(0, idx)), y = trainY.index_select(0, idx);
       acc.accumulate(i + 1 == batches.size());
@@ -132,22 +137,38 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
       auto loss = torch::cross_entropy_loss(logits.to(torch::kFloat), y);
       acc.backward(loss);
       acc.step();
-      ++steps;
-      if (firstStepSeconds < 0)
-        firstStepSeconds = std::chrono::duration<double>(Clock::now() - start).count();
-      if (acc.isMainProcess()) lastLoss = loss.item<float>();
-      if (steps == 1) firstLoss = lastLoss;
-      if (o.progress && acc.isMainProcess() && (steps % 20 == 0 || i + 1 == batches.size())) {
-        const int width = 30;
-        int filled = static_cast<int>(width * (i + 1) / batches.size());
-        std::printf("\repoch %d/%d [%s%s] %zu/%zu loss %.4f", epoch + 1, o.epochs,
-                    std::string(filled, '=').c_str(), std::string(width - filled, ' ').c_str(),
-                    i + 1, batches.size(), lastLoss);
-        std::fflush(stdout);
+      ++stats.steps;
+      if (stats.first_step_s < 0) {
+        stats.first_step_s = std::chrono::duration<double>(Clock::now() - start).count();
+      }
+      if (acc.isMainProcess()) stats.last_loss = loss.item<float>();
+      if (stats.steps == 1) stats.first_loss = stats.last_loss;
+      if (o.progress && acc.isMainProcess() && (stats.steps % 20 == 0 || i + 1 == batches.size())) {
+        printProgress(o, epoch, i + 1, batches.size(), stats.last_loss);
       }
     }
     if (o.progress && acc.isMainProcess()) std::printf("\n");
   }
+  return stats;
+}
+
+template <typename Model>
+int run(Model model, const Options& o, accel::Accelerator& acc) {
+  const auto start = Clock::now();
+  auto trainX = loadImages(o.data + "/train-images-idx3-ubyte.gz");
+  auto trainY = accel::readIdx(o.data + "/train-labels-idx1-ubyte.gz").to(torch::kLong);
+  auto testX = loadImages(o.data + "/t10k-images-idx3-ubyte.gz");
+  auto testY = accel::readIdx(o.data + "/t10k-labels-idx1-ubyte.gz").to(torch::kLong);
+
+  auto optimizer = makeOptimizer(model, o);
+  acc.prepare(*model, *optimizer);
+  if (!o.load_state.empty()) {
+    acc.loadState(o.load_state);
+    acc.print("resumed from " + o.load_state + " at step " + std::to_string(acc.stepCount()));
+  }
+
+  auto trainStart = Clock::now();
+  const TrainStats stats = train(model, o, acc, trainX, trainY, start);
   acc.waitForEveryone();
   const double trainSeconds = std::chrono::duration<double>(Clock::now() - trainStart).count();
   if (!o.save_state.empty()) acc.saveState(o.save_state);
@@ -155,7 +176,7 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
   int64_t correct = 0, total = 0;
   if (o.evaluate) std::tie(correct, total) = evaluate(model, acc, testX, testY);
   const double samplesPerSecond =
-      static_cast<double>(steps * o.batch * acc.numProcesses()) / trainSeconds;
+      static_cast<double>(stats.steps * o.batch * acc.numProcesses()) / trainSeconds;
   char line[512];
   std::snprintf(line, sizeof line,
                 "model %s, %d processes (%s), %s: %lld steps, first loss %.4f, final loss %.4f, "
@@ -163,10 +184,10 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
                 "%.0f samples/s, first step after %.2f s",
                 o.model.c_str(), acc.numProcesses(), acc.communicator().backend(),
                 acc.mixedPrecision() == accel::MixedPrecision::Bf16 ? "bf16" : "fp32",
-                static_cast<long long>(steps), firstLoss, lastLoss,
+                static_cast<long long>(stats.steps), stats.first_loss, stats.last_loss,
                 100.0 * static_cast<double>(correct) / static_cast<double>(total),
                 static_cast<long long>(correct), static_cast<long long>(total), samplesPerSecond,
-                firstStepSeconds);
+                stats.first_step_s);
   acc.print(line);
   return 0;
 }
