@@ -63,7 +63,7 @@ std::unique_ptr<store::TcpStoreClient> connectToMaster(const LaunchPlan& plan, i
 
 // TCP keep-alives on the failure watch's connection, the one that waits on the master for the
 // whole job: a master whose machine or link vanishes without closing it (no FIN, no RST) is
-// noticed after kKeepAliveIdle + kKeepAliveCount probes kKeepAliveInterval apart (~5 s), and the
+// noticed after kKeepAliveIdleS + kKeepAliveCount probes kKeepAliveIntervalS apart (~5 s), and the
 // watch then fails as for a closed connection — the job ends here, saying the master was lost.
 constexpr int kKeepAliveIdleS = 2, kKeepAliveIntervalS = 1, kKeepAliveCount = 3;
 

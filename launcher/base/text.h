@@ -37,6 +37,14 @@ inline std::vector<std::string_view> splitOn(std::string_view text, char sep) {
   }
 }
 
+// `text` without the whitespace at both ends, as Python's str.strip().
+inline std::string_view trimmed(std::string_view text) {
+  const char* space = " \t\n\r\v\f";
+  const size_t first = text.find_first_not_of(space);
+  if (first == std::string_view::npos) return {};
+  return text.substr(first, text.find_last_not_of(space) - first + 1);
+}
+
 // Ascending values as runs: formatRuns({0, 1, 2, 4}, ",", "-") → "0-2,4". A run of two is a
 // range only if `pairsAsRanges` ("0-1"), else two items ("0,1").
 inline std::string formatRuns(const std::vector<int>& sorted, const std::string& sep,

@@ -274,12 +274,8 @@ Expected<void> assignVirtualDevices(LaunchPlan& plan, const LaunchOptions& o,
   }
   std::vector<std::string> devices;
   if (visible) {
-    for (std::string_view item : splitOn(*visible, ',')) {
-      std::string device(item);
-      device.erase(0, device.find_first_not_of(' '));
-      device.erase(device.find_last_not_of(' ') + 1);
-      devices.push_back(device);
-    }
+    // torch: available_gpus[local_rank].strip()
+    for (std::string_view item : splitOn(*visible, ',')) devices.emplace_back(trimmed(item));
   }
   for (int lr = 0; lr < plan.local_world_size; ++lr) {
     if (!visible) {
