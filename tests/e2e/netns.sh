@@ -202,6 +202,26 @@ master_lost)
   done
   kill -KILL $pa 2>/dev/null || true
   ;;
+master_killed)
+  # The whole master machine killed (SIGKILL to its agent and both its workers): machine 1 sees
+  # the failure watch's connection closed, stops its workers and exits, naming the lost master.
+  start_trapping_job
+  kill -KILL $pa "$(cat "$OUT_DIR/pid.0")" "$(cat "$OUT_DIR/pid.1")"
+  start=$(date +%s%N)
+  for _ in $(seq 1 600); do [[ -e /proc/$pb ]] || break; sleep 0.05; done
+  [[ ! -e /proc/$pb ]] || fail "machine 1's agent still runs 30 s after the master was killed: $(cat "$SCRATCH/b.out")"
+  killed_ms=$((($(date +%s%N) - start) / 1000000))
+  set +e; wait $pb; RB=$?; set -e
+  OB=$(cat "$SCRATCH/b.out")
+  echo "machine 1's agent exited ${killed_ms} ms after machine 0 was killed (rc $RB)"
+  ((killed_ms <= 5000)) || fail "machine 1 took ${killed_ms} ms to notice the killed master (want <= 5000): $OB"
+  [[ $RB != 0 ]] || fail "machine 1's agent exited 0 without its master: $OB"
+  expect_contains "$OB" "lost contact with the master agent's store at $A:$port"
+  for r in 2 3; do
+    pid=$(cat "$OUT_DIR/pid.$r")
+    [[ ! -e /proc/$pid || $(ps -o stat= -p "$pid") == Z* ]] || fail "rank $r outlived its agent"
+  done
+  ;;
 master_unreachable)
   # The master's link goes down mid-job, then machine 1's agent gets SIGINT and SIGTERM: its
   # event loop still forwards both at once and SIGKILLs its workers when --term_timeout ends
