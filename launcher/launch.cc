@@ -1,10 +1,7 @@
 #include "launcher/launch.h"
 
 #include <ftw.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,19 +12,18 @@
 #include "accel/error.h"
 #include "config/config_file.h"
 #include "launcher/base/posix.h"
+#include "launcher/machine_group.h"
 #include "launcher/plan/launch_plan.h"
 #include "launcher/plan/planner.h"
 #include "launcher/plan/run_dir.h"
 #include "launcher/plan/worker_env.h"
 #include "launcher/rendezvous/agent_rendezvous.h"
-#include "launcher/rendezvous/job_link.h"
 #include "launcher/rendezvous/ports.h"
 #include "launcher/report/dry_run.h"
 #include "launcher/supervise/console.h"
 #include "launcher/supervise/posix_processes.h"
 #include "launcher/supervise/subprocess_posix.h"
 #include "launcher/supervise/supervisor.h"
-#include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
 #include "probes/net_check.h"
 
@@ -35,7 +31,6 @@ namespace accel::launcher {
 namespace {
 
 using probes::Environment;
-using probes::Route;
 
 // Deletes a directory tree the agent created (depth first, without following links).
 void removeTree(const std::string& dir) {
@@ -45,69 +40,10 @@ void removeTree(const std::string& dir) {
       FTW_DEPTH | FTW_PHYS);
 }
 
-std::string hostName() {
-  char buf[256] = {0};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-// A connection to the master agent's store (throws accel::Error when it cannot be made in time).
-std::unique_ptr<store::TcpStoreClient> connectToMaster(const LaunchPlan& plan, int storePort,
-                                                       std::chrono::milliseconds connectTimeout) {
-  store::TcpStoreClientOptions options;
-  options.host = plan.master_addr;
-  options.port = storePort;
-  options.connect_timeout = connectTimeout;
-  return std::make_unique<store::TcpStoreClient>(options);
-}
-
-// TCP keep-alives on the failure watch's connection, the one that waits on the master for the
-// whole job: a master whose machine or link vanishes without closing it (no FIN, no RST) is
-// noticed after kKeepAliveIdleS + kKeepAliveCount probes kKeepAliveIntervalS apart (~5 s), and the
-// watch then fails as for a closed connection — the job ends here, saying the master was lost.
-constexpr int kKeepAliveIdleS = 2, kKeepAliveIntervalS = 1, kKeepAliveCount = 3;
-
-void keepAlive(int fd) {
-  const int on = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &kKeepAliveIdleS, sizeof kKeepAliveIdleS);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &kKeepAliveIntervalS, sizeof kKeepAliveIntervalS);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &kKeepAliveCount, sizeof kKeepAliveCount);
-  // And data that stays unacknowledged as long (keep-alives only probe an idle connection).
-  const unsigned userTimeoutMs = (kKeepAliveIdleS + kKeepAliveIntervalS * kKeepAliveCount) * 1000;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &userTimeoutMs, sizeof userTimeoutMs);
-}
-
-// The master, after the rendezvous: until all `machines` agents' failure watches are parked on
-// its store (they were sent before each registration, so this takes a moment at most). The
-// exit barrier's "every other agent is gone" relies on it. False if they never all were.
-bool awaitWatches(const store::TcpStoreServer& server, int machines,
-                  std::chrono::milliseconds timeout) {
-  return server.awaitStats(
-      [machines](const store::TcpStoreServerStats& st) {
-        return st.tracked_waiters >= static_cast<uint64_t>(machines);
-      },
-      timeout);
-}
-
 // An agent of torchrun's elastic command line that hosts the store only because the endpoint is
 // this machine (no is_host=): another agent here may already listen on the port.
 bool guessedStoreHost(const LaunchPlan& plan) {
   return plan.rank_by_arrival && !plan.store_host_configured.has_value();
-}
-
-// The interface the workers' Gloo should use: the one that reaches the other machines. A
-// non-master reaches the master; the master reaches machine 1 at the address it came from.
-std::string interfaceToOthers(const RendezvousResult& joined,
-                              const std::optional<Route>& toMaster) {
-  if (joined.machine_rank != 0) return toMaster ? toMaster->interface : "";
-  for (const auto& m : joined.machines) {
-    if (m.machine_rank == 0 || m.address.empty()) continue;
-    if (auto route = probes::routeTo(m.address); route && !route->interface.empty()) {
-      return route->interface;
-    }
-  }
-  return "";
 }
 
 // A rank per scheduler task: become the worker. Returns only when the command cannot be run.
@@ -146,7 +82,7 @@ class Agent {
 
   ~Agent() {
     supervisor_.reset();
-    link_.reset();
+    group_.reset();
     if (server_) server_->stop();
     if (temp_run_dir_) removeTree(base_to_remove_);
   }
@@ -154,13 +90,16 @@ class Agent {
   Expected<JobReport> run() {
     if (auto ok = useLogDir(); !ok) return std::move(ok).takeError();
     if (auto ok = hostStore(); !ok) return std::move(ok).takeError();
-    if (auto ok = placeThisMachine(); !ok) return std::move(ok).takeError();
+    if (auto ok = placeThisMachine(); !ok) {
+      if (!group_ || !group_->jobClosed()) return std::move(ok).takeError();
+      console_.notice(ok.error());  // a spare: the job did not need this machine
+      return JobReport{};
+    }
     if (auto ok = makeRunDir(); !ok) return std::move(ok).takeError();
     if (auto ok = startSupervisor(); !ok) return std::move(ok).takeError();
     JobReport report = superviseAttempts();
     reportOutcome(report);
-    // With the master lost, there is no store to wait in: the job ends here at once.
-    if (rendezvous_client_ && !(link_ && link_->masterLost())) awaitOtherMachines();
+    if (group_) group_->awaitOtherMachines();
     return report;
   }
 
@@ -217,7 +156,7 @@ class Agent {
     options.max_connection_input_bytes = plan_.store_connection_input_bytes;
     options.max_total_input_bytes = plan_.store_input_budget_bytes;
     // Every agent parks a WAIT on the failure key while it lives: the exit barrier's liveness.
-    options.tracked_wait_key = "/" + failureKey(RendezvousOptions{});
+    options.tracked_wait_prefix = MachineGroup::trackedWaitPrefix();
     // The ranks' heartbeats (rank_watch.h) reach the supervisor without a client.
     options.observed_key_prefix = storedHeartbeatPrefix();
     options.on_observed_write = [board = &board_](const std::string& key,
@@ -236,107 +175,20 @@ class Agent {
                     "it (this machine's rank comes from the order in which it joins)");
   }
 
-  // This machine's placement: on one machine the plan's; with others, what the rendezvous says.
+  // This machine's placement: on one machine the plan's; with others, what the rendezvous of
+  // round 0 says.
   Expected<void> placeThisMachine() {
     if (plan_.num_machines == 1) {
       placement_ = staticPlacement(plan_, store_port_);
       return {};
     }
-    return meetMachines();
-  }
-
-  Expected<void> meetMachines() {
-    // Before anything is spawned: the master must be reachable, from an interface we can name.
-    std::optional<Route> toMaster;
-    if (!hostsStore()) {
-      auto reached = probes::waitForListener(
-          plan_.master_addr, store_port_, plan_.rdzv_timeout, std::chrono::seconds(10),
-          [this](const std::string& status) { console_.notice(status); });
-      if (!reached) return makeError(reached.error());
-      toMaster = *reached;
-    } else if (auto route = probes::routeTo(plan_.master_addr)) {
-      toMaster = *route;
-    }
-    if (auto ok = parkFailureWatch(); !ok) return ok;
-    auto joined = joinMachines(toMaster);
-    if (!joined) return makeError(joined.error());
-    joined_ = *joined;
-    if (hostsStore() && !awaitWatches(*server_, plan_.num_machines, plan_.rdzv_timeout)) {
-      console_.notice(
-          "not every machine's agent is watching the store for failures; it may have died");
-    }
-    placement_ = placementOf(*joined, toMaster);
-    console_.notice("machine " + std::to_string(joined->machine_rank) + " of " +
-                    std::to_string(plan_.num_machines) + ": ranks " +
-                    std::to_string(joined->rank_offset) + ".." +
-                    std::to_string(joined->rank_offset + plan_.local_world_size - 1) + " of " +
-                    std::to_string(joined->world_size));
-    if (placement_.socket_interface) {
-      console_.notice("workers use GLOO_SOCKET_IFNAME=" + *placement_.socket_interface +
-                      " (the interface that reaches the other machines)");
-    }
+    group_ = std::make_unique<MachineGroup>(plan_, parent_env_, console_, requested_rank_,
+                                            store_port_, server_.get());
+    if (auto ok = group_->connect(); !ok) return ok;
+    auto placed = group_->meet();
+    if (!placed) return std::move(placed).takeError();
+    placement_ = *placed;
     return {};
-  }
-
-  // What the rendezvous decided, as the workers will see it.
-  Placement placementOf(const RendezvousResult& joined, const std::optional<Route>& toMaster) {
-    Placement p = staticPlacement(plan_, store_port_);
-    p.machine_rank = joined.machine_rank;  // differs from the request when ranked by arrival
-    p.rank_offset = joined.rank_offset;
-    p.world_size = joined.world_size;
-    p.socket_interface = chooseSocketInterface(parent_env_, interfaceToOthers(joined, toMaster));
-    return p;
-  }
-
-  // The failure watch is parked before this agent registers: once the rendezvous completes,
-  // every machine's watch is parked (or on its way), and the master's exit barrier counts them.
-  // The publisher is the job link's own connection (the link's thread uses it alone).
-  Expected<void> parkFailureWatch() {
-    try {
-      watch_store_ = connectToMaster(plan_, store_port_, std::chrono::seconds(30));
-      watch_fd_ = watch_store_->startWait({failureKey(rdzv_)});
-      keepAlive(watch_fd_);
-      publisher_store_ = connectToMaster(plan_, store_port_, std::chrono::seconds(30));
-      // Its requests are small and the store answers at once: a reply that takes longer than
-      // this is a master gone quiet, and the link's thread must get back to the watch.
-      publisher_store_->setTimeout(std::chrono::seconds(5));
-    } catch (const Error& e) {
-      return makeError(std::string("cannot watch the master's store for failures: ") + e.what());
-    }
-    return {};
-  }
-
-  // Connects this agent to the master's store and joins the rendezvous of the machines.
-  // rdzv_.run_id keeps its default: the store belongs to this job alone, and the server's tracked
-  // failure key (storeOptions) is computed from the same default.
-  Expected<RendezvousResult> joinMachines(const std::optional<Route>& toMaster) {
-    const std::string address = plan_.master_addr + ":" + std::to_string(store_port_);
-    try {
-      rendezvous_client_ = connectToMaster(plan_, store_port_, plan_.rdzv_timeout);
-    } catch (const Error& e) {
-      return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
-    }
-    rdzv_.num_machines = plan_.num_machines;
-    rdzv_.requested_machine_rank = requested_rank_;
-    rdzv_.local_world_size = plan_.local_world_size;
-    rdzv_.host = hostName();
-    // --local_addr (torchrun's) names this machine's address for the others; else the route's.
-    rdzv_.address = plan_.local_addr.value_or(toMaster ? toMaster->local_ip : "");
-    rdzv_.store_address = address;
-    rdzv_.timeout = plan_.rdzv_timeout;
-    rdzv_.progress = [this](const std::string& status) {
-      console_.notice("rendezvous: " + status);
-    };
-    auto result = rendezvous(*rendezvous_client_, rdzv_);
-    if (!result) return result;
-    if (result->world_size != plan_.world_size) {
-      return makeError(
-          "the machines disagree on the job's size: this machine expects "
-          "num_processes " +
-          std::to_string(plan_.world_size) + " but the machines that joined run " +
-          std::to_string(result->world_size) + " processes in total");
-    }
-    return result;
   }
 
   // The run directory, made once the machines have met (an agent stopped while it waits leaves
@@ -393,14 +245,7 @@ class Agent {
     parts.run_dir = run_dir_;
     parts.parent_env = parent_env_;
     if (server_) parts.board = &board_;
-    if (watch_store_) {
-      link_ =
-          std::make_unique<JobLink>(std::move(watch_store_), watch_fd_, std::move(publisher_store_),
-                                    rdzv_, joined_->machine_rank, joined_->machines.front().host);
-      parts.link = link_.get();
-      parts.machine_rank = joined_->machine_rank;
-      parts.host = rdzv_.host;
-    }
+    if (group_) parts.host = group_->host();
     if (auto listening = status_.open(); listening) {
       parts.status = &status_;
       parts.status_facts = statusFacts();
@@ -424,24 +269,54 @@ class Agent {
             {"world_size", placement_.world_size},
             {"store", plan_.master_addr + ":" + std::to_string(store_port_)},
             {"run_dir", run_dir_},
-            {"machine_status_key_prefix", plan_.num_machines > 1 ? statusKeyPrefix(rdzv_) : ""}};
+            {"machine_status_key_prefix", group_ ? group_->statusKeyPrefix() : ""}};
   }
 
   JobReport superviseAttempts() {
-    JobReport report = supervisor_->runAttempts(placement_, [this](int attempt) {
-      if (server_) clearWorkerKeys(attempt);
-    });
+    JobReport report =
+        group_ ? superviseRounds() : supervisor_->runAttempts(placement_, [this](int attempt) {
+          if (server_) clearWorkerKeys(attempt);
+        });
     status_.close();  // no attempt to show any more (the exit barrier may still take a while)
     processes_.finish();
-    supervisor_.reset();       // the signals are the default ones again
-    if (link_) link_->stop();  // at once, even if a publication still waits for the master
+    supervisor_.reset();             // the signals are the default ones again
+    if (group_) group_->stopLink();  // at once, even if a publication still waits for the master
     return report;
   }
 
-  // Before attempt K > 0: the workers' keys of the attempts before it are removed from the
-  // store, so no worker reads a stale value. torch 1.13 prefixed worker keys per attempt, torch
-  // 2.x does not (it expects a new store per attempt); clearing serves both. The agents' own keys
-  // ("/accel/...") stay. Every worker of the last attempt has exited by now.
+  // A multi-machine job: one attempt per round; after a failure, every machine's agent ends the
+  // round with the others, and the master's decision (restart or not) holds for all.
+  JobReport superviseRounds() {
+    JobReport report;
+    while (true) {
+      report.attempts.push_back(
+          supervisor_->runAttempt(group_->round(), placement_, group_->link()));
+      AttemptReport& last = report.attempts.back();
+      if (last.succeeded()) break;
+      const RoundDecision next = group_->endRound(last, supervisor_->stopRequested());
+      if (!next.restart) {
+        if (!next.why.empty()) console_.notice("not restarting: " + next.why);
+        break;
+      }
+      console_.notice(next.why);
+      auto placed = group_->meet();
+      if (!placed) {
+        console_.notice("the job cannot go on: " + placed.error());
+        break;
+      }
+      placement_ = *placed;
+    }
+    report.exit_code = jobExitCode(report.attempts.back());
+    group_->closeJob(report.exit_code == 0
+                         ? "the job finished"
+                         : "the job ended with exit code " + std::to_string(report.exit_code));
+    return report;
+  }
+
+  // Before attempt K > 0 of a one-machine job: the workers' keys of the attempts before it are
+  // removed from the store, so no worker reads a stale value. torch 1.13 prefixed worker keys
+  // per attempt, torch 2.x does not (it expects a new store per attempt); clearing serves both.
+  // The agents' own keys ("/accel/...") stay. Every worker of the last attempt has exited.
   void clearWorkerKeys(int attempt) {
     try {
       size_t removed = server_->clearKeysExcept({"/" + std::string(kAgentKeyPrefix)});
@@ -462,22 +337,6 @@ class Agent {
     if (!ok) console_.notice("could not write summary.json: " + ok.error());
   }
 
-  // The master keeps the store up until every machine's workers are done with it, or every
-  // other agent is gone; after a failure, only as long as the others need to read it. Another
-  // machine's agent reports and leaves; an unreachable master does not hold it for long.
-  void awaitOtherMachines() {
-    const auto afterFailure = plan_.term_timeout + std::chrono::milliseconds(10000);
-    if (!hostsStore()) rendezvous_client_->setTimeout(afterFailure);
-    // 1: the master's own watch.
-    auto othersGone = [this] { return server_ && server_->stats().tracked_waiters <= 1; };
-    int done = exitBarrier(*rendezvous_client_, rdzv_, hostsStore(), afterFailure, othersGone);
-    if (hostsStore() && done < plan_.num_machines) {
-      console_.notice("stopping the store although only " + std::to_string(std::max(done, 0)) +
-                      "/" + std::to_string(plan_.num_machines) +
-                      " machines reported their workers finished");
-    }
-  }
-
   const LaunchPlan& plan_;
   const Environment parent_env_;
   Console& console_;
@@ -491,11 +350,7 @@ class Agent {
   bool temp_run_dir_ = false;   // remove base_to_remove_ at the end
   ProgressBoard board_;  // before server_: the store's thread writes to it until server_ stops
   std::unique_ptr<store::TcpStoreServer> server_;
-  std::unique_ptr<store::TcpStoreClient> rendezvous_client_, watch_store_, publisher_store_;
-  int watch_fd_ = -1;
-  RendezvousOptions rdzv_;
-  std::optional<RendezvousResult> joined_;
-  std::unique_ptr<JobLink> link_;
+  std::unique_ptr<MachineGroup> group_;  // with other machines
   PosixProcesses processes_;
   MonotonicClock clock_;
   StatusListener status_;

@@ -131,12 +131,8 @@ Expected<void> machineFlags(const Reader& r, LaunchOptions& o) {
       return makeError(r.name("nnodes") + ": '" + text +
                        "' is not N or MIN:MAX with 0 < MIN <= MAX");
     }
-    const int nodes = std::stoi(lo);
-    if (lo != hi) {
-      o.notices.push_back(r.name("nnodes") + " " + text +
-                          ": accel's rendezvous is static (no elasticity yet); the job runs on " +
-                          lo + " machine(s)");
-    }
+    const int nodes = std::stoi(hi);
+    if (lo != hi) o.min_machines = std::stoi(lo);  // elastic membership (LaunchPlan::min_machines)
     if (c.num_machines && *c.num_machines != nodes) {
       return makeError(r.name("nnodes") + " " + text + " and " + r.name("num_machines") + " " +
                        std::to_string(*c.num_machines) +

@@ -49,11 +49,25 @@ Expected<std::set<int>> parseRankFilter(const std::string& text, int localWorldS
 }
 
 // What accel reads of torchrun's --rdzv_conf k=v,...: the rendezvous timeout (timeout=, or
-// join_timeout= as torch's c10d backend spells it) and is_host= (torch's booleans).
+// join_timeout= as torch's c10d backend spells it), is_host= (torch's booleans), and the
+// membership settings torch's dynamic rendezvous reads: last_call_timeout=,
+// keep_alive_interval= (seconds) and keep_alive_max_attempt=. Other keys are torch's alone.
 struct RdzvConf {
   std::optional<double> timeout_s;
   std::optional<bool> is_host;
+  std::optional<double> last_call_s, keep_alive_interval_s;
+  std::optional<int> keep_alive_attempts;
 };
+
+// SECONDS > 0 of an item "key=SECONDS".
+Expected<double> confSeconds(const std::string& item, const std::string& key,
+                             const std::string& value) {
+  char* end = nullptr;
+  const double seconds = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !(seconds > 0))
+    return makeError("--rdzv_conf: '" + item + "' is not " + key + "=SECONDS (more than 0)");
+  return seconds;
+}
 
 Expected<RdzvConf> parseRdzvConf(const std::string& text) {
   RdzvConf conf;
@@ -62,11 +76,18 @@ Expected<RdzvConf> parseRdzvConf(const std::string& text) {
     const size_t eq = item.find('=');
     const std::string key = item.substr(0, eq),
                       value = eq == std::string::npos ? "" : item.substr(eq + 1);
-    if (key == "timeout" || key == "join_timeout") {
-      char* end = nullptr;
-      conf.timeout_s = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0')
-        return makeError("--rdzv_conf: '" + item + "' is not " + key + "=SECONDS");
+    if (key == "timeout" || key == "join_timeout" || key == "last_call_timeout" ||
+        key == "keep_alive_interval") {
+      auto seconds = confSeconds(item, key, value);
+      if (!seconds) return std::move(seconds).takeError();
+      (key == "last_call_timeout"     ? conf.last_call_s
+       : key == "keep_alive_interval" ? conf.keep_alive_interval_s
+                                      : conf.timeout_s) = *seconds;
+    } else if (key == "keep_alive_max_attempt") {
+      auto n = parseDigits(value, 1000);
+      if (!n || *n == 0)
+        return makeError("--rdzv_conf: '" + item + "' is not keep_alive_max_attempt=N (1 to 1000)");
+      conf.keep_alive_attempts = static_cast<int>(*n);
     } else if (key == "is_host") {
       const std::string v = lowerCase(value);
       if (v == "1" || v == "true" || v == "t" || v == "yes" || v == "y") {
@@ -204,6 +225,12 @@ Expected<void> applyRendezvousFlags(LaunchPlan& plan, const LaunchOptions& o) {
   if (!timeout) return std::move(timeout).takeError();
   plan.rdzv_timeout = *timeout;
   plan.store_host_configured = conf->is_host;
+  auto ms = [](double seconds) {
+    return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+  };
+  if (conf->last_call_s) plan.last_call_timeout = ms(*conf->last_call_s);
+  if (conf->keep_alive_interval_s) plan.keep_alive_interval = ms(*conf->keep_alive_interval_s);
+  if (conf->keep_alive_attempts) plan.keep_alive_misses = *conf->keep_alive_attempts;
   if (plan.num_machines == 1 && (!o.rdzv_conf.empty() || o.rdzv_timeout_s ||
                                  plan.config.sources["rdzv_backend"] == config::Source::Flag)) {
     plan.notices.push_back(

@@ -63,7 +63,11 @@ struct LaunchOptions {
   std::optional<int> console_streams;  // 0 none, 1 stdout, 2 stderr, 3 both (default: both)
   std::optional<std::string> local_ranks_filter;  // "0,2": console shows only these local ranks
   bool quiet = false;                             // no agent notices, only worker output and errors
-  std::string rdzv_conf;  // torchrun's k=v,...: only timeout=SECONDS is used
+  // torchrun's k=v,...: timeout/join_timeout, is_host, last_call_timeout, keep_alive_interval,
+  // keep_alive_max_attempt are read (agent_settings.cc)
+  std::string rdzv_conf;
+  // --nnodes MIN:MAX: the fewest machines the job runs on (config.num_machines holds MAX).
+  std::optional<int> min_machines;
   std::optional<double>
       rdzv_timeout_s;  // --rdzv_timeout: how long agents wait for each other (900 s)
   std::string role = "default";

@@ -256,8 +256,8 @@ Expected<void> resolvePerMachine(LaunchPlan& plan, const LaunchOptions& o,
   return {};
 }
 
-// Agents of several machines meet at one address and port, and cannot restart together yet.
-Expected<void> checkMultiMachine(const LaunchPlan& plan, const LaunchOptions& o) {
+// Agents of several machines meet at one address and port.
+Expected<void> checkMultiMachine(const LaunchPlan& plan) {
   if (plan.num_machines <= 1 || plan.exec_in_place) return {};
   if (!plan.config.config.main_process_ip && !plan.master_addr_from_scheduler) {
     return makeError("--main_process_ip: required with --num_machines " +
@@ -268,8 +268,6 @@ Expected<void> checkMultiMachine(const LaunchPlan& plan, const LaunchOptions& o)
     return makeError("--main_process_port: required with --num_machines " +
                      std::to_string(plan.num_machines) + " (every machine must use the same port)");
   }
-  if (o.max_restarts > 0)
-    return makeError("--max_restarts: restarts of multi-machine jobs are not supported yet");
   return {};
 }
 
@@ -337,6 +335,18 @@ Expected<config::EffectiveConfig> effectiveConfig(const LaunchOptions& o,
   return config::resolveEffectiveConfig(flags, paths);
 }
 
+// --nnodes MIN:MAX: a group of MIN to MAX machines, re-formed as they come and go. Their ranks
+// come from the order in which they join (a machine rank asked for could be one the group no
+// longer has).
+Expected<void> planMembership(LaunchPlan& plan, const LaunchOptions& o) {
+  plan.min_machines = std::min(o.min_machines.value_or(plan.num_machines), plan.num_machines);
+  if (!plan.elastic() || plan.rank_by_arrival) return {};
+  return makeError("--nnodes " + std::to_string(plan.min_machines) + ":" +
+                   std::to_string(plan.num_machines) +
+                   ": a group of machines that changes needs machines ranked by arrival "
+                   "(--rdzv_backend c10d with --rdzv_endpoint, and no --node_rank/--machine_rank)");
+}
+
 // The planning steps before anything about the command: config, devices, machines.
 Expected<Devices> planJobShape(LaunchPlan& plan, const LaunchOptions& o,
                                const probes::Environment& env, const std::function<int()>& gpus,
@@ -349,9 +359,10 @@ Expected<Devices> planJobShape(LaunchPlan& plan, const LaunchOptions& o,
   if (auto ok = placeMachines(plan, o, *scheduler, devices->gpu ? devices->usable_gpus : 0); !ok)
     return std::move(ok).takeError();
   if (auto ok = planArrivalRanks(plan); !ok) return std::move(ok).takeError();
+  if (auto ok = planMembership(plan, o); !ok) return std::move(ok).takeError();
   if (o.mode == LaunchMode::Torchrun && plan.num_machines > 1 && !plan.master_port)
     plan.master_port = kDefaultMasterPort;
-  if (auto ok = checkMultiMachine(plan, o); !ok) return std::move(ok).takeError();
+  if (auto ok = checkMultiMachine(plan); !ok) return std::move(ok).takeError();
   if (auto ok = checkGpuCount(plan, *devices); !ok) return std::move(ok).takeError();
   return devices;
 }

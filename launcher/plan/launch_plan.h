@@ -45,7 +45,18 @@ struct LaunchPlan {
   // others are ranked in the order they join (machine_rank nullopt).
   bool rank_by_arrival = false;
   std::optional<bool> store_host_configured;  // is_host= in --rdzv_conf (torch's override)
-  int num_machines = 1;
+  int num_machines = 1;                       // the most machines (MAX of --nnodes MIN:MAX)
+  // The fewest machines the job runs on: MIN of --nnodes MIN:MAX (elastic membership), else
+  // num_machines. A round closes at once with num_machines, or last_call_timeout after
+  // min_machines joined; a group that falls below it ends the job.
+  int min_machines = 1;
+  bool elastic() const { return min_machines < num_machines; }
+  std::chrono::milliseconds last_call_timeout{std::chrono::seconds(30)};  // torch's default
+  // Every agent writes a keep-alive to the job's store each keep_alive_interval; the master
+  // drops a machine after keep_alive_misses intervals without one (--rdzv_conf
+  // keep_alive_interval=, keep_alive_max_attempt=; torch's defaults are 5 s and 3).
+  std::chrono::milliseconds keep_alive_interval{std::chrono::seconds(1)};
+  int keep_alive_misses = 3;
   // A rank per scheduler task (--no_spawn, or under MPI): the agent does not spawn; it execs
   // the command as local rank `exec_local_rank`, and rank 0 hosts the store (torch's env://).
   bool exec_in_place = false;

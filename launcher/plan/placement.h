@@ -1,8 +1,8 @@
 #pragma once
 // Placement: what the machines' meeting decided for this machine in one round — as torch
 // elastic's WorkerGroup is to its WorkerSpec, a Placement is to the LaunchPlan: the plan is fixed
-// when planning ends; each round (today: the one rendezvous of a job, or none on one machine)
-// hands its attempts a new Placement value. Workers see it as GROUP_RANK, RANK, WORLD_SIZE,
+// when planning ends; each round (a rendezvous of the machines, or none on one machine) hands
+// its attempt a new Placement value. Workers see it as GROUP_RANK, RANK, WORLD_SIZE,
 // GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and GLOO_SOCKET_IFNAME.
 
 #include <optional>
@@ -20,6 +20,9 @@ struct Placement {
   // GLOO_SOCKET_IFNAME for the workers (the interface that reaches the other machines), unless
   // the user set it: chosen by chooseSocketInterface (worker_env.h).
   std::optional<std::string> socket_interface;
+  // TORCHELASTIC_RESTART_COUNT, as the job's master counts it (multi-machine rounds: a group
+  // re-formed for a machine that joins does not count); nullopt: the attempt's number.
+  std::optional<int> restart_count;
 
   int globalRank(int localRank) const { return rank_offset + localRank; }
 };

@@ -30,8 +30,8 @@ std::string list(const std::vector<int>& v) {
 std::vector<json> registrations(store::Store& s, const RendezvousOptions& o, int count) {
   std::vector<json> out;
   for (int slot = 0; slot < count; ++slot) {
-    out.push_back(
-        json::parse(s.get(prefix(o) + "agent/" + std::to_string(slot), std::chrono::seconds(30))));
+    out.push_back(json::parse(
+        s.get(roundKeyPrefix(o) + "agent/" + std::to_string(slot), std::chrono::seconds(30))));
   }
   return out;
 }
@@ -105,8 +105,8 @@ Expected<Assignment> assign(const std::vector<json>& joined, int machines) {
 
 // Registers this agent under the next free slot (one atomic add); returns the slot.
 int registerAgent(store::Store& s, const RendezvousOptions& o) {
-  const int slot = static_cast<int>(s.add(prefix(o) + "arrivals", 1)) - 1;
-  s.set(prefix(o) + "agent/" + std::to_string(slot),
+  const int slot = static_cast<int>(s.add(roundKeyPrefix(o) + "arrivals", 1)) - 1;
+  s.set(roundKeyPrefix(o) + "agent/" + std::to_string(slot),
         json{{"host", o.host},
              {"address", o.address},
              {"local_world_size", o.local_world_size},
@@ -115,48 +115,102 @@ int registerAgent(store::Store& s, const RendezvousOptions& o) {
   return slot;
 }
 
-// The master, parked on the store until the last slot is registered; woken every progress
+int leastMachines(const RendezvousOptions& o) {
+  return o.min_machines > 0 ? std::min(o.min_machines, o.num_machines) : o.num_machines;
+}
+
+// When the round may close with `count` machines joined: at once with num_machines (or the
+// `expect_machines` of a re-forming group), else last_call after min_machines joined.
+struct Closing {
+  std::optional<Clock::time_point> last_call;  // set once min_machines joined
+  bool ready(const RendezvousOptions& o, int count) {
+    if (count >= o.num_machines) return true;
+    if (count < leastMachines(o)) return false;
+    if (o.expect_machines > 0 && count >= o.expect_machines) return true;
+    if (!last_call) last_call = Clock::now() + o.last_call;
+    return Clock::now() >= *last_call;
+  }
+};
+
+// The master, parked on the store until the round can close (Closing); woken every progress
 // interval to say who is missing. On timeout the reason is published, so the others fail now.
-Expected<void> awaitAllMachines(store::Store& s, const RendezvousOptions& o,
-                                Clock::time_point deadline) {
-  const std::string p = prefix(o);
-  const std::string lastSlot = p + "agent/" + std::to_string(o.num_machines - 1);
+// Returns how many machines the round has.
+Expected<int> awaitMachines(store::Store& s, const RendezvousOptions& o,
+                            Clock::time_point deadline) {
+  const std::string p = roundKeyPrefix(o);
+  const bool elastic = leastMachines(o) < o.num_machines;
+  // The count at which the round may first close (the survivors of a re-forming group, else
+  // MIN); past it, MAX.
+  const int firstClose =
+      o.expect_machines > 0 ? std::max(leastMachines(o), o.expect_machines) : leastMachines(o);
+  Closing closing;
+  int count = 1;  // this agent
   while (true) {
+    const int target = count < firstClose ? firstClose : o.num_machines;
+    const std::string lastSlot = p + "agent/" + std::to_string(target - 1);
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (closing.last_call) {
+      left = std::min(left, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                *closing.last_call - Clock::now()));
+    }
     if (left.count() > 0) {
       try {
         s.wait({lastSlot}, std::min(left, o.progress_interval));
       } catch (const TimeoutError&) {
       }
     }
-    int count = static_cast<int>(s.add(p + "arrivals", 0));
-    if (count > o.num_machines) {
+    count = static_cast<int>(s.add(p + "arrivals", 0));
+    if (count > o.num_machines && !elastic) {
       return makeError(std::to_string(count) + " machines joined a rendezvous for " +
                        std::to_string(o.num_machines) +
                        " (is another job using the same --main_process_port?)");
     }
-    if (count == o.num_machines) return {};
+    if (closing.ready(o, count)) return std::min(count, o.num_machines);
     std::string status = std::to_string(count) + "/" + std::to_string(o.num_machines) +
                          " machines joined" +
-                         missingText(registrations(s, o, count), o.num_machines);
+                         (elastic ? " (" + std::to_string(leastMachines(o)) + " needed)"
+                                  : missingText(registrations(s, o, count), o.num_machines));
     if (Clock::now() >= deadline) {
       std::string message = "rendezvous at " + o.store_address + " timed out after " +
                             secondsText(o.timeout) + ": " + status;
       s.set(p + "assignment", json{{"error", message}}.dump());
       return makeError(message);
     }
-    if (o.progress) o.progress(status);
+    if (o.progress && !closing.last_call) o.progress(status);
   }
 }
 
-// The master assigns every machine its rank and offset and publishes them with one write (or
-// publishes why it cannot).
-Expected<void> publishAssignment(store::Store& s, const RendezvousOptions& o) {
-  auto assigned = assign(registrations(s, o, o.num_machines), o.num_machines);
+// The round's members among the `count` registrations: those that asked for a rank (the
+// master), then the others in arrival order, `machines` in all. The rest are spares.
+std::vector<int> members(const std::vector<json>& joined, int machines) {
+  std::vector<int> chosen;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t slot = 0; slot < joined.size(); ++slot) {
+      const bool asked = joined[slot].at("requested_rank").get<int>() >= 0;
+      if (asked == (pass == 0) && static_cast<int>(chosen.size()) < machines)
+        chosen.push_back(static_cast<int>(slot));
+    }
+  }
+  std::sort(chosen.begin(), chosen.end());
+  return chosen;
+}
+
+// The master assigns every member its rank and offset and publishes them with one write (or
+// publishes why it cannot). Slots that are not members get rank -1: spares.
+Expected<void> publishAssignment(store::Store& s, const RendezvousOptions& o, int machines,
+                                 int count) {
+  const std::vector<json> joined = registrations(s, o, count);
+  const std::vector<int> chosen = members(joined, machines);
+  std::vector<json> memberRecords;
+  for (int slot : chosen) memberRecords.push_back(joined[static_cast<size_t>(slot)]);
+  auto assigned = assign(memberRecords, machines);
   if (!assigned) {
-    s.set(prefix(o) + "assignment", json{{"error", assigned.error()}}.dump());
+    s.set(roundKeyPrefix(o) + "assignment", json{{"error", assigned.error()}}.dump());
     return std::move(assigned).takeError();
   }
+  std::vector<int> slotRank(static_cast<size_t>(count), -1);
+  for (size_t i = 0; i < chosen.size(); ++i)
+    slotRank[static_cast<size_t>(chosen[i])] = assigned->slot_rank[i];
   json published = json::array();
   for (const auto& m : assigned->machines) {
     published.push_back({{"host", m.host},
@@ -165,15 +219,18 @@ Expected<void> publishAssignment(store::Store& s, const RendezvousOptions& o) {
                          {"machine_rank", m.machine_rank},
                          {"rank_offset", m.rank_offset}});
   }
-  s.set(prefix(o) + "assignment",
-        json{{"machines", published}, {"slots", assigned->slot_rank}}.dump());
+  s.set(roundKeyPrefix(o) + "assignment", json{{"machines", published},
+                                               {"slots", slotRank},
+                                               {"max_restarts", o.max_restarts},
+                                               {"restart_count", o.restart_count}}
+                                              .dump());
   return {};
 }
 
 // Every agent: waits for the master's assignment and reads its own place in it.
 Expected<RendezvousResult> readAssignment(store::Store& s, const RendezvousOptions& o, int slot,
                                           bool master, Clock::time_point deadline) {
-  const std::string p = prefix(o);
+  const std::string p = roundKeyPrefix(o);
   // A little longer than the master, so a master that gives up can still say why.
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) +
               (master ? std::chrono::milliseconds(0) : std::chrono::milliseconds(2000));
@@ -191,6 +248,15 @@ Expected<RendezvousResult> readAssignment(store::Store& s, const RendezvousOptio
   if (assignment.contains("error"))
     return makeError("rendezvous failed: " + assignment["error"].get<std::string>());
   RendezvousResult result;
+  if (assignment.contains("closed")) {  // the job ended before this round formed
+    result.closed = assignment["closed"].get<std::string>();
+    return result;
+  }
+  const json& slots = assignment.at("slots");
+  if (static_cast<size_t>(slot) >= slots.size() || slots[static_cast<size_t>(slot)] == -1) {
+    result.spare = true;  // the group was full
+    return result;
+  }
   for (const auto& m : assignment.at("machines")) {
     result.machines.push_back(MachineInfo{m.at("host").get<std::string>(), m.value("address", ""),
                                           m.at("local_world_size").get<int>(),
@@ -198,6 +264,8 @@ Expected<RendezvousResult> readAssignment(store::Store& s, const RendezvousOptio
                                           m.at("rank_offset").get<int>()});
     result.world_size += m.at("local_world_size").get<int>();
   }
+  result.max_restarts = assignment.value("max_restarts", 0);
+  result.restart_count = assignment.value("restart_count", 0);
   result.machine_rank = assignment.at("slots").at(static_cast<size_t>(slot)).get<int>();
   result.rank_offset = result.machines.at(static_cast<size_t>(result.machine_rank)).rank_offset;
   return result;
@@ -209,10 +277,14 @@ Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& 
   const auto deadline = Clock::now() + o.timeout;
   const bool master = o.requested_machine_rank == 0;
   try {
+    if (master) s.set(prefix(o) + "open_round", std::to_string(o.round));
     const int slot = registerAgent(s, o);
     if (master) {
-      if (auto ok = awaitAllMachines(s, o, deadline); !ok) return std::move(ok).takeError();
-      if (auto ok = publishAssignment(s, o); !ok) return std::move(ok).takeError();
+      auto machines = awaitMachines(s, o, deadline);
+      if (!machines) return std::move(machines).takeError();
+      const int count = static_cast<int>(s.add(roundKeyPrefix(o) + "arrivals", 0));
+      if (auto ok = publishAssignment(s, o, *machines, count); !ok)
+        return std::move(ok).takeError();
     }
     return readAssignment(s, o, slot, master, deadline);
   } catch (const Error& e) {
@@ -224,7 +296,21 @@ Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& 
   }
 }
 
-std::string failureKey(const RendezvousOptions& o) { return prefix(o) + "failure"; }
+std::string failureKey(const RendezvousOptions& o) {
+  return failureKeyPrefix(o) + std::to_string(o.round);
+}
+std::string failureKeyPrefix(const RendezvousOptions& o) { return prefix(o) + "failure/"; }
+
+int openRound(store::Store& s, const RendezvousOptions& o, std::chrono::milliseconds timeout) {
+  return std::stoi(s.get(prefix(o) + "open_round", timeout));
+}
+
+void closeRound(store::Store& s, const RendezvousOptions& o, const std::string& why) {
+  s.compareSet(roundKeyPrefix(o) + "assignment", "", json{{"closed", why}}.dump());
+}
+std::string roundKeyPrefix(const RendezvousOptions& o) {
+  return prefix(o) + "round/" + std::to_string(o.round) + "/";
+}
 std::string statusKeyPrefix(const RendezvousOptions& o) { return prefix(o) + "status/"; }
 
 std::optional<JobFailure> publishFailure(store::Store& s, const RendezvousOptions& o,
@@ -244,13 +330,14 @@ std::optional<JobFailure> publishFailure(store::Store& s, const RendezvousOption
 std::optional<JobFailure> readFailure(store::Store& s, const RendezvousOptions& o,
                                       int machineRank) {
   JobFailure first = failureFromJson(json::parse(s.get(failureKey(o), std::chrono::seconds(30))));
-  if (first.machine_rank == machineRank) return std::nullopt;
+  // This machine's own publication, unless the master found it lost.
+  if (first.machine_rank == machineRank && first.cause != kCauseLost) return std::nullopt;
   return first;
 }
 
 int exitBarrier(store::Store& s, const RendezvousOptions& o, bool master,
                 std::chrono::milliseconds afterFailure, const std::function<bool()>& othersGone) {
-  const std::string key = prefix(o) + "finished";
+  const std::string key = roundKeyPrefix(o) + "finished";
   try {
     int done = static_cast<int>(s.add(key, 1));
     if (!master) return done;

@@ -1,8 +1,10 @@
 #pragma once
 // Rendezvous of the agents of a multi-machine job, through the master agent's store.
 //
-// Every agent registers (host, local world size, requested machine rank) under a slot it gets
-// from one atomic add. The master agent (requested machine rank 0, the store's host) waits
+// A job meets in rounds: round 0 starts it, and each restart is a new round, whose keys live
+// apart (accel/rdzv/<run_id>/round/<R>/...), so nothing of an earlier round is read again. In
+// each round every agent registers (host, local world size, requested machine rank) under a slot it
+// gets from one atomic add. The master agent (requested machine rank 0, the store's host) waits
 // until all have joined, assigns machine ranks (requested ones honoured, the rest in arrival
 // order) and global rank offsets in one pass, and publishes them with one write; the others
 // wait for that key. After the job, every agent reports in an exit barrier so the master keeps
@@ -29,7 +31,18 @@ inline constexpr const char* kAgentKeyPrefix = "accel/";
 
 struct RendezvousOptions {
   std::string run_id = "job";  // namespaces the keys: accel/rdzv/<run_id>/...
+  int round = 0;               // 0, then one more per restart (TORCHELASTIC_RESTART_COUNT)
   int num_machines = 1;
+  // The master's restart budget, published with its assignment: the job's, whatever the other
+  // machines' command lines say.
+  int max_restarts = 0;
+  int restart_count = 0;  // the master's: TORCHELASTIC_RESTART_COUNT of the round's workers
+  // Elastic membership (the master's): the round closes at once when num_machines joined, or
+  // when expect_machines did (a group re-forming knows who survived; 0: unknown), or
+  // last_call after min_machines did (0: num_machines). Later arrivals are spares.
+  int min_machines = 0;
+  int expect_machines = 0;
+  std::chrono::milliseconds last_call{std::chrono::seconds(30)};
   std::optional<int> requested_machine_rank;  // nullopt: any; 0 makes this agent the master
   int local_world_size = 1;
   std::string host;           // this machine's name, for messages
@@ -54,7 +67,11 @@ struct RendezvousResult {
   int machine_rank = 0;
   int rank_offset = 0;
   int world_size = 0;
+  int max_restarts = 0;               // the job's (the master's)
+  int restart_count = 0;              // the round's TORCHELASTIC_RESTART_COUNT
   std::vector<MachineInfo> machines;  // by machine rank
+  bool spare = false;  // the round closed without this machine (full): it waits for the next
+  std::string closed;  // not empty: the job ended before this round formed (why)
 };
 
 // Joins the rendezvous. Blocks until every machine joined or the timeout (an agent other than
@@ -64,8 +81,22 @@ struct RendezvousResult {
 // store's address; nothing is thrown.
 Expected<RendezvousResult> rendezvous(store::Store& store, const RendezvousOptions& options);
 
-// The key under which the job's first failure is published (JSON of a JobFailure).
+// The round the master opened last (it writes it before registering in each round): where a
+// machine that arrives while the job runs joins. Throws accel::Error (TimeoutError when the
+// master opened none within `timeout`).
+int openRound(store::Store& store, const RendezvousOptions& options,
+              std::chrono::milliseconds timeout);
+// The master, when the job ends: the round after the last one will never form; its waiting
+// spares read `why` instead of an assignment. Throws accel::Error.
+void closeRound(store::Store& store, const RendezvousOptions& options, const std::string& why);
+
+// The key under which the round's first failure is published (JSON of a JobFailure).
 std::string failureKey(const RendezvousOptions& options);
+// What every round's failure key starts with (the master's store counts the agents alive by
+// the watches parked under it).
+std::string failureKeyPrefix(const RendezvousOptions& options);
+// Where the keys of options.round live.
+std::string roundKeyPrefix(const RendezvousOptions& options);
 // Where machine M's agent keeps its `accel status` answer for the others: statusKeyPrefix + M.
 std::string statusKeyPrefix(const RendezvousOptions& options);
 
@@ -77,7 +108,8 @@ std::string statusKeyPrefix(const RendezvousOptions& options);
 std::optional<JobFailure> publishFailure(store::Store& store, const RendezvousOptions& options,
                                          const JobFailure& mine);
 
-// Reads the published failure; nullopt when it is `machineRank`'s own. Blocks until the failure
+// Reads the published failure; nullopt when it is `machineRank`'s own (not when it says the
+// master found this machine lost). Blocks until the failure
 // key exists, at most 30 s (call it once the key is known to exist, e.g. after a watch fired).
 // Throws accel::Error when the store cannot be read (accel::TimeoutError when no failure was
 // published within 30 s), nlohmann::json::exception when the record is malformed.

@@ -3,22 +3,37 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 
 #include "launcher/base/event_fd.h"
 #include "launcher/base/quiet_thread.h"
+#include "launcher/base/text.h"
 
 namespace accel::launcher {
+namespace {
+
+std::string keepAliveKey(const RendezvousOptions& rdzv, int machine) {
+  return roundKeyPrefix(rdzv) + "alive/" + std::to_string(machine);
+}
+
+}  // namespace
+
 JobLink::JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,
                  std::unique_ptr<store::TcpStoreClient> publisher, RendezvousOptions rdzv,
-                 int machineRank, std::string masterHost)
+                 int machineRank, std::string masterHost, LinkOptions options)
     : watch_(std::move(watch)),
       publisher_(std::move(publisher)),
       watch_fd_(watchFd),
       rdzv_(std::move(rdzv)),
       machine_rank_(machineRank),
-      master_host_(std::move(masterHost)) {
+      master_host_(std::move(masterHost)),
+      options_(std::move(options)) {
+  const auto now = std::chrono::steady_clock::now();
+  next_tick_ = now;
+  seen_.assign(static_cast<size_t>(options_.machines), -1);
+  moved_.assign(static_cast<size_t>(options_.machines), now);
   event_fd_ = makeEventFd();
   wake_fd_ = makeEventFd();
   thread_ = startQuietThread([this] { run(); });
@@ -84,7 +99,11 @@ void JobLink::run() {
   bool watching = true;
   while (true) {
     pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {watching ? watch_fd_ : -1, POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    const auto untilTick = std::chrono::duration_cast<std::chrono::milliseconds>(
+        next_tick_ - std::chrono::steady_clock::now());
+    const int timeout =
+        master_lost_ ? -1 : static_cast<int>(std::max<int64_t>(0, untilTick.count()));
+    if (::poll(fds, 2, timeout) < 0 && errno != EINTR) return;
     std::optional<JobFailure> mine;
     std::optional<std::string> status;
     {
@@ -107,7 +126,77 @@ void JobLink::run() {
       onWatchFired();
     }
     if (status && !master_lost_) onShare(*status);
+    if (!master_lost_ && std::chrono::steady_clock::now() >= next_tick_) onTick();
   }
+}
+
+std::vector<int> JobLink::lostMachines() const {
+  std::lock_guard lock(mutex_);
+  return lost_;
+}
+
+// Every keep_alive_interval: this machine's keep-alive, and the master's look at the others.
+void JobLink::onTick() {
+  next_tick_ = std::chrono::steady_clock::now() + options_.keep_alive_interval;
+  try {
+    publisher_->add(keepAliveKey(rdzv_, machine_rank_), 1);
+    if (!options_.monitor) return;
+    checkMembers();
+    checkArrivals();
+  } catch (const std::exception&) {
+    // A master gone quiet shows up on the watch; the master's own store does not fail.
+  }
+}
+
+// A member whose keep-alive did not move for keep_alive_misses intervals is lost.
+void JobLink::checkMembers() {
+  const auto now = std::chrono::steady_clock::now();
+  const auto limit = options_.keep_alive_interval * options_.keep_alive_misses;
+  for (int m = 0; m < options_.machines; ++m) {
+    const auto at = static_cast<size_t>(m);
+    if (m == machine_rank_ || seen_[at] == -2) continue;  // -2: found lost
+    const int64_t count = publisher_->add(keepAliveKey(rdzv_, m), 0);
+    if (count != seen_[at]) {
+      seen_[at] = count;
+      moved_[at] = now;
+      continue;
+    }
+    if (now - moved_[at] < limit) continue;
+    seen_[at] = -2;
+    {
+      std::lock_guard lock(mutex_);
+      lost_.push_back(m);
+    }
+    JobFailure lost;
+    lost.machine_rank = m;
+    lost.host = at < options_.hosts.size() ? options_.hosts[at] : "";
+    lost.cause = kCauseLost;
+    lost.reason = "lost: no keep-alive for " +
+                  secondsText(std::chrono::duration_cast<std::chrono::milliseconds>(limit)) +
+                  " (keep_alive_interval " + secondsText(options_.keep_alive_interval) +
+                  " x keep_alive_max_attempt " + std::to_string(options_.keep_alive_misses) + ")";
+    publishMembershipChange(std::move(lost));
+  }
+}
+
+// A machine registered for the next round while the group has room: re-form to take it.
+void JobLink::checkArrivals() {
+  if (options_.machines >= options_.max_machines || change_published_) return;
+  RendezvousOptions next = rdzv_;
+  next.round = rdzv_.round + 1;
+  if (publisher_->add(roundKeyPrefix(next) + "arrivals", 0) == 0) return;
+  JobFailure joined;
+  joined.cause = kCauseJoined;
+  joined.reason = "a machine is waiting to join (the group has " +
+                  std::to_string(options_.machines) + " of at most " +
+                  std::to_string(options_.max_machines) + "): the group re-forms to take it";
+  publishMembershipChange(std::move(joined));
+}
+
+// Published as the round's failure (the first one stands): every member's watch fires.
+void JobLink::publishMembershipChange(JobFailure change) {
+  change_published_ = true;
+  publishFailure(*publisher_, rdzv_, change);
 }
 
 void JobLink::onPublish(const JobFailure& mine) {

@@ -14,9 +14,18 @@
 // WAIT stays until the link is destroyed: the master's exit barrier counts the agents alive by
 // their watches.
 //
-// Thread-safety: publish, takeEvents and fd may be called from any one thread (the supervisor's).
+// Keep-alives: the link's thread adds 1 to the round's keep-alive key of this machine every
+// keep_alive_interval. The master's link (options.monitor) also reads every other member's:
+// one that did not move for keep_alive_misses intervals is lost — the link publishes that as the
+// round's failure (cause kCauseLost), so every machine stops its workers at once, and
+// lostMachines() names it. While the group is smaller than max_machines, the master's link also
+// publishes a machine registered for the next round (cause kCauseJoined): the group re-forms.
+//
+// Thread-safety: publish, takeEvents and fd may be called from any one thread (the supervisor's);
+// lostMachines and masterLost from any thread.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -41,13 +50,22 @@ struct LinkEvent {
   JobFailure failure;  // the job's first failure (for kPublishedFirst: this machine's)
 };
 
+struct LinkOptions {
+  std::chrono::milliseconds keep_alive_interval{std::chrono::seconds(1)};
+  int keep_alive_misses = 3;
+  bool monitor = false;            // the master's link: watch the other members
+  int machines = 1;                // the round's group
+  int max_machines = 1;            // the most the job takes
+  std::vector<std::string> hosts;  // by machine rank, for messages
+};
+
 class JobLink {
  public:
   // `watch` already has its WAIT on failureKey(rdzv) parked (startWait); `publisher` is a second
   // connection to the master's store, used only by the link's thread.
   JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,
           std::unique_ptr<store::TcpStoreClient> publisher, RendezvousOptions rdzv, int machineRank,
-          std::string masterHost);
+          std::string masterHost, LinkOptions options = {});
   ~JobLink();  // stop(), then closes the connections
   JobLink(const JobLink&) = delete;
   JobLink& operator=(const JobLink&) = delete;
@@ -67,6 +85,8 @@ class JobLink {
   // True once the watch's connection to the master failed (its machine or link gone): nothing
   // of the master's store can be reached any more.
   bool masterLost() const { return master_lost_.load(); }
+  // The master's link: the members found lost so far, in the order found.
+  std::vector<int> lostMachines() const;
 
  private:
   void run();
@@ -74,15 +94,26 @@ class JobLink {
   void onPublish(const JobFailure& mine);
   void onShare(const std::string& json);
   void post(LinkEvent event);
+  void onTick();
+  void checkMembers();
+  void checkArrivals();
+  void publishMembershipChange(JobFailure change);
 
   std::unique_ptr<store::TcpStoreClient> watch_, publisher_;
   const int watch_fd_;
   const RendezvousOptions rdzv_;
   const int machine_rank_;
   const std::string master_host_;
+  const LinkOptions options_;
+  // The link thread's own: when it last sent a keep-alive, and what it saw of each member's.
+  std::chrono::steady_clock::time_point next_tick_;
+  std::vector<int64_t> seen_;
+  std::vector<std::chrono::steady_clock::time_point> moved_;
+  bool change_published_ = false;
   int event_fd_ = -1;  // link → supervisor
   int wake_fd_ = -1;   // supervisor → link (a publication is queued, or stop)
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
+  std::vector<int> lost_;
   std::optional<JobFailure> to_publish_;
   std::optional<std::string> to_share_;
   bool publish_requested_ = false;

@@ -84,6 +84,7 @@ void printStacks(std::ostringstream& out, const AttemptReport& a) {
 std::string describeEnd(const WorkerOutcome& w) { return endText(w.exit_code, w.signal); }
 
 std::string describeFailure(const JobFailure& f) {
+  if (f.machine_rank < 0) return f.reason;  // the group's, not one machine's (a machine joins)
   if (f.rank < 0) return machineText(f) + ": " + f.reason;
   return "rank " + std::to_string(f.rank) + " on " + machineText(f) + " failed with " +
          endText(f.exit_code, f.signal);
@@ -98,6 +99,7 @@ nlohmann::json failureToJson(const JobFailure& f) {
           {"exit_code", f.exit_code},
           {"signal", f.signal},
           {"reason", f.reason},
+          {"cause", f.cause},
           {"ended_after_s", f.ended_after_s},
           {"stderr_tail", f.stderr_tail},
           {"error_file_message", f.error_file_message}};
@@ -113,6 +115,7 @@ JobFailure failureFromJson(const nlohmann::json& j) {
   f.exit_code = j.at("exit_code").get<int>();
   f.signal = j.at("signal").get<int>();
   f.reason = j.at("reason").get<std::string>();
+  f.cause = j.value("cause", "");
   f.ended_after_s = j.at("ended_after_s").get<double>();
   f.stderr_tail = j.at("stderr_tail").get<std::vector<std::string>>();
   f.error_file_message = j.at("error_file_message").get<std::string>();
@@ -125,7 +128,9 @@ namespace {
 void printAttempts(std::ostringstream& out, const JobReport& report) {
   for (const auto& a : report.attempts) {
     out << "attempt " << a.attempt << " (" << seconds(a.duration_s) << "): ";
-    if (a.remote_culprit) {
+    if (a.job_failure && !a.hang) {
+      out << describeFailure(*a.job_failure) << "\n";
+    } else if (a.remote_culprit) {
       out << describeFailure(*a.remote_culprit) << "\n";
     } else if (a.hang) {
       out << (a.hang->kind == "exit" ? "did not exit" : "hung") << " ("
@@ -280,6 +285,7 @@ nlohmann::json renderReportJson(const JobReport& report) {
                            : nlohmann::json(nullptr);
     entry["remote_culprit"] =
         a.remote_culprit ? failureToJson(*a.remote_culprit) : nlohmann::json(nullptr);
+    entry["job_failure"] = a.job_failure ? failureToJson(*a.job_failure) : nlohmann::json(nullptr);
     attempts.push_back(entry);
   }
   return {{"exit_code", report.exit_code},
@@ -328,6 +334,21 @@ std::optional<std::string> repeatedFailure(const AttemptReport& previous,
   return "attempts " + std::to_string(previous.attempt) + " and " + std::to_string(last.attempt) +
          " failed the same way before any rank completed a step (rank " +
          std::to_string(now->rank) + ": " + describeEnd(*now) +
+         (line.empty() ? std::string() : "; last stderr line: " + line) + ")";
+}
+
+std::optional<std::string> repeatedFailure(int previousAttempt, const JobFailure& previous,
+                                           bool previousProgress, int lastAttempt,
+                                           const JobFailure& last, bool lastProgress) {
+  if (previousProgress || lastProgress || previous.rank < 0 || last.rank < 0 ||
+      previous.rank != last.rank || previous.exit_code != last.exit_code ||
+      previous.signal != last.signal) {
+    return std::nullopt;
+  }
+  const std::string line = lastLine(last.stderr_tail);
+  if (line != lastLine(previous.stderr_tail)) return std::nullopt;
+  return "attempts " + std::to_string(previousAttempt) + " and " + std::to_string(lastAttempt) +
+         " failed the same way before any rank completed a step (" + describeFailure(last) +
          (line.empty() ? std::string() : "; last stderr line: " + line) + ")";
 }
 

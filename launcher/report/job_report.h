@@ -51,10 +51,17 @@ struct JobFailure {
   int exit_code = 1;  // what every agent of the job exits with
   int signal = 0;
   std::string reason;  // for failures that are not a worker's: "its agent received SIGTERM"
+  // Why the group changes, for failures that are not a worker's: "" (a worker, an agent told
+  // to stop, the master lost), kCauseLost (the machine stopped sending keep-alives) or
+  // kCauseJoined (a machine waits to join: the group re-forms, not counted as a restart).
+  std::string cause;
   double ended_after_s = 0;
   std::vector<std::string> stderr_tail;
   std::string error_file_message;
 };
+
+inline constexpr const char* kCauseLost = "lost";
+inline constexpr const char* kCauseJoined = "joined";
 
 // "rank 3 on machine 1 (hostB): exit code 7", "machine 1 (hostB): its agent received SIGTERM".
 std::string describeFailure(const JobFailure& failure);
@@ -75,6 +82,9 @@ struct AttemptReport {
   // failure was published as the job's first.
   std::optional<JobFailure> remote_culprit;
   bool told_others = false;
+  // Multi-machine jobs: the attempt's first failure as the job's store holds it (this machine's
+  // or another's), read once the attempt ended; the same on every machine.
+  std::optional<JobFailure> job_failure;
   std::optional<HangReport> hang;  // the agent found the job hung and stopped it
 
   // The highest heartbeat step any rank began (ranks ADD 1 as each step begins; 0: none sent):
@@ -105,6 +115,13 @@ std::string describeEnd(const WorkerOutcome& worker);
 // nullopt when they differ or a rank made progress.
 std::optional<std::string> repeatedFailure(const AttemptReport& previous,
                                            const AttemptReport& last);
+
+// The same rule for the first failures of two rounds of a multi-machine job: the same rank,
+// exit code or signal and last stderr line, while no rank of either round completed a step
+// (`progress`: the highest heartbeat step of the job's ranks was 2 or more).
+std::optional<std::string> repeatedFailure(int previousAttempt, const JobFailure& previous,
+                                           bool previousProgress, int lastAttempt,
+                                           const JobFailure& last, bool lastProgress);
 
 // The job's exit code from its last attempt: 124 for a hang, else the culprit's code (another
 // machine's, or this one's; 128+N for signal N), else 128+N when the agent was stopped by signal

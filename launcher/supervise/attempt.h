@@ -91,12 +91,13 @@ inline uint64_t pipeId(const Worker& w, int stream) {
 
 class Supervisor::Attempt {
  public:
-  Attempt(Supervisor& s, int attempt, const Placement& placement)
+  Attempt(Supervisor& s, int attempt, const Placement& placement, JobLink* link)
       : s_(s),
         plan_(s.plan_),
         parts_(s.parts_),
         processes_(s.parts_.processes),
         placement_(placement),
+        link_(link),
         attempt_(attempt),
         buf_(65536) {
     report_.attempt = attempt;
@@ -179,6 +180,7 @@ class Supervisor::Attempt {
   SupervisorParts& parts_;
   Processes& processes_;
   const Placement placement_;
+  JobLink* const link_;  // the round's link to the other machines; nullptr on one machine
   const int attempt_;
   AttemptReport report_;
   std::vector<Worker> workers_;

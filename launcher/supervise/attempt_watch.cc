@@ -27,9 +27,9 @@ void Supervisor::Attempt::onTick() {
   const auto now = this->now();
   next_tick_ = now + kTick;
   sampleRanks();
-  if (parts_.link && now >= next_share_) {  // for `accel status` on the other machines
+  if (link_ && now >= next_share_) {  // for `accel status` on the other machines
     next_share_ = now + kShareEvery;
-    parts_.link->shareStatus(statusJson().dump());
+    link_->shareStatus(statusJson().dump());
   }
   if (report_.hang || stopping_) return;  // already stopping: nothing more to judge
   watchForHang();

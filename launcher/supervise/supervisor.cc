@@ -137,7 +137,7 @@ bool Supervisor::Attempt::spawn(Worker& w) {
     onWorkerExit(w, 127, 0);
     return false;
   }
-  WorkerSlot slot{w.local_rank, attempt_, w.error_file};
+  WorkerSlot slot{w.local_rank, placement_.restart_count.value_or(attempt_), w.error_file};
   SpawnSpec spec{plan_.argv, workerEnvironment(plan_, placement_, slot, parts_.parent_env), out[1],
                  err[1]};
   spec.inherit_stdin = w.rank == 0;  // local rank 0 of machine 0: pdb/breakpoint() work there
@@ -329,7 +329,7 @@ void Supervisor::Attempt::onOutput(Worker& w, int stream) {
 }
 
 void Supervisor::Attempt::onLinkEvents() {
-  for (auto& event : parts_.link->takeEvents()) {
+  for (auto& event : link_->takeEvents()) {
     switch (event.kind) {
       case LinkEvent::Kind::kPublishedFirst:
         report_.told_others = true;
@@ -408,19 +408,19 @@ void Supervisor::Attempt::killOverdue() {
 // The first failure here goes to the other machines once its stderr is read (without waiting:
 // the job link's thread talks to the store).
 void Supervisor::Attempt::publishFirstFailure() {
-  if (!parts_.link || publication_ != Publication::kNone ||
+  if (!link_ || publication_ != Publication::kNone ||
       (!report_.culprit && report_.agent_signal == 0))
     return;
   publication_ = Publication::kDone;
   if (report_.remote_culprit) return;  // another machine was first; the others know
-  if (!parts_.link->publish(myFailure())) return;
+  if (!link_->publish(myFailure())) return;
   publication_ = Publication::kPending;
   publish_deadline_ = now() + kPublishGrace;
 }
 
 JobFailure Supervisor::Attempt::myFailure() {
   JobFailure mine;
-  mine.machine_rank = parts_.machine_rank;
+  mine.machine_rank = placement_.machine_rank;
   mine.host = parts_.host;
   if (!report_.culprit) {
     mine.reason = "its agent received " + signalName(report_.agent_signal);
@@ -590,7 +590,6 @@ Expected<void> Supervisor::openDescriptors() {
   watchFd(epoll_fd_, signal_fd_, kSignalsId, EPOLLIN);
   watchFd(epoll_fd_, parts_.console.readyFd(), kConsoleId, EPOLLIN);
   if (parts_.status) watchFd(epoll_fd_, parts_.status->fd(), kStatusId, EPOLLIN);
-  if (parts_.link) watchFd(epoll_fd_, parts_.link->fd(), kLinkId, EPOLLIN);
   return {};
 }
 
@@ -603,8 +602,11 @@ Supervisor::~Supervisor() {
   }
 }
 
-AttemptReport Supervisor::runAttempt(int attempt, const Placement& placement) {
-  return Attempt(*this, attempt, placement).run();
+AttemptReport Supervisor::runAttempt(int attempt, const Placement& placement, JobLink* link) {
+  if (link) watchFd(epoll_fd_, link->fd(), kLinkId, EPOLLIN);
+  AttemptReport report = Attempt(*this, attempt, placement, link).run();
+  if (link) ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, link->fd(), nullptr);
+  return report;
 }
 
 JobReport Supervisor::runAttempts(const Placement& placement,
@@ -612,7 +614,7 @@ JobReport Supervisor::runAttempts(const Placement& placement,
   JobReport report;
   for (int attempt = 0; attempt <= plan_.max_restarts; ++attempt) {
     if (attempt > 0 && beforeRestart) beforeRestart(attempt);
-    report.attempts.push_back(runAttempt(attempt, placement));
+    report.attempts.push_back(runAttempt(attempt, placement, nullptr));
     const AttemptReport& last = report.attempts.back();
     if (last.succeeded() || stop_requested_ || attempt == plan_.max_restarts) break;
     if (attempt > 0 && !plan_.retry_identical_failures) {

@@ -56,10 +56,7 @@ struct SupervisorParts {
   // plan.fileStreams() names it, and it reaches the console when plan.consoleStreams() does.
   std::string run_dir;
   probes::Environment parent_env;  // what the workers inherit under accel's variables
-  // A multi-machine job's link to the other machines (machine_rank and host name this one in
-  // the failure it publishes); nullptr on one machine.
-  JobLink* link = nullptr;
-  int machine_rank = 0;
+  // This machine's name in the failure it publishes to the other machines (multi-machine jobs).
   std::string host;
   // The ranks' heartbeats as the job's store sees them (machine 0's agent hosts it); nullptr:
   // progress is read from output and CPU time.
@@ -84,13 +81,16 @@ class Supervisor {
   Supervisor& operator=(const Supervisor&) = delete;
 
   // Runs attempt `attempt` (TORCHELASTIC_RESTART_COUNT) of the workers the plan and `placement`
-  // describe, to its end. Blocking; returns when every worker has ended and no descendant is
+  // describe, to its end. `link`: a multi-machine round's link to the other machines (a failure
+  // here is published through it, one there stops the workers here; it must outlive the call),
+  // nullptr on one machine. Blocking; returns when every worker has ended and no descendant is
   // left.
-  AttemptReport runAttempt(int attempt, const Placement& placement);
+  AttemptReport runAttempt(int attempt, const Placement& placement, JobLink* link);
 
-  // Runs attempts 0, 1, ... until one succeeds, the agent is told to stop, or the plan's
-  // max_restarts are spent (torchrun's policy: any failure restarts every worker of this
-  // machine). `beforeRestart(K)` runs before attempt K > 0 (the agent clears the store's worker
+  // One machine's job: runs attempts 0, 1, ... until one succeeds, the agent is told to stop,
+  // or the plan's max_restarts are spent (torchrun's policy: any failure restarts every worker
+  // of this machine). A multi-machine job's rounds are the agent's (launch.cc), one runAttempt
+  // each. `beforeRestart(K)` runs before attempt K > 0 (the agent clears the store's worker
   // keys there). Blocking. The report's exit_code is jobExitCode of the last attempt.
   JobReport runAttempts(const Placement& placement,
                         const std::function<void(int attempt)>& beforeRestart);

@@ -231,6 +231,7 @@ void StoreState::wakeOne(const std::string& key) {
   const uint64_t id = it->second.front();
   it->second.erase(it->second.begin());
   if (it->second.empty()) waiting_.erase(it);
+  if (tracked(key)) --tracked_waits_;
   keyArrived(id);
 }
 
@@ -239,6 +240,7 @@ void StoreState::keyCreated(const std::string& key) {
   if (it == waiting_.end()) return;
   std::vector<uint64_t> ids = std::move(it->second);
   waiting_.erase(it);
+  if (tracked(key)) tracked_waits_ -= ids.size();
   for (uint64_t id : ids) keyArrived(id);
 }
 
@@ -267,7 +269,10 @@ void StoreState::park(uint64_t conn, const std::vector<std::string>& keys) {
   const uint64_t id = next_waiter_++;
   waiters_[id] = Waiter{conn, keys, keys.size()};
   conn_waiters_[conn].push_back(id);
-  for (const auto& k : keys) waiting_[k].push_back(id);
+  for (const auto& k : keys) {
+    waiting_[k].push_back(id);
+    if (tracked(k)) ++tracked_waits_;
+  }
 }
 
 // Forgets a waiter everywhere it is referenced.
@@ -278,7 +283,9 @@ void StoreState::unpark(uint64_t id) {
     auto list = waiting_.find(k);
     if (list == waiting_.end()) continue;
     auto& ids = list->second;
-    ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+    const auto removed = std::remove(ids.begin(), ids.end(), id);
+    if (tracked(k)) tracked_waits_ -= static_cast<size_t>(ids.end() - removed);
+    ids.erase(removed, ids.end());
     if (ids.empty()) waiting_.erase(list);
   }
   auto mine = conn_waiters_.find(w->second.conn);
@@ -355,11 +362,6 @@ size_t StoreState::parkedBarriers() const {
 size_t StoreState::parkedEntries() const {
   return waiters_.size() + waiting_.size() + conn_waiters_.size() + watchers_.size() +
          conn_watches_.size() + barriers_.size();
-}
-
-size_t StoreState::waitersOn(const std::string& key) const {
-  auto it = waiting_.find(key);
-  return it == waiting_.end() ? 0 : it->second.size();
 }
 
 }  // namespace accel::store

@@ -54,8 +54,10 @@ class StoreState {
   // Entries of every table that indexes parked WAITs, BARRIERs and watches (by key and by
   // connection): 0 whenever nothing is parked or watched.
   size_t parkedEntries() const;
-  // Connections with a WAIT parked on `key`.
-  size_t waitersOn(const std::string& key) const;
+  // Counts the WAITs parked on keys that start with `prefix` (set once, before any request;
+  // "": none): trackedWaits(), kept up to date as WAITs park and end, in constant time.
+  void trackWaitsUnder(std::string prefix) { tracked_prefix_ = std::move(prefix); }
+  size_t trackedWaits() const { return tracked_waits_; }
 
  private:
   struct Waiter {
@@ -97,7 +99,12 @@ class StoreState {
   std::unordered_map<std::string, std::deque<std::string>> queues_;
   uint64_t next_waiter_ = 1;
   std::unordered_map<uint64_t, Waiter> waiters_;
-  std::unordered_map<std::string, std::vector<uint64_t>> waiting_;    // key → waiter ids
+  std::unordered_map<std::string, std::vector<uint64_t>> waiting_;  // key → waiter ids
+  bool tracked(const std::string& key) const {
+    return !tracked_prefix_.empty() && key.compare(0, tracked_prefix_.size(), tracked_prefix_) == 0;
+  }
+  std::string tracked_prefix_;
+  size_t tracked_waits_ = 0;  // (key, waiter) pairs of waiting_ under tracked_prefix_
   std::unordered_map<uint64_t, std::vector<uint64_t>> conn_waiters_;  // conn → waiter ids
   std::unordered_map<std::string, std::set<uint64_t>> watchers_;      // key → connections
   std::unordered_map<uint64_t, std::unordered_set<std::string>> conn_watches_;  // conn → keys

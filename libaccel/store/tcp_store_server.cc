@@ -114,6 +114,7 @@ class TcpStoreServer::Loop {
     limits_.max_value_bytes = options.max_value_bytes;
     if (options.on_observed_write)
       state_.observe(options.observed_key_prefix, options.on_observed_write);
+    state_.trackWaitsUnder(options.tracked_wait_prefix);
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (epoll_fd_ < 0 || wake_fd_ < 0)
@@ -465,8 +466,7 @@ class TcpStoreServer::Loop {
     stats_local_.parked_barriers = state_.parkedBarriers();
     stats_local_.watches = state_.watchCount();
     stats_local_.parked_entries = state_.parkedEntries();
-    if (!options_.tracked_wait_key.empty())
-      stats_local_.tracked_waiters = state_.waitersOn(options_.tracked_wait_key);
+    stats_local_.tracked_waiters = state_.trackedWaits();
     {
       std::lock_guard<std::mutex> lock(stats_mutex_);
       stats_ = stats_local_;

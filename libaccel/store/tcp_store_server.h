@@ -62,9 +62,10 @@ struct TcpStoreServerOptions {
   // keepalive (60 s idle, 6 probes 10 s apart), so a client whose machine vanished without
   // closing is dropped, with what it parked, within about two minutes.
 
-  // A key (as stored: torch's clients prefix theirs with "/") whose parked WAITs are counted in
-  // stats().tracked_waiters: who is still connected and waiting on it.
-  std::string tracked_wait_key = "";
+  // A key prefix (as stored: torch's clients prefix theirs with "/"): WAITs parked on keys that
+  // start with it are counted in stats().tracked_waiters — who is still connected and waiting
+  // (the agents each park one on their round's failure key). "": nothing is counted.
+  std::string tracked_wait_prefix = "";
   // Where a closed connection is explained (one line, no newline). Default: stderr, prefixed
   // "accel store: ". Called from the server's thread: it must not call the server's blocking
   // methods (awaitStats, clearKeysExcept, adoptConnection, stop).
@@ -82,7 +83,7 @@ struct TcpStoreServerStats {
   uint64_t connections_dropped = 0;   // closed by the server for bad input, a limit or slow reading
   uint64_t requests = 0;
   uint64_t keys = 0;
-  uint64_t tracked_waiters = 0;  // live connections parked on options.tracked_wait_key
+  uint64_t tracked_waiters = 0;  // WAITs parked under options.tracked_wait_prefix
   // Connections by the generation they proved to speak (wire_protocol.h). An unvalidated
   // connection counts as legacy or torch 2.1 only once it sends a query only one of them has.
   uint64_t legacy_connections = 0;       // torch 1.13–2.0

@@ -499,7 +499,7 @@ PY
   wait_registered() {  # wait_registered SLOT: the agent of registration slot SLOT is in the store
     /usr/bin/python3 -c 'import sys, datetime, torch.distributed as d
 s = d.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False, timeout=datetime.timedelta(seconds=60))
-s.wait(["accel/rdzv/job/agent/" + sys.argv[2]])' "$PORT" "$1"
+s.wait(["accel/rdzv/job/round/0/agent/" + sys.argv[2]])' "$PORT" "$1"
   }
   export PYTHON_EXEC=/usr/bin/python3
   elastic=(--nnodes 3 --nproc_per_node 2 --rdzv_backend c10d --rdzv_id elastic-job --rdzv_timeout 60)
@@ -572,6 +572,134 @@ torchrun_entry)
   [[ $(cat "$OUT_DIR/ran.0") == "x y" && $(cat "$OUT_DIR/ran.1") == "x y" ]] || fail "--run_path: $(ls "$OUT_DIR")"
   expect_exit 2 "$SCRATCH/torchrun" --nproc_per_node 1 "$SCRATCH/train_script"
   expect_contains "$ERR" "training script '$SCRATCH/train_script' is not executable (chmod +x it, or give a .py file)"
+  ;;
+multi_machine_restart)
+  # Restarts across machines: a failure anywhere stops every machine, all agents meet again in
+  # a new round, and the budget is the job's — one count, the same TORCHELASTIC_RESTART_COUNT
+  # everywhere, whichever machine failed.
+  common=(--num_machines 2 --main_process_ip 127.0.0.1 -n 4 --cpu --max_restarts 2)
+  run_two_machines() {  # BEHAVE_* in the environment; sets r0, r1, M0, M1
+    start_master "$SCRATCH/m0.out" "${common[@]}" --machine_rank 0 "$@" "${BEH[@]}"
+    set +e
+    "$ACCEL" launch "${common[@]}" --main_process_port "$PORT" --machine_rank 1 "$@" "${BEH[@]}" >"$SCRATCH/m1.out" 2>&1
+    r1=$?; wait $MASTER; r0=$?
+    set -e
+    M0=$(cat "$SCRATCH/m0.out") M1=$(cat "$SCRATCH/m1.out")
+  }
+  # Rank 3 (machine 1) fails in attempt 0: both machines restart once and finish.
+  BEHAVE_DEFAULT=sleep-until-attempt:1 BEHAVE_3=fail-in-attempt:0:5 run_two_machines
+  [[ $r0 == 0 && $r1 == 0 ]] || fail "agents exited $r0 $r1: $M0 $M1"
+  for M in "$M0" "$M1"; do
+    expect_contains "$M" "attempt 0 failed (rank 3 on machine 1 ($(hostname)) failed with exit code 5); restarting every machine (1 of 2 restarts, counted for the whole job)"
+  done
+  expect_contains "$M0" "attempt 1 starts with a fresh key space"
+  expect_contains "$M1" "machine 1 of 2: ranks 2..3 of 4"
+  for rank in 0 1 2 3; do [[ $(cat "$OUT_DIR/done.1.$rank") == "world=4 restart=1" ]] || fail "rank $rank: $(cat "$OUT_DIR/done.1.$rank" 2>&1)"; done
+  [[ -z $(compgen -G "$OUT_DIR/done.0.*") ]] || fail "attempt 0 finished a rank: $(ls "$OUT_DIR")"
+  expect_no_leftovers
+  # One budget for the job: machine 0 fails attempt 0, machine 1 attempt 1, and with
+  # --max_restarts 1 the job ends there on both (per-agent budgets would restart machine 1).
+  rm -f "$OUT_DIR"/*
+  common=(--num_machines 2 --main_process_ip 127.0.0.1 -n 4 --cpu --max_restarts 1)
+  BEHAVE_DEFAULT=sleep-until-attempt:2 BEHAVE_1=fail-in-attempt:0:5 BEHAVE_3=fail-in-attempt:1:6 run_two_machines
+  [[ $r0 == 6 && $r1 == 6 ]] || fail "agents exited $r0 $r1: $M0 $M1"
+  for M in "$M0" "$M1"; do
+    expect_contains "$M" "attempt 0 failed (rank 1 on machine 0 ($(hostname)) failed with exit code 5); restarting every machine (1 of 1 restarts"
+    expect_contains "$M" "attempt 0 ("
+    expect_contains "$M" "): rank 1 on machine 0 ($(hostname)) failed with exit code 5"
+    expect_contains "$M" "): rank 3 on machine 1 ($(hostname)) failed with exit code 6"
+    expect_contains "$M" "restarts used: 1"
+    expect_contains "$M" "accel launch exits with 6"
+  done
+  expect_contains "$M0" "not restarting: the job's 1 restart is spent"
+  expect_contains "$M1" "not restarting: the job's 1 restart is spent"
+  expect_no_leftovers
+  # No blind retries: rank 2 fails the same way at start-up twice; both agents stop there.
+  rm -f "$OUT_DIR"/*
+  common=(--num_machines 2 --main_process_ip 127.0.0.1 -n 4 --cpu --max_restarts 3)
+  BEHAVE_DEFAULT=sleep BEHAVE_2=exit:3 run_two_machines
+  [[ $r0 == 3 && $r1 == 3 ]] || fail "agents exited $r0 $r1: $M0 $M1"
+  for M in "$M0" "$M1"; do
+    expect_contains "$M" "not restarting: attempts 0 and 1 failed the same way before any rank completed a step (rank 2 on machine 1 ($(hostname)) failed with exit code 3; last stderr line: second line)"
+    expect_contains "$M" "restarts used: 1"
+  done
+  expect_no_leftovers
+  ;;
+elastic_membership)
+  # --nnodes MIN:MAX on loopback agents ranked by arrival. (1) Scale down: machine 2's agent is
+  # SIGKILLed mid-job; the master misses its keep-alives (0.5 s x 3), every survivor stops its
+  # workers, and the two re-form at once (they are all the group expects) as 2 x 2 ranks,
+  # counting one restart. (2) Scale up: two machines start (the round closes 1 s after MIN
+  # joined), a third arrives while they run: the group re-forms as 3 x 2 without counting a
+  # restart; a fourth finds the group full and waits as a spare, and leaves when the job ends.
+  wait_registered() {  # wait_registered ROUND SLOT: that registration is in the store
+    /usr/bin/python3 -c 'import sys, datetime, torch.distributed as d
+s = d.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False, timeout=datetime.timedelta(seconds=60))
+s.wait(["accel/rdzv/job/round/%s/agent/%s" % (sys.argv[2], sys.argv[3])])' "$PORT" "$1" "$2"
+  }
+  # (1) closes when MAX (3) joined: torch's last call of 30 s never ends it first.
+  conf=keep_alive_interval=0.5,keep_alive_max_attempt=3
+  elastic=(--nnodes 2:3 --nproc_per_node 2 --rdzv_backend c10d --rdzv_timeout 60 --max_restarts 1)
+  join_job() {  # join_job LOG: another machine's agent, in the background; sets JOINED
+    "$ACCEL" launch "${elastic[@]}" --rdzv_endpoint "127.0.0.1:$PORT" --rdzv_conf "$conf" "${BEH[@]}" >"$1" 2>&1 &
+    JOINED=$!
+  }
+  export BEHAVE_DEFAULT=sleep-until-attempt:1
+  start_master "$SCRATCH/m0.out" "${elastic[@]}" --rdzv_endpoint 127.0.0.1 --rdzv_conf "is_host=1,$conf" "${BEH[@]}"
+  wait_registered 0 0
+  join_job "$SCRATCH/j1.out"; j1=$JOINED
+  wait_registered 0 1
+  join_job "$SCRATCH/j2.out"; j2=$JOINED
+  wait_files 'ready.*' 6
+  start=$(date +%s%N)
+  kill -KILL $j2
+  wait_files 'done.1.*' 4
+  echo "machine 2 SIGKILLed: the survivors' workers of the next round finished $((($(date +%s%N) - start) / 1000000)) ms later"
+  set +e; wait $MASTER; r0=$?; wait $j1; r1=$?; set -e
+  m0=$(cat "$SCRATCH/m0.out") o1=$(cat "$SCRATCH/j1.out")
+  [[ $r0 == 0 && $r1 == 0 ]] || fail "survivors exited $r0 $r1: $m0
+--- machine 1:
+$o1"
+  for M in "$m0" "$o1"; do
+    expect_contains "$M" "machine 2 ($(hostname)): lost: no keep-alive for 1.5 s (keep_alive_interval 0.5 s x keep_alive_max_attempt 3); stopping the workers here"
+    expect_contains "$M" "going on without machine 2 ($(hostname)) lost (no keep-alive); restarting every machine (1 of 1 restarts, counted for the whole job)"
+  done
+  expect_contains "$m0" "machine 0 of 2: ranks 0..1 of 4"
+  expect_contains "$o1" "machine 1 of 2: ranks 2..3 of 4"
+  for rank in 0 1 2 3; do [[ $(cat "$OUT_DIR/done.1.$rank") == "world=4 restart=1" ]] || fail "rank $rank: $(cat "$OUT_DIR/done.1.$rank" 2>&1)"; done
+  [[ ! -e $OUT_DIR/done.1.4 ]] || fail "a rank beyond the survivors ran"
+  expect_no_leftovers
+  # (2) Scale up, and a spare.
+  rm -f "$OUT_DIR"/*
+  conf=keep_alive_interval=0.5,keep_alive_max_attempt=3,last_call_timeout=1
+  export BEHAVE_DEFAULT=sleep-while-world:4
+  start_master "$SCRATCH/m0.out" "${elastic[@]}" --rdzv_endpoint 127.0.0.1 --rdzv_conf "is_host=1,$conf" "${BEH[@]}"
+  wait_registered 0 0
+  join_job "$SCRATCH/j1.out"; j1=$JOINED
+  wait_files 'ready.*' 4
+  join_job "$SCRATCH/j2.out"; j2=$JOINED
+  wait_files 'up.*' 6
+  join_job "$SCRATCH/j3.out"; j3=$JOINED
+  wait_registered 2 0  # the fourth waits for the round after the group of 3
+  touch "$OUT_DIR/go"
+  set +e; wait $MASTER; r0=$?; wait $j1; r1=$?; wait $j2; r2=$?; wait $j3; r3=$?; set -e
+  m0=$(cat "$SCRATCH/m0.out") o2=$(cat "$SCRATCH/j2.out") o3=$(cat "$SCRATCH/j3.out")
+  [[ $r0 == 0 && $r1 == 0 && $r2 == 0 && $r3 == 0 ]] || fail "agents exited $r0 $r1 $r2 $r3: $m0
+--- machine 2:
+$o2
+--- spare:
+$o3"
+  expect_contains "$m0" "machine 0 of 2: ranks 0..1 of 4"
+  expect_contains "$m0" "a machine is waiting to join (the group has 2 of at most 3): the group re-forms to take it (not counted as a restart)"
+  expect_contains "$m0" "machine 0 of 3: ranks 0..1 of 6"
+  # The round's ranks follow arrival in it: the newcomer registered first, as a spare.
+  expect_contains "$o2" "machine 1 of 3: ranks 2..3 of 6"
+  expect_contains "$(cat "$SCRATCH/j1.out")" "machine 2 of 3: ranks 4..5 of 6"
+  for rank in 0 1 2 3 4 5; do [[ $(cat "$OUT_DIR/done.0.$rank") == "world=6 restart=0" ]] || fail "rank $rank: $(cat "$OUT_DIR/done.0.$rank" 2>&1)"; done
+  expect_contains "$o2" "round 0 closed before this machine joined it (at most 3 machines): it waits as a spare for the next round"
+  expect_contains "$o3" "round 1 closed before this machine joined it (at most 3 machines): it waits as a spare for the next round"
+  expect_contains "$o3" "the job ended before this machine could join it: the job finished"
+  expect_no_leftovers
   ;;
 multi_machine_failure)
   # Rank 3 on machine 1 fails while every other rank runs: both machines stop, both name it,

@@ -252,7 +252,11 @@ master_unreachable)
   echo "machine 1's agent exited ${SECONDS} s after SIGTERM (--term_timeout 1)"
   [[ $RB == 143 ]] || fail "machine 1's agent exited $RB (want 143): $OB"
   expect_contains "$OB" "SIGKILL needed for ranks 2, 3"
-  [[ ! -e $OUT_DIR/int.0 && ! -e $OUT_DIR/term.0 ]] || fail "machine 0's workers were signalled over a link that is down"
+  # Nothing reached machine 0 over the link that is down (no SIGINT): its agent stops its own
+  # workers because machine 1's keep-alives stopped (1 s x 3), naming the lost machine.
+  wait_files 'term.[01]' 2
+  [[ ! -e $OUT_DIR/int.0 && ! -e $OUT_DIR/int.1 ]] || fail "machine 0's workers got SIGINT over a link that is down"
+  expect_contains "$(cat "$SCRATCH/a.out")" "machine 1 ($(hostname)): lost: no keep-alive for 3 s (keep_alive_interval 1 s x keep_alive_max_attempt 3); stopping the workers here"
   kill -KILL $pa 2>/dev/null || true
   ;;
 unreachable)

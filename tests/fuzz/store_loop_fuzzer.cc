@@ -100,7 +100,7 @@ TcpStoreServerOptions smallLimits() {
   o.max_connection_input_bytes = 4096;
   o.max_total_input_bytes = 12288;
   o.max_pending_output_bytes = 16384;
-  o.tracked_wait_key = "/k0";
+  o.tracked_wait_prefix = "/k0";
   o.log = [](const std::string&) {};
   return o;
 }

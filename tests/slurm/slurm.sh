@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # accel launch under a real SLURM (the two-node cluster of tests/slurm/cluster.sh):
 #   slurm.sh CASE /path/to/accel CLUSTER_DIR README
-# Cases: agent_per_node, task_per_rank, exit_codes, signals, sbatch_readme.
+# Cases: agent_per_node, task_per_rank, exit_codes, signals, restarts, sbatch_readme.
 source "$(dirname "$0")/../e2e/lib.sh"
 CASE=$1
 ACCEL=$2
@@ -96,6 +96,15 @@ signals)
   [[ $rc == 143 ]] || fail "srun exited $rc after scancel: $(cat "$SCRATCH/srun.out")"
   expect_contains "$(cat "$SCRATCH/srun.out")" "The agent received SIGTERM and forwarded it to the workers."
   [[ -z "$(pgrep -f "$MARKER")" ]] || fail "workers survived: $(pgrep -af "$MARKER")"
+  ;;
+restarts)
+  # --max_restarts across SLURM nodes: rank 3 (node 1) fails the first attempt; both agents meet
+  # again and every rank runs attempt 1 with the same TORCHELASTIC_RESTART_COUNT.
+  BEHAVE_DEFAULT=sleep-until-attempt:1 BEHAVE_3=fail-in-attempt:0:5 expect_exit 0 \
+    srun -N2 --ntasks-per-node=1 "$ACCEL" launch --cpu -n 4 --max_restarts 1 "${BEH[@]}"
+  [[ $(grep -c "attempt 0 failed (rank 3 on machine 1 ($(hostname)) failed with exit code 5); restarting every machine (1 of 1 restarts, counted for the whole job)" <<<"$ERR") == 2 ]] ||
+    fail "both agents should say the restart: $ERR"
+  for r in 0 1 2 3; do [[ $(cat "$OUT_DIR/done.1.$r") == "world=4 restart=1" ]] || fail "rank $r: $(cat "$OUT_DIR/done.1.$r" 2>&1)"; done
   ;;
 sbatch_readme)
   # The sbatch script of the README's "Multi-node" section, as written, with accel on PATH.

@@ -90,7 +90,7 @@ class StoreLimitsTest : public ::testing::Test {
   }
   virtual TcpStoreServerOptions options() {
     TcpStoreServerOptions o;
-    o.tracked_wait_key = "/never";
+    o.tracked_wait_prefix = "/never";
     return o;
   }
 

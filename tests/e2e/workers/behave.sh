@@ -3,7 +3,11 @@
 #   ok | ok-after:SECONDS | exit:N | segv | sleep | ready-sleep | sleep-ignore-term | traps | grandchild | setsid-grandchild
 #   | exit-when-ready:N | fail-first-attempt | print-lines:N | partial | progress | oom
 #   | both (a line to stdout, one to stderr) | read-stdin | list-fds | usr1-child | exec-sleep | spam-ignore-term | fail-until:N
-#   | int-exit (exits 3 on SIGINT)
+#   | int-exit (exits 3 on SIGINT) | fail-in-attempt:A:N (runs until stopped before attempt A, exits N
+#   in it, finishes after it) | sleep-until-attempt:A (runs until stopped before attempt A, finishes
+#   from it on) | sleep-while-world:N (runs until stopped while WORLD_SIZE is N; in another world,
+#   finishes once $OUT_DIR/go exists); each finish writes done.<attempt>.<rank>:
+#   "world=W restart=<attempt>"
 # Every worker writes its pid to $OUT_DIR/pid.$RANK first.
 # Processes it leaves behind carry $MARKER in their command line so the test can find them.
 set -u
@@ -72,6 +76,19 @@ fail-until:*)  # fails every attempt before attempt N; rank 0 records the agent'
   [ "$attempt" -ge "${what#fail-until:}" ] && exit 0
   [ "$RANK" = 0 ] && exit 3
   while :; do sleep 0.05; done ;;
+fail-in-attempt:*)
+  spec=${what#fail-in-attempt:} attempt=$TORCHELASTIC_RESTART_COUNT
+  if [ "$attempt" -lt "${spec%%:*}" ]; then mark ready; while :; do sleep 0.05; done; fi
+  if [ "$attempt" = "${spec%%:*}" ]; then echo "rank $RANK fails in attempt $attempt" >&2; exit "${spec#*:}"; fi
+  echo "world=$WORLD_SIZE restart=$attempt" >"$OUT_DIR/done.$attempt.$RANK" ;;
+sleep-until-attempt:*)
+  attempt=$TORCHELASTIC_RESTART_COUNT
+  if [ "$attempt" -lt "${what#sleep-until-attempt:}" ]; then mark ready; while :; do sleep 0.05; done; fi
+  echo "world=$WORLD_SIZE restart=$attempt" >"$OUT_DIR/done.$attempt.$RANK" ;;
+sleep-while-world:*)
+  if [ "$WORLD_SIZE" = "${what#sleep-while-world:}" ]; then mark ready; while :; do sleep 0.05; done; fi
+  mark up; while [ ! -e "$OUT_DIR/go" ]; do sleep 0.02; done
+  echo "world=$WORLD_SIZE restart=$TORCHELASTIC_RESTART_COUNT" >"$OUT_DIR/done.$TORCHELASTIC_RESTART_COUNT.$RANK" ;;
 exec-sleep) mark ready; exec -a "sleep-$MARKER" sleep 1000 ;;  # runs on without forking
 *) echo "unknown behaviour $what" >&2; exit 99 ;;
 esac

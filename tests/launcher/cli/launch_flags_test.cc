@@ -161,10 +161,13 @@ TEST(LaunchOptionsTest, TorchrunSpellingsMapOntoAccelerates) {
   EXPECT_EQ(endpoint->config.main_process_port, 1234);
   auto elastic = options({"--nnodes", "1:4", "x"});
   ASSERT_TRUE(elastic.ok()) << elastic.error();
-  EXPECT_EQ(elastic->config.num_machines, 1);
-  EXPECT_EQ(elastic->notices,
-            std::vector<std::string>{"--nnodes 1:4: accel's rendezvous is static (no elasticity "
-                                     "yet); the job runs on 1 machine(s)"});
+  EXPECT_EQ(elastic->config.num_machines, 4);  // MAX, and MIN apart
+  EXPECT_EQ(elastic->min_machines, 1);
+  EXPECT_TRUE(elastic->notices.empty());
+  auto fixed = options({"--nnodes", "3:3", "x"});
+  ASSERT_TRUE(fixed.ok()) << fixed.error();
+  EXPECT_EQ(fixed->config.num_machines, 3);
+  EXPECT_FALSE(fixed->min_machines.has_value());
   auto standalone = options({"--standalone", "x"}, LaunchMode::Torchrun);
   ASSERT_TRUE(standalone.ok()) << standalone.error();
   EXPECT_EQ(standalone->config.main_process_port, 0);

@@ -134,7 +134,7 @@ TEST_F(LaunchPlanTest, Errors) {
       "--main_process_port: required with --num_machines 2 (every machine must use the same port)");
   o.config.main_process_port = 29500;
   o.rdzv_conf = "timeout=abc";
-  expect(o, "--rdzv_conf: 'timeout=abc' is not timeout=SECONDS");
+  expect(o, "--rdzv_conf: 'timeout=abc' is not timeout=SECONDS (more than 0)");
   o = options();
   o.module = true;
   o.no_python = true;
@@ -307,7 +307,7 @@ TEST_F(LaunchPlanTest, AgentFlagsAreChecked) {
   EXPECT_EQ(p->run_id.rfind("accel-", 0), 0u) << p->run_id;
 }
 
-TEST_F(LaunchPlanTest, MachinesAgreeOnTheRunIdAndCannotRestart) {
+TEST_F(LaunchPlanTest, MachinesAgreeOnTheRunIdAndMayRestart) {
   auto o = options();
   o.config.num_machines = 2;
   o.config.num_processes = 4;
@@ -321,8 +321,8 @@ TEST_F(LaunchPlanTest, MachinesAgreeOnTheRunIdAndCannotRestart) {
   EXPECT_EQ(p->local_world_size, 2);
   o.max_restarts = 1;
   p = plan(o);
-  ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.error(), "--max_restarts: restarts of multi-machine jobs are not supported yet");
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->max_restarts, 1);
 }
 
 TEST_F(LaunchPlanTest, HangAndExitTimeoutsFromFlagsElseTheConfigFile) {
@@ -687,6 +687,44 @@ TEST_F(LaunchPlanParadigmTest, C10dWithoutNodeRankRanksMachinesByArrival) {
 
 // torch 2.12's --virtual_local_rank: LOCAL_RANK=0 for every worker, each seeing only its own GPU
 // (the r-th of CUDA_VISIBLE_DEVICES, else GPU r); PET_VIRTUAL_LOCAL_RANK=1 does the same.
+// --nnodes MIN:MAX: a group of MIN to MAX machines ranked by arrival, with torch's membership
+// settings read from --rdzv_conf.
+TEST_F(LaunchPlanParadigmTest, NnodesMinMaxIsAnElasticGroup) {
+  auto p = plan({"--nproc_per_node", "2", "--nnodes", "2:3", "--rdzv_backend", "c10d",
+                 "--rdzv_endpoint", "h:7000", "--rdzv_conf",
+                 "last_call_timeout=2.5,keep_alive_interval=0.5,keep_alive_max_attempt=4"},
+                0, LaunchMode::Torchrun);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_TRUE(p->elastic());
+  EXPECT_EQ(p->min_machines, 2);
+  EXPECT_EQ(p->num_machines, 3);
+  EXPECT_EQ(p->last_call_timeout, std::chrono::milliseconds(2500));
+  EXPECT_EQ(p->keep_alive_interval, std::chrono::milliseconds(500));
+  EXPECT_EQ(p->keep_alive_misses, 4);
+  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
+            "h:7000"},
+           0, LaunchMode::Torchrun);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_FALSE(p->elastic());
+  EXPECT_EQ(p->keep_alive_interval, std::chrono::seconds(1));  // accel's defaults
+  EXPECT_EQ(p->keep_alive_misses, 3);
+  EXPECT_EQ(p->last_call_timeout, std::chrono::seconds(30));  // torch's
+  // Machine ranks that are asked for cannot follow a group that changes.
+  p = plan({"--nproc_per_node", "2", "--nnodes", "1:3", "--node_rank", "1", "--rdzv_backend",
+            "c10d", "--rdzv_endpoint", "h:7000"},
+           0, LaunchMode::Torchrun);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error(),
+            "--nnodes 1:3: a group of machines that changes needs machines ranked by arrival "
+            "(--rdzv_backend c10d with --rdzv_endpoint, and no --node_rank/--machine_rank)");
+  p = plan({"--nproc_per_node", "2", "--nnodes", "1:3", "--rdzv_backend", "c10d", "--rdzv_endpoint",
+            "h:7000", "--rdzv_conf", "keep_alive_max_attempt=0"},
+           0, LaunchMode::Torchrun);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error(),
+            "--rdzv_conf: 'keep_alive_max_attempt=0' is not keep_alive_max_attempt=N (1 to 1000)");
+}
+
 TEST_F(LaunchPlanParadigmTest, VirtualLocalRankGivesEachWorkerItsGpuAsDeviceZero) {
   auto variables = [](const LaunchPlan& p, int lr) {
     return launcherVariableMap(p, staticPlacement(p, 1234), WorkerSlot{lr, 0, ""});

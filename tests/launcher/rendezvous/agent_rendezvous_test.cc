@@ -40,11 +40,11 @@ class AgentRendezvousTest : public ::testing::Test {
 
   Expected<RendezvousResult> join(RendezvousOptions o) { return rendezvous(*client(), o); }
 
-  // Returns once `slots` agents have registered: the rendezvous writes
-  // accel/rdzv/<run_id>/agent/<slot> for each arrival, in slot order. Throws TimeoutError (failing
-  // the test) if they never do.
+  // Returns once `slots` agents have registered in round 0: the rendezvous writes
+  // accel/rdzv/<run_id>/round/0/agent/<slot> for each arrival, in slot order. Throws
+  // TimeoutError (failing the test) if they never do.
   void awaitRegistered(int slots) {
-    client()->wait({std::string(kAgentKeyPrefix) + "rdzv/job/agent/" + std::to_string(slots - 1)},
+    client()->wait({roundKeyPrefix(RendezvousOptions{}) + "agent/" + std::to_string(slots - 1)},
                    10s);
   }
 

@@ -1,0 +1,370 @@
+#include "launcher/machine_group.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "accel/error.h"
+#include "launcher/base/posix.h"
+#include "launcher/plan/worker_env.h"
+
+namespace accel::launcher {
+namespace {
+
+using probes::Route;
+
+std::string hostName() {
+  char buf[256] = {0};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+// A connection to the master agent's store (throws accel::Error when it cannot be made in time).
+std::unique_ptr<store::TcpStoreClient> connectToMaster(const LaunchPlan& plan, int storePort,
+                                                       std::chrono::milliseconds connectTimeout) {
+  store::TcpStoreClientOptions options;
+  options.host = plan.master_addr;
+  options.port = storePort;
+  options.connect_timeout = connectTimeout;
+  return std::make_unique<store::TcpStoreClient>(options);
+}
+
+// TCP keep-alives on the failure watch's connection, the one that waits on the master for the
+// whole round: a master whose machine or link vanishes without closing it (no FIN, no RST) is
+// noticed after kKeepAliveIdleS + kKeepAliveCount probes kKeepAliveIntervalS apart (~5 s), and
+// the watch then fails as for a closed connection — the job ends here, saying the master was
+// lost.
+constexpr int kKeepAliveIdleS = 2, kKeepAliveIntervalS = 1, kKeepAliveCount = 3;
+
+void keepAlive(int fd) {
+  const int on = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &kKeepAliveIdleS, sizeof kKeepAliveIdleS);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &kKeepAliveIntervalS, sizeof kKeepAliveIntervalS);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &kKeepAliveCount, sizeof kKeepAliveCount);
+  // And data that stays unacknowledged as long (keep-alives only probe an idle connection).
+  const unsigned userTimeoutMs = (kKeepAliveIdleS + kKeepAliveIntervalS * kKeepAliveCount) * 1000;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &userTimeoutMs, sizeof userTimeoutMs);
+}
+
+// The master, after a round's rendezvous: until all `machines` agents' failure watches are
+// parked on its store (they were sent before each registration, so this takes a moment at
+// most). The exit barrier's "every other agent is gone" relies on it.
+bool awaitWatches(const store::TcpStoreServer& server, int machines,
+                  std::chrono::milliseconds timeout) {
+  return server.awaitStats(
+      [machines](const store::TcpStoreServerStats& st) {
+        return st.tracked_waiters >= static_cast<uint64_t>(machines);
+      },
+      timeout);
+}
+
+// The interface the workers' Gloo should use: the one that reaches the other machines. A
+// non-master reaches the master; the master reaches machine 1 at the address it came from.
+std::string interfaceToOthers(const RendezvousResult& joined,
+                              const std::optional<Route>& toMaster) {
+  if (joined.machine_rank != 0) return toMaster ? toMaster->interface : "";
+  for (const auto& m : joined.machines) {
+    if (m.machine_rank == 0 || m.address.empty()) continue;
+    if (auto route = probes::routeTo(m.address); route && !route->interface.empty()) {
+      return route->interface;
+    }
+  }
+  return "";
+}
+
+// How long the master waits for every agent's end of a failed round: their workers' grace
+// (--term_timeout) and what the last of them needs to leave, with room to spare.
+std::chrono::milliseconds roundEndTimeout(const LaunchPlan& plan) {
+  return plan.term_timeout + std::chrono::seconds(30);
+}
+
+}  // namespace
+
+MachineGroup::MachineGroup(const LaunchPlan& plan, const probes::Environment& parentEnv,
+                           Console& console, std::optional<int> requestedRank, int storePort,
+                           store::TcpStoreServer* server)
+    : plan_(plan),
+      parent_env_(parentEnv),
+      console_(console),
+      requested_rank_(requestedRank),
+      store_port_(storePort),
+      server_(server) {
+  rdzv_.num_machines = plan_.num_machines;
+  rdzv_.min_machines = plan_.min_machines;
+  rdzv_.last_call = plan_.last_call_timeout;
+  rdzv_.max_restarts = plan_.max_restarts;
+  rdzv_.requested_machine_rank = requested_rank_;
+  rdzv_.local_world_size = plan_.local_world_size;
+  rdzv_.host = hostName();
+  rdzv_.store_address = plan_.master_addr + ":" + std::to_string(store_port_);
+  rdzv_.timeout = plan_.rdzv_timeout;
+  rdzv_.progress = [this](const std::string& status) { console_.notice("rendezvous: " + status); };
+}
+
+MachineGroup::~MachineGroup() { link_.reset(); }
+
+std::string MachineGroup::trackedWaitPrefix() {
+  return "/" + failureKeyPrefix(RendezvousOptions{});
+}
+
+Expected<void> MachineGroup::connect() {
+  // Before anything is spawned: the master must be reachable, from an interface we can name.
+  if (!master()) {
+    auto reached = probes::waitForListener(
+        plan_.master_addr, store_port_, plan_.rdzv_timeout, std::chrono::seconds(10),
+        [this](const std::string& status) { console_.notice(status); });
+    if (!reached) return makeError(reached.error());
+    to_master_ = *reached;
+  } else if (auto route = probes::routeTo(plan_.master_addr)) {
+    to_master_ = *route;
+  }
+  // --local_addr (torchrun's) names this machine's address for the others; else the route's.
+  rdzv_.address = plan_.local_addr.value_or(to_master_ ? to_master_->local_ip : "");
+  try {
+    client_ = connectToMaster(plan_, store_port_, plan_.rdzv_timeout);
+    // A machine that arrives while the job runs joins the round the master opened last.
+    next_round_ = master() ? 0 : openRound(*client_, rdzv_, plan_.rdzv_timeout);
+  } catch (const Error& e) {
+    return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
+  }
+  return {};
+}
+
+Expected<Placement> MachineGroup::meet() {
+  link_.reset();  // the last round's: its watch fired, or the job failed without it
+  rdzv_.round = next_round_.value_or(rdzv_.round + 1);
+  next_round_.reset();
+  if (server_ && rdzv_.round > 0) clearWorkerKeys();
+  auto joined = joinAsMember();
+  if (!joined) return std::move(joined).takeError();
+  joined_ = *joined;
+  if (server_ &&
+      !awaitWatches(*server_, static_cast<int>(joined_->machines.size()), plan_.rdzv_timeout)) {
+    console_.notice(
+        "not every machine's agent is watching the store for failures; it may have died");
+  }
+  link_ = std::make_unique<JobLink>(std::move(watch_store_), watch_fd_, std::move(publisher_store_),
+                                    rdzv_, joined_->machine_rank, joined_->machines.front().host,
+                                    linkOptions());
+  Placement placement = placementOf(*joined_);
+  announce(*joined_, placement);
+  return placement;
+}
+
+// Joins rounds until one takes this machine: a spare (the group was full) tries the next.
+Expected<RendezvousResult> MachineGroup::joinAsMember() {
+  while (true) {
+    if (auto ok = parkFailureWatch(); !ok) return std::move(ok).takeError();
+    auto joined = join();
+    if (!joined) return joined;
+    if (!joined->closed.empty()) {
+      closed_ = joined->closed;
+      return makeError("the job ended before this machine could join it: " + closed_);
+    }
+    if (!joined->spare) return joined;
+    console_.notice(
+        "round " + std::to_string(rdzv_.round) + " closed before this machine joined it (at most " +
+        std::to_string(plan_.num_machines) + " machines): it waits as a spare for the next round");
+    ++rdzv_.round;
+  }
+}
+
+LinkOptions MachineGroup::linkOptions() const {
+  LinkOptions o;
+  o.keep_alive_interval = plan_.keep_alive_interval;
+  o.keep_alive_misses = plan_.keep_alive_misses;
+  o.monitor = master();
+  o.machines = static_cast<int>(joined_->machines.size());
+  o.max_machines = plan_.num_machines;
+  for (const auto& m : joined_->machines) o.hosts.push_back(m.host);
+  return o;
+}
+
+// The failure watch is parked before this agent registers: once the rendezvous completes,
+// every machine's watch is parked (or on its way), and the master's exit barrier counts them.
+// The publisher is the job link's own connection (the link's thread uses it alone).
+Expected<void> MachineGroup::parkFailureWatch() {
+  try {
+    watch_store_ = connectToMaster(plan_, store_port_, std::chrono::seconds(30));
+    watch_fd_ = watch_store_->startWait({failureKey(rdzv_)});
+    keepAlive(watch_fd_);
+    publisher_store_ = connectToMaster(plan_, store_port_, std::chrono::seconds(30));
+    // Its requests are small and the store answers at once: a reply that takes longer than
+    // this is a master gone quiet, and the link's thread must get back to the watch.
+    publisher_store_->setTimeout(std::chrono::seconds(5));
+  } catch (const Error& e) {
+    return makeError(std::string("cannot watch the master's store for failures: ") + e.what());
+  }
+  return {};
+}
+
+// Joins the round's rendezvous. rdzv_.run_id keeps its default: the store belongs to this job
+// alone, and the server's tracked failure keys (trackedWaitPrefix) are computed from it.
+Expected<RendezvousResult> MachineGroup::join() {
+  auto result = rendezvous(*client_, rdzv_);
+  if (!result) return result;
+  if (result->closed.empty() && !result->spare && !plan_.elastic() &&
+      result->world_size != plan_.world_size) {
+    return makeError(
+        "the machines disagree on the job's size: this machine expects "
+        "num_processes " +
+        std::to_string(plan_.world_size) + " but the machines that joined run " +
+        std::to_string(result->world_size) + " processes in total");
+  }
+  return result;
+}
+
+// What the rendezvous decided, as the workers will see it.
+Placement MachineGroup::placementOf(const RendezvousResult& joined) const {
+  Placement p = staticPlacement(plan_, store_port_);
+  p.machine_rank = joined.machine_rank;  // differs from the request when ranked by arrival
+  p.rank_offset = joined.rank_offset;
+  p.world_size = joined.world_size;
+  p.num_machines = static_cast<int>(joined.machines.size());
+  p.restart_count = joined.restart_count;
+  p.socket_interface = chooseSocketInterface(parent_env_, interfaceToOthers(joined, to_master_));
+  return p;
+}
+
+void MachineGroup::announce(const RendezvousResult& joined, const Placement& p) {
+  console_.notice("machine " + std::to_string(joined.machine_rank) + " of " +
+                  std::to_string(joined.machines.size()) + ": ranks " +
+                  std::to_string(joined.rank_offset) + ".." +
+                  std::to_string(joined.rank_offset + plan_.local_world_size - 1) + " of " +
+                  std::to_string(joined.world_size));
+  if (p.socket_interface && rdzv_.round == 0) {
+    console_.notice("workers use GLOO_SOCKET_IFNAME=" + *p.socket_interface +
+                    " (the interface that reaches the other machines)");
+  }
+}
+
+RoundDecision MachineGroup::endRound(AttemptReport& last, bool stopping) {
+  if (link_ && link_->masterLost()) return {false, ""};  // the summary names the lost master
+  // Without restarts or a changing group there is nothing to agree on (the budget is the
+  // master's, published with each round).
+  if (!joined_ || (joined_->max_restarts == 0 && !plan_.elastic())) return {false, ""};
+  // A master gone quiet holds this agent no longer than it would wait for the master.
+  client_->setTimeout(roundEndTimeout(plan_) + std::chrono::seconds(10));
+  last.job_failure = readRoundFailure();
+  RoundEnd mine{joined_->machine_rank, rdzv_.host, !stopping, ""};
+  try {
+    if (stopping) {  // said in passing (the master may be gone too): this agent leaves now
+      mine.why_not = "its agent was told to stop (" + signalName(last.agent_signal) + ")";
+      client_->setTimeout(std::chrono::seconds(2));
+      if (master()) {
+        publishDecision(*client_, rdzv_,
+                        {false, "machine 0 (" + rdzv_.host + ") stops: " + mine.why_not});
+      } else {
+        reportRoundEnd(*client_, rdzv_, mine);
+      }
+      return {false, ""};
+    }
+    reportRoundEnd(*client_, rdzv_, mine);
+    if (!master()) {
+      auto decision =
+          readDecision(*client_, rdzv_, roundEndTimeout(plan_) + std::chrono::seconds(10));
+      if (!decision) return {false, decision.error()};
+      return *decision;
+    }
+    RoundDecision decision = decide(last);
+    publishDecision(*client_, rdzv_, decision);
+    rdzv_.restart_count = decision.restart_count;  // for the next round's assignment
+    rdzv_.expect_machines = decision.expect_machines;
+    return decision;
+  } catch (const Error& e) {
+    return {false, std::string("lost contact with the master agent's store at ") +
+                       rdzv_.store_address + " (" + e.what() + ")"};
+  }
+}
+
+// The master: once every machine's workers ended, the decision for the whole job.
+RoundDecision MachineGroup::decide(const AttemptReport& last) {
+  RoundFacts facts = roundFacts(last);
+  const int alive = facts.machines - static_cast<int>(facts.lost.size());
+  facts.ends = awaitRoundEnds(*client_, rdzv_, alive, roundEndTimeout(plan_));
+  RoundDecision decision = decideNextRound(facts);
+  previous_failure_ = facts.failure;
+  previous_progress_ = facts.progress;
+  return decision;
+}
+
+RoundFacts MachineGroup::roundFacts(const AttemptReport& last) {
+  RoundFacts facts;
+  facts.round = rdzv_.round;
+  facts.restart_count = joined_->restart_count;
+  facts.machines = static_cast<int>(joined_->machines.size());
+  facts.max_machines = plan_.num_machines;
+  facts.min_machines = plan_.min_machines;
+  facts.elastic = plan_.elastic();
+  if (link_) facts.lost = link_->lostMachines();
+  for (const auto& m : joined_->machines) facts.hosts.push_back(m.host);
+  RendezvousOptions next = rdzv_;
+  ++next.round;
+  facts.waiting = static_cast<int>(client_->add(roundKeyPrefix(next) + "arrivals", 0));
+  facts.max_restarts = joined_->max_restarts;
+  facts.retry_identical_failures = plan_.retry_identical_failures;
+  facts.failure = last.job_failure;
+  facts.progress = last.max_step >= 2;  // the master's board sees every rank's heartbeat
+  facts.previous = previous_failure_;
+  facts.previous_progress = previous_progress_;
+  return facts;
+}
+
+void MachineGroup::closeJob(const std::string& why) {
+  if (!master() || !client_) return;
+  RendezvousOptions next = rdzv_;
+  ++next.round;
+  try {
+    closeRound(*client_, next, why);
+  } catch (const Error&) {
+  }
+}
+
+// The master, before a new round: the workers' keys of the rounds before are removed from the
+// store (torch 1.13 prefixed them per attempt, torch 2.x expects a fresh store; the agents'
+// own keys stay). Every worker of the last round ended: each machine's agent said so.
+void MachineGroup::clearWorkerKeys() {
+  try {
+    const size_t removed = server_->clearKeysExcept({"/" + std::string(kAgentKeyPrefix)});
+    console_.notice("attempt " + std::to_string(rdzv_.round) + " starts with a fresh key space (" +
+                    std::to_string(removed) + " keys of earlier attempts removed from the store)");
+  } catch (const Error& e) {
+    console_.notice(std::string("could not clear the store between attempts: ") + e.what());
+  }
+}
+
+// The round's first failure as published (every failed round has one, unless the store went).
+std::optional<JobFailure> MachineGroup::readRoundFailure() {
+  try {
+    return failureFromJson(
+        nlohmann::json::parse(client_->get(failureKey(rdzv_), std::chrono::seconds(5))));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+void MachineGroup::stopLink() {
+  if (link_) link_->stop();
+}
+
+void MachineGroup::awaitOtherMachines() {
+  if (!client_ || (link_ && link_->masterLost())) return;  // no store to wait in
+  const auto afterFailure = plan_.term_timeout + std::chrono::milliseconds(10000);
+  if (!master()) client_->setTimeout(afterFailure);
+  // 1: the master's own watch.
+  auto othersGone = [this] { return server_ && server_->stats().tracked_waiters <= 1; };
+  RendezvousOptions group = rdzv_;
+  group.num_machines = joined_ ? static_cast<int>(joined_->machines.size()) : plan_.num_machines;
+  int done = exitBarrier(*client_, group, master(), afterFailure, othersGone);
+  if (master() && done < group.num_machines) {
+    console_.notice("stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +
+                    std::to_string(group.num_machines) +
+                    " machines reported their workers finished");
+  }
+}
+
+}  // namespace accel::launcher

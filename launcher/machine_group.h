@@ -1,0 +1,105 @@
+#pragma once
+// MachineGroup: one agent's part in a multi-machine job, round by round — reach the master's
+// store, meet the other machines (agent_rendezvous.h), keep the round's failure link
+// (job_link.h), agree with the others whether the job restarts after a failure
+// (round_end.h), and the exit barrier at the end.
+//
+// Every method blocks on the master's store (bounded by the plan's timeouts) and must be called
+// from the agent's main thread, which owns the group's store connection; the link's thread has
+// connections of its own. Nothing throws: a store that cannot be reached is an error or a
+// decision not to restart, naming the store.
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "launcher/plan/launch_plan.h"
+#include "launcher/plan/placement.h"
+#include "launcher/rendezvous/agent_rendezvous.h"
+#include "launcher/rendezvous/job_link.h"
+#include "launcher/rendezvous/round_end.h"
+#include "launcher/report/job_report.h"
+#include "launcher/supervise/console.h"
+#include "libaccel/common/expected.h"
+#include "libaccel/store/tcp_store_client.h"
+#include "libaccel/store/tcp_store_server.h"
+#include "probes/environment.h"
+#include "probes/net_check.h"
+
+namespace accel::launcher {
+
+class MachineGroup {
+ public:
+  // `server`: the job's store when this agent hosts it (it asks for machine rank 0), else
+  // nullptr. `requestedRank`: the machine rank this agent asks for (nullopt: by arrival).
+  MachineGroup(const LaunchPlan& plan, const probes::Environment& parentEnv, Console& console,
+               std::optional<int> requestedRank, int storePort, store::TcpStoreServer* server);
+  ~MachineGroup();
+
+  // What the master's store counts the agents alive by: the prefix of the WAITs each agent
+  // parks on its round's failure key.
+  static std::string trackedWaitPrefix();
+
+  // Round 0: waits until the master's store listens (it may start after this agent) and
+  // connects to it.
+  Expected<void> connect();
+  // Meets the other machines in the next round (the first: round 0, or for a machine that
+  // arrives while the job runs, the round the master opened last; then one per restart or
+  // change of the group): parks the round's failure watch, joins the rendezvous, and returns
+  // this machine's placement in it. A spare (the group was full) waits for the next round. An
+  // error when the rendezvous fails, or when the job ended first (jobClosed()).
+  Expected<Placement> meet();
+  int round() const { return rdzv_.round; }
+  // The job ended while this machine waited to join it (a spare): nothing to do.
+  bool jobClosed() const { return !closed_.empty(); }
+  // The master, when the job ends: the spares waiting for the next round are told.
+  void closeJob(const std::string& why);
+  // The round's link, for the supervisor (nullptr before meet succeeded).
+  JobLink* link() const { return link_.get(); }
+  // After the round's attempt failed: reads the round's first failure into `last.job_failure`
+  // and, while the job may restart, takes part in the round's end (the master decides, the
+  // others wait for it). `stopping`: this agent was told to stop, so it will not go on.
+  RoundDecision endRound(AttemptReport& last, bool stopping);
+  // Ends the link's thread (at once, whatever the network does).
+  void stopLink();
+  // The exit barrier (skipped once the master is lost): the master keeps its store up until
+  // the other machines are done with it.
+  void awaitOtherMachines();
+
+  std::string statusKeyPrefix() const { return launcher::statusKeyPrefix(rdzv_); }
+  std::string host() const { return rdzv_.host; }
+
+ private:
+  bool master() const { return requested_rank_ == 0; }
+  Expected<void> parkFailureWatch();
+  Expected<RendezvousResult> join();
+  Expected<RendezvousResult> joinAsMember();
+  LinkOptions linkOptions() const;
+  RoundFacts roundFacts(const AttemptReport& last);
+  Placement placementOf(const RendezvousResult& joined) const;
+  void announce(const RendezvousResult& joined, const Placement& p);
+  RoundDecision decide(const AttemptReport& last);
+  void clearWorkerKeys();
+  std::optional<JobFailure> readRoundFailure();
+
+  const LaunchPlan& plan_;
+  const probes::Environment& parent_env_;
+  Console& console_;
+  const std::optional<int> requested_rank_;
+  const int store_port_;
+  store::TcpStoreServer* const server_;
+  std::optional<probes::Route> to_master_;
+  std::unique_ptr<store::TcpStoreClient> client_;                         // the main thread's
+  std::unique_ptr<store::TcpStoreClient> watch_store_, publisher_store_;  // until the link
+  int watch_fd_ = -1;
+  RendezvousOptions rdzv_;
+  std::optional<RendezvousResult> joined_;
+  std::optional<int> next_round_;  // the round meet() joins next
+  std::string closed_;
+  std::unique_ptr<JobLink> link_;
+  // The master's memory of the round before, for the no-blind-retry rule.
+  std::optional<JobFailure> previous_failure_;
+  bool previous_progress_ = false;
+};
+
+}  // namespace accel::launcher

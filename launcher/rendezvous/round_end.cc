@@ -1,0 +1,159 @@
+#include "launcher/rendezvous/round_end.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "accel/error.h"
+#include "launcher/base/text.h"
+
+namespace accel::launcher {
+namespace {
+
+using nlohmann::json;
+
+std::string endKey(const RendezvousOptions& o, int slot) {
+  return roundKeyPrefix(o) + "end/" + std::to_string(slot);
+}
+
+std::string machineText(const RoundEnd& e) {
+  return "machine " + std::to_string(e.machine_rank) + " (" + e.host + ")";
+}
+
+std::string memberText(const RoundFacts& f, int m) {
+  const auto at = static_cast<size_t>(m);
+  return "machine " + std::to_string(m) +
+         (at < f.hosts.size() && !f.hosts[at].empty() ? " (" + f.hosts[at] + ")" : "");
+}
+
+bool reported(const RoundFacts& f, int m) {
+  return std::any_of(f.ends.begin(), f.ends.end(),
+                     [m](const RoundEnd& e) { return e.machine_rank == m; });
+}
+
+// The members the next round goes on without, each with why: "machine 2 (h2) lost".
+std::vector<std::pair<int, std::string>> droppedMembers(const RoundFacts& f) {
+  std::vector<std::pair<int, std::string>> dropped;
+  for (int m = 0; m < f.machines; ++m) {
+    if (std::find(f.lost.begin(), f.lost.end(), m) != f.lost.end()) {
+      dropped.emplace_back(m, memberText(f, m) + " lost (no keep-alive)");
+    } else if (!reported(f, m)) {
+      dropped.emplace_back(m, memberText(f, m) + " did not report the end of its workers");
+    }
+  }
+  for (const auto& e : f.ends) {
+    if (!e.continues) dropped.emplace_back(e.machine_rank, machineText(e) + " stops: " + e.why_not);
+  }
+  return dropped;
+}
+
+std::string joined(const std::vector<std::pair<int, std::string>>& dropped) {
+  std::string out;
+  for (const auto& d : dropped) out += (out.empty() ? "" : "; ") + d.second;
+  return out;
+}
+
+// Whether the group can go on without `dropped`; the reason when it cannot.
+std::optional<std::string> cannotGoOn(const RoundFacts& f,
+                                      const std::vector<std::pair<int, std::string>>& dropped) {
+  if (dropped.empty()) return std::nullopt;
+  const int least = f.min_machines > 0 ? f.min_machines : f.machines;
+  const int remaining = f.machines - static_cast<int>(dropped.size());
+  if (!f.elastic) {
+    return joined(dropped) + "; the job needs all " + std::to_string(f.machines) +
+           " machines (--nnodes MIN:MAX lets a job go on with fewer)";
+  }
+  if (remaining >= least) return std::nullopt;
+  return joined(dropped) + "; " + std::to_string(remaining) + " of the " + std::to_string(least) +
+         " machines the job needs remain";
+}
+
+}  // namespace
+
+void reportRoundEnd(store::Store& s, const RendezvousOptions& o, const RoundEnd& mine) {
+  const int slot = static_cast<int>(s.add(roundKeyPrefix(o) + "ends", 1)) - 1;
+  s.set(endKey(o, slot), json{{"machine_rank", mine.machine_rank},
+                              {"host", mine.host},
+                              {"continues", mine.continues},
+                              {"why_not", mine.why_not}}
+                             .dump());
+}
+
+std::vector<RoundEnd> awaitRoundEnds(store::Store& s, const RendezvousOptions& o, int machines,
+                                     std::chrono::milliseconds timeout) {
+  try {
+    s.wait({endKey(o, machines - 1)}, timeout);
+  } catch (const TimeoutError&) {
+  }
+  const int count = std::min(machines, static_cast<int>(s.add(roundKeyPrefix(o) + "ends", 0)));
+  std::vector<RoundEnd> ends;
+  for (int slot = 0; slot < count; ++slot) {
+    try {  // counted, so its record follows at once (unless its agent died in between)
+      json j = json::parse(s.get(endKey(o, slot), std::chrono::seconds(2)));
+      ends.push_back(RoundEnd{j.at("machine_rank").get<int>(), j.at("host").get<std::string>(),
+                              j.at("continues").get<bool>(), j.at("why_not").get<std::string>()});
+    } catch (const TimeoutError&) {
+    } catch (const json::exception&) {
+    }
+  }
+  return ends;
+}
+
+void publishDecision(store::Store& s, const RendezvousOptions& o, const RoundDecision& d) {
+  s.set(roundKeyPrefix(o) + "decision", json{{"restart", d.restart},
+                                             {"why", d.why},
+                                             {"counted", d.counted},
+                                             {"restart_count", d.restart_count},
+                                             {"expect_machines", d.expect_machines}}
+                                            .dump());
+}
+
+Expected<RoundDecision> readDecision(store::Store& s, const RendezvousOptions& o,
+                                     std::chrono::milliseconds timeout) {
+  try {
+    json j = json::parse(s.get(roundKeyPrefix(o) + "decision", timeout));
+    return RoundDecision{j.at("restart").get<bool>(), j.at("why").get<std::string>(),
+                         j.at("counted").get<bool>(), j.at("restart_count").get<int>(),
+                         j.at("expect_machines").get<int>()};
+  } catch (const TimeoutError&) {
+    return makeError("the master agent did not say within " + secondsText(timeout) +
+                     " whether the job restarts");
+  } catch (const Error& e) {
+    return makeError(std::string("lost contact with the master agent's store at ") +
+                     o.store_address + " (" + e.what() + ")");
+  } catch (const json::exception& e) {
+    return makeError(std::string("malformed restart decision in the store: ") + e.what());
+  }
+}
+
+RoundDecision decideNextRound(const RoundFacts& f) {
+  const auto dropped = droppedMembers(f);
+  if (auto why = cannotGoOn(f, dropped)) return {false, *why};
+  const int most = f.max_machines > 0 ? f.max_machines : f.machines;
+  const int expect = std::min(most, f.machines - static_cast<int>(dropped.size()) + f.waiting);
+  if (f.failure && f.failure->cause == kCauseJoined) {
+    return {true, f.failure->reason + " (not counted as a restart)", false, f.restart_count,
+            expect};
+  }
+  if (!f.failure) return {false, "no failure of the attempt was published"};
+  if (f.failure->rank < 0 && f.failure->cause.empty() && dropped.empty())
+    return {false, describeFailure(*f.failure)};
+  if (f.restart_count >= f.max_restarts) {
+    return {false, "the job's " + std::to_string(f.max_restarts) +
+                       (f.max_restarts == 1 ? " restart is" : " restarts are") + " spent"};
+  }
+  if (f.previous && !f.retry_identical_failures && dropped.empty()) {
+    if (auto why = repeatedFailure(f.round - 1, *f.previous, f.previous_progress, f.round,
+                                   *f.failure, f.progress)) {
+      return {false, *why + "; a restart would fail again (--retry_identical_failures retries)"};
+    }
+  }
+  const std::string without = dropped.empty() ? "" : "; going on without " + joined(dropped);
+  return {true,
+          "attempt " + std::to_string(f.round) + " failed (" + describeFailure(*f.failure) + ")" +
+              without + "; restarting every machine (" + std::to_string(f.restart_count + 1) +
+              " of " + std::to_string(f.max_restarts) + " restarts, counted for the whole job)",
+          true, f.restart_count + 1, expect};
+}
+
+}  // namespace accel::launcher

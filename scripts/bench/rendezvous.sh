@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Rendezvous of N agents on loopback (N simulated machines, one /bin/sh rank each), accel's
+# static rendezvous against torchrun 2.6's c10d (Debian trixie's, in scripts/torch2_chroot.sh's
+# chroot), in one run:
+#   first rank  time from starting the N agents to the first rank running (the round closed)
+#   all done    time until every agent exited
+#   peak RSS    the agents' summed resident memory at its peak (sampled every 0.1 s)
+# and how each grows with N. Every agent is started at once; on 2 cores starting the processes
+# is part of the cost, for both launchers alike.
+#   scripts/bench/rendezvous.sh [--sizes "16 64 256 1024"] [--torchrun-max N] [--quick]
+# --torchrun-max (default 64): the largest N run under torchrun (each of its agents is a Python
+# process with torch imported). --quick (ctest's bench.rendezvous_quick): N = 4, accel only.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+sizes="16 64 256 1024"
+torchrun_max=64
+quick=0
+while (($#)); do
+  case $1 in
+    --sizes) sizes=$2; shift 2 ;;
+    --torchrun-max) torchrun_max=$2; shift 2 ;;
+    --quick) quick=1; sizes=4; shift ;;
+    *) echo "usage: scripts/bench/rendezvous.sh [--sizes \"N ...\"] [--torchrun-max N] [--quick]" >&2; exit 2 ;;
+  esac
+done
+build=${ACCEL_BUILD_DIR:-build}
+[[ "$build" == /* ]] || build=$(pwd)/$build
+accel=$build/apps/accel/accel
+[[ -x "$accel" ]] || { echo "build first: scripts/build" >&2; exit 1; }
+root=$(pwd)
+scratch=$(mktemp -d /tmp/accel-bench-rdzv.XXXXXX)
+trap 'pkill -KILL -f "$scratch" 2>/dev/null || true; rm -rf "$scratch"' EXIT
+ulimit -n 65536 2>/dev/null || true
+# A rank: records when it started (ns since the epoch).
+cat >"$scratch/stamp.sh" <<EOF
+#!/bin/sh
+date +%s%N >>"$scratch/starts"
+EOF
+chmod +x "$scratch/stamp.sh"
+
+# sample_rss PATTERN: the peak of the summed RSS (KiB) of the processes whose command line
+# matches PATTERN, until $scratch/stop exists; written to $scratch/peak.
+sample_rss() {
+  local peak=0 now
+  while [[ ! -e $scratch/stop ]]; do
+    now=$(ps -eo rss=,args= | awk -v p="$1" 'index($0, p) && !/awk/ {s += $1} END {print s + 0}')
+    ((now > peak)) && peak=$now
+    sleep 0.1
+  done
+  echo "$peak" >"$scratch/peak"
+}
+
+# measure NAME N COMMAND...: runs COMMAND (which starts the N agents and waits for them) with the
+# sampler beside it; prints one row.
+measure() {
+  local name=$1 n=$2
+  shift 2
+  rm -f "$scratch/starts" "$scratch/stop" "$scratch/peak"
+  sample_rss "$scratch/stamp.sh" &
+  local sampler=$! t0
+  t0=$(date +%s%N)
+  "$@" >"$scratch/$name.$n.log" 2>&1 || { echo "$name with N=$n failed:" >&2; tail -20 "$scratch/$name.$n.log" >&2; touch "$scratch/stop"; exit 1; }
+  local t1
+  t1=$(date +%s%N)
+  touch "$scratch/stop"
+  wait $sampler
+  local ranks first
+  ranks=$(wc -l <"$scratch/starts")
+  ((ranks == n)) || { echo "$name with N=$n: $ranks of $n ranks ran" >&2; exit 1; }
+  first=$(sort -n "$scratch/starts" | head -1)
+  awk -v name="$name" -v n="$n" -v first=$(((first - t0) / 1000000)) -v done=$(((t1 - t0) / 1000000)) \
+    -v peak="$(cat "$scratch/peak")" 'BEGIN {
+      printf "%-9s %6d %15.2f %13.2f %15.1f %10.2f\n", name, n, first / 1000, done / 1000, peak / 1024, peak / 1024 / n
+    }' | tee -a "$scratch/rows"
+}
+
+# accel: machine 0 hosts the store, machines 1..N-1 join it (static ranks).
+accel_agents() {
+  local n=$1 port=$((20000 + RANDOM % 30000)) i pids=()
+  for ((i = 0; i < n; i++)); do
+    "$accel" launch -q --num_machines "$n" --machine_rank "$i" --main_process_ip 127.0.0.1 \
+      --main_process_port "$port" -n "$n" --cpu --rdzv_timeout 600 "$scratch/stamp.sh" &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i"; done
+}
+
+# torchrun 2.6: N agents with the same c10d command line (the first to bind the port hosts it).
+torchrun_agents() {
+  local n=$1 port=$((20000 + RANDOM % 30000))
+  "$root/scripts/torch2_chroot.sh" run /bin/bash -c '
+    n=$1 port=$2 wrapper=$3 rank=$4
+    for ((i = 0; i < n; i++)); do
+      USE_LIBUV=0 python3 "$wrapper" --nnodes "$n" --nproc_per_node 1 --rdzv_backend c10d \
+        --rdzv_endpoint 127.0.0.1:$port --rdzv_conf join_timeout=600 --no-python "$rank" &
+    done
+    wait' sh "$n" "$port" "$root/tests/e2e/workers/torchrun26.py" "$scratch/stamp.sh"
+}
+
+printf '%-9s %6s %15s %13s %15s %10s\n' launcher N "first rank (s)" "all done (s)" "peak RSS (MiB)" "MiB/agent"
+for n in $sizes; do
+  measure accel "$n" accel_agents "$n"
+  if ((!quick && n <= torchrun_max)); then
+    if reason=$("$root/scripts/torch2_chroot.sh" check 2>&1); then
+      measure torchrun "$n" torchrun_agents "$n"
+    else
+      echo "torchrun  $n: not run ($reason)"
+    fi
+  fi
+done
+# How the cost grows: each launcher's figures at its largest N against its smallest.
+awk '{ if (!($1 in n0)) { n0[$1] = $2; f0[$1] = $4; r0[$1] = $5 } n1[$1] = $2; f1[$1] = $4; r1[$1] = $5 }
+  END { for (l in n0) if (n1[l] > n0[l])
+    printf "%s: N x%.0f (%d -> %d): all done x%.1f, peak RSS x%.1f\n", l, n1[l] / n0[l], n0[l], n1[l], f1[l] / f0[l], r1[l] / r0[l] }' "$scratch/rows"
+# accel against torchrun at each N both ran.
+awk '{ t[$1 " " $2] = $4; r[$1 " " $2] = $5; ns[$2] = 1 }
+  END { for (n in ns) if (("torchrun " n) in t)
+    printf "N=%d: accel all done in %.2fx torchrun'"'"'s time, with %.2fx its memory\n", n, t["accel " n] / t["torchrun " n], r["accel " n] / r["torchrun " n] }' "$scratch/rows"

@@ -1,0 +1,233 @@
+// The end of a failed round: the master's rule (decideNextRound), and the agents, as threads on
+// a real store server, reporting, deciding and reading the decision round by round.
+
+#include "launcher/rendezvous/round_end.h"
+
+#include <future>
+
+#include <gtest/gtest.h>
+
+#include "libaccel/store/tcp_store_client.h"
+#include "libaccel/store/tcp_store_server.h"
+
+namespace accel::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+
+JobFailure workerFailure(int machine, int rank, int code, std::string lastLine) {
+  JobFailure f;
+  f.machine_rank = machine;
+  f.host = "host" + std::to_string(machine);
+  f.rank = rank;
+  f.local_rank = rank % 2;
+  f.exit_code = code;
+  f.stderr_tail = {"Traceback (most recent call last):", std::move(lastLine)};
+  return f;
+}
+
+// Round `round` of a 3-machine job with 2 restarts, failed by rank 3 on machine 1; every
+// machine reported and goes on.
+RoundFacts facts(int round) {
+  RoundFacts f;
+  f.round = round;
+  f.restart_count = round;  // every round before was a counted restart
+  f.machines = 3;
+  f.hosts = {"host0", "host1", "host2"};
+  f.max_restarts = 2;
+  f.failure = workerFailure(1, 3, 7, "ValueError: boom");
+  for (int m : {2, 0, 1}) f.ends.push_back(RoundEnd{m, "host" + std::to_string(m), true, ""});
+  return f;
+}
+
+TEST(DecideNextRoundTest, AFailedRoundRestartsEveryMachineWhileTheJobsBudgetLasts) {
+  RoundDecision d = decideNextRound(facts(0));
+  EXPECT_TRUE(d.restart);
+  EXPECT_EQ(d.why,
+            "attempt 0 failed (rank 3 on machine 1 (host1) failed with exit code 7); restarting "
+            "every machine (1 of 2 restarts, counted for the whole job)");
+  RoundFacts second = facts(1);
+  second.failure = workerFailure(2, 5, 1, "RuntimeError: other");  // a different failure
+  second.previous = facts(0).failure;
+  EXPECT_TRUE(decideNextRound(second).restart);
+  d = decideNextRound(facts(2));  // two restarts used, by whichever machines failed
+  EXPECT_FALSE(d.restart);
+  EXPECT_EQ(d.why, "the job's 2 restarts are spent");
+}
+
+TEST(DecideNextRoundTest, AMachineThatStopsOrDoesNotReportEndsTheJob) {
+  RoundFacts f = facts(0);
+  f.ends[1] = RoundEnd{0, "host0", false, "its agent was told to stop (SIGTERM)"};
+  RoundDecision d = decideNextRound(f);
+  EXPECT_FALSE(d.restart);
+  EXPECT_EQ(d.why,
+            "machine 0 (host0) stops: its agent was told to stop (SIGTERM); the job needs all 3 "
+            "machines (--nnodes MIN:MAX lets a job go on with fewer)");
+  f = facts(0);
+  f.ends.erase(f.ends.begin());  // machine 2 never reported
+  d = decideNextRound(f);
+  EXPECT_FALSE(d.restart);
+  EXPECT_EQ(d.why,
+            "machine 2 (host2) did not report the end of its workers; the job needs all 3 "
+            "machines (--nnodes MIN:MAX lets a job go on with fewer)");
+}
+
+// --nnodes 2:3, three members: machine 2 lost.
+RoundFacts elasticFacts() {
+  RoundFacts f = facts(0);
+  f.elastic = true;
+  f.min_machines = 2;
+  f.max_machines = 3;
+  f.lost = {2};
+  f.ends.erase(f.ends.begin());  // machine 2 never reports
+  return f;
+}
+
+TEST(DecideNextRoundTest, AnElasticGroupGoesOnWithoutALostMachineWhileMinRemain) {
+  RoundDecision d = decideNextRound(elasticFacts());
+  EXPECT_TRUE(d.restart);
+  EXPECT_TRUE(d.counted);
+  EXPECT_EQ(d.restart_count, 1);
+  EXPECT_EQ(d.expect_machines, 2);  // the survivors: the next round closes as soon as both join
+  EXPECT_EQ(d.why,
+            "attempt 0 failed (rank 3 on machine 1 (host1) failed with exit code 7); going on "
+            "without machine 2 (host2) lost (no keep-alive); restarting every machine (1 of 2 "
+            "restarts, counted for the whole job)");
+  RoundFacts f = elasticFacts();
+  f.waiting = 1;  // a machine already registered for the next round: it closes with 3
+  EXPECT_EQ(decideNextRound(f).expect_machines, 3);
+  // A preempted machine (its agent told to stop) is dropped the same way.
+  f = elasticFacts();
+  f.lost.clear();
+  f.ends.push_back(RoundEnd{2, "host2", false, "its agent was told to stop (SIGTERM)"});
+  d = decideNextRound(f);
+  EXPECT_TRUE(d.restart);
+  EXPECT_NE(d.why.find("going on without machine 2 (host2) stops: its agent was told to stop "
+                       "(SIGTERM)"),
+            std::string::npos)
+      << d.why;
+  // Below MIN the job ends, naming who is gone.
+  f = elasticFacts();
+  f.min_machines = 3;
+  d = decideNextRound(f);
+  EXPECT_FALSE(d.restart);
+  EXPECT_EQ(d.why,
+            "machine 2 (host2) lost (no keep-alive); 2 of the 3 machines the job needs remain");
+  // A static job cannot go on without it.
+  f = elasticFacts();
+  f.elastic = false;
+  EXPECT_FALSE(decideNextRound(f).restart);
+}
+
+TEST(DecideNextRoundTest, AMachineThatJoinsReformsTheGroupWithoutCountingARestart) {
+  RoundFacts f = facts(1);
+  f.machines = 2;
+  f.max_machines = 3;
+  f.elastic = true;
+  f.min_machines = 1;
+  f.hosts.pop_back();
+  f.ends.erase(f.ends.begin());  // members 0 and 1 reported
+  f.waiting = 1;
+  f.failure = JobFailure{};
+  f.failure->cause = kCauseJoined;
+  f.failure->reason = "a machine is waiting to join";
+  RoundDecision d = decideNextRound(f);
+  EXPECT_TRUE(d.restart);
+  EXPECT_FALSE(d.counted);
+  EXPECT_EQ(d.restart_count, 1);  // unchanged
+  EXPECT_EQ(d.expect_machines, 3);
+  EXPECT_EQ(d.why, "a machine is waiting to join (not counted as a restart)");
+  f.restart_count = f.max_restarts;  // even with the budget spent
+  EXPECT_TRUE(decideNextRound(f).restart);
+}
+
+TEST(DecideNextRoundTest, OnlyAWorkersFailureIsRestarted) {
+  RoundFacts f = facts(0);
+  f.failure = JobFailure{};
+  f.failure->machine_rank = 2;
+  f.failure->host = "host2";
+  f.failure->reason = "its agent received SIGTERM";
+  EXPECT_EQ(decideNextRound(f).why, "machine 2 (host2): its agent received SIGTERM");
+  f.failure.reset();
+  EXPECT_FALSE(decideNextRound(f).restart);
+}
+
+TEST(DecideNextRoundTest, TheSameFailureTwiceWithoutProgressIsNotRetried) {
+  RoundFacts f = facts(1);
+  f.previous = f.failure;
+  RoundDecision d = decideNextRound(f);
+  EXPECT_FALSE(d.restart);
+  EXPECT_EQ(d.why,
+            "attempts 0 and 1 failed the same way before any rank completed a step (rank 3 on "
+            "machine 1 (host1) failed with exit code 7; last stderr line: ValueError: boom); a "
+            "restart would fail again (--retry_identical_failures retries)");
+  f.progress = true;  // a rank completed a step in the second round
+  EXPECT_TRUE(decideNextRound(f).restart);
+  f.progress = false;
+  f.retry_identical_failures = true;
+  EXPECT_TRUE(decideNextRound(f).restart);
+  f.retry_identical_failures = false;
+  f.failure->stderr_tail.back() = "ValueError: another";  // not the same line
+  EXPECT_TRUE(decideNextRound(f).restart);
+}
+
+class RoundEndTest : public ::testing::Test {
+ protected:
+  void SetUp() override { server_ = store::TcpStoreServer::start({}); }
+  std::unique_ptr<store::TcpStoreClient> client() {
+    store::TcpStoreClientOptions c;
+    c.port = server_->port();
+    return std::make_unique<store::TcpStoreClient>(c);
+  }
+  static RendezvousOptions round(int r) {
+    RendezvousOptions o;
+    o.round = r;
+    o.store_address = "test";
+    return o;
+  }
+  std::unique_ptr<store::TcpStoreServer> server_;
+};
+
+TEST_F(RoundEndTest, TheMasterDecidesOnceEveryMachineEndedAndTheOthersReadIt) {
+  auto other = [this](int machine, int r) {
+    auto c = client();
+    reportRoundEnd(*c, round(r), RoundEnd{machine, "h" + std::to_string(machine), true, ""});
+    return readDecision(*c, round(r), 10s);
+  };
+  auto m1 = std::async(std::launch::async, other, 1, 0);
+  auto m2 = std::async(std::launch::async, other, 2, 0);
+  auto c = client();
+  reportRoundEnd(*c, round(0), RoundEnd{0, "h0", true, ""});
+  std::vector<RoundEnd> ends = awaitRoundEnds(*c, round(0), 3, 10s);
+  ASSERT_EQ(ends.size(), 3u);
+  std::vector<int> machines;
+  for (const auto& e : ends) machines.push_back(e.machine_rank);
+  std::sort(machines.begin(), machines.end());
+  EXPECT_EQ(machines, (std::vector<int>{0, 1, 2}));
+  publishDecision(*c, round(0), RoundDecision{true, "restarting"});
+  for (auto* f : {&m1, &m2}) {
+    auto d = f->get();
+    ASSERT_TRUE(d.ok()) << d.error();
+    EXPECT_TRUE(d->restart);
+    EXPECT_EQ(d->why, "restarting");
+  }
+  // Round 1 starts from nothing: its ends and decision are its own.
+  EXPECT_TRUE(awaitRoundEnds(*c, round(1), 3, 50ms).empty());
+  auto late = readDecision(*c, round(1), 50ms);
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.error(), "the master agent did not say within 0.05 s whether the job restarts");
+}
+
+TEST_F(RoundEndTest, TheMasterStopsWaitingForAMachineThatNeverReports) {
+  auto c = client();
+  reportRoundEnd(*c, round(0), RoundEnd{0, "h0", true, ""});
+  reportRoundEnd(*c, round(0), RoundEnd{2, "h2", false, "its agent was told to stop (SIGINT)"});
+  std::vector<RoundEnd> ends = awaitRoundEnds(*c, round(0), 3, 300ms);  // machine 1 is silent
+  ASSERT_EQ(ends.size(), 2u);
+  EXPECT_EQ(ends[1].machine_rank, 2);
+  EXPECT_FALSE(ends[1].continues);
+  EXPECT_EQ(ends[1].why_not, "its agent was told to stop (SIGINT)");
+}
+
+}  // namespace
+}  // namespace accel::launcher
