@@ -284,8 +284,11 @@ RoundDecision MachineGroup::endRound(AttemptReport& last, bool stopping) {
 // The master: once every machine's workers ended, the decision for the whole job.
 RoundDecision MachineGroup::decide(const AttemptReport& last) {
   RoundFacts facts = roundFacts(last);
-  const int alive = facts.machines - static_cast<int>(facts.lost.size());
-  facts.ends = awaitRoundEnds(*client_, rdzv_, alive, roundEndTimeout(plan_));
+  // The link still watches the keep-alives: a member lost meanwhile is not waited for.
+  facts.ends = awaitRoundEnds(*client_, rdzv_, facts.machines, roundEndTimeout(plan_), [this] {
+    return link_ ? static_cast<int>(link_->lostMachines().size()) : 0;
+  });
+  if (link_) facts.lost = link_->lostMachines();
   RoundDecision decision = decideNextRound(facts);
   previous_failure_ = facts.failure;
   previous_progress_ = facts.progress;

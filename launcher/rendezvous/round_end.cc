@@ -80,12 +80,21 @@ void reportRoundEnd(store::Store& s, const RendezvousOptions& o, const RoundEnd&
 }
 
 std::vector<RoundEnd> awaitRoundEnds(store::Store& s, const RendezvousOptions& o, int machines,
-                                     std::chrono::milliseconds timeout) {
-  try {
-    s.wait({endKey(o, machines - 1)}, timeout);
-  } catch (const TimeoutError&) {
+                                     std::chrono::milliseconds timeout,
+                                     const std::function<int()>& lostNow) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int count = 0;
+  while (true) {
+    count = std::min(machines, static_cast<int>(s.add(roundKeyPrefix(o) + "ends", 0)));
+    const int lost = lostNow ? lostNow() : 0;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (count + lost >= machines || left.count() <= 0) break;
+    try {  // the next report, or a moment to look at the lost machines again
+      s.wait({endKey(o, count)}, std::min(left, std::chrono::milliseconds(100)));
+    } catch (const TimeoutError&) {
+    }
   }
-  const int count = std::min(machines, static_cast<int>(s.add(roundKeyPrefix(o) + "ends", 0)));
   std::vector<RoundEnd> ends;
   for (int slot = 0; slot < count; ++slot) {
     try {  // counted, so its record follows at once (unless its agent died in between)

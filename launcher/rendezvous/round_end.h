@@ -13,6 +13,7 @@
 // As in agent_rendezvous.h, every function uses `store` from the calling thread only.
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,11 +44,13 @@ struct RoundDecision {
 // Records `mine` for options.round. Throws accel::Error when the store cannot be reached.
 void reportRoundEnd(store::Store& store, const RendezvousOptions& options, const RoundEnd& mine);
 
-// The master: the reports of options.round once `machines` came, or those that came within
-// `timeout` (a machine whose agent died never reports). Ordered by arrival. Throws accel::Error
-// when the store cannot be reached.
+// The master: the reports of options.round once they came from all `machines` but those
+// `lostNow()` counts (the members found lost so far; it is asked every 100 ms while reports
+// are missing), or those that came within `timeout` (a machine whose agent died never reports).
+// Ordered by arrival. Throws accel::Error when the store cannot be reached.
 std::vector<RoundEnd> awaitRoundEnds(store::Store& store, const RendezvousOptions& options,
-                                     int machines, std::chrono::milliseconds timeout);
+                                     int machines, std::chrono::milliseconds timeout,
+                                     const std::function<int()>& lostNow = {});
 
 // The master publishes the round's decision (one write). Throws accel::Error.
 void publishDecision(store::Store& store, const RendezvousOptions& options,
