@@ -4,12 +4,13 @@
 # chroot), in one run:
 #   first rank  time from starting the N agents to the first rank running (the round closed)
 #   all done    time until every agent exited
-#   peak RSS    the agents' summed resident memory at its peak (sampled every 0.1 s)
+#   peak RSS    the agents' summed resident memory at its peak (sampled every 20 ms: a job
+#               shorter than that is under-counted)
 # and how each grows with N. Every agent is started at once; on 2 cores starting the processes
 # is part of the cost, for both launchers alike.
 #   scripts/bench/rendezvous.sh [--sizes "16 64 256 1024"] [--torchrun-max N] [--quick]
 # --torchrun-max (default 64): the largest N run under torchrun (each of its agents is a Python
-# process with torch imported). --quick (ctest's bench.rendezvous_quick): N = 4, accel only.
+# process with torch imported: about 250 MiB and 1.6 s of CPU on the 2-core VM). --quick (ctest's bench.rendezvous_quick): N = 4, accel only.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 sizes="16 64 256 1024"
@@ -45,7 +46,7 @@ sample_rss() {
   while [[ ! -e $scratch/stop ]]; do
     now=$(ps -eo rss=,args= | awk -v p="$1" 'index($0, p) && !/awk/ {s += $1} END {print s + 0}')
     ((now > peak)) && peak=$now
-    sleep 0.1
+    sleep 0.02
   done
   echo "$peak" >"$scratch/peak"
 }
@@ -65,7 +66,7 @@ measure() {
   touch "$scratch/stop"
   wait $sampler
   local ranks first
-  ranks=$(wc -l <"$scratch/starts")
+  ranks=$(cat "$scratch/starts" 2>/dev/null | wc -l)
   ((ranks == n)) || { echo "$name with N=$n: $ranks of $n ranks ran" >&2; exit 1; }
   first=$(sort -n "$scratch/starts" | head -1)
   awk -v name="$name" -v n="$n" -v first=$(((first - t0) / 1000000)) -v done=$(((t1 - t0) / 1000000)) \
@@ -115,4 +116,4 @@ awk '{ if (!($1 in n0)) { n0[$1] = $2; f0[$1] = $4; r0[$1] = $5 } n1[$1] = $2; f
 # accel against torchrun at each N both ran.
 awk '{ t[$1 " " $2] = $4; r[$1 " " $2] = $5; ns[$2] = 1 }
   END { for (n in ns) if (("torchrun " n) in t)
-    printf "N=%d: accel all done in %.2fx torchrun'"'"'s time, with %.2fx its memory\n", n, t["accel " n] / t["torchrun " n], r["accel " n] / r["torchrun " n] }' "$scratch/rows"
+    printf "N=%d: torchrun took %.0fx accel'"'"'s time and %.0fx its peak memory\n", n, t["torchrun " n] / t["accel " n], r["torchrun " n] / r["accel " n] }' "$scratch/rows"
