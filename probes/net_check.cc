@@ -156,22 +156,25 @@ Expected<Route> waitForListener(const std::string& host, int port,
   const auto deadline = start + timeout;
   auto nextProgress = start + progressEvery;
   auto backoff = std::chrono::milliseconds(10);
-  // A name that does not resolve or an address with no route will not heal by waiting: said at
-  // once.
-  auto route = routeTo(host);
-  if (!route) {
-    return makeError("cannot reach the master agent (machine_rank 0) at " + host + ":" +
-                     std::to_string(port) + ": " + route.error() +
-                     " (is --main_process_ip right?)");
-  }
-  const std::string where =
-      host + ":" + std::to_string(port) + " from local interface " + describeInterface(*route);
-  std::string reason;
+  std::optional<Route> route;
+  std::string where = host + ":" + std::to_string(port), reason;
   while (true) {
     AddrInfo found;
     if (auto resolved = resolve(host, port, SOCK_STREAM, found); !resolved) {
-      reason = resolved.error();
-    } else {
+      // A name that does not resolve yet is waited for: a Kubernetes pod's name resolves once
+      // the pod is ready.
+      reason = resolved.error() + " (yet)";
+    } else if (!route) {
+      // An address with no route will not heal by waiting: said at once.
+      auto routed = routeTo(host);
+      if (!routed) {
+        return makeError("cannot reach the master agent (machine_rank 0) at " + where + ": " +
+                         routed.error() + " (is --main_process_ip right?)");
+      }
+      route = *routed;
+      where += " from local interface " + describeInterface(*route);
+    }
+    if (route) {
       for (addrinfo* a = found.list; a; a = a->ai_next) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         reason = tryConnect(

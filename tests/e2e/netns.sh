@@ -222,6 +222,28 @@ master_killed)
     [[ ! -e /proc/$pid || $(ps -o stat= -p "$pid") == Z* ]] || fail "rank $r outlived its agent"
   done
   ;;
+master_name_later)
+  # Kubernetes: the master's name resolves only once its pod is ready. Machine 1 starts with a
+  # name its hosts file does not have yet: it waits, saying so, and joins once the name resolves
+  # (the entry is appended to the file `ip netns exec` bind-mounts over /etc/hosts).
+  netns_hosts "$NA" "$A master-pod"
+  netns_hosts "$NB"
+  named=(--num_machines 2 --main_process_ip master-pod --main_process_port $port -n 4 --cpu --rdzv_timeout 60)
+  export OUT_DIR=$SCRATCH/out
+  mkdir -p "$OUT_DIR"
+  on_host "$NB" b.out "$ACCEL" launch "${named[@]}" --machine_rank 1 "$W/env_dump.sh"
+  pb=$!
+  for _ in $(seq 1 600); do grep -q "cannot resolve 'master-pod'" "$SCRATCH/b.out" && break; sleep 0.05; done
+  expect_contains "$(cat "$SCRATCH/b.out")" "waiting for the master agent at master-pod:$port: cannot resolve 'master-pod'"
+  echo "$A master-pod" >>"/etc/netns/$NB/hosts"
+  on_host "$NA" a.out "$ACCEL" launch "${named[@]}" --machine_rank 0 "$W/env_dump.sh"
+  pa=$!
+  set +e; wait $pa; RA=$?; wait $pb; RB=$?; set -e
+  OA=$(cat "$SCRATCH/a.out"); OB=$(cat "$SCRATCH/b.out")
+  expect_codes 0 0
+  expect_contains "$OB" "machine 1 of 2: ranks 2..3 of 4"
+  check_env 3 RANK=3 MASTER_ADDR=master-pod
+  ;;
 master_unreachable)
   # The master's link goes down mid-job, then machine 1's agent gets SIGINT and SIGTERM: its
   # event loop still forwards both at once and SIGKILLs its workers when --term_timeout ends
