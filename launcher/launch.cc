@@ -68,8 +68,9 @@ Expected<JobReport> execRank(const LaunchPlan& plan, const Environment& parentEn
 
 // One machine's agent for one job. run() is its lifecycle, phase by phase: host the job's store
 // (machine 0), meet the other machines, make the run directory, supervise every attempt,
-// report, and the exit barrier. The plan is read, never changed; what the meeting decides is the
-// placement, made once. Each phase keeps what it makes in the agent; an error before anything is
+// report, and the exit barrier. The plan is read, never changed; what each meeting of the
+// machines decides is the placement (a new one per round: each restart or change of the group,
+// MachineGroup). Each phase keeps what it makes in the agent; an error before anything is
 // spawned ends the job, and the destructor removes what was made.
 class Agent {
  public:
@@ -344,7 +345,7 @@ class Agent {
   // unless hostStore found another agent here hosting a guessed c10d endpoint.
   std::optional<int> requested_rank_;
   int store_port_;
-  Placement placement_;         // this machine's, once placeThisMachine decided it
+  Placement placement_;         // this machine's in the current round
   std::string run_dir_;         // BASE/<run_id>_<random>
   std::string base_to_remove_;  // the temporary BASE (no --log_dir)
   bool temp_run_dir_ = false;   // remove base_to_remove_ at the end
