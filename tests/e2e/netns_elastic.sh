@@ -2,7 +2,8 @@
 # An elastic job on three hosts (network namespaces on a bridge, tests/e2e/netns_lib.sh), 2 ranks
 # each, with --nnodes 2:3 over a c10d endpoint on host 1:
 #   netns_elastic.sh CASE /path/to/accel
-# CASE: training — workers/elastic_train.py (python3-torch Gloo, a checkpoint every 5 steps);
+# CASE: kubeflow_elastic — three pods with the environment of a PyTorchJob's elasticPolicy run
+# `torchrun` (accel) as one 3 x 2 job; training — workers/elastic_train.py (python3-torch Gloo, a checkpoint every 5 steps);
 # host 3 dies mid-training (everything in its namespace SIGKILLed), hosts 1 and 2 re-form as
 # 2 x 2 and resume from the last checkpoint, then host 3's agent is started again and the job
 # scales back to 3 x 2 and finishes: every step done once in the final weights, and the loss of
@@ -75,6 +76,28 @@ training)
   grep -E "machine [0-9] of|lost|restarting|waiting to join|stopping the workers" "$SCRATCH/h1.out" | sed 's/^/  /'
   echo "host 3, back:"
   grep -E "machine [0-9] of|spare" "$SCRATCH/h3b.out" | sed 's/^/  /'
+  ;;
+kubeflow_elastic)
+  # Three pods of a PyTorchJob with elasticPolicy (min 2, max 3, c10d, maxRestarts 3, 2 processes
+  # per pod), each with exactly the environment the v1 operator gives it
+  # (tests/fixtures/kubernetes/pytorchjob_v1_elastic_worker1.env, and PATH) and the command
+  # `torchrun train.py` — torchrun being accel under that name. The rendezvous endpoint is pod
+  # train-worker-0's name (host 1 here); the pods form one 3 x 2 job.
+  fixture=$(cd "$(dirname "$0")/../fixtures/kubernetes" && pwd)/pytorchjob_v1_elastic_worker1.env
+  ln -s "$(readlink -f "$ACCEL")" "$SCRATCH/torchrun"
+  for ns in "${NS3[@]}"; do netns_hosts "$ns" "${ADDR3[0]} train-worker-0"; done
+  pids=()
+  for i in 0 1 2; do
+    ip netns exec "${NS3[$i]}" env -i PATH=/usr/bin:/bin $(grep -v '^#' "$fixture") PYTHONPATH="$W" \
+      "$SCRATCH/torchrun" "$W/ddp_gloo.py" >"$SCRATCH/pod$i.out" 2>&1 &
+    pids+=($!)
+  done
+  codes=""
+  for pid in "${pids[@]}"; do set +e; wait "$pid"; codes+="$? "; set -e; done
+  all=$(cat "$SCRATCH"/pod*.out)
+  [[ $codes == "0 0 0 " ]] || fail "pods exited $codes: $all"
+  for r in 0 1 2 3 4 5; do expect_contains "$all" "ok rank=$r world=6 allreduce=21"; done
+  expect_contains "$(cat "$SCRATCH/pod0.out")" "machine 0 of 3: ranks 0..1 of 6"
   ;;
 *) fail "unknown case $CASE" ;;
 esac

@@ -74,6 +74,7 @@ netns3_down() {
   for ns in "${NS3[@]}"; do
     ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || true
+    rm -rf "/etc/netns/$ns"
   done
   [[ -n ${BR3:-} ]] && ip link del "$BR3" 2>/dev/null || true
 }
