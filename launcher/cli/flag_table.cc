@@ -329,7 +329,7 @@ std::vector<FlagSpec> torchrun212() {
           .integer()
           .torchrunOnly()
           .help("Seconds between SIGTERM and SIGKILL when stopping workers (torchrun's "
-                "--term_timeout; default $TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 5)"),
+                "--term_timeout; default $TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 5; torchrun's: 30)"),
   };
 }
 

@@ -40,13 +40,28 @@ elif [[ $TWIN_TORCH == 2.6 ]]; then
   export ACCEL_CHROOT_BINDS=$ROOT
   TORCHRUN=("$ROOT/scripts/torch2_chroot.sh" run /usr/bin/python3 "$W/torchrun26.py")
   TORCH_PYTHON=/usr/bin/python3 ACCEL_PYTHON=$W/torch2_python
+elif [[ $TWIN_TORCH == main && $CASE == flags ]]; then
+  TORCHRUN=()  # not installed here: its parser's options are recorded (tests/fixtures/torchrun)
 else
-  fail "TORCH is 1.13 or 2.6, not $TWIN_TORCH"
+  fail "TORCH is 1.13 or 2.6 (or main for the flags case), not $TWIN_TORCH"
 fi
 export MARKER="accel-torchrun-e2e-$$-$RANDOM"    # in every command line: a failed case leaves nothing running
 trap 'pkill -KILL -f "$MARKER" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
 RUN_ID=twin-$$-$RANDOM
 JOB_TIMEOUT=100  # seconds one launch may take (a few on an idle machine)
+
+# torchrun_options: OPTION DEST NARGS DEFAULT ('-': none or empty) for every option string of
+# this torch's own torchrun parser.
+torchrun_options() {
+  "${TORCHRUN[@]:0:${#TORCHRUN[@]}-1}" -c '
+from torch.distributed.run import get_args_parser
+for a in get_args_parser()._actions:
+    if not a.option_strings or a.dest == "help":
+        continue
+    value = "-" if a.nargs == 0 else ("-" if a.default is None or a.default == "" else str(a.default))
+    for o in a.option_strings:
+        print(o, a.dest, a.nargs if a.nargs is not None else 1, value)'
+}
 
 # launch WHO ARGS...: runs the job under WHO (torchrun or accel) with its own output and log
 # directories ($SCRATCH/WHO/{out,logs}), the console in $SCRATCH/WHO/{stdout,stderr}, the exit
@@ -177,20 +192,18 @@ restart)
 flags)
   # Every option of this torch's own torchrun parser (get_args_parser) is one `accel run` lists
   # in its help and takes with the same arity; each value option given torchrun's own default
-  # (or a value where the default is None) plans a job (--dry_run).
-  options=$("${TORCHRUN[@]:0:${#TORCHRUN[@]}-1}" -c '
-from torch.distributed.run import get_args_parser
-for a in get_args_parser()._actions:
-    if not a.option_strings or a.dest == "help":
-        continue
-    value = "-" if a.nargs == 0 else ("-" if a.default is None or a.default == "" else str(a.default))
-    for o in a.option_strings:
-        print(o, a.dest, a.nargs if a.nargs is not None else 1, value)')
+  # (or a value where the default is None) plans a job (--dry_run). TORCH=main: the options
+  # recorded from pytorch main's parser, in the lines torchrun_options prints.
+  if [[ $TWIN_TORCH == main ]]; then
+    options=$(grep -v '^#' "$ROOT/tests/fixtures/torchrun/main_options.txt")
+  else
+    options=$(torchrun_options)
+  fi
   [[ $(wc -l <<<"$options") -ge 20 ]] || fail "torchrun's parser gave too few options: $options"
   expect_exit 0 "${ACCEL_RUN[@]}" --help
   help=$OUT
   declare -A example=([log_dir]="$SCRATCH/logs" [local_addr]=127.0.0.1 [rdzv_endpoint]=127.0.0.1:29400
-    [logs_specs]=default)
+    [logs_specs]=default [numa_binding]=node)
   n=0
   while read -r option dest nargs value; do
     listed=$option  # the help lists long flags with underscores (dashes are the same flag)
