@@ -19,8 +19,9 @@ awk -v a="$acc" 'BEGIN { exit !(a > 60) }' || fail "accuracy $acc% after 60 step
 [[ -f "$SCRATCH/ckpt/model.pt" && -f "$SCRATCH/ckpt/random_states_1.pt" ]] || fail "checkpoint incomplete: $(ls "$SCRATCH/ckpt")"
 OUT1=$OUT
 
-expect_exit 0 "$ACCEL" launch --cpu -n 2 "$EXAMPLE" --model mlp --steps 20 --no-progress --load_state "$SCRATCH/ckpt"
-expect_contains "$OUT" "[rank 0] resumed from $SCRATCH/ckpt at step 60"
+expect_exit 0 "$ACCEL" launch --cpu -n 2 "$EXAMPLE" --model mlp --steps 80 --no-progress --load_state "$SCRATCH/ckpt"
+expect_contains "$OUT" "[rank 0] resumed from $SCRATCH/ckpt at step 60 on 2 processes"
+expect_contains "$OUT" "fp32: 20 steps (job step 80)"
 first=$(first_loss "$OUT1") final=$(final_loss "$OUT1") resumed=$(first_loss "$OUT")
 [[ -n $first && -n $final && -n $resumed ]] || fail "no losses reported: $OUT1 / $OUT"
 awk -v f="$first" -v e="$final" -v r="$resumed" 'BEGIN { exit !(r < f - 0.5 && r < e + 0.5) }' ||

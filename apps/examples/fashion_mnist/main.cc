@@ -1,10 +1,18 @@
 // Fashion-MNIST on libaccel: run it with `accel launch -n 2 build/apps/examples/fashion_mnist`.
 // Rank 0 shows progress, the loss and the test accuracy.
+//
+// Elastic jobs (README, "Elastic jobs"): with --checkpoint_dir every round of the job resumes from
+// the last checkpoint, on whatever number of processes it has. --global_batch keeps the samples of
+// each optimizer step the same on any number of processes (batch i of an epoch goes to rank
+// i mod N, so step s takes samples [s*G, (s+1)*G) of the epoch's order) and --steps counts
+// optimizer steps of the whole job, so a job that lost and regained machines ends where one that
+// never failed ends, with the same model up to the order of floating-point sums.
 
 #include <malloc.h>
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <tuple>
 
@@ -24,14 +32,17 @@ struct Options {
   std::string data = "/usr/share/datasets/fashion-mnist";
   std::string model = "mlp";
   int epochs = 1;
-  int64_t max_steps = 0;  // 0: whole epochs
+  int64_t max_steps = 0;  // 0: whole epochs; else the job's optimizer steps (a resumed run's too)
   int64_t batch = 64;     // per rank
+  int64_t global_batch = 0;  // 0: `batch` per rank; else split over the ranks
   bool shuffle = true;
   uint64_t seed = 0;
   std::string mixed_precision;  // empty: $ACCELERATE_MIXED_PRECISION
   bool progress = true;
   bool evaluate = true;
   std::string save_state, load_state;
+  std::string checkpoint_dir;  // DIR/latest: written every checkpoint_every steps, resumed from
+  int64_t checkpoint_every = 50;
 };
 
 // Every step allocates and frees the same activation and gradient buffers, a few MB each.
@@ -91,11 +102,12 @@ std::unique_ptr<torch::optim::Optimizer> makeOptimizer(Model& model, const Optio
   return std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3));
 }
 
-// What the training loop measured (the losses are rank 0's).
+// What the training loop measured (first_loss is rank 0's; last_loss this rank's).
 struct TrainStats {
-  int64_t steps = 0;
+  int64_t steps = 0;         // optimizer steps of this run
   double first_step_s = -1;  // from the start of the run to the end of the first step
-  float first_loss = 0, last_loss = 0;
+  float first_loss = 0;
+  torch::Tensor last_loss;
 };
 
 void printProgress(const Options& o, int epoch, size_t done, size_t of, float loss) {
@@ -107,49 +119,97 @@ void printProgress(const Options& o, int epoch, size_t done, size_t of, float lo
   std::fflush(stdout);
 }
 
-// The epochs (or o.max_steps steps) over this rank's shard of the training set.
+// Per-rank batch: --global_batch split over the ranks (it must divide), else --batch.
+int64_t rankBatch(const Options& o, const accel::Accelerator& acc) {
+  if (o.global_batch == 0) return o.batch;
+  if (o.global_batch % acc.numProcesses() != 0) {
+    throw accel::Error("--global_batch " + std::to_string(o.global_batch) +
+                       " does not split evenly over " + std::to_string(acc.numProcesses()) +
+                       " processes");
+  }
+  return o.global_batch / acc.numProcesses();
+}
+
+// --checkpoint_dir: the job's last checkpoint, replaced whole (saveState) every
+// --checkpoint_every optimizer steps; rank 0 says so, which is how a watcher follows the job.
+void checkpointIfDue(const Options& o, accel::Accelerator& acc) {
+  if (o.checkpoint_dir.empty() || acc.stepCount() % o.checkpoint_every != 0) return;
+  acc.saveState(o.checkpoint_dir + "/latest");
+  acc.print("checkpoint at step " + std::to_string(acc.stepCount()) + " on " +
+            std::to_string(acc.numProcesses()) + " processes");
+}
+
+// One batch: forward, backward, and (on sync steps) the optimizer step.
+template <typename Model>
+torch::Tensor trainBatch(Model& model, accel::Accelerator& acc, const torch::Tensor& trainX,
+                         const torch::Tensor& trainY, const std::vector<size_t>& batch,
+                         bool lastOfEpoch) {
+  auto idx = torch::tensor(std::vector<int64_t>(batch.begin(), batch.end()));
+  auto x = normalise(trainX.index_select(0, idx)), y = trainY.index_select(0, idx);
+  acc.accumulate(lastOfEpoch);
+  torch::Tensor logits;
+  {
+    auto cast = acc.autocast();
+    logits = model->forward(x);
+  }
+  auto loss = torch::cross_entropy_loss(logits.to(torch::kFloat), y);
+  acc.backward(loss);
+  acc.step();
+  return loss.detach();
+}
+
+// The epochs (or up to optimizer step o.max_steps of the job) over this rank's shard of the
+// training set, from where the loaded checkpoint left off: its step count times the batches per
+// step is the position in the job's sequence of batches (exact while no epoch ends inside an
+// accumulation window).
 template <typename Model>
 TrainStats train(Model& model, const Options& o, accel::Accelerator& acc,
                  const torch::Tensor& trainX, const torch::Tensor& trainY,
                  Clock::time_point start) {
   accel::ShardOptions shard;
   shard.dataset_size = static_cast<size_t>(trainX.size(0));
-  shard.batch_size = static_cast<size_t>(o.batch);
+  shard.batch_size = static_cast<size_t>(rankBatch(o, acc));
   shard.shuffle = o.shuffle;
   shard.seed = o.seed;
   accel::ShardedBatchSampler sampler(shard, acc.processIndex(), acc.numProcesses());
+  const auto perEpoch = static_cast<int64_t>(sampler.size());
+  const int64_t resumeAt = acc.stepCount() * acc.gradientAccumulationSteps();
+  const auto finished = [&] { return o.max_steps != 0 && acc.stepCount() >= o.max_steps; };
   TrainStats stats;
-  for (int epoch = 0; epoch < o.epochs && (o.max_steps == 0 || stats.steps < o.max_steps);
+  for (auto epoch = static_cast<int>(resumeAt / perEpoch); epoch < o.epochs && !finished();
        ++epoch) {
     model->train();
     sampler.setEpoch(static_cast<uint64_t>(epoch));
     auto batches = sampler.batches();
-    for (size_t i = 0; i < batches.size(); ++i) {
-      if (o.max_steps && stats.steps >= o.max_steps) break;
-      auto idx = torch::tensor(std::vector<int64_t>(batches[i].begin(), batches[i].end()));
-      auto x = normalise(trainX.index_select(0, idx)), y = trainY.index_select(0, idx);
-      acc.accumulate(i + 1 == batches.size());
-      torch::Tensor logits;
-      {
-        auto cast = acc.autocast();
-        logits = model->forward(x);
-      }
-      auto loss = torch::cross_entropy_loss(logits.to(torch::kFloat), y);
-      acc.backward(loss);
-      acc.step();
+    size_t i = epoch == resumeAt / perEpoch ? static_cast<size_t>(resumeAt % perEpoch) : 0;
+    for (; i < batches.size() && !finished(); ++i) {
+      stats.last_loss = trainBatch(model, acc, trainX, trainY, batches[i], i + 1 == batches.size());
       ++stats.steps;
       if (stats.first_step_s < 0) {
         stats.first_step_s = std::chrono::duration<double>(Clock::now() - start).count();
+        if (acc.isMainProcess()) stats.first_loss = stats.last_loss.item<float>();
       }
-      if (acc.isMainProcess()) stats.last_loss = loss.item<float>();
-      if (stats.steps == 1) stats.first_loss = stats.last_loss;
+      checkpointIfDue(o, acc);
       if (o.progress && acc.isMainProcess() && (stats.steps % 20 == 0 || i + 1 == batches.size())) {
-        printProgress(o, epoch, i + 1, batches.size(), stats.last_loss);
+        printProgress(o, epoch, i + 1, batches.size(), stats.last_loss.item<float>());
       }
     }
     if (o.progress && acc.isMainProcess()) std::printf("\n");
   }
   return stats;
+}
+
+// Where the run starts: the job's last checkpoint under --checkpoint_dir when there is one (a
+// later round of an elastic job), else --load_state when given, else step 0.
+void resume(const Options& o, accel::Accelerator& acc) {
+  std::string from = o.load_state;
+  if (!o.checkpoint_dir.empty() && std::filesystem::exists(o.checkpoint_dir + "/latest")) {
+    from = o.checkpoint_dir + "/latest";
+  }
+  if (from.empty()) return;
+  acc.loadState(from);
+  acc.print("resumed from " + from + " at step " + std::to_string(acc.stepCount()) + " on " +
+            std::to_string(acc.numProcesses()) + " processes");
 }
 
 template <typename Model>
@@ -162,10 +222,7 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
 
   auto optimizer = makeOptimizer(model, o);
   acc.prepare(*model, *optimizer);
-  if (!o.load_state.empty()) {
-    acc.loadState(o.load_state);
-    acc.print("resumed from " + o.load_state + " at step " + std::to_string(acc.stepCount()));
-  }
+  resume(o, acc);
 
   auto trainStart = Clock::now();
   const TrainStats stats = train(model, o, acc, trainX, trainY, start);
@@ -176,15 +233,20 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
   int64_t correct = 0, total = 0;
   if (o.evaluate) std::tie(correct, total) = evaluate(model, acc, testX, testY);
   const double samplesPerSecond =
-      static_cast<double>(stats.steps * o.batch * acc.numProcesses()) / trainSeconds;
+      static_cast<double>(stats.steps * rankBatch(o, acc) * acc.numProcesses()) / trainSeconds;
+  // The last step's loss averaged over the ranks: with --global_batch, the loss of the same
+  // samples on any number of processes.
+  const float finalLoss =
+      stats.steps == 0 ? 0.0f : acc.reduce(stats.last_loss, accel::Reduction::Mean).item<float>();
   char line[512];
   std::snprintf(line, sizeof line,
-                "model %s, %d processes (%s), %s: %lld steps, first loss %.4f, final loss %.4f, "
-                "test accuracy %.2f%% (%lld/%lld), "
+                "model %s, %d processes (%s), %s: %lld steps (job step %lld), first loss %.4f, "
+                "final loss %.6f, test accuracy %.2f%% (%lld/%lld), "
                 "%.0f samples/s, first step after %.2f s",
                 o.model.c_str(), acc.numProcesses(), acc.communicator().backend(),
                 acc.mixedPrecision() == accel::MixedPrecision::Bf16 ? "bf16" : "fp32",
-                static_cast<long long>(stats.steps), stats.first_loss, stats.last_loss,
+                static_cast<long long>(stats.steps), static_cast<long long>(acc.stepCount()),
+                stats.first_loss, finalLoss,
                 100.0 * static_cast<double>(correct) / static_cast<double>(total),
                 static_cast<long long>(correct), static_cast<long long>(total), samplesPerSecond,
                 stats.first_step_s);
@@ -200,8 +262,13 @@ int main(int argc, char** argv) {
   app.add_option("--data", o.data, "Directory with the four idx files (.gz)");
   app.add_option("--model", o.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}));
   app.add_option("--epochs", o.epochs, "Epochs")->check(CLI::PositiveNumber);
-  app.add_option("--steps", o.max_steps, "Stop after this many steps (0: whole epochs)");
+  app.add_option("--steps", o.max_steps,
+                 "Stop at this optimizer step of the job, counting a resumed checkpoint's "
+                 "(0: whole epochs)");
   app.add_option("--batch", o.batch, "Batch size per rank")->check(CLI::PositiveNumber);
+  app.add_option("--global_batch", o.global_batch,
+                 "Batch size of a step over all ranks, split evenly (instead of --batch)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--shuffle,!--no-shuffle", o.shuffle,
                "Shuffle each epoch (off: file order, batch i to rank i mod N)");
   app.add_option("--seed", o.seed, "Seed, set before the model is built");
@@ -212,6 +279,12 @@ int main(int argc, char** argv) {
   app.add_flag("--eval,!--no-eval", o.evaluate, "Measure test accuracy after training");
   app.add_option("--save_state", o.save_state, "Save a checkpoint here after training");
   app.add_option("--load_state", o.load_state, "Resume from this checkpoint");
+  app.add_option("--checkpoint_dir", o.checkpoint_dir,
+                 "Keep the job's last checkpoint in DIR/latest and resume from it at start "
+                 "(every round of an elastic job)");
+  app.add_option("--checkpoint_every", o.checkpoint_every,
+                 "Optimizer steps between checkpoints (with --checkpoint_dir)")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   keepFreedMemoryForReuse();
