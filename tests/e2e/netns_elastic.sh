@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # An elastic job on three hosts (network namespaces on a bridge, tests/e2e/netns_lib.sh), 2 ranks
 # each, with --nnodes 2:3 over a c10d endpoint on host 1:
-#   netns_elastic.sh CASE /path/to/accel
-# CASE: kubeflow_elastic — three pods with the environment of a PyTorchJob's elasticPolicy run
+#   netns_elastic.sh CASE /path/to/accel [/path/to/fashion_mnist]
+# CASE: example — the same with the C++ example (libaccel, Gloo across hosts): a checkpoint every
+# 10 steps with a global batch of 48 however many ranks there are; the final model's loss and
+# test accuracy against a run that never failed (4 ranks on one machine), within the tolerance
+# the README states. store_host — host 1, which hosts the job's store, dies while the group of 3
+# runs: hosts 2 and 3 (still at least MIN) end within seconds naming the lost store, and leave no
+# worker. spares — --nnodes 1:2: the first two hosts close the group at MAX, the third waits as a
+# spare and leaves when the job ends. counted_once — a rank on host 3 fails: all three hosts
+# restart, and the one restart is counted once for the job (TORCHELASTIC_RESTART_COUNT=1 on all
+# six ranks, "1 of 1" on every host, though three agents saw it). kubeflow_elastic — three pods with the environment of a PyTorchJob's elasticPolicy run
 # `torchrun` (accel) as one 3 x 2 job; training — workers/elastic_train.py (python3-torch Gloo, a checkpoint every 5 steps);
 # host 3 dies mid-training (everything in its namespace SIGKILLed), hosts 1 and 2 re-form as
 # 2 x 2 and resume from the last checkpoint, then host 3's agent is started again and the job
@@ -11,13 +19,27 @@
 source "$(dirname "$0")/lib.sh"
 CASE=$1
 ACCEL=$2
+EXAMPLE=${3:-}
 W=$(cd "$(dirname "$0")/workers" && pwd)
 skip() { echo "SKIPPED: $*"; exit 77; }
 [[ $(id -u) == 0 ]] || skip "creating network namespaces needs root"
 /usr/bin/python3 -c 'import torch' 2>/dev/null || skip "python3-torch is not installed"
 source "$(dirname "$0")/netns_lib.sh"
-trap 'netns3_down; rm -rf "$SCRATCH"' EXIT
+trap 'netns3_down; [[ -n ${KEEP:-} ]] || rm -rf "$SCRATCH"' EXIT
 netns3_up $$ 2>"$SCRATCH/ip.err" || skip "creating the bridge and namespaces failed: $(cat "$SCRATCH/ip.err")"
+
+# said PATTERN [FILES...]: waits (at most 120 s) for a line matching PATTERN in the agents' output
+# (default: every $SCRATCH/h*.out).
+said() {
+  local pattern=$1 i files; shift
+  for i in $(seq 1 2400); do
+    files=("$@"); ((${#files[@]})) || files=("$SCRATCH"/h*.out)  # a log appears when its agent starts
+    grep -qE "$pattern" "${files[@]}" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  fail "no line matching '$pattern' in 120 s:
+$(tail -n 5 "${files[@]}" 2>&1)"
+}
 
 # step_reached PATTERN: waits (at most 120 s) for a line of $TRAIN/steps matching PATTERN.
 step_reached() {
@@ -28,6 +50,82 @@ step_reached() {
   done
   fail "no step line matching '$1' in 120 s: $(tail -3 "$TRAIN/steps" 2>&1)
 --- host 1: $(cat "$SCRATCH/h1.out")"
+}
+
+export OUT_DIR=$SCRATCH/out MARKER=accel-netns-elastic-$$
+mkdir -p "$OUT_DIR"
+# behave_host I LOG NNODES [ARGS...]: an agent on host I running workers/behave.sh in the background
+# (behaviours from BEHAVE_* in the environment), its pid in $!.
+behave_host() {
+  local i=$1 log=$2 nnodes=$3; shift 3
+  local conf=keep_alive_interval=0.5,keep_alive_max_attempt=3,last_call_timeout=1
+  ((i == 0)) && conf="is_host=1,$conf"
+  ip netns exec "${NS3[$i]}" "$ACCEL" launch --nnodes "$nnodes" --nproc_per_node 2 --rdzv_backend c10d \
+    --rdzv_endpoint "${ADDR3[0]}:29611" --rdzv_timeout 60 --rdzv_conf "$conf" "$@" \
+    "$W/behave.sh" "$MARKER" >"$SCRATCH/$log" 2>&1 &
+}
+# files_count GLOB N: waits (at most 60 s) for N files in $OUT_DIR matching GLOB.
+files_count() {
+  local i
+  for i in $(seq 1 1200); do
+    (($(compgen -G "$OUT_DIR/$1" | wc -l) >= $2)) && return 0
+    sleep 0.05
+  done
+  fail "fewer than $2 files $1 in 60 s: $(ls "$OUT_DIR")"
+}
+no_worker_left() { ! pgrep -f "$MARKER" >/dev/null || fail "workers left: $(pgrep -af "$MARKER")"; }
+
+elastic_store_host() {
+  export BEHAVE_DEFAULT=ready-sleep
+  behave_host 0 h1.out 2:3; p1=$!
+  behave_host 1 h2.out 2:3; p2=$!
+  behave_host 2 h3.out 2:3; p3=$!
+  files_count 'ready.*' 6
+  local start=$(date +%s%N) r2 r3
+  { ip netns pids "${NS3[0]}" | xargs -r kill -KILL 2>/dev/null || true; }   # host 1: its agent, its store, its workers
+  set +e; wait $p2; r2=$?; wait $p3; r3=$?; set -e
+  local ms=$((($(date +%s%N) - start) / 1000000))
+  echo "host 1 (the store's host) killed: hosts 2 and 3 ended ${ms} ms later (exit $r2, $r3)"
+  for h in h2 h3; do
+    expect_contains "$(cat "$SCRATCH/$h.out")" "lost contact with the master agent's store at ${ADDR3[0]}:29611"
+    expect_contains "$(cat "$SCRATCH/$h.out")" "the job cannot go on without the machine that hosts its store"
+  done
+  [[ $r2 != 0 && $r3 != 0 ]] || fail "hosts 2 and 3 exited $r2 $r3 without the store"
+  ((ms <= 10000)) || fail "hosts 2 and 3 took ${ms} ms to end (want <= 10000)"
+  no_worker_left
+  echo "host 2 said:"; grep -E "lost|culprit|exits" "$SCRATCH/h2.out" | sed 's/^/  /' 
+}
+
+elastic_spares() {
+  export BEHAVE_DEFAULT=sleep-while-world:0   # never world 0: every rank finishes once go exists
+  behave_host 0 h1.out 1:2; p1=$!
+  behave_host 1 h2.out 1:2; p2=$!
+  files_count 'up.*' 4
+  behave_host 2 h3.out 1:2; p3=$!
+  said "spare" "$SCRATCH/h3.out"
+  touch "$OUT_DIR/go"
+  local r1 r2 r3
+  set +e; wait $p1; r1=$?; wait $p2; r2=$?; wait $p3; r3=$?; set -e
+  [[ $r1 == 0 && $r2 == 0 && $r3 == 0 ]] || fail "agents exited $r1 $r2 $r3: $(cat "$SCRATCH"/h*.out)"
+  for r in 0 1 2 3; do [[ $(cat "$OUT_DIR/done.0.$r") == "world=4 restart=0" ]] || fail "rank $r: $(cat "$OUT_DIR/done.0.$r" 2>&1)"; done
+  [[ ! -e $OUT_DIR/started.4 ]] || fail "the spare's workers ran"
+  expect_contains "$(cat "$SCRATCH/h1.out")" "machine 0 of 2: ranks 0..1 of 4"
+  echo "host 3 said:"; grep -i "spare" "$SCRATCH/h3.out" | sed 's/^/  /'
+}
+
+elastic_counted_once() {
+  export BEHAVE_DEFAULT=sleep-until-attempt:1 BEHAVE_5=fail-in-attempt:0:5
+  behave_host 0 h1.out 3 --max_restarts 1; p1=$!
+  behave_host 1 h2.out 3 --max_restarts 1; p2=$!
+  behave_host 2 h3.out 3 --max_restarts 1; p3=$!
+  local r1 r2 r3
+  set +e; wait $p1; r1=$?; wait $p2; r2=$?; wait $p3; r3=$?; set -e
+  [[ $r1 == 0 && $r2 == 0 && $r3 == 0 ]] || fail "agents exited $r1 $r2 $r3: $(cat "$SCRATCH"/h*.out)"
+  for r in 0 1 2 3 4 5; do [[ $(cat "$OUT_DIR/done.1.$r") == "world=6 restart=1" ]] || fail "rank $r: $(cat "$OUT_DIR/done.1.$r" 2>&1)"; done
+  for h in h1 h2 h3; do
+    expect_contains "$(cat "$SCRATCH/$h.out")" "(1 of 1 restarts, counted for the whole job)"
+  done
+  [[ -z $(compgen -G "$OUT_DIR/done.2.*") ]] || fail "a third attempt ran"
 }
 
 case $CASE in
@@ -51,7 +149,7 @@ training)
   host 2 h3.out; p3=$!
   step_reached "^1[0-9] world=6 restart=0"
   start=$(date +%s%N)
-  ip netns pids "${NS3[2]}" | xargs -r kill -KILL   # host 3 dies: its agent and its workers
+  { ip netns pids "${NS3[2]}" | xargs -r kill -KILL 2>/dev/null || true; }   # host 3 dies: its agent and its workers
   step_reached "world=4 restart=1"
   echo "host 3 killed: the survivors' next step, as 2 x 2 from the checkpoint, came $((($(date +%s%N) - start) / 1000000)) ms later"
   host 2 h3b.out; p3=$!   # host 3 comes back
@@ -76,6 +174,53 @@ training)
   grep -E "machine [0-9] of|lost|restarting|waiting to join|stopping the workers" "$SCRATCH/h1.out" | sed 's/^/  /'
   echo "host 3, back:"
   grep -E "machine [0-9] of|spare" "$SCRATCH/h3b.out" | sed 's/^/  /'
+  ;;
+example)
+  [[ -x $EXAMPLE ]] || fail "usage: netns_elastic.sh example ACCEL FASHION_MNIST"
+  steps=200 CKPT=$SCRATCH/ckpt
+  train=(--model mlp --global_batch 48 --steps $steps --checkpoint_every 10 --no-progress)
+  expect_exit 0 "$ACCEL" launch -n 4 --cpu "$EXAMPLE" "${train[@]}" --checkpoint_dir "$SCRATCH/refckpt"
+  ref=$OUT
+  conf=keep_alive_interval=0.5,keep_alive_max_attempt=3
+  job=(--nnodes 2:3 --nproc_per_node 2 --rdzv_backend c10d --rdzv_endpoint "${ADDR3[0]}:29611"
+       --max_restarts 2 --rdzv_timeout 120 --cpu)
+  host() {  # host I LOG [RDZV_CONF]: an agent on host I, in the background; its pid in $!
+    ip netns exec "${NS3[$1]}" "$ACCEL" launch "${job[@]}" --rdzv_conf "${3:-$conf}" "$EXAMPLE" \
+      "${train[@]}" --checkpoint_dir "$CKPT" >"$SCRATCH/$2" 2>&1 &
+  }
+  host 0 h1.out "is_host=1,$conf"; p1=$!
+  host 1 h2.out; p2=$!
+  host 2 h3.out; p3=$!
+  said "checkpoint at step 20 on 6 processes"
+  start=$(date +%s%N)
+  { ip netns pids "${NS3[2]}" | xargs -r kill -KILL 2>/dev/null || true; }   # host 3 dies: its agent and its workers
+  said "resumed from $CKPT/latest at step [0-9]+ on 4 processes"
+  echo "host 3 killed: the survivors resumed as 2 x 2 from the checkpoint $((($(date +%s%N) - start) / 1000000)) ms later"
+  said "checkpoint at step [0-9]+ on 4 processes"
+  host 2 h3b.out; p3=$!   # host 3 comes back
+  said "resumed from $CKPT/latest at step [0-9]+ on 6 processes"
+  set +e; wait $p1; r1=$?; wait $p2; r2=$?; wait $p3; r3=$?; set -e
+  all="$(cat "$SCRATCH/h1.out") $(cat "$SCRATCH/h2.out") $(cat "$SCRATCH/h3b.out")"
+  [[ $r1 == 0 && $r2 == 0 && $r3 == 0 ]] || fail "agents exited $r1 $r2 $r3: $all"
+  # Each round resumed where the last checkpoint left off, and the job ended at its last step.
+  rounds=$(grep -ohE "resumed from [^ ]+ at step [0-9]+ on [0-9]+ processes" "$SCRATCH"/h*.out | sed 's/.* at //')
+  echo "rounds resumed at: $(paste -sd, <<<"$rounds")"
+  [[ $(wc -l <<<"$rounds") == 2 ]] || fail "expected two resumed rounds: $rounds"
+  report=$(grep -h "model mlp, 6 processes ([a-z]*), fp32: " "$SCRATCH"/h*.out) || fail "no final report on 6 processes: $all"
+  expect_contains "$report" "(job step $steps)"
+  value() { sed -n "s/.*$1 \([0-9.]*\).*/\1/p" <<<"$2"; }
+  loss=$(value "final loss" "$report") refloss=$(value "final loss" "$ref")
+  accuracy=$(value "test accuracy" "$report") refaccuracy=$(value "test accuracy" "$ref")
+  echo "final loss $loss, never-failed run $refloss; test accuracy $accuracy%, never-failed $refaccuracy%"
+  # The README's tolerance: the same samples per step, summed in another order (6 or 4 ranks,
+  # Gloo or shared memory), in fp32: the final loss within 1e-3 relative, accuracy within 0.3 points.
+  awk -v a="$loss" -v b="$refloss" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-3 * b) }' ||
+    fail "final loss $loss differs from the never-failed run's $refloss by more than 1e-3 relative"
+  awk -v a="$accuracy" -v b="$refaccuracy" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.3) }' ||
+    fail "test accuracy $accuracy% differs from the never-failed run's $refaccuracy% by more than 0.3"
+  ;;
+store_host|spares|counted_once)
+  "elastic_$CASE"
   ;;
 kubeflow_elastic)
   # Three pods of a PyTorchJob with elasticPolicy (min 2, max 3, c10d, maxRestarts 3, 2 processes
