@@ -1,6 +1,7 @@
 #include "probes/gpu_probe.h"
 
 #include <dlfcn.h>
+#include <signal.h>
 
 namespace accel::probes {
 namespace {
@@ -25,6 +26,27 @@ class Library {
   void* handle_;
 };
 
+// Every signal blocked in this thread while it lives, then the mask as it was. The driver
+// libraries start threads of their own when loaded or initialised (libcuda.so.1 does, even with
+// no GPU), and a new thread inherits its creator's mask: created with everything blocked, those
+// threads never take the agent's SIGINT or SIGTERM, which the supervisor reads from a signalfd
+// (a signal delivered to a thread that does not block it runs the default action: the agent
+// dies on Ctrl-C instead of forwarding it).
+class SignalsBlocked {
+ public:
+  SignalsBlocked() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &previous_);
+  }
+  ~SignalsBlocked() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  SignalsBlocked(const SignalsBlocked&) = delete;
+  SignalsBlocked& operator=(const SignalsBlocked&) = delete;
+
+ private:
+  sigset_t previous_;
+};
+
 // CUDA driver API signatures (cuda.h), declared here so nothing CUDA is needed to build.
 using CuInit = int (*)(unsigned);
 using CuDriverGetVersion = int (*)(int*);
@@ -40,6 +62,7 @@ using NvmlSystemGetDriverVersion = int (*)(char*, unsigned);
 using NcclGetVersion = int (*)(int*);
 
 void probeCuda(GpuInfo& info) {
+  SignalsBlocked blocked;
   Library cuda("libcuda.so.1");
   if (!cuda.loaded()) {
     info.cuda_status = "no NVIDIA driver (libcuda.so.1 not found)";
@@ -90,6 +113,7 @@ void probeCuda(GpuInfo& info) {
 }
 
 void probeNvml(GpuInfo& info) {
+  SignalsBlocked blocked;
   Library nvml("libnvidia-ml.so.1");
   auto init = nvml.symbol<NvmlInit>("nvmlInit_v2");
   auto shutdown = nvml.symbol<NvmlShutdown>("nvmlShutdown");
@@ -101,6 +125,7 @@ void probeNvml(GpuInfo& info) {
 }
 
 void probeNccl(GpuInfo& info) {
+  SignalsBlocked blocked;
   Library nccl("libnccl.so.2");
   if (!nccl.loaded()) {
     info.nccl_status = "libnccl.so.2 not found";
