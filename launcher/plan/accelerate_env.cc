@@ -21,6 +21,8 @@ bool truthy(const json& v) {
   return true;
 }
 
+// Callers that keep the value copy it: g++ 14's -Wdangling-reference (the CUDA build,
+// scripts/cuda_build.sh) cannot tell that the result does not refer to the key's temporary.
 const json& arg(const AccelerateArgs& args, const std::string& key) {
   static const json none;
   auto it = args.find(key);
@@ -54,7 +56,7 @@ int intFromEnv(const probes::Environment& env, std::initializer_list<const char*
 // OMP_NUM_THREADS as `_validate_launch_command` chooses num_cpu_threads_per_process.
 std::string ompThreads(const AccelerateArgs& args, const AccelerateFacts& f,
                        const probes::Environment& parent) {
-  const json& flag = arg(args, "num_cpu_threads_per_process");
+  const json flag = arg(args, "num_cpu_threads_per_process");
   if (!flag.is_null()) return pythonStr(flag);
   int threads = intFromEnv(parent, {"OMP_NUM_THREADS"}, 1);
   if (f.use_cpu && f.num_processes >= 1 && intFromEnv(parent, {"OMP_NUM_THREADS"}, 0) == 0) {
@@ -82,7 +84,7 @@ void fp8Env(const AccelerateArgs& args, Env& e) {
 }
 
 void dynamoEnv(const AccelerateArgs& args, Env& e) {
-  const json& backend = arg(args, "dynamo_backend");
+  const json backend = arg(args, "dynamo_backend");
   e["ACCELERATE_DYNAMO_BACKEND"] = upperCase(backend.is_null() ? "no" : pythonStr(backend));
   e["ACCELERATE_DYNAMO_MODE"] = pythonStr(arg(args, "dynamo_mode"));
   e["ACCELERATE_DYNAMO_USE_FULLGRAPH"] = pythonStr(arg(args, "dynamo_use_fullgraph"));
@@ -166,7 +168,7 @@ void megatronEnv(const AccelerateArgs& args, Env& e) {
                              "expert_tensor_parallel_size",
                              "calculate_per_token_loss",
                              "use_rotary_position_embeddings"}) {
-    const json& value = arg(args, std::string("megatron_lm_") + suffix);
+    const json value = arg(args, std::string("megatron_lm_") + suffix);
     if (!value.is_null()) e["MEGATRON_LM_" + upperCase(suffix)] = pythonStr(value);
   }
 }
@@ -181,7 +183,7 @@ void parallelismEnv(const AccelerateArgs& args, Env& e) {
     e["PARALLELISM_CONFIG_" + upperCase(key)] = s(key);
   }
   auto above1 = [&](const char* key) {
-    const json& v = arg(args, std::string("parallelism_config_") + key);
+    const json v = arg(args, std::string("parallelism_config_") + key);
     return v.is_number() && v.get<double>() > 1;
   };
   if (above1("cp_size")) e["PARALLELISM_CONFIG_CP_COMM_STRATEGY"] = s("cp_comm_strategy");
@@ -219,7 +221,7 @@ void deepspeedEnv(const AccelerateArgs& args, const AccelerateFacts& f,
       {"deepspeed_config_file", "ACCELERATE_DEEPSPEED_CONFIG_FILE", false},
       {"deepspeed_moe_layer_cls_names", "ACCELERATE_DEEPSPEED_MOE_LAYER_CLS_NAMES", false}};
   for (const auto& [key, name, lowered] : optional) {
-    const json& value = arg(args, key);
+    const json value = arg(args, key);
     if (!value.is_null()) e[name] = lowered ? lowerCase(pythonStr(value)) : pythonStr(value);
   }
 }
