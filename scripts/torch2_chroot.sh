@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # A real torch 2.x on Debian 12: Debian trixie (python3-torch 2.6, libtorch-dev 2.6) in a chroot.
 #
-#   scripts/torch2_chroot.sh ensure          build the chroot if it is missing or stale (idempotent)
-#   scripts/torch2_chroot.sh path            print its directory (exit 1 if it is not built)
-#   scripts/torch2_chroot.sh check           exit 0 if usable here, else 77 and the reason on stderr
-#   scripts/torch2_chroot.sh run CMD [ARG]…  run CMD inside it, in the current directory
+#   scripts/torch2_chroot.sh [--cuda] ensure          build the chroot if it is missing or stale (idempotent)
+#   scripts/torch2_chroot.sh [--cuda] path            print its directory (exit 1 if it is not built)
+#   scripts/torch2_chroot.sh [--cuda] check           exit 0 if usable here, else 77 and the reason on stderr
+#   scripts/torch2_chroot.sh [--cuda] run CMD [ARG]…  run CMD inside it, in the current directory
+#
+# --cuda: another chroot, trixie's CUDA build of the same LibTorch 2.6 (libtorch-cuda-dev, from
+# `contrib`), NCCL 2.22 (libnccl-dev) and the CUDA 12.4 toolkit (nvidia-cuda-toolkit, `non-free`),
+# to compile and link libaccel's GPU path here (scripts/cuda_build.sh). libtorch-cuda-2.6 depends
+# on nvidia-cudnn, which in Debian is an installer that downloads cuDNN from NVIDIA at install
+# time and cannot work here; a local placeholder package of that name (built with equivs, its
+# description says what it is) satisfies the dependency, and nothing provides libcudnn.so.9:
+# programs linked against libtorch_cuda link (with --allow-shlib-undefined) but cannot start in
+# this chroot. It compiles and links the GPU path; running it needs a machine with a GPU.
 #
 # The chroot is made once with debootstrap from the mirror apt already uses and cached under
 # ${ACCEL_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/accel}/chroots/ (beside ccache's cache), so the
@@ -18,22 +27,33 @@
 set -euo pipefail
 
 suite=trixie
-# Bump when the package list changes: a cached chroot with another stamp is rebuilt.
-stamp="v2 $suite python3-torch libtorch-dev openmpi-bin"
-packages=(
-  # the torch 2.x python client and LibTorch 2.6 with Gloo
-  python3-torch python3-yaml libtorch-dev libgloo-dev
-  # to build accel, libaccel and their tests against LibTorch 2.6
-  cmake g++ make ccache pkg-config libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libspdlog-dev
-  libboost-dev libgtest-dev libgmock-dev zlib1g-dev
-  # Open MPI's mpirun, so that accelerate 1.x's mpirun launcher can be recorded
-  # (scripts/accelerate_fixtures) instead of stopping at "mpirun or mpiexec were not found"
-  openmpi-bin
-)
+# to build accel, libaccel and their tests against LibTorch 2.6
+build_tools=(cmake g++ make ccache pkg-config libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
+  libspdlog-dev libboost-dev libgtest-dev libgmock-dev zlib1g-dev)
+if [[ ${1:-} == --cuda ]]; then
+  shift
+  flavour=cuda components=main,contrib,non-free
+  stamp="v1 $suite-cuda libtorch-cuda-dev libnccl-dev nvidia-cuda-toolkit"
+  packages=(libtorch-cuda-dev libgloo-cuda-dev libnccl-dev nvidia-cuda-toolkit "${build_tools[@]}")
+else
+  flavour=torch components=main
+  # Bump when the package list changes: a cached chroot with another stamp is rebuilt.
+  stamp="v2 $suite python3-torch libtorch-dev openmpi-bin"
+  packages=(
+    # the torch 2.x python client and LibTorch 2.6 with Gloo
+    python3-torch python3-yaml libtorch-dev libgloo-dev
+    "${build_tools[@]}"
+    # Open MPI's mpirun, so that accelerate 1.x's mpirun launcher can be recorded
+    # (scripts/accelerate_fixtures) instead of stopping at "mpirun or mpiexec were not found"
+    openmpi-bin
+  )
+fi
 
 self=$(readlink -f "$0")
 cache_dir=${ACCEL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/accel}
-root=$cache_dir/chroots/$suite-torch
+root=$cache_dir/chroots/$suite-$flavour
+cuda_flag=()
+[[ $flavour == cuda ]] && cuda_flag=(--cuda)
 
 die() { echo "torch2_chroot: $*" >&2; exit 1; }
 
@@ -50,7 +70,7 @@ is_built() { [[ -f "$root/.accel-stamp" && "$(cat "$root/.accel-stamp")" == "$st
 why_unusable() {
   ((EUID == 0)) || { echo "needs root (debootstrap, chroot and mount); running as uid $EUID"; return; }
   command -v unshare >/dev/null || { echo "unshare (util-linux) is missing"; return; }
-  is_built || echo "the chroot is not built ($root); run scripts/torch2_chroot.sh ensure"
+  is_built || echo "the chroot is not built ($root); run scripts/torch2_chroot.sh ${cuda_flag[*]} ensure"
 }
 
 # Runs "$@" in the chroot at $1 with the mounts described above, in a private mount namespace.
@@ -93,7 +113,8 @@ build() {
   # An interrupted build leaves only this temporary directory, which is removed here.
   trap 'rm -rf --one-file-system "$tmp"' EXIT
   echo "torch2_chroot: debootstrap $suite from $url into $tmp (about a minute)"
-  debootstrap --variant=minbase --include=python3,ca-certificates "$suite" "$tmp" "$url" >"$tmp.log" 2>&1 ||
+  debootstrap --variant=minbase --components="$components" --include=python3,ca-certificates \
+    "$suite" "$tmp" "$url" >"$tmp.log" 2>&1 ||
     { tail -20 "$tmp.log" >&2; rm -f "$tmp.log"; die "debootstrap $suite from $url failed"; }
   rm -f "$tmp.log"
   echo "torch2_chroot: installing ${packages[*]} (about 3 minutes)"
@@ -102,16 +123,48 @@ build() {
     cd /
     # The chroot's _apt user cannot read what root made in it; root downloads (no warning).
     apt=(apt-get -q -o APT::Sandbox::User=root)
-    "$self" __enter "$tmp" "${apt[@]}" update >/dev/null
-    "$self" __enter "$tmp" "${apt[@]}" install -y --no-install-recommends "${packages[@]}" >/dev/null
-    "$self" __enter "$tmp" "${apt[@]}" clean
-    "$self" __enter "$tmp" /usr/bin/python3 -c 'import torch.distributed as d; assert d.is_available()'
-  ) || die "installing the packages in the $suite chroot failed (or its torch cannot import)"
+    "$self" "${cuda_flag[@]}" __enter "$tmp" "${apt[@]}" update >/dev/null
+    [[ $flavour == cuda ]] && cudnn_placeholder "$tmp" "${apt[@]}"
+    "$self" "${cuda_flag[@]}" __enter "$tmp" "${apt[@]}" install -y --no-install-recommends "${packages[@]}" >/dev/null
+    "$self" "${cuda_flag[@]}" __enter "$tmp" "${apt[@]}" clean
+    if [[ $flavour == cuda ]]; then
+      "$self" --cuda __enter "$tmp" nvcc --version | tail -2
+    else
+      "$self" __enter "$tmp" /usr/bin/python3 -c 'import torch.distributed as d; assert d.is_available()'
+    fi
+  ) || die "installing the packages in the $suite-$flavour chroot failed (or its torch cannot import)"
   echo "$stamp" >"$tmp/.accel-stamp"
   rm -rf --one-file-system "$root"
   mv "$tmp" "$root"
   trap - EXIT
-  echo "torch2_chroot: ready at $root ($("$self" run /usr/bin/python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null))"
+  if [[ $flavour == cuda ]]; then
+    echo "torch2_chroot: ready at $root (LibTorch 2.6 with CUDA, no cuDNN: builds, does not run)"
+  else
+    echo "torch2_chroot: ready at $root ($("$self" run /usr/bin/python3 -c 'import torch; print("torch", torch.__version__)' 2>/dev/null))"
+  fi
+}
+
+# cudnn_placeholder DIR APT...: installs in the chroot at DIR a local package named nvidia-cudnn
+# (built with equivs) that stands for Debian's cuDNN installer, which cannot download here.
+cudnn_placeholder() {
+  local dir=$1 work
+  shift
+  "$self" --cuda __enter "$dir" "$@" install -y --no-install-recommends equivs >/dev/null
+  work=$(mktemp -d /tmp/accel-cudnn-XXXXXX)  # /tmp is the same directory inside the chroot
+  cat >"$work/nvidia-cudnn.ctl" <<'CTL'
+Section: non-free/libs
+Priority: optional
+Standards-Version: 4.7.0
+Package: nvidia-cudnn
+Version: 9.0.0.312~cuda12
+Description: placeholder for Debian's cuDNN installer (accel's build-only CUDA chroot)
+ libtorch-cuda-2.6 depends on nvidia-cudnn, which downloads cuDNN from NVIDIA at install time
+ and cannot work on a machine without that access. This package only satisfies the dependency:
+ no libcudnn is installed, so programs linked against libtorch_cuda cannot start here.
+CTL
+  "$self" --cuda __enter "$dir" sh -c "cd '$work' && equivs-build nvidia-cudnn.ctl >build.log 2>&1 &&
+    dpkg -i '$work'/nvidia-cudnn_*.deb >/dev/null" || { tail -20 "$work/build.log"; rm -rf "$work"; return 1; }
+  rm -rf "$work"
 }
 
 case "${1:-}" in
