@@ -104,7 +104,7 @@ std::unique_ptr<torch::optim::Optimizer> makeOptimizer(Model& model, const Optio
 
 // What the training loop measured (first_loss is rank 0's; last_loss this rank's).
 struct TrainStats {
-  int64_t steps = 0;         // optimizer steps of this run
+  int64_t steps = 0;         // batches trained in this run
   double first_step_s = -1;  // from the start of the run to the end of the first step
   float first_loss = 0;
   torch::Tensor last_loss;
@@ -132,8 +132,13 @@ int64_t rankBatch(const Options& o, const accel::Accelerator& acc) {
 
 // --checkpoint_dir: the job's last checkpoint, replaced whole (saveState) every
 // --checkpoint_every optimizer steps; rank 0 says so, which is how a watcher follows the job.
+// Only after the batch that ended a step: with gradient accumulation the batches inside a window
+// leave the step count as it was, and would save the same step again.
 void checkpointIfDue(const Options& o, accel::Accelerator& acc) {
-  if (o.checkpoint_dir.empty() || acc.stepCount() % o.checkpoint_every != 0) return;
+  if (o.checkpoint_dir.empty() || !acc.syncGradients() ||
+      acc.stepCount() % o.checkpoint_every != 0) {
+    return;
+  }
   acc.saveState(o.checkpoint_dir + "/latest");
   acc.print("checkpoint at step " + std::to_string(acc.stepCount()) + " on " +
             std::to_string(acc.numProcesses()) + " processes");
