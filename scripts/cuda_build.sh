@@ -45,7 +45,7 @@ for exe in "$build_dir"/tests/*_tests; do
     continue
   fi
   if chroot_run "$exe" --gtest_brief=1 >"$log" 2>&1; then
-    ran+=("$name ($(grep -c '^' <<<"$(grep -v '^ ' <<<"$out")") suites)")
+    ran+=("$name ($(grep -vc '^ ' <<<"$out") suites)")
   else
     tail -30 "$log"
     echo "cuda_build: $name failed" >&2

@@ -27,6 +27,8 @@
 set -euo pipefail
 
 suite=trixie
+# Each flavour's stamp: bump it when its package list changes (a cached chroot with another stamp
+# is rebuilt).
 # to build accel, libaccel and their tests against LibTorch 2.6
 build_tools=(cmake g++ make ccache pkg-config libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
   libspdlog-dev libboost-dev libgtest-dev libgmock-dev zlib1g-dev)
@@ -37,7 +39,6 @@ if [[ ${1:-} == --cuda ]]; then
   packages=(libtorch-cuda-dev libgloo-cuda-dev libnccl-dev nvidia-cuda-toolkit "${build_tools[@]}")
 else
   flavour=torch components=main
-  # Bump when the package list changes: a cached chroot with another stamp is rebuilt.
   stamp="v2 $suite python3-torch libtorch-dev openmpi-bin"
   packages=(
     # the torch 2.x python client and LibTorch 2.6 with Gloo
@@ -123,12 +124,12 @@ build() {
     cd /
     # The chroot's _apt user cannot read what root made in it; root downloads (no warning).
     apt=(apt-get -q -o APT::Sandbox::User=root)
-    "$self" "${cuda_flag[@]}" __enter "$tmp" "${apt[@]}" update >/dev/null
+    "$self" __enter "$tmp" "${apt[@]}" update >/dev/null
     [[ $flavour == cuda ]] && cudnn_placeholder "$tmp" "${apt[@]}"
-    "$self" "${cuda_flag[@]}" __enter "$tmp" "${apt[@]}" install -y --no-install-recommends "${packages[@]}" >/dev/null
-    "$self" "${cuda_flag[@]}" __enter "$tmp" "${apt[@]}" clean
+    "$self" __enter "$tmp" "${apt[@]}" install -y --no-install-recommends "${packages[@]}" >/dev/null
+    "$self" __enter "$tmp" "${apt[@]}" clean
     if [[ $flavour == cuda ]]; then
-      "$self" --cuda __enter "$tmp" nvcc --version | tail -2
+      "$self" __enter "$tmp" nvcc --version | tail -2
     else
       "$self" __enter "$tmp" /usr/bin/python3 -c 'import torch.distributed as d; assert d.is_available()'
     fi
@@ -149,7 +150,7 @@ build() {
 cudnn_placeholder() {
   local dir=$1 work
   shift
-  "$self" --cuda __enter "$dir" "$@" install -y --no-install-recommends equivs >/dev/null
+  "$self" __enter "$dir" "$@" install -y --no-install-recommends equivs >/dev/null
   work=$(mktemp -d /tmp/accel-cudnn-XXXXXX)  # /tmp is the same directory inside the chroot
   cat >"$work/nvidia-cudnn.ctl" <<'CTL'
 Section: non-free/libs
@@ -162,7 +163,7 @@ Description: placeholder for Debian's cuDNN installer (accel's build-only CUDA c
  and cannot work on a machine without that access. This package only satisfies the dependency:
  no libcudnn is installed, so programs linked against libtorch_cuda cannot start here.
 CTL
-  "$self" --cuda __enter "$dir" sh -c "cd '$work' && equivs-build nvidia-cudnn.ctl >build.log 2>&1 &&
+  "$self" __enter "$dir" sh -c "cd '$work' && equivs-build nvidia-cudnn.ctl >build.log 2>&1 &&
     dpkg -i '$work'/nvidia-cudnn_*.deb >/dev/null" || { tail -20 "$work/build.log"; rm -rf "$work"; return 1; }
   rm -rf "$work"
 }
