@@ -128,6 +128,31 @@ elastic_counted_once() {
   [[ -z $(compgen -G "$OUT_DIR/done.2.*") ]] || fail "a third attempt ran"
 }
 
+# The kill-and-rejoin cases (training, example): 3 hosts x 2 ranks, --nnodes 2:3 over a c10d
+# endpoint on host 1, keep-alives every 0.5 s. Each case sets `job` (its launch flags after these)
+# and `run` (the script and its arguments).
+conf=keep_alive_interval=0.5,keep_alive_max_attempt=3
+elastic_job=(--nnodes 2:3 --nproc_per_node 2 --rdzv_backend c10d --rdzv_endpoint "${ADDR3[0]}:29611"
+  --max_restarts 2 --rdzv_timeout 120)
+host() {  # host I LOG [RDZV_CONF]: an agent on host I, in the background; its pid in $!
+  ip netns exec "${NS3[$1]}" "$ACCEL" launch "${elastic_job[@]}" "${job[@]}" --rdzv_conf "${3:-$conf}" \
+    "${run[@]}" >"$SCRATCH/$2" 2>&1 &
+}
+three_hosts() { host 0 h1.out "is_host=1,$conf"; p1=$!; host 1 h2.out; p2=$!; host 2 h3.out; p3=$!; }
+kill_host3() {  # everything in host 3's namespace, its agent and its workers; the time in KILLED_AT
+  KILLED_AT=$(date +%s%N)
+  { ip netns pids "${NS3[2]}" | xargs -r kill -KILL 2>/dev/null || true; }
+}
+ms_since_kill() { echo $((($(date +%s%N) - KILLED_AT) / 1000000)); }
+host3_back() { host 2 h3b.out; p3=$!; }
+# three_hosts_succeed: waits for the three agents (host 3's second one); each must exit 0. Sets $all.
+three_hosts_succeed() {
+  local r1 r2 r3
+  set +e; wait $p1; r1=$?; wait $p2; r2=$?; wait $p3; r3=$?; set -e
+  all="$(cat "$SCRATCH/h1.out") $(cat "$SCRATCH/h2.out") $(cat "$SCRATCH/h3b.out")"
+  [[ $r1 == 0 && $r2 == 0 && $r3 == 0 ]] || fail "agents exited $r1 $r2 $r3: $all"
+}
+
 case $CASE in
 training)
   steps=80
@@ -137,26 +162,16 @@ training)
   expect_exit 0 "$ACCEL" launch -n 2 --cpu --python /usr/bin/python3 "$W/elastic_train.py" \
     "$SCRATCH/refckpt" $steps 5 "$SCRATCH/ref" 0
   ref=$(sed -n 's/.*loss=//p' "$SCRATCH/ref/result")
-  conf=keep_alive_interval=0.5,keep_alive_max_attempt=3
-  job=(--nnodes 2:3 --nproc_per_node 2 --rdzv_backend c10d --rdzv_endpoint "${ADDR3[0]}:29611"
-       --max_restarts 2 --rdzv_timeout 120 --python /usr/bin/python3)
+  job=(--python /usr/bin/python3)
   run=("$W/elastic_train.py" "$CKPT" $steps 5 "$TRAIN")
-  host() {  # host I LOG [RDZV_CONF]: an agent on host I, in the background; its pid in $!
-    ip netns exec "${NS3[$1]}" "$ACCEL" launch "${job[@]}" --rdzv_conf "${3:-$conf}" "${run[@]}" >"$SCRATCH/$2" 2>&1 &
-  }
-  host 0 h1.out "is_host=1,$conf"; p1=$!
-  host 1 h2.out; p2=$!
-  host 2 h3.out; p3=$!
+  three_hosts
   step_reached "^1[0-9] world=6 restart=0"
-  start=$(date +%s%N)
-  { ip netns pids "${NS3[2]}" | xargs -r kill -KILL 2>/dev/null || true; }   # host 3 dies: its agent and its workers
+  kill_host3
   step_reached "world=4 restart=1"
-  echo "host 3 killed: the survivors' next step, as 2 x 2 from the checkpoint, came $((($(date +%s%N) - start) / 1000000)) ms later"
-  host 2 h3b.out; p3=$!   # host 3 comes back
+  echo "host 3 killed: the survivors' next step, as 2 x 2 from the checkpoint, came $(ms_since_kill) ms later"
+  host3_back
   step_reached "world=6 restart=1"
-  set +e; wait $p1; r1=$?; wait $p2; r2=$?; wait $p3; r3=$?; set -e
-  all="$(cat "$SCRATCH/h1.out") $(cat "$SCRATCH/h2.out") $(cat "$SCRATCH/h3b.out")"
-  [[ $r1 == 0 && $r2 == 0 && $r3 == 0 ]] || fail "agents exited $r1 $r2 $r3: $all"
+  three_hosts_succeed
   expect_contains "$(cat "$SCRATCH/h1.out")" "lost (no keep-alive)"
   expect_contains "$(cat "$SCRATCH/h1.out")" "(1 of 2 restarts, counted for the whole job)"
   expect_contains "$(cat "$SCRATCH/h1.out")" "a machine is waiting to join (the group has 2 of at most 3): the group re-forms to take it (not counted as a restart)"
@@ -181,27 +196,17 @@ example)
   train=(--model mlp --global_batch 48 --steps $steps --checkpoint_every 10 --no-progress)
   expect_exit 0 "$ACCEL" launch -n 4 --cpu "$EXAMPLE" "${train[@]}" --checkpoint_dir "$SCRATCH/refckpt"
   ref=$OUT
-  conf=keep_alive_interval=0.5,keep_alive_max_attempt=3
-  job=(--nnodes 2:3 --nproc_per_node 2 --rdzv_backend c10d --rdzv_endpoint "${ADDR3[0]}:29611"
-       --max_restarts 2 --rdzv_timeout 120 --cpu)
-  host() {  # host I LOG [RDZV_CONF]: an agent on host I, in the background; its pid in $!
-    ip netns exec "${NS3[$1]}" "$ACCEL" launch "${job[@]}" --rdzv_conf "${3:-$conf}" "$EXAMPLE" \
-      "${train[@]}" --checkpoint_dir "$CKPT" >"$SCRATCH/$2" 2>&1 &
-  }
-  host 0 h1.out "is_host=1,$conf"; p1=$!
-  host 1 h2.out; p2=$!
-  host 2 h3.out; p3=$!
+  job=(--cpu)
+  run=("$EXAMPLE" "${train[@]}" --checkpoint_dir "$CKPT")
+  three_hosts
   said "checkpoint at step 20 on 6 processes"
-  start=$(date +%s%N)
-  { ip netns pids "${NS3[2]}" | xargs -r kill -KILL 2>/dev/null || true; }   # host 3 dies: its agent and its workers
+  kill_host3
   said "resumed from $CKPT/latest at step [0-9]+ on 4 processes"
-  echo "host 3 killed: the survivors resumed as 2 x 2 from the checkpoint $((($(date +%s%N) - start) / 1000000)) ms later"
+  echo "host 3 killed: the survivors resumed as 2 x 2 from the checkpoint $(ms_since_kill) ms later"
   said "checkpoint at step [0-9]+ on 4 processes"
-  host 2 h3b.out; p3=$!   # host 3 comes back
+  host3_back
   said "resumed from $CKPT/latest at step [0-9]+ on 6 processes"
-  set +e; wait $p1; r1=$?; wait $p2; r2=$?; wait $p3; r3=$?; set -e
-  all="$(cat "$SCRATCH/h1.out") $(cat "$SCRATCH/h2.out") $(cat "$SCRATCH/h3b.out")"
-  [[ $r1 == 0 && $r2 == 0 && $r3 == 0 ]] || fail "agents exited $r1 $r2 $r3: $all"
+  three_hosts_succeed
   # Each round resumed where the last checkpoint left off, and the job ended at its last step.
   rounds=$(grep -ohE "resumed from [^ ]+ at step [0-9]+ on [0-9]+ processes" "$SCRATCH"/h*.out | sed 's/.* at //')
   echo "rounds resumed at: $(paste -sd, <<<"$rounds")"
