@@ -276,8 +276,7 @@ RoundDecision MachineGroup::endRound(AttemptReport& last, bool stopping) {
     rdzv_.expect_machines = decision.expect_machines;
     return decision;
   } catch (const Error& e) {
-    return {false, std::string("lost contact with the master agent's store at ") +
-                       rdzv_.store_address + " (" + e.what() + ")"};
+    return {false, masterStoreLost(rdzv_, e.what())};
   }
 }
 

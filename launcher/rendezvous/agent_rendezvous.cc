@@ -296,6 +296,11 @@ Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& 
   }
 }
 
+std::string masterStoreLost(const RendezvousOptions& o, const std::string& why) {
+  return "lost contact with the master agent's store at " + o.store_address + " (" + why +
+         "); the job cannot go on without the machine that hosts its store";
+}
+
 std::string failureKey(const RendezvousOptions& o) {
   return failureKeyPrefix(o) + std::to_string(o.round);
 }

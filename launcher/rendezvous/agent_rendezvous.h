@@ -100,6 +100,10 @@ std::string roundKeyPrefix(const RendezvousOptions& options);
 // Where machine M's agent keeps its `accel status` answer for the others: statusKeyPrefix + M.
 std::string statusKeyPrefix(const RendezvousOptions& options);
 
+// Why a machine stops when the master's store is gone (`why`: what the store client said): the
+// job's one point of failure, whichever wait noticed it.
+std::string masterStoreLost(const RendezvousOptions& options, const std::string& why);
+
 // Publishes `mine` as the job's first failure unless one is there already (one compare-and-set,
 // so exactly one machine's failure is the job's first). Returns the first failure when it is
 // another machine's, nullopt when it is `mine` (or the store cannot be reached: then nobody

@@ -230,8 +230,7 @@ void JobLink::onWatchFired() {
     JobFailure lost;
     lost.machine_rank = 0;
     lost.host = master_host_;
-    lost.reason = "lost contact with the master agent's store at " + rdzv_.store_address + " (" +
-                  e.what() + "); the job cannot go on without the machine that hosts its store";
+    lost.reason = masterStoreLost(rdzv_, e.what());
     post(LinkEvent{LinkEvent::Kind::kRemoteFailure, std::move(lost)});
   }
 }

@@ -128,8 +128,7 @@ Expected<RoundDecision> readDecision(store::Store& s, const RendezvousOptions& o
     return makeError("the master agent did not say within " + secondsText(timeout) +
                      " whether the job restarts");
   } catch (const Error& e) {
-    return makeError(std::string("lost contact with the master agent's store at ") +
-                     o.store_address + " (" + e.what() + ")");
+    return makeError(masterStoreLost(o, e.what()));
   } catch (const json::exception& e) {
     return makeError(std::string("malformed restart decision in the store: ") + e.what());
   }
