@@ -6,7 +6,16 @@ set(ACCEL_TORCH_VERSION "${Torch_VERSION}")
 set(ACCEL_HAVE_NCCL OFF)
 set(ACCEL_HAVE_NCCL_INT 0)
 set(ACCEL_CUDA_VERSION "")  # the CUDA toolkit libaccel's NCCL communicator is built with (accel env --check)
-if(NOT ACCEL_WITH_NCCL STREQUAL "OFF")
+# The NCCL communicator works on CUDA tensors, so it needs a LibTorch built with CUDA (its
+# TorchConfig sets TORCH_CUDA_LIBRARIES: c10_cuda, ...), not only the toolkit and libnccl.
+if(NOT ACCEL_WITH_NCCL STREQUAL "OFF" AND NOT TORCH_CUDA_LIBRARIES)
+  if(ACCEL_WITH_NCCL STREQUAL "ON")
+    message(FATAL_ERROR "ACCEL_WITH_NCCL=ON but this LibTorch (${TORCH_INSTALL_PREFIX}) has no CUDA: "
+                        "point CMAKE_PREFIX_PATH at a CUDA build (Debian's libtorch-cuda-dev, or "
+                        "pip's torch: python3 -c 'import torch.utils;print(torch.utils.cmake_prefix_path)')")
+  endif()
+  message(STATUS "accel: this LibTorch has no CUDA; building without the NCCL communicator")
+elseif(NOT ACCEL_WITH_NCCL STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_HOME}/include)
   find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_HOME}/lib)

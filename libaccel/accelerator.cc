@@ -17,6 +17,7 @@
 #include "accel/error.h"
 #include "libaccel/checkpoint/staged_dir.h"
 #include "libaccel/checkpoint/state_files.h"
+#include "libaccel/comm/device_choice.h"
 #include "libaccel/comm/from_environment.h"
 #include "libaccel/common/env_names.h"
 #include "libaccel/common/env_values.h"
@@ -41,6 +42,23 @@ MixedPrecision parsePrecision(const std::string& text) {
   throw Error(std::string(env::kMixedPrecision) + "='" + text + "' is not one of no, fp16, bf16");
 }
 
+// A collective's result on the host. On CUDA the host first waits for the communicator (so a
+// collective the watchdog aborted throws its error here, never yields garbage), then copies.
+at::Tensor readOnHost(Communicator& comm, const at::Tensor& tensor) {
+  comm.synchronize();
+  return tensor.cpu();
+}
+
+// LibTorch's optimizers keep their state per parameter in types of their own (SGD's momentum,
+// Adam's moments); a round trip through their archive, loaded onto `device`, moves all of it.
+void moveOptimizerState(torch::optim::Optimizer& optimizer, const torch::Device& device) {
+  if (optimizer.state().empty()) return;
+  const std::string bytes = checkpoint::encodeOptimizer(optimizer);
+  torch::serialize::InputArchive archive;
+  archive.load_from(bytes.data(), bytes.size(), device);
+  optimizer.load(archive);
+}
+
 // Runs this rank's part of a collective operation and tells every rank whether every part
 // succeeded: "" when they did, else this rank's own error, or which ranks failed.
 std::string agreeOnSuccess(Communicator& comm, const std::string& what,
@@ -51,11 +69,12 @@ std::string agreeOnSuccess(Communicator& comm, const std::string& what,
   } catch (const std::exception& e) {
     mine = e.what();
   }
-  const std::vector<at::Tensor> flags =
-      comm.allgather(at::full({1}, mine.empty() ? 0 : 1, at::kInt));
+  const at::Tensor flags = readOnHost(
+      comm, at::cat(comm.allgather(at::full({1}, mine.empty() ? 0 : 1,
+                                            at::TensorOptions(at::kInt).device(comm.device())))));
   if (!mine.empty()) return mine;
   std::string failed;
-  for (size_t r = 0; r < flags.size(); ++r) {
+  for (int64_t r = 0; r < flags.numel(); ++r) {
     if (flags[r].item<int>() != 0) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
   }
   return failed.empty() ? ""
@@ -65,7 +84,7 @@ std::string agreeOnSuccess(Communicator& comm, const std::string& what,
 
 // A name for this save's staging directory that every rank agrees on.
 uint64_t agreeOnToken(Communicator& comm) {
-  at::Tensor token = at::zeros({1}, at::kLong);
+  at::Tensor token = at::zeros({1}, at::TensorOptions(at::kLong).device(comm.device()));
   if (comm.rank() == 0) {
     std::random_device random;
     const uint64_t bits =
@@ -73,7 +92,7 @@ uint64_t agreeOnToken(Communicator& comm) {
     token.fill_(static_cast<int64_t>(bits >> 1));
   }
   comm.broadcast(token, 0);
-  return static_cast<uint64_t>(token.item<int64_t>());
+  return static_cast<uint64_t>(readOnHost(comm, token).item<int64_t>());
 }
 
 }  // namespace
@@ -139,12 +158,6 @@ Accelerator::Accelerator(AcceleratorOptions options)
   compression_ = options_.gradient_compression.value_or(compressionFromEnvironment());
   ACCEL_CHECK(accumulation_steps_ >= 1, "gradient_accumulation_steps must be at least 1, not ",
               accumulation_steps_);
-  // Debian's LibTorch has no CUDA, so the device is the CPU; fp16 would silently train in fp32
-  // there (accelerate's behaviour), which accel refuses.
-  if (mixed_precision_ == MixedPrecision::Fp16 && !torch::cuda::is_available()) {
-    throw Error(
-        "mixed precision fp16 needs a CUDA device and this LibTorch has none; use bf16 or no");
-  }
   const bool cpuOnly =
       options_.cpu.value_or(env::getString(env::kUseCpu).value_or("False") == "True");
   if (options_.communicator) {
@@ -159,6 +172,12 @@ Accelerator::Accelerator(AcceleratorOptions options)
   local_rank_ = options_.local_rank >= 0
                     ? options_.local_rank
                     : env::getInt(env::kLocalRank, options_.communicator ? comm_->rank() : 0);
+  device_ = chooseDevice(cpuOnly);
+  // fp16 on the CPU would silently train in fp32 (accelerate's behaviour), which accel refuses.
+  if (mixed_precision_ == MixedPrecision::Fp16 && !device_.is_cuda()) {
+    throw Error("mixed precision fp16 needs a CUDA device and this process trains on the CPU (" +
+                why_cpu_ + "); use bf16 or no");
+  }
   scaler_ = GradScaler([&] {
     GradScalerOptions o = options_.scaler;
     o.enabled = o.enabled && mixed_precision_ == MixedPrecision::Fp16;
@@ -172,9 +191,26 @@ Accelerator::Accelerator(AcceleratorOptions options)
 
 Accelerator::~Accelerator() = default;
 
+// A communicator given in code decides (its device); else device_choice.h's rule, the one the
+// communicator from the environment followed. GPUs left unused get one line on stderr.
+torch::Device Accelerator::chooseDevice(bool cpuOnly) {
+  if (options_.communicator) {
+    if (!comm_->device().is_cuda()) why_cpu_ = "the communicator given in code works on the CPU";
+    return comm_->device();
+  }
+  const comm::DeviceFacts facts = comm::deviceFactsFromEnvironment(cpuOnly);
+  const comm::DeviceChoice choice = comm::chooseDevice(facts);
+  why_cpu_ = choice.why_cpu;
+  if (!choice.device.is_cuda() && facts.visible_devices > 0 && !cpuOnly && local_rank_ == 0)
+    std::cerr << "accel: training on the CPU although CUDA devices are visible: " << why_cpu_
+              << "\n";
+  return choice.device;
+}
+
 void Accelerator::prepare(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
   ACCEL_CHECK(!model_, "prepare() was already called");
   model.to(device_);
+  moveOptimizerState(optimizer, device_);
   model_ = &model;
   optimizer_ = &optimizer;
   torch::NoGradGuard noGrad;
@@ -300,9 +336,9 @@ at::Tensor Accelerator::padAcrossProcesses(const at::Tensor& tensor, int64_t dim
                                            bool padFirst) {
   ACCEL_CHECK(dim >= 0 && dim < tensor.dim(), "padAcrossProcesses: dim ", dim,
               " is out of range for a ", tensor.dim(), "-d tensor");
-  at::Tensor size = at::full({1}, tensor.size(dim), at::kLong);
+  at::Tensor size = at::full({1}, tensor.size(dim), at::TensorOptions(at::kLong).device(device_));
   comm_->allreduce(size, ReduceOp::Max);
-  const int64_t target = size.item<int64_t>();
+  const int64_t target = readOnHost(*comm_, size).item<int64_t>();
   if (target == tensor.size(dim)) return tensor;
   auto shape = tensor.sizes().vec();
   shape[static_cast<size_t>(dim)] = target;
@@ -361,17 +397,27 @@ void Accelerator::writeOwnFiles(const checkpoint::StagedDir& staged) const {
         nlohmann::json{{"step", optimizer_steps_},
                        {"micro_step", micro_step_},
                        {"num_processes", numProcesses()},
+                       {"device_rng", device_.is_cuda()},
                        {"sizes", {{"model.pt", model.size()}, {"optimizer.pt", optimizer.size()}}}}
             .dump(2));
   }
-  at::Generator generator = at::detail::getDefaultCPUGenerator();
-  at::Tensor rngState;
-  {
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    rngState = generator.get_state();
+  const std::vector<std::string> rngFiles =
+      checkpoint::rngFilesToWrite(processIndex(), device_.is_cuda());
+  for (size_t k = 0; k < rngFiles.size(); ++k) {
+    at::Generator generator = rngGenerator(k);
+    at::Tensor state;
+    {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      state = generator.get_state();
+    }
+    staged.write(rngFiles[k], checkpoint::encodeTensor(state));
   }
-  staged.write("random_states_" + std::to_string(processIndex()) + ".pt",
-               checkpoint::encodeTensor(rngState));
+}
+
+// The generator whose state rngFilesToWrite's file `index` holds: the CPU's, then the device's.
+at::Generator Accelerator::rngGenerator(size_t index) const {
+  return index == 0 ? at::detail::getDefaultCPUGenerator()
+                    : at::globalContext().defaultGenerator(device_);
 }
 
 // Collective too: every rank reads and checks every file it needs before any state changes,
@@ -405,8 +451,8 @@ void Accelerator::loadOwnFiles(const std::string& dir) {
     }
   }
   torch::serialize::InputArchive model, optimizer;
-  checkpoint::readArchive(root / "model.pt", model);
-  checkpoint::readArchive(root / "optimizer.pt", optimizer);
+  checkpoint::readArchive(root / "model.pt", model, device_);
+  checkpoint::readArchive(root / "optimizer.pt", optimizer, device_);
   std::optional<std::pair<double, int>> scale;
   if (std::filesystem::exists(root / "scaler.json")) {
     const auto scaler = checkpoint::readJson(root / "scaler.json");
@@ -414,11 +460,11 @@ void Accelerator::loadOwnFiles(const std::string& dir) {
                   checkpoint::field<int>(scaler, "growth_tracker", root / "scaler.json"));
   }
   // A rank the saving job did not have starts from its own seed (loading on more processes).
-  at::Tensor rng;
-  if (processIndex() < savedProcesses) {
-    rng =
-        checkpoint::readTensor(root / ("random_states_" + std::to_string(processIndex()) + ".pt"));
-  }
+  std::vector<at::Tensor> rng;
+  const bool savedDeviceRng = state.value("device_rng", false);
+  for (const auto& file : checkpoint::rngFilesToRead(processIndex(), savedProcesses, savedDeviceRng,
+                                                     device_.is_cuda()))
+    rng.push_back(checkpoint::readTensor(root / file));
   try {
     model_->load(model);
   } catch (const std::exception& e) {
@@ -434,10 +480,10 @@ void Accelerator::loadOwnFiles(const std::string& dir) {
   if (scale) scaler_.setState(scale->first, scale->second);
   optimizer_steps_ = step;
   micro_step_ = microStep;
-  if (rng.defined()) {
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
+  for (size_t k = 0; k < rng.size(); ++k) {
+    at::Generator generator = rngGenerator(k);
     std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(rng);
+    generator.set_state(rng[k]);
   }
 }
 

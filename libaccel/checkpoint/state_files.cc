@@ -39,14 +39,27 @@ std::string encodeTensor(const at::Tensor& tensor) {
   return out.str();
 }
 
-void readArchive(const fs::path& path, torch::serialize::InputArchive& archive) {
+void readArchive(const fs::path& path, torch::serialize::InputArchive& archive,
+                 const torch::Device& device) {
   std::istringstream in(readFile(path));
   try {
-    archive.load_from(in);
+    archive.load_from(in, device);
   } catch (const std::exception& e) {
     throw Error("checkpoint file '" + path.string() +
                 "' is torn or not a LibTorch archive: " + e.what());
   }
+}
+
+std::vector<std::string> rngFilesToWrite(int rank, bool onCuda) {
+  std::vector<std::string> files{"random_states_" + std::to_string(rank) + ".pt"};
+  if (onCuda) files.push_back("cuda_random_states_" + std::to_string(rank) + ".pt");
+  return files;
+}
+
+std::vector<std::string> rngFilesToRead(int rank, int savedProcesses, bool savedDeviceRng,
+                                        bool onCuda) {
+  if (rank >= savedProcesses) return {};
+  return rngFilesToWrite(rank, onCuda && savedDeviceRng);
 }
 
 at::Tensor readTensor(const fs::path& path) {

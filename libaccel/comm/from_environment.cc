@@ -4,6 +4,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "accel/error.h"
+#include "libaccel/comm/device_choice.h"
 #include "libaccel/comm/gloo_communicator.h"
 #include "libaccel/comm/hierarchical_communicator.h"
 #include "libaccel/comm/shm_communicator.h"
@@ -11,8 +12,6 @@
 #include "libaccel/common/env_names.h"
 #include "libaccel/common/env_values.h"
 #ifdef ACCEL_HAVE_NCCL
-#include <cuda_runtime_api.h>
-
 #include "libaccel/comm/nccl_communicator.h"
 #endif
 
@@ -45,16 +44,6 @@ c10::intrusive_ptr<c10d::Store> jobStore(int rank, std::chrono::milliseconds tim
   }
   return c10::make_intrusive<c10d::PrefixStore>("accel", store);
 }
-
-#ifdef ACCEL_HAVE_NCCL
-// NCCL needs a device per local rank (it refuses two ranks on one GPU).
-bool ncclUsable() {
-  if (!cudaUnavailableReason().empty()) return false;
-  int devices = 0;
-  cudaGetDeviceCount(&devices);
-  return devices >= env::getInt(env::kLocalWorldSize, 1);
-}
-#endif
 
 enum class Choice { SharedMemory, Hierarchical, Gloo };
 
@@ -91,10 +80,9 @@ std::shared_ptr<Communicator> communicatorFromEnvironment(const EnvironmentOptio
   const CpuBackend backend = options.cpu_backend.value_or(cpuBackendFromEnvironment());
   auto store = jobStore(rank, options.timeout);
 #ifdef ACCEL_HAVE_NCCL
-  if (!options.cpu_only && ncclUsable()) {
-    return makeNcclCommunicator(store, rank, world, std::max(env::getInt(env::kLocalRank, 0), 0),
-                                options.timeout);
-  }
+  const c10::Device device = chooseDevice(deviceFactsFromEnvironment(options.cpu_only)).device;
+  if (device.is_cuda())
+    return makeNcclCommunicator(store, rank, world, device.index(), options.timeout);
 #endif
   const int localWorld = env::getInt(env::kLocalWorldSize, 1);
   const Choice choice = choose(backend, world, localWorld);

@@ -2,7 +2,8 @@
 // The process group of `accel launch`'s (or torchrun's) workers, from their environment: the
 // job's store (the agent's, namespaced per restart attempt as torch does, or rank 0's without
 // an agent), then the communicator:
-//   - NCCL when it was built, a CUDA device per local rank is usable and the job is not CPU-only;
+//   - NCCL when the rank trains on a GPU (device_choice.h: built with NCCL, a GPU visible per
+//     local rank, not CPU-only; more local ranks than GPUs is an error);
 //   - else, on the CPU, shared memory (shm_communicator.h) when every rank runs on this machine
 //     (WORLD_SIZE == LOCAL_WORLD_SIZE); with several machines of LOCAL_WORLD_SIZE > 1 ranks each,
 //     shared memory inside each machine and Gloo between them (hierarchical_communicator.h);

@@ -3,20 +3,24 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
+#include <utility>
 #include <vector>
 
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
 #include "accel/error.h"
+#include "libaccel/comm/collective_engine.h"
 
 namespace accel::comm {
 namespace {
 
 void checkCuda(cudaError_t rc, const char* what) {
   if (rc != cudaSuccess) throw Error(std::string("CUDA: ") + what + ": " + cudaGetErrorString(rc));
-}
-
-void checkNccl(ncclResult_t rc, const char* what) {
-  if (rc != ncclSuccess) throw Error(std::string("NCCL: ") + what + ": " + ncclGetErrorString(rc));
 }
 
 ncclDataType_t ncclType(at::ScalarType t) {
@@ -35,128 +39,142 @@ ncclDataType_t ncclType(at::ScalarType t) {
       return ncclInt64;
     case at::kByte:
       return ncclUint8;
-    case at::kChar:
+    default:  // CollectiveEngine::checkTensor admits no other type
       return ncclInt8;
-    default:
-      throw Error(std::string("NCCL: unsupported tensor type ") + c10::toString(t));
   }
 }
 
 ncclRedOp_t ncclOp(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum:
-      return ncclSum;
     case ReduceOp::Max:
       return ncclMax;
     case ReduceOp::Min:
       return ncclMin;
+    case ReduceOp::Sum:
+      break;
   }
   return ncclSum;
 }
 
-// One collective in flight: its device buffer and the event after its copy back.
-class NcclWork : public Work {
+QueueState stateOf(ncclResult_t rc, ncclComm_t comm) {
+  if (rc == ncclSuccess) return {};
+  if (rc == ncclInProgress) return {QueueState::InProgress, ""};
+  return {QueueState::Failed,
+          std::string(ncclGetErrorString(rc)) + " (" + ncclGetLastError(comm) + ")"};
+}
+
+// The CUDA and NCCL calls, one each; every decision is CollectiveEngine's.
+class CudaQueue : public DeviceQueue {
  public:
-  NcclWork(void* buffer, cudaEvent_t done) : buffer_(buffer), done_(done) {}
-  ~NcclWork() override {
-    if (done_) cudaEventDestroy(done_);
-    if (buffer_) cudaFree(buffer_);
+  CudaQueue(ncclComm_t comm, int device)
+      : comm_(comm), device_(device), stream_(c10::cuda::getStreamFromPool(true, device)) {}
+  ~CudaQueue() override;
+
+  void recordOnCaller(int e) override {
+    c10::cuda::CUDAGuard guard(device_);
+    checkCuda(cudaEventRecord(event(e), c10::cuda::getCurrentCUDAStream(device_).stream()),
+              "record an event on the caller's stream");
   }
-  void wait() override { checkCuda(cudaEventSynchronize(done_), "waiting for a collective"); }
-
- private:
-  void* buffer_;
-  cudaEvent_t done_;
-};
-
-class NcclCommunicator : public Communicator {
- public:
-  NcclCommunicator(ncclComm_t comm, cudaStream_t stream, int rank, int size, int device)
-      : comm_(comm), stream_(stream), rank_(rank), size_(size), device_(device) {}
-  ~NcclCommunicator() override {
-    ncclCommDestroy(comm_);
-    cudaStreamDestroy(stream_);
+  void queueWaits(int e) override {
+    checkCuda(cudaStreamWaitEvent(stream_.stream(), event(e), 0), "order the NCCL stream");
   }
-
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  const char* backend() const override { return "nccl"; }
-
-  std::unique_ptr<Work> allreduceAsync(at::Tensor& tensor, ReduceOp op) override {
-    ACCEL_CHECK(tensor.is_contiguous(), "NCCL all-reduce needs a contiguous tensor");
-    checkCuda(cudaSetDevice(device_), "select device");
-    const size_t bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
-    void* buffer = nullptr;
-    checkCuda(cudaMalloc(&buffer, std::max<size_t>(bytes, 1)), "allocate a staging buffer");
-    checkCuda(cudaMemcpyAsync(buffer, tensor.data_ptr(), bytes, cudaMemcpyHostToDevice, stream_),
-              "copy to device");
-    checkNccl(ncclAllReduce(buffer, buffer, static_cast<size_t>(tensor.numel()),
-                            ncclType(tensor.scalar_type()), ncclOp(op), comm_, stream_),
-              "all-reduce");
-    checkCuda(cudaMemcpyAsync(tensor.data_ptr(), buffer, bytes, cudaMemcpyDeviceToHost, stream_),
-              "copy back");
-    cudaEvent_t done;
-    checkCuda(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "create an event");
-    checkCuda(cudaEventRecord(done, stream_), "record an event");
-    return std::make_unique<NcclWork>(buffer, done);
+  QueueState launch(const Collective& c) override {
+    c10::cuda::CUDAGuard guard(device_);
+    return stateOf(call(c), comm_);
   }
-
-  void broadcast(at::Tensor& tensor, int root) override {
-    ACCEL_CHECK(tensor.is_contiguous(), "NCCL broadcast needs a contiguous tensor");
-    const size_t bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
-    DeviceBuffer buffer(bytes);
-    checkCuda(
-        cudaMemcpyAsync(buffer.ptr, tensor.data_ptr(), bytes, cudaMemcpyHostToDevice, stream_),
-        "copy to device");
-    checkNccl(ncclBroadcast(buffer.ptr, buffer.ptr, static_cast<size_t>(tensor.numel()),
-                            ncclType(tensor.scalar_type()), root, comm_, stream_),
-              "broadcast");
-    checkCuda(
-        cudaMemcpyAsync(tensor.data_ptr(), buffer.ptr, bytes, cudaMemcpyDeviceToHost, stream_),
-        "copy back");
-    checkCuda(cudaStreamSynchronize(stream_), "broadcast");
+  void recordOnQueue(int e) override {
+    checkCuda(cudaEventRecord(event(e), stream_.stream()), "record an event on the NCCL stream");
   }
-
-  std::vector<at::Tensor> allgather(const at::Tensor& tensor) override {
-    at::Tensor in = tensor.contiguous();
-    const size_t bytes = static_cast<size_t>(in.numel()) * in.element_size();
-    DeviceBuffer send(bytes), recv(bytes * static_cast<size_t>(size_));
-    at::Tensor out = at::empty({size_ * in.numel()}, in.options());
-    checkCuda(cudaMemcpyAsync(send.ptr, in.data_ptr(), bytes, cudaMemcpyHostToDevice, stream_),
-              "copy to device");
-    checkNccl(ncclAllGather(send.ptr, recv.ptr, static_cast<size_t>(in.numel()),
-                            ncclType(in.scalar_type()), comm_, stream_),
-              "all-gather");
-    checkCuda(cudaMemcpyAsync(out.data_ptr(), recv.ptr, bytes * static_cast<size_t>(size_),
-                              cudaMemcpyDeviceToHost, stream_),
-              "copy back");
-    checkCuda(cudaStreamSynchronize(stream_), "all-gather");
-    std::vector<at::Tensor> parts;
-    for (int r = 0; r < size_; ++r)
-      parts.push_back(out.narrow(0, r * in.numel(), in.numel()).view(in.sizes()).clone());
-    return parts;
+  void callerWaits(int e) override {
+    c10::cuda::CUDAGuard guard(device_);
+    checkCuda(cudaStreamWaitEvent(c10::cuda::getCurrentCUDAStream(device_).stream(), event(e), 0),
+              "order the caller's stream after a collective");
   }
-
-  void barrier() override {
-    at::Tensor one = at::ones({1});
-    allreduce(one, ReduceOp::Sum);
+  bool done(int e) override {
+    const cudaError_t rc = cudaEventQuery(event(e));
+    if (rc == cudaErrorNotReady) return false;
+    checkCuda(rc, "query a collective's event");
+    return true;
+  }
+  void keepUntilDone(const at::Tensor& t) override {
+    c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
+  }
+  QueueState state() override {
+    ncclResult_t async = ncclSuccess;
+    const ncclResult_t rc = ncclCommGetAsyncError(comm_, &async);
+    return stateOf(rc != ncclSuccess ? rc : async, comm_);
+  }
+  void abort() override {
+    aborted_ = true;
+    ncclCommAbort(comm_);
   }
 
  private:
-  struct DeviceBuffer {
-    explicit DeviceBuffer(size_t bytes) {
-      checkCuda(cudaMalloc(&ptr, std::max<size_t>(bytes, 1)), "allocate");
+  ncclResult_t call(const Collective& c) {
+    const ncclDataType_t type = ncclType(c.dtype);
+    switch (c.kind) {
+      case CollectiveKind::AllReduce:
+        return ncclAllReduce(c.send, c.recv, c.count, type, ncclOp(c.op), comm_, stream_.stream());
+      case CollectiveKind::Broadcast:
+        return ncclBroadcast(c.send, c.recv, c.count, type, c.root, comm_, stream_.stream());
+      case CollectiveKind::AllGather:
+        return ncclAllGather(c.send, c.recv, c.count, type, comm_, stream_.stream());
     }
-    ~DeviceBuffer() { cudaFree(ptr); }
-    void* ptr = nullptr;
-  };
+    return ncclInvalidArgument;
+  }
+  cudaEvent_t event(int e) {
+    while (events_.size() <= static_cast<size_t>(e)) {
+      c10::cuda::CUDAGuard guard(device_);
+      cudaEvent_t created;
+      checkCuda(cudaEventCreateWithFlags(&created, cudaEventDisableTiming), "create an event");
+      events_.push_back(created);
+    }
+    return events_[static_cast<size_t>(e)];
+  }
 
   ncclComm_t comm_;
-  cudaStream_t stream_;
-  int rank_;
-  int size_;
   int device_;
+  c10::cuda::CUDAStream stream_;
+  std::vector<cudaEvent_t> events_;
+  bool aborted_ = false;
 };
+
+// A healthy communicator is finalised (its collectives complete, for at most 10 s, else it is
+// aborted) and destroyed; an aborted one was freed by ncclCommAbort.
+CudaQueue::~CudaQueue() {
+  c10::cuda::CUDAGuard guard(device_);
+  if (!aborted_) {
+    ncclResult_t state = ncclCommFinalize(comm_);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (state == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
+    }
+    if (state == ncclSuccess)
+      ncclCommDestroy(comm_);
+    else
+      ncclCommAbort(comm_);
+  }
+  for (cudaEvent_t e : events_) cudaEventDestroy(e);
+}
+
+ncclUniqueId exchangeId(c10d::Store& store, int rank, std::chrono::milliseconds timeout) {
+  ncclUniqueId id;
+  if (rank == 0) {
+    const ncclResult_t rc = ncclGetUniqueId(&id);
+    if (rc != ncclSuccess)
+      throw Error(std::string("NCCL: get a unique id: ") + ncclGetErrorString(rc));
+    store.set("nccl_unique_id", std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&id),
+                                                     reinterpret_cast<uint8_t*>(&id) + sizeof id));
+  } else {
+    store.wait({"nccl_unique_id"}, timeout);
+    auto bytes = store.get("nccl_unique_id");
+    ACCEL_CHECK(bytes.size() == sizeof id, "NCCL unique id of ", bytes.size(),
+                " bytes in the store");
+    std::memcpy(&id, bytes.data(), sizeof id);
+  }
+  return id;
+}
 
 }  // namespace
 
@@ -171,24 +189,29 @@ std::string cudaUnavailableReason() {
 std::unique_ptr<Communicator> makeNcclCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank,
                                                    int size, int device,
                                                    std::chrono::milliseconds timeout) {
-  checkCuda(cudaSetDevice(device), "select device");
-  ncclUniqueId id;
-  if (rank == 0) {
-    checkNccl(ncclGetUniqueId(&id), "get a unique id");
-    store->set("nccl_unique_id", std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&id),
-                                                      reinterpret_cast<uint8_t*>(&id) + sizeof id));
-  } else {
-    store->wait({"nccl_unique_id"}, timeout);
-    auto bytes = store->get("nccl_unique_id");
-    ACCEL_CHECK(bytes.size() == sizeof id, "NCCL unique id of ", bytes.size(),
-                " bytes in the store");
-    std::memcpy(&id, bytes.data(), sizeof id);
-  }
-  ncclComm_t comm;
-  checkNccl(ncclCommInitRank(&comm, size, id, rank), "join the communicator");
-  cudaStream_t stream;
-  checkCuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "create a stream");
-  return std::make_unique<NcclCommunicator>(comm, stream, rank, size, device);
+  c10::cuda::CUDAGuard guard(device);
+  const ncclUniqueId id = exchangeId(*store, rank, timeout);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  const ncclResult_t rc = ncclCommInitRankConfig(&comm, size, id, rank, &config);
+  EngineOptions options;
+  options.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device));
+  options.timeout = timeout;
+  CollectiveEngine::awaitReady(
+      [&, first = true]() mutable {
+        if (std::exchange(first, false) || comm == nullptr) return stateOf(rc, comm);
+        ncclResult_t async = ncclSuccess;
+        const ncclResult_t q = ncclCommGetAsyncError(comm, &async);
+        return stateOf(q != ncclSuccess ? q : async, comm);
+      },
+      [&] {
+        if (comm) ncclCommAbort(comm);
+      },
+      "NCCL: rank " + std::to_string(rank) + " joining the communicator of " +
+          std::to_string(size) + " ranks on cuda:" + std::to_string(device),
+      options);
+  return makeEngineCommunicator(std::make_unique<CudaQueue>(comm, device), rank, size, options);
 }
 
 }  // namespace accel::comm

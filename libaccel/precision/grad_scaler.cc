@@ -9,14 +9,23 @@ at::Tensor GradScaler::scale(const at::Tensor& loss) const {
 bool GradScaler::unscale(const std::vector<at::Tensor>& grads, Communicator& comm) {
   if (!options_.enabled) return false;
   const double inverse = 1.0 / scale_;
-  bool found = false;
+  // The flag lives where the gradients do, and is read once: one host wait per step, after the
+  // all-reduce, whatever the number of gradients.
+  at::Device device = comm.device();
+  for (const auto& g : grads) {
+    if (g.defined()) {
+      device = g.device();
+      break;
+    }
+  }
+  at::Tensor flag = at::zeros({1}, at::TensorOptions(at::kFloat).device(device));
   for (const auto& g : grads) {
     if (!g.defined()) continue;
     g.mul_(inverse);
-    if (!found && !at::isfinite(g).all().item<bool>()) found = true;
+    flag.copy_(at::maximum(flag, at::logical_not(at::isfinite(g)).any().to(at::kFloat)));
   }
-  at::Tensor flag = at::full({1}, found ? 1.0f : 0.0f);
   comm.allreduce(flag, ReduceOp::Max);
+  comm.synchronize();  // on CUDA: an aborted all-reduce throws here, not a wrong flag below
   return flag.item<float>() > 0;
 }
 

@@ -119,7 +119,8 @@ TEST(SingleProcessTest, Fp16WithoutCudaIsAnError) {
   } catch (const Error& e) {
     EXPECT_EQ(
         std::string(e.what()),
-        "mixed precision fp16 needs a CUDA device and this LibTorch has none; use bf16 or no");
+        "mixed precision fp16 needs a CUDA device and this process trains on the CPU (no CUDA "
+        "device is visible to this LibTorch); use bf16 or no");
   }
 }
 

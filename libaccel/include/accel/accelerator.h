@@ -89,7 +89,8 @@ class AutocastGuard {
 class Accelerator {
  public:
   // Blocks while joining the process group (at most options.timeout). Throws accel::Error on a
-  // bad environment or option (fp16 without CUDA, an unknown $ACCEL_GRADIENT_COMPRESSION),
+  // bad environment or option (fp16 on the CPU, an unknown $ACCEL_GRADIENT_COMPRESSION, more
+  // ranks on this machine than visible GPUs),
   // accel::NetworkError when the store or the peers cannot be reached.
   explicit Accelerator(AcceleratorOptions options = {});
   ~Accelerator();
@@ -101,14 +102,23 @@ class Accelerator {
   int localProcessIndex() const { return local_rank_; }
   bool isMainProcess() const { return processIndex() == 0; }
   bool isLocalMainProcess() const { return local_rank_ == 0; }
+  // cuda:LOCAL_RANK when a GPU is visible, the CPU was not asked for and the ranks can exchange
+  // CUDA tensors (libaccel built with NCCL, or one process); else the CPU (comm/device_choice.h).
+  // More ranks on a machine than visible GPUs is an error of the constructor.
   const torch::Device& device() const { return device_; }
+  // Moves a batch (or any tensor) to device(); returns it as is when it is there. From pinned
+  // host memory the copy is asynchronous on the current stream; from pageable memory CUDA copies
+  // before returning.
+  at::Tensor toDevice(const at::Tensor& tensor) const {
+    return tensor.to(device_, /*non_blocking=*/true);
+  }
   MixedPrecision mixedPrecision() const { return mixed_precision_; }
   GradientCompression gradientCompression() const { return compression_; }
   int gradientAccumulationSteps() const { return accumulation_steps_; }
   Communicator& communicator() { return *comm_; }
 
-  // Moves the model to the device, broadcasts its parameters and buffers from rank 0 (a
-  // collective), and installs gradient synchronisation; registers the optimizer for
+  // Moves the model and the optimizer's state to the device, broadcasts its parameters and buffers
+  // from rank 0 (a collective), and installs gradient synchronisation; registers the optimizer for
   // step/zero_grad/save_state. Call once, before training: throws accel::Error the second time.
   // The model and the optimizer must outlive the Accelerator's use of them.
   void prepare(torch::nn::Module& model, torch::optim::Optimizer& optimizer);
@@ -163,7 +173,8 @@ class Accelerator {
   void setSeed(uint64_t seed, bool deviceSpecific = false);
 
   // Checkpoints: model.pt, optimizer.pt, scaler.json, accel_state.json (written by the main
-  // process) and random_states_<rank>.pt (each rank's CPU generator).
+  // process) and random_states_<rank>.pt (each rank's CPU generator), plus, training on CUDA,
+  // cuda_random_states_<rank>.pt (its device's generator; restored only on CUDA).
   //
   // saveState: a collective (every rank calls it). Each rank creates the directories it
   // writes (no shared file system needed: a rank on another machine keeps its own files
@@ -188,6 +199,8 @@ class Accelerator {
  private:
   std::vector<at::Tensor> gradients() const;
   void clearGradients();
+  torch::Device chooseDevice(bool cpuOnly);
+  at::Generator rngGenerator(size_t index) const;
   void writeOwnFiles(const checkpoint::StagedDir& staged) const;
   void loadOwnFiles(const std::string& dir);
 
@@ -195,6 +208,7 @@ class Accelerator {
   std::shared_ptr<Communicator> comm_;
   int local_rank_ = 0;
   torch::Device device_{torch::kCPU};
+  std::string why_cpu_;  // with device_ the CPU: why (device_choice.h)
   MixedPrecision mixed_precision_ = MixedPrecision::No;
   int accumulation_steps_ = 1;
   GradientCompression compression_ = GradientCompression::None;

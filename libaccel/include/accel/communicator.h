@@ -3,7 +3,9 @@
 // c10d) or, when built with NCCL, on CUDA devices. One per process; not thread-safe. Every
 // collective must be called by every rank, in the same order (collectives are matched by the
 // order they start in); each one that blocks does so for at most the timeout the communicator
-// was made with, then throws accel::Error, as it does when a peer died.
+// was made with, then throws accel::Error, as it does when a peer died. On CUDA, "blocking"
+// means ordered before the caller's later work on its stream (see Work::wait and
+// comm/collective_engine.h); barrier() and synchronize() block the host there too.
 
 #include <memory>
 #include <vector>
@@ -25,8 +27,11 @@ enum class CpuBackend { Auto, SharedMemory, Gloo };
 class Work {
  public:
   virtual ~Work() = default;
-  // Blocks until the operation finished (and its result is in the tensor). Throws accel::Error
-  // on failure, e.g. a peer that died.
+  // On the CPU: blocks until the operation finished and its result is in the tensor. On CUDA
+  // (the NCCL communicator): orders the caller's current stream after the operation and returns
+  // at once, as torch's Work.wait() does — work queued on that stream afterwards sees the result,
+  // and the host sees it when it reads the tensor. Throws accel::Error on failure, e.g. a peer
+  // that died (on CUDA: once the watchdog aborted the communicator).
   virtual void wait() = 0;
 };
 
@@ -40,7 +45,7 @@ class Communicator {
   // Starts an in-place all-reduce of `tensor` (contiguous); the result is in `tensor` once the
   // returned Work's wait() returned, and `tensor` must not be used before. Whether this call
   // returns before the collective completed depends on the implementation: Gloo returns at
-  // once; the NCCL communicator blocks until it completed (see nccl_communicator.h).
+  // once; the NCCL communicator too, the all-reduce queued on its own stream.
   virtual std::unique_ptr<Work> allreduceAsync(at::Tensor& tensor, ReduceOp op) = 0;
   // In-place broadcast from `root`. Blocking.
   virtual void broadcast(at::Tensor& tensor, int root) = 0;
@@ -48,6 +53,12 @@ class Communicator {
   virtual std::vector<at::Tensor> allgather(const at::Tensor& tensor) = 0;
   // Blocks until every rank reached it.
   virtual void barrier() = 0;
+  // Where the tensors given to it must live: the CPU, or the CUDA device of an NCCL
+  // communicator.
+  virtual at::Device device() const { return at::kCPU; }
+  // Blocks until every collective started so far completed; throws accel::Error when one
+  // failed. A no-op where collectives complete before they return (the CPU communicators).
+  virtual void synchronize() {}
 
   // In-place all-reduce. Blocking. (Virtual so that a communicator can run it on the caller's
   // thread when nothing is in flight.)
