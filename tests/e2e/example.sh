@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Fashion-MNIST example (libaccel) under `accel launch`: 2 ranks learn, rank 0 reports once,
 # bf16 runs, a checkpoint resumes where it left off (step count and loss; a run that ignored
-# it would start at step 0 with the first run's first loss, as the seed is the same), and a
-# bad data directory fails with a clear message.
+# it would start at step 0 with the first run's first loss, as the seed is the same), the device
+# is the one asked for, and a bad data directory fails with a clear message.
 source "$(dirname "$0")/lib.sh"
 ACCEL=$1
 EXAMPLE=$2
@@ -31,6 +31,19 @@ awk -v a="$acc" -v b="$acc2" 'BEGIN { exit !(b > a - 5) }' || fail "resumed run 
 
 expect_exit 0 "$ACCEL" launch --cpu -n 2 --mixed_precision bf16 "$EXAMPLE" --model cnn --steps 20 --no-progress
 expect_contains "$OUT" "model cnn, 2 processes (shm), bf16: 20 steps"
+
+# The device: --cpu trains on the CPU; --device cuda is a GPU run where auto finds one, else an
+# error that says why (this LibTorch's CUDA, or no device).
+expect_contains "$OUT1" ", on cpu"
+expect_exit 0 "$ACCEL" launch -n 1 "$EXAMPLE" --steps 2 --no-progress --no-eval
+if grep -q ", on cuda:0" <<<"$OUT"; then
+  expect_exit 0 "$ACCEL" launch -n 1 "$EXAMPLE" --device cuda --steps 2 --no-progress --no-eval
+  expect_contains "$OUT" ", on cuda:0"
+else
+  expect_contains "$OUT" ", on cpu"
+  expect_exit 1 "$ACCEL" launch -n 1 "$EXAMPLE" --device cuda --steps 2 --no-progress
+  expect_contains "$ERR" "fashion_mnist: --device cuda, but this process trains on the CPU: no CUDA device is visible to this LibTorch"
+fi
 
 expect_exit 1 "$ACCEL" launch --cpu -n 1 "$EXAMPLE" --data "$SCRATCH/nowhere" --no-progress
 expect_contains "$ERR" "cannot open IDX file '$SCRATCH/nowhere/train-images-idx3-ubyte.gz'"

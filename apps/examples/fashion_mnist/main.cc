@@ -38,6 +38,7 @@ struct Options {
   bool shuffle = true;
   uint64_t seed = 0;
   std::string mixed_precision;  // empty: $ACCELERATE_MIXED_PRECISION
+  std::string device = "auto";  // auto: the Accelerator's choice (a GPU when one is visible)
   bool progress = true;
   bool evaluate = true;
   std::string save_state, load_state;
@@ -79,7 +80,8 @@ std::pair<int64_t, int64_t> evaluate(Model& model, accel::Accelerator& acc,
   auto batches = sampler.batches();
   int64_t correct = 0, total = 0;
   for (size_t i = 0; i < batches.size(); ++i) {
-    auto idx = torch::tensor(std::vector<int64_t>(batches[i].begin(), batches[i].end()));
+    auto idx =
+        acc.toDevice(torch::tensor(std::vector<int64_t>(batches[i].begin(), batches[i].end())));
     torch::Tensor logits;
     {
       auto cast = acc.autocast();
@@ -119,6 +121,12 @@ void printProgress(const Options& o, int epoch, size_t done, size_t of, float lo
   std::fflush(stdout);
 }
 
+const char* precisionName(accel::MixedPrecision p) {
+  return p == accel::MixedPrecision::Bf16   ? "bf16"
+         : p == accel::MixedPrecision::Fp16 ? "fp16"
+                                            : "fp32";
+}
+
 // Per-rank batch: --global_batch split over the ranks (it must divide), else --batch.
 int64_t rankBatch(const Options& o, const accel::Accelerator& acc) {
   if (o.global_batch == 0) return o.batch;
@@ -149,7 +157,7 @@ template <typename Model>
 torch::Tensor trainBatch(Model& model, accel::Accelerator& acc, const torch::Tensor& trainX,
                          const torch::Tensor& trainY, const std::vector<size_t>& batch,
                          bool lastOfEpoch) {
-  auto idx = torch::tensor(std::vector<int64_t>(batch.begin(), batch.end()));
+  auto idx = acc.toDevice(torch::tensor(std::vector<int64_t>(batch.begin(), batch.end())));
   auto x = normalise(trainX.index_select(0, idx)), y = trainY.index_select(0, idx);
   acc.accumulate(lastOfEpoch);
   torch::Tensor logits;
@@ -225,6 +233,11 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
   auto testX = loadImages(o.data + "/t10k-images-idx3-ubyte.gz");
   auto testY = accel::readIdx(o.data + "/t10k-labels-idx1-ubyte.gz").to(torch::kLong);
 
+  // The data set moves to the device once (uint8: 55 MB); batches are gathered there.
+  trainX = acc.toDevice(trainX);
+  trainY = acc.toDevice(trainY);
+  testX = acc.toDevice(testX);
+  testY = acc.toDevice(testY);
   auto optimizer = makeOptimizer(model, o);
   acc.prepare(*model, *optimizer);
   resume(o, acc);
@@ -247,14 +260,13 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
   std::snprintf(line, sizeof line,
                 "model %s, %d processes (%s), %s: %lld steps (job step %lld), first loss %.4f, "
                 "final loss %.6f, test accuracy %.2f%% (%lld/%lld), "
-                "%.0f samples/s, first step after %.2f s",
+                "%.0f samples/s, first step after %.2f s, on %s",
                 o.model.c_str(), acc.numProcesses(), acc.communicator().backend(),
-                acc.mixedPrecision() == accel::MixedPrecision::Bf16 ? "bf16" : "fp32",
-                static_cast<long long>(stats.steps), static_cast<long long>(acc.stepCount()),
-                stats.first_loss, finalLoss,
+                precisionName(acc.mixedPrecision()), static_cast<long long>(stats.steps),
+                static_cast<long long>(acc.stepCount()), stats.first_loss, finalLoss,
                 100.0 * static_cast<double>(correct) / static_cast<double>(total),
                 static_cast<long long>(correct), static_cast<long long>(total), samplesPerSecond,
-                stats.first_step_s);
+                stats.first_step_s, acc.device().str().c_str());
   acc.print(line);
   return 0;
 }
@@ -278,8 +290,12 @@ int main(int argc, char** argv) {
                "Shuffle each epoch (off: file order, batch i to rank i mod N)");
   app.add_option("--seed", o.seed, "Seed, set before the model is built");
   app.add_option("--mixed_precision,--mixed-precision", o.mixed_precision,
-                 "no or bf16 (default: from accel launch)")
+                 "no, bf16, or fp16 (on a GPU) (default: from accel launch)")
       ->check(CLI::IsMember({"no", "bf16", "fp16"}));
+  app.add_option("--device", o.device,
+                 "auto (a GPU when one is visible: cuda:LOCAL_RANK), cpu, or cuda (an error "
+                 "without one)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_flag("--progress,!--no-progress", o.progress, "Progress bar on rank 0");
   app.add_flag("--eval,!--no-eval", o.evaluate, "Measure test accuracy after training");
   app.add_option("--save_state", o.save_state, "Save a checkpoint here after training");
@@ -298,7 +314,10 @@ int main(int argc, char** argv) {
     if (o.mixed_precision == "bf16") options.mixed_precision = accel::MixedPrecision::Bf16;
     if (o.mixed_precision == "fp16") options.mixed_precision = accel::MixedPrecision::Fp16;
     if (o.mixed_precision == "no") options.mixed_precision = accel::MixedPrecision::No;
+    if (o.device != "auto") options.cpu = o.device == "cpu";
     accel::Accelerator acc(options);
+    if (o.device == "cuda" && !acc.device().is_cuda())
+      throw accel::Error("--device cuda, but this process trains on the CPU: " + acc.whyCpu());
     acc.setSeed(o.seed);
     if (o.model == "mlp") return run(accel::examples::Mlp(), o, acc);
     return run(accel::examples::Cnn(), o, acc);

@@ -55,7 +55,7 @@ struct AcceleratorOptions {
   std::optional<MixedPrecision> mixed_precision;  // else $ACCELERATE_MIXED_PRECISION, else no
   std::optional<int>
       gradient_accumulation_steps;  // else $ACCELERATE_GRADIENT_ACCUMULATION_STEPS, else 1
-  std::optional<bool> cpu;          // else $ACCELERATE_USE_CPU; CPU unless built with CUDA
+  std::optional<bool> cpu;          // else $ACCELERATE_USE_CPU ("True": train on the CPU)
   // How CPU ranks communicate (communicator.h); else $ACCEL_CPU_BACKEND, else Auto: shared
   // memory when every rank is on this machine, shared memory inside machines and Gloo between
   // them with several (comm/from_environment.h).
@@ -106,6 +106,9 @@ class Accelerator {
   // CUDA tensors (libaccel built with NCCL, or one process); else the CPU (comm/device_choice.h).
   // More ranks on a machine than visible GPUs is an error of the constructor.
   const torch::Device& device() const { return device_; }
+  // With device() the CPU: why ("no CUDA device is visible to this LibTorch", "the CPU was asked
+  // for (--cpu)", ...); "" on a GPU.
+  const std::string& whyCpu() const { return why_cpu_; }
   // Moves a batch (or any tensor) to device(); returns it as is when it is there. From pinned
   // host memory the copy is asynchronous on the current stream; from pageable memory CUDA copies
   // before returning.
