@@ -146,8 +146,15 @@ void CollectiveEngine::retireLocked() {
 void CollectiveEngine::check(std::chrono::steady_clock::time_point now) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!aborted_.empty()) return;
-  retireLocked();
-  const QueueState state = queue_->state();
+  QueueState state;
+  try {
+    retireLocked();
+    state = queue_->state();
+  } catch (const std::exception& e) {  // a CUDA error: the device is no longer usable
+    abortLocked(std::string("checking the collectives in flight failed: ") + e.what() +
+                "; the communicator was aborted");
+    return;
+  }
   if (state.kind == QueueState::Failed) {
     abortLocked("NCCL reported an error" +
                 (in_flight_.empty() ? std::string()

@@ -33,6 +33,7 @@ struct FakeDevice {
   std::string async_error;            // state() reports it as a failure
   milliseconds advance_per_query{0};  // done() moves the clock (a host that waits)
   int peers = 2;                      // all-reduce sums as if every rank held the same data
+  std::string cuda_error;             // done() throws it, as CudaQueue does on a CUDA error
 };
 
 class FakeQueue : public DeviceQueue {
@@ -53,6 +54,7 @@ class FakeQueue : public DeviceQueue {
   void callerWaits(int e) override { d_.log.push_back("caller waits " + std::to_string(e)); }
   bool done(int e) override {
     d_.log.push_back("done? " + std::to_string(e));
+    if (!d_.cuda_error.empty()) throw Error(d_.cuda_error);
     d_.now += d_.advance_per_query;
     return d_.complete;
   }
@@ -232,6 +234,26 @@ TEST(CollectiveEngineTest, SynchronizeThrowsTheWatchdogsErrorInsteadOfHanging) {
   EXPECT_THROW(comm->barrier(), Error);
 }
 
+// The watchdog's own thread, on the real clock: synchronize() ends with its abort.
+TEST(CollectiveEngineTest, TheWatchdogThreadAbortsWhileTheHostWaits) {
+  FakeDevice d;
+  d.complete = false;
+  EngineOptions o;
+  o.timeout = milliseconds(100);
+  o.poll_interval = milliseconds(10);
+  auto comm = makeEngineCommunicator(std::make_unique<FakeQueue>(d), 0, 2, o);
+  at::Tensor t = torch::ones({3});
+  comm->allreduceAsync(t, ReduceOp::Sum);
+  try {
+    comm->synchronize();
+    FAIL() << "synchronize returned on a stuck collective";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "NCCL all-reduce of 3 Float elements did not complete within 100 ms (a peer died or "
+              "stopped calling collectives); the communicator was aborted");
+  }
+}
+
 TEST(CollectiveEngineTest, APeersFailureReportedByNcclAbortsNamingTheCollective) {
   FakeDevice d;
   d.complete = false;
@@ -247,6 +269,21 @@ TEST(CollectiveEngineTest, APeersFailureReportedByNcclAbortsNamingTheCollective)
             "remote process exited or there was a network error (a peer failed?); the "
             "communicator was aborted");
   EXPECT_EQ(d.log.back(), "abort");
+}
+
+// On the watchdog's thread an exception would end the process: a CUDA error aborts instead.
+TEST(CollectiveEngineTest, ACudaErrorWhileWatchingAbortsInsteadOfEscaping) {
+  FakeDevice d;
+  d.complete = false;
+  CollectiveEngine engine(std::make_unique<FakeQueue>(d), testOptions(d));
+  at::Tensor t = torch::ones({8});
+  const uint64_t seq = engine.start("all-reduce", allReduceOf(t), {t});
+  d.cuda_error = "CUDA: query a collective's event: an illegal memory access was encountered";
+  EXPECT_NO_THROW(engine.check(d.now));
+  EXPECT_EQ(engine.abortReason(),
+            "checking the collectives in flight failed: CUDA: query a collective's event: an "
+            "illegal memory access was encountered; the communicator was aborted");
+  EXPECT_THROW(engine.orderCaller(seq), Error);
 }
 
 TEST(CollectiveEngineTest, ACallNcclHasNotTakenYetIsPolledUntilReady) {
