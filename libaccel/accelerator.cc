@@ -336,7 +336,8 @@ at::Tensor Accelerator::padAcrossProcesses(const at::Tensor& tensor, int64_t dim
                                            bool padFirst) {
   ACCEL_CHECK(dim >= 0 && dim < tensor.dim(), "padAcrossProcesses: dim ", dim,
               " is out of range for a ", tensor.dim(), "-d tensor");
-  at::Tensor size = at::full({1}, tensor.size(dim), at::TensorOptions(at::kLong).device(device_));
+  at::Tensor size =
+      at::full({1}, tensor.size(dim), at::TensorOptions(at::kLong).device(comm_->device()));
   comm_->allreduce(size, ReduceOp::Max);
   const int64_t target = readOnHost(*comm_, size).item<int64_t>();
   if (target == tensor.size(dim)) return tensor;
@@ -461,7 +462,8 @@ void Accelerator::loadOwnFiles(const std::string& dir) {
   }
   // A rank the saving job did not have starts from its own seed (loading on more processes).
   std::vector<at::Tensor> rng;
-  const bool savedDeviceRng = state.value("device_rng", false);
+  const bool savedDeviceRng =
+      state.contains("device_rng") && checkpoint::field<bool>(state, "device_rng", statePath);
   for (const auto& file : checkpoint::rngFilesToRead(processIndex(), savedProcesses, savedDeviceRng,
                                                      device_.is_cuda()))
     rng.push_back(checkpoint::readTensor(root / file));

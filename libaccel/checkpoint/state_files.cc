@@ -99,5 +99,6 @@ T field(const nlohmann::json& object, const char* key, const fs::path& path) {
 template int64_t field<int64_t>(const nlohmann::json&, const char*, const fs::path&);
 template int field<int>(const nlohmann::json&, const char*, const fs::path&);
 template double field<double>(const nlohmann::json&, const char*, const fs::path&);
+template bool field<bool>(const nlohmann::json&, const char*, const fs::path&);
 
 }  // namespace accel::checkpoint

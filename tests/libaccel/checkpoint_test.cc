@@ -13,6 +13,7 @@
 #include <set>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/torch.h>
 
@@ -206,6 +207,26 @@ TEST_F(CheckpointFilesTest, BadJsonIsAnErrorNamingIt) {
   error = errorOf([&] { acc_->loadState(ckpt_.string()); });
   EXPECT_NE(error.find("checkpoint file '" + (ckpt_ / "scaler.json").string() +
                        "': bad or missing 'scale'"),
+            std::string::npos)
+      << error;
+}
+
+// A checkpoint a GPU job saved (device_rng, and its device generator's file) loads on the CPU:
+// the device's file is not read. The flag of another type is an error naming it.
+TEST_F(CheckpointFilesTest, AGpuCheckpointLoadsOnTheCpuWithoutItsDeviceGenerator) {
+  saveThenTrain();
+  const auto saved = loadFresh();
+  auto state = nlohmann::json::parse(contentOf(ckpt_ / "accel_state.json"));
+  EXPECT_EQ(state.at("device_rng"), false);
+  state["device_rng"] = true;
+  std::ofstream(ckpt_ / "accel_state.json") << state.dump();
+  std::ofstream(ckpt_ / "cuda_random_states_0.pt") << "not read on the CPU";
+  EXPECT_TRUE(same(loadFresh(), saved));
+  state["device_rng"] = 3;
+  std::ofstream(ckpt_ / "accel_state.json") << state.dump();
+  const std::string error = errorOf([&] { acc_->loadState(ckpt_.string()); });
+  EXPECT_NE(error.find("checkpoint file '" + (ckpt_ / "accel_state.json").string() +
+                       "': bad or missing 'device_rng'"),
             std::string::npos)
       << error;
 }
