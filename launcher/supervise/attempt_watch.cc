@@ -13,7 +13,7 @@
 namespace accel::launcher {
 namespace {
 
-// CPU time that counts as moving, per tick: 20 ms (a waiting rank uses next to none).
+// Main-thread CPU time that counts as moving, per tick: 20 ms (a waiting rank uses next to none).
 constexpr uint64_t kCpuTicksThatMove = 2;
 constexpr size_t kMaxStackBytes = 256 * 1024;
 
@@ -42,15 +42,18 @@ void Supervisor::Attempt::sampleRanks() {
     if (!w.running) continue;
     auto sample = processes_.sample(w.pid);
     if (!sample) continue;
-    if (!w.sample || sample->cpu_ticks >= w.sample->cpu_ticks + kCpuTicksThatMove)
+    // The main thread's time since it last counted as moving (rank_watch.h: why not the
+    // process's); below the threshold the reference stays, so slow creep adds up.
+    if (!w.sample || sample->main_thread_ticks >= w.sample->main_thread_ticks + kCpuTicksThatMove)
       w.cpu_moved = now;
-    if (w.sample && sample->cpu_ticks < w.sample->cpu_ticks + kCpuTicksThatMove)
-      sample->cpu_ticks = w.sample->cpu_ticks;
+    else
+      sample->main_thread_ticks = w.sample->main_thread_ticks;
     w.sample = sample;
   }
 }
 
-// Each running rank's progress: its heartbeat where it sends one, else its output and CPU time.
+// Each running rank's progress: its heartbeat where it sends one, else its output and its main
+// thread's CPU time.
 std::vector<RankProgress> Supervisor::Attempt::progress() const {
   const auto beats =
       parts_.board ? parts_.board->snapshot() : std::map<int, ProgressBoard::Entry>{};

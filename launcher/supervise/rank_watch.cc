@@ -81,10 +81,10 @@ long clockTicksPerSecond() {
   return ticks > 0 ? ticks : 100;
 }
 
-// /proc/PID/stat: "pid (comm) state ppid ... utime(14) stime(15) ... rss(24)"; comm may hold
+// A /proc stat line: "pid (comm) state ppid ... utime(14) stime(15) ... rss(24)"; comm may hold
 // spaces and parentheses, so fields are counted after its last ')'.
-std::optional<ProcSample> readProcSample(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+std::optional<ProcSample> parseStat(const std::string& path) {
+  std::ifstream in(path);
   std::string text;
   if (!in || !std::getline(in, text)) return std::nullopt;
   const size_t close = text.rfind(')');
@@ -104,6 +104,18 @@ std::optional<ProcSample> readProcSample(pid_t pid) {
   s.rss_bytes = static_cast<uint64_t>(std::max<long long>(rssPages, 0)) *
                 static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   return s;
+}
+
+std::optional<ProcSample> readProcSample(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid);
+  auto process = parseStat(dir + "/stat");
+  if (!process) return std::nullopt;
+  // The main thread's own line (its task id is the pid); when it cannot be read (the process is
+  // going away), the process's.
+  const auto main = parseStat(dir + "/task/" + std::to_string(pid) + "/stat");
+  process->main_thread_ticks = main ? main->cpu_ticks : process->cpu_ticks;
+  process->main_thread_state = main ? main->state : process->state;
+  return process;
 }
 
 std::optional<HangVerdict> judgeHang(const std::vector<RankProgress>& ranks,
@@ -148,7 +160,7 @@ std::optional<HangVerdict> judgeHang(const std::vector<RankProgress>& ranks,
   }
   v.message = ranksWord(v.stuck) + " made no progress " + forSeconds(stalest) +
               (steps ? " (all at step " + std::to_string(steps->begin()->second) + ")"
-                     : " (no heartbeats: neither output nor CPU time moved)");
+                     : " (no heartbeats: neither output nor their main thread's CPU time moved)");
   return v;
 }
 

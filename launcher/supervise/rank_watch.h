@@ -4,7 +4,7 @@
 // Progress comes from two places: heartbeats (each rank ADDs 1 to "accel_step/<rank>" in the
 // job's store at every step it begins: libaccel's Accelerator does, any worker can; the store
 // tells the ProgressBoard of every write) and, for workers that send none, their output and
-// CPU time (sampled from /proc by the supervisor).
+// main thread's CPU time (sampled from /proc by the supervisor).
 //
 // A job is hung (judgeHang) when a rank has not moved for the hang timeout while every other
 // running rank has either moved past it (a higher step) or waits too (has not moved for half
@@ -46,11 +46,17 @@ class ProgressBoard {
   std::map<int, Entry> entries_;
 };
 
-// A process as /proc shows it: its state letter, CPU time and resident memory.
+// A process as /proc shows it: its state letter, CPU time and resident memory, and its main
+// thread's CPU time: what a training loop runs on. Without heartbeats, the hang rule judges a
+// rank by its output and its main thread's CPU time only — a background thread (Gloo's, a
+// logger, a watchdog) uses a little CPU whatever the main thread does, and must not make a
+// rank whose main thread waits look busy.
 struct ProcSample {
   char state = '?';        // R, S, D, Z, T ... ('?' when /proc could not be read)
-  uint64_t cpu_ticks = 0;  // utime + stime, in clock ticks
+  uint64_t cpu_ticks = 0;  // utime + stime of every thread, in clock ticks
   uint64_t rss_bytes = 0;
+  uint64_t main_thread_ticks = 0;  // utime + stime of the main thread (/proc/PID/task/PID)
+  char main_thread_state = '?';
 };
 std::optional<ProcSample> readProcSample(pid_t pid);
 long clockTicksPerSecond();

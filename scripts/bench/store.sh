@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Store throughput: N clients (non-blocking sockets in 2 processes) each connect, `add` a
 # counter and `wait` on a barrier key; time to the last client released, in one run:
-#   accel (1.13)   accel's store (hosted by `accel launch`, the load generator its one worker),
-#                  clients speaking torch 1.13's protocol
+#   accel (1.13)   accel's store (hosted by `accel run`, torchrun's command line, the load
+#                  generator its one worker: `accel launch -n 1` is accelerate's single process,
+#                  which gets no MASTER_PORT), clients speaking torch 1.13's protocol
 #   accel (2.x)    the same with torch 2.x's clients (VALIDATE first, 2.x codes)
 #   torch 1.13     python3-torch 1.13's own TCPStore server, 1.13 clients
 #   torch 2.6      Debian trixie's torch 2.6 server (legacy backend: no libuv in that build),
@@ -22,7 +23,7 @@ load=$build/scripts/bench/store_load
 
 best() { sort -g | head -1; }
 ours() {  # N PROTOCOL
-  for _ in $(seq 1 "$repeat"); do "$accel" launch -q -n 1 "$load" --clients "$1" --protocol "$2"; done |
+  for _ in $(seq 1 "$repeat"); do "$accel" run --nproc_per_node 1 "$load" --clients "$1" --protocol "$2"; done |
     sed 's/^\[rank 0\] //' | best
 }
 theirs() {  # N PROTOCOL PYTHON...: a fresh server for every run, as accel's is

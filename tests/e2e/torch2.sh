@@ -52,6 +52,24 @@ mixed_generations)
   for r in 0 1 2 3; do expect_contains "$OUT" "[rank $r] rank $r (torch"; expect_contains "$OUT" "read versions $want"; done
   [[ $(grep -cF "read versions $want" <<<"$OUT") == 4 ]] || fail "not every rank read every version: $OUT"
   ;;
+hang_background_thread)
+  # As watch.sh's case of that name, with torch 2.6: background threads busy, rank 0's main
+  # thread stopped -> called within 2x the timeout; main threads computing -> never.
+  logs=$SCRATCH/logs
+  expect_exit 124 "$ACCEL" launch "${T2[@]}" --cpu -n 2 --hang_timeout 3 --log_dir "$logs" "$W/busy_thread.py" stuck "$SCRATCH/stuck"
+  expect_contains "$ERR" "the job hangs (--hang_timeout 3 s)"
+  summary=$(ls "$logs"/*/summary.json)
+  "$PY" - "$summary" "$SCRATCH/stuck" <<'PY' || fail "hang verdict: $(cat "$summary")"
+import json, sys
+hang = json.load(open(sys.argv[1]))["attempts"][0]["hang"]
+delay = hang["detected_at"] - float(open(sys.argv[2]).read())
+assert hang["stuck_ranks"] == [0], hang
+assert 2.5 <= delay <= 6, f"detected {delay} s after rank 0 stopped (want 2.5..6 s)"
+PY
+  expect_exit 0 "$ACCEL" launch "${T2[@]}" --cpu -n 2 --hang_timeout 2 "$W/busy_thread.py" compute 6
+  expect_contains "$OUT" "[rank 1] rank 1 computed"
+  [[ $ERR != *hangs* ]] || fail "ranks computing in their main threads were called hung: $ERR"
+  ;;
 *)
   fail "unknown case $CASE"
   ;;

@@ -130,9 +130,23 @@ PY
   printf 'distributed_type: MULTI_CPU\nnum_processes: 3\nhang_timeout: 3\n' >"$SCRATCH/c.yaml"
   expect_exit 124 "${LAUNCH[@]}" --config_file "$SCRATCH/c.yaml" "$SCRATCH/w.py"
   expect_contains "$ERR" "the job hangs (--hang_timeout 3 s): ranks 0–2 made no progress for "
-  expect_contains "$ERR" " s (no heartbeats: neither output nor CPU time moved); by their stacks rank 1 outside any collective, 0, 2 waiting in one"
+  expect_contains "$ERR" " s (no heartbeats: neither output nor their main thread's CPU time moved); by their stacks rank 1 outside any collective, 0, 2 waiting in one"
   [[ $(sumq 's["attempts"][0]["hang"]["stuck_ranks"]') == "[1]" ]] || fail "stuck ranks: $(summary)"
   [[ $(sumq 's["attempts"][0]["culprit"]["rank"]') == 1 ]] || fail "culprit: $(summary)"
+  ;;
+hang_background_thread)
+  # No heartbeats; each rank's background thread uses about a fifth of a core all along. Rank 0's
+  # main thread stops: called within 2x the timeout. Then ranks that compute silently in their
+  # main threads for 3x the timeout: never called.
+  expect_exit 124 "${LAUNCH[@]}" -n 2 --hang_timeout 3 "$(dirname "$0")/workers/busy_thread.py" stuck "$OUT_DIR/stuck"
+  expect_contains "$ERR" "the job hangs (--hang_timeout 3 s)"
+  [[ $(sumq 's["attempts"][0]["hang"]["stuck_ranks"]') == "[0]" ]] || fail "stuck ranks: $(summary)"
+  delay=$(detection_delay "$OUT_DIR/stuck")
+  $PY -c "import sys; sys.exit(not (2.5 <= $delay <= 6))" || fail "detected $delay s after rank 0 stopped (want 2.5..6 s)"
+  rm -rf "$SCRATCH/logs"
+  expect_exit 0 "${LAUNCH[@]}" -n 2 --hang_timeout 2 "$(dirname "$0")/workers/busy_thread.py" compute 6
+  expect_contains "$OUT" "[rank 1] rank 1 computed"
+  [[ $ERR != *hangs* ]] || fail "ranks computing in their main threads were called hung: $ERR"
   ;;
 exit_guard)
   # Rank 0 finishes; ranks 1-3 linger (as torch 1.13's DDP was seen spinning in teardown).

@@ -1,7 +1,10 @@
 // The hang rule and its helpers (launcher/rank_watch.h).
 #include "launcher/supervise/rank_watch.h"
 
+#include <time.h>
 #include <unistd.h>
+
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -52,9 +55,9 @@ TEST(JudgeHang, WithoutHeartbeatsOnlyIdleness) {
   auto v = judgeHang({rank(0, std::nullopt, 5s), rank(1, std::nullopt, 2s)}, kNow, 3s);
   ASSERT_TRUE(v);
   EXPECT_EQ(v->stuck, (std::vector<int>{0, 1}));
-  EXPECT_EQ(
-      v->message,
-      "ranks 0, 1 made no progress for 5 s (no heartbeats: neither output nor CPU time moved)");
+  EXPECT_EQ(v->message,
+            "ranks 0, 1 made no progress for 5 s (no heartbeats: neither output nor their main "
+            "thread's CPU time moved)");
 }
 
 TEST(StuckByStacks, RanksOutsideCollectivesAreTheStuckOnes) {
@@ -112,6 +115,35 @@ TEST(ReadProcSample, ThisProcess) {
   EXPECT_GT(s->cpu_ticks, 0u);
   EXPECT_GT(s->rss_bytes, 1u << 20);
   EXPECT_FALSE(readProcSample(-1));
+}
+
+// Spins until the calling thread used `ms` of CPU time.
+void burnThreadCpu(int ms) {
+  timespec start{}, now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+  volatile double spin = 0;
+  do {
+    for (int i = 0; i < 100000; ++i) spin = spin + i;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < ms);
+}
+
+// A background thread's CPU time moves the process's ticks, not the main thread's; the main
+// thread's own work moves both.
+TEST(ReadProcSample, TheMainThreadApartFromTheOthers) {
+  const auto before = readProcSample(::getpid());
+  ASSERT_TRUE(before);
+  std::thread([] { burnThreadCpu(300); }).join();
+  const auto afterBackground = readProcSample(::getpid());
+  ASSERT_TRUE(afterBackground);
+  const uint64_t ticks300ms = static_cast<uint64_t>(clockTicksPerSecond()) * 3 / 10;
+  EXPECT_GE(afterBackground->cpu_ticks, before->cpu_ticks + ticks300ms - 2);
+  EXPECT_LE(afterBackground->main_thread_ticks, before->main_thread_ticks + 2);
+  burnThreadCpu(300);
+  const auto afterMain = readProcSample(::getpid());
+  ASSERT_TRUE(afterMain);
+  EXPECT_GE(afterMain->main_thread_ticks, afterBackground->main_thread_ticks + ticks300ms - 2);
+  EXPECT_EQ(afterMain->main_thread_state, 'R');
 }
 
 }  // namespace
