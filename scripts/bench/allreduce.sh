@@ -4,7 +4,8 @@
 # python3-torch's Gloo (Debian's torch), float32 sum, 1 KiB to 64 MiB. Each size runs until it
 # took --min-seconds (rank 0 decides the count). Prints µs per all-reduce, the bus bandwidth
 # (bytes × 2(N-1)/N ÷ time) and the speed-up of shared memory over each Gloo.
-#   scripts/bench/allreduce.sh [--min-seconds S] [--nproc N]
+#   scripts/bench/allreduce.sh [--min-seconds S] [--nproc N] [--quick]
+# --quick (ctest's bench.allreduce_quick): --min-seconds 0.01.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 min=0.3
@@ -13,7 +14,8 @@ while (($#)); do
   case $1 in
     --min-seconds) min=$2; shift 2 ;;
     --nproc) n=$2; shift 2 ;;
-    *) echo "usage: $0 [--min-seconds S] [--nproc N]" >&2; exit 2 ;;
+    --quick) min=0.01; shift ;;
+    *) echo "usage: $0 [--min-seconds S] [--nproc N] [--quick]" >&2; exit 2 ;;
   esac
 done
 build=${ACCEL_BUILD_DIR:-build}

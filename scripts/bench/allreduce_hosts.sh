@@ -3,16 +3,18 @@
 # default for CPU jobs on several machines) against Gloo alone, float32 all-reduce 1 KiB to
 # 64 MiB, 2 hosts x 2 ranks: two network namespaces joined by a veth pair
 # (tests/e2e/netns_lib.sh), one `accel launch` agent each, in one run.
-#   scripts/bench/allreduce_hosts.sh [--min-seconds S]      (root: it creates network namespaces)
+#   scripts/bench/allreduce_hosts.sh [--min-seconds S | --quick]   (root: it creates network namespaces)
+# --quick (ctest's bench.allreduce_hosts_quick): --min-seconds 0.01; exits 77 without root.
 # The hosts share this machine's cores and memory, and a veth pair is faster than a real link:
 # both favour Gloo alone, which sends LOCAL_WORLD_SIZE times the bytes per machine over the link.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 min=0.3
 [[ "${1:-}" == "--min-seconds" ]] && min=$2
-[[ $(id -u) == 0 ]] || { echo "needs root (ip netns)" >&2; exit 1; }
-accel=$(pwd)/${ACCEL_BUILD_DIR:-build}/apps/accel/accel
-bench=$(pwd)/${ACCEL_BUILD_DIR:-build}/scripts/bench/allreduce_bench
+[[ "${1:-}" == "--quick" ]] && min=0.01
+[[ $(id -u) == 0 ]] || { echo "needs root (ip netns)" >&2; [[ "${1:-}" == "--quick" ]] && exit 77; exit 1; }
+accel=$(realpath "${ACCEL_BUILD_DIR:-build}")/apps/accel/accel
+bench=$(realpath "${ACCEL_BUILD_DIR:-build}")/scripts/bench/allreduce_bench
 [[ -x "$accel" && -x "$bench" ]] || { echo "build first: scripts/build" >&2; exit 1; }
 scratch=$(mktemp -d)
 source tests/e2e/netns_lib.sh

@@ -7,12 +7,15 @@
 # hyperfine. Both launchers find the endpoint is this host; the second agent finds the port taken
 # and joins. (Across network namespaces torch 1.13's c10d cannot run this job: its workers are
 # sent to the rank-0 agent's host name, which the namespaces share; it has no --local_addr.)
-#   scripts/bench/elastic.sh [--runs N]
+#   scripts/bench/elastic.sh [--runs N | --quick]   (--quick, ctest's bench.elastic_quick: accel
+#                                                   only, 2 runs)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 runs=5
 [[ "${1:-}" == "--runs" ]] && runs=$2
-accel=$(pwd)/${ACCEL_BUILD_DIR:-build}/apps/accel/accel
+launchers=(accel torchrun)
+[[ "${1:-}" == "--quick" ]] && { runs=2; launchers=(accel); }
+accel=$(realpath "${ACCEL_BUILD_DIR:-build}")/apps/accel/accel
 [[ -x "$accel" ]] || { echo "build first: scripts/build" >&2; exit 1; }
 command -v hyperfine >/dev/null || { echo "hyperfine missing: scripts/setup.sh" >&2; exit 1; }
 py=/usr/bin/python3
@@ -40,16 +43,18 @@ echo "\$ra \$rb \$(cat "$scratch/a.out" "$scratch/b.out" | grep -o 'ok rank=' | 
 EOF
 chmod +x "$scratch/pair.sh"
 
-for l in accel torchrun; do
+for l in "${launchers[@]}"; do
   "$scratch/pair.sh" $l
   [[ $(cat "$scratch/result.$l") == "0 0 4" ]] ||
     { echo "$l: the elastic 2x2 job failed (exit codes, ok lines: $(cat "$scratch/result.$l"))" >&2; exit 1; }
 done
 
-hyperfine --warmup 1 --runs "$runs" -N --export-json "$scratch/r.json" \
-  --command-name "accel run: 2 agents x 2 ranks, c10d, same command" "$scratch/pair.sh accel" \
-  --command-name "torchrun: 2 agents x 2 ranks, c10d, same command" "$scratch/pair.sh torchrun" >/dev/null
-for l in accel torchrun; do  # every timed run ran the whole job
+commands=()
+for l in "${launchers[@]}"; do
+  commands+=(--command-name "$([[ $l == accel ]] && echo "accel run" || echo torchrun): 2 agents x 2 ranks, c10d, same command" "$scratch/pair.sh $l")
+done
+hyperfine --warmup 1 --runs "$runs" -N --export-json "$scratch/r.json" "${commands[@]}" >/dev/null
+for l in "${launchers[@]}"; do  # every timed run ran the whole job
   [[ -z $(grep -vx "0 0 4" "$scratch/result.$l") ]] || { echo "$l failed in a timed run: $(cat "$scratch/result.$l")" >&2; exit 1; }
 done
 
@@ -60,5 +65,6 @@ print("| command | median | min | max |")
 print("|---|---|---|---|")
 for x in r:
     print(f"| {x['command']} | {x['median']:.3f} s | {x['min']:.3f} s | {x['max']:.3f} s |")
-print(f"\nwhole elastic 2x2 job: torchrun / accel = {r[1]['median'] / r[0]['median']:.2f}x")
+if len(r) == 2:  # not with --quick (accel only)
+    print(f"\nwhole elastic 2x2 job: torchrun / accel = {r[1]['median'] / r[0]['median']:.2f}x")
 PY

@@ -6,15 +6,26 @@
 # config_from_args) through scripts/accelerate_fixtures/record.py with Debian's torch 1.13, in
 # one run with accel's `launch --dry_run_json --dry_run_gpus 2`. Prints the table and the ratio.
 #   scripts/bench/plan.sh ACCELERATE_SRC_ROOT [--runs N]   (ACCELERATE_SRC_ROOT/v0.27.2/src/accelerate)
+#   scripts/bench/plan.sh --quick [ACCELERATE_SRC_ROOT]   (ctest's bench.plan_quick: 3 runs; without
+#                                   the source, accel's row alone, and a line saying so)
 # The reference includes the recorder's own small parent interpreter (no torch import there).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-src=${1:?usage: scripts/bench/plan.sh ACCELERATE_SRC_ROOT [--runs N]}
-runs=10
-[[ "${2:-}" == "--runs" ]] && runs=$3
-accel=$(pwd)/${ACCEL_BUILD_DIR:-build}/apps/accel/accel
+quick=0 runs=10
+if [[ "${1:-}" == "--quick" ]]; then
+  quick=1 runs=3 src=${2:-}
+else
+  src=${1:?usage: scripts/bench/plan.sh ACCELERATE_SRC_ROOT [--runs N]}
+  [[ "${2:-}" == "--runs" ]] && runs=$3
+fi
+accel=$(realpath "${ACCEL_BUILD_DIR:-build}")/apps/accel/accel
 [[ -x "$accel" ]] || { echo "build first: scripts/build" >&2; exit 1; }
-[[ -d "$src/v0.27.2/src/accelerate" ]] || { echo "no accelerate v0.27.2 source under $src" >&2; exit 1; }
+reference=1
+if [[ ! -d "$src/v0.27.2/src/accelerate" ]]; then
+  ((quick)) || { echo "no accelerate v0.27.2 source under $src" >&2; exit 1; }
+  reference=0
+  echo "plan: no accelerate v0.27.2 source${src:+ under $src}: accel's row only (fetch huggingface/accelerate for the reference)"
+fi
 command -v hyperfine >/dev/null || { echo "hyperfine missing: scripts/setup.sh" >&2; exit 1; }
 
 scratch=$(mktemp -d)
@@ -24,9 +35,10 @@ echo 'print(1)' >"$scratch/job/train.py"
 argv=$(/usr/bin/python3 -c 'import json,shlex,sys; print(shlex.join(json.load(open(sys.argv[1]))["argv"]))' \
   tests/fixtures/accelerate/v0.27.2/fsdp_flags.json)
 
-hyperfine --warmup 1 --runs "$runs" -N --export-json "$scratch/r.json" \
-  --command-name "accelerate 0.27.2 launch_command (reference)" \
-  "/usr/bin/python3 $(pwd)/scripts/accelerate_fixtures/record.py --accelerate-src $src/v0.27.2 --out $scratch/out $(pwd)/scripts/accelerate_fixtures/cases.json --case fsdp_flags" \
+reference_cmd=()
+((reference)) && reference_cmd=(--command-name "accelerate 0.27.2 launch_command (reference)"
+  "/usr/bin/python3 $(pwd)/scripts/accelerate_fixtures/record.py --accelerate-src $src/v0.27.2 --out $scratch/out $(pwd)/scripts/accelerate_fixtures/cases.json --case fsdp_flags")
+hyperfine --warmup 1 --runs "$runs" -N --export-json "$scratch/r.json" "${reference_cmd[@]}" \
   --command-name "accel launch --dry_run_json" \
   "env HF_HOME=$scratch/hf sh -c 'cd $scratch/job && exec $accel launch --dry_run_json --dry_run_gpus 2 $argv'" >/dev/null
 

@@ -76,13 +76,14 @@ measure() {
   t=$(date +%s%N)
   [[ $(world_since 0 3) != never* ]] || { echo "$launcher: the group of 3 never formed" >&2; tail "$scratch/$launcher".*.log >&2; return 1; }
   t=$(date +%s%N)
-  ip netns pids "${NS3[2]}" | xargs -r kill -KILL
+  # A process may end between the listing and the kill (kill then fails, and xargs with it).
+  ip netns pids "${NS3[2]}" | xargs -r kill -KILL 2>/dev/null || true
   loss=$(world_since "$t" 2)
   t=$(date +%s%N)
   agent "$launcher" 2
   arrival=$(world_since "$t" 3)
   printf '%-9s %-22s %-22s\n' "$launcher" "$loss" "$arrival"
-  for i in 0 1 2; do ip netns pids "${NS3[$i]}" | xargs -r kill -KILL; done
+  for i in 0 1 2; do ip netns pids "${NS3[$i]}" | xargs -r kill -KILL 2>/dev/null || true; done
 }
 
 printf '%-9s %-22s %-22s\n' launcher "loss -> world of 2" "arrival -> world of 3"

@@ -2,6 +2,7 @@
 # Soak: many launches in a row of random shapes, then nothing of ours may be left; and one long
 # job with many restarts, whose agent must not leak descriptors or grow.
 #   scripts/bench/soak.sh [--launches N] [--restarts R] [--seed S] [ACCEL]
+#   scripts/bench/soak.sh --quick       (ctest's bench.soak_quick: 40 launches, 25 restarts, seed 12)
 # Each launch: 1-8 ranks and one scenario — success, a rank's exit code, SIGSEGV, grandchildren
 # (left running, in their own session, or with a failing worker), SIGINT (once, or three times),
 # SIGTERM, SIGUSR1, SIGKILL of the agent, a restart. Its exit code must be the scenario's, and
@@ -13,11 +14,12 @@ launches=300 restarts=100 seed=$RANDOM
 while [[ $# -gt 0 && $1 == --* ]]; do
   case $1 in
     --launches) launches=$2 ;; --restarts) restarts=$2 ;; --seed) seed=$2 ;;
+    --quick) launches=40 restarts=25 seed=12; shift; continue ;;  # ctest's bench.soak_quick
     *) echo "soak: unknown flag $1" >&2; exit 2 ;;
   esac
   shift 2
 done
-accel=${1:-$(pwd)/${ACCEL_BUILD_DIR:-build}/apps/accel/accel}
+accel=${1:-$(realpath "${ACCEL_BUILD_DIR:-build}")/apps/accel/accel}
 [[ -x "$accel" ]] || { echo "soak: build first (scripts/build): no $accel" >&2; exit 2; }
 behave=$(pwd)/tests/e2e/workers/behave.sh
 scratch=$(mktemp -d /tmp/accel-soak-XXXXXX)

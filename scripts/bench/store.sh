@@ -10,10 +10,12 @@
 #                  2.x clients, in the scripts/torch2_chroot.sh chroot (n/a without it)
 # Each run gets a fresh server; ratios are torch's time over accel's for the same clients.
 #   scripts/bench/store.sh [--repeat R] [N ...]      (default: 256 1024 4096, best of 3)
+#   scripts/bench/store.sh --quick                   (ctest's bench.store_quick: 64 clients, once)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 repeat=3
 [[ "${1:-}" == "--repeat" ]] && { repeat=$2; shift 2; }
+[[ "${1:-}" == "--quick" ]] && { repeat=1; set -- 64; }
 sizes=("$@")
 ((${#sizes[@]})) || sizes=(256 1024 4096)
 build=${ACCEL_BUILD_DIR:-build}

@@ -7,6 +7,7 @@
 # (ACCEL_CPU_BACKEND=gloo). Reports samples/s, scaling efficiency (N=2 / 2×N=1), time to the
 # first step, whole-command wall time and peak RSS per rank.
 #   scripts/bench/train.sh [--steps S] [--ranks "N..."]   (default 200 steps per rank, N = 1 2)
+#   scripts/bench/train.sh --quick                        (ctest's bench.train_quick: MLP, 10 steps)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 steps=200
@@ -17,7 +18,8 @@ while (($#)); do
              steps=$2; shift 2 ;;
     --ranks) [[ ${2:-} =~ ^[1-9][0-9]*( [1-9][0-9]*)*$ ]] || { echo "train.sh: --ranks needs process counts like \"1 2\", not '${2:-}'" >&2; exit 2; }
              ranks=$2; shift 2 ;;
-    *) echo "train.sh: unknown argument '$1' (usage: train.sh [--steps S] [--ranks \"N...\"])" >&2; exit 2 ;;
+    --quick) steps=10 models=mlp; shift ;;
+    *) echo "train.sh: unknown argument '$1' (usage: train.sh [--steps S] [--ranks \"N...\"] [--quick])" >&2; exit 2 ;;
   esac
 done
 build=${ACCEL_BUILD_DIR:-build}
@@ -54,7 +56,7 @@ run() {
 printf '%-5s %-5s %-2s | %9s %9s %6s | %6s %6s | %6s %6s | %6s %6s | %5s %5s | %9s %5s\n' \
   model prec N "C++ sps" "Py sps" "ratio" "C++ 1st" "Py 1st" "C++ s" "Py s" "C++MB" "PyMB" "effC" "effPy" \
   "gloo sps" "effG"
-for model in mlp cnn; do
+for model in ${models:-mlp cnn}; do
   for precision in no bf16; do
     declare -A one=()
     for n in $ranks; do

@@ -7,14 +7,17 @@
 #   3. how long after a rank stops (python3-torch gloo, heartbeats) the agent calls the hang,
 #      for --hang_timeout 3, over R runs.
 #   scripts/bench/watch.sh [--runs R]   (default 5)
+#   scripts/bench/watch.sh --quick      (ctest's bench.watch_quick: 5 status samples, 1 round of
+#                                        100 steps, 1 hang run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-runs=5
+runs=5 steps=3000 rounds=5 samples=20
 while (($#)); do
   case $1 in
+    --quick) runs=1 steps=100 rounds=1 samples=5; shift ;;
     --runs) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "watch.sh: --runs needs a positive integer, not '${2:-}'" >&2; exit 2; }
             runs=$2; shift 2 ;;
-    *) echo "watch.sh: unknown argument '$1' (usage: watch.sh [--runs R])" >&2; exit 2 ;;
+    *) echo "watch.sh: unknown argument '$1' (usage: watch.sh [--runs R] [--quick])" >&2; exit 2 ;;
   esac
 done
 build=${ACCEL_BUILD_DIR:-build}
@@ -41,12 +44,12 @@ PY
 agent=$!
 until [[ $(ls "$scratch"/ready.* 2>/dev/null | wc -l) == 4 ]]; do sleep 0.05; done
 pids=$(pgrep -P "$agent" -d, python3 || true)
-for _ in $(seq 20); do ms_of "$accel" status --json; done | median >"$scratch/status_us"
-for _ in $(seq 20); do ms_of ps -o pid,stat,pcpu,rss,etimes -p "$pids"; done | median >"$scratch/ps_us"
+for _ in $(seq "$samples"); do ms_of "$accel" status --json; done | median >"$scratch/status_us"
+for _ in $(seq "$samples"); do ms_of ps -o pid,stat,pcpu,rss,etimes -p "$pids"; done | median >"$scratch/ps_us"
 touch "$scratch/release"
 wait $agent
-printf 'accel status (4 ranks): %s µs median of 20; ps for the same ranks: %s µs (%.2fx)\n' \
-  "$(cat "$scratch/status_us")" "$(cat "$scratch/ps_us")" \
+printf 'accel status (4 ranks): %s µs median of %s; ps for the same ranks: %s µs (%.2fx)\n' \
+  "$(cat "$scratch/status_us")" "$samples" "$(cat "$scratch/ps_us")" \
   "$(awk -v a="$(cat "$scratch/status_us")" -v b="$(cat "$scratch/ps_us")" 'BEGIN{print a/b}')"
 
 # ---- 2. heartbeat and hang detection overhead on training ----
@@ -55,13 +58,13 @@ train() {  # train [--hang_timeout S] [env -u ACCEL_HEARTBEAT_KEY]: prints sampl
   [[ $1 == on ]] && flags=(--hang_timeout 300)
   [[ $1 == off ]] && wrap=(env -u ACCEL_HEARTBEAT_KEY)
   "$accel" launch -q --cpu -n 2 --mixed_precision bf16 "${flags[@]}" --no_python "${wrap[@]}" \
-    "$example" --model mlp --steps 3000 --no-shuffle --no-progress --no-eval 2>&1 |
+    "$example" --model mlp --steps "$steps" --no-shuffle --no-progress --no-eval 2>&1 |
     sed -n 's/.* \([0-9]*\) samples\/s.*/\1/p' | head -1
 }
-for round in 1 2 3 4 5; do
+for _ in $(seq "$rounds"); do
   echo "$(train off) $(train on)"
 done >"$scratch/train"
-printf 'MLP bf16, 2 ranks, 3000 steps, samples/s (5 rounds, alternating):\n'
+printf 'MLP bf16, 2 ranks, %s steps, samples/s (%s rounds, alternating):\n' "$steps" "$rounds"
 while read -r off on; do
   printf '  without heartbeat %6s   with heartbeat + --hang_timeout %6s   (%.3fx)\n' "$off" "$on" \
     "$(awk -v a="$on" -v b="$off" 'BEGIN{print a/b}')"
