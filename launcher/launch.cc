@@ -358,12 +358,21 @@ class Agent {
   std::unique_ptr<Supervisor> supervisor_;
 };
 
+// Where the job's port came from, as the user wrote it: torchrun's flag under `accel run`,
+// accelerate's under `accel launch`, or the config file's key.
+std::string portOrigin(const LaunchPlan& plan) {
+  const auto source = plan.config.sources.find("main_process_port");
+  if (source != plan.config.sources.end() && source->second == config::Source::Flag)
+    return plan.mode == LaunchMode::Torchrun ? "--master_port" : "--main_process_port";
+  return "main_process_port in " + plan.config.file.value_or("the config");
+}
+
 // The checks and notices before the agent starts; an error here spawns nothing.
 Expected<void> preflight(const LaunchPlan& plan, Console& console) {
   // The other machines connect to it instead. An agent that only guessed it hosts the c10d
   // rendezvous joins whoever listens on the port (hostStore).
   if (plan.master_port && plan.machine_rank == 0 && !guessedStoreHost(plan)) {
-    if (auto ok = checkPortFree(*plan.master_port); !ok) return ok;
+    if (auto ok = checkPortFree(*plan.master_port, portOrigin(plan)); !ok) return ok;
   }
   for (const auto& text : plan.notices) console.notice(text);
   if (plan.omp_notice) {

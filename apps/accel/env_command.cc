@@ -26,7 +26,7 @@ std::string compilerName() {
 // The launcher's network checks, for the port and network items.
 probes::NetworkProbes launcherNetwork() {
   probes::NetworkProbes net;
-  net.port_free = launcher::checkPortFree;
+  net.port_free = [](int port) { return launcher::checkPortFree(port); };
   net.route = [](const std::string& host) -> Expected<std::string> {
     auto route = probes::routeTo(host);
     if (!route) return std::move(route).takeError();

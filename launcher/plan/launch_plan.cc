@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <random>
 #include <tuple>
 
@@ -295,6 +296,25 @@ Expected<void> planArrivalRanks(LaunchPlan& plan) {
   return {};
 }
 
+// The GPU mode asked for, in the user's words: "FSDP was requested (--use_fsdp)",
+// "DeepSpeed was requested (distributed_type DEEPSPEED in cfg.yaml)".
+std::string gpuModeRequested(const config::EffectiveConfig& e) {
+  const std::string& type = e.config.distributed_type;
+  static const std::map<std::string, std::pair<const char*, const char*>> kModes = {
+      {"MULTI_GPU", {"multi-GPU training", "--multi_gpu"}},
+      {"FSDP", {"FSDP", "--use_fsdp"}},
+      {"DEEPSPEED", {"DeepSpeed", "--use_deepspeed"}},
+      {"MEGATRON_LM", {"Megatron-LM", "--use_megatron_lm"}}};
+  const auto it = kModes.find(type);
+  const std::string name = it != kModes.end() ? it->second.first : type;
+  const auto source = e.sources.find("distributed_type");
+  const bool flag = source != e.sources.end() && source->second == config::Source::Flag;
+  const std::string where = flag && it != kModes.end() ? it->second.second
+                                                       : "distributed_type " + type + " in " +
+                                                             e.file.value_or("the config");
+  return name + " was requested (" + where + ")";
+}
+
 // A multi-GPU job needs a GPU per local process, among those gpu_ids allows.
 Expected<void> checkGpuCount(LaunchPlan& plan, const Devices& d) {
   if (!d.gpu) return {};
@@ -302,12 +322,8 @@ Expected<void> checkGpuCount(LaunchPlan& plan, const Devices& d) {
   int available = d.usable_gpus;
   if (c.gpu_ids && *c.gpu_ids != "all") available = std::min(available, countGpuIds(*c.gpu_ids));
   if (d.usable_gpus == 0) {
-    return makeError("multi-GPU training was requested (" +
-                     std::string(plan.config.sources["distributed_type"] == config::Source::Flag
-                                     ? "--multi_gpu"
-                                     : "distributed_type MULTI_GPU in " +
-                                           plan.config.file.value_or("the config")) +
-                     ") but no GPU is usable on this machine; use --cpu");
+    return makeError(gpuModeRequested(plan.config) +
+                     " but no GPU is usable on this machine; use --cpu");
   }
   if (plan.local_world_size > available) {
     return makeError("num_processes " + std::to_string(plan.local_world_size) +

@@ -88,6 +88,15 @@ Expected<std::vector<std::string>> resolveCommand(const LaunchOptions& o,
         return makeError("training script '" + target +
                          "' is not executable (chmod +x it, or give a .py file)");
       }
+      // As a shell does, a name without a slash is looked up in PATH only: a file of that name
+      // here is the likely intent.
+      if (target.find('/') == std::string::npos && ::stat(target.c_str(), &st) == 0 &&
+          !S_ISDIR(st.st_mode)) {
+        const bool executable = ::access(target.c_str(), X_OK) == 0;
+        return makeError("training script '" + target +
+                         "' is not in PATH; for the file in the current directory, run './" +
+                         target + "'" + (executable ? "" : " (after chmod +x " + target + ")"));
+      }
       return makeError(
           "training script '" + target + "' not found" +
           (target.find('/') == std::string::npos ? " (not a file here and not in PATH)" : ""));

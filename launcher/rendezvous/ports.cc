@@ -86,10 +86,10 @@ HostOutcome hostOrJoin(const std::function<void()>& listen,
   }
 }
 
-Expected<void> checkPortFree(int port) {
+Expected<void> checkPortFree(int port, const std::string& origin) {
   for (const auto& inode : listeningInodes(port)) {
     std::string owner = socketOwner(inode);
-    return makeError("--main_process_port: port " + std::to_string(port) + " is already in use" +
+    return makeError(origin + ": port " + std::to_string(port) + " is already in use" +
                      (owner.empty() ? "" : " by " + owner) +
                      "; choose another port or omit it to get a free one");
   }
@@ -105,7 +105,7 @@ Expected<void> checkPortFree(int port) {
   int err = errno;
   ::close(fd);
   if (rc != 0) {
-    return makeError("--main_process_port: cannot use port " + std::to_string(port) + ": " +
+    return makeError(origin + ": cannot use port " + std::to_string(port) + ": " +
                      std::strerror(err));
   }
   return {};

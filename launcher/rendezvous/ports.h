@@ -10,8 +10,9 @@
 namespace accel::launcher {
 
 // Fails when a TCP socket already listens on `port` (or it cannot be bound), with a message
-// naming the port and, when /proc tells, the pid and command holding it.
-Expected<void> checkPortFree(int port);
+// naming the port, where it came from (`origin`: the flag as the user spelled it, or the config
+// key and file) and, when /proc tells, the pid and command holding it.
+Expected<void> checkPortFree(int port, const std::string& origin = "--main_process_port");
 
 // Whether a TCP socket of this network namespace listens on `port` (/proc/net/tcp and tcp6).
 // Reads two small files; thread-safe; never throws.

@@ -221,8 +221,14 @@ holder=$!
 for _ in $(seq 1 100); do [[ -s "$SCRATCH/port" ]] && break; sleep 0.05; done
 port=$(cat "$SCRATCH/port")
 expect_exit 2 "$ACCEL" launch -n 2 --main_process_port "$port" "${BEH[@]}"
-kill $holder
 expect_contains "$ERR" "--main_process_port: port $port is already in use by pid $holder (python3)"
+# Each names what the user wrote: torchrun's flag under accel run, the config file's key.
+expect_exit 2 "$ACCEL" run --nproc_per_node 2 --master_port "$port" "${BEH[@]}"
+expect_contains "$ERR" "--master_port: port $port is already in use by pid $holder"
+printf 'distributed_type: MULTI_CPU\nnum_processes: 2\nmain_process_port: %s\n' "$port" >"$SCRATCH/p.yaml"
+expect_exit 2 "$ACCEL" launch --config_file "$SCRATCH/p.yaml" "${BEH[@]}"
+expect_contains "$ERR" "main_process_port in $SCRATCH/p.yaml: port $port is already in use by pid $holder"
+kill $holder
 [[ ! -e "$OUT_DIR/started.0" ]] || fail "a worker was started"
   ;;
 restarts)
@@ -347,6 +353,11 @@ validation)
   expect_contains "$ERR" "training script '$SCRATCH/missing.py' not found"
   expect_exit 2 "$ACCEL" launch -n 2 no-such-program-xyz
   expect_contains "$ERR" "training script 'no-such-program-xyz' not found (not a file here and not in PATH)"
+  # A script in the current directory, named without ./ (looked up in PATH, as by a shell).
+  cp "$W/behave.sh" "$SCRATCH/run.sh"
+  (cd "$SCRATCH" && expect_exit 2 "$ACCEL" launch -n 2 run.sh && expect_contains "$ERR" "training script 'run.sh' is not in PATH; for the file in the current directory, run './run.sh'") || exit 1
+  chmod -x "$SCRATCH/run.sh"
+  (cd "$SCRATCH" && expect_exit 2 "$ACCEL" launch -n 2 run.sh && expect_contains "$ERR" "run './run.sh' (after chmod +x run.sh)") || exit 1
   expect_exit 2 "$ACCEL" launch --cpu --multi_gpu -n 2 "${BEH[@]}"
   expect_contains "$ERR" "You can only use one of \`--cpu\`, \`--multi_gpu\`"
   expect_exit 2 "$ACCEL" launch --gpu_ids 0,,1 -n 2 "${BEH[@]}"
@@ -354,6 +365,11 @@ validation)
   if [[ -z "$(ldconfig -p | grep libcuda.so.1)" ]]; then
     expect_exit 2 "$ACCEL" launch --multi_gpu -n 2 "${BEH[@]}"
     expect_contains "$ERR" "multi-GPU training was requested (--multi_gpu) but no GPU is usable on this machine"
+    expect_exit 2 "$ACCEL" launch --use_fsdp -n 2 "${BEH[@]}"
+    expect_contains "$ERR" "FSDP was requested (--use_fsdp) but no GPU is usable on this machine; use --cpu"
+    printf 'distributed_type: DEEPSPEED\nnum_processes: 2\n' >"$SCRATCH/ds.yaml"
+    expect_exit 2 "$ACCEL" launch --config_file "$SCRATCH/ds.yaml" "${BEH[@]}"
+    expect_contains "$ERR" "DeepSpeed was requested (distributed_type DEEPSPEED in $SCRATCH/ds.yaml) but no GPU is usable"
     expect_exit 2 "$ACCEL" launch --mixed_precision fp16 -n 2 "${BEH[@]}"
     expect_contains "$ERR" "mixed_precision fp16 needs a GPU and none is usable here"
   fi
