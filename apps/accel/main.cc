@@ -1,6 +1,7 @@
 // accel: a native replacement for `accelerate config / env / launch`.
 // Wires the subcommands; each lives in its own file and only main turns errors into exit codes.
 
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,33 @@ bool calledAsTorchrun(const char* argv0) {
   std::string name = argv0;
   if (auto slash = name.rfind('/'); slash != std::string::npos) name = name.substr(slash + 1);
   return name.rfind("torchrun", 0) == 0;
+}
+
+// Usage errors in accel's voice ("accel: error: accel env: ..."), exit 2; --help and --version
+// print as CLI11 does. Unexpected arguments are listed as typed (CLI11 lists them reversed).
+int reportParseError(CLI::App& app, const CLI::ParseError& e, const char* first) {
+  if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+  const CLI::App* sub = nullptr;
+  for (const CLI::App* s : app.get_subcommands()) sub = s;
+  const std::string where = sub ? "accel " + sub->get_name() : "accel";
+  std::string message = e.what();
+  if (!sub && first && first[0] != '-') {
+    message =
+        std::string("unknown command '") + first + "' (commands: config, env, launch, run, status)";
+  }
+  if (sub && dynamic_cast<const CLI::ExtrasError*>(&e)) {
+    std::string extras;
+    for (const auto& a : sub->remaining()) extras += (extras.empty() ? "" : " ") + a;
+    message = "unexpected argument(s): " + extras;
+    if (sub->get_name() == "env" && extras.rfind("--", 0) == 0) {
+      message +=
+          " (accel env --check checks the config file, --config_file, not launch flags: put "
+          "them in a config file, or see what launch would do with accel launch --dry_run)";
+    }
+  }
+  std::cerr << "accel: error: " << where << ": " << message << "\nRun '" << where
+            << " --help' for more information.\n";
+  return 2;
 }
 
 }  // namespace
@@ -46,8 +74,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : 2;  // usage errors exit 2, like other Unix tools
+    return reportParseError(
+        app, e, argc > 1 ? argv[1] : nullptr);  // usage errors exit 2, like other Unix tools
   }
 
   if (configOptions.command->parsed()) return accel::apps::runConfigCommand(configOptions);

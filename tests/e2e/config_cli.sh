@@ -319,8 +319,14 @@ assert d["sources"]["main_training_function"] == "default"
 usage_errors)
   expect_exit 2 "$ACCEL"
   expect_exit 2 "$ACCEL" frobnicate
+  expect_contains "$ERR" "accel: error: accel: unknown command 'frobnicate' (commands: config, env, launch, run, status)"
   expect_exit 2 "$ACCEL" config show --num_processes abc
+  expect_contains "$ERR" "accel: error: accel config: "
   expect_contains "$ERR" "num_processes"
+  # Unexpected arguments as typed, and what env --check reads instead of launch flags.
+  expect_exit 2 "$ACCEL" env --check --main_process_port 29555
+  expect_contains "$ERR" "accel: error: accel env: unexpected argument(s): --main_process_port 29555 (accel env --check checks the config file, --config_file, not launch flags"
+  expect_contains "$ERR" "Run 'accel env --help' for more information."
   expect_exit 0 "$ACCEL" --help
   expect_contains "$OUT" "config"
   expect_exit 0 "$ACCEL" --version
