@@ -137,4 +137,13 @@ void migrateDocument(Document& doc) {
   }
 }
 
+bool isGpuDistributedType(const std::string& type) {
+  return type == kDistributedMultiGpu || type == kDistributedFsdp ||
+         type == kDistributedDeepSpeed || type == kDistributedMegatronLm;
+}
+
+bool precisionNeedsGpu(const std::string& mixedPrecision) {
+  return mixedPrecision == "fp16" || mixedPrecision == "fp8";
+}
+
 }  // namespace accel::config

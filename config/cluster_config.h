@@ -72,4 +72,12 @@ std::vector<std::string> dropObsoleteKeys(ClusterConfig& config);
 // missing compute_environment → LOCAL_MACHINE; NO without num_processes → 1.
 void migrateDocument(Document& doc);
 
+// The distributed types that run on GPUs: MULTI_GPU, FSDP, DEEPSPEED, MEGATRON_LM.
+bool isGpuDistributedType(const std::string& type);
+
+// The one rule for mixed precision without a GPU, used by config, launch and env --check alike:
+// fp16 and fp8 need one (accel does not fake fp16 in fp32 on a CPU, as accelerate silently
+// does); bf16 and no run anywhere.
+bool precisionNeedsGpu(const std::string& mixedPrecision);
+
 }  // namespace accel::config

@@ -71,8 +71,11 @@ Expected<int> Prompter::menu(const std::string& question, const std::vector<Opti
                              int defaultIndex, Check<int> check) {
   std::string prompt = question + "\n";
   for (size_t i = 0; i < options.size(); ++i) {
-    prompt += "  [" + std::to_string(i) + "] " + options[i].label +
-              (options[i].supported() ? "" : " (not supported by accel)") + "\n";
+    const auto& o = options[i];
+    prompt +=
+        "  [" + std::to_string(i) + "] " + o.label +
+        (o.supported() ? "" : " (" + (o.tag.empty() ? "not supported by accel" : o.tag) + ")") +
+        "\n";
   }
   prompt += "Enter a number [" + std::to_string(defaultIndex) + "]: ";
   int chosen = defaultIndex;
@@ -92,8 +95,9 @@ Expected<int> Prompter::menu(const std::string& question, const std::vector<Opti
              std::to_string(options.size() - 1);
     }
     if (const auto& o = options[static_cast<size_t>(index)]; !o.supported()) {
-      return o.label + " is not supported by accel (" + o.unsupported + "); choose " +
-             supportedChoices(options);
+      return (o.tag.empty() ? o.label + " is not supported by accel (" + o.unsupported + ")"
+                            : o.label + " " + o.unsupported) +
+             "; choose " + supportedChoices(options);
     }
     if (check) {
       if (auto problem = check(index)) return problem;

@@ -23,10 +23,13 @@ class Prompter {
 
   // One entry of a menu. An entry accel does not support stays in the menu (so numbers match
   // accelerate's) but is shown as "multi-XPU (not supported by accel)" and refused when chosen,
-  // with `unsupported` as the reason, before any further question.
+  // with `unsupported` as the reason, before any further question. An entry unavailable here
+  // rather than in accel (fp16 on a CPU configuration) shows its own tag, "fp16 (needs a GPU)",
+  // and is refused as "fp16 needs a GPU ...".
   struct Option {
     std::string label;
     std::string unsupported;  // empty: supported; else why accel refuses it (shown when chosen)
+    std::string tag;          // shown after the label when refused; empty: not supported by accel
 
     Option(const char* l) : label(l) {}  // NOLINT(google-explicit-constructor): menus read as lists
     Option(std::string l) : label(std::move(l)) {}  // NOLINT(google-explicit-constructor)

@@ -225,9 +225,11 @@ Expected<void> askGpus(Session& s) {
 Expected<void> askPrecision(Session& s) {
   if (s.deepSpeedConfigFile()) return {};
   std::vector<Prompter::Option> options(kPrecisions.begin(), kPrecisions.end());
-  if (s.config.use_cpu) {
-    options[1].unsupported = "fp16 needs a GPU; accel does not fake it in fp32 on CPU";
-    options[3].unsupported = "fp8 needs a GPU";
+  if (s.config.use_cpu) {  // config::precisionNeedsGpu
+    options[1].unsupported =
+        "needs a GPU and this configuration is CPU-only (accel does not fake fp16 in fp32)";
+    options[3].unsupported = "needs a GPU and this configuration is CPU-only";
+    options[1].tag = options[3].tag = "needs a GPU";
   }
   ACCEL_ASK(precision, s.ask.menu("Do you wish to use mixed precision?", options, 0));
   s.config.mixed_precision = kPrecisions[static_cast<size_t>(precision)];

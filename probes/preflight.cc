@@ -38,13 +38,8 @@ std::string where(const ConfigFacts& facts) {
   return facts.path ? " (" + *facts.path + ")" : " (no config file)";
 }
 
-bool isGpuType(const std::string& type) {
-  return type == config::kDistributedMultiGpu || type == config::kDistributedFsdp ||
-         type == config::kDistributedDeepSpeed || type == config::kDistributedMegatronLm;
-}
-
 bool isGpuJob(const config::ClusterConfig& c) {
-  return !c.use_cpu && isGpuType(c.distributed_type);
+  return !c.use_cpu && config::isGpuDistributedType(c.distributed_type);
 }
 
 int worldSize(const config::ClusterConfig& c) { return std::max(c.num_processes, 1); }
@@ -105,11 +100,12 @@ CheckItem checkGpus(const ConfigFacts& facts, const GpuInfo& gpus) {
   const config::ClusterConfig& c = *facts.config;
   const int found = static_cast<int>(gpus.devices.size());
   if (!isGpuJob(c)) {
-    if (c.mixed_precision == "fp16" && found == 0) {
-      return fail(
-          "gpus",
-          "mixed_precision fp16 needs a GPU and none is usable here (" + gpus.cuda_status + ")",
-          "set mixed_precision to bf16 or no");
+    if (config::precisionNeedsGpu(c.mixed_precision) && (found == 0 || c.use_cpu)) {
+      return fail("gpus",
+                  "mixed_precision " + c.mixed_precision + " needs a GPU" +
+                      (c.use_cpu ? " but the config is CPU-only (use_cpu)"
+                                 : " and none is usable here (" + gpus.cuda_status + ")"),
+                  "set mixed_precision to bf16 or no");
     }
     return ok("gpus", "CPU job (" + plural(localWorldSize(c), "process") + " here); " +
                           plural(found, "GPU") + " found");

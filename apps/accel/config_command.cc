@@ -60,9 +60,9 @@ int runDefault(const ConfigCommandOptions& o, const PathEnv& env) {
   // accelerate's write_basic_config: several GPUs → MULTI_GPU over all; one → NO; none → CPU.
   auto gpus = probes::probeGpus();
   int count = static_cast<int>(gpus.devices.size());
-  if (o.mixed_precision == "fp16" && count == 0) {
-    return fail("--mixed_precision: fp16 needs a GPU and none is usable here (" + gpus.cuda_status +
-                ")");
+  if (config::precisionNeedsGpu(o.mixed_precision) && count == 0) {
+    return fail("--mixed_precision: " + o.mixed_precision +
+                " needs a GPU and none is usable here (" + gpus.cuda_status + ")");
   }
   config::ClusterConfig c;
   c.mixed_precision = o.mixed_precision;

@@ -171,11 +171,6 @@ Expected<void> placeMachines(LaunchPlan& plan, const LaunchOptions& o,
   return {};
 }
 
-bool isGpuType(const std::string& type) {
-  return type == config::kDistributedMultiGpu || type == "FSDP" || type == "DEEPSPEED" ||
-         type == "MEGATRON_LM";
-}
-
 // The distributed types accel launches, and why the others are refused.
 Expected<void> checkLaunchable(const LaunchPlan& plan) {
   const config::ClusterConfig& c = plan.config.config;
@@ -191,7 +186,8 @@ Expected<void> checkLaunchable(const LaunchPlan& plan) {
     return makeError("distributed_type XLA" + where +
                      ": TPU jobs are launched by torch_xla; accel launches CPU and CUDA GPU jobs");
   }
-  if (type != config::kDistributedNo && type != config::kDistributedMultiCpu && !isGpuType(type)) {
+  if (type != config::kDistributedNo && type != config::kDistributedMultiCpu &&
+      !config::isGpuDistributedType(type)) {
     return makeError("distributed_type " + type + where +
                      " is not supported by accel, which launches CPU and CUDA GPU jobs "
                      "(NO, MULTI_CPU, MULTI_GPU, FSDP, DEEPSPEED, MEGATRON_LM)");
@@ -222,13 +218,13 @@ Expected<Devices> checkDevices(LaunchPlan& plan, const std::function<int()>& cou
   autoMultiGpu(plan, countGpus);
   const config::ClusterConfig& c = plan.config.config;
   Devices d;
-  d.gpu = isGpuType(c.distributed_type);
-  d.usable_gpus = d.gpu || c.mixed_precision == "fp16" ? countGpus() : 0;
+  d.gpu = config::isGpuDistributedType(c.distributed_type);
+  d.usable_gpus = d.gpu || config::precisionNeedsGpu(c.mixed_precision) ? countGpus() : 0;
   d.launcher = c.distributed_type == "DEEPSPEED" ? AccelerateLauncher::DeepSpeed
                : d.gpu                           ? AccelerateLauncher::MultiGpu
                                                  : AccelerateLauncher::Simple;
-  if (c.mixed_precision == "fp16" && (c.use_cpu || d.usable_gpus == 0)) {
-    return makeError("mixed_precision fp16 needs a GPU" +
+  if (config::precisionNeedsGpu(c.mixed_precision) && (c.use_cpu || d.usable_gpus == 0)) {
+    return makeError("mixed_precision " + c.mixed_precision + " needs a GPU" +
                      std::string(c.use_cpu ? " but the job is CPU-only (--cpu / use_cpu)"
                                            : " and none is usable here") +
                      "; use bf16 or no");

@@ -158,13 +158,14 @@ TEST(QuestionnaireTest, InvalidAnswersAreReaskedWithTheReason) {
       << t;
   EXPECT_NE(t.find("Invalid answer: must be at least 1"), std::string::npos) << t;
   EXPECT_NE(t.find("Invalid answer: please enter yes or no (or y/n)"), std::string::npos) << t;
-  EXPECT_NE(t.find("Invalid answer: fp16 is not supported by accel (fp16 needs a GPU; accel does "
-                   "not fake it in "
-                   "fp32 on CPU); choose 0 (no) or 2 (bf16)\n"),
+  EXPECT_NE(t.find("  [1] fp16 (needs a GPU)\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("  [3] fp8 (needs a GPU)\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("Invalid answer: fp16 needs a GPU and this configuration is CPU-only (accel "
+                   "does not fake fp16 in fp32); choose 0 (no) or 2 (bf16)\n"),
             std::string::npos)
       << t;
-  EXPECT_NE(t.find("Invalid answer: fp8 is not supported by accel (fp8 needs a GPU); choose 0 (no) "
-                   "or 2 (bf16)\n"),
+  EXPECT_NE(t.find("Invalid answer: fp8 needs a GPU and this configuration is CPU-only; choose 0 "
+                   "(no) or 2 (bf16)\n"),
             std::string::npos)
       << t;
 }
@@ -240,10 +241,10 @@ TEST(QuestionnaireTest, CpuOnlySkipsTheGpuQuestions) {
   EXPECT_EQ(run.result->num_processes, 1);
   EXPECT_FALSE(run.result->gpu_ids.has_value());
   EXPECT_EQ(run.transcript.find("What GPU(s)"), std::string::npos) << run.transcript;
-  EXPECT_NE(run.transcript.find("  [1] fp16 (not supported by accel)\n"), std::string::npos)
-      << run.transcript;
-  EXPECT_NE(run.transcript.find("Invalid answer: fp16 is not supported by accel"),
-            std::string::npos)
+  EXPECT_NE(run.transcript.find("  [1] fp16 (needs a GPU)\n"), std::string::npos) << run.transcript;
+  EXPECT_NE(
+      run.transcript.find("Invalid answer: fp16 needs a GPU and this configuration is CPU-only"),
+      std::string::npos)
       << run.transcript;
   EXPECT_EQ(run.transcript.find("DeepSpeed"), std::string::npos) << run.transcript;  // not on CPU
 }

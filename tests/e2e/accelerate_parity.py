@@ -192,8 +192,8 @@ CASE_KEPT = {
                  "installs Open MPI for this), so the fixture holds that error, not accelerate's mpirun command",
     "unbuffered": "accelerate's simple launcher runs `python SCRIPT`; accel runs `python -u SCRIPT` as torchrun "
                   "does, because the agent reads the workers' output through pipes and prefixes each line",
-    "fp16_on_cpu": "mixed_precision fp16 on a CPU-only job: accelerate runs it in fp32 without a word; accel "
-                   "refuses it before anything starts (README: differences on purpose)",
+    "fp16_fp8_on_cpu": "mixed_precision fp16 or fp8 on a CPU-only job: accelerate runs it in fp32 without a "
+                       "word; accel refuses it before anything starts (README: differences on purpose)",
     "device_not_supported": "distributed_type MULTI_XPU/NPU/...: accel launches CPU and CUDA GPU jobs and "
                             "refuses the others with one line naming the type",
     "newer_value": "for an older tag, a worker may see a variable's value the way the newest accelerate "
@@ -424,8 +424,8 @@ def compare_case(fixture, result, proc, tmp, cores, newest_keys, newest=None):
                          f"accepts ({len(result.get('ranks', []))} ranks)")]
     if result is None:
         tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-        if proc.returncode == 2 and "mixed_precision fp16 needs a GPU but the job is CPU-only" in tail:
-            return "kept (fp16_on_cpu)", []
+        if proc.returncode == 2 and re.search(r"mixed_precision fp(16|8) needs a GPU but the job is CPU-only", tail):
+            return "kept (fp16_fp8_on_cpu)", []
         if proc.returncode == 2 and "is not supported by accel, which launches CPU and CUDA GPU jobs" in tail:
             return "kept (device_not_supported)", []
         return "FAIL", [("-", "<outcome>", f"launches ({fixture['launcher']})", f"exit {proc.returncode}: {tail}")]

@@ -105,7 +105,7 @@ questionnaire_bad_answers)
   expect_contains "$OUT" "Invalid answer: multi-SDAA is not supported by accel"
   expect_contains "$OUT" "Invalid answer: please enter yes or no (or y/n)"
   expect_contains "$OUT" "Invalid answer: must be at least 1"
-  expect_contains "$OUT" "Invalid answer: fp16 is not supported by accel (fp16 needs a GPU"
+  expect_contains "$OUT" "Invalid answer: fp16 needs a GPU and this configuration is CPU-only"
   d=$(load_like_accelerate "$DEFAULT")
   expect_contains "$d" '"num_processes": 4'
   expect_contains "$d" '"mixed_precision": "bf16"'

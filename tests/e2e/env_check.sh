@@ -55,6 +55,12 @@ too_many_processes)
   expect_contains "$OUT" "FAIL  driver: no usable CUDA driver for a GPU job"
   expect_exit 1 "$ACCEL" env --check --json --config_file "$SCRATCH/c.yaml"
   expect_contains "$(item_of "$OUT" gpus)" "FAIL	distributed_type MULTI_GPU with 4 processes"
+  # fp8 on a CPU config: the rule launch and config follow (config::precisionNeedsGpu).
+  printf 'distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\nmixed_precision: fp8\n' >"$SCRATCH/c.yaml"
+  expect_exit 1 "$ACCEL" env --check --config_file "$SCRATCH/c.yaml"
+  expect_contains "$OUT" "FAIL  gpus: mixed_precision fp8 needs a GPU but the config is CPU-only (use_cpu)"
+  expect_exit 2 "$ACCEL" launch --config_file "$SCRATCH/c.yaml" /bin/true
+  expect_contains "$ERR" "mixed_precision fp8 needs a GPU but the job is CPU-only (--cpu / use_cpu); use bf16 or no"
   ;;
 bad_config)
   printf 'distributed_type: MULTI_CPU\nnum_procesess: 4\n' >"$SCRATCH/c.yaml"

@@ -373,6 +373,8 @@ validation)
     expect_exit 2 "$ACCEL" launch --mixed_precision fp16 -n 2 "${BEH[@]}"
     expect_contains "$ERR" "mixed_precision fp16 needs a GPU and none is usable here"
   fi
+  expect_exit 2 "$ACCEL" launch --cpu --mixed_precision fp8 -n 2 "${BEH[@]}"
+  expect_contains "$ERR" "mixed_precision fp8 needs a GPU but the job is CPU-only (--cpu / use_cpu); use bf16 or no"
   expect_exit 2 "$ACCEL" launch --num_proceses 2 "${BEH[@]}"
   expect_contains "$ERR" "unknown flag --num_proceses (did you mean --num_processes?)"
   expect_exit 2 "$ACCEL" launch -n 2 --local_ranks_filter 5 "${BEH[@]}"
