@@ -231,11 +231,13 @@ Placement MachineGroup::placementOf(const RendezvousResult& joined) const {
 }
 
 void MachineGroup::announce(const RendezvousResult& joined, const Placement& p) {
+  const int first = joined.rank_offset, last = first + plan_.local_world_size - 1;
   console_.notice("machine " + std::to_string(joined.machine_rank) + " of " +
-                  std::to_string(joined.machines.size()) + ": ranks " +
-                  std::to_string(joined.rank_offset) + ".." +
-                  std::to_string(joined.rank_offset + plan_.local_world_size - 1) + " of " +
-                  std::to_string(joined.world_size));
+                  std::to_string(joined.machines.size()) + ": " +
+                  (first == last
+                       ? "rank " + std::to_string(first)
+                       : "ranks " + std::to_string(first) + "\u2013" + std::to_string(last)) +
+                  " of " + std::to_string(joined.world_size));
   if (p.socket_interface && rdzv_.round == 0) {
     console_.notice("workers use GLOO_SOCKET_IFNAME=" + *p.socket_interface +
                     " (the interface that reaches the other machines)");

@@ -61,6 +61,12 @@ inline std::string formatRuns(const std::vector<int>& sorted, const std::string&
   return out;
 }
 
+// "rank 3", "ranks 0, 2", "ranks 0–3": ranks for messages, the noun agreeing with their count.
+inline std::string ranksText(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  return (ranks.size() == 1 ? "rank " : "ranks ") + formatRuns(ranks, ", ", "\u2013", false);
+}
+
 // "1.5 s", "900 s": a duration for messages.
 inline std::string secondsText(std::chrono::milliseconds ms) {
   char buf[32];

@@ -1,10 +1,12 @@
 #include "launcher/report/job_report.h"
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <sstream>
 
 #include "launcher/base/posix.h"
+#include "launcher/base/text.h"
 
 namespace accel::launcher {
 namespace {
@@ -13,12 +15,6 @@ std::string seconds(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f s", s);
   return buf;
-}
-
-std::string rankList(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
-  return out;
 }
 
 std::string endText(int exitCode, int signal) {
@@ -134,8 +130,7 @@ void printAttempts(std::ostringstream& out, const JobReport& report) {
       out << describeFailure(*a.remote_culprit) << "\n";
     } else if (a.hang) {
       out << (a.hang->kind == "exit" ? "did not exit" : "hung") << " ("
-          << (a.hang->stuck_ranks.size() == 1 ? "rank " : "ranks ") << rankList(a.hang->stuck_ranks)
-          << ")\n";
+          << ranksText(a.hang->stuck_ranks) << ")\n";
     } else if (!a.culprit) {
       out << (a.agent_signal ? "stopped by " + signalName(a.agent_signal) + " sent to the agent"
                              : "succeeded")
@@ -200,22 +195,34 @@ void printTheOthers(std::ostringstream& out, const AttemptReport& last) {
     }
   }
   if (!collateral.empty()) {
-    out << "stopped by the agent (collateral): ranks " << rankList(collateral);
+    out << "stopped by the agent (collateral): " << ranksText(collateral);
     if (last.stop_s) out << " in " << seconds(*last.stop_s);
-    if (!killed.empty()) out << "; SIGKILL needed for ranks " << rankList(killed);
+    if (!killed.empty()) out << "; SIGKILL needed for " << ranksText(killed);
     out << "\n";
   } else if (!killed.empty()) {  // stopped by a signal to the agent
-    out << "SIGKILL needed for ranks " << rankList(killed) << " (alive after --term_timeout)\n";
+    out << "SIGKILL needed for " << ranksText(killed) << " (alive after --term_timeout)\n";
   }
-  if (!clean.empty()) out << "finished before the failure: ranks " << rankList(clean) << "\n";
+  if (!clean.empty()) out << "finished before the failure: " << ranksText(clean) << "\n";
+}
+
+// The banner: what ended the job, centred in a line of 68.
+std::string banner(const AttemptReport& last) {
+  std::string title = "accel: job failed";
+  if (last.agent_signal == SIGINT && !last.culprit && !last.remote_culprit && !last.hang)
+    title = "accel: job interrupted (Ctrl-C)";
+  else if (last.agent_signal && !last.culprit && !last.remote_culprit && !last.hang)
+    title = "accel: job stopped (" + signalName(last.agent_signal) + ")";
+  const size_t width = 68, pad = width > title.size() + 2 ? (width - title.size() - 2) / 2 : 0;
+  std::string line = std::string(pad, '=') + " " + title + " ";
+  return line + std::string(width > line.size() ? width - line.size() : 0, '=');
 }
 
 }  // namespace
 
-std::string renderFailureSummary(const JobReport& report) {
+std::string renderFailureSummary(const JobReport& report, const std::string& logDir) {
   if (report.attempts.empty() || report.attempts.back().succeeded()) return "";
   std::ostringstream out;
-  out << "\n======================== accel: job failed ========================\n";
+  out << "\n" << banner(report.attempts.back()) << "\n";
   printAttempts(out, report);
   const AttemptReport& last = report.attempts.back();
   if (last.hang) {
@@ -235,6 +242,9 @@ std::string renderFailureSummary(const JobReport& report) {
   }
   printTheOthers(out, last);
   if (report.attempts.size() > 1) out << "restarts used: " << report.attempts.size() - 1 << "\n";
+  out << (logDir.empty() ? "no logs kept (--log_dir DIR keeps each rank's output and summary.json)"
+                         : "logs: " + logDir + " (each rank's output, summary.json)")
+      << "\n";
   out << "accel launch exits with " << report.exit_code << "\n";
   out << "====================================================================\n";
   return out.str();

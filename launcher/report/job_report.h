@@ -99,9 +99,11 @@ struct JobReport {
   int exit_code = 0;  // the last attempt's culprit's code, 0 on success
 };
 
-// The failure block printed at the end of a failed job ("" for a successful one). Names the
-// culprit, its exit code or signal, an OOM hint, its stderr tail, and the collateral ranks.
-std::string renderFailureSummary(const JobReport& report);
+// The failure block printed at the end of a failed job ("" for a successful one), titled by what
+// ended it (failed, interrupted by Ctrl-C, stopped by a signal). Names the culprit, its exit
+// code or signal, an OOM hint, its stderr tail, the collateral ranks, and where the logs and
+// summary.json are (`logDir`; "" when the run kept none).
+std::string renderFailureSummary(const JobReport& report, const std::string& logDir = "");
 
 // The same facts as JSON (for <log_dir>/summary.json), successful jobs included.
 nlohmann::json renderReportJson(const JobReport& report);

@@ -107,7 +107,7 @@ exit_codes)
   expect_contains "$ERR" "stopped by the agent (collateral): ranks 0, 1, 3"
   BEHAVE_DEFAULT=sleep BEHAVE_1=segv expect_exit 139 "$ACCEL" launch -n 2 "${BEH[@]}"
   expect_contains "$ERR" "rank 1 failed with signal SIGSEGV (exit code 139)"
-  expect_contains "$ERR" "stopped by the agent (collateral): ranks 0"
+  expect_contains "$ERR" "stopped by the agent (collateral): rank 0 in "
   BEHAVE_DEFAULT=ok expect_exit 0 "$ACCEL" launch -n 3 "${BEH[@]}"
   [[ "$ERR" != *"job failed"* ]] || fail "failure summary on success"
   ;;
@@ -163,6 +163,8 @@ sigint_escalation)
   expect_contains "$(cat "$SCRATCH/e")" "second SIGINT: sending SIGTERM"
   expect_contains "$(cat "$SCRATCH/e")" "third SIGINT: sending SIGKILL"
   expect_contains "$(cat "$SCRATCH/e")" "stopped by SIGINT sent to the agent"
+  expect_contains "$(cat "$SCRATCH/e")" "= accel: job interrupted (Ctrl-C) ="
+  expect_contains "$(cat "$SCRATCH/e")" "no logs kept (--log_dir DIR keeps each rank's output and summary.json)"
   expect_no_leftovers
   # One Ctrl-C, and a rank ends of it while another handles it and runs on: the job cannot go on,
   # so the survivor gets --term_timeout, then SIGKILL (no second Ctrl-C needed).
@@ -479,8 +481,8 @@ multi_agent)
   all=$(cat "$SCRATCH/m0.out" "$SCRATCH/m1.out" "$SCRATCH/m2.out")
   [[ $r0 == 0 && $r1 == 0 && $r2 == 0 ]] || fail "agents exited $r0 $r1 $r2: $all"
   for rank in 0 1 2 3 4 5; do expect_contains "$all" "[rank $rank] ok rank=$rank world=6 allreduce=21"; done
-  expect_contains "$(cat "$SCRATCH/m0.out")" "machine 0 of 3: ranks 0..1 of 6"
-  expect_contains "$(cat "$SCRATCH/m2.out")" "machine 2 of 3: ranks 4..5 of 6"
+  expect_contains "$(cat "$SCRATCH/m0.out")" "machine 0 of 3: ranks 0–1 of 6"
+  expect_contains "$(cat "$SCRATCH/m2.out")" "machine 2 of 3: ranks 4–5 of 6"
   # Environment of a non-master machine; the master named by a host name.
   start_master "$SCRATCH/m0.out" --num_machines 2 --main_process_ip localhost -n 4 --machine_rank 0 "$W/env_dump.sh"
   expect_exit 0 "$ACCEL" launch --num_machines 2 --main_process_ip localhost --main_process_port "$PORT" -n 4 \
@@ -536,12 +538,12 @@ $o1
 --- second joiner:
 $o2"
   expect_contains "$m0" "this machine hosts the rendezvous at 127.0.0.1:$PORT (is_host in --rdzv_conf) and is machine 0"
-  expect_contains "$m0" "machine 0 of 3: ranks 0..1 of 6"
+  expect_contains "$m0" "machine 0 of 3: ranks 0–1 of 6"
   for o in "$o1" "$o2"; do
     expect_contains "$o" "port $PORT is taken here: another agent on this machine hosts the rendezvous; joining it"
   done
-  expect_contains "$o1" "machine 1 of 3: ranks 2..3 of 6"
-  expect_contains "$o2" "machine 2 of 3: ranks 4..5 of 6"
+  expect_contains "$o1" "machine 1 of 3: ranks 2–3 of 6"
+  expect_contains "$o2" "machine 2 of 3: ranks 4–5 of 6"
   for r in 0 1; do expect_contains "$m0" "[rank $r] ok rank=$r group=0 world=6 sum=21"; done
   for r in 2 3; do expect_contains "$o1" "[rank $r] ok rank=$r group=1 world=6 sum=21"; done
   for r in 4 5; do expect_contains "$o2" "[rank $r] ok rank=$r group=2 world=6 sum=21"; done
@@ -611,7 +613,7 @@ multi_machine_restart)
     expect_contains "$M" "attempt 0 failed (rank 3 on machine 1 ($(hostname)) failed with exit code 5); restarting every machine (1 of 2 restarts, counted for the whole job)"
   done
   expect_contains "$M0" "attempt 1 starts with a fresh key space"
-  expect_contains "$M1" "machine 1 of 2: ranks 2..3 of 4"
+  expect_contains "$M1" "machine 1 of 2: ranks 2–3 of 4"
   for rank in 0 1 2 3; do [[ $(cat "$OUT_DIR/done.1.$rank") == "world=4 restart=1" ]] || fail "rank $rank: $(cat "$OUT_DIR/done.1.$rank" 2>&1)"; done
   [[ -z $(compgen -G "$OUT_DIR/done.0.*") ]] || fail "attempt 0 finished a rank: $(ls "$OUT_DIR")"
   expect_no_leftovers
@@ -682,8 +684,8 @@ $o1"
     expect_contains "$M" "machine 2 ($(hostname)): lost: no keep-alive for 1.5 s (keep_alive_interval 0.5 s x keep_alive_max_attempt 3); stopping the workers here"
     expect_contains "$M" "going on without machine 2 ($(hostname)) lost (no keep-alive); restarting every machine (1 of 1 restarts, counted for the whole job)"
   done
-  expect_contains "$m0" "machine 0 of 2: ranks 0..1 of 4"
-  expect_contains "$o1" "machine 1 of 2: ranks 2..3 of 4"
+  expect_contains "$m0" "machine 0 of 2: ranks 0–1 of 4"
+  expect_contains "$o1" "machine 1 of 2: ranks 2–3 of 4"
   for rank in 0 1 2 3; do [[ $(cat "$OUT_DIR/done.1.$rank") == "world=4 restart=1" ]] || fail "rank $rank: $(cat "$OUT_DIR/done.1.$rank" 2>&1)"; done
   [[ ! -e $OUT_DIR/done.1.4 ]] || fail "a rank beyond the survivors ran"
   expect_no_leftovers
@@ -707,12 +709,12 @@ $o1"
 $o2
 --- spare:
 $o3"
-  expect_contains "$m0" "machine 0 of 2: ranks 0..1 of 4"
+  expect_contains "$m0" "machine 0 of 2: ranks 0–1 of 4"
   expect_contains "$m0" "a machine is waiting to join (the group has 2 of at most 3): the group re-forms to take it (not counted as a restart)"
-  expect_contains "$m0" "machine 0 of 3: ranks 0..1 of 6"
+  expect_contains "$m0" "machine 0 of 3: ranks 0–1 of 6"
   # The round's ranks follow arrival in it: the newcomer registered first, as a spare.
-  expect_contains "$o2" "machine 1 of 3: ranks 2..3 of 6"
-  expect_contains "$(cat "$SCRATCH/j1.out")" "machine 2 of 3: ranks 4..5 of 6"
+  expect_contains "$o2" "machine 1 of 3: ranks 2–3 of 6"
+  expect_contains "$(cat "$SCRATCH/j1.out")" "machine 2 of 3: ranks 4–5 of 6"
   for rank in 0 1 2 3 4 5; do [[ $(cat "$OUT_DIR/done.0.$rank") == "world=6 restart=0" ]] || fail "rank $rank: $(cat "$OUT_DIR/done.0.$rank" 2>&1)"; done
   expect_contains "$o2" "round 0 closed before this machine joined it (at most 3 machines): it waits as a spare for the next round"
   expect_contains "$o3" "round 1 closed before this machine joined it (at most 3 machines): it waits as a spare for the next round"
@@ -738,7 +740,7 @@ multi_machine_failure)
   expect_contains "$M1" "culprit: rank 3 (local rank 1, pid"
   expect_contains "$M1" "first to fail in the job, exit code 7"
   expect_contains "$M1" "the agents of the other machines were told to stop their workers"
-  expect_contains "$M1" "stopped by the agent (collateral): ranks 2"
+  expect_contains "$M1" "stopped by the agent (collateral): rank 2"
   expect_no_leftovers
   # The master agent killed outright: the other machine loses its store and stops its workers.
   rm -f "$OUT_DIR"/*

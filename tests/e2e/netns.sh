@@ -86,7 +86,7 @@ python_gloo)
   # Gloo ran over the veth pair: each agent chose the interface that reaches the other host.
   expect_contains "$OA" "workers use GLOO_SOCKET_IFNAME=$VA"
   expect_contains "$OB" "workers use GLOO_SOCKET_IFNAME=$VB"
-  expect_contains "$OB" "machine 1 of 2: ranks 2..3 of 4"
+  expect_contains "$OB" "machine 1 of 2: ranks 2–3 of 4"
 
   # The master named by a host name that resolves to 127.0.1.1 on the master itself (Debian's
   # /etc/hosts for its own name) and to its real address elsewhere.
@@ -194,7 +194,7 @@ c10d_arrival)
     expect_codes 0 0
     expect_contains "$OA" "this machine hosts the rendezvous at $endpoint (the endpoint is this machine) and is machine 0"
     expect_contains "$OB" "this machine joins the rendezvous at $endpoint; its machine rank is the order in which it joins"
-    expect_contains "$OB" "machine 1 of 2: ranks 2..3 of 4"
+    expect_contains "$OB" "machine 1 of 2: ranks 2–3 of 4"
     for r in 0 1; do expect_contains "$OA" "[rank $r] ok rank=$r world=4 allreduce=10"; done
     for r in 2 3; do expect_contains "$OB" "[rank $r] ok rank=$r world=4 allreduce=10"; done
   done
@@ -239,7 +239,7 @@ master_name_later)
   set +e; wait $pa; RA=$?; wait $pb; RB=$?; set -e
   OA=$(cat "$SCRATCH/a.out"); OB=$(cat "$SCRATCH/b.out")
   expect_codes 0 0
-  expect_contains "$OB" "machine 1 of 2: ranks 2..3 of 4"
+  expect_contains "$OB" "machine 1 of 2: ranks 2–3 of 4"
   check_env 3 RANK=3 MASTER_ADDR=master-pod
   ;;
 master_unreachable)

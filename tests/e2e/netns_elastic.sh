@@ -109,7 +109,7 @@ elastic_spares() {
   [[ $r1 == 0 && $r2 == 0 && $r3 == 0 ]] || fail "agents exited $r1 $r2 $r3: $(cat "$SCRATCH"/h*.out)"
   for r in 0 1 2 3; do [[ $(cat "$OUT_DIR/done.0.$r") == "world=4 restart=0" ]] || fail "rank $r: $(cat "$OUT_DIR/done.0.$r" 2>&1)"; done
   [[ ! -e $OUT_DIR/started.4 ]] || fail "the spare's workers ran"
-  expect_contains "$(cat "$SCRATCH/h1.out")" "machine 0 of 2: ranks 0..1 of 4"
+  expect_contains "$(cat "$SCRATCH/h1.out")" "machine 0 of 2: ranks 0–1 of 4"
   echo "host 3 said:"; grep -i "spare" "$SCRATCH/h3.out" | sed 's/^/  /'
 }
 
@@ -247,7 +247,7 @@ kubeflow_elastic)
   all=$(cat "$SCRATCH"/pod*.out)
   [[ $codes == "0 0 0 " ]] || fail "pods exited $codes: $all"
   for r in 0 1 2 3 4 5; do expect_contains "$all" "ok rank=$r world=6 allreduce=21"; done
-  expect_contains "$(cat "$SCRATCH/pod0.out")" "machine 0 of 3: ranks 0..1 of 6"
+  expect_contains "$(cat "$SCRATCH/pod0.out")" "machine 0 of 3: ranks 0–1 of 6"
   ;;
 *) fail "unknown case $CASE" ;;
 esac

@@ -94,6 +94,7 @@ PY
   expect_exit 124 "${LAUNCH[@]}" -n 4 --hang_timeout 3 "$SCRATCH/w.py" "$OUT_DIR/stuck"
   expect_contains "$ERR" "the job hangs (--hang_timeout 3 s): rank 2 at step 4 for 3 s; ranks 0, 1, 3 at step 5"
   expect_contains "$ERR" "culprit: rank 2 (local rank 2"
+  expect_contains "$ERR" "logs: $(dirname "$(ls "$SCRATCH"/logs/*/summary.json)") (each rank's output, summary.json)"
   expect_contains "$ERR" "accel launch exits with 124"
   [[ $(sumq 's["attempts"][0]["hang"]["stuck_ranks"]') == "[2]" ]] || fail "stuck ranks: $(summary)"
   [[ $(sumq 's["attempts"][0]["culprit"]["rank"]') == 2 ]] || fail "culprit: $(summary)"

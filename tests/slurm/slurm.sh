@@ -24,7 +24,7 @@ agent_per_node)
   # One agent per node, no machine flags: machines, ranks, master and run id come from SLURM.
   expect_exit 0 srun -N2 --ntasks-per-node=1 "$ACCEL" launch --cpu "${PYARGS[@]}" "$W/ddp_gloo.py"
   for r in 0 1; do expect_contains "$OUT" "[rank $r] ok rank=$r world=2 allreduce=3"; done
-  expect_contains "$ERR" "machine 1 of 2: ranks 1..1 of 2"
+  expect_contains "$ERR" "machine 1 of 2: rank 1 of 2"
   # --num_processes is the total over the nodes, as in accelerate.
   expect_exit 0 srun -J accel-env-$$ -N2 --ntasks-per-node=1 "$ACCEL" launch --cpu -n 4 "$W/env_dump.sh"
   job=$(sed -n 's/^TORCHELASTIC_RUN_ID=//p' "$OUT_DIR/rank_0.env")
@@ -116,7 +116,7 @@ sbatch_readme)
   job=$(sed -n 's/^Submitted batch job //p' <<<"$OUT")
   log=$(cat "$SCRATCH"/*-"$job".out)
   for r in 0 1 2 3; do expect_contains "$log" "[rank $r] ok rank=$r world=4 allreduce=10"; done
-  expect_contains "$log" "machine 1 of 2: ranks 2..3 of 4"
+  expect_contains "$log" "machine 1 of 2: ranks 2–3 of 4"
   ;;
 *) fail "unknown case $CASE" ;;
 esac

@@ -19,6 +19,14 @@ WorkerOutcome worker(int rank, int code, int sig = 0, bool collateral = false) {
   return w;
 }
 
+// The line of `text` that contains `part` ("" when none does).
+std::string lineWith(const std::string& text, const std::string& part) {
+  const size_t at = text.find(part);
+  if (at == std::string::npos) return "";
+  const size_t begin = text.rfind('\n', at) + 1, end = text.find('\n', at);
+  return text.substr(begin, end - begin);
+}
+
 TEST(JobReportTest, SuccessHasNoSummary) {
   JobReport r;
   AttemptReport a;
@@ -56,10 +64,10 @@ TEST(JobReportTest, FailureNamesCulpritTailOomAndCollateral) {
       << s;
   EXPECT_NE(
       s.find(
-          "stopped by the agent (collateral): ranks 0, 2 in 0.50 s; SIGKILL needed for ranks 2\n"),
+          "stopped by the agent (collateral): ranks 0, 2 in 0.50 s; SIGKILL needed for rank 2\n"),
       std::string::npos)
       << s;
-  EXPECT_NE(s.find("finished before the failure: ranks 3\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("finished before the failure: rank 3\n"), std::string::npos) << s;
   EXPECT_NE(s.find("accel launch exits with 137\n"), std::string::npos) << s;
 
   auto j = renderReportJson(r);
@@ -73,9 +81,30 @@ TEST(JobReportTest, AgentSignalWithoutCulprit) {
   a.workers = {worker(0, 130, 0, false)};
   a.agent_signal = SIGINT;
   JobReport r{{a}, 130};
-  std::string s = renderFailureSummary(r);
+  std::string s = renderFailureSummary(r, "/tmp/logs/run-1");
   EXPECT_NE(s.find("stopped by SIGINT sent to the agent"), std::string::npos) << s;
   EXPECT_EQ(s.find("culprit:"), std::string::npos) << s;
+  // Titled as what it was, not as a failure; the logs named.
+  EXPECT_EQ(lineWith(s, " accel: job interrupted (Ctrl-C) "),
+            std::string(17, '=') + " accel: job interrupted (Ctrl-C) " + std::string(18, '='));
+  EXPECT_NE(s.find("logs: /tmp/logs/run-1 (each rank's output, summary.json)\n"), std::string::npos)
+      << s;
+  r.attempts[0].agent_signal = SIGTERM;
+  EXPECT_NE(renderFailureSummary(r).find(" accel: job stopped (SIGTERM) "), std::string::npos);
+  EXPECT_NE(renderFailureSummary(r).find(
+                "no logs kept (--log_dir DIR keeps each rank's output and summary.json)\n"),
+            std::string::npos);
+}
+
+TEST(JobReportTest, EveryBannerLineIsAsWideAsItsClosingLine) {
+  AttemptReport a;
+  a.workers = {worker(0, 1)};
+  a.culprit = 0;
+  JobReport r{{a}, 1};
+  const std::string s = renderFailureSummary(r);
+  EXPECT_EQ(lineWith(s, " accel: job failed "),
+            std::string(24, '=') + " accel: job failed " + std::string(25, '='));
+  EXPECT_NE(s.find("\n" + std::string(68, '=') + "\n"), std::string::npos) << s;
 }
 
 }  // namespace
