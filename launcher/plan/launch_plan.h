@@ -60,6 +60,9 @@ struct LaunchPlan {
   // A rank per scheduler task (--no_spawn, or under MPI): the agent does not spawn; it execs
   // the command as local rank `exec_local_rank`, and rank 0 hosts the store (torch's env://).
   bool exec_in_place = false;
+  // The one process is mpirun with --tag-output (Open MPI) or -prepend-rank (MPICH): the console
+  // labels each line by the MPI rank in its tag, not as the agent's one "rank 0".
+  bool mpi_tagged_output = false;
   int exec_local_rank = 0;
   int exec_rank = 0;                     // the task's global rank
   bool agent_store = true;               // TORCHELASTIC_USE_AGENT_STORE: the agent hosts the store

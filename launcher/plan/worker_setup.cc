@@ -142,6 +142,9 @@ Expected<void> wrapInMpirun(LaunchPlan& plan, const AccelerateArgs& args) {
                                   "-n",
                                   std::to_string(plan.world_size)};
   if (openMpi) cmd.insert(cmd.end(), {"--bind-to", "socket"});
+  // Each line tagged with its MPI rank, which the console shows as "[rank R] " (mpi_tagged_output).
+  cmd.push_back(openMpi ? "--tag-output" : "-prepend-rank");
+  plan.mpi_tagged_output = true;
   cmd.insert(cmd.end(), plan.argv.begin(), plan.argv.end());
   plan.argv = std::move(cmd);
   plan.world_size = plan.local_world_size =

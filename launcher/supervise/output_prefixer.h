@@ -12,19 +12,29 @@ class OutputPrefixer {
   // Longest line kept whole; longer runs are cut and emitted in pieces.
   static constexpr size_t kMaxLine = 64 * 1024;
 
-  explicit OutputPrefixer(std::string prefix) : prefix_(std::move(prefix)) {}
+  // With `mpiTags`, the stream is mpirun's with its rank tags ("[1,3]<stdout>:" from Open MPI's
+  // --tag-output, "[3] " from MPICH's -prepend-rank): each piece is labelled "[rank 3] " from its
+  // tag instead of `prefix`; untagged pieces are mpirun's own, labelled "[mpirun] ".
+  explicit OutputPrefixer(std::string prefix, bool mpiTags = false)
+      : prefix_(std::move(prefix)), mpi_tags_(mpiTags) {}
 
   // Appends `data` and returns the complete lines it finished, each prefixed and ending in '\n'.
-  // A '\r' (progress bar redraw) also ends a piece: it is emitted at once, prefixed, ending in
-  // '\r', so a redrawn bar keeps its prefix on a terminal.
+  // A '\r' (progress bar redraw) also ends a piece: it is emitted at once, whole, prefixed,
+  // ending in '\r', so a redrawn bar keeps its prefix on a terminal and two ranks' bars never
+  // mix. A '\r' with nothing before it (tqdm writes "\r" + bar) emits nothing — no lone prefix
+  // for the next rank's bar to follow — and a '\n' right after a redrawn piece ends it as is.
   std::string feed(std::string_view data);
 
   // The unterminated rest (prefixed, with '\n' added), or "" if there is none. For EOF.
   std::string flush();
 
  private:
+  void emit(std::string& out, char end);
+
   std::string prefix_;
+  bool mpi_tags_ = false;
   std::string partial_;
+  bool after_redraw_ = false;  // the last thing emitted was a piece ending in '\r'
 };
 
 }  // namespace accel::launcher

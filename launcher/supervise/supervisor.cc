@@ -96,8 +96,8 @@ void Supervisor::Attempt::prepareWorkers() {
     w.outcome.rank = w.rank;
     w.outcome.local_rank = lr;
     std::string prefix = "[rank " + std::to_string(w.rank) + "] ";
-    w.prefixers[0] = OutputPrefixer(prefix);
-    w.prefixers[1] = OutputPrefixer(prefix);
+    w.prefixers[0] = OutputPrefixer(prefix, plan_.mpi_tagged_output);
+    w.prefixers[1] = OutputPrefixer(prefix, plan_.mpi_tagged_output);
     w.console_streams = plan_.consoleStreams(lr);
     // torchrun duplicates the teed streams of the ranks the console shows.
     const auto at = static_cast<size_t>(lr);

@@ -192,6 +192,8 @@ CASE_KEPT = {
                  "installs Open MPI for this), so the fixture holds that error, not accelerate's mpirun command",
     "unbuffered": "accelerate's simple launcher runs `python SCRIPT`; accel runs `python -u SCRIPT` as torchrun "
                   "does, because the agent reads the workers' output through pipes and prefixes each line",
+    "mpi_tags": "accel adds --tag-output (Open MPI) or -prepend-rank (MPICH) to accelerate's mpirun command, "
+                "so the console labels each line with its MPI rank; dropped before comparing commands",
     "fp16_fp8_on_cpu": "mixed_precision fp16 or fp8 on a CPU-only job: accelerate runs it in fp32 without a "
                        "word; accel refuses it before anything starts (README: differences on purpose)",
     "device_not_supported": "distributed_type MULTI_XPU/NPU/...: accel launches CPU and CUDA GPU jobs and "
@@ -336,6 +338,8 @@ def normalize_command(cmd, tmp, unbuffered=False):
     SCRIPT` (CASE_KEPT["unbuffered"])."""
     out = []
     for i, arg in enumerate(expand(list(cmd), tmp)):
+        if arg in ("--tag-output", "-prepend-rank"):
+            continue  # accel asks mpirun for rank tags to label each rank's lines (CASE_KEPT["mpi_tags"])
         arg = arg.replace(tmp + "/", "")
         if arg.startswith("./"):
             arg = arg[2:]

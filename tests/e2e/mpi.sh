@@ -42,10 +42,14 @@ mpirun_hostfile)
   cat >"$SCRATCH/mpi_env.sh" <<'EOF2'
 #!/usr/bin/env bash
 env | sort >"$OUT_DIR/mpi_$OMPI_COMM_WORLD_RANK.env"
+echo "MPI rank $OMPI_COMM_WORLD_RANK of $OMPI_COMM_WORLD_SIZE"
 exit "${MPI_EXIT:-0}"
 EOF2
   chmod +x "$SCRATCH/mpi_env.sh"
   expect_exit 0 "$ACCEL" launch --cpu --num_processes 2 --mpirun_hostfile "$SCRATCH/hosts" "$SCRATCH/mpi_env.sh"
+  # Each MPI rank's output labelled by its rank (mpirun --tag-output), not all as the agent's rank 0.
+  expect_contains "$OUT" "[rank 0] MPI rank 0 of 2"
+  expect_contains "$OUT" "[rank 1] MPI rank 1 of 2"
   for r in 0 1; do
     f="$OUT_DIR/mpi_$r.env"
     [[ -f $f ]] || fail "MPI rank $r did not run: $(ls "$OUT_DIR")"
