@@ -1,5 +1,8 @@
 #include "config/questionnaire.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "config/questionnaire_session.h"
 
 namespace accel::config {
@@ -83,6 +86,16 @@ Prompter::Check<int> checkProcessCount(int machines, bool multiGpu) {
     }
     return std::nullopt;
   };
+}
+
+// A hostfile mpirun will read: an existing readable file, else why not and what it holds.
+std::optional<std::string> checkReadableFile(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return "hostfile '" + path + "' does not exist (one line per host: 'HOST slots=N')";
+  if (S_ISDIR(st.st_mode)) return "hostfile '" + path + "' is a directory";
+  if (::access(path.c_str(), R_OK) != 0) return "hostfile '" + path + "' is not readable";
+  return std::nullopt;
 }
 
 // accel runs only on "This machine"; the answer itself is not stored.
@@ -178,8 +191,12 @@ Expected<void> askMpirun(Session& s) {
   if (!s.is(kDistributedMultiCpu)) return {};
   ACCEL_ASK(useMpirun, s.ask.yesNo("Do you want accel to launch mpirun?", false));
   if (!useMpirun) return {};
+  const PathEnv& env = s.env;
   ACCEL_ASK(hostfile, s.ask.text("Please enter the path to the hostfile to use with mpirun",
-                                 std::string("~/hostfile")));
+                                 std::string("~/hostfile"),
+                                 [&env](const std::string& path) -> std::optional<std::string> {
+                                   return checkReadableFile(expandUser(path, env));
+                                 }));
   s.config.extras["mpirun_config"] = {{"mpirun_hostfile", expandUser(hostfile, s.env)}};
   return {};
 }
@@ -191,11 +208,15 @@ Expected<void> askProcessCount(Session& s) {
     return {};
   }
   const std::string what = s.is(kDistributedMultiCpu) ? "processes" : "GPU(s)";
+  // A default the check accepts: one per machine, two for multi-GPU on one machine.
+  const bool multiGpu = s.is(kDistributedMultiGpu);
+  const int machines = s.config.num_machines;
   ACCEL_ASK(processes,
             s.ask.integer("How many " + what +
                               " should be used for distributed training, in total over all "
                               "machines?",
-                          1, checkProcessCount(s.config.num_machines, s.is(kDistributedMultiGpu))));
+                          multiGpu && machines == 1 ? 2 : machines,
+                          checkProcessCount(machines, multiGpu)));
   s.config.num_processes = processes;
   return {};
 }

@@ -1,5 +1,9 @@
 #include "config/questionnaire.h"
 
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -67,23 +71,35 @@ TEST(QuestionnaireTest, MultiCpuMatchesAccelerateExample) {
 // which accel launch then runs mpirun with.
 TEST(QuestionnaireTest, MultiCpuAsksForMpirunAndItsHostfile) {
   PathEnv env;
-  env.home = "/home/u";
-  std::istringstream in("0\n1\n1\nno\nyes\n~/hosts\nno\n4\n0\n");
+  char tmpl[] = "/tmp/accel-q-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string home = tmpl;
+  env.home = home;
+  std::ofstream(home + "/hosts") << "localhost slots=4\n";
+  // A missing hostfile is refused, naming it, and asked again.
+  std::istringstream in("0\n1\n1\nno\nyes\n~/nope\n~/hosts\nno\n4\n0\n");
   std::ostringstream out;
   auto c = runQuestionnaire(in, out, env);
   ASSERT_TRUE(c.ok()) << c.error() << out.str();
-  EXPECT_EQ(c->extras.at("mpirun_config"), (nlohmann::json{{"mpirun_hostfile", "/home/u/hosts"}}));
+  EXPECT_EQ(c->extras.at("mpirun_config"), (nlohmann::json{{"mpirun_hostfile", home + "/hosts"}}));
   EXPECT_NE(out.str().find("Please enter the path to the hostfile to use with mpirun [~/hostfile]"),
             std::string::npos);
+  EXPECT_NE(out.str().find("Invalid answer: hostfile '" + home +
+                           "/nope' does not exist (one line per host: 'HOST slots=N')"),
+            std::string::npos)
+      << out.str();
+  std::ofstream(home + "/hostfile") << "localhost slots=4\n";
   std::istringstream defaults("0\n1\n1\nno\nyes\n\nno\n4\n0\n");
   c = runQuestionnaire(defaults, out, env);
   ASSERT_TRUE(c.ok()) << c.error();
-  EXPECT_EQ(c->extras.at("mpirun_config").at("mpirun_hostfile"), "/home/u/hostfile");
+  EXPECT_EQ(c->extras.at("mpirun_config").at("mpirun_hostfile"), home + "/hostfile");
+
   // No mpirun question without multi-CPU.
   std::istringstream gpu("0\n0\nn\nn\nn\n\nn\n0\n");
   std::ostringstream gpuOut;
   ASSERT_TRUE(runQuestionnaire(gpu, gpuOut, env).ok()) << gpuOut.str();
   EXPECT_EQ(gpuOut.str().find("mpirun"), std::string::npos);
+  std::filesystem::remove_all(home);
 }
 
 // The rendezvous backends offered are the ones accel runs; etcd is refused when answered.

@@ -219,7 +219,12 @@ files_load_in_accelerate)
   ask q_no_defaults.yaml '\n\n\n\n\n\n\n\n'
   ask q_no_cpu.yaml '0\n0\ny\nn\n0\n'
   ask q_multi_cpu.yaml '0\n1\n1\nn\nn\nn\n4\n2\n'
-  ask q_multi_cpu_nodes.yaml '0\n1\n2\n1\nhost-a\n\nn\netcd-v2\nc10d\ny\ny\n/etc/accel/hostfile\nn\n4\n0\n'
+  # The process count's default is one the check accepts: one per machine (here 2).
+  ask q_default_count.yaml '0\n1\n2\n1\nhost-a\n\nn\nc10d\ny\nn\nn\n\n0\n'
+  expect_contains "$OUT" "in total over all machines? [2]: "
+  [[ $OUT != *"Invalid answer"* ]] || fail "the default process count was refused: $OUT"
+  echo "host-a slots=2" >"$SCRATCH/hostfile"   # the questionnaire checks it exists
+  ask q_multi_cpu_nodes.yaml "0\\n1\\n2\\n1\\nhost-a\\n\\nn\\netcd-v2\\nc10d\\ny\\ny\\n$SCRATCH/hostfile\\nn\\n4\\n0\\n"
   ask q_multi_gpu_nodes.yaml '0\n4\n2\n1\n10.0.0.1\n29501\nno\nc10d\ny\ny\n2\ny\n1\nn\ny\nn\nn\nn\nn\n16\n0,1\nno\nbf16\n'
   ask q_gpu_dynamo_numa.yaml '0\n0\nn\ny\n0\ny\n2\ny\ny\ny\nn\n1\nyes\nbf16\n'
   ask q_deepspeed_zero3.yaml '0\n4\n2\n0\n10.0.0.1\n\n\nn\nn\ny\nn\n3\n2\n1\n/mnt/nvme\n4\ny\n0.5\ny\ny\ny\nMoeBlock\n\n16\nbf16\n'
@@ -251,10 +256,10 @@ files_load_in_accelerate)
     d=$(load_like_accelerate "$f") || fail "$(basename "$f") does not load in every recorded accelerate"
     n=$((n + 1))
   done
-  [[ $n == 23 ]] || fail "expected 23 files, checked $n"
+  [[ $n == 24 ]] || fail "expected 24 files, checked $n"
   # Spot checks that the files say what was asked (a checker that passed everything would miss these).
   d=$(load_like_accelerate "$dir/q_multi_cpu_nodes.yaml")
-  expect_contains "$d" '"mpirun_config": {"mpirun_hostfile": "/etc/accel/hostfile"}'
+  expect_contains "$d" "\"mpirun_config\": {\"mpirun_hostfile\": \"$SCRATCH/hostfile\"}"
   expect_contains "$d" '"rdzv_backend": "c10d"'
   d=$(load_like_accelerate "$dir/q_gpu_dynamo_numa.yaml")
   expect_contains "$d" '"enable_cpu_affinity": true'
