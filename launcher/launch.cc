@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -26,6 +27,7 @@
 #include "launcher/supervise/supervisor.h"
 #include "libaccel/store/tcp_store_server.h"
 #include "probes/net_check.h"
+#include "probes/python_probe.h"
 
 namespace accel::launcher {
 namespace {
@@ -99,6 +101,7 @@ class Agent {
     if (auto ok = makeRunDir(); !ok) return std::move(ok).takeError();
     if (auto ok = startSupervisor(); !ok) return std::move(ok).takeError();
     JobReport report = superviseAttempts();
+    addHints(report);
     reportOutcome(report);
     if (group_) group_->awaitOtherMachines();
     return report;
@@ -326,6 +329,21 @@ class Agent {
                       " keys of earlier attempts removed from the store)");
     } catch (const Error& e) {
       console_.notice(std::string("could not clear the store between attempts: ") + e.what());
+    }
+  }
+
+  // What the summary can add from this machine: a python that has torch, for a rank that died
+  // importing it (env --check's knowledge, at the moment it is needed).
+  void addHints(JobReport& report) const {
+    if (report.attempts.empty() || !report.attempts.back().culprit) return;
+    const AttemptReport& last = report.attempts.back();
+    const auto& tail = last.workers[*last.culprit].stderr_tail;
+    const bool noTorch = std::any_of(tail.begin(), tail.end(), [](const std::string& line) {
+      return line.find("No module named 'torch'") != std::string::npos;
+    });
+    // Only when accel chose the interpreter (its .py and -m command lines: PYTHON -u ...).
+    if (noTorch && plan_.argv.size() > 1 && plan_.argv[1] == "-u") {
+      if (auto hint = probes::pythonWithTorchHint(plan_.argv[0])) report.hints.push_back(*hint);
     }
   }
 

@@ -56,4 +56,18 @@ PythonInfo probePython(const std::string& python) {
   return info;
 }
 
+std::optional<std::string> pythonWithTorchHint(const std::string& used) {
+  const PythonInfo workers = probePython(used);
+  for (const char* candidate : {"python3", "/usr/bin/python3", "/usr/local/bin/python3"}) {
+    const PythonInfo other = probePython(candidate);
+    if (!other.error.empty() || !other.torch) continue;
+    if (!workers.executable.empty() && other.executable == workers.executable) continue;
+    return std::string(candidate) + " has torch " + *other.torch + ": run with --python " +
+           candidate + " (" + used +
+           (workers.executable.empty() ? "" : " is " + workers.executable + ",") +
+           " without torch)";
+  }
+  return std::nullopt;
+}
+
 }  // namespace accel::probes

@@ -242,6 +242,7 @@ std::string renderFailureSummary(const JobReport& report, const std::string& log
   }
   printTheOthers(out, last);
   if (report.attempts.size() > 1) out << "restarts used: " << report.attempts.size() - 1 << "\n";
+  for (const auto& hint : report.hints) out << "hint: " << hint << "\n";
   out << (logDir.empty() ? "no logs kept (--log_dir DIR keeps each rank's output and summary.json)"
                          : "logs: " + logDir + " (each rank's output, summary.json)")
       << "\n";

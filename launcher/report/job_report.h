@@ -96,7 +96,8 @@ struct AttemptReport {
 
 struct JobReport {
   std::vector<AttemptReport> attempts;
-  int exit_code = 0;  // the last attempt's culprit's code, 0 on success
+  int exit_code = 0;               // the last attempt's culprit's code, 0 on success
+  std::vector<std::string> hints;  // printed as "hint: ..." in the failure summary
 };
 
 // The failure block printed at the end of a failed job ("" for a successful one), titled by what

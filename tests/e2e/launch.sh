@@ -393,6 +393,14 @@ validation)
   expect_contains "$ERR" "python interpreter '/nonexistent/python' not found"
   expect_exit 2 "$ACCEL" launch
   expect_contains "$ERR" "no training script given"
+  # A rank that dies importing torch: the summary names an interpreter here that has it.
+  /usr/bin/python3 -m venv --without-pip "$SCRATCH/venv"
+  echo "import torch" >"$SCRATCH/needs_torch.py"
+  expect_exit 1 "$ACCEL" launch -n 2 --python "$SCRATCH/venv/bin/python3" "$SCRATCH/needs_torch.py"
+  expect_contains "$ERR" "No module named 'torch'"
+  expect_contains "$ERR" "hint: "
+  expect_contains "$ERR" " has torch "
+  expect_contains "$ERR" "(${SCRATCH}/venv/bin/python3 is ${SCRATCH}/venv/bin/python3, without torch)"
   [[ -z "$(ls "$OUT_DIR")" ]] || fail "something was spawned: $(ls "$OUT_DIR")"
   ;;
 store_python_client)
