@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   # build
   cmake g++ make ccache pkg-config clang-format-14
+  dpkg-dev  # scripts/package: cpack's Debian package (dpkg-shlibdeps)
   # libraries of the CLI and launcher
   libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
   libboost-dev libboost-filesystem-dev
