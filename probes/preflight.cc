@@ -265,12 +265,13 @@ CheckItem checkNetwork(const ConfigFacts& facts, const HostFacts& host, const Ne
   }
   const std::string master =
       *c.main_process_ip + ":" + std::to_string(c.main_process_port.value_or(0));
-  if (c.machine_rank == 0)
-    return add(CheckStatus::Ok, "this is machine 0, the master at " + master, "");
   auto route = net.route(*c.main_process_ip);
   if (!route)
     return add(CheckStatus::Fail, "master " + master + ": " + route.error(),
-               "check main_process_ip and this machine's routes");
+               "check main_process_ip (every machine must resolve it) and this machine's routes");
+  if (c.machine_rank == 0)
+    return add(CheckStatus::Ok,
+               "this is machine 0, the master at " + master + " (via " + *route + ")", "");
   if (auto reached = net.reach(*c.main_process_ip, c.main_process_port.value_or(0)); !reached) {
     // The master's agent may simply start later than this one: launch waits for it
     // (--rdzv_timeout).
@@ -314,6 +315,40 @@ CheckItem checkUlimit(const ConfigFacts& facts, uint64_t softLimit) {
                     "/etc/security/limits.conf if refused)");
   }
   return ok("ulimit", have + " ≥ " + std::to_string(need) + " needed for " + plural(world, "rank"));
+}
+
+CheckItem checkPythonForConfig(const ConfigFacts& facts, const PythonInfo& p) {
+  if (auto missing = configMissing("paradigm", facts)) return *missing;
+  const config::ClusterConfig& c = *facts.config;
+  std::vector<std::string> problems, fine;
+  if (c.distributed_type == config::kDistributedDeepSpeed) {
+    if (p.deepspeed)
+      fine.push_back("deepspeed " + *p.deepspeed);
+    else
+      problems.push_back("distributed_type DEEPSPEED, but " + p.command + " has no deepspeed");
+  }
+  std::string backend = "NO";
+  if (auto it = c.extras.find("dynamo_config"); it != c.extras.end() && it->second.is_object())
+    backend = it->second.value("dynamo_backend", std::string("NO"));
+  if (backend != "NO") {
+    auto mm = p.torch ? parseMajorMinor(*p.torch) : std::nullopt;
+    if (mm && mm->first >= 2)
+      fine.push_back("torch.compile (torch " + *p.torch + ") for dynamo " + backend);
+    else
+      problems.push_back("dynamo_backend " + backend + " needs torch.compile (torch 2.0+), and " +
+                         p.command + " has " + (p.torch ? "torch " + *p.torch : "no torch"));
+  }
+  if (!problems.empty()) {
+    std::string finding;
+    for (const auto& x : problems) finding += (finding.empty() ? "" : "; ") + x;
+    return fail("paradigm", finding + where(facts),
+                "pip install deepspeed / torch>=2.0 into it, point launch at an interpreter that "
+                "has them (--python), or change the config");
+  }
+  if (fine.empty()) return ok("paradigm", "no DeepSpeed or torch dynamo in the config");
+  std::string finding;
+  for (const auto& x : fine) finding += (finding.empty() ? "" : ", ") + x;
+  return ok("paradigm", finding + " in " + p.command);
 }
 
 CheckItem checkPython(const PythonInfo& p) {
@@ -460,7 +495,8 @@ std::vector<CheckItem> runPreflight(const PreflightOptions& o) {
           checkNetwork(facts, host, o.net),
           checkShm(shmSize()),
           checkUlimit(facts, softFileLimit()),
-          checkPython(py)};
+          checkPython(py),
+          checkPythonForConfig(facts, py)};
 }
 
 bool preflightOk(const std::vector<CheckItem>& items) {

@@ -73,7 +73,8 @@ CheckItem checkDriver(const ConfigFacts& facts, const GpuInfo& gpus, const std::
                       const PythonInfo& python);
 // main_process_port free here, on machine_rank 0.
 CheckItem checkPort(const ConfigFacts& facts, const NetworkProbes& net);
-// num_machines > 1: this host name resolves to a non-loopback address; machine_rank > 0: the
+// num_machines > 1: this host name resolves to a non-loopback address; main_process_ip resolves
+// and routes from here (machine 0 included: every machine needs it); machine_rank > 0: the
 // master's main_process_ip:port answers (WARN when not yet: its agent may start later).
 CheckItem checkNetwork(const ConfigFacts& facts, const HostFacts& host, const NetworkProbes& net);
 // /dev/shm's size in bytes (nullopt: not mounted).
@@ -82,6 +83,9 @@ CheckItem checkShm(std::optional<uint64_t> shmBytes);
 CheckItem checkUlimit(const ConfigFacts& facts, uint64_t softLimit);
 // The interpreter launch runs .py scripts with: torch found, a release the job's store serves.
 CheckItem checkPython(const PythonInfo& python);
+// What the config's paradigm needs of that interpreter: deepspeed importable for DEEPSPEED,
+// torch.compile (torch 2.0+) for a dynamo_config backend other than NO.
+CheckItem checkPythonForConfig(const ConfigFacts& facts, const PythonInfo& python);
 
 // --- Pure helpers, unit-tested ---
 

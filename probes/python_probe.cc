@@ -19,9 +19,17 @@ try:
             version = m.group(1) if m else "unknown"
 except Exception:
     version = "unknown"
+ds = ""
+try:
+    if importlib.util.find_spec("deepspeed") is not None:
+        import importlib.metadata
+        ds = importlib.metadata.version("deepspeed")
+except Exception:
+    ds = "unknown"
 print(sys.executable)
 print(sys.version.split()[0])
 print(version)
+print(ds)
 )PY";
 
 }  // namespace
@@ -53,6 +61,9 @@ PythonInfo probePython(const std::string& python) {
   std::getline(lines, info.version);
   std::getline(lines, torch);
   if (!torch.empty()) info.torch = torch;
+  std::string deepspeed;
+  std::getline(lines, deepspeed);
+  if (!deepspeed.empty()) info.deepspeed = deepspeed;
   return info;
 }
 

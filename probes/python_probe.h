@@ -12,6 +12,7 @@ struct PythonInfo {
   std::string version;               // "3.11.7"
   std::optional<std::string> torch;  // torch's __version__, read from torch/version.py
   std::string error;                 // why it could not be probed, "" on success
+  std::optional<std::string> deepspeed = std::nullopt;  // its version (package metadata), if any
 };
 
 // Runs `python` once (≤ 5 s) to read the facts above. torch is located with importlib but not

@@ -8,7 +8,8 @@
 
 namespace accel::launcher {
 
-// The dry run as text: the plan's notices, then one block per rank.
+// The dry run as text: the plan's notices, the command, the variables every rank shares, then
+// one line per rank with its CPUs and the variables of its own.
 std::string renderDryRun(const LaunchPlan& plan);
 
 // The dry run as one JSON object (--dry_run_json): {"ranks": [{"rank", "local_rank",

@@ -95,7 +95,7 @@ healthy)
 import json, sys
 d = json.load(sys.stdin)
 names = [i["name"] for i in d["items"]]
-assert names == ["config", "gpus", "driver", "port", "network", "shm", "ulimit", "python"], names
+assert names == ["config", "gpus", "driver", "port", "network", "shm", "ulimit", "python", "paradigm"], names
 assert d["ok"] is True, d
 for i in d["items"]:
     assert i["status"] in ("OK", "WARN"), i
@@ -128,6 +128,22 @@ print("up", flush=True); time.sleep(60)' "$port" >"$SCRATCH/up" &
   printf 'distributed_type: MULTI_CPU\nnum_processes: 4\nnum_machines: 2\nmain_process_ip: 127.0.0.1\n' >"$SCRATCH/c.yaml"
   expect_exit 1 "$ACCEL" env --check --config_file "$SCRATCH/c.yaml"
   expect_contains "$OUT" "FAIL  port: main_process_port is not set, but 2 machines must meet at one port"
+  ;;
+paradigm)
+  # What the config's paradigm needs of the interpreter, and main_process_ip on machine 0 too.
+  printf 'distributed_type: DEEPSPEED\nnum_processes: 1\ndeepspeed_config:\n  zero_stage: 2\n' >"$SCRATCH/ds.yaml"
+  expect_exit 1 "$ACCEL" env --check --python /usr/bin/python3 --config_file "$SCRATCH/ds.yaml"
+  expect_contains "$OUT" "FAIL  paradigm: distributed_type DEEPSPEED, but /usr/bin/python3 has no deepspeed ($SCRATCH/ds.yaml)"
+  printf 'distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\ndynamo_config:\n  dynamo_backend: INDUCTOR\n' >"$SCRATCH/dyn.yaml"
+  expect_exit 1 "$ACCEL" env --check --python /usr/bin/python3 --config_file "$SCRATCH/dyn.yaml"
+  expect_contains "$OUT" "FAIL  paradigm: dynamo_backend INDUCTOR needs torch.compile (torch 2.0+), and /usr/bin/python3 has torch 1.13"
+  printf 'distributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\n' >"$SCRATCH/plain.yaml"
+  "$ACCEL" env --check --python /usr/bin/python3 --config_file "$SCRATCH/plain.yaml" >"$SCRATCH/o" || true
+  expect_contains "$(cat "$SCRATCH/o")" "OK    paradigm: no DeepSpeed or torch dynamo in the config"
+  printf 'distributed_type: MULTI_CPU\nnum_processes: 4\nnum_machines: 2\nmachine_rank: 0\nmain_process_ip: no-such-host.invalid\nmain_process_port: 29500\n' >"$SCRATCH/m0.yaml"
+  expect_exit 1 "$ACCEL" env --check --config_file "$SCRATCH/m0.yaml"
+  expect_contains "$OUT" "master no-such-host.invalid:29500: "
+  expect_contains "$OUT" "check main_process_ip (every machine must resolve it)"
   ;;
 *)
   fail "unknown case $CASE"

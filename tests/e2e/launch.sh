@@ -950,12 +950,11 @@ cpu_affinity)
   expect_exit 0 taskset -c 1 "$ACCEL" launch --cpu -n 2 --enable_cpu_affinity "${AFF[@]}"
   [[ "$(cpus_of 0)" == "1 1" && "$(cpus_of 1)" == "1 1" ]] || fail "cpuset of CPU 1: '$(cpus_of 0)' '$(cpus_of 1)'"
   [[ $(grep -c "ranks share CPUs" <<<"$ERR") == 1 ]] || fail "want one sharing notice: $ERR"
-  # The dry run shows each rank's set, one line per rank.
+  # The dry run shows each rank's set on its line.
   expect_exit 0 taskset -c 0,1 "$ACCEL" launch --dry_run --cpu -n 2 --enable_cpu_affinity "${AFF[@]}"
-  [[ $(grep -c '^  cpus: ' <<<"$OUT") == 2 ]] || fail "dry run: want 2 cpus lines: $OUT"
-  expect_contains "$OUT" $'rank 0 (local rank 0):\n  command: '
-  [[ $(grep -A2 '^rank 1 ' <<<"$OUT" | grep '^  cpus: ') == "  cpus: 1" ]] || fail "dry run rank 1: $OUT"
-  [[ $(grep -A2 '^rank 0 ' <<<"$OUT" | grep '^  cpus: ') == "  cpus: 0" ]] || fail "dry run rank 0: $OUT"
+  [[ $(grep -c ' cpus ' <<<"$OUT") == 2 ]] || fail "dry run: want 2 lines with cpus: $OUT"
+  [[ $(grep '^rank 0 ' <<<"$OUT") == "rank 0 (local rank 0): cpus 0; "* ]] || fail "dry run rank 0: $OUT"
+  [[ $(grep '^rank 1 ' <<<"$OUT") == "rank 1 (local rank 1): cpus 1; "* ]] || fail "dry run rank 1: $OUT"
   ;;
 dry_run)
   expect_exit 0 "$ACCEL" launch --dry_run --cpu -n 2 --main_process_port 29555 "${BEH[@]}" arg1
@@ -964,6 +963,16 @@ dry_run)
   expect_contains "$OUT" "    MASTER_PORT=29555"
   expect_contains "$OUT" "    WORLD_SIZE=2"
   [[ -z "$(ls "$OUT_DIR")" ]] || fail "dry run spawned something"
+  # Readable at 8 ranks: the command and the shared variables once, one line per rank with what
+  # is its own; the port the agent will choose said as such.
+  expect_exit 0 "$ACCEL" launch --dry_run --cpu -n 8 "${BEH[@]}"
+  [[ $(grep -c '^command: ' <<<"$OUT") == 1 ]] || fail "the command more than once: $OUT"
+  [[ $(wc -l <<<"$OUT") -le 50 ]] || fail "dry run of 8 ranks has $(wc -l <<<"$OUT") lines: $OUT"
+  expect_contains "$OUT" "    MASTER_PORT=<a free port, chosen at launch>"
+  expect_contains "$OUT" "    WORLD_SIZE=8"
+  line=$(grep '^rank 7 ' <<<"$OUT")
+  for kv in LOCAL_RANK=7 RANK=7 ROLE_RANK=7 ACCEL_HEARTBEAT_KEY=accel_step/7; do expect_contains "$line" " $kv"; done
+  [[ $line != *WORLD_SIZE* ]] || fail "a shared variable on rank 7's line: $line"
   ;;
 *) fail "unknown case $CASE" ;;
 esac
