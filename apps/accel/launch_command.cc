@@ -39,8 +39,15 @@ int runLaunchArgs(const std::vector<std::string>& args, launcher::LaunchMode mod
     return 2;
   }
   if (parsed->help) {
-    const std::string text = launcher::launchHelp(mode);
-    std::fwrite(text.data(), 1, text.size(), stdout);
+    const auto text = launcher::launchHelp(mode, parsed->help_topic);
+    if (!text) {
+      std::string topics;
+      for (const auto& t : launcher::launchHelpTopics()) topics += (topics.empty() ? "" : ", ") + t;
+      printError("--help-" + parsed->help_topic + ": no such help; there are --help-{" + topics +
+                 "}");
+      return 2;
+    }
+    std::fwrite(text->data(), 1, text->size(), stdout);
     return 0;
   }
   auto options = launcher::launchOptionsFrom(std::move(*parsed));

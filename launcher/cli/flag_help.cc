@@ -56,19 +56,112 @@ std::string launchFlagsMarkdown() {
   return out;
 }
 
-std::string launchHelp(LaunchMode mode) {
-  std::string out = mode == LaunchMode::Torchrun
-                        ? "usage: accel run [flags] SCRIPT.py|BINARY [args...]   (torchrun's flags "
-                          "and defaults)\n\n"
-                        : "usage: accel launch [flags] SCRIPT.py|BINARY [args...]   (accelerate's "
-                          "and torchrun's flags)\n\n";
-  for (const auto& f : launchFlags()) {
-    if (!allowedIn(f, mode)) continue;
-    std::string names;
-    for (auto n : f.names) names += (names.empty() ? "" : ", ") + std::string(n);
-    if (f.arity == FlagArity::Value || f.arity == FlagArity::Append) names += " VALUE";
-    out += "  " + names + "\n      " + whatItDoes(f) + "\n";
+namespace {
+
+// accelerate's groups of launch flags, in its order, then torchrun's and accel's own. `brief`:
+// listed by name only in the short help.
+struct HelpGroup {
+  const char* key;
+  const char* title;
+  bool brief;
+};
+constexpr HelpGroup kGroups[] = {
+    {"general", "General", false},
+    {"hardware", "Hardware selection", false},
+    {"resources", "Resource selection", false},
+    {"dynamo", "torch dynamo (torch.compile)", true},
+    {"paradigm", "Training paradigm", false},
+    {"distributed", "Distributed: machines, ports, logs, restarts", false},
+    {"torchrun", "torchrun's own", false},
+    {"tpu", "TPU and AWS (refused or ignored)", true},
+    {"deepspeed", "DeepSpeed", true},
+    {"fsdp", "FSDP", true},
+    {"megatron", "Megatron-LM", true},
+    {"fp8", "fp8", true},
+    {"parallelism", "Parallelism config", true},
+    {"accel", "accel's own", false},
+};
+
+bool startsWith(std::string_view s, std::string_view prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Which group a flag is shown in (kGroups' key), by where it comes from and its dest.
+std::string_view groupOf(const FlagSpec& f) {
+  const std::string_view d = f.dest;
+  if (f.origin == kFromAccel) return "accel";
+  if (f.origin == kFromTorchrun) return "torchrun";
+  if (d == "config_file" || d == "quiet" || d == "debug") return "general";
+  if (d == "cpu" || d == "multi_gpu" || d == "tpu" || d == "ipex" || d == "use_xpu")
+    return "hardware";
+  if (d == "mixed_precision" || d == "num_processes" || d == "num_machines" ||
+      d == "num_cpu_threads_per_process" || d == "enable_cpu_affinity")
+    return "resources";
+  if (startsWith(d, "dynamo_")) return "dynamo";
+  if (startsWith(d, "use_")) return "paradigm";
+  if (startsWith(d, "tpu_") || startsWith(d, "aws_") || d == "vm" || d == "env" ||
+      d == "main_training_function" || d == "downcast_bf16")
+    return "tpu";
+  if (startsWith(d, "deepspeed_") || startsWith(d, "zero") || startsWith(d, "offload_") ||
+      d == "gradient_accumulation_steps" || d == "gradient_clipping")
+    return "deepspeed";
+  if (startsWith(d, "fsdp_")) return "fsdp";
+  if (startsWith(d, "megatron_lm_")) return "megatron";
+  if (startsWith(d, "fp8_")) return "fp8";
+  if (startsWith(d, "parallelism_config_")) return "parallelism";
+  return "distributed";
+}
+
+// "  --num_processes, -n VALUE        Total number of processes over all machines"
+std::string flagLine(const FlagSpec& f) {
+  std::string names;
+  for (auto n : f.names) names += (names.empty() ? "" : ", ") + std::string(n);
+  if (f.arity == FlagArity::Value || f.arity == FlagArity::Append) names += " VALUE";
+  const size_t column = 36;
+  std::string line = "  " + names;
+  line += line.size() + 2 <= column ? std::string(column - line.size(), ' ')
+                                    : "\n" + std::string(column, ' ');
+  return line + whatItDoes(f) + "\n";
+}
+
+std::vector<const FlagSpec*> groupFlags(std::string_view key, LaunchMode mode) {
+  std::vector<const FlagSpec*> out;
+  for (const auto& f : launchFlags())
+    if (allowedIn(f, mode) && groupOf(f) == key) out.push_back(&f);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> launchHelpTopics() {
+  std::vector<std::string> topics{"all"};
+  for (const auto& g : kGroups) topics.emplace_back(g.key);
+  return topics;
+}
+
+std::optional<std::string> launchHelp(LaunchMode mode, const std::string& topic) {
+  const bool known = topic.empty() || topic == "all" ||
+                     std::any_of(std::begin(kGroups), std::end(kGroups),
+                                 [&](const HelpGroup& g) { return topic == g.key; });
+  if (!known) return std::nullopt;
+  const char* command = mode == LaunchMode::Torchrun ? "run" : "launch";
+  std::string out = std::string("usage: accel ") + command +
+                    " [flags] SCRIPT.py|BINARY [args...]   (" +
+                    (mode == LaunchMode::Torchrun ? "torchrun's flags and defaults"
+                                                  : "accelerate's and torchrun's flags") +
+                    ")\n";
+  std::string more;
+  for (const auto& g : kGroups) {
+    if (!topic.empty() && topic != "all" && topic != g.key) continue;
+    const auto flags = groupFlags(g.key, mode);
+    if (flags.empty()) continue;
+    if (topic.empty() && g.brief) {
+      more += "  " + std::string(g.title) + ": " + std::to_string(flags.size()) + " flag" +
+              (flags.size() == 1 ? "" : "s") + ", --help-" + g.key + "\n";
+      continue;
+    }
+    out += "\n" + std::string(g.title) + " (--help-" + g.key + "):\n";
+    for (const FlagSpec* f : flags) out += flagLine(*f);
   }
+  if (!more.empty()) out += "\nMore (each with its own help; --help-all for every flag):\n" + more;
   out +=
       "\nEvery long flag may be written with dashes or underscores, and abbreviated to a unique "
       "prefix.\n";

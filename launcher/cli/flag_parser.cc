@@ -251,6 +251,11 @@ Expected<ParsedLaunchFlags> parseLaunchFlags(const std::vector<std::string>& arg
       parsed.help = true;
       continue;
     }
+    if (word.rfind("--help-", 0) == 0) {  // --help-all, --help-fsdp ... (launchHelp's topics)
+      parsed.help = true;
+      parsed.help_topic = word.substr(7);
+      continue;
+    }
     std::string name = word;
     std::optional<std::string> inlineValue;
     if (word.rfind("--", 0) == 0) {

@@ -85,6 +85,7 @@ struct ParsedLaunchFlags {
   std::map<std::string, std::string> spelling;  // dest → the spelling used on the command line
   std::vector<std::string> command;             // the training command and its arguments
   bool help = false;                            // -h/--help was given
+  std::string help_topic;                       // --help-all, --help-fsdp ...: "all", "fsdp"
 
   bool isGiven(const std::string& dest) const { return given.count(dest) != 0; }
   // The flag as the user wrote it ("--nproc-per-node"), else its canonical name.
@@ -101,8 +102,14 @@ ParsedLaunchFlags defaultLaunchFlags(LaunchMode mode, const probes::Environment&
 Expected<ParsedLaunchFlags> parseLaunchFlags(const std::vector<std::string>& args, LaunchMode mode,
                                              const probes::Environment& env);
 
-// The help text of `accel launch` / `accel run`, grouped as accelerate groups its flags.
-std::string launchHelp(LaunchMode mode);
+// The help text of `accel launch` / `accel run`, in accelerate's groups (hardware, resources,
+// training paradigm, distributed, torchrun, accel's own; dynamo, DeepSpeed, FSDP, Megatron-LM,
+// fp8, parallelism, TPU/AWS), one line per flag. `topic` "" is the short help: the groups most
+// jobs use in full, the others as one line each naming `--help-<group>`; "all" every group; a
+// group's key that group. Returns nullopt for an unknown topic.
+std::optional<std::string> launchHelp(LaunchMode mode, const std::string& topic = "");
+// The topics launchHelp takes besides "": "all" and each group's key.
+std::vector<std::string> launchHelpTopics();
 
 // The table as Markdown (flag, where it comes from, what accel does): README.md's flag table,
 // which tests/launcher/cli/launch_flags_test.cc keeps equal to it.

@@ -129,13 +129,37 @@ TEST(LaunchFlagsTest, PythonStrOfValues) {
   EXPECT_EQ(pythonStr(json::parse(R"(["BertLayer", "it's"])")), R"(['BertLayer', "it's"])");
 }
 
-TEST(LaunchFlagsTest, HelpListsEveryFlagOfTheMode) {
-  const std::string help = launchHelp(LaunchMode::Accelerate);
+TEST(LaunchFlagsTest, HelpAllListsEveryFlagOfTheModeInGroups) {
+  const std::string help = *launchHelp(LaunchMode::Accelerate, "all");
   for (const auto& f : launchFlags())
-    EXPECT_NE(help.find(std::string(f.names.front())), std::string::npos) << f.names.front();
-  const std::string torchrun = launchHelp(LaunchMode::Torchrun);
+    EXPECT_NE(help.find("  " + std::string(f.names.front())), std::string::npos) << f.names.front();
+  size_t at = 0;
+  for (const char* title : {"\nGeneral (--help-general):", "\nHardware selection",
+                            "\nResource selection", "\ntorch dynamo", "\nTraining paradigm",
+                            "\nDistributed:", "\ntorchrun's own", "\nDeepSpeed", "\nFSDP",
+                            "\nMegatron-LM", "\nfp8", "\nParallelism config", "\naccel's own"}) {
+    const size_t found = help.find(title, at);
+    ASSERT_NE(found, std::string::npos) << title << " missing or out of order";
+    at = found;
+  }
+  const std::string torchrun = *launchHelp(LaunchMode::Torchrun, "all");
   EXPECT_NE(torchrun.find("--nproc_per_node"), std::string::npos);
   EXPECT_EQ(torchrun.find("--use_fsdp"), std::string::npos);
+}
+
+// The short help: the groups most jobs need in full, one line for each of the others.
+TEST(LaunchFlagsTest, ShortHelpNamesTheOtherGroups) {
+  const std::string help = *launchHelp(LaunchMode::Accelerate);
+  EXPECT_LT(std::count(help.begin(), help.end(), '\n'), 120) << help;
+  EXPECT_NE(help.find("  --num_processes, -n VALUE"), std::string::npos) << help;
+  EXPECT_NE(help.find("  --hang_timeout VALUE"), std::string::npos) << help;
+  EXPECT_EQ(help.find("--fsdp_sharding_strategy"), std::string::npos) << help;
+  EXPECT_NE(help.find("  FSDP: "), std::string::npos) << help;
+  EXPECT_NE(help.find(" flags, --help-fsdp\n"), std::string::npos) << help;
+  const std::string fsdp = *launchHelp(LaunchMode::Accelerate, "fsdp");
+  EXPECT_NE(fsdp.find("--fsdp_sharding_strategy"), std::string::npos);
+  EXPECT_EQ(fsdp.find("--num_processes"), std::string::npos);
+  EXPECT_FALSE(launchHelp(LaunchMode::Accelerate, "fdsp").has_value());
 }
 
 Expected<LaunchOptions> options(std::vector<std::string> args,
