@@ -348,7 +348,8 @@ class Agent {
   }
 
   void reportOutcome(const JobReport& report) {
-    console_.write(2, renderFailureSummary(report, plan_.keepsFiles() ? run_dir_ : ""));
+    const std::string summary = renderFailureSummary(report, plan_.keepsFiles() ? run_dir_ : "");
+    console_.write(2, console_.colour() ? colourSummary(summary) : summary);
     console_.flush();  // supervision is over: now the summary may wait for the terminal
     if (!plan_.keepsFiles()) return;
     auto ok = config::writeFileAtomically(run_dir_ + "/summary.json",

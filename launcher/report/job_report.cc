@@ -251,6 +251,24 @@ std::string renderFailureSummary(const JobReport& report, const std::string& log
   return out.str();
 }
 
+std::string colourSummary(const std::string& summary) {
+  std::string out;
+  size_t at = 0;
+  while (at < summary.size()) {
+    size_t end = summary.find('\n', at);
+    if (end == std::string::npos) end = summary.size();
+    const std::string line = summary.substr(at, end - at);
+    const char* colour = line.rfind("====", 0) == 0       ? "\033[1;31m"
+                         : line.rfind("culprit:", 0) == 0 ? "\033[31m"
+                         : line.rfind("hint:", 0) == 0    ? "\033[36m"
+                                                          : nullptr;
+    out += colour && !line.empty() ? colour + line + "\033[0m" : line;
+    if (end < summary.size()) out += '\n';
+    at = end + 1;
+  }
+  return out;
+}
+
 nlohmann::json renderReportJson(const JobReport& report) {
   nlohmann::json attempts = nlohmann::json::array();
   for (const auto& a : report.attempts) {

@@ -106,6 +106,10 @@ struct JobReport {
 // summary.json are (`logDir`; "" when the run kept none).
 std::string renderFailureSummary(const JobReport& report, const std::string& logDir = "");
 
+// The failure summary for a colour terminal: the banner lines bold red, the culprit red, hints
+// cyan (ANSI escapes); everything else as it was.
+std::string colourSummary(const std::string& summary);
+
 // The same facts as JSON (for <log_dir>/summary.json), successful jobs included.
 nlohmann::json renderReportJson(const JobReport& report);
 

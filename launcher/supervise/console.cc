@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "launcher/base/event_fd.h"
 #include "launcher/base/posix.h"
@@ -13,6 +15,10 @@ namespace accel::launcher {
 Console::Console(bool quiet, int stdoutFd, int stderrFd, size_t highWater)
     : quiet_(quiet), fds_{stdoutFd, stderrFd}, high_water_(highWater) {
   ready_fd_ = makeEventFd();
+  const char* noColour = std::getenv("NO_COLOR");
+  const char* term = std::getenv("TERM");
+  colour_ =
+      ::isatty(stderrFd) == 1 && !(noColour && *noColour) && !(term && std::string(term) == "dumb");
 }
 
 Console::~Console() {
@@ -38,7 +44,7 @@ void Console::write(int stream, std::string text) {
 }
 
 void Console::notice(const std::string& text) {
-  if (!quiet_) write(2, "accel: " + text + "\n");
+  if (!quiet_) write(2, (colour_ ? "\033[33maccel:\033[0m " : "accel: ") + text + "\n");
 }
 
 bool Console::backlogged() const {

@@ -37,8 +37,12 @@ class Console {
 
   // Queues `text` for stream 1 (stdout) or 2 (stderr). Never blocks.
   void write(int stream, std::string text);
-  // Queues "accel: `text`\n" for stderr, unless quiet. Never blocks.
+  // Queues "accel: `text`\n" for stderr, unless quiet ("accel:" in yellow with colour). Never
+  // blocks.
   void notice(const std::string& text);
+  // Whether stderr is a terminal that gets colour: a TTY, NO_COLOR unset (no-color.org) and TERM
+  // not "dumb". Decided once, at construction.
+  bool colour() const { return colour_; }
   // True while more than the high-water mark is queued.
   bool backlogged() const;
   // An eventfd, readable (and then drained by ackReady) once the backlog fell under half the
@@ -56,6 +60,7 @@ class Console {
   void run();
 
   const bool quiet_;
+  bool colour_ = false;
   const int fds_[2];
   const size_t high_water_;
   int ready_fd_ = -1;

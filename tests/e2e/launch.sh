@@ -956,6 +956,19 @@ cpu_affinity)
   [[ $(grep '^rank 0 ' <<<"$OUT") == "rank 0 (local rank 0): cpus 0; "* ]] || fail "dry run rank 0: $OUT"
   [[ $(grep '^rank 1 ' <<<"$OUT") == "rank 1 (local rank 1): cpus 1; "* ]] || fail "dry run rank 1: $OUT"
   ;;
+colour)
+  # Colour only on a terminal (a pseudo-terminal from script(1)): the banner bold red, notices'
+  # "accel:" yellow; never when piped, nor with NO_COLOR set.
+  script -qec "'$ACCEL' launch -n 2 /bin/false" /dev/null >"$SCRATCH/tty" 2>&1 || true
+  grep -q $'\033\[1;31m=====' "$SCRATCH/tty" || fail "no red banner on a terminal: $(cat -v "$SCRATCH/tty")"
+  grep -q $'\033\[33maccel:\033\[0m ' "$SCRATCH/tty" || fail "no yellow notice on a terminal: $(cat -v "$SCRATCH/tty")"
+  grep -q "accel: job failed" "$SCRATCH/tty" || fail "no summary on a terminal: $(cat -v "$SCRATCH/tty")"
+  NO_COLOR=1 script -qec "'$ACCEL' launch -n 2 /bin/false" /dev/null >"$SCRATCH/nocolour" 2>&1 || true
+  grep -q "accel: job failed" "$SCRATCH/nocolour" || fail "no summary with NO_COLOR: $(cat -v "$SCRATCH/nocolour")"
+  ! grep -q $'\033\[' "$SCRATCH/nocolour" || fail "colour despite NO_COLOR: $(cat -v "$SCRATCH/nocolour")"
+  expect_exit 1 "$ACCEL" launch -n 2 /bin/false
+  [[ $ERR != *$'\033['* ]] || fail "colour in a pipe: $(cat -v <<<"$ERR")"
+  ;;
 dry_run)
   expect_exit 0 "$ACCEL" launch --dry_run --cpu -n 2 --main_process_port 29555 "${BEH[@]}" arg1
   expect_contains "$OUT" "rank 1 (local rank 1):"

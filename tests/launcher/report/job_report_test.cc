@@ -107,5 +107,14 @@ TEST(JobReportTest, EveryBannerLineIsAsWideAsItsClosingLine) {
   EXPECT_NE(s.find("\n" + std::string(68, '=') + "\n"), std::string::npos) << s;
 }
 
+// On a colour terminal: the banners bold red, the culprit red, a hint cyan; the rest untouched.
+TEST(JobReportTest, ColourMarksBannerCulpritAndHints) {
+  const std::string plain =
+      "\n==== accel: job failed ====\nattempt 0\nculprit: rank 1\nhint: x\n====\n";
+  EXPECT_EQ(colourSummary(plain),
+            "\n\033[1;31m==== accel: job failed ====\033[0m\nattempt 0\n\033[31mculprit: rank "
+            "1\033[0m\n\033[36mhint: x\033[0m\n\033[1;31m====\033[0m\n");
+}
+
 }  // namespace
 }  // namespace accel::launcher
