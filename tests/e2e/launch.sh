@@ -258,7 +258,7 @@ logs)
   BEHAVE_0=partial expect_exit 0 "$ACCEL" launch -n 1 "${BEH[@]}"
   [[ "$OUT" == "[rank 0] no newline at the end" ]] || fail "partial line: $(cat -A <<<"$OUT")"
   BEHAVE_0=progress expect_exit 0 "$ACCEL" launch -n 1 "${BEH[@]}"
-  [[ "$OUT" == $'[rank 0] \r[rank 0] progress 1/3\r[rank 0] progress 2/3\r[rank 0] progress 3/3' ]] ||
+  [[ "$OUT" == $'[rank 0] progress 1/3\r[rank 0] progress 2/3\r[rank 0] progress 3/3' ]] ||
     fail "progress bar: $(cat -A <<<"$OUT")"
   # --local_ranks_filter limits the console; --log_dir keeps everything, in torchrun's layout.
   BEHAVE_DEFAULT=exit:0 expect_exit 0 "$ACCEL" launch -n 3 --local_ranks_filter 0 --log_dir "$SCRATCH/logs" --rdzv_id job7 "${BEH[@]}"

@@ -200,7 +200,7 @@ flags)
     options=$(torchrun_options)
   fi
   [[ $(wc -l <<<"$options") -ge 20 ]] || fail "torchrun's parser gave too few options: $options"
-  expect_exit 0 "${ACCEL_RUN[@]}" --help
+  expect_exit 0 "${ACCEL_RUN[@]}" --help-all
   help=$OUT
   declare -A example=([log_dir]="$SCRATCH/logs" [local_addr]=127.0.0.1 [rdzv_endpoint]=127.0.0.1:29400
     [logs_specs]=default [numa_binding]=node)
@@ -208,7 +208,7 @@ flags)
   while read -r option dest nargs value; do
     listed=$option  # the help lists long flags with underscores (dashes are the same flag)
     if [[ $option == --* ]]; then rest=${option:2}; listed=--${rest//-/_}; fi
-    grep -qE -- "^  (.*, )?$listed(,| VALUE|$)" <<<"$help" || fail "accel $TWIN_ACCEL_COMMAND --help does not list $listed"
+    grep -qE -- "^  (.*, )?$listed(,| VALUE| |$)" <<<"$help" || fail "accel $TWIN_ACCEL_COMMAND --help-all does not list $listed"
     args=("$option")
     if [[ $nargs != 0 ]]; then
       [[ $value == - ]] && value=${example[$dest]:-1}
