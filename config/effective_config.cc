@@ -21,6 +21,8 @@ Expected<void> checkRange(const char* flag, int value, int min, int max) {
                    std::to_string(min) + ".." + std::to_string(max));
 }
 
+}  // namespace
+
 std::string origin(const EffectiveConfig& e, const char* key, const char* flag) {
   auto it = e.sources.find(key);
   if (it == e.sources.end()) return "default";
@@ -34,8 +36,6 @@ std::string origin(const EffectiveConfig& e, const char* key, const char* flag) 
   }
   return "";
 }
-
-}  // namespace
 
 const char* sourceName(Source source) {
   switch (source) {

@@ -43,6 +43,10 @@ struct EffectiveConfig {
   std::map<std::string, Source> sources;  // for every key of config.toDocument()
 };
 
+// Where `key`'s value came from, for messages: `flag` (as the user spelled it), "'key' in FILE",
+// or "the default".
+std::string origin(const EffectiveConfig& e, const char* key, const char* flag);
+
 // Built-in defaults: a single process on this machine, no mixed precision.
 ClusterConfig builtinDefaults();
 

@@ -378,12 +378,11 @@ class Agent {
 };
 
 // Where the job's port came from, as the user wrote it: torchrun's flag under `accel run`,
-// accelerate's under `accel launch`, or the config file's key.
+// accelerate's under `accel launch`, the config file's key, or the default.
 std::string portOrigin(const LaunchPlan& plan) {
-  const auto source = plan.config.sources.find("main_process_port");
-  if (source != plan.config.sources.end() && source->second == config::Source::Flag)
-    return plan.mode == LaunchMode::Torchrun ? "--master_port" : "--main_process_port";
-  return "main_process_port in " + plan.config.file.value_or("the config");
+  return config::origin(
+      plan.config, "main_process_port",
+      plan.mode == LaunchMode::Torchrun ? "--master_port" : "--main_process_port");
 }
 
 // The checks and notices before the agent starts; an error here spawns nothing.

@@ -31,8 +31,10 @@ int reportParseError(CLI::App& app, const CLI::ParseError& e, const char* first)
   const std::string where = sub ? "accel " + sub->get_name() : "accel";
   std::string message = e.what();
   if (!sub && first && first[0] != '-') {
-    message =
-        std::string("unknown command '") + first + "' (commands: config, env, launch, run, status)";
+    std::string commands;
+    for (const CLI::App* s : app.get_subcommands([](CLI::App*) { return true; }))
+      commands += (commands.empty() ? "" : ", ") + s->get_name();
+    message = std::string("unknown command '") + first + "' (commands: " + commands + ")";
   }
   if (sub && dynamic_cast<const CLI::ExtrasError*>(&e)) {
     std::string extras;

@@ -229,7 +229,7 @@ expect_exit 2 "$ACCEL" run --nproc_per_node 2 --master_port "$port" "${BEH[@]}"
 expect_contains "$ERR" "--master_port: port $port is already in use by pid $holder"
 printf 'distributed_type: MULTI_CPU\nnum_processes: 2\nmain_process_port: %s\n' "$port" >"$SCRATCH/p.yaml"
 expect_exit 2 "$ACCEL" launch --config_file "$SCRATCH/p.yaml" "${BEH[@]}"
-expect_contains "$ERR" "main_process_port in $SCRATCH/p.yaml: port $port is already in use by pid $holder"
+expect_contains "$ERR" "'main_process_port' in $SCRATCH/p.yaml: port $port is already in use by pid $holder"
 kill $holder
 [[ ! -e "$OUT_DIR/started.0" ]] || fail "a worker was started"
   ;;
