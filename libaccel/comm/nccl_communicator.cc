@@ -63,6 +63,13 @@ QueueState stateOf(ncclResult_t rc, ncclComm_t comm) {
           std::string(ncclGetErrorString(rc)) + " (" + ncclGetLastError(comm) + ")"};
 }
 
+// The communicator's asynchronous state (ncclCommGetAsyncError), as CollectiveEngine reads it.
+QueueState commState(ncclComm_t comm) {
+  ncclResult_t async = ncclSuccess;
+  const ncclResult_t rc = ncclCommGetAsyncError(comm, &async);
+  return stateOf(rc != ncclSuccess ? rc : async, comm);
+}
+
 // The CUDA and NCCL calls, one each; every decision is CollectiveEngine's.
 class CudaQueue : public DeviceQueue {
  public:
@@ -99,11 +106,7 @@ class CudaQueue : public DeviceQueue {
   void keepUntilDone(const at::Tensor& t) override {
     c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(), stream_);
   }
-  QueueState state() override {
-    ncclResult_t async = ncclSuccess;
-    const ncclResult_t rc = ncclCommGetAsyncError(comm_, &async);
-    return stateOf(rc != ncclSuccess ? rc : async, comm_);
-  }
+  QueueState state() override { return commState(comm_); }
   void abort() override {
     aborted_ = true;
     ncclCommAbort(comm_);
@@ -201,9 +204,7 @@ std::unique_ptr<Communicator> makeNcclCommunicator(c10::intrusive_ptr<c10d::Stor
   CollectiveEngine::awaitReady(
       [&, first = true]() mutable {
         if (std::exchange(first, false) || comm == nullptr) return stateOf(rc, comm);
-        ncclResult_t async = ncclSuccess;
-        const ncclResult_t q = ncclCommGetAsyncError(comm, &async);
-        return stateOf(q != ncclSuccess ? q : async, comm);
+        return commState(comm);
       },
       [&] {
         if (comm) ncclCommAbort(comm);
