@@ -13,13 +13,14 @@
 #include "accel/error.h"
 #include "config/config_file.h"
 #include "launcher/base/posix.h"
-#include "launcher/machine_group.h"
 #include "launcher/plan/launch_plan.h"
 #include "launcher/plan/planner.h"
 #include "launcher/plan/run_dir.h"
 #include "launcher/plan/worker_env.h"
 #include "launcher/rendezvous/agent_rendezvous.h"
 #include "launcher/rendezvous/ports.h"
+#include "launcher/rendezvous/solo_group.h"
+#include "launcher/rendezvous/store_group.h"
 #include "launcher/report/dry_run.h"
 #include "launcher/supervise/console.h"
 #include "launcher/supervise/posix_processes.h"
@@ -103,7 +104,7 @@ class Agent {
     JobReport report = superviseAttempts();
     addHints(report);
     reportOutcome(report);
-    if (group_) group_->awaitOtherMachines();
+    group_->awaitOtherMachines();
     return report;
   }
 
@@ -160,7 +161,7 @@ class Agent {
     options.max_connection_input_bytes = plan_.store_connection_input_bytes;
     options.max_total_input_bytes = plan_.store_input_budget_bytes;
     // Every agent parks a WAIT on the failure key while it lives: the exit barrier's liveness.
-    options.tracked_wait_prefix = MachineGroup::trackedWaitPrefix();
+    options.tracked_wait_prefix = StoreGroup::trackedWaitPrefix();
     // The ranks' heartbeats (rank_watch.h) reach the supervisor without a client.
     options.observed_key_prefix = storedHeartbeatPrefix();
     options.on_observed_write = [board = &board_](const std::string& key,
@@ -179,16 +180,21 @@ class Agent {
                     "it (this machine's rank comes from the order in which it joins)");
   }
 
-  // This machine's placement: on one machine the plan's; with others, what the rendezvous of
-  // round 0 says.
+  // The machines of the job (one: a SoloGroup; several: a StoreGroup through the job's store),
+  // and this machine's placement in round 0.
   Expected<void> placeThisMachine() {
+    Notify notify = [this](const std::string& text) { console_.notice(text); };
     if (plan_.num_machines == 1) {
-      placement_ = staticPlacement(plan_, store_port_);
-      return {};
+      SoloSettings solo{plan_.max_restarts, plan_.retry_identical_failures, thisHostName()};
+      group_ = std::make_unique<SoloGroup>(solo, staticPlacement(plan_, store_port_), server_.get(),
+                                           notify);
+    } else {
+      auto group = std::make_unique<StoreGroup>(plan_, parent_env_, notify, requested_rank_,
+                                                store_port_, server_.get());
+      auto connected = group->connect();
+      group_ = std::move(group);
+      if (!connected) return connected;
     }
-    group_ = std::make_unique<MachineGroup>(plan_, parent_env_, console_, requested_rank_,
-                                            store_port_, server_.get());
-    if (auto ok = group_->connect(); !ok) return ok;
     auto placed = group_->meet();
     if (!placed) return std::move(placed).takeError();
     placement_ = *placed;
@@ -249,7 +255,7 @@ class Agent {
     parts.run_dir = run_dir_;
     parts.parent_env = parent_env_;
     if (server_) parts.board = &board_;
-    if (group_) parts.host = group_->host();
+    parts.host = group_->host();
     if (auto listening = status_.open(); listening) {
       parts.status = &status_;
       parts.status_facts = statusFacts();
@@ -273,63 +279,16 @@ class Agent {
             {"world_size", placement_.world_size},
             {"store", plan_.master_addr + ":" + std::to_string(store_port_)},
             {"run_dir", run_dir_},
-            {"machine_status_key_prefix", group_ ? group_->statusKeyPrefix() : ""}};
+            {"machine_status_key_prefix", group_->statusKeyPrefix()}};
   }
 
   JobReport superviseAttempts() {
-    JobReport report =
-        group_ ? superviseRounds() : supervisor_->runAttempts(placement_, [this](int attempt) {
-          if (server_) clearWorkerKeys(attempt);
-        });
+    JobReport report = supervisor_->runRounds(*group_, placement_);
     status_.close();  // no attempt to show any more (the exit barrier may still take a while)
     processes_.finish();
-    supervisor_.reset();             // the signals are the default ones again
-    if (group_) group_->stopLink();  // at once, even if a publication still waits for the master
+    supervisor_.reset();  // the signals are the default ones again
+    group_->stopLink();   // at once, even if a publication still waits for the master
     return report;
-  }
-
-  // A multi-machine job: one attempt per round; after a failure, every machine's agent ends the
-  // round with the others, and the master's decision (restart or not) holds for all.
-  JobReport superviseRounds() {
-    JobReport report;
-    while (true) {
-      report.attempts.push_back(
-          supervisor_->runAttempt(group_->round(), placement_, group_->link()));
-      AttemptReport& last = report.attempts.back();
-      if (last.succeeded()) break;
-      const RoundDecision next = group_->endRound(last, supervisor_->stopRequested());
-      if (!next.restart) {
-        if (!next.why.empty()) console_.notice("not restarting: " + next.why);
-        break;
-      }
-      console_.notice(next.why);
-      auto placed = group_->meet();
-      if (!placed) {
-        console_.notice("the job cannot go on: " + placed.error());
-        break;
-      }
-      placement_ = *placed;
-    }
-    report.exit_code = jobExitCode(report.attempts.back());
-    group_->closeJob(report.exit_code == 0
-                         ? "the job finished"
-                         : "the job ended with exit code " + std::to_string(report.exit_code));
-    return report;
-  }
-
-  // Before attempt K > 0 of a one-machine job: the workers' keys of the attempts before it are
-  // removed from the store, so no worker reads a stale value. torch 1.13 prefixed worker keys
-  // per attempt, torch 2.x does not (it expects a new store per attempt); clearing serves both.
-  // The agents' own keys ("/accel/...") stay. Every worker of the last attempt has exited.
-  void clearWorkerKeys(int attempt) {
-    try {
-      size_t removed = server_->clearKeysExcept({"/" + std::string(kAgentKeyPrefix)});
-      console_.notice("attempt " + std::to_string(attempt) + " starts with a fresh key space (" +
-                      std::to_string(removed) +
-                      " keys of earlier attempts removed from the store)");
-    } catch (const Error& e) {
-      console_.notice(std::string("could not clear the store between attempts: ") + e.what());
-    }
   }
 
   // What the summary can add from this machine: a python that has torch, for a rank that died
@@ -370,7 +329,7 @@ class Agent {
   bool temp_run_dir_ = false;   // remove base_to_remove_ at the end
   ProgressBoard board_;  // before server_: the store's thread writes to it until server_ stops
   std::unique_ptr<store::TcpStoreServer> server_;
-  std::unique_ptr<MachineGroup> group_;  // with other machines
+  std::unique_ptr<MachineGroup> group_;  // this job's machines (this one alone, or several)
   PosixProcesses processes_;
   MonotonicClock clock_;
   StatusListener status_;

@@ -204,7 +204,7 @@ std::vector<FlagSpec> distributed() {
           .help("k=v,...: timeout= (or join_timeout=) SECONDS bounds the rendezvous; is_host=1|0 "
                 "says whether this machine hosts a c10d rendezvous; last_call_timeout=SECONDS, "
                 "keep_alive_interval=SECONDS and keep_alive_max_attempt=N shape elastic "
-                "membership"),
+                "membership; torch's other keys are accepted, unknown keys are errors"),
       F({"--max_restarts"}, "max_restarts")
           .integer("0")
           .torchrunToo()
@@ -243,7 +243,8 @@ std::vector<FlagSpec> torchrun() {
       F({"--nnodes"}, "nnodes")
           .str()
           .torchrunOnly()
-          .help("Machines: N (MIN:MAX is accepted and runs on MIN, statically)"),
+          .help("Machines: N, or MIN:MAX for an elastic group (c10d: starts once MIN joined, takes "
+                "up to MAX; a lost machine is dropped while MIN remain)"),
       F({"--node_rank"}, "node_rank")
           .integer()
           .torchrunOnly()

@@ -51,13 +51,47 @@ Expected<std::set<int>> parseRankFilter(const std::string& text, int localWorldS
 // What accel reads of torchrun's --rdzv_conf k=v,...: the rendezvous timeout (timeout=, or
 // join_timeout= as torch's c10d backend spells it), is_host= (torch's booleans), and the
 // membership settings torch's dynamic rendezvous reads: last_call_timeout=,
-// keep_alive_interval= (seconds) and keep_alive_max_attempt=. Other keys are torch's alone.
+// keep_alive_interval= (seconds) and keep_alive_max_attempt=.
 struct RdzvConf {
   std::optional<double> timeout_s;
   std::optional<bool> is_host;
   std::optional<double> last_call_s, keep_alive_interval_s;
   std::optional<int> keep_alive_attempts;
 };
+
+// Every key --rdzv_conf takes: accel's (above), then those of torch's rendezvous backends that
+// accel accepts without acting on them (its store needs no read timeout, no libuv switch; TLS
+// and the static rank are etcd's and the static backend's).
+constexpr std::string_view kConfKeys[] = {"timeout",
+                                          "join_timeout",
+                                          "last_call_timeout",
+                                          "keep_alive_interval",
+                                          "keep_alive_max_attempt",
+                                          "is_host",
+                                          "read_timeout",
+                                          "close_timeout",
+                                          "use_libuv",
+                                          "rank",
+                                          "protocol",
+                                          "cacert",
+                                          "cert",
+                                          "key"};
+
+// An item whose key is neither accel's nor torch's: an error with the closest known key.
+std::string unknownConfKey(const std::string& key) {
+  std::string closest;
+  size_t best = std::max<size_t>(2, key.size() / 3) + 1;
+  std::string known;
+  for (std::string_view k : kConfKeys) {
+    known += (known.empty() ? "" : ", ") + std::string(k);
+    if (const size_t d = config::editDistance(key, k); d < best) {
+      best = d;
+      closest = k;
+    }
+  }
+  return "--rdzv_conf: unknown key '" + key + "'" +
+         (closest.empty() ? "" : "; did you mean '" + closest + "'?") + " (known: " + known + ")";
+}
 
 // SECONDS > 0 of an item "key=SECONDS".
 Expected<double> confSeconds(const std::string& item, const std::string& key,
@@ -69,35 +103,47 @@ Expected<double> confSeconds(const std::string& item, const std::string& key,
   return seconds;
 }
 
+// One item KEY=VALUE of --rdzv_conf into `conf` (torch's rule: a key and a value, both needed).
+Expected<void> readConfItem(const std::string& item, RdzvConf& conf) {
+  const size_t eq = item.find('=');
+  const std::string key(trimmed(item.substr(0, eq))),
+      value = eq == std::string::npos ? "" : std::string(trimmed(item.substr(eq + 1)));
+  if (key.empty() || value.empty()) {
+    return makeError("--rdzv_conf: '" + item +
+                     "' is not KEY=VALUE (the whole flag: KEY=VALUE,KEY=VALUE,...)");
+  }
+  if (key == "timeout" || key == "join_timeout" || key == "last_call_timeout" ||
+      key == "keep_alive_interval") {
+    auto seconds = confSeconds(item, key, value);
+    if (!seconds) return std::move(seconds).takeError();
+    (key == "last_call_timeout"     ? conf.last_call_s
+     : key == "keep_alive_interval" ? conf.keep_alive_interval_s
+                                    : conf.timeout_s) = *seconds;
+  } else if (key == "keep_alive_max_attempt") {
+    auto n = parseDigits(value, 1000);
+    if (!n || *n == 0)
+      return makeError("--rdzv_conf: '" + item + "' is not keep_alive_max_attempt=N (1 to 1000)");
+    conf.keep_alive_attempts = static_cast<int>(*n);
+  } else if (key == "is_host") {
+    const std::string v = lowerCase(value);
+    if (v == "1" || v == "true" || v == "t" || v == "yes" || v == "y") {
+      conf.is_host = true;
+    } else if (v == "0" || v == "false" || v == "f" || v == "no" || v == "n") {
+      conf.is_host = false;
+    } else {
+      return makeError("--rdzv_conf: '" + item + "' is not is_host=true|false");
+    }
+  } else if (std::find(std::begin(kConfKeys), std::end(kConfKeys), key) == std::end(kConfKeys)) {
+    return makeError(unknownConfKey(key));
+  }
+  return {};
+}
+
 Expected<RdzvConf> parseRdzvConf(const std::string& text) {
   RdzvConf conf;
+  if (trimmed(text).empty()) return conf;
   for (std::string_view view : splitOn(text, ',')) {
-    const std::string item(view);
-    const size_t eq = item.find('=');
-    const std::string key = item.substr(0, eq),
-                      value = eq == std::string::npos ? "" : item.substr(eq + 1);
-    if (key == "timeout" || key == "join_timeout" || key == "last_call_timeout" ||
-        key == "keep_alive_interval") {
-      auto seconds = confSeconds(item, key, value);
-      if (!seconds) return std::move(seconds).takeError();
-      (key == "last_call_timeout"     ? conf.last_call_s
-       : key == "keep_alive_interval" ? conf.keep_alive_interval_s
-                                      : conf.timeout_s) = *seconds;
-    } else if (key == "keep_alive_max_attempt") {
-      auto n = parseDigits(value, 1000);
-      if (!n || *n == 0)
-        return makeError("--rdzv_conf: '" + item + "' is not keep_alive_max_attempt=N (1 to 1000)");
-      conf.keep_alive_attempts = static_cast<int>(*n);
-    } else if (key == "is_host") {
-      const std::string v = lowerCase(value);
-      if (v == "1" || v == "true" || v == "t" || v == "yes" || v == "y") {
-        conf.is_host = true;
-      } else if (v == "0" || v == "false" || v == "f" || v == "no" || v == "n") {
-        conf.is_host = false;
-      } else {
-        return makeError("--rdzv_conf: '" + item + "' is not is_host=true|false");
-      }
-    }
+    if (auto ok = readConfItem(std::string(view), conf); !ok) return std::move(ok).takeError();
   }
   return conf;
 }

@@ -134,6 +134,22 @@ Expected<RoundDecision> readDecision(store::Store& s, const RendezvousOptions& o
   }
 }
 
+namespace {
+
+std::string failureText(const RoundFacts& f, const JobFailure& failure) {
+  return f.one_machine ? describeLocalFailure(failure) : describeFailure(failure);
+}
+
+// "restarting (1 of 3)" on one machine; with several, every machine restarts.
+std::string restartingText(const RoundFacts& f) {
+  const std::string count =
+      std::to_string(f.restart_count + 1) + " of " + std::to_string(f.max_restarts);
+  if (f.one_machine) return "restarting (" + count + ")";
+  return "restarting every machine (" + count + " restarts, counted for the whole job)";
+}
+
+}  // namespace
+
 RoundDecision decideNextRound(const RoundFacts& f) {
   const auto dropped = droppedMembers(f);
   if (auto why = cannotGoOn(f, dropped)) return {false, *why};
@@ -145,22 +161,22 @@ RoundDecision decideNextRound(const RoundFacts& f) {
   }
   if (!f.failure) return {false, "no failure of the attempt was published"};
   if (f.failure->rank < 0 && f.failure->cause.empty() && dropped.empty())
-    return {false, describeFailure(*f.failure)};
+    return {false, failureText(f, *f.failure)};
   if (f.restart_count >= f.max_restarts) {
+    if (f.max_restarts == 0 && !f.elastic) return {false, ""};  // no restart was asked for
     return {false, "the job's " + std::to_string(f.max_restarts) +
                        (f.max_restarts == 1 ? " restart is" : " restarts are") + " spent"};
   }
   if (f.previous && !f.retry_identical_failures && dropped.empty()) {
     if (auto why = repeatedFailure(f.round - 1, *f.previous, f.previous_progress, f.round,
-                                   *f.failure, f.progress)) {
+                                   *f.failure, f.progress, failureText(f, *f.failure))) {
       return {false, *why + "; a restart would fail again (--retry_identical_failures retries)"};
     }
   }
   const std::string without = dropped.empty() ? "" : "; going on without " + joined(dropped);
   return {true,
-          "attempt " + std::to_string(f.round) + " failed (" + describeFailure(*f.failure) + ")" +
-              without + "; restarting every machine (" + std::to_string(f.restart_count + 1) +
-              " of " + std::to_string(f.max_restarts) + " restarts, counted for the whole job)",
+          "attempt " + std::to_string(f.round) + " failed (" + failureText(f, *f.failure) + ")" +
+              without + "; " + restartingText(f),
           true, f.restart_count + 1, expect};
 }
 

@@ -63,6 +63,7 @@ Expected<RoundDecision> readDecision(store::Store& store, const RendezvousOption
 
 // What the master knows when it decides.
 struct RoundFacts {
+  bool one_machine = false;        // a job of one machine (its notices name no machine)
   int round = 0;                   // the round that failed
   int restart_count = 0;           // its TORCHELASTIC_RESTART_COUNT: the restarts used so far
   int machines = 0;                // its group

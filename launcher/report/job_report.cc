@@ -86,6 +86,11 @@ std::string describeFailure(const JobFailure& f) {
          endText(f.exit_code, f.signal);
 }
 
+std::string describeLocalFailure(const JobFailure& f) {
+  if (f.rank < 0) return f.reason;
+  return "rank " + std::to_string(f.rank) + ": " + endText(f.exit_code, f.signal);
+}
+
 nlohmann::json failureToJson(const JobFailure& f) {
   return {{"machine_rank", f.machine_rank},
           {"host", f.host},
@@ -96,6 +101,7 @@ nlohmann::json failureToJson(const JobFailure& f) {
           {"signal", f.signal},
           {"reason", f.reason},
           {"cause", f.cause},
+          {"hung", f.hung},
           {"ended_after_s", f.ended_after_s},
           {"stderr_tail", f.stderr_tail},
           {"error_file_message", f.error_file_message}};
@@ -112,6 +118,7 @@ JobFailure failureFromJson(const nlohmann::json& j) {
   f.signal = j.at("signal").get<int>();
   f.reason = j.at("reason").get<std::string>();
   f.cause = j.value("cause", "");
+  f.hung = j.value("hung", false);
   f.ended_after_s = j.at("ended_after_s").get<double>();
   f.stderr_tail = j.at("stderr_tail").get<std::vector<std::string>>();
   f.error_file_message = j.at("error_file_message").get<std::string>();
@@ -241,7 +248,7 @@ std::string renderFailureSummary(const JobReport& report, const std::string& log
     printCulprit(out, last);
   }
   printTheOthers(out, last);
-  if (report.attempts.size() > 1) out << "restarts used: " << report.attempts.size() - 1 << "\n";
+  if (report.restarts_used > 0) out << "restarts used: " << report.restarts_used << "\n";
   for (const auto& hint : report.hints) out << "hint: " << hint << "\n";
   out << (logDir.empty() ? "no logs kept (--log_dir DIR keeps each rank's output and summary.json)"
                          : "logs: " + logDir + " (each rank's output, summary.json)")
@@ -319,6 +326,7 @@ nlohmann::json renderReportJson(const JobReport& report) {
   }
   return {{"exit_code", report.exit_code},
           {"succeeded", report.exit_code == 0},
+          {"restarts_used", report.restarts_used},
           {"attempts", attempts}};
 }
 
@@ -340,44 +348,46 @@ std::string lastLine(const std::vector<std::string>& tail) {
   return "";
 }
 
-// The culprit of a failure this machine saw from start to end, without progress; else nullptr.
-const WorkerOutcome* earlyCulprit(const AttemptReport& a) {
-  if (!a.culprit || a.hang || a.remote_culprit || a.agent_signal != 0 || a.max_step >= 2) {
-    return nullptr;
-  }
-  return &a.workers[*a.culprit];
-}
-
 }  // namespace
 
-std::optional<std::string> repeatedFailure(const AttemptReport& previous,
-                                           const AttemptReport& last) {
-  const WorkerOutcome* before = earlyCulprit(previous);
-  const WorkerOutcome* now = earlyCulprit(last);
-  if (!before || !now || before->rank != now->rank || before->exit_code != now->exit_code ||
-      before->signal != now->signal) {
-    return std::nullopt;
+std::optional<JobFailure> failureOf(const AttemptReport& a, int machineRank,
+                                    const std::string& host) {
+  if (a.succeeded()) return std::nullopt;
+  JobFailure f;
+  f.machine_rank = machineRank;
+  f.host = host;
+  if (!a.culprit) {
+    f.reason = "its agent received " + signalName(a.agent_signal);
+    f.exit_code = 128 + a.agent_signal;
+    return f;
   }
-  const std::string line = lastLine(now->stderr_tail);
-  if (line != lastLine(before->stderr_tail)) return std::nullopt;
-  return "attempts " + std::to_string(previous.attempt) + " and " + std::to_string(last.attempt) +
-         " failed the same way before any rank completed a step (rank " +
-         std::to_string(now->rank) + ": " + describeEnd(*now) +
-         (line.empty() ? std::string() : "; last stderr line: " + line) + ")";
+  const WorkerOutcome& w = a.workers[*a.culprit];
+  f.rank = w.rank;
+  f.local_rank = w.local_rank;
+  f.pid = w.pid;
+  f.hung = a.hang.has_value();
+  f.exit_code = f.hung ? kHungExitCode : w.exit_code;
+  f.signal = w.signal;
+  f.ended_after_s = w.ended_after_s;
+  f.stderr_tail = w.stderr_tail;
+  f.error_file_message = w.error_file_message;
+  return f;
 }
 
 std::optional<std::string> repeatedFailure(int previousAttempt, const JobFailure& previous,
                                            bool previousProgress, int lastAttempt,
-                                           const JobFailure& last, bool lastProgress) {
-  if (previousProgress || lastProgress || previous.rank < 0 || last.rank < 0 ||
-      previous.rank != last.rank || previous.exit_code != last.exit_code ||
-      previous.signal != last.signal) {
+                                           const JobFailure& last, bool lastProgress,
+                                           const std::string& describedLast) {
+  if (previousProgress || lastProgress || previous.rank < 0 || last.rank < 0 || previous.hung ||
+      last.hung || previous.exit_code != last.exit_code || previous.signal != last.signal) {
     return std::nullopt;
   }
   const std::string line = lastLine(last.stderr_tail);
   if (line != lastLine(previous.stderr_tail)) return std::nullopt;
+  const std::string before =
+      previous.rank == last.rank ? "" : ", as rank " + std::to_string(previous.rank) + " did";
   return "attempts " + std::to_string(previousAttempt) + " and " + std::to_string(lastAttempt) +
-         " failed the same way before any rank completed a step (" + describeFailure(last) +
+         " failed the same way before any rank completed a step (" + describedLast + before +
          (line.empty() ? std::string() : "; last stderr line: " + line) + ")";
 }
 

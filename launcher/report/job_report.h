@@ -55,6 +55,7 @@ struct JobFailure {
   // to stop, the master lost), kCauseLost (the machine stopped sending keep-alives) or
   // kCauseJoined (a machine waits to join: the group re-forms, not counted as a restart).
   std::string cause;
+  bool hung = false;  // the agent stopped the job because it hung (exit_code is kHungExitCode)
   double ended_after_s = 0;
   std::vector<std::string> stderr_tail;
   std::string error_file_message;
@@ -65,6 +66,8 @@ inline constexpr const char* kCauseJoined = "joined";
 
 // "rank 3 on machine 1 (hostB): exit code 7", "machine 1 (hostB): its agent received SIGTERM".
 std::string describeFailure(const JobFailure& failure);
+// The same for a job of one machine, which needs no machine named: "rank 3: exit code 7".
+std::string describeLocalFailure(const JobFailure& failure);
 nlohmann::json failureToJson(const JobFailure& failure);
 // Throws nlohmann::json::exception on a malformed record.
 JobFailure failureFromJson(const nlohmann::json& j);
@@ -96,7 +99,11 @@ struct AttemptReport {
 
 struct JobReport {
   std::vector<AttemptReport> attempts;
-  int exit_code = 0;               // the last attempt's culprit's code, 0 on success
+  int exit_code = 0;  // the last attempt's culprit's code, 0 on success
+  // The restart count of the last round (its TORCHELASTIC_RESTART_COUNT): the restarts the job
+  // spent of its budget. Rounds that re-formed the group for a machine that joined are attempts
+  // but not restarts.
+  int restarts_used = 0;
   std::vector<std::string> hints;  // printed as "hint: ..." in the failure summary
 };
 
@@ -116,19 +123,23 @@ nlohmann::json renderReportJson(const JobReport& report);
 // "exit code 3" or "signal SIGSEGV (exit code 139)".
 std::string describeEnd(const WorkerOutcome& worker);
 
-// Why restarting again would be blind: both attempts failed here (not hung, not stopped, not on
-// another machine) before any rank completed a step, with the same culprit rank, the same exit
-// code or signal and the same last stderr line — a crash at start-up that a restart repeats.
-// nullopt when they differ or a rank made progress.
-std::optional<std::string> repeatedFailure(const AttemptReport& previous,
-                                           const AttemptReport& last);
+// The attempt's own failure as this machine saw it (nullopt when it succeeded): its culprit
+// worker (hung: the agent stopped the job as hung), else its agent's signal. The rank, local rank
+// and stderr tail are the culprit's; `machineRank` and `host` name this machine.
+std::optional<JobFailure> failureOf(const AttemptReport& attempt, int machineRank,
+                                    const std::string& host);
 
-// The same rule for the first failures of two rounds of a multi-machine job: the same rank,
-// exit code or signal and last stderr line, while no rank of either round completed a step
-// (`progress`: the highest heartbeat step of the job's ranks was 2 or more).
+// Why restarting again would be blind: the first failures of two rounds in a row are workers'
+// (not hangs, not agents stopped), no rank of either round completed a step (`progress`: some
+// rank's heartbeat reached step 2), and they failed the same way: the same exit code or signal
+// and the same last stderr line — a crash at start-up that a restart repeats. Which rank failed
+// is not compared: whichever rank ends first is the culprit, and a machine may get another
+// global rank in the next round. nullopt when they differ or a rank made progress.
+// `describe` words a failure for the message ("rank 0: exit code 1").
 std::optional<std::string> repeatedFailure(int previousAttempt, const JobFailure& previous,
                                            bool previousProgress, int lastAttempt,
-                                           const JobFailure& last, bool lastProgress);
+                                           const JobFailure& last, bool lastProgress,
+                                           const std::string& describedLast);
 
 // The job's exit code from its last attempt: 124 for a hang, else the culprit's code (another
 // machine's, or this one's; 128+N for signal N), else 128+N when the agent was stopped by signal

@@ -609,28 +609,30 @@ AttemptReport Supervisor::runAttempt(int attempt, const Placement& placement, Jo
   return report;
 }
 
-JobReport Supervisor::runAttempts(const Placement& placement,
-                                  const std::function<void(int attempt)>& beforeRestart) {
+JobReport Supervisor::runRounds(MachineGroup& group, Placement placement) {
   JobReport report;
-  for (int attempt = 0; attempt <= plan_.max_restarts; ++attempt) {
-    if (attempt > 0 && beforeRestart) beforeRestart(attempt);
-    report.attempts.push_back(runAttempt(attempt, placement, nullptr));
-    const AttemptReport& last = report.attempts.back();
-    if (last.succeeded() || stop_requested_ || attempt == plan_.max_restarts) break;
-    if (attempt > 0 && !plan_.retry_identical_failures) {
-      if (auto why = repeatedFailure(report.attempts[report.attempts.size() - 2], last)) {
-        parts_.console.notice("not restarting: " + *why +
-                              "; a restart would fail again (--retry_identical_failures retries)");
-        break;
-      }
+  while (true) {
+    report.attempts.push_back(runAttempt(group.round(), placement, group.link()));
+    report.restarts_used = placement.restart_count.value_or(0);
+    AttemptReport& last = report.attempts.back();
+    if (last.succeeded()) break;
+    const RoundDecision next = group.endRound(last, stop_requested_);
+    if (!next.restart) {
+      if (!next.why.empty()) parts_.console.notice("not restarting: " + next.why);
+      break;
     }
-    const auto& culprit = last.workers[*last.culprit];
-    parts_.console.notice("attempt " + std::to_string(attempt) + " failed (rank " +
-                          std::to_string(culprit.rank) + ": " + describeEnd(culprit) +
-                          "); restarting (" + std::to_string(attempt + 1) + " of " +
-                          std::to_string(plan_.max_restarts) + ")");
+    parts_.console.notice(next.why);
+    auto placed = group.meet();
+    if (!placed) {
+      parts_.console.notice("the job cannot go on: " + placed.error());
+      break;
+    }
+    placement = *placed;
   }
   report.exit_code = jobExitCode(report.attempts.back());
+  group.closeJob(report.exit_code == 0
+                     ? "the job finished"
+                     : "the job ended with exit code " + std::to_string(report.exit_code));
   return report;
 }
 

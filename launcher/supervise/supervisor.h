@@ -23,7 +23,6 @@
 #include <sys/types.h>
 
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -32,6 +31,7 @@
 #include "launcher/plan/launch_plan.h"
 #include "launcher/plan/placement.h"
 #include "launcher/rendezvous/job_link.h"
+#include "launcher/rendezvous/machine_group.h"
 #include "launcher/report/job_report.h"
 #include "launcher/supervise/console.h"
 #include "launcher/supervise/processes.h"
@@ -80,20 +80,20 @@ class Supervisor {
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
-  // Runs attempt `attempt` (TORCHELASTIC_RESTART_COUNT) of the workers the plan and `placement`
-  // describe, to its end. `link`: a multi-machine round's link to the other machines (a failure
-  // here is published through it, one there stops the workers here; it must outlive the call),
-  // nullptr on one machine. Blocking; returns when every worker has ended and no descendant is
-  // left.
+  // Runs attempt `attempt` (the round's number; TORCHELASTIC_RESTART_COUNT is the placement's)
+  // of the workers the plan and `placement` describe, to its end. `link`: a multi-machine round's
+  // link to the other machines (a failure here is published through it, one there stops the workers
+  // here; it must outlive the call), nullptr on one machine. Blocking; returns when every worker
+  // has ended and no descendant is left.
   AttemptReport runAttempt(int attempt, const Placement& placement, JobLink* link);
 
-  // One machine's job: runs attempts 0, 1, ... until one succeeds, the agent is told to stop,
-  // or the plan's max_restarts are spent (torchrun's policy: any failure restarts every worker
-  // of this machine). A multi-machine job's rounds are the agent's (launch.cc), one runAttempt
-  // each. `beforeRestart(K)` runs before attempt K > 0 (the agent clears the store's worker
-  // keys there). Blocking. The report's exit_code is jobExitCode of the last attempt.
-  JobReport runAttempts(const Placement& placement,
-                        const std::function<void(int attempt)>& beforeRestart);
+  // The one loop of every job, one machine or many: runs the attempt of the round `group` formed
+  // last (`placement`: this machine's in it); after a failure, `group`'s decision (one rule,
+  // round_end.h) is said — its only notice — and a restart meets the group again for the next
+  // round. Blocking; returns the job's report (exit_code of the last attempt, the restarts used
+  // as the last round counted them) once the job succeeded or will not restart, after telling
+  // the group the job ended.
+  JobReport runRounds(MachineGroup& group, Placement placement);
 
   // True once the agent received a signal that ends the job (no restart after it).
   bool stopRequested() const { return stop_requested_; }

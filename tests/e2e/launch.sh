@@ -460,7 +460,18 @@ PY
   expect_exit 1 "$ACCEL" launch "${PYARGS[@]}" --cpu -n 2 --max_restarts 2 --term_timeout 1 \
     --retry_identical_failures "$SCRATCH/crash.py"
   expect_contains "$ERR" "restarting (2 of 2)"
-  [[ "$ERR" != *"not restarting"* ]] || fail "stopped although asked to retry: $ERR"
+  expect_contains "$ERR" "not restarting: the job's 2 restarts are spent"
+  [[ "$ERR" != *"the same way"* ]] || fail "stopped although asked to retry: $ERR"
+  # Every rank crashes at import: whichever ends first is the culprit, rank 0 in one attempt
+  # and rank 1 in the next maybe — the same failure all the same, not tried a third time.
+  cat >"$SCRATCH/all_crash.py" <<'PY'
+import accel_no_such_module_xyz  # noqa: F401
+PY
+  expect_exit 1 "$ACCEL" launch "${PYARGS[@]}" --cpu -n 2 --max_restarts 5 "$SCRATCH/all_crash.py"
+  expect_contains "$ERR" "restarting (1 of 5)"
+  expect_contains "$ERR" "not restarting: attempts 0 and 1 failed the same way before any rank completed a step (rank "
+  [[ "$ERR" != *"restarting (2 of 5)"* ]] || fail "a third attempt ran: $ERR"
+  expect_contains "$ERR" "restarts used: 1"
   # A failure of the first attempt only is restarted, and the job succeeds.
   cat >"$SCRATCH/first.py" <<'PY'
 import os, sys

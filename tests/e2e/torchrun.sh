@@ -203,7 +203,7 @@ flags)
   expect_exit 0 "${ACCEL_RUN[@]}" --help-all
   help=$OUT
   declare -A example=([log_dir]="$SCRATCH/logs" [local_addr]=127.0.0.1 [rdzv_endpoint]=127.0.0.1:29400
-    [logs_specs]=default [numa_binding]=node)
+    [logs_specs]=default [numa_binding]=node [rdzv_conf]=join_timeout=900)
   n=0
   while read -r option dest nargs value; do
     listed=$option  # the help lists long flags with underscores (dashes are the same flag)

@@ -12,7 +12,7 @@ declare -A allowed=(
   [plan]="base plan"
   [cli]="base plan cli"
   [report]="base plan report"
-  [rendezvous]="base report rendezvous"
+  [rendezvous]="base plan report rendezvous"
   [supervise]="base plan report rendezvous supervise"
 )
 bad=0

@@ -391,7 +391,7 @@ TEST_F(LaunchPlanTest, WorkersGetAccelerateVariablesFromTheConfig) {
 
 TEST_F(LaunchPlanTest, RendezvousFlagsOnOneMachineAreNoticedAsIgnored) {
   auto o = options();
-  o.rdzv_conf = "a=b,timeout=12.5,c=d";
+  o.rdzv_conf = "read_timeout=60,timeout=12.5,use_libuv=0";  // torch's keys, and accel's
   o.monitor_interval = 1;
   auto p = plan(o);
   ASSERT_TRUE(p.ok()) << p.error();
@@ -723,6 +723,32 @@ TEST_F(LaunchPlanParadigmTest, NnodesMinMaxIsAnElasticGroup) {
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error(),
             "--rdzv_conf: 'keep_alive_max_attempt=0' is not keep_alive_max_attempt=N (1 to 1000)");
+}
+
+// torch's rule for --rdzv_conf (every item KEY=VALUE), and keys neither accel nor torch knows
+// (a typo would silently keep the default) are errors naming the closest known key.
+TEST_F(LaunchPlanTest, RendezvousConfItemsAreKeyValueAndKnownKeys) {
+  auto error = [this](const std::string& conf) {
+    auto o = options();
+    o.rdzv_conf = conf;
+    auto p = plan(o);
+    return p.ok() ? std::string("accepted") : p.error();
+  };
+  EXPECT_EQ(error("keep_alive_intervall=5"),
+            "--rdzv_conf: unknown key 'keep_alive_intervall'; did you mean 'keep_alive_interval'? "
+            "(known: timeout, join_timeout, last_call_timeout, keep_alive_interval, "
+            "keep_alive_max_attempt, is_host, read_timeout, close_timeout, use_libuv, rank, "
+            "protocol, cacert, cert, key)");
+  EXPECT_EQ(error("garbage").substr(0, 56),
+            "--rdzv_conf: 'garbage' is not KEY=VALUE (the whole flag:");
+  EXPECT_EQ(error(",,,"),
+            "--rdzv_conf: '' is not KEY=VALUE (the whole flag: KEY=VALUE,KEY=VALUE,...)");
+  EXPECT_EQ(error("timeout="),
+            "--rdzv_conf: 'timeout=' is not KEY=VALUE (the whole flag: "
+            "KEY=VALUE,KEY=VALUE,...)");
+  EXPECT_EQ(error("zzz=1").substr(0, 44), "--rdzv_conf: unknown key 'zzz' (known: timeo");
+  EXPECT_EQ(error(" timeout = 5 , is_host=1"), "accepted");
+  EXPECT_EQ(error(""), "accepted");
 }
 
 TEST_F(LaunchPlanParadigmTest, VirtualLocalRankGivesEachWorkerItsGpuAsDeviceZero) {

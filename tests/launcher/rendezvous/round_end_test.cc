@@ -171,6 +171,45 @@ TEST(DecideNextRoundTest, TheSameFailureTwiceWithoutProgressIsNotRetried) {
   EXPECT_TRUE(decideNextRound(f).restart);
 }
 
+// host1's local rank 0 exits at import in every round, but the order in which the machines
+// joined gave it global rank 4, then 2: still the same failure. A hang never is one.
+TEST(DecideNextRoundTest, TheSameFailureUnderAnotherGlobalRankIsNotRetried) {
+  RoundFacts f = facts(1);
+  f.previous = workerFailure(2, 4, 7, "ValueError: boom");
+  f.failure = workerFailure(1, 2, 7, "ValueError: boom");
+  RoundDecision d = decideNextRound(f);
+  EXPECT_FALSE(d.restart);
+  EXPECT_EQ(d.why,
+            "attempts 0 and 1 failed the same way before any rank completed a step (rank 2 on "
+            "machine 1 (host1) failed with exit code 7, as rank 4 did; last stderr line: "
+            "ValueError: boom); a restart would fail again (--retry_identical_failures retries)");
+  f.failure->hung = true;
+  EXPECT_TRUE(decideNextRound(f).restart);
+  f.failure->hung = false;
+  f.failure->exit_code = 8;  // another code
+  EXPECT_TRUE(decideNextRound(f).restart);
+}
+
+// One machine: the same rule, its notices without machines; a job that asked for no restart
+// ends without a word from the rule (the summary says it all).
+TEST(DecideNextRoundTest, OneMachineFollowsTheSameRule) {
+  RoundFacts f;
+  f.one_machine = true;
+  f.machines = f.max_machines = f.min_machines = 1;
+  f.ends.push_back(RoundEnd{0, "here", true, ""});
+  f.max_restarts = 2;
+  f.failure = workerFailure(0, 1, 3, "ValueError: boom");
+  RoundDecision d = decideNextRound(f);
+  EXPECT_TRUE(d.restart);
+  EXPECT_TRUE(d.counted);
+  EXPECT_EQ(d.restart_count, 1);
+  EXPECT_EQ(d.why, "attempt 0 failed (rank 1: exit code 3); restarting (1 of 2)");
+  f.max_restarts = 0;
+  d = decideNextRound(f);
+  EXPECT_FALSE(d.restart);
+  EXPECT_EQ(d.why, "");
+}
+
 class RoundEndTest : public ::testing::Test {
  protected:
   void SetUp() override { server_ = store::TcpStoreServer::start({}); }

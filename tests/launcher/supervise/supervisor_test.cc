@@ -14,6 +14,7 @@
 
 #include "../../config/test_util.h"
 #include "fake_world.h"
+#include "launcher/rendezvous/solo_group.h"
 
 namespace accel::launcher {
 namespace {
@@ -49,9 +50,12 @@ class SupervisorTest : public ::testing::Test {
     world_.useBoard(&board_);
     auto supervisor = Supervisor::create(plan_, std::move(parts));
     EXPECT_TRUE(supervisor.ok()) << supervisor.error();
-    JobReport report = (*supervisor)->runAttempts(placement_, [this](int attempt) {
-      restarts_.push_back(attempt);
-    });
+    // The agent's loop, with the group of a machine alone (as launch.cc makes it).
+    SoloGroup group({plan_.max_restarts, plan_.retry_identical_failures, "here"}, placement_,
+                    nullptr, [&console](const std::string& text) { console.notice(text); });
+    auto first = group.meet();
+    EXPECT_TRUE(first.ok());
+    JobReport report = (*supervisor)->runRounds(group, *first);
     stop_requested_ = (*supervisor)->stopRequested();
     console.flush();
     return report;
@@ -87,7 +91,6 @@ class SupervisorTest : public ::testing::Test {
   Placement placement_;
   ProgressBoard board_;
   FakeWorld world_;
-  std::vector<int> restarts_;
   bool stop_requested_ = false;
 };
 
@@ -261,7 +264,7 @@ TEST_F(SupervisorTest, RestartsUntilAnAttemptSucceeds) {
   EXPECT_EQ(report.attempts[1].workers[*report.attempts[1].culprit].rank, 0);
   EXPECT_TRUE(report.attempts[2].succeeded());
   EXPECT_EQ(report.exit_code, 0);
-  EXPECT_EQ(restarts_, (std::vector<int>{1, 2}));
+  EXPECT_EQ(report.restarts_used, 2);
   std::vector<std::string> counts;
   for (const auto& env : world_.spawnedEnvs()) {
     for (const auto& kv : env) {
@@ -329,7 +332,33 @@ TEST_F(SupervisorTest, AFailureThatRepeatsItselfAtStartUpIsNotRestartedAgain) {
             "module named 'x'); a restart would fail again (--retry_identical_failures retries)");
 }
 
-// A failure that changes (another rank, code or last line), one after progress, and any failure
+// The same crash at import whichever rank ends first: every rank fails alike, rank 0 first in
+// one attempt and rank 1 in the next — still the same failure, not restarted a third time.
+TEST_F(SupervisorTest, ARepeatedCrashIsRecognisedWhicheverRankEndsFirst) {
+  ranks(2);
+  plan_.max_restarts = 5;
+  const std::string crash = "ModuleNotFoundError: No module named 'x'\n";
+  world_.script(0, Script().exits(100, 1).writes(crash), 0);
+  world_.script(1, Script().exits(150, 1).writes(crash), 0);
+  world_.script(0, Script().exits(150, 1).writes(crash), 1);
+  world_.script(1, Script().exits(100, 1).writes(crash), 1);
+  for (int attempt = 2; attempt <= 5; ++attempt) {
+    for (int r = 0; r < 2; ++r) world_.script(r, Script().exits(100, 1).writes(crash), attempt);
+  }
+  JobReport report = run();
+  ASSERT_EQ(report.attempts.size(), 2u);
+  EXPECT_EQ(report.restarts_used, 1);
+  const auto said = notices();
+  ASSERT_EQ(said.size(), 2u);
+  EXPECT_EQ(said[0], "accel: attempt 0 failed (rank 0: exit code 1); restarting (1 of 5)");
+  EXPECT_EQ(said[1],
+            "accel: not restarting: attempts 0 and 1 failed the same way before any rank "
+            "completed a step (rank 1: exit code 1, as rank 0 did; last stderr line: "
+            "ModuleNotFoundError: No module named 'x'); a restart would fail again "
+            "(--retry_identical_failures retries)");
+}
+
+// A failure that changes (code or last line), one after progress, and any failure
 // with --retry_identical_failures are restarted while the budget lasts.
 TEST_F(SupervisorTest, FailuresThatDifferOrFollowProgressAreRestarted) {
   ranks(2);

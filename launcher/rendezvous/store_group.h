@@ -1,7 +1,7 @@
 #pragma once
-// MachineGroup: one agent's part in a multi-machine job, round by round — reach the master's
-// store, meet the other machines (agent_rendezvous.h), keep the round's failure link
-// (job_link.h), agree with the others whether the job restarts after a failure
+// StoreGroup: one agent's part in a multi-machine job, round by round (machine_group.h) —
+// reach the master's store, meet the other machines (agent_rendezvous.h), keep the round's
+// failure link (job_link.h), agree with the others whether the job restarts after a failure
 // (round_end.h), and the exit barrier at the end.
 //
 // Every method blocks on the master's store (bounded by the plan's timeouts) and must be called
@@ -17,9 +17,9 @@
 #include "launcher/plan/placement.h"
 #include "launcher/rendezvous/agent_rendezvous.h"
 #include "launcher/rendezvous/job_link.h"
+#include "launcher/rendezvous/machine_group.h"
 #include "launcher/rendezvous/round_end.h"
 #include "launcher/report/job_report.h"
-#include "launcher/supervise/console.h"
 #include "libaccel/common/expected.h"
 #include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
@@ -28,13 +28,13 @@
 
 namespace accel::launcher {
 
-class MachineGroup {
+class StoreGroup : public MachineGroup {
  public:
   // `server`: the job's store when this agent hosts it (it asks for machine rank 0), else
   // nullptr. `requestedRank`: the machine rank this agent asks for (nullopt: by arrival).
-  MachineGroup(const LaunchPlan& plan, const probes::Environment& parentEnv, Console& console,
-               std::optional<int> requestedRank, int storePort, store::TcpStoreServer* server);
-  ~MachineGroup();
+  StoreGroup(const LaunchPlan& plan, const probes::Environment& parentEnv, Notify notify,
+             std::optional<int> requestedRank, int storePort, store::TcpStoreServer* server);
+  ~StoreGroup() override;
 
   // What the master's store counts the agents alive by: the prefix of the WAITs each agent
   // parks on its round's failure key.
@@ -48,26 +48,26 @@ class MachineGroup {
   // change of the group): parks the round's failure watch, joins the rendezvous, and returns
   // this machine's placement in it. A spare (the group was full) waits for the next round. An
   // error when the rendezvous fails, or when the job ended first (jobClosed()).
-  Expected<Placement> meet();
-  int round() const { return rdzv_.round; }
+  Expected<Placement> meet() override;
+  int round() const override { return rdzv_.round; }
   // The job ended while this machine waited to join it (a spare): nothing to do.
-  bool jobClosed() const { return !closed_.empty(); }
+  bool jobClosed() const override { return !closed_.empty(); }
   // The master, when the job ends: the spares waiting for the next round are told.
-  void closeJob(const std::string& why);
+  void closeJob(const std::string& why) override;
   // The round's link, for the supervisor (nullptr before meet succeeded).
-  JobLink* link() const { return link_.get(); }
+  JobLink* link() const override { return link_.get(); }
   // After the round's attempt failed: reads the round's first failure into `last.job_failure`
   // and, while the job may restart, takes part in the round's end (the master decides, the
   // others wait for it). `stopping`: this agent was told to stop, so it will not go on.
-  RoundDecision endRound(AttemptReport& last, bool stopping);
+  RoundDecision endRound(AttemptReport& last, bool stopping) override;
   // Ends the link's thread (at once, whatever the network does).
-  void stopLink();
+  void stopLink() override;
   // The exit barrier (skipped once the master is lost): the master keeps its store up until
   // the other machines are done with it.
-  void awaitOtherMachines();
+  void awaitOtherMachines() override;
 
-  std::string statusKeyPrefix() const { return launcher::statusKeyPrefix(rdzv_); }
-  std::string host() const { return rdzv_.host; }
+  std::string statusKeyPrefix() const override { return launcher::statusKeyPrefix(rdzv_); }
+  std::string host() const override { return rdzv_.host; }
 
  private:
   bool master() const { return requested_rank_ == 0; }
@@ -79,12 +79,11 @@ class MachineGroup {
   Placement placementOf(const RendezvousResult& joined) const;
   void announce(const RendezvousResult& joined, const Placement& p);
   RoundDecision decide(const AttemptReport& last);
-  void clearWorkerKeys();
   std::optional<JobFailure> readRoundFailure();
 
   const LaunchPlan& plan_;
   const probes::Environment& parent_env_;
-  Console& console_;
+  const Notify notify_;
   const std::optional<int> requested_rank_;
   const int store_port_;
   store::TcpStoreServer* const server_;

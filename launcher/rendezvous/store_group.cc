@@ -1,4 +1,4 @@
-#include "launcher/machine_group.h"
+#include "launcher/rendezvous/store_group.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -15,12 +15,6 @@ namespace accel::launcher {
 namespace {
 
 using probes::Route;
-
-std::string hostName() {
-  char buf[256] = {0};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
-}
 
 // A connection to the master agent's store (throws accel::Error when it cannot be made in time).
 std::unique_ptr<store::TcpStoreClient> connectToMaster(const LaunchPlan& plan, int storePort,
@@ -84,12 +78,12 @@ std::chrono::milliseconds roundEndTimeout(const LaunchPlan& plan) {
 
 }  // namespace
 
-MachineGroup::MachineGroup(const LaunchPlan& plan, const probes::Environment& parentEnv,
-                           Console& console, std::optional<int> requestedRank, int storePort,
-                           store::TcpStoreServer* server)
+StoreGroup::StoreGroup(const LaunchPlan& plan, const probes::Environment& parentEnv, Notify notify,
+                       std::optional<int> requestedRank, int storePort,
+                       store::TcpStoreServer* server)
     : plan_(plan),
       parent_env_(parentEnv),
-      console_(console),
+      notify_(std::move(notify)),
       requested_rank_(requestedRank),
       store_port_(storePort),
       server_(server) {
@@ -99,24 +93,22 @@ MachineGroup::MachineGroup(const LaunchPlan& plan, const probes::Environment& pa
   rdzv_.max_restarts = plan_.max_restarts;
   rdzv_.requested_machine_rank = requested_rank_;
   rdzv_.local_world_size = plan_.local_world_size;
-  rdzv_.host = hostName();
+  rdzv_.host = thisHostName();
   rdzv_.store_address = plan_.master_addr + ":" + std::to_string(store_port_);
   rdzv_.timeout = plan_.rdzv_timeout;
-  rdzv_.progress = [this](const std::string& status) { console_.notice("rendezvous: " + status); };
+  rdzv_.progress = [this](const std::string& status) { notify_("rendezvous: " + status); };
 }
 
-MachineGroup::~MachineGroup() { link_.reset(); }
+StoreGroup::~StoreGroup() { link_.reset(); }
 
-std::string MachineGroup::trackedWaitPrefix() {
-  return "/" + failureKeyPrefix(RendezvousOptions{});
-}
+std::string StoreGroup::trackedWaitPrefix() { return "/" + failureKeyPrefix(RendezvousOptions{}); }
 
-Expected<void> MachineGroup::connect() {
+Expected<void> StoreGroup::connect() {
   // Before anything is spawned: the master must be reachable, from an interface we can name.
   if (!master()) {
-    auto reached = probes::waitForListener(
-        plan_.master_addr, store_port_, plan_.rdzv_timeout, std::chrono::seconds(10),
-        [this](const std::string& status) { console_.notice(status); });
+    auto reached = probes::waitForListener(plan_.master_addr, store_port_, plan_.rdzv_timeout,
+                                           std::chrono::seconds(10),
+                                           [this](const std::string& status) { notify_(status); });
     if (!reached) return makeError(reached.error());
     to_master_ = *reached;
   } else if (auto route = probes::routeTo(plan_.master_addr)) {
@@ -134,18 +126,17 @@ Expected<void> MachineGroup::connect() {
   return {};
 }
 
-Expected<Placement> MachineGroup::meet() {
+Expected<Placement> StoreGroup::meet() {
   link_.reset();  // the last round's: its watch fired, or the job failed without it
   rdzv_.round = next_round_.value_or(rdzv_.round + 1);
   next_round_.reset();
-  if (server_ && rdzv_.round > 0) clearWorkerKeys();
+  if (server_ && rdzv_.round > 0) clearWorkerKeys(*server_, rdzv_.round, notify_);
   auto joined = joinAsMember();
   if (!joined) return std::move(joined).takeError();
   joined_ = *joined;
   if (server_ &&
       !awaitWatches(*server_, static_cast<int>(joined_->machines.size()), plan_.rdzv_timeout)) {
-    console_.notice(
-        "not every machine's agent is watching the store for failures; it may have died");
+    notify_("not every machine's agent is watching the store for failures; it may have died");
   }
   link_ = std::make_unique<JobLink>(std::move(watch_store_), watch_fd_, std::move(publisher_store_),
                                     rdzv_, joined_->machine_rank, joined_->machines.front().host,
@@ -156,7 +147,7 @@ Expected<Placement> MachineGroup::meet() {
 }
 
 // Joins rounds until one takes this machine: a spare (the group was full) tries the next.
-Expected<RendezvousResult> MachineGroup::joinAsMember() {
+Expected<RendezvousResult> StoreGroup::joinAsMember() {
   while (true) {
     if (auto ok = parkFailureWatch(); !ok) return std::move(ok).takeError();
     auto joined = join();
@@ -166,14 +157,14 @@ Expected<RendezvousResult> MachineGroup::joinAsMember() {
       return makeError("the job ended before this machine could join it: " + closed_);
     }
     if (!joined->spare) return joined;
-    console_.notice(
-        "round " + std::to_string(rdzv_.round) + " closed before this machine joined it (at most " +
-        std::to_string(plan_.num_machines) + " machines): it waits as a spare for the next round");
+    notify_("round " + std::to_string(rdzv_.round) +
+            " closed before this machine joined it (at most " + std::to_string(plan_.num_machines) +
+            " machines): it waits as a spare for the next round");
     ++rdzv_.round;
   }
 }
 
-LinkOptions MachineGroup::linkOptions() const {
+LinkOptions StoreGroup::linkOptions() const {
   LinkOptions o;
   o.keep_alive_interval = plan_.keep_alive_interval;
   o.keep_alive_misses = plan_.keep_alive_misses;
@@ -187,7 +178,7 @@ LinkOptions MachineGroup::linkOptions() const {
 // The failure watch is parked before this agent registers: once the rendezvous completes,
 // every machine's watch is parked (or on its way), and the master's exit barrier counts them.
 // The publisher is the job link's own connection (the link's thread uses it alone).
-Expected<void> MachineGroup::parkFailureWatch() {
+Expected<void> StoreGroup::parkFailureWatch() {
   try {
     watch_store_ = connectToMaster(plan_, store_port_, std::chrono::seconds(30));
     watch_fd_ = watch_store_->startWait({failureKey(rdzv_)});
@@ -204,7 +195,7 @@ Expected<void> MachineGroup::parkFailureWatch() {
 
 // Joins the round's rendezvous. rdzv_.run_id keeps its default: the store belongs to this job
 // alone, and the server's tracked failure keys (trackedWaitPrefix) are computed from it.
-Expected<RendezvousResult> MachineGroup::join() {
+Expected<RendezvousResult> StoreGroup::join() {
   auto result = rendezvous(*client_, rdzv_);
   if (!result) return result;
   if (result->closed.empty() && !result->spare && !plan_.elastic() &&
@@ -219,7 +210,7 @@ Expected<RendezvousResult> MachineGroup::join() {
 }
 
 // What the rendezvous decided, as the workers will see it.
-Placement MachineGroup::placementOf(const RendezvousResult& joined) const {
+Placement StoreGroup::placementOf(const RendezvousResult& joined) const {
   Placement p = staticPlacement(plan_, store_port_);
   p.machine_rank = joined.machine_rank;  // differs from the request when ranked by arrival
   p.rank_offset = joined.rank_offset;
@@ -230,21 +221,20 @@ Placement MachineGroup::placementOf(const RendezvousResult& joined) const {
   return p;
 }
 
-void MachineGroup::announce(const RendezvousResult& joined, const Placement& p) {
+void StoreGroup::announce(const RendezvousResult& joined, const Placement& p) {
   const int first = joined.rank_offset, last = first + plan_.local_world_size - 1;
-  console_.notice("machine " + std::to_string(joined.machine_rank) + " of " +
-                  std::to_string(joined.machines.size()) + ": " +
-                  (first == last
-                       ? "rank " + std::to_string(first)
-                       : "ranks " + std::to_string(first) + "\u2013" + std::to_string(last)) +
-                  " of " + std::to_string(joined.world_size));
+  notify_("machine " + std::to_string(joined.machine_rank) + " of " +
+          std::to_string(joined.machines.size()) + ": " +
+          (first == last ? "rank " + std::to_string(first)
+                         : "ranks " + std::to_string(first) + "\u2013" + std::to_string(last)) +
+          " of " + std::to_string(joined.world_size));
   if (p.socket_interface && rdzv_.round == 0) {
-    console_.notice("workers use GLOO_SOCKET_IFNAME=" + *p.socket_interface +
-                    " (the interface that reaches the other machines)");
+    notify_("workers use GLOO_SOCKET_IFNAME=" + *p.socket_interface +
+            " (the interface that reaches the other machines)");
   }
 }
 
-RoundDecision MachineGroup::endRound(AttemptReport& last, bool stopping) {
+RoundDecision StoreGroup::endRound(AttemptReport& last, bool stopping) {
   if (link_ && link_->masterLost()) return {false, ""};  // the summary names the lost master
   // Without restarts or a changing group there is nothing to agree on (the budget is the
   // master's, published with each round).
@@ -283,7 +273,7 @@ RoundDecision MachineGroup::endRound(AttemptReport& last, bool stopping) {
 }
 
 // The master: once every machine's workers ended, the decision for the whole job.
-RoundDecision MachineGroup::decide(const AttemptReport& last) {
+RoundDecision StoreGroup::decide(const AttemptReport& last) {
   RoundFacts facts = roundFacts(last);
   // The link still watches the keep-alives: a member lost meanwhile is not waited for.
   facts.ends = awaitRoundEnds(*client_, rdzv_, facts.machines, roundEndTimeout(plan_), [this] {
@@ -296,7 +286,7 @@ RoundDecision MachineGroup::decide(const AttemptReport& last) {
   return decision;
 }
 
-RoundFacts MachineGroup::roundFacts(const AttemptReport& last) {
+RoundFacts StoreGroup::roundFacts(const AttemptReport& last) {
   RoundFacts facts;
   facts.round = rdzv_.round;
   facts.restart_count = joined_->restart_count;
@@ -318,7 +308,7 @@ RoundFacts MachineGroup::roundFacts(const AttemptReport& last) {
   return facts;
 }
 
-void MachineGroup::closeJob(const std::string& why) {
+void StoreGroup::closeJob(const std::string& why) {
   if (!master() || !client_) return;
   RendezvousOptions next = rdzv_;
   ++next.round;
@@ -328,21 +318,8 @@ void MachineGroup::closeJob(const std::string& why) {
   }
 }
 
-// The master, before a new round: the workers' keys of the rounds before are removed from the
-// store (torch 1.13 prefixed them per attempt, torch 2.x expects a fresh store; the agents'
-// own keys stay). Every worker of the last round ended: each machine's agent said so.
-void MachineGroup::clearWorkerKeys() {
-  try {
-    const size_t removed = server_->clearKeysExcept({"/" + std::string(kAgentKeyPrefix)});
-    console_.notice("attempt " + std::to_string(rdzv_.round) + " starts with a fresh key space (" +
-                    std::to_string(removed) + " keys of earlier attempts removed from the store)");
-  } catch (const Error& e) {
-    console_.notice(std::string("could not clear the store between attempts: ") + e.what());
-  }
-}
-
 // The round's first failure as published (every failed round has one, unless the store went).
-std::optional<JobFailure> MachineGroup::readRoundFailure() {
+std::optional<JobFailure> StoreGroup::readRoundFailure() {
   try {
     return failureFromJson(
         nlohmann::json::parse(client_->get(failureKey(rdzv_), std::chrono::seconds(5))));
@@ -351,11 +328,11 @@ std::optional<JobFailure> MachineGroup::readRoundFailure() {
   }
 }
 
-void MachineGroup::stopLink() {
+void StoreGroup::stopLink() {
   if (link_) link_->stop();
 }
 
-void MachineGroup::awaitOtherMachines() {
+void StoreGroup::awaitOtherMachines() {
   if (!client_ || (link_ && link_->masterLost())) return;  // no store to wait in
   const auto afterFailure = plan_.term_timeout + std::chrono::milliseconds(10000);
   if (!master()) client_->setTimeout(afterFailure);
@@ -365,9 +342,8 @@ void MachineGroup::awaitOtherMachines() {
   group.num_machines = joined_ ? static_cast<int>(joined_->machines.size()) : plan_.num_machines;
   int done = exitBarrier(*client_, group, master(), afterFailure, othersGone);
   if (master() && done < group.num_machines) {
-    console_.notice("stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +
-                    std::to_string(group.num_machines) +
-                    " machines reported their workers finished");
+    notify_("stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +
+            std::to_string(group.num_machines) + " machines reported their workers finished");
   }
 }
 

@@ -1,0 +1,63 @@
+#include "launcher/rendezvous/solo_group.h"
+
+#include <unistd.h>
+
+#include "accel/error.h"
+#include "launcher/rendezvous/agent_rendezvous.h"
+#include "libaccel/store/tcp_store_server.h"
+
+namespace accel::launcher {
+
+void clearWorkerKeys(store::TcpStoreServer& server, int round, const Notify& notify) {
+  try {
+    const size_t removed = server.clearKeysExcept({"/" + std::string(kAgentKeyPrefix)});
+    notify("attempt " + std::to_string(round) + " starts with a fresh key space (" +
+           std::to_string(removed) + " keys of earlier attempts removed from the store)");
+  } catch (const Error& e) {
+    notify(std::string("could not clear the store between attempts: ") + e.what());
+  }
+}
+
+std::string thisHostName() {
+  char buf[256] = {0};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+SoloGroup::SoloGroup(SoloSettings settings, Placement placement, store::TcpStoreServer* server,
+                     Notify notify)
+    : settings_(std::move(settings)),
+      placement_(std::move(placement)),
+      server_(server),
+      notify_(std::move(notify)) {}
+
+Expected<Placement> SoloGroup::meet() {
+  ++round_;
+  if (server_ && round_ > 0) clearWorkerKeys(*server_, round_, notify_);
+  Placement p = placement_;
+  p.restart_count = restart_count_;
+  return p;
+}
+
+RoundDecision SoloGroup::endRound(AttemptReport& last, bool stopping) {
+  if (stopping) return {false, ""};  // the agent's signal is the whole story
+  RoundFacts facts;
+  facts.one_machine = true;
+  facts.round = round_;
+  facts.restart_count = restart_count_;
+  facts.machines = facts.max_machines = facts.min_machines = 1;
+  facts.ends.push_back(RoundEnd{placement_.machine_rank, settings_.host, true, ""});
+  facts.max_restarts = settings_.max_restarts;
+  facts.retry_identical_failures = settings_.retry_identical_failures;
+  facts.failure = failureOf(last, placement_.machine_rank, settings_.host);
+  facts.progress = last.max_step >= 2;
+  facts.previous = previous_failure_;
+  facts.previous_progress = previous_progress_;
+  const RoundDecision decision = decideNextRound(facts);
+  previous_failure_ = facts.failure;
+  previous_progress_ = facts.progress;
+  if (decision.restart) restart_count_ = decision.restart_count;
+  return decision;
+}
+
+}  // namespace accel::launcher
