@@ -125,7 +125,7 @@ class Agent {
   // supervisor starts, signals keep their default effect: Ctrl-C during the rendezvous simply
   // ends the agent, which has started nothing yet.
   Expected<void> hostStore() {
-    if (!hostsStore()) return {};
+    if (!hostsStore()) return sayRendezvousRole();
     const store::TcpStoreServerOptions options = storeOptions();
     auto listen = [&] { server_ = store::TcpStoreServer::start(options); };
     try {
@@ -141,6 +141,13 @@ class Agent {
       return makeError(std::string(e.what()) + " (--main_process_ip/--main_process_port)");
     }
     store_port_ = server_->port();
+    return sayRendezvousRole();
+  }
+
+  // torchrun's elastic command line: whether this machine hosts the rendezvous or joins it,
+  // said once, when it is decided.
+  Expected<void> sayRendezvousRole() {
+    if (!plan_.rendezvous_notice.empty()) console_.notice(plan_.rendezvous_notice);
     return {};
   }
 
@@ -161,7 +168,9 @@ class Agent {
     options.max_connection_input_bytes = plan_.store_connection_input_bytes;
     options.max_total_input_bytes = plan_.store_input_budget_bytes;
     // Every agent parks a WAIT on the failure key while it lives: the exit barrier's liveness.
-    options.tracked_wait_prefix = StoreGroup::trackedWaitPrefix();
+    options.tracked_wait_prefix = StoreGroup::trackedWaitPrefix(plan_.rendezvous_id);
+    // Every agent parks a WAIT on its own presence key for the whole job: the agents alive.
+    options.presence_key_prefix = StoreGroup::presenceWaitPrefix(plan_.rendezvous_id);
     // The ranks' heartbeats (rank_watch.h) reach the supervisor without a client.
     options.observed_key_prefix = storedHeartbeatPrefix();
     options.on_observed_write = [board = &board_](const std::string& key,

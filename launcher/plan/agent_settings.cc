@@ -238,6 +238,7 @@ Expected<void> applyAgentFlags(LaunchPlan& plan, const LaunchOptions& o) {
 // one derived from the shared store address.
 void chooseRunId(LaunchPlan& plan, const LaunchOptions& o) {
   if (o.rdzv_id) plan.run_id = *o.rdzv_id;
+  if (!plan.run_id.empty()) plan.rendezvous_id = plan.run_id;
   if (!plan.run_id.empty()) return;
   plan.run_id = plan.num_machines > 1 ? "accel-" + plan.master_addr + "-" +
                                             std::to_string(plan.master_port.value_or(0))

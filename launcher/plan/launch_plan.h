@@ -76,6 +76,14 @@ struct LaunchPlan {
   // step (repeatedFailure, job_report.h); by default such a job stops restarting.
   bool retry_identical_failures = false;
   std::string run_id;
+  // The job's name in the rendezvous keys (accel/rdzv/<id>/...), the same on every machine:
+  // --rdzv_id, else the scheduler's job id, else "none" (torchrun's default) — never the run id
+  // derived from the store's address, which machines may spell differently.
+  std::string rendezvous_id = "none";
+  // torchrun's elastic command line: whether this machine hosts the rendezvous or joins it, as
+  // planned ("" for other jobs). The agent says it once it knows: an agent that only guessed it
+  // hosts (the endpoint is this machine) joins instead when another agent here holds the port.
+  std::string rendezvous_notice;
   std::string role = "default";
   std::optional<int> omp_num_threads;  // set for workers unless already in the environment
   bool omp_notice = false;             // say so once: OMP_NUM_THREADS was unset and N > 1

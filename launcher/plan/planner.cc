@@ -32,14 +32,15 @@ void decideStoreHost(LaunchPlan& plan) {
       plan.master_addr + ":" + std::to_string(plan.master_port.value_or(0));
   if (host) {
     plan.machine_rank = 0;
-    plan.notices.push_back(
-        "--rdzv_backend c10d: this machine hosts the rendezvous at " + endpoint + " (" +
-        (plan.store_host_configured ? "is_host in --rdzv_conf" : "the endpoint is this machine") +
-        ") and is machine 0; the others are ranked in the order they join");
+    plan.rendezvous_notice =
+        ("--rdzv_backend c10d: this machine hosts the rendezvous at " + endpoint + " (" +
+         (plan.store_host_configured ? "is_host in --rdzv_conf" : "the endpoint is this machine") +
+         ") and is machine 0; the others are ranked in the order they join");
   } else {
-    plan.notices.push_back("--rdzv_backend c10d: this machine joins the rendezvous at " + endpoint +
-                           "; its machine rank is the order in which it joins (the endpoint's "
-                           "host is machine 0)");
+    plan.rendezvous_notice = "--rdzv_backend c10d: this machine joins the rendezvous at " +
+                             endpoint +
+                             "; its machine rank is the order in which it joins (the endpoint's "
+                             "host is machine 0)";
   }
 }
 

@@ -36,6 +36,21 @@ std::vector<json> registrations(store::Store& s, const RendezvousOptions& o, int
   return out;
 }
 
+// Whether registration `j`'s agent is still there (its presence key waited on): the master's
+// view; without one, every registration counts.
+bool isPresent(const json& j, const RendezvousOptions& o) {
+  return !o.present || o.present(j.value("presence", ""));
+}
+
+// How many of the round's `count` registrations are of agents still there: one that registered
+// and died is not waited for, and never becomes a member.
+int presentCount(store::Store& s, const RendezvousOptions& o, int count) {
+  if (!o.present) return count;
+  const std::vector<json> joined = registrations(s, o, count);
+  return static_cast<int>(
+      std::count_if(joined.begin(), joined.end(), [&o](const json& j) { return isPresent(j, o); }));
+}
+
 std::string missingText(const std::vector<json>& joined, int machines) {
   std::set<int> requested;
   int anyRank = 0;
@@ -92,6 +107,7 @@ Expected<Assignment> assign(const std::vector<json>& joined, int machines) {
     MachineInfo& m = byRank[static_cast<size_t>(slotRank[slot])];
     m.host = joined[slot].at("host").get<std::string>();
     m.address = joined[slot].value("address", "");
+    m.presence = joined[slot].value("presence", "");
     m.local_world_size = joined[slot].at("local_world_size").get<int>();
     m.machine_rank = slotRank[slot];
   }
@@ -110,6 +126,7 @@ int registerAgent(store::Store& s, const RendezvousOptions& o) {
         json{{"host", o.host},
              {"address", o.address},
              {"local_world_size", o.local_world_size},
+             {"presence", o.presence},
              {"requested_rank", o.requested_machine_rank.value_or(-1)}}  // -1: any
             .dump());
   return slot;
@@ -160,16 +177,18 @@ Expected<int> awaitMachines(store::Store& s, const RendezvousOptions& o,
       }
     }
     count = static_cast<int>(s.add(p + "arrivals", 0));
-    if (count > o.num_machines && !elastic) {
-      return makeError(std::to_string(count) + " machines joined a rendezvous for " +
+    const int here = presentCount(s, o, count);
+    if (here > o.num_machines && !elastic) {
+      return makeError(std::to_string(here) + " machines joined a rendezvous for " +
                        std::to_string(o.num_machines) +
                        " (is another job using the same --main_process_port?)");
     }
-    if (closing.ready(o, count)) return std::min(count, o.num_machines);
-    std::string status = std::to_string(count) + "/" + std::to_string(o.num_machines) +
-                         " machines joined" +
-                         (elastic ? " (" + std::to_string(leastMachines(o)) + " needed)"
-                                  : missingText(registrations(s, o, count), o.num_machines));
+    if (closing.ready(o, here)) return std::min(here, o.num_machines);
+    std::string status =
+        std::to_string(here) + "/" + std::to_string(o.num_machines) + " machines joined" +
+        (here < count ? " (" + std::to_string(count - here) + " left again)" : std::string()) +
+        (elastic ? " (" + std::to_string(leastMachines(o)) + " needed)"
+                 : missingText(registrations(s, o, count), o.num_machines));
     if (Clock::now() >= deadline) {
       std::string message = "rendezvous at " + o.store_address + " timed out after " +
                             secondsText(o.timeout) + ": " + status;
@@ -180,12 +199,15 @@ Expected<int> awaitMachines(store::Store& s, const RendezvousOptions& o,
   }
 }
 
-// The round's members among the `count` registrations: those that asked for a rank (the
-// master), then the others in arrival order, `machines` in all. The rest are spares.
-std::vector<int> members(const std::vector<json>& joined, int machines) {
+// The round's members among the `count` registrations of agents still there: those that asked
+// for a rank (the master), then the others in arrival order, `machines` in all. The rest are
+// spares (or gone).
+std::vector<int> members(const std::vector<json>& joined, int machines,
+                         const RendezvousOptions& o) {
   std::vector<int> chosen;
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t slot = 0; slot < joined.size(); ++slot) {
+      if (!isPresent(joined[slot], o)) continue;
       const bool asked = joined[slot].at("requested_rank").get<int>() >= 0;
       if (asked == (pass == 0) && static_cast<int>(chosen.size()) < machines)
         chosen.push_back(static_cast<int>(slot));
@@ -200,7 +222,7 @@ std::vector<int> members(const std::vector<json>& joined, int machines) {
 Expected<void> publishAssignment(store::Store& s, const RendezvousOptions& o, int machines,
                                  int count) {
   const std::vector<json> joined = registrations(s, o, count);
-  const std::vector<int> chosen = members(joined, machines);
+  const std::vector<int> chosen = members(joined, machines, o);
   std::vector<json> memberRecords;
   for (int slot : chosen) memberRecords.push_back(joined[static_cast<size_t>(slot)]);
   auto assigned = assign(memberRecords, machines);
@@ -215,6 +237,7 @@ Expected<void> publishAssignment(store::Store& s, const RendezvousOptions& o, in
   for (const auto& m : assigned->machines) {
     published.push_back({{"host", m.host},
                          {"address", m.address},
+                         {"presence", m.presence},
                          {"local_world_size", m.local_world_size},
                          {"machine_rank", m.machine_rank},
                          {"rank_offset", m.rank_offset}});
@@ -254,14 +277,15 @@ Expected<RendezvousResult> readAssignment(store::Store& s, const RendezvousOptio
   }
   const json& slots = assignment.at("slots");
   if (static_cast<size_t>(slot) >= slots.size() || slots[static_cast<size_t>(slot)] == -1) {
-    result.spare = true;  // the group was full
+    result.spare = true;  // the group was full, or closed just before this agent registered
+    result.round_size = static_cast<int>(assignment.at("machines").size());
     return result;
   }
   for (const auto& m : assignment.at("machines")) {
-    result.machines.push_back(MachineInfo{m.at("host").get<std::string>(), m.value("address", ""),
-                                          m.at("local_world_size").get<int>(),
-                                          m.at("machine_rank").get<int>(),
-                                          m.at("rank_offset").get<int>()});
+    result.machines.push_back(
+        MachineInfo{m.at("host").get<std::string>(), m.value("presence", ""),
+                    m.value("address", ""), m.at("local_world_size").get<int>(),
+                    m.at("machine_rank").get<int>(), m.at("rank_offset").get<int>()});
     result.world_size += m.at("local_world_size").get<int>();
   }
   result.max_restarts = assignment.value("max_restarts", 0);
@@ -317,6 +341,11 @@ std::string roundKeyPrefix(const RendezvousOptions& o) {
   return prefix(o) + "round/" + std::to_string(o.round) + "/";
 }
 std::string statusKeyPrefix(const RendezvousOptions& o) { return prefix(o) + "status/"; }
+std::string presenceKey(const RendezvousOptions& o, const std::string& token) {
+  return presenceKeyPrefix(o) + token;
+}
+std::string presenceKeyPrefix(const RendezvousOptions& o) { return prefix(o) + "presence/"; }
+std::string jobIdKey() { return std::string(kAgentKeyPrefix) + "job_id"; }
 
 std::optional<JobFailure> publishFailure(store::Store& s, const RendezvousOptions& o,
                                          const JobFailure& mine) {
@@ -338,6 +367,10 @@ std::optional<JobFailure> readFailure(store::Store& s, const RendezvousOptions& 
   // This machine's own publication, unless the master found it lost.
   if (first.machine_rank == machineRank && first.cause != kCauseLost) return std::nullopt;
   return first;
+}
+
+std::string finishedKey(const RendezvousOptions& o, int machineRank) {
+  return roundKeyPrefix(o) + "finished/" + std::to_string(machineRank);
 }
 
 int exitBarrier(store::Store& s, const RendezvousOptions& o, bool master,

@@ -2,11 +2,11 @@
 // Rendezvous of the agents of a multi-machine job, through the master agent's store.
 //
 // A job meets in rounds: round 0 starts it, and each restart is a new round, whose keys live
-// apart (accel/rdzv/<run_id>/round/<R>/...), so nothing of an earlier round is read again. In
-// each round every agent registers (host, local world size, requested machine rank) under a slot it
-// gets from one atomic add. The master agent (requested machine rank 0, the store's host) waits
-// until all have joined, assigns machine ranks (requested ones honoured, the rest in arrival
-// order) and global rank offsets in one pass, and publishes them with one write; the others
+// apart (accel/rdzv/<run_id>/round/<R>/...; run_id: --rdzv_id), so nothing of an earlier round is
+// read again. In each round every agent registers (host, local world size, requested machine rank)
+// under a slot it gets from one atomic add. The master agent (requested machine rank 0, the store's
+// host) waits until all have joined, assigns machine ranks (requested ones honoured, the rest in
+// arrival order) and global rank offsets in one pass, and publishes them with one write; the others
 // wait for that key. After the job, every agent reports in an exit barrier so the master keeps
 // the store up until the last machine is done.
 //
@@ -30,8 +30,8 @@ namespace accel::launcher {
 inline constexpr const char* kAgentKeyPrefix = "accel/";
 
 struct RendezvousOptions {
-  std::string run_id = "job";  // namespaces the keys: accel/rdzv/<run_id>/...
-  int round = 0;               // 0, then one more per restart (TORCHELASTIC_RESTART_COUNT)
+  std::string run_id = "none";  // the job's id (--rdzv_id): its keys are accel/rdzv/<run_id>/...
+  int round = 0;                // 0, then one more per restart (TORCHELASTIC_RESTART_COUNT)
   int num_machines = 1;
   // The master's restart budget, published with its assignment: the job's, whatever the other
   // machines' command lines say.
@@ -50,6 +50,13 @@ struct RendezvousOptions {
   std::string store_address;  // "host:port" of the store, for messages
   std::chrono::milliseconds timeout{std::chrono::seconds(900)};
   std::chrono::milliseconds progress_interval{std::chrono::seconds(5)};
+  // This agent's presence key (presenceKey): it keeps a WAIT parked on it, on a connection of
+  // its own, for as long as it lives; registered with it, so the master can tell which
+  // registered agents are still there.
+  std::string presence;
+  // The master's view of the presence keys (the store is its own): whether the agent of a
+  // registration is still connected. Unset: every registered agent counts.
+  std::function<bool(const std::string& presence)> present;
   // Called by the master only, on the thread that runs rendezvous(), every progress_interval
   // while machines are missing: "3/4 machines joined; waiting for machine_rank 2".
   std::function<void(const std::string&)> progress;
@@ -57,7 +64,8 @@ struct RendezvousOptions {
 
 struct MachineInfo {
   std::string host;
-  std::string address;  // the address it reached the master from (its route's source address)
+  std::string presence;  // its agent's presence key
+  std::string address;   // the address it reached the master from (its route's source address)
   int local_world_size = 0;
   int machine_rank = 0;
   int rank_offset = 0;  // global rank of its local rank 0
@@ -70,7 +78,8 @@ struct RendezvousResult {
   int max_restarts = 0;               // the job's (the master's)
   int restart_count = 0;              // the round's TORCHELASTIC_RESTART_COUNT
   std::vector<MachineInfo> machines;  // by machine rank
-  bool spare = false;  // the round closed without this machine (full): it waits for the next
+  bool spare = false;  // the round closed without this machine: it waits for the next
+  int round_size = 0;  // a spare's: how many machines the round closed with
   std::string closed;  // not empty: the job ended before this round formed (why)
 };
 
@@ -97,6 +106,14 @@ std::string failureKey(const RendezvousOptions& options);
 std::string failureKeyPrefix(const RendezvousOptions& options);
 // Where the keys of options.round live.
 std::string roundKeyPrefix(const RendezvousOptions& options);
+// Where agent `token` of the job parks its presence WAIT (a key nobody sets), and what every
+// presence key of the job starts with (the store's presence_key_prefix, with torch's "/").
+std::string presenceKey(const RendezvousOptions& options, const std::string& token);
+std::string presenceKeyPrefix(const RendezvousOptions& options);
+
+// The key under which the agent that hosts the store names the job it serves (its run_id):
+// an agent of another job that reaches the same store is told, instead of joining it.
+std::string jobIdKey();
 // Where machine M's agent keeps its `accel status` answer for the others: statusKeyPrefix + M.
 std::string statusKeyPrefix(const RendezvousOptions& options);
 
@@ -119,6 +136,10 @@ std::optional<JobFailure> publishFailure(store::Store& store, const RendezvousOp
 // published within 30 s), nlohmann::json::exception when the record is malformed.
 std::optional<JobFailure> readFailure(store::Store& store, const RendezvousOptions& options,
                                       int machineRank);
+
+// Where machine M's agent says, before it leaves the job, that it is done with the round: a
+// member that is gone after saying so finished, it was not lost.
+std::string finishedKey(const RendezvousOptions& options, int machineRank);
 
 // The exit barrier: records that this machine's workers are done; the master then waits until
 // every machine has, or until `othersGone()` says no other agent is connected any more (one that

@@ -31,7 +31,7 @@ JobLink::JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,
       master_host_(std::move(masterHost)),
       options_(std::move(options)) {
   const auto now = std::chrono::steady_clock::now();
-  next_tick_ = now;
+  next_tick_ = next_presence_check_ = now;
   seen_.assign(static_cast<size_t>(options_.machines), -1);
   moved_.assign(static_cast<size_t>(options_.machines), now);
   event_fd_ = makeEventFd();
@@ -99,10 +99,7 @@ void JobLink::run() {
   bool watching = true;
   while (true) {
     pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {watching ? watch_fd_ : -1, POLLIN, 0}};
-    const auto untilTick = std::chrono::duration_cast<std::chrono::milliseconds>(
-        next_tick_ - std::chrono::steady_clock::now());
-    const int timeout =
-        master_lost_ ? -1 : static_cast<int>(std::max<int64_t>(0, untilTick.count()));
+    const int timeout = master_lost_ ? -1 : static_cast<int>(untilNextCheck().count());
     if (::poll(fds, 2, timeout) < 0 && errno != EINTR) return;
     std::optional<JobFailure> mine;
     std::optional<std::string> status;
@@ -126,11 +123,41 @@ void JobLink::run() {
       onWatchFired();
     }
     if (status && !master_lost_) onShare(*status);
+    if (!master_lost_ && std::chrono::steady_clock::now() >= next_presence_check_) {
+      checkPresence();
+    }
     if (!master_lost_ && std::chrono::steady_clock::now() >= next_tick_) onTick();
   }
 }
 
-std::vector<int> JobLink::lostMachines() const {
+// Until the next keep-alive tick, or the master's next look at the members' presence.
+std::chrono::milliseconds JobLink::untilNextCheck() const {
+  auto next = next_tick_;
+  if (options_.monitor && options_.present) next = std::min(next, next_presence_check_);
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      next - std::chrono::steady_clock::now());
+  return std::max(left, std::chrono::milliseconds(0));
+}
+
+// The master, every presence_interval: a member whose agent's connection to the store closed
+// is gone (its process died), found without waiting for its keep-alives to stop.
+void JobLink::checkPresence() {
+  next_presence_check_ = std::chrono::steady_clock::now() + options_.presence_interval;
+  if (!options_.monitor || !options_.present) return;
+  try {
+    for (int m = 0; m < options_.machines; ++m) {
+      if (m == machine_rank_ || seen_[static_cast<size_t>(m)] < -1 || options_.present(m)) {
+        continue;
+      }
+      if (finishedNow(m)) continue;
+      markLost(m, "its agent is gone", "its connection to the job's store closed");
+    }
+  } catch (const std::exception&) {
+    // The master's own store does not fail; a publication that did is the keep-alives' to find.
+  }
+}
+
+std::vector<LostMachine> JobLink::lostMachines() const {
   std::lock_guard lock(mutex_);
   return lost_;
 }
@@ -154,29 +181,45 @@ void JobLink::checkMembers() {
   const auto limit = options_.keep_alive_interval * options_.keep_alive_misses;
   for (int m = 0; m < options_.machines; ++m) {
     const auto at = static_cast<size_t>(m);
-    if (m == machine_rank_ || seen_[at] == -2) continue;  // -2: found lost
+    if (m == machine_rank_ || seen_[at] < -1) continue;  // found lost or finished
     const int64_t count = publisher_->add(keepAliveKey(rdzv_, m), 0);
     if (count != seen_[at]) {
       seen_[at] = count;
       moved_[at] = now;
       continue;
     }
-    if (now - moved_[at] < limit) continue;
-    seen_[at] = -2;
-    {
-      std::lock_guard lock(mutex_);
-      lost_.push_back(m);
-    }
-    JobFailure lost;
-    lost.machine_rank = m;
-    lost.host = at < options_.hosts.size() ? options_.hosts[at] : "";
-    lost.cause = kCauseLost;
-    lost.reason = "lost: no keep-alive for " +
-                  secondsText(std::chrono::duration_cast<std::chrono::milliseconds>(limit)) +
-                  " (keep_alive_interval " + secondsText(options_.keep_alive_interval) +
-                  " x keep_alive_max_attempt " + std::to_string(options_.keep_alive_misses) + ")";
-    publishMembershipChange(std::move(lost));
+    if (now - moved_[at] < limit || finishedNow(m)) continue;
+    markLost(m,
+             "no keep-alive for " +
+                 secondsText(std::chrono::duration_cast<std::chrono::milliseconds>(limit)),
+             "keep_alive_interval " + secondsText(options_.keep_alive_interval) +
+                 " x keep_alive_max_attempt " + std::to_string(options_.keep_alive_misses));
   }
+}
+
+// Whether member `machine` said it finished before it went (its workers ended and its agent
+// left the job): then it is not lost, and not looked at again.
+bool JobLink::finishedNow(int machine) {
+  if (!publisher_->check({finishedKey(rdzv_, machine)})) return false;
+  seen_[static_cast<size_t>(machine)] = -3;  // finished
+  return true;
+}
+
+// Member `machine` is lost (`how`, and what explains it, `detail`): noted once, and published
+// as the round's failure.
+void JobLink::markLost(int machine, const std::string& how, const std::string& detail) {
+  const auto at = static_cast<size_t>(machine);
+  seen_[at] = -2;  // found lost: not looked at again
+  {
+    std::lock_guard lock(mutex_);
+    lost_.push_back(LostMachine{machine, how});
+  }
+  JobFailure lost;
+  lost.machine_rank = machine;
+  lost.host = at < options_.hosts.size() ? options_.hosts[at] : "";
+  lost.cause = kCauseLost;
+  lost.reason = "lost: " + how + (detail.empty() ? "" : " (" + detail + ")");
+  publishMembershipChange(std::move(lost));
 }
 
 // A machine registered for the next round while the group has room: re-form to take it.

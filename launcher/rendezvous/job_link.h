@@ -14,12 +14,16 @@
 // WAIT stays until the link is destroyed: the master's exit barrier counts the agents alive by
 // their watches.
 //
-// Keep-alives: the link's thread adds 1 to the round's keep-alive key of this machine every
-// keep_alive_interval. The master's link (options.monitor) also reads every other member's:
-// one that did not move for keep_alive_misses intervals is lost — the link publishes that as the
-// round's failure (cause kCauseLost), so every machine stops its workers at once, and
-// lostMachines() names it. While the group is smaller than max_machines, the master's link also
-// publishes a machine registered for the next round (cause kCauseJoined): the group re-forms.
+// Liveness: the link's thread adds 1 to the round's keep-alive key of this machine every
+// keep_alive_interval. The master's link (options.monitor) watches every other member two
+// ways: its agent's presence (options.present: its connection to the store, looked at every
+// presence_interval — an agent whose process died is gone within that) and its keep-alives (one
+// that did not move for keep_alive_misses intervals went silent: its machine or link is gone).
+// A member found either way is lost, unless it said it finished before it left (finishedKey,
+// agent_rendezvous.h) — the link publishes that as the round's failure (cause
+// kCauseLost), so every machine stops its workers at once, and lostMachines() names it. While the
+// group is smaller than max_machines, the master's link also publishes a machine registered for the
+// next round (cause kCauseJoined): the group re-forms.
 //
 // Thread-safety: publish, takeEvents and fd may be called from any one thread (the supervisor's);
 // lostMachines and masterLost from any thread.
@@ -35,6 +39,7 @@
 #include <vector>
 
 #include "launcher/rendezvous/agent_rendezvous.h"
+#include "launcher/rendezvous/round_end.h"
 #include "launcher/report/job_report.h"
 #include "libaccel/store/tcp_store_client.h"
 
@@ -57,6 +62,10 @@ struct LinkOptions {
   int machines = 1;                // the round's group
   int max_machines = 1;            // the most the job takes
   std::vector<std::string> hosts;  // by machine rank, for messages
+  // The master's: whether member M's agent is still connected to the store (unset: unknown),
+  // looked at every presence_interval.
+  std::function<bool(int machine)> present;
+  std::chrono::milliseconds presence_interval{100};
 };
 
 class JobLink {
@@ -86,7 +95,7 @@ class JobLink {
   // of the master's store can be reached any more.
   bool masterLost() const { return master_lost_.load(); }
   // The master's link: the members found lost so far, in the order found.
-  std::vector<int> lostMachines() const;
+  std::vector<LostMachine> lostMachines() const;
 
  private:
   void run();
@@ -96,6 +105,10 @@ class JobLink {
   void post(LinkEvent event);
   void onTick();
   void checkMembers();
+  void checkPresence();
+  void markLost(int machine, const std::string& how, const std::string& detail);
+  bool finishedNow(int machine);
+  std::chrono::milliseconds untilNextCheck() const;
   void checkArrivals();
   void publishMembershipChange(JobFailure change);
 
@@ -106,14 +119,14 @@ class JobLink {
   const std::string master_host_;
   const LinkOptions options_;
   // The link thread's own: when it last sent a keep-alive, and what it saw of each member's.
-  std::chrono::steady_clock::time_point next_tick_;
+  std::chrono::steady_clock::time_point next_tick_, next_presence_check_;
   std::vector<int64_t> seen_;
   std::vector<std::chrono::steady_clock::time_point> moved_;
   bool change_published_ = false;
   int event_fd_ = -1;  // link → supervisor
   int wake_fd_ = -1;   // supervisor → link (a publication is queued, or stop)
   mutable std::mutex mutex_;
-  std::vector<int> lost_;
+  std::vector<LostMachine> lost_;
   std::optional<JobFailure> to_publish_;
   std::optional<std::string> to_share_;
   bool publish_requested_ = false;

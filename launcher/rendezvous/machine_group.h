@@ -60,6 +60,9 @@ class MachineGroup {
   virtual void awaitOtherMachines() = 0;
   // The job ended while this machine waited to join it (a spare): nothing to do.
   virtual bool jobClosed() const { return false; }
+  // Makes a meet() blocked on the network return at once with an error (the agent was told to
+  // stop meanwhile). The only method that may be called from another thread, while meet() runs.
+  virtual void interrupt() {}
   // This machine's name, in the failures it publishes.
   virtual std::string host() const = 0;
   // Where the other machines' `accel status` answers are in the job's store ("": none).

@@ -1,6 +1,8 @@
 #include "launcher/rendezvous/round_end.h"
 
 #include <algorithm>
+#include <optional>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -35,14 +37,20 @@ bool reported(const RoundFacts& f, int m) {
 std::vector<std::pair<int, std::string>> droppedMembers(const RoundFacts& f) {
   std::vector<std::pair<int, std::string>> dropped;
   for (int m = 0; m < f.machines; ++m) {
-    if (std::find(f.lost.begin(), f.lost.end(), m) != f.lost.end()) {
-      dropped.emplace_back(m, memberText(f, m) + " lost (no keep-alive)");
+    auto lost = std::find_if(f.lost.begin(), f.lost.end(),
+                             [m](const LostMachine& l) { return l.machine == m; });
+    if (lost != f.lost.end()) {
+      dropped.emplace_back(m, memberText(f, m) + " lost (" + lost->how + ")");
     } else if (!reported(f, m)) {
       dropped.emplace_back(m, memberText(f, m) + " did not report the end of its workers");
     }
   }
   for (const auto& e : f.ends) {
-    if (!e.continues) dropped.emplace_back(e.machine_rank, machineText(e) + " stops: " + e.why_not);
+    const bool already = std::any_of(dropped.begin(), dropped.end(),
+                                     [&e](const auto& d) { return d.first == e.machine_rank; });
+    if (!e.continues && !already) {
+      dropped.emplace_back(e.machine_rank, machineText(e) + " stops: " + e.why_not);
+    }
   }
   return dropped;
 }
@@ -79,30 +87,45 @@ void reportRoundEnd(store::Store& s, const RendezvousOptions& o, const RoundEnd&
                              .dump());
 }
 
+namespace {
+
+// Report `slot`, counted, so its record follows at once (unless its agent died in between:
+// nullopt, as for a malformed one).
+std::optional<RoundEnd> readRoundEnd(store::Store& s, const RendezvousOptions& o, int slot) {
+  try {
+    json j = json::parse(s.get(endKey(o, slot), std::chrono::seconds(2)));
+    return RoundEnd{j.at("machine_rank").get<int>(), j.at("host").get<std::string>(),
+                    j.at("continues").get<bool>(), j.at("why_not").get<std::string>()};
+  } catch (const TimeoutError&) {
+  } catch (const json::exception&) {
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::vector<RoundEnd> awaitRoundEnds(store::Store& s, const RendezvousOptions& o, int machines,
                                      std::chrono::milliseconds timeout,
-                                     const std::function<int()>& lostNow) {
+                                     const std::function<std::vector<int>()>& lostNow) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  int count = 0;
+  std::vector<RoundEnd> ends;
+  int read = 0;  // report slots read so far
   while (true) {
-    count = std::min(machines, static_cast<int>(s.add(roundKeyPrefix(o) + "ends", 0)));
-    const int lost = lostNow ? lostNow() : 0;
+    const int count = static_cast<int>(s.add(roundKeyPrefix(o) + "ends", 0));
+    for (; read < count; ++read) {
+      if (auto end = readRoundEnd(s, o, read)) ends.push_back(*end);
+    }
+    std::set<int> accounted;  // reported or lost, each member once
+    for (const auto& e : ends) accounted.insert(e.machine_rank);
+    if (lostNow) {
+      for (int m : lostNow()) accounted.insert(m);
+    }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (count + lost >= machines || left.count() <= 0) break;
+    if (static_cast<int>(accounted.size()) >= machines || left.count() <= 0) break;
     try {  // the next report, or a moment to look at the lost machines again
       s.wait({endKey(o, count)}, std::min(left, std::chrono::milliseconds(100)));
     } catch (const TimeoutError&) {
-    }
-  }
-  std::vector<RoundEnd> ends;
-  for (int slot = 0; slot < count; ++slot) {
-    try {  // counted, so its record follows at once (unless its agent died in between)
-      json j = json::parse(s.get(endKey(o, slot), std::chrono::seconds(2)));
-      ends.push_back(RoundEnd{j.at("machine_rank").get<int>(), j.at("host").get<std::string>(),
-                              j.at("continues").get<bool>(), j.at("why_not").get<std::string>()});
-    } catch (const TimeoutError&) {
-    } catch (const json::exception&) {
     }
   }
   return ends;

@@ -4,11 +4,11 @@
 // A failure anywhere stops every machine's workers (job_link.h). Then, while the job's restart
 // budget is not spent, every agent tells the master that its workers have all ended and whether
 // it will take part in another round (an agent told to stop will not); the master waits for all
-// of them, decides — restart or not, and why — for the whole job, clears the workers' keys from
-// its store when it restarts, and publishes the decision. The others wait for it. So the budget
-// is the job's (one count, the same TORCHELASTIC_RESTART_COUNT on every machine), a failure seen
-// by every machine is counted once, and no worker of the next round starts while one of the
-// last round may still write to the store.
+// of them, decides — restart or not, and why — for the whole job, and publishes the decision
+// (the workers' keys are cleared from its store when the next round meets). The others wait for it.
+// So the budget is the job's (one count, the same TORCHELASTIC_RESTART_COUNT on every machine), a
+// failure seen by every machine is counted once, and no worker of the next round starts while one
+// of the last round may still write to the store.
 //
 // As in agent_rendezvous.h, every function uses `store` from the calling thread only.
 
@@ -24,6 +24,14 @@
 #include "libaccel/store/store.h"
 
 namespace accel::launcher {
+
+// A member of the round found gone, and how it was found: "its agent is gone" (its connection
+// to the job's store closed), "no keep-alive for 3 s" (its machine went silent).
+struct LostMachine {
+  int machine = 0;
+  std::string how;
+  bool operator==(const LostMachine& o) const { return machine == o.machine && how == o.how; }
+};
 
 // What one agent says when its workers of a failed round have all ended.
 struct RoundEnd {
@@ -44,13 +52,14 @@ struct RoundDecision {
 // Records `mine` for options.round. Throws accel::Error when the store cannot be reached.
 void reportRoundEnd(store::Store& store, const RendezvousOptions& options, const RoundEnd& mine);
 
-// The master: the reports of options.round once they came from all `machines` but those
-// `lostNow()` counts (the members found lost so far; it is asked every 100 ms while reports
-// are missing), or those that came within `timeout` (a machine whose agent died never reports).
-// Ordered by arrival. Throws accel::Error when the store cannot be reached.
+// The master: the reports of options.round once every one of the `machines` members either
+// reported or is among `lostNow()` (the members found lost so far, asked every 100 ms while
+// reports are missing; a member that reported and was then found lost counts once), or those
+// that came within `timeout` (a machine whose agent died never reports). Ordered by arrival.
+// Throws accel::Error when the store cannot be reached.
 std::vector<RoundEnd> awaitRoundEnds(store::Store& store, const RendezvousOptions& options,
                                      int machines, std::chrono::milliseconds timeout,
-                                     const std::function<int()>& lostNow = {});
+                                     const std::function<std::vector<int>()>& lostNow = {});
 
 // The master publishes the round's decision (one write). Throws accel::Error.
 void publishDecision(store::Store& store, const RendezvousOptions& options,
@@ -70,7 +79,7 @@ struct RoundFacts {
   int max_machines = 0;            // the most the job takes (0: machines)
   int min_machines = 0;            // the fewest it runs on (0: machines)
   bool elastic = false;            // --nnodes MIN:MAX: machines may leave and join
-  std::vector<int> lost;           // members whose keep-alives stopped
+  std::vector<LostMachine> lost;   // members found gone, in the order found
   std::vector<std::string> hosts;  // of the members, by machine rank
   int waiting = 0;                 // machines registered for the next round already
   int max_restarts = 0;

@@ -5,10 +5,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <random>
+
 #include <nlohmann/json.hpp>
 
 #include "accel/error.h"
 #include "launcher/base/posix.h"
+#include "launcher/base/text.h"
 #include "launcher/plan/worker_env.h"
 
 namespace accel::launcher {
@@ -87,6 +90,7 @@ StoreGroup::StoreGroup(const LaunchPlan& plan, const probes::Environment& parent
       requested_rank_(requestedRank),
       store_port_(storePort),
       server_(server) {
+  rdzv_.run_id = plan_.rendezvous_id;
   rdzv_.num_machines = plan_.num_machines;
   rdzv_.min_machines = plan_.min_machines;
   rdzv_.last_call = plan_.last_call_timeout;
@@ -101,7 +105,17 @@ StoreGroup::StoreGroup(const LaunchPlan& plan, const probes::Environment& parent
 
 StoreGroup::~StoreGroup() { link_.reset(); }
 
-std::string StoreGroup::trackedWaitPrefix() { return "/" + failureKeyPrefix(RendezvousOptions{}); }
+std::string StoreGroup::presenceWaitPrefix(const std::string& rendezvousId) {
+  RendezvousOptions job;
+  job.run_id = rendezvousId;
+  return "/" + presenceKeyPrefix(job);
+}
+
+std::string StoreGroup::trackedWaitPrefix(const std::string& rendezvousId) {
+  RendezvousOptions job;
+  job.run_id = rendezvousId;
+  return "/" + failureKeyPrefix(job);
+}
 
 Expected<void> StoreGroup::connect() {
   // Before anything is spawned: the master must be reachable, from an interface we can name.
@@ -118,12 +132,63 @@ Expected<void> StoreGroup::connect() {
   rdzv_.address = plan_.local_addr.value_or(to_master_ ? to_master_->local_ip : "");
   try {
     client_ = connectToMaster(plan_, store_port_, plan_.rdzv_timeout);
-    // A machine that arrives while the job runs joins the round the master opened last.
-    next_round_ = master() ? 0 : openRound(*client_, rdzv_, plan_.rdzv_timeout);
+    if (master()) client_->set(jobIdKey(), rdzv_.run_id);
+    parkPresence();
+  } catch (const Error& e) {
+    return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
+  }
+  if (master()) {
+    next_round_ = 0;
+    return {};
+  }
+  if (auto ok = checkJobId(); !ok) return ok;
+  try {  // a machine that arrives while the job runs joins the round the master opened last
+    next_round_ = openRound(*client_, rdzv_, plan_.rdzv_timeout);
   } catch (const Error& e) {
     return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
   }
   return {};
+}
+
+// This agent's presence for the whole job: a WAIT on its own presence key, parked before it
+// registers anywhere, on a connection that lives as long as the agent (its process's death
+// closes it). The master, whose store it is, tells which registered agents are still there.
+void StoreGroup::parkPresence() {
+  static std::minstd_rand random(static_cast<unsigned>(::getpid()) ^
+                                 static_cast<unsigned>(std::random_device{}()));
+  rdzv_.presence = rdzv_.host + "-" + std::to_string(::getpid()) + "-" + std::to_string(random());
+  presence_store_ = connectToMaster(plan_, store_port_, std::chrono::seconds(30));
+  presence_store_->startWait({presenceKey(rdzv_, rdzv_.presence)});
+  if (!server_) return;
+  // A registration read right after it was written may come before its agent's WAIT was
+  // parked (another connection): it gets a moment before it counts as gone.
+  rdzv_.present = [this](const std::string& token) {
+    return present(token, std::chrono::milliseconds(500));
+  };
+}
+
+bool StoreGroup::present(const std::string& token, std::chrono::milliseconds grace) const {
+  return token.empty() || server_->waiting("/" + presenceKey(rdzv_, token), grace);
+}
+
+// The store this agent reached serves this job, not another one that uses the same endpoint
+// (its host names its job before anything else; a store with no accel agent never does).
+Expected<void> StoreGroup::checkJobId() {
+  std::string theirs;
+  try {
+    theirs = client_->get(jobIdKey(), plan_.rdzv_timeout);
+  } catch (const TimeoutError&) {
+    return makeError("the store at " + rdzv_.store_address + " names no job within " +
+                     secondsText(plan_.rdzv_timeout) +
+                     ": it is not hosted by an accel agent of this job");
+  } catch (const Error& e) {
+    return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
+  }
+  if (theirs == rdzv_.run_id) return {};
+  return makeError("the store at " + rdzv_.store_address + " serves job '" + theirs +
+                   "', but this machine's job is '" + rdzv_.run_id +
+                   "' (--rdzv_id): two jobs on one endpoint; give every machine of a job the "
+                   "same --rdzv_id, and each job its own --rdzv_endpoint");
 }
 
 Expected<Placement> StoreGroup::meet() {
@@ -157,15 +222,34 @@ Expected<RendezvousResult> StoreGroup::joinAsMember() {
       return makeError("the job ended before this machine could join it: " + closed_);
     }
     if (!joined->spare) return joined;
-    notify_("round " + std::to_string(rdzv_.round) +
-            " closed before this machine joined it (at most " + std::to_string(plan_.num_machines) +
-            " machines): it waits as a spare for the next round");
+    notify_(spareText(*joined));
     ++rdzv_.round;
   }
 }
 
+// Why this machine is not in the round it registered for: the group is full (a spare until a
+// member is lost), or the round closed just before (the group re-forms to take it).
+std::string StoreGroup::spareText(const RendezvousResult& joined) const {
+  const std::string round = "round " + std::to_string(rdzv_.round);
+  if (joined.round_size >= plan_.num_machines) {
+    return round + " is full (" + std::to_string(joined.round_size) +
+           " machines, the most the job takes): this machine waits as a spare for a later round";
+  }
+  return round + " closed with " + std::to_string(joined.round_size) + " of at most " +
+         std::to_string(plan_.num_machines) +
+         " machines just before this machine joined it: it joins the next round, which the "
+         "group forms to take it";
+}
+
 LinkOptions StoreGroup::linkOptions() const {
   LinkOptions o;
+  if (server_) {  // the master watches the members' presence in its store
+    std::vector<std::string> tokens;
+    for (const auto& m : joined_->machines) tokens.push_back(m.presence);
+    o.present = [this, tokens](int m) {
+      return present(tokens[static_cast<size_t>(m)], std::chrono::milliseconds(0));
+    };
+  }
   o.keep_alive_interval = plan_.keep_alive_interval;
   o.keep_alive_misses = plan_.keep_alive_misses;
   o.monitor = master();
@@ -193,8 +277,7 @@ Expected<void> StoreGroup::parkFailureWatch() {
   return {};
 }
 
-// Joins the round's rendezvous. rdzv_.run_id keeps its default: the store belongs to this job
-// alone, and the server's tracked failure keys (trackedWaitPrefix) are computed from it.
+// Joins the round's rendezvous.
 Expected<RendezvousResult> StoreGroup::join() {
   auto result = rendezvous(*client_, rdzv_);
   if (!result) return result;
@@ -275,11 +358,19 @@ RoundDecision StoreGroup::endRound(AttemptReport& last, bool stopping) {
 // The master: once every machine's workers ended, the decision for the whole job.
 RoundDecision StoreGroup::decide(const AttemptReport& last) {
   RoundFacts facts = roundFacts(last);
-  // The link still watches the keep-alives: a member lost meanwhile is not waited for.
+  // The link still watches the members: one lost meanwhile is not waited for.
   facts.ends = awaitRoundEnds(*client_, rdzv_, facts.machines, roundEndTimeout(plan_), [this] {
-    return link_ ? static_cast<int>(link_->lostMachines().size()) : 0;
+    std::vector<int> lost;
+    if (link_) {
+      for (const auto& l : link_->lostMachines()) lost.push_back(l.machine);
+    }
+    return lost;
   });
   if (link_) facts.lost = link_->lostMachines();
+  // Machines registered for the next round by now (one that arrived during the wait included).
+  RendezvousOptions next = rdzv_;
+  ++next.round;
+  facts.waiting = static_cast<int>(client_->add(roundKeyPrefix(next) + "arrivals", 0));
   RoundDecision decision = decideNextRound(facts);
   previous_failure_ = facts.failure;
   previous_progress_ = facts.progress;
@@ -296,9 +387,6 @@ RoundFacts StoreGroup::roundFacts(const AttemptReport& last) {
   facts.elastic = plan_.elastic();
   if (link_) facts.lost = link_->lostMachines();
   for (const auto& m : joined_->machines) facts.hosts.push_back(m.host);
-  RendezvousOptions next = rdzv_;
-  ++next.round;
-  facts.waiting = static_cast<int>(client_->add(roundKeyPrefix(next) + "arrivals", 0));
   facts.max_restarts = joined_->max_restarts;
   facts.retry_identical_failures = plan_.retry_identical_failures;
   facts.failure = last.job_failure;
@@ -328,6 +416,11 @@ std::optional<JobFailure> StoreGroup::readRoundFailure() {
   }
 }
 
+// The rendezvous blocks on client_ alone (made before the supervisor's loop, never replaced).
+void StoreGroup::interrupt() {
+  if (client_) client_->interrupt();
+}
+
 void StoreGroup::stopLink() {
   if (link_) link_->stop();
 }
@@ -340,6 +433,10 @@ void StoreGroup::awaitOtherMachines() {
   auto othersGone = [this] { return server_ && server_->stats().tracked_waiters <= 1; };
   RendezvousOptions group = rdzv_;
   group.num_machines = joined_ ? static_cast<int>(joined_->machines.size()) : plan_.num_machines;
+  try {  // before leaving: this machine finished, it is not lost (job_link.h)
+    if (joined_) client_->set(finishedKey(rdzv_, joined_->machine_rank), "1");
+  } catch (const Error&) {
+  }
   int done = exitBarrier(*client_, group, master(), afterFailure, othersGone);
   if (master() && done < group.num_machines) {
     notify_("stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +

@@ -38,7 +38,9 @@ class StoreGroup : public MachineGroup {
 
   // What the master's store counts the agents alive by: the prefix of the WAITs each agent
   // parks on its round's failure key.
-  static std::string trackedWaitPrefix();
+  static std::string trackedWaitPrefix(const std::string& rendezvousId);
+  // What the presence keys of the job's agents start with (the store's presence_key_prefix).
+  static std::string presenceWaitPrefix(const std::string& rendezvousId);
 
   // Round 0: waits until the master's store listens (it may start after this agent) and
   // connects to it.
@@ -65,6 +67,7 @@ class StoreGroup : public MachineGroup {
   // The exit barrier (skipped once the master is lost): the master keeps its store up until
   // the other machines are done with it.
   void awaitOtherMachines() override;
+  void interrupt() override;
 
   std::string statusKeyPrefix() const override { return launcher::statusKeyPrefix(rdzv_); }
   std::string host() const override { return rdzv_.host; }
@@ -72,9 +75,13 @@ class StoreGroup : public MachineGroup {
  private:
   bool master() const { return requested_rank_ == 0; }
   Expected<void> parkFailureWatch();
+  Expected<void> checkJobId();
+  void parkPresence();
+  bool present(const std::string& token, std::chrono::milliseconds grace) const;
   Expected<RendezvousResult> join();
   Expected<RendezvousResult> joinAsMember();
   LinkOptions linkOptions() const;
+  std::string spareText(const RendezvousResult& joined) const;
   RoundFacts roundFacts(const AttemptReport& last);
   Placement placementOf(const RendezvousResult& joined) const;
   void announce(const RendezvousResult& joined, const Placement& p);
@@ -90,6 +97,8 @@ class StoreGroup : public MachineGroup {
   std::optional<probes::Route> to_master_;
   std::unique_ptr<store::TcpStoreClient> client_;                         // the main thread's
   std::unique_ptr<store::TcpStoreClient> watch_store_, publisher_store_;  // until the link
+  // This agent's presence: a WAIT parked on its presence key for the whole job.
+  std::unique_ptr<store::TcpStoreClient> presence_store_;
   int watch_fd_ = -1;
   RendezvousOptions rdzv_;
   std::optional<RendezvousResult> joined_;

@@ -33,6 +33,7 @@ struct DryRunView {
 
 DryRunView viewOf(const LaunchPlan& plan) {
   DryRunView view{staticPlacement(plan, plan.master_port.value_or(0)), plan.notices};
+  if (!plan.rendezvous_notice.empty()) view.notices.push_back(plan.rendezvous_notice);
   if (!plan.machine_rank) {
     view.placement.machine_rank = 1;
     view.placement.rank_offset = plan.local_world_size;

@@ -52,7 +52,8 @@ struct JobFailure {
   int signal = 0;
   std::string reason;  // for failures that are not a worker's: "its agent received SIGTERM"
   // Why the group changes, for failures that are not a worker's: "" (a worker, an agent told
-  // to stop, the master lost), kCauseLost (the machine stopped sending keep-alives) or
+  // to stop, the master lost), kCauseLost (the machine's agent is gone, or it stopped sending
+  // keep-alives) or
   // kCauseJoined (a machine waits to join: the group re-forms, not counted as a restart).
   std::string cause;
   bool hung = false;  // the agent stopped the job because it hung (exit_code is kHungExitCode)

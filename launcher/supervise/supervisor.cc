@@ -1,6 +1,7 @@
 #include "launcher/supervise/supervisor.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -13,8 +14,11 @@
 #include <deque>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "config/paths.h"
+#include "launcher/base/event_fd.h"
+#include "launcher/base/quiet_thread.h"
 #include "launcher/base/text.h"
 #include "launcher/plan/run_dir.h"
 #include "launcher/plan/worker_env.h"
@@ -609,6 +613,42 @@ AttemptReport Supervisor::runAttempt(int attempt, const Placement& placement, Jo
   return report;
 }
 
+// The next round's meeting, with the agent's signals watched on a thread of their own: one that
+// ends the job (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT) interrupts the meeting at once — no worker
+// runs to forward it to — and is kept in stop_signal_.
+Expected<Placement> Supervisor::meetWatchingSignals(MachineGroup& group) {
+  const int stopFd = makeEventFd();
+  int caught = 0;
+  std::thread watcher = startQuietThread([&] {
+    caught = awaitStopSignal(stopFd);
+    if (caught) group.interrupt();
+  });
+  auto placed = group.meet();
+  signalEventFd(stopFd);
+  watcher.join();
+  ::close(stopFd);
+  if (caught) {
+    stop_requested_ = true;
+    stop_signal_ = caught;
+  }
+  return placed;
+}
+
+// The watcher's wait: the first signal that ends the job (0 once `stopFd` is signalled). With no
+// worker running, SIGUSR1/SIGUSR2 and a stray SIGCHLD have nobody to reach.
+int Supervisor::awaitStopSignal(int stopFd) {
+  while (true) {
+    pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {stopFd, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0 && errno != EINTR) return 0;
+    if (fds[1].revents & POLLIN) return 0;
+    signalfd_siginfo info;
+    while (::read(signal_fd_, &info, sizeof info) == sizeof info) {
+      const int sig = static_cast<int>(info.ssi_signo);
+      if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT) return sig;
+    }
+  }
+}
+
 JobReport Supervisor::runRounds(MachineGroup& group, Placement placement) {
   JobReport report;
   while (true) {
@@ -622,14 +662,19 @@ JobReport Supervisor::runRounds(MachineGroup& group, Placement placement) {
       break;
     }
     parts_.console.notice(next.why);
-    auto placed = group.meet();
+    auto placed = meetWatchingSignals(group);
+    if (stop_signal_) {
+      parts_.console.notice("stopped by " + signalName(stop_signal_) +
+                            " while the machines met for the next round");
+      break;
+    }
     if (!placed) {
       parts_.console.notice("the job cannot go on: " + placed.error());
       break;
     }
     placement = *placed;
   }
-  report.exit_code = jobExitCode(report.attempts.back());
+  report.exit_code = stop_signal_ ? 128 + stop_signal_ : jobExitCode(report.attempts.back());
   group.closeJob(report.exit_code == 0
                      ? "the job finished"
                      : "the job ended with exit code " + std::to_string(report.exit_code));

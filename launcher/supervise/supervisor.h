@@ -103,6 +103,8 @@ class Supervisor {
   friend class Attempt;
   Supervisor(const LaunchPlan& plan, SupervisorParts parts);
   Expected<void> openDescriptors();
+  Expected<Placement> meetWatchingSignals(MachineGroup& group);
+  int awaitStopSignal(int stopFd);
 
   const LaunchPlan& plan_;
   SupervisorParts parts_;
@@ -110,6 +112,7 @@ class Supervisor {
   int signal_fd_ = -1;
   bool signals_blocked_ = false;
   bool stop_requested_ = false;
+  int stop_signal_ = 0;  // a signal that ended the job between two rounds
   int interrupts_ = 0;
   Clock::time_point started_;
 };

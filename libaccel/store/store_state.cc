@@ -231,7 +231,7 @@ void StoreState::wakeOne(const std::string& key) {
   const uint64_t id = it->second.front();
   it->second.erase(it->second.begin());
   if (it->second.empty()) waiting_.erase(it);
-  if (tracked(key)) --tracked_waits_;
+  countWaiters(key, -1);
   keyArrived(id);
 }
 
@@ -240,7 +240,7 @@ void StoreState::keyCreated(const std::string& key) {
   if (it == waiting_.end()) return;
   std::vector<uint64_t> ids = std::move(it->second);
   waiting_.erase(it);
-  if (tracked(key)) tracked_waits_ -= ids.size();
+  countWaiters(key, -static_cast<long>(ids.size()));
   for (uint64_t id : ids) keyArrived(id);
 }
 
@@ -265,13 +265,32 @@ void StoreState::notifyWatchers(const std::string& key, wire::WatchResponse even
   for (uint64_t conn : conns) send_(conn, message);
 }
 
+void StoreState::countWaiters(const std::string& key, long count) {
+  if (count == 0) return;
+  if (tracked(key)) tracked_waits_ += static_cast<size_t>(count);  // wraps back for negatives
+  if (presence_prefix_.empty() || key.compare(0, presence_prefix_.size(), presence_prefix_) != 0)
+    return;
+  size_t& n = presence_[key];
+  const bool before = n > 0;
+  n += static_cast<size_t>(count);
+  if (n == 0) presence_.erase(key);
+  if (before != (n > 0)) ++presence_version_;
+}
+
+std::vector<std::string> StoreState::presentKeys() const {
+  std::vector<std::string> keys;
+  keys.reserve(presence_.size());
+  for (const auto& [key, n] : presence_) keys.push_back(key);
+  return keys;
+}
+
 void StoreState::park(uint64_t conn, const std::vector<std::string>& keys) {
   const uint64_t id = next_waiter_++;
   waiters_[id] = Waiter{conn, keys, keys.size()};
   conn_waiters_[conn].push_back(id);
   for (const auto& k : keys) {
     waiting_[k].push_back(id);
-    if (tracked(k)) ++tracked_waits_;
+    countWaiters(k, 1);
   }
 }
 
@@ -284,7 +303,7 @@ void StoreState::unpark(uint64_t id) {
     if (list == waiting_.end()) continue;
     auto& ids = list->second;
     const auto removed = std::remove(ids.begin(), ids.end(), id);
-    if (tracked(k)) tracked_waits_ -= static_cast<size_t>(ids.end() - removed);
+    countWaiters(k, -static_cast<long>(ids.end() - removed));
     ids.erase(removed, ids.end());
     if (ids.empty()) waiting_.erase(list);
   }

@@ -58,6 +58,13 @@ class StoreState {
   // "": none): trackedWaits(), kept up to date as WAITs park and end, in constant time.
   void trackWaitsUnder(std::string prefix) { tracked_prefix_ = std::move(prefix); }
   size_t trackedWaits() const { return tracked_waits_; }
+  // Keeps, for each key under `prefix` (set once, before any request; "": none), whether a WAIT
+  // is parked on it: presentKeys(). A client that parks a WAIT on a key nobody sets is then
+  // known to be connected until its connection closes. presenceVersion() changes whenever the
+  // set does.
+  void trackPresenceUnder(std::string prefix) { presence_prefix_ = std::move(prefix); }
+  std::vector<std::string> presentKeys() const;
+  uint64_t presenceVersion() const { return presence_version_; }
 
  private:
   struct Waiter {
@@ -103,8 +110,13 @@ class StoreState {
   bool tracked(const std::string& key) const {
     return !tracked_prefix_.empty() && key.compare(0, tracked_prefix_.size(), tracked_prefix_) == 0;
   }
+  // `count` more (or fewer) waiters on `key`: the tracked and presence counts follow.
+  void countWaiters(const std::string& key, long count);
   std::string tracked_prefix_;
   size_t tracked_waits_ = 0;  // (key, waiter) pairs of waiting_ under tracked_prefix_
+  std::string presence_prefix_;
+  std::unordered_map<std::string, size_t> presence_;  // key under presence_prefix_ → waiters
+  uint64_t presence_version_ = 0;
   std::unordered_map<uint64_t, std::vector<uint64_t>> conn_waiters_;  // conn → waiter ids
   std::unordered_map<std::string, std::set<uint64_t>> watchers_;      // key → connections
   std::unordered_map<uint64_t, std::unordered_set<std::string>> conn_watches_;  // conn → keys

@@ -115,6 +115,7 @@ class TcpStoreServer::Loop {
     if (options.on_observed_write)
       state_.observe(options.observed_key_prefix, options.on_observed_write);
     state_.trackWaitsUnder(options.tracked_wait_prefix);
+    state_.trackPresenceUnder(options.presence_key_prefix);
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (epoll_fd_ < 0 || wake_fd_ < 0)
@@ -158,6 +159,11 @@ class TcpStoreServer::Loop {
   TcpStoreServerStats stats() const {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     return stats_;
+  }
+
+  bool waiting(const std::string& key, std::chrono::milliseconds grace) const {
+    std::unique_lock<std::mutex> lock(stats_mutex_);
+    return stats_published_.wait_for(lock, grace, [&] { return present_.count(key) > 0; });
   }
 
   bool awaitStats(const std::function<bool(const TcpStoreServerStats&)>& pred,
@@ -470,6 +476,11 @@ class TcpStoreServer::Loop {
     {
       std::lock_guard<std::mutex> lock(stats_mutex_);
       stats_ = stats_local_;
+      if (state_.presenceVersion() != present_version_) {  // rarely: a client came or went
+        const auto keys = state_.presentKeys();
+        present_ = std::unordered_set<std::string>(keys.begin(), keys.end());
+        present_version_ = state_.presenceVersion();
+      }
     }
     stats_published_.notify_all();
   }
@@ -490,6 +501,8 @@ class TcpStoreServer::Loop {
   std::vector<std::function<void()>> tasks_;
   TcpStoreServerStats stats_local_;
   mutable std::mutex stats_mutex_;
+  std::unordered_set<std::string> present_;  // presence keys waited on, as last published
+  uint64_t present_version_ = 0;
   mutable std::condition_variable stats_published_;
   TcpStoreServerStats stats_;
 };
@@ -588,6 +601,10 @@ TcpStoreServer::~TcpStoreServer() { stop(); }
 
 TcpStoreServerStats TcpStoreServer::stats() const {
   return loop_ ? loop_->stats() : TcpStoreServerStats{};
+}
+
+bool TcpStoreServer::waiting(const std::string& key, std::chrono::milliseconds grace) const {
+  return loop_ && loop_->waiting(key, grace);
 }
 
 bool TcpStoreServer::awaitStats(const std::function<bool(const TcpStoreServerStats&)>& pred,

@@ -66,6 +66,10 @@ struct TcpStoreServerOptions {
   // start with it are counted in stats().tracked_waiters — who is still connected and waiting
   // (the agents each park one on their round's failure key). "": nothing is counted.
   std::string tracked_wait_prefix = "";
+  // Keys under this prefix (as stored, with torch's "/"; "": none) are presence keys: a client
+  // parks a WAIT on one that nobody sets and is present, for waiting(), while its connection
+  // lives — a process that dies is absent within one pass of the loop (its socket closes).
+  std::string presence_key_prefix = "";
   // Where a closed connection is explained (one line, no newline). Default: stderr, prefixed
   // "accel store: ". Called from the server's thread: it must not call the server's blocking
   // methods (awaitStats, clearKeysExcept, adoptConnection, stop).
@@ -130,6 +134,13 @@ class TcpStoreServer {
   // short and let it call nothing of the server's.
   bool awaitStats(const std::function<bool(const TcpStoreServerStats&)>& pred,
                   std::chrono::milliseconds timeout) const;
+
+  // Whether a WAIT is parked on presence key `key` (options.presence_key_prefix), as of the
+  // loop's last pass; when not, waits up to `grace` for a pass that parks one (a client's WAIT
+  // sent just before its request on another connection may be read a pass later). Never
+  // blocks on the loop; thread-safe.
+  bool waiting(const std::string& key,
+               std::chrono::milliseconds grace = std::chrono::milliseconds(0)) const;
 
   // Serves `fd`, a connected stream socket (e.g. one end of a socketpair), as if the listener
   // had accepted it; `peer` names it in log lines. Takes ownership of `fd` (it is closed

@@ -521,6 +521,29 @@ multi_agent)
   check_env 1 RANK=1 GROUP_RANK=0 ACCELERATE_MIXED_PRECISION=no
   [[ -z "$(env_of 3 ACCELERATE_MIXED_PRECISION)" ]] || fail "accel run gave accelerate's variables"
   ;;
+rdzv_id_mismatch)
+  # Job B's machine reaches job A's store (the same endpoint, another --rdzv_id): it is told
+  # which job the store serves and which it is, and joins nothing; job A's machine 0 then times
+  # out alone (it never counted B's agent).
+  start_master "$SCRATCH/a0.out" --num_machines 2 --main_process_ip 127.0.0.1 -n 2 --cpu \
+    --machine_rank 0 --rdzv_id jobA --rdzv_timeout 5 /bin/true
+  expect_exit 2 "$ACCEL" run --nnodes 2 --node_rank 1 --rdzv_endpoint "127.0.0.1:$PORT" \
+    --nproc_per_node 1 --rdzv_id jobB --rdzv_timeout 5 /bin/true
+  expect_contains "$ERR" "the store at 127.0.0.1:$PORT serves job 'jobA', but this machine's job is 'jobB' (--rdzv_id): two jobs on one endpoint"
+  [[ "$ERR" != *"machine 1 of 2"* ]] || fail "job B's machine joined job A: $ERR"
+  set +e; wait $MASTER; r0=$?; set -e
+  [[ $r0 != 0 ]] || fail "job A formed with job B's machine: $(cat "$SCRATCH/a0.out")"
+  expect_contains "$(cat "$SCRATCH/a0.out")" "1/2 machines joined"
+  # The same id on both machines meets as before. Machine 1 finishes first and its agent leaves
+  # while machine 0's worker still runs: a machine that said it finished is not lost.
+  start_master "$SCRATCH/a0.out" --num_machines 2 --main_process_ip 127.0.0.1 -n 2 --cpu \
+    --machine_rank 0 --rdzv_id jobA /bin/sh -c 'sleep 1.5'
+  expect_exit 0 "$ACCEL" run --nnodes 2 --node_rank 1 --rdzv_endpoint "127.0.0.1:$PORT" \
+    --nproc_per_node 1 --rdzv_id jobA /bin/true
+  expect_contains "$ERR" "machine 1 of 2"
+  set +e; wait $MASTER; r0=$?; set -e
+  [[ $r0 == 0 ]] || fail "machine 0 failed after machine 1 finished first: $(cat "$SCRATCH/a0.out")"
+  ;;
 c10d_arrival)
   # torchrun's elastic command line, the same on every machine and without --node_rank: the agent
   # holding the endpoint's port hosts the rendezvous as machine 0 (the first, told so by is_host=1
@@ -538,7 +561,7 @@ PY
   wait_registered() {  # wait_registered SLOT: the agent of registration slot SLOT is in the store
     /usr/bin/python3 -c 'import sys, datetime, torch.distributed as d
 s = d.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False, timeout=datetime.timedelta(seconds=60))
-s.wait(["accel/rdzv/job/round/0/agent/" + sys.argv[2]])' "$PORT" "$1"
+s.wait(["accel/rdzv/elastic-job/round/0/agent/" + sys.argv[2]])' "$PORT" "$1"
   }
   export PYTHON_EXEC=/usr/bin/python3
   elastic=(--nnodes 3 --nproc_per_node 2 --rdzv_backend c10d --rdzv_id elastic-job --rdzv_timeout 60)
@@ -560,6 +583,7 @@ $o2"
   expect_contains "$m0" "machine 0 of 3: ranks 0–1 of 6"
   for o in "$o1" "$o2"; do
     expect_contains "$o" "port $PORT is taken here: another agent on this machine hosts the rendezvous; joining it"
+    [[ $o != *"hosts the rendezvous at"* ]] || fail "a joiner also said it hosts: $o"
   done
   expect_contains "$o1" "machine 1 of 3: ranks 2–3 of 6"
   expect_contains "$o2" "machine 2 of 3: ranks 4–5 of 6"
@@ -674,7 +698,7 @@ elastic_membership)
   wait_registered() {  # wait_registered ROUND SLOT: that registration is in the store
     /usr/bin/python3 -c 'import sys, datetime, torch.distributed as d
 s = d.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False, timeout=datetime.timedelta(seconds=60))
-s.wait(["accel/rdzv/job/round/%s/agent/%s" % (sys.argv[2], sys.argv[3])])' "$PORT" "$1" "$2"
+s.wait(["accel/rdzv/none/round/%s/agent/%s" % (sys.argv[2], sys.argv[3])])' "$PORT" "$1" "$2"
   }
   # (1) closes when MAX (3) joined: torch's last call of 30 s never ends it first.
   conf=keep_alive_interval=0.5,keep_alive_max_attempt=3
@@ -699,9 +723,10 @@ s.wait(["accel/rdzv/job/round/%s/agent/%s" % (sys.argv[2], sys.argv[3])])' "$POR
   [[ $r0 == 0 && $r1 == 0 ]] || fail "survivors exited $r0 $r1: $m0
 --- machine 1:
 $o1"
+  # Its agent's connection to the store closed: known at once, not after the keep-alive window.
   for M in "$m0" "$o1"; do
-    expect_contains "$M" "machine 2 ($(hostname)): lost: no keep-alive for 1.5 s (keep_alive_interval 0.5 s x keep_alive_max_attempt 3); stopping the workers here"
-    expect_contains "$M" "going on without machine 2 ($(hostname)) lost (no keep-alive); restarting every machine (1 of 1 restarts, counted for the whole job)"
+    expect_contains "$M" "machine 2 ($(hostname)): lost: its agent is gone (its connection to the job's store closed); stopping the workers here"
+    expect_contains "$M" "going on without machine 2 ($(hostname)) lost (its agent is gone); restarting every machine (1 of 1 restarts, counted for the whole job)"
   done
   expect_contains "$m0" "machine 0 of 2: ranks 0–1 of 4"
   expect_contains "$o1" "machine 1 of 2: ranks 2–3 of 4"
@@ -735,10 +760,37 @@ $o3"
   expect_contains "$o2" "machine 1 of 3: ranks 2–3 of 6"
   expect_contains "$(cat "$SCRATCH/j1.out")" "machine 2 of 3: ranks 4–5 of 6"
   for rank in 0 1 2 3 4 5; do [[ $(cat "$OUT_DIR/done.0.$rank") == "world=6 restart=0" ]] || fail "rank $rank: $(cat "$OUT_DIR/done.0.$rank" 2>&1)"; done
-  expect_contains "$o2" "round 0 closed before this machine joined it (at most 3 machines): it waits as a spare for the next round"
-  expect_contains "$o3" "round 1 closed before this machine joined it (at most 3 machines): it waits as a spare for the next round"
+  # "spare" only for a full group; a round that closed with room is joined in the next one.
+  expect_contains "$o2" "round 0 closed with 2 of at most 3 machines just before this machine joined it: it joins the next round, which the group forms to take it"
+  [[ $o2 != *spare* ]] || fail "called a spare while the group had room: $o2"
+  expect_contains "$o3" "round 1 is full (3 machines, the most the job takes): this machine waits as a spare for a later round"
   expect_contains "$o3" "the job ended before this machine could join it: the job finished"
   expect_no_leftovers
+  # (3) A machine that joins and dies before the round closes (--nnodes 2:4, a last call of
+  # 8 s, long enough for this script's python3 to see the third registration): the round
+  # closes at the last call with the two that are there — no wait for the rendezvous timeout,
+  # no restart.
+  elastic=(--nnodes 2:4 --nproc_per_node 2 --rdzv_backend c10d --rdzv_timeout 60 --max_restarts 1)
+  conf=last_call_timeout=8
+  start_master "$SCRATCH/m0.out" "${elastic[@]}" --rdzv_endpoint 127.0.0.1 --rdzv_conf "is_host=1,$conf" /bin/true
+  wait_registered 0 0
+  "$ACCEL" launch "${elastic[@]}" --rdzv_endpoint "127.0.0.1:$PORT" --rdzv_conf "$conf" /bin/true >"$SCRATCH/j1.out" 2>&1 &
+  j1=$!
+  wait_registered 0 1
+  "$ACCEL" launch "${elastic[@]}" --rdzv_endpoint "127.0.0.1:$PORT" --rdzv_conf "$conf" /bin/true >"$SCRATCH/j2.out" 2>&1 &
+  j2=$!
+  wait_registered 0 2
+  start=$(date +%s%N)
+  kill -KILL $j2
+  set +e; wait $MASTER; r0=$?; wait $j1; r1=$?; set -e
+  took=$((($(date +%s%N) - start) / 1000000))
+  m0=$(cat "$SCRATCH/m0.out")
+  [[ $r0 == 0 && $r1 == 0 ]] || fail "agents exited $r0 $r1: $m0"
+  expect_contains "$m0" "machine 0 of 2: ranks 0–1 of 4"
+  expect_contains "$(cat "$SCRATCH/j1.out")" "machine 1 of 2: ranks 2–3 of 4"
+  [[ $m0 != *restart* ]] || fail "a restart for a machine that never ran: $m0"
+  ((took < 30000)) || fail "the job took $took ms after the joined machine died"
+  echo "a machine that joined died: the job of the two others ended $took ms later"
   ;;
 multi_machine_failure)
   # Rank 3 on machine 1 fails while every other rank runs: both machines stop, both name it,

@@ -172,7 +172,7 @@ training)
   host3_back
   step_reached "world=6 restart=1"
   three_hosts_succeed
-  expect_contains "$(cat "$SCRATCH/h1.out")" "lost (no keep-alive)"
+  expect_contains "$(cat "$SCRATCH/h1.out")" "lost (its agent is gone)"
   expect_contains "$(cat "$SCRATCH/h1.out")" "(1 of 2 restarts, counted for the whole job)"
   expect_contains "$(cat "$SCRATCH/h1.out")" "a machine is waiting to join (the group has 2 of at most 3): the group re-forms to take it (not counted as a restart)"
   # The worlds in order: 6 ranks, 4 after the loss, 6 again; the last step is the last one.

@@ -379,5 +379,42 @@ TEST(TcpStoreServerTest, ManyClientsReachABarrier) {
   EXPECT_EQ(through.load(), kClients);
 }
 
+// A client that parks a WAIT on a presence key is present while its connection lives, and
+// absent once it closes (an agent whose process died): known from the published snapshot,
+// without a keep-alive window. Keys outside the prefix are not presence keys.
+class PresenceTest : public TcpStoreTest {
+ protected:
+  TcpStoreServerOptions serverOptions() override {
+    TcpStoreServerOptions o;
+    o.presence_key_prefix = "/here/";
+    return o;
+  }
+  // Until the loop published `parked` parked WAITs (presence is published with the counters).
+  bool parked(uint64_t n) {
+    return server_->awaitStats([n](const TcpStoreServerStats& s) { return s.parked_waits == n; },
+                               5s);
+  }
+};
+
+TEST_F(PresenceTest, AParkedWaitIsPresenceUntilItsConnectionCloses) {
+  EXPECT_FALSE(server_->waiting("/here/a"));
+  auto a = client(), b = client(), other = client();
+  a->startWait({"here/a"});
+  b->startWait({"here/b"});
+  other->startWait({"elsewhere/c"});
+  ASSERT_TRUE(parked(3));  // published with the counters of the pass that parked them
+  EXPECT_TRUE(server_->waiting("/here/a"));
+  EXPECT_TRUE(server_->waiting("/here/b"));
+  EXPECT_FALSE(server_->waiting("/elsewhere/c"));  // not under the prefix
+  a.reset();                                       // its process died: the socket closes
+  ASSERT_TRUE(parked(2));
+  EXPECT_FALSE(server_->waiting("/here/a"));
+  EXPECT_TRUE(server_->waiting("/here/b"));
+  client()->set("here/b", "x");  // a presence key that is set ends its wait, like any other
+  ASSERT_TRUE(parked(1));
+  EXPECT_FALSE(server_->waiting("/here/b"));
+  EXPECT_FALSE(server_->waiting("/here/b", 50ms));  // nobody parks it again within the grace
+}
+
 }  // namespace
 }  // namespace accel::store

@@ -105,6 +105,40 @@ TEST_F(AgentRendezvousTest, TimeoutNamesMissingMachines) {
       << "the master publishes why it gave up";
 }
 
+// --nnodes 2:4: a third machine registers and dies before the round closes (its presence key
+// is no longer waited on). The round closes with the two that are there, at the last call,
+// and the dead one is neither a member nor waited for.
+TEST_F(AgentRendezvousTest, AMachineThatRegisteredAndDiedIsNotAMember) {
+  auto elastic = [&](int requested) {
+    RendezvousOptions o = options(4, requested, 2);
+    o.min_machines = 2;
+    o.last_call = 300ms;
+    o.presence = "agent-r" + std::to_string(requested);
+    o.present = [](const std::string& token) { return token != "dead"; };
+    return o;
+  };
+  // The dead one registered first (as a rendezvous() would), then vanished.
+  auto c = client();
+  const std::string round0 = roundKeyPrefix(RendezvousOptions{});
+  c->add(round0 + "arrivals", 1);
+  c->set(
+      round0 + "agent/0",
+      R"({"host":"gone","address":"","presence":"dead","local_world_size":2,"requested_rank":-1})");
+  auto other = std::async(std::launch::async, [&] { return join(elastic(-1)); });
+  awaitRegistered(2);
+  auto master = join(elastic(0));
+  auto joined = other.get();
+  ASSERT_TRUE(master.ok()) << master.error();
+  ASSERT_TRUE(joined.ok()) << joined.error();
+  ASSERT_EQ(master->machines.size(), 2u);
+  EXPECT_EQ(master->world_size, 4);
+  EXPECT_EQ(master->machines[0].host, "host-r0");
+  EXPECT_EQ(master->machines[1].host, "host-r-1");
+  EXPECT_EQ(master->machines[1].presence, "agent-r-1");  // the link watches it by this key
+  EXPECT_FALSE(joined->spare);
+  EXPECT_EQ(joined->machine_rank, 1);
+}
+
 TEST_F(AgentRendezvousTest, MoreMachinesThanExpectedIsAnError) {
   auto o = options(2, -1, 1);
   o.timeout = 100ms;  // they wait 2 s more than this for the master, which publishes nothing here

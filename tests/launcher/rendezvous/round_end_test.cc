@@ -78,7 +78,7 @@ RoundFacts elasticFacts() {
   f.elastic = true;
   f.min_machines = 2;
   f.max_machines = 3;
-  f.lost = {2};
+  f.lost = {{2, "no keep-alive"}};
   f.ends.erase(f.ends.begin());  // machine 2 never reports
   return f;
 }
@@ -266,6 +266,27 @@ TEST_F(RoundEndTest, TheMasterStopsWaitingForAMachineThatNeverReports) {
   EXPECT_EQ(ends[1].machine_rank, 2);
   EXPECT_FALSE(ends[1].continues);
   EXPECT_EQ(ends[1].why_not, "its agent was told to stop (SIGINT)");
+}
+
+// Machine 2 reported and was then found lost: it counts once, so the master still waits for
+// machine 1's report (counting it twice ended the wait and dropped machine 1 as silent).
+TEST_F(RoundEndTest, AMemberThatReportedAndWasLostCountsOnce) {
+  auto c = client();
+  reportRoundEnd(*c, round(0), RoundEnd{0, "h0", true, ""});
+  reportRoundEnd(*c, round(0), RoundEnd{2, "h2", true, ""});
+  std::promise<void> lookedTwice;
+  int looks = 0;
+  auto ends = std::async(std::launch::async, [&] {
+    return awaitRoundEnds(*client(), round(0), 3, 10s, [&] {
+      if (++looks == 2) lookedTwice.set_value();  // it went round its loop: it is waiting
+      return std::vector<int>{2};
+    });
+  });
+  lookedTwice.get_future().get();
+  reportRoundEnd(*c, round(0), RoundEnd{1, "h1", true, ""});
+  const auto got = ends.get();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[2].machine_rank, 1);
 }
 
 }  // namespace

@@ -6,8 +6,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <csignal>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -401,6 +403,66 @@ TEST_F(SupervisorTest, DuplicateFiltersCopyMatchingTeedLinesToTheAttemptsFile) {
   EXPECT_EQ(text.str(),
             "[default0]:step 1 loss 0.5\n[default0]:last a,b\n[default1]:step 1 loss 0.7\n");
   EXPECT_FALSE(std::ifstream(dir_.path() + "/attempt_0/filtered_stderr.log"));  // no filter
+}
+
+// A group whose meeting for round 1 never forms (the other machines are gone): meet() blocks
+// until interrupt(), or gives up after 10 s.
+class NeverFormingGroup : public MachineGroup {
+ public:
+  explicit NeverFormingGroup(Placement placement) : placement_(std::move(placement)) {}
+  Expected<Placement> meet() override {
+    if (++round_ == 0) return placement_;
+    ::kill(::getpid(), SIGINT);  // Ctrl-C while this agent waits for the others
+    std::unique_lock lock(mutex_);
+    if (!woken_.wait_for(lock, std::chrono::seconds(10), [this] { return interrupted_; })) {
+      return makeError("round 1 did not form within 10 s");
+    }
+    return makeError("interrupted");
+  }
+  void interrupt() override {
+    std::lock_guard lock(mutex_);
+    interrupted_ = true;
+    woken_.notify_all();
+  }
+  int round() const override { return round_; }
+  JobLink* link() const override { return nullptr; }
+  RoundDecision endRound(AttemptReport&, bool) override {
+    return {true, "attempt 0 failed; restarting", true, 1, 0};
+  }
+  void closeJob(const std::string&) override {}
+  void stopLink() override {}
+  void awaitOtherMachines() override {}
+  std::string host() const override { return "here"; }
+  std::string statusKeyPrefix() const override { return ""; }
+
+ private:
+  Placement placement_;
+  int round_ = -1;
+  std::mutex mutex_;
+  std::condition_variable woken_;
+  bool interrupted_ = false;
+};
+
+// Ctrl-C while the agent waits in a later round's rendezvous ends the job at once, with 128+2,
+// instead of when (if ever) the round forms.
+TEST_F(SupervisorTest, CtrlCWhileTheMachinesMeetEndsTheJobAtOnce) {
+  ranks(1);
+  world_.script(0, Script().exits(10, 3), 0);
+  Console console(false, notices_fd_, notices_fd_);
+  SupervisorParts parts(console, world_, world_);
+  parts.run_dir = dir_.path();
+  auto supervisor = Supervisor::create(plan_, std::move(parts));
+  ASSERT_TRUE(supervisor.ok()) << supervisor.error();
+  NeverFormingGroup group(placement_);
+  JobReport report = (*supervisor)->runRounds(group, *group.meet());
+  console.flush();
+  EXPECT_EQ(report.exit_code, 128 + SIGINT);
+  EXPECT_TRUE((*supervisor)->stopRequested());
+  EXPECT_EQ(report.attempts.size(), 1u);
+  const auto said = notices();
+  ASSERT_EQ(said.size(), 2u);
+  EXPECT_EQ(said[0], "accel: attempt 0 failed; restarting");
+  EXPECT_EQ(said[1], "accel: stopped by SIGINT while the machines met for the next round");
 }
 
 }  // namespace

@@ -1,0 +1,27 @@
+#include "launcher/rendezvous/machine_group.h"
+
+#include <unistd.h>
+
+#include "accel/error.h"
+#include "launcher/rendezvous/agent_rendezvous.h"
+#include "libaccel/store/tcp_store_server.h"
+
+namespace accel::launcher {
+
+void clearWorkerKeys(store::TcpStoreServer& server, int round, const Notify& notify) {
+  try {
+    const size_t removed = server.clearKeysExcept({"/" + std::string(kAgentKeyPrefix)});
+    notify("attempt " + std::to_string(round) + " starts with a fresh key space (" +
+           std::to_string(removed) + " keys of earlier attempts removed from the store)");
+  } catch (const Error& e) {
+    notify(std::string("could not clear the store between attempts: ") + e.what());
+  }
+}
+
+std::string thisHostName() {
+  char buf[256] = {0};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+}  // namespace accel::launcher
