@@ -138,7 +138,12 @@ class Agent {
         return {};
       }
     } catch (const Error& e) {
-      return makeError(std::string(e.what()) + " (--main_process_ip/--main_process_port)");
+      const std::string& flag = plan_.address_flag;
+      return makeError(std::string(e.what()) + " (" +
+                       (flag == "--rdzv_endpoint" ? flag
+                        : flag == "--master_addr" ? "--master_addr/--master_port"
+                                                  : "--main_process_ip/--main_process_port") +
+                       ")");
     }
     store_port_ = server_->port();
     return sayRendezvousRole();

@@ -151,7 +151,8 @@ std::string describeInterface(const Route& route) {
 Expected<Route> waitForListener(const std::string& host, int port,
                                 std::chrono::milliseconds timeout,
                                 std::chrono::milliseconds progressEvery,
-                                const std::function<void(const std::string&)>& progress) {
+                                const std::function<void(const std::string&)>& progress,
+                                const std::string& addressFlag) {
   const auto start = Clock::now();
   const auto deadline = start + timeout;
   auto nextProgress = start + progressEvery;
@@ -169,7 +170,7 @@ Expected<Route> waitForListener(const std::string& host, int port,
       auto routed = routeTo(host);
       if (!routed) {
         return makeError("cannot reach the master agent (machine_rank 0) at " + where + ": " +
-                         routed.error() + " (is --main_process_ip right?)");
+                         routed.error() + " (is " + addressFlag + " right?)");
       }
       route = *routed;
       where += " from local interface " + describeInterface(*route);
@@ -187,8 +188,8 @@ Expected<Route> waitForListener(const std::string& host, int port,
     if (now >= deadline) {
       return makeError("cannot reach the master agent (machine_rank 0) at " + where + ": " +
                        reason + " (tried for " + std::to_string(waited) +
-                       " s; is machine 0's agent running, and is --main_process_ip an "
-                       "address the other machines can reach?)");
+                       " s; is machine 0's agent running, and is " + addressFlag +
+                       " an address the other machines can reach?)");
     }
     if (now >= nextProgress && progress) {
       progress("waiting for the master agent at " + where + ": " + reason + " (" +

@@ -42,7 +42,8 @@ std::string describeInterface(const Route& route);
 Expected<Route> waitForListener(const std::string& host, int port,
                                 std::chrono::milliseconds timeout,
                                 std::chrono::milliseconds progressEvery,
-                                const std::function<void(const std::string&)>& progress);
+                                const std::function<void(const std::string&)>& progress,
+                                const std::string& addressFlag = "--main_process_ip");
 
 // The address SLURM's controller has for node `name` (NodeAddr in `scontrol show node`), for
 // clusters whose node names do not resolve; nullopt when scontrol cannot say. Runs scontrol and

@@ -141,7 +141,10 @@ Expected<void> machineFlags(const Reader& r, LaunchOptions& o) {
     c.num_machines = nodes;
   }
   if (r.given("node_rank")) c.machine_rank = r.value("node_rank").get<int>();
-  if (r.given("master_addr")) c.main_process_ip = r.text("master_addr");
+  if (r.given("master_addr")) {
+    c.main_process_ip = r.text("master_addr");
+    o.address_flag = "--master_addr";
+  }
   if (r.given("master_port")) c.main_process_port = r.value("master_port").get<int>();
   if (auto endpoint = r.text("rdzv_endpoint"); endpoint && !endpoint->empty()) {
     auto split = splitEndpoint(*endpoint);
@@ -156,6 +159,7 @@ Expected<void> machineFlags(const Reader& r, LaunchOptions& o) {
     }
     c.main_process_ip = split->first;
     if (split->second) c.main_process_port = split->second;
+    o.address_flag = "--rdzv_endpoint";
   }
   if (r.on("standalone")) {  // torchrun's: one machine, the store on a free port
     if (c.num_machines && *c.num_machines > 1)

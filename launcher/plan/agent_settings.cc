@@ -50,12 +50,12 @@ Expected<std::set<int>> parseRankFilter(const std::string& text, int localWorldS
 
 // What accel reads of torchrun's --rdzv_conf k=v,...: the rendezvous timeout (timeout=, or
 // join_timeout= as torch's c10d backend spells it), is_host= (torch's booleans), and the
-// membership settings torch's dynamic rendezvous reads: last_call_timeout=,
+// membership settings torch's dynamic rendezvous reads: last_call_timeout=, close_timeout=,
 // keep_alive_interval= (seconds) and keep_alive_max_attempt=.
 struct RdzvConf {
   std::optional<double> timeout_s;
   std::optional<bool> is_host;
-  std::optional<double> last_call_s, keep_alive_interval_s;
+  std::optional<double> last_call_s, keep_alive_interval_s, close_s;
   std::optional<int> keep_alive_attempts;
 };
 
@@ -65,11 +65,11 @@ struct RdzvConf {
 constexpr std::string_view kConfKeys[] = {"timeout",
                                           "join_timeout",
                                           "last_call_timeout",
+                                          "close_timeout",
                                           "keep_alive_interval",
                                           "keep_alive_max_attempt",
                                           "is_host",
                                           "read_timeout",
-                                          "close_timeout",
                                           "use_libuv",
                                           "rank",
                                           "protocol",
@@ -113,11 +113,12 @@ Expected<void> readConfItem(const std::string& item, RdzvConf& conf) {
                      "' is not KEY=VALUE (the whole flag: KEY=VALUE,KEY=VALUE,...)");
   }
   if (key == "timeout" || key == "join_timeout" || key == "last_call_timeout" ||
-      key == "keep_alive_interval") {
+      key == "keep_alive_interval" || key == "close_timeout") {
     auto seconds = confSeconds(item, key, value);
     if (!seconds) return std::move(seconds).takeError();
     (key == "last_call_timeout"     ? conf.last_call_s
      : key == "keep_alive_interval" ? conf.keep_alive_interval_s
+     : key == "close_timeout"       ? conf.close_s
                                     : conf.timeout_s) = *seconds;
   } else if (key == "keep_alive_max_attempt") {
     auto n = parseDigits(value, 1000);
@@ -278,6 +279,7 @@ Expected<void> applyRendezvousFlags(LaunchPlan& plan, const LaunchOptions& o) {
   if (conf->last_call_s) plan.last_call_timeout = ms(*conf->last_call_s);
   if (conf->keep_alive_interval_s) plan.keep_alive_interval = ms(*conf->keep_alive_interval_s);
   if (conf->keep_alive_attempts) plan.keep_alive_misses = *conf->keep_alive_attempts;
+  if (conf->close_s) plan.round_close_timeout = ms(*conf->close_s);
   if (plan.num_machines == 1 && (!o.rdzv_conf.empty() || o.rdzv_timeout_s ||
                                  plan.config.sources["rdzv_backend"] == config::Source::Flag)) {
     plan.notices.push_back(

@@ -37,7 +37,10 @@ struct LaunchOptions {
   AccelerateNamespace accelerate;            // accelerate's view of every flag (accelerate_env.h)
   config::ConfigOverrides config;            // flags shared with `accel config show`
   // torchrun's spellings that are not plain aliases of accelerate's:
-  std::optional<std::string> nproc_per_node;             // processes per machine: N, auto, gpu, cpu
+  std::optional<std::string> nproc_per_node;  // processes per machine: N, auto, gpu, cpu
+  // The flag that named the store's address, for messages: --main_process_ip, --master_addr
+  // or --rdzv_endpoint.
+  std::string address_flag = "--main_process_ip";
   std::string nproc_per_node_flag = "--nproc_per_node";  // as the user spelled it, for messages
   bool run_path = false;                  // run the script with python whatever its suffix
   std::optional<std::string> rdzv_id;     // TORCHELASTIC_RUN_ID and the log directory's prefix

@@ -108,6 +108,7 @@ Expected<void> placeMachines(LaunchPlan& plan, const LaunchOptions& o,
   plan.machine_rank = c.machine_rank;
   plan.world_size = c.num_processes;
   if (c.main_process_ip) plan.master_addr = *c.main_process_ip;
+  plan.address_flag = o.address_flag;
   if (c.main_process_port && *c.main_process_port != 0) plan.master_port = *c.main_process_port;
   if (o.no_spawn && !scheduler) {
     return makeError(

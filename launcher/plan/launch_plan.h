@@ -70,7 +70,8 @@ struct LaunchPlan {
   bool master_addr_from_scheduler = false;  // master_addr is a SLURM node name (may need NodeAddr)
   std::chrono::milliseconds rdzv_timeout{std::chrono::seconds(900)};
   std::string master_addr = "127.0.0.1";
-  std::optional<int> master_port;  // nullopt: the agent picks a free one
+  std::string address_flag = "--main_process_ip";  // where master_addr came from (messages)
+  std::optional<int> master_port;                  // nullopt: the agent picks a free one
   int max_restarts = 0;
   // Restart even when two attempts in a row failed the same way before any rank completed a
   // step (repeatedFailure, job_report.h); by default such a job stops restarting.
@@ -84,6 +85,9 @@ struct LaunchPlan {
   // planned ("" for other jobs). The agent says it once it knows: an agent that only guessed it
   // hosts (the endpoint is this machine) joins instead when another agent here holds the port.
   std::string rendezvous_notice;
+  // close_timeout= in --rdzv_conf: how long the master waits for every machine's end of a
+  // failed round (nullopt: --term_timeout + 30 s).
+  std::optional<std::chrono::milliseconds> round_close_timeout;
   std::string role = "default";
   std::optional<int> omp_num_threads;  // set for workers unless already in the environment
   bool omp_notice = false;             // say so once: OMP_NUM_THREADS was unset and N > 1

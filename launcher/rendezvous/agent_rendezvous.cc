@@ -30,8 +30,8 @@ std::string list(const std::vector<int>& v) {
 std::vector<json> registrations(store::Store& s, const RendezvousOptions& o, int count) {
   std::vector<json> out;
   for (int slot = 0; slot < count; ++slot) {
-    out.push_back(json::parse(
-        s.get(roundKeyPrefix(o) + "agent/" + std::to_string(slot), std::chrono::seconds(30))));
+    out.push_back(
+        json::parse(s.get(roundKeyPrefix(o) + "agent/" + std::to_string(slot), o.timeouts.record)));
   }
   return out;
 }
@@ -144,7 +144,7 @@ struct Closing {
     if (count >= o.num_machines) return true;
     if (count < leastMachines(o)) return false;
     if (o.expect_machines > 0 && count >= o.expect_machines) return true;
-    if (!last_call) last_call = Clock::now() + o.last_call;
+    if (!last_call) last_call = Clock::now() + o.timeouts.last_call;
     return Clock::now() >= *last_call;
   }
 };
@@ -165,14 +165,11 @@ Expected<int> awaitMachines(store::Store& s, const RendezvousOptions& o,
   while (true) {
     const int target = count < firstClose ? firstClose : o.num_machines;
     const std::string lastSlot = p + "agent/" + std::to_string(target - 1);
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (closing.last_call) {
-      left = std::min(left, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                *closing.last_call - Clock::now()));
-    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        (closing.last_call ? *closing.last_call : deadline) - Clock::now());
     if (left.count() > 0) {
       try {
-        s.wait({lastSlot}, std::min(left, o.progress_interval));
+        s.wait({lastSlot}, std::min(left, o.timeouts.progress));
       } catch (const TimeoutError&) {
       }
     }
@@ -189,9 +186,10 @@ Expected<int> awaitMachines(store::Store& s, const RendezvousOptions& o,
         (here < count ? " (" + std::to_string(count - here) + " left again)" : std::string()) +
         (elastic ? " (" + std::to_string(leastMachines(o)) + " needed)"
                  : missingText(registrations(s, o, count), o.num_machines));
-    if (Clock::now() >= deadline) {
+    // Once MIN joined, the round closes at the last call, whatever the rendezvous timeout.
+    if (Clock::now() >= deadline && !closing.last_call) {
       std::string message = "rendezvous at " + o.store_address + " timed out after " +
-                            secondsText(o.timeout) + ": " + status;
+                            secondsText(o.timeouts.join) + ": " + status;
       s.set(p + "assignment", json{{"error", message}}.dump());
       return makeError(message);
     }
@@ -254,15 +252,17 @@ Expected<void> publishAssignment(store::Store& s, const RendezvousOptions& o, in
 Expected<RendezvousResult> readAssignment(store::Store& s, const RendezvousOptions& o, int slot,
                                           bool master, Clock::time_point deadline) {
   const std::string p = roundKeyPrefix(o);
-  // A little longer than the master, so a master that gives up can still say why.
+  // A little longer than the master, so a master that gives up can still say why; and a last
+  // call that began just before the timeout still closes the round (the master itself has
+  // published by now, up to a last call after the timeout).
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) +
-              (master ? std::chrono::milliseconds(0) : std::chrono::milliseconds(2000));
+              o.timeouts.last_call + (master ? std::chrono::seconds(1) : o.timeouts.answer_margin);
   std::string text;
   try {
     text = s.get(p + "assignment", std::max(left, std::chrono::milliseconds(1)));
   } catch (const TimeoutError&) {
     return makeError("rendezvous at " + o.store_address + " timed out after " +
-                     secondsText(o.timeout) +
+                     secondsText(o.timeouts.join) +
                      ": the master agent (machine_rank 0) did not publish the machine ranks; " +
                      std::to_string(s.add(p + "arrivals", 0)) + "/" +
                      std::to_string(o.num_machines) + " machines joined");
@@ -298,7 +298,7 @@ Expected<RendezvousResult> readAssignment(store::Store& s, const RendezvousOptio
 }  // namespace
 
 Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& o) {
-  const auto deadline = Clock::now() + o.timeout;
+  const auto deadline = Clock::now() + o.timeouts.join;
   const bool master = o.requested_machine_rank == 0;
   try {
     if (master) s.set(prefix(o) + "open_round", std::to_string(o.round));
@@ -322,7 +322,8 @@ Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& 
 
 std::string masterStoreLost(const RendezvousOptions& o, const std::string& why) {
   return "lost contact with the master agent's store at " + o.store_address + " (" + why +
-         "); the job cannot go on without the machine that hosts its store";
+         "); this machine cannot go on without it (if machine 0 is still up, this machine was "
+         "cut off from it and the others go on without this one)";
 }
 
 std::string failureKey(const RendezvousOptions& o) {
@@ -363,7 +364,7 @@ std::optional<JobFailure> publishFailure(store::Store& s, const RendezvousOption
 
 std::optional<JobFailure> readFailure(store::Store& s, const RendezvousOptions& o,
                                       int machineRank) {
-  JobFailure first = failureFromJson(json::parse(s.get(failureKey(o), std::chrono::seconds(30))));
+  JobFailure first = failureFromJson(json::parse(s.get(failureKey(o), o.timeouts.record)));
   // This machine's own publication, unless the master found it lost.
   if (first.machine_rank == machineRank && first.cause != kCauseLost) return std::nullopt;
   return first;
@@ -383,10 +384,10 @@ int exitBarrier(store::Store& s, const RendezvousOptions& o, bool master,
     while (done < o.num_machines) {
       if (!failureDeadline && s.check({failureKey(o)}))
         failureDeadline = Clock::now() + afterFailure;
-      if (failureDeadline ? Clock::now() >= *failureDeadline : othersGone && othersGone()) {
+      if ((othersGone && othersGone()) || (failureDeadline && Clock::now() >= *failureDeadline)) {
         return static_cast<int>(s.add(key, 0));
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      std::this_thread::sleep_for(o.timeouts.exit_poll);
       done = static_cast<int>(s.add(key, 0));
     }
     return done;

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/rendezvous/round_timeouts.h"
 #include "launcher/report/job_report.h"
 #include "libaccel/common/expected.h"
 #include "libaccel/store/store.h"
@@ -39,17 +40,15 @@ struct RendezvousOptions {
   int restart_count = 0;  // the master's: TORCHELASTIC_RESTART_COUNT of the round's workers
   // Elastic membership (the master's): the round closes at once when num_machines joined, or
   // when expect_machines did (a group re-forming knows who survived; 0: unknown), or
-  // last_call after min_machines did (0: num_machines). Later arrivals are spares.
+  // timeouts.last_call after min_machines did (0: num_machines). Later arrivals are spares.
   int min_machines = 0;
   int expect_machines = 0;
-  std::chrono::milliseconds last_call{std::chrono::seconds(30)};
   std::optional<int> requested_machine_rank;  // nullopt: any; 0 makes this agent the master
   int local_world_size = 1;
   std::string host;           // this machine's name, for messages
   std::string address;        // this machine's address as seen on the way to the master
   std::string store_address;  // "host:port" of the store, for messages
-  std::chrono::milliseconds timeout{std::chrono::seconds(900)};
-  std::chrono::milliseconds progress_interval{std::chrono::seconds(5)};
+  RoundTimeouts timeouts;     // join bounds the rendezvous; progress paces its notices
   // This agent's presence key (presenceKey): it keeps a WAIT parked on it, on a connection of
   // its own, for as long as it lives; registered with it, so the master can tell which
   // registered agents are still there.
@@ -57,7 +56,7 @@ struct RendezvousOptions {
   // The master's view of the presence keys (the store is its own): whether the agent of a
   // registration is still connected. Unset: every registered agent counts.
   std::function<bool(const std::string& presence)> present;
-  // Called by the master only, on the thread that runs rendezvous(), every progress_interval
+  // Called by the master only, on the thread that runs rendezvous(), every timeouts.progress
   // while machines are missing: "3/4 machines joined; waiting for machine_rank 2".
   std::function<void(const std::string&)> progress;
 };
@@ -143,11 +142,12 @@ std::string finishedKey(const RendezvousOptions& options, int machineRank);
 
 // The exit barrier: records that this machine's workers are done; the master then waits until
 // every machine has, or until `othersGone()` says no other agent is connected any more (one that
-// died never reports), or, once a failure was published, `afterFailure` has passed (the others
-// only need the store to read it). Returns how many finished, or -1 when the store cannot be
-// reached; never throws. A non-master returns after one round trip. The master polls the store
-// every 20 ms and calls `othersGone` (on the calling thread) while no failure is published; with
-// `othersGone` empty and no failure, it waits for every machine without a time limit.
+// died never reports, one that left needs the store no more), or, once a failure was published,
+// `afterFailure` has passed (the others only need the store to read it). Returns how many
+// finished, or -1 when the store cannot be reached; never throws. A non-master returns after one
+// round trip. The master polls the store every 20 ms and calls `othersGone` (on the calling
+// thread) each time; with `othersGone` empty and no failure, it waits for every machine without
+// a time limit.
 int exitBarrier(store::Store& store, const RendezvousOptions& options, bool master,
                 std::chrono::milliseconds afterFailure, const std::function<bool()>& othersGone);
 

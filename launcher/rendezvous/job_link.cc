@@ -139,10 +139,10 @@ std::chrono::milliseconds JobLink::untilNextCheck() const {
   return std::max(left, std::chrono::milliseconds(0));
 }
 
-// The master, every presence_interval: a member whose agent's connection to the store closed
+// The master, every presence_check: a member whose agent's connection to the store closed
 // is gone (its process died), found without waiting for its keep-alives to stop.
 void JobLink::checkPresence() {
-  next_presence_check_ = std::chrono::steady_clock::now() + options_.presence_interval;
+  next_presence_check_ = std::chrono::steady_clock::now() + options_.timeouts.presence_check;
   if (!options_.monitor || !options_.present) return;
   try {
     for (int m = 0; m < options_.machines; ++m) {
@@ -164,7 +164,7 @@ std::vector<LostMachine> JobLink::lostMachines() const {
 
 // Every keep_alive_interval: this machine's keep-alive, and the master's look at the others.
 void JobLink::onTick() {
-  next_tick_ = std::chrono::steady_clock::now() + options_.keep_alive_interval;
+  next_tick_ = std::chrono::steady_clock::now() + options_.timeouts.keep_alive_interval;
   try {
     publisher_->add(keepAliveKey(rdzv_, machine_rank_), 1);
     if (!options_.monitor) return;
@@ -178,7 +178,7 @@ void JobLink::onTick() {
 // A member whose keep-alive did not move for keep_alive_misses intervals is lost.
 void JobLink::checkMembers() {
   const auto now = std::chrono::steady_clock::now();
-  const auto limit = options_.keep_alive_interval * options_.keep_alive_misses;
+  const auto limit = options_.timeouts.keep_alive_interval * options_.timeouts.keep_alive_misses;
   for (int m = 0; m < options_.machines; ++m) {
     const auto at = static_cast<size_t>(m);
     if (m == machine_rank_ || seen_[at] < -1) continue;  // found lost or finished
@@ -192,8 +192,9 @@ void JobLink::checkMembers() {
     markLost(m,
              "no keep-alive for " +
                  secondsText(std::chrono::duration_cast<std::chrono::milliseconds>(limit)),
-             "keep_alive_interval " + secondsText(options_.keep_alive_interval) +
-                 " x keep_alive_max_attempt " + std::to_string(options_.keep_alive_misses));
+             "keep_alive_interval " + secondsText(options_.timeouts.keep_alive_interval) +
+                 " x keep_alive_max_attempt " +
+                 std::to_string(options_.timeouts.keep_alive_misses));
   }
 }
 

@@ -17,7 +17,7 @@
 // Liveness: the link's thread adds 1 to the round's keep-alive key of this machine every
 // keep_alive_interval. The master's link (options.monitor) watches every other member two
 // ways: its agent's presence (options.present: its connection to the store, looked at every
-// presence_interval — an agent whose process died is gone within that) and its keep-alives (one
+// presence_check — an agent whose process died is gone within that) and its keep-alives (one
 // that did not move for keep_alive_misses intervals went silent: its machine or link is gone).
 // A member found either way is lost, unless it said it finished before it left (finishedKey,
 // agent_rendezvous.h) — the link publishes that as the round's failure (cause
@@ -56,16 +56,14 @@ struct LinkEvent {
 };
 
 struct LinkOptions {
-  std::chrono::milliseconds keep_alive_interval{std::chrono::seconds(1)};
-  int keep_alive_misses = 3;
+  RoundTimeouts timeouts;          // the keep-alive period and misses, the presence look
   bool monitor = false;            // the master's link: watch the other members
   int machines = 1;                // the round's group
   int max_machines = 1;            // the most the job takes
   std::vector<std::string> hosts;  // by machine rank, for messages
   // The master's: whether member M's agent is still connected to the store (unset: unknown),
-  // looked at every presence_interval.
+  // looked at every timeouts.presence_check.
   std::function<bool(int machine)> present;
-  std::chrono::milliseconds presence_interval{100};
 };
 
 class JobLink {

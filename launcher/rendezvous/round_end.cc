@@ -93,7 +93,7 @@ namespace {
 // nullopt, as for a malformed one).
 std::optional<RoundEnd> readRoundEnd(store::Store& s, const RendezvousOptions& o, int slot) {
   try {
-    json j = json::parse(s.get(endKey(o, slot), std::chrono::seconds(2)));
+    json j = json::parse(s.get(endKey(o, slot), o.timeouts.report_record));
     return RoundEnd{j.at("machine_rank").get<int>(), j.at("host").get<std::string>(),
                     j.at("continues").get<bool>(), j.at("why_not").get<std::string>()};
   } catch (const TimeoutError&) {
@@ -124,7 +124,7 @@ std::vector<RoundEnd> awaitRoundEnds(store::Store& s, const RendezvousOptions& o
         deadline - std::chrono::steady_clock::now());
     if (static_cast<int>(accounted.size()) >= machines || left.count() <= 0) break;
     try {  // the next report, or a moment to look at the lost machines again
-      s.wait({endKey(o, count)}, std::min(left, std::chrono::milliseconds(100)));
+      s.wait({endKey(o, count)}, std::min(left, o.timeouts.round_end_poll));
     } catch (const TimeoutError&) {
     }
   }

@@ -31,19 +31,17 @@ std::unique_ptr<store::TcpStoreClient> connectToMaster(const LaunchPlan& plan, i
 
 // TCP keep-alives on the failure watch's connection, the one that waits on the master for the
 // whole round: a master whose machine or link vanishes without closing it (no FIN, no RST) is
-// noticed after kKeepAliveIdleS + kKeepAliveCount probes kKeepAliveIntervalS apart (~5 s), and
-// the watch then fails as for a closed connection — the job ends here, saying the master was
-// lost.
-constexpr int kKeepAliveIdleS = 2, kKeepAliveIntervalS = 1, kKeepAliveCount = 3;
-
-void keepAlive(int fd) {
-  const int on = 1;
+// noticed after the timeouts' watch_idle + watch_probes x watch_interval (~5 s), and the watch
+// then fails as for a closed connection — the job ends here, saying the master was lost.
+void keepAlive(int fd, const RoundTimeouts& t) {
+  const int on = 1, idle = static_cast<int>(t.watch_idle.count()),
+            interval = static_cast<int>(t.watch_interval.count()), probes = t.watch_probes;
   ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &kKeepAliveIdleS, sizeof kKeepAliveIdleS);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &kKeepAliveIntervalS, sizeof kKeepAliveIntervalS);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &kKeepAliveCount, sizeof kKeepAliveCount);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
   // And data that stays unacknowledged as long (keep-alives only probe an idle connection).
-  const unsigned userTimeoutMs = (kKeepAliveIdleS + kKeepAliveIntervalS * kKeepAliveCount) * 1000;
+  const unsigned userTimeoutMs = static_cast<unsigned>((idle + interval * probes) * 1000);
   ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &userTimeoutMs, sizeof userTimeoutMs);
 }
 
@@ -73,10 +71,16 @@ std::string interfaceToOthers(const RendezvousResult& joined,
   return "";
 }
 
-// How long the master waits for every agent's end of a failed round: their workers' grace
-// (--term_timeout) and what the last of them needs to leave, with room to spare.
-std::chrono::milliseconds roundEndTimeout(const LaunchPlan& plan) {
-  return plan.term_timeout + std::chrono::seconds(30);
+// Every duration of the job's rounds: what the user asked for, and accel's own.
+RoundTimeouts roundTimeouts(const LaunchPlan& plan) {
+  RoundTimeouts t;
+  t.join = plan.rdzv_timeout;
+  t.last_call = plan.last_call_timeout;
+  t.keep_alive_interval = plan.keep_alive_interval;
+  t.keep_alive_misses = plan.keep_alive_misses;
+  t.close = plan.round_close_timeout.value_or(plan.term_timeout + std::chrono::seconds(30));
+  t.exit_after_failure = plan.term_timeout + std::chrono::seconds(10);
+  return t;
 }
 
 }  // namespace
@@ -93,13 +97,12 @@ StoreGroup::StoreGroup(const LaunchPlan& plan, const probes::Environment& parent
   rdzv_.run_id = plan_.rendezvous_id;
   rdzv_.num_machines = plan_.num_machines;
   rdzv_.min_machines = plan_.min_machines;
-  rdzv_.last_call = plan_.last_call_timeout;
   rdzv_.max_restarts = plan_.max_restarts;
   rdzv_.requested_machine_rank = requested_rank_;
   rdzv_.local_world_size = plan_.local_world_size;
   rdzv_.host = thisHostName();
   rdzv_.store_address = plan_.master_addr + ":" + std::to_string(store_port_);
-  rdzv_.timeout = plan_.rdzv_timeout;
+  rdzv_.timeouts = roundTimeouts(plan_);
   rdzv_.progress = [this](const std::string& status) { notify_("rendezvous: " + status); };
 }
 
@@ -120,9 +123,9 @@ std::string StoreGroup::trackedWaitPrefix(const std::string& rendezvousId) {
 Expected<void> StoreGroup::connect() {
   // Before anything is spawned: the master must be reachable, from an interface we can name.
   if (!master()) {
-    auto reached = probes::waitForListener(plan_.master_addr, store_port_, plan_.rdzv_timeout,
-                                           std::chrono::seconds(10),
-                                           [this](const std::string& status) { notify_(status); });
+    auto reached = probes::waitForListener(
+        plan_.master_addr, store_port_, timeouts().join, timeouts().connect_progress,
+        [this](const std::string& status) { notify_(status); }, plan_.address_flag);
     if (!reached) return makeError(reached.error());
     to_master_ = *reached;
   } else if (auto route = probes::routeTo(plan_.master_addr)) {
@@ -131,7 +134,7 @@ Expected<void> StoreGroup::connect() {
   // --local_addr (torchrun's) names this machine's address for the others; else the route's.
   rdzv_.address = plan_.local_addr.value_or(to_master_ ? to_master_->local_ip : "");
   try {
-    client_ = connectToMaster(plan_, store_port_, plan_.rdzv_timeout);
+    client_ = connectToMaster(plan_, store_port_, timeouts().join);
     if (master()) client_->set(jobIdKey(), rdzv_.run_id);
     parkPresence();
   } catch (const Error& e) {
@@ -143,7 +146,7 @@ Expected<void> StoreGroup::connect() {
   }
   if (auto ok = checkJobId(); !ok) return ok;
   try {  // a machine that arrives while the job runs joins the round the master opened last
-    next_round_ = openRound(*client_, rdzv_, plan_.rdzv_timeout);
+    next_round_ = openRound(*client_, rdzv_, timeouts().join);
   } catch (const Error& e) {
     return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
   }
@@ -157,13 +160,13 @@ void StoreGroup::parkPresence() {
   static std::minstd_rand random(static_cast<unsigned>(::getpid()) ^
                                  static_cast<unsigned>(std::random_device{}()));
   rdzv_.presence = rdzv_.host + "-" + std::to_string(::getpid()) + "-" + std::to_string(random());
-  presence_store_ = connectToMaster(plan_, store_port_, std::chrono::seconds(30));
+  presence_store_ = connectToMaster(plan_, store_port_, timeouts().connect);
   presence_store_->startWait({presenceKey(rdzv_, rdzv_.presence)});
   if (!server_) return;
   // A registration read right after it was written may come before its agent's WAIT was
   // parked (another connection): it gets a moment before it counts as gone.
   rdzv_.present = [this](const std::string& token) {
-    return present(token, std::chrono::milliseconds(500));
+    return present(token, timeouts().presence_grace);
   };
 }
 
@@ -176,10 +179,10 @@ bool StoreGroup::present(const std::string& token, std::chrono::milliseconds gra
 Expected<void> StoreGroup::checkJobId() {
   std::string theirs;
   try {
-    theirs = client_->get(jobIdKey(), plan_.rdzv_timeout);
+    theirs = client_->get(jobIdKey(), timeouts().join);
   } catch (const TimeoutError&) {
     return makeError("the store at " + rdzv_.store_address + " names no job within " +
-                     secondsText(plan_.rdzv_timeout) +
+                     secondsText(timeouts().join) +
                      ": it is not hosted by an accel agent of this job");
   } catch (const Error& e) {
     return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
@@ -200,7 +203,7 @@ Expected<Placement> StoreGroup::meet() {
   if (!joined) return std::move(joined).takeError();
   joined_ = *joined;
   if (server_ &&
-      !awaitWatches(*server_, static_cast<int>(joined_->machines.size()), plan_.rdzv_timeout)) {
+      !awaitWatches(*server_, static_cast<int>(joined_->machines.size()), timeouts().join)) {
     notify_("not every machine's agent is watching the store for failures; it may have died");
   }
   link_ = std::make_unique<JobLink>(std::move(watch_store_), watch_fd_, std::move(publisher_store_),
@@ -250,8 +253,7 @@ LinkOptions StoreGroup::linkOptions() const {
       return present(tokens[static_cast<size_t>(m)], std::chrono::milliseconds(0));
     };
   }
-  o.keep_alive_interval = plan_.keep_alive_interval;
-  o.keep_alive_misses = plan_.keep_alive_misses;
+  o.timeouts = timeouts();
   o.monitor = master();
   o.machines = static_cast<int>(joined_->machines.size());
   o.max_machines = plan_.num_machines;
@@ -264,13 +266,13 @@ LinkOptions StoreGroup::linkOptions() const {
 // The publisher is the job link's own connection (the link's thread uses it alone).
 Expected<void> StoreGroup::parkFailureWatch() {
   try {
-    watch_store_ = connectToMaster(plan_, store_port_, std::chrono::seconds(30));
+    watch_store_ = connectToMaster(plan_, store_port_, timeouts().connect);
     watch_fd_ = watch_store_->startWait({failureKey(rdzv_)});
-    keepAlive(watch_fd_);
-    publisher_store_ = connectToMaster(plan_, store_port_, std::chrono::seconds(30));
+    keepAlive(watch_fd_, timeouts());
+    publisher_store_ = connectToMaster(plan_, store_port_, timeouts().connect);
     // Its requests are small and the store answers at once: a reply that takes longer than
     // this is a master gone quiet, and the link's thread must get back to the watch.
-    publisher_store_->setTimeout(std::chrono::seconds(5));
+    publisher_store_->setTimeout(timeouts().request);
   } catch (const Error& e) {
     return makeError(std::string("cannot watch the master's store for failures: ") + e.what());
   }
@@ -323,13 +325,13 @@ RoundDecision StoreGroup::endRound(AttemptReport& last, bool stopping) {
   // master's, published with each round).
   if (!joined_ || (joined_->max_restarts == 0 && !plan_.elastic())) return {false, ""};
   // A master gone quiet holds this agent no longer than it would wait for the master.
-  client_->setTimeout(roundEndTimeout(plan_) + std::chrono::seconds(10));
+  client_->setTimeout(timeouts().close + timeouts().decision_margin);
   last.job_failure = readRoundFailure();
   RoundEnd mine{joined_->machine_rank, rdzv_.host, !stopping, ""};
   try {
     if (stopping) {  // said in passing (the master may be gone too): this agent leaves now
       mine.why_not = "its agent was told to stop (" + signalName(last.agent_signal) + ")";
-      client_->setTimeout(std::chrono::seconds(2));
+      client_->setTimeout(timeouts().stop_said);
       if (master()) {
         publishDecision(*client_, rdzv_,
                         {false, "machine 0 (" + rdzv_.host + ") stops: " + mine.why_not});
@@ -340,8 +342,7 @@ RoundDecision StoreGroup::endRound(AttemptReport& last, bool stopping) {
     }
     reportRoundEnd(*client_, rdzv_, mine);
     if (!master()) {
-      auto decision =
-          readDecision(*client_, rdzv_, roundEndTimeout(plan_) + std::chrono::seconds(10));
+      auto decision = readDecision(*client_, rdzv_, timeouts().close + timeouts().decision_margin);
       if (!decision) return {false, decision.error()};
       return *decision;
     }
@@ -359,7 +360,7 @@ RoundDecision StoreGroup::endRound(AttemptReport& last, bool stopping) {
 RoundDecision StoreGroup::decide(const AttemptReport& last) {
   RoundFacts facts = roundFacts(last);
   // The link still watches the members: one lost meanwhile is not waited for.
-  facts.ends = awaitRoundEnds(*client_, rdzv_, facts.machines, roundEndTimeout(plan_), [this] {
+  facts.ends = awaitRoundEnds(*client_, rdzv_, facts.machines, timeouts().close, [this] {
     std::vector<int> lost;
     if (link_) {
       for (const auto& l : link_->lostMachines()) lost.push_back(l.machine);
@@ -410,7 +411,7 @@ void StoreGroup::closeJob(const std::string& why) {
 std::optional<JobFailure> StoreGroup::readRoundFailure() {
   try {
     return failureFromJson(
-        nlohmann::json::parse(client_->get(failureKey(rdzv_), std::chrono::seconds(5))));
+        nlohmann::json::parse(client_->get(failureKey(rdzv_), timeouts().failure_read)));
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -427,10 +428,10 @@ void StoreGroup::stopLink() {
 
 void StoreGroup::awaitOtherMachines() {
   if (!client_ || (link_ && link_->masterLost())) return;  // no store to wait in
-  const auto afterFailure = plan_.term_timeout + std::chrono::milliseconds(10000);
+  const auto afterFailure = timeouts().exit_after_failure;
   if (!master()) client_->setTimeout(afterFailure);
-  // 1: the master's own watch.
-  auto othersGone = [this] { return server_ && server_->stats().tracked_waiters <= 1; };
+  // Every other agent (member or spare) has left: its presence WAIT is gone. 1: this one's.
+  auto othersGone = [this] { return server_ && server_->presentCount() <= 1; };
   RendezvousOptions group = rdzv_;
   group.num_machines = joined_ ? static_cast<int>(joined_->machines.size()) : plan_.num_machines;
   try {  // before leaving: this machine finished, it is not lost (job_link.h)
@@ -442,6 +443,8 @@ void StoreGroup::awaitOtherMachines() {
     notify_("stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +
             std::to_string(group.num_machines) + " machines reported their workers finished");
   }
+  // Spares still read the job's end from the store (closeJob): the store stays until they left.
+  if (master() && server_) server_->awaitPresentAtMost(1, afterFailure);
 }
 
 }  // namespace accel::launcher

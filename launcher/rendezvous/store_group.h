@@ -74,6 +74,7 @@ class StoreGroup : public MachineGroup {
 
  private:
   bool master() const { return requested_rank_ == 0; }
+  const RoundTimeouts& timeouts() const { return rdzv_.timeouts; }
   Expected<void> parkFailureWatch();
   Expected<void> checkJobId();
   void parkPresence();

@@ -166,6 +166,16 @@ class TcpStoreServer::Loop {
     return stats_published_.wait_for(lock, grace, [&] { return present_.count(key) > 0; });
   }
 
+  size_t presentCount() const {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    return present_.size();
+  }
+
+  bool awaitPresentAtMost(size_t count, std::chrono::milliseconds timeout) const {
+    std::unique_lock<std::mutex> lock(stats_mutex_);
+    return stats_published_.wait_for(lock, timeout, [&] { return present_.size() <= count; });
+  }
+
   bool awaitStats(const std::function<bool(const TcpStoreServerStats&)>& pred,
                   std::chrono::milliseconds timeout) const {
     std::unique_lock<std::mutex> lock(stats_mutex_);
@@ -605,6 +615,12 @@ TcpStoreServerStats TcpStoreServer::stats() const {
 
 bool TcpStoreServer::waiting(const std::string& key, std::chrono::milliseconds grace) const {
   return loop_ && loop_->waiting(key, grace);
+}
+
+size_t TcpStoreServer::presentCount() const { return loop_ ? loop_->presentCount() : 0; }
+
+bool TcpStoreServer::awaitPresentAtMost(size_t count, std::chrono::milliseconds timeout) const {
+  return !loop_ || loop_->awaitPresentAtMost(count, timeout);
 }
 
 bool TcpStoreServer::awaitStats(const std::function<bool(const TcpStoreServerStats&)>& pred,

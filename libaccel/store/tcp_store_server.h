@@ -142,6 +142,12 @@ class TcpStoreServer {
   bool waiting(const std::string& key,
                std::chrono::milliseconds grace = std::chrono::milliseconds(0)) const;
 
+  // How many presence keys have a WAIT parked, as of the loop's last pass. Thread-safe.
+  size_t presentCount() const;
+  // Blocks until at most `count` presence keys have a WAIT parked (at most `timeout`); returns
+  // whether that happened. Thread-safe.
+  bool awaitPresentAtMost(size_t count, std::chrono::milliseconds timeout) const;
+
   // Serves `fd`, a connected stream socket (e.g. one end of a socketpair), as if the listener
   // had accepted it; `peer` names it in log lines. Takes ownership of `fd` (it is closed
   // if the loop never takes it). Blocks until the loop has taken it (at most `timeout`; throws

@@ -857,6 +857,13 @@ s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1], flush=T
   kill -TERM $MASTER
   for _ in $(seq 1 40); do [[ -e /proc/$MASTER ]] && [[ $(cut -d' ' -f3 /proc/$MASTER/stat) != Z ]] || break; sleep 0.05; done
   [[ $(cut -d' ' -f3 /proc/$MASTER/stat 2>/dev/null) =~ ^Z?$ ]] || { kill -9 $MASTER; fail "agent ignored SIGTERM during the rendezvous"; }
+  # --nnodes 1:2 alone, a last call as long as the rendezvous timeout: MIN is met, so the round
+  # closes at the last call (it failed "1/2 machines joined (1 needed)" at the timeout).
+  start_master "$SCRATCH/m0.out" --nnodes 1:2 --nproc_per_node 1 --rdzv_backend c10d --rdzv_endpoint 127.0.0.1 \
+    --rdzv_conf is_host=1,last_call_timeout=2 --rdzv_timeout 2 /bin/true
+  set +e; wait $MASTER; r0=$?; set -e
+  [[ $r0 == 0 ]] || fail "exit $r0 (want 0): $(cat "$SCRATCH/m0.out")"
+  expect_contains "$(cat "$SCRATCH/m0.out")" "machine 0 of 1: rank 0 of 1"
   ;;
 worker_stdin)
   # As under torchrun, a worker can read the agent's stdin (pdb, breakpoint()): global rank 0

@@ -88,7 +88,7 @@ elastic_store_host() {
   echo "host 1 (the store's host) killed: hosts 2 and 3 ended ${ms} ms later (exit $r2, $r3)"
   for h in h2 h3; do
     expect_contains "$(cat "$SCRATCH/$h.out")" "lost contact with the master agent's store at ${ADDR3[0]}:29611"
-    expect_contains "$(cat "$SCRATCH/$h.out")" "the job cannot go on without the machine that hosts its store"
+    expect_contains "$(cat "$SCRATCH/$h.out")" "this machine cannot go on without it"
   done
   [[ $r2 != 0 && $r3 != 0 ]] || fail "hosts 2 and 3 exited $r2 $r3 without the store"
   ((ms <= 10000)) || fail "hosts 2 and 3 took ${ms} ms to end (want <= 10000)"

@@ -60,7 +60,8 @@ start)
   cp "$HERE/cgroup.conf" "$D/cgroup.conf"
   export SLURM_CONF=$D/slurm.conf
   for try in $(seq 1 10); do
-    ctld=$((20000 + RANDOM % 30000)) p0=$((20000 + RANDOM % 30000)) p1=$((20000 + RANDOM % 30000))
+    # 30000-49999: clear of the ports accel gives SLURM jobs (20000 + job id mod 10000).
+    ctld=$((30000 + RANDOM % 20000)) p0=$((30000 + RANDOM % 20000)) p1=$((30000 + RANDOM % 20000))
     [[ $ctld != "$p0" && $ctld != "$p1" && $p0 != "$p1" ]] || continue
     sed -e "s|@DIR@|$D|g" -e "s|@HOST@|$(hostname -s)|g" -e "s|@CTLD_PORT@|$ctld|g" \
         -e "s|@SLURMD_PORT0@|$p0|g" -e "s|@SLURMD_PORT1@|$p1|g" -e "s|@CPUS@|${CPUS_PER_NODE:-2}|g" \

@@ -692,7 +692,8 @@ TEST_F(LaunchPlanParadigmTest, C10dWithoutNodeRankRanksMachinesByArrival) {
 TEST_F(LaunchPlanParadigmTest, NnodesMinMaxIsAnElasticGroup) {
   auto p = plan({"--nproc_per_node", "2", "--nnodes", "2:3", "--rdzv_backend", "c10d",
                  "--rdzv_endpoint", "h:7000", "--rdzv_conf",
-                 "last_call_timeout=2.5,keep_alive_interval=0.5,keep_alive_max_attempt=4"},
+                 "last_call_timeout=2.5,keep_alive_interval=0.5,keep_alive_max_attempt=4,"
+                 "close_timeout=12"},
                 0, LaunchMode::Torchrun);
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_TRUE(p->elastic());
@@ -701,6 +702,7 @@ TEST_F(LaunchPlanParadigmTest, NnodesMinMaxIsAnElasticGroup) {
   EXPECT_EQ(p->last_call_timeout, std::chrono::milliseconds(2500));
   EXPECT_EQ(p->keep_alive_interval, std::chrono::milliseconds(500));
   EXPECT_EQ(p->keep_alive_misses, 4);
+  EXPECT_EQ(p->round_close_timeout, std::chrono::milliseconds(12000));
   p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
             "h:7000"},
            0, LaunchMode::Torchrun);
@@ -709,6 +711,7 @@ TEST_F(LaunchPlanParadigmTest, NnodesMinMaxIsAnElasticGroup) {
   EXPECT_EQ(p->keep_alive_interval, std::chrono::seconds(1));  // accel's defaults
   EXPECT_EQ(p->keep_alive_misses, 3);
   EXPECT_EQ(p->last_call_timeout, std::chrono::seconds(30));  // torch's
+  EXPECT_FALSE(p->round_close_timeout.has_value());           // --term_timeout + 30 s
   // Machine ranks that are asked for cannot follow a group that changes.
   p = plan({"--nproc_per_node", "2", "--nnodes", "1:3", "--node_rank", "1", "--rdzv_backend",
             "c10d", "--rdzv_endpoint", "h:7000"},
@@ -736,8 +739,8 @@ TEST_F(LaunchPlanTest, RendezvousConfItemsAreKeyValueAndKnownKeys) {
   };
   EXPECT_EQ(error("keep_alive_intervall=5"),
             "--rdzv_conf: unknown key 'keep_alive_intervall'; did you mean 'keep_alive_interval'? "
-            "(known: timeout, join_timeout, last_call_timeout, keep_alive_interval, "
-            "keep_alive_max_attempt, is_host, read_timeout, close_timeout, use_libuv, rank, "
+            "(known: timeout, join_timeout, last_call_timeout, close_timeout, "
+            "keep_alive_interval, keep_alive_max_attempt, is_host, read_timeout, use_libuv, rank, "
             "protocol, cacert, cert, key)");
   EXPECT_EQ(error("garbage").substr(0, 56),
             "--rdzv_conf: 'garbage' is not KEY=VALUE (the whole flag:");
