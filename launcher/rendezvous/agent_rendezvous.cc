@@ -16,10 +16,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-std::string prefix(const RendezvousOptions& o) {
-  return std::string(kAgentKeyPrefix) + "rdzv/" + o.run_id + "/";
-}
-
 std::string list(const std::vector<int>& v) {
   std::string out;
   for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
@@ -30,8 +26,7 @@ std::string list(const std::vector<int>& v) {
 std::vector<json> registrations(store::Store& s, const RendezvousOptions& o, int count) {
   std::vector<json> out;
   for (int slot = 0; slot < count; ++slot) {
-    out.push_back(
-        json::parse(s.get(roundKeyPrefix(o) + "agent/" + std::to_string(slot), o.timeouts.record)));
+    out.push_back(json::parse(s.get(roundKeys(o).agent(slot), o.timeouts.record)));
   }
   return out;
 }
@@ -121,14 +116,14 @@ Expected<Assignment> assign(const std::vector<json>& joined, int machines) {
 
 // Registers this agent under the next free slot (one atomic add); returns the slot.
 int registerAgent(store::Store& s, const RendezvousOptions& o) {
-  const int slot = static_cast<int>(s.add(roundKeyPrefix(o) + "arrivals", 1)) - 1;
-  s.set(roundKeyPrefix(o) + "agent/" + std::to_string(slot),
-        json{{"host", o.host},
-             {"address", o.address},
-             {"local_world_size", o.local_world_size},
-             {"presence", o.presence},
-             {"requested_rank", o.requested_machine_rank.value_or(-1)}}  // -1: any
-            .dump());
+  const int slot = static_cast<int>(s.add(roundKeys(o).arrivals(), 1)) - 1;
+  s.set(roundKeys(o).agent(slot), json{{"host", o.host},
+                                       {"address", o.address},
+                                       {"local_world_size", o.local_world_size},
+                                       {"presence", o.presence},
+                                       {"requested_rank", o.requested_machine_rank.value_or(-1)}}
+                                      // -1: any
+                                      .dump());
   return slot;
 }
 
@@ -154,7 +149,7 @@ struct Closing {
 // Returns how many machines the round has.
 Expected<int> awaitMachines(store::Store& s, const RendezvousOptions& o,
                             Clock::time_point deadline) {
-  const std::string p = roundKeyPrefix(o);
+  const RoundKeys keys = roundKeys(o);
   const bool elastic = leastMachines(o) < o.num_machines;
   // The count at which the round may first close (the survivors of a re-forming group, else
   // MIN); past it, MAX.
@@ -164,7 +159,7 @@ Expected<int> awaitMachines(store::Store& s, const RendezvousOptions& o,
   int count = 1;  // this agent
   while (true) {
     const int target = count < firstClose ? firstClose : o.num_machines;
-    const std::string lastSlot = p + "agent/" + std::to_string(target - 1);
+    const std::string lastSlot = keys.agent(target - 1);
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         (closing.last_call ? *closing.last_call : deadline) - Clock::now());
     if (left.count() > 0) {
@@ -173,7 +168,7 @@ Expected<int> awaitMachines(store::Store& s, const RendezvousOptions& o,
       } catch (const TimeoutError&) {
       }
     }
-    count = static_cast<int>(s.add(p + "arrivals", 0));
+    count = static_cast<int>(s.add(keys.arrivals(), 0));
     const int here = presentCount(s, o, count);
     if (here > o.num_machines && !elastic) {
       return makeError(std::to_string(here) + " machines joined a rendezvous for " +
@@ -190,7 +185,7 @@ Expected<int> awaitMachines(store::Store& s, const RendezvousOptions& o,
     if (Clock::now() >= deadline && !closing.last_call) {
       std::string message = "rendezvous at " + o.store_address + " timed out after " +
                             secondsText(o.timeouts.join) + ": " + status;
-      s.set(p + "assignment", json{{"error", message}}.dump());
+      s.set(keys.assignment(), json{{"error", message}}.dump());
       return makeError(message);
     }
     if (o.progress && !closing.last_call) o.progress(status);
@@ -225,7 +220,7 @@ Expected<void> publishAssignment(store::Store& s, const RendezvousOptions& o, in
   for (int slot : chosen) memberRecords.push_back(joined[static_cast<size_t>(slot)]);
   auto assigned = assign(memberRecords, machines);
   if (!assigned) {
-    s.set(roundKeyPrefix(o) + "assignment", json{{"error", assigned.error()}}.dump());
+    s.set(roundKeys(o).assignment(), json{{"error", assigned.error()}}.dump());
     return std::move(assigned).takeError();
   }
   std::vector<int> slotRank(static_cast<size_t>(count), -1);
@@ -240,18 +235,18 @@ Expected<void> publishAssignment(store::Store& s, const RendezvousOptions& o, in
                          {"machine_rank", m.machine_rank},
                          {"rank_offset", m.rank_offset}});
   }
-  s.set(roundKeyPrefix(o) + "assignment", json{{"machines", published},
-                                               {"slots", slotRank},
-                                               {"max_restarts", o.max_restarts},
-                                               {"restart_count", o.restart_count}}
-                                              .dump());
+  s.set(roundKeys(o).assignment(), json{{"machines", published},
+                                        {"slots", slotRank},
+                                        {"max_restarts", o.max_restarts},
+                                        {"restart_count", o.restart_count}}
+                                       .dump());
   return {};
 }
 
 // Every agent: waits for the master's assignment and reads its own place in it.
 Expected<RendezvousResult> readAssignment(store::Store& s, const RendezvousOptions& o, int slot,
                                           bool master, Clock::time_point deadline) {
-  const std::string p = roundKeyPrefix(o);
+  const RoundKeys keys = roundKeys(o);
   // A little longer than the master, so a master that gives up can still say why; and a last
   // call that began just before the timeout still closes the round (the master itself has
   // published by now, up to a last call after the timeout).
@@ -259,12 +254,12 @@ Expected<RendezvousResult> readAssignment(store::Store& s, const RendezvousOptio
               o.timeouts.last_call + (master ? std::chrono::seconds(1) : o.timeouts.answer_margin);
   std::string text;
   try {
-    text = s.get(p + "assignment", std::max(left, std::chrono::milliseconds(1)));
+    text = s.get(keys.assignment(), std::max(left, std::chrono::milliseconds(1)));
   } catch (const TimeoutError&) {
     return makeError("rendezvous at " + o.store_address + " timed out after " +
                      secondsText(o.timeouts.join) +
                      ": the master agent (machine_rank 0) did not publish the machine ranks; " +
-                     std::to_string(s.add(p + "arrivals", 0)) + "/" +
+                     std::to_string(s.add(keys.arrivals(), 0)) + "/" +
                      std::to_string(o.num_machines) + " machines joined");
   }
   json assignment = json::parse(text);
@@ -301,12 +296,12 @@ Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& 
   const auto deadline = Clock::now() + o.timeouts.join;
   const bool master = o.requested_machine_rank == 0;
   try {
-    if (master) s.set(prefix(o) + "open_round", std::to_string(o.round));
+    if (master) s.set(jobKeys(o).openRound(), std::to_string(o.round));
     const int slot = registerAgent(s, o);
     if (master) {
       auto machines = awaitMachines(s, o, deadline);
       if (!machines) return std::move(machines).takeError();
-      const int count = static_cast<int>(s.add(roundKeyPrefix(o) + "arrivals", 0));
+      const int count = static_cast<int>(s.add(roundKeys(o).arrivals(), 0));
       if (auto ok = publishAssignment(s, o, *machines, count); !ok)
         return std::move(ok).takeError();
     }
@@ -326,32 +321,18 @@ std::string masterStoreLost(const RendezvousOptions& o, const std::string& why) 
          "cut off from it and the others go on without this one)";
 }
 
-std::string failureKey(const RendezvousOptions& o) {
-  return failureKeyPrefix(o) + std::to_string(o.round);
-}
-std::string failureKeyPrefix(const RendezvousOptions& o) { return prefix(o) + "failure/"; }
-
 int openRound(store::Store& s, const RendezvousOptions& o, std::chrono::milliseconds timeout) {
-  return std::stoi(s.get(prefix(o) + "open_round", timeout));
+  return std::stoi(s.get(jobKeys(o).openRound(), timeout));
 }
 
 void closeRound(store::Store& s, const RendezvousOptions& o, const std::string& why) {
-  s.compareSet(roundKeyPrefix(o) + "assignment", "", json{{"closed", why}}.dump());
+  s.compareSet(roundKeys(o).assignment(), "", json{{"closed", why}}.dump());
 }
-std::string roundKeyPrefix(const RendezvousOptions& o) {
-  return prefix(o) + "round/" + std::to_string(o.round) + "/";
-}
-std::string statusKeyPrefix(const RendezvousOptions& o) { return prefix(o) + "status/"; }
-std::string presenceKey(const RendezvousOptions& o, const std::string& token) {
-  return presenceKeyPrefix(o) + token;
-}
-std::string presenceKeyPrefix(const RendezvousOptions& o) { return prefix(o) + "presence/"; }
-std::string jobIdKey() { return std::string(kAgentKeyPrefix) + "job_id"; }
 
 std::optional<JobFailure> publishFailure(store::Store& s, const RendezvousOptions& o,
                                          const JobFailure& mine) {
   try {
-    const std::string stored = s.compareSet(failureKey(o), "", failureToJson(mine).dump());
+    const std::string stored = s.compareSet(roundKeys(o).failure(), "", failureToJson(mine).dump());
     JobFailure first = failureFromJson(json::parse(stored));
     if (first.machine_rank == mine.machine_rank) return std::nullopt;
     return first;
@@ -364,25 +345,21 @@ std::optional<JobFailure> publishFailure(store::Store& s, const RendezvousOption
 
 std::optional<JobFailure> readFailure(store::Store& s, const RendezvousOptions& o,
                                       int machineRank) {
-  JobFailure first = failureFromJson(json::parse(s.get(failureKey(o), o.timeouts.record)));
+  JobFailure first = failureFromJson(json::parse(s.get(roundKeys(o).failure(), o.timeouts.record)));
   // This machine's own publication, unless the master found it lost.
   if (first.machine_rank == machineRank && first.cause != kCauseLost) return std::nullopt;
   return first;
 }
 
-std::string finishedKey(const RendezvousOptions& o, int machineRank) {
-  return roundKeyPrefix(o) + "finished/" + std::to_string(machineRank);
-}
-
 int exitBarrier(store::Store& s, const RendezvousOptions& o, bool master,
                 std::chrono::milliseconds afterFailure, const std::function<bool()>& othersGone) {
-  const std::string key = roundKeyPrefix(o) + "finished";
+  const std::string key = roundKeys(o).finishedCount();
   try {
     int done = static_cast<int>(s.add(key, 1));
     if (!master) return done;
     std::optional<Clock::time_point> failureDeadline;
     while (done < o.num_machines) {
-      if (!failureDeadline && s.check({failureKey(o)}))
+      if (!failureDeadline && s.check({roundKeys(o).failure()}))
         failureDeadline = Clock::now() + afterFailure;
       if ((othersGone && othersGone()) || (failureDeadline && Clock::now() >= *failureDeadline)) {
         return static_cast<int>(s.add(key, 0));

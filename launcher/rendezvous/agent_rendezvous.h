@@ -19,16 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "launcher/rendezvous/job_keys.h"
 #include "launcher/rendezvous/round_timeouts.h"
 #include "launcher/report/job_report.h"
 #include "libaccel/common/expected.h"
 #include "libaccel/store/store.h"
 
 namespace accel::launcher {
-
-// Every key the agents keep in the job's store starts with this (workers' keys never do); they
-// survive the fresh key space each restart attempt gets.
-inline constexpr const char* kAgentKeyPrefix = "accel/";
 
 struct RendezvousOptions {
   std::string run_id = "none";  // the job's id (--rdzv_id): its keys are accel/rdzv/<run_id>/...
@@ -49,7 +46,7 @@ struct RendezvousOptions {
   std::string address;        // this machine's address as seen on the way to the master
   std::string store_address;  // "host:port" of the store, for messages
   RoundTimeouts timeouts;     // join bounds the rendezvous; progress paces its notices
-  // This agent's presence key (presenceKey): it keeps a WAIT parked on it, on a connection of
+  // This agent's presence key (JobKeys::presence): it keeps a WAIT parked on it, on a connection of
   // its own, for as long as it lives; registered with it, so the master can tell which
   // registered agents are still there.
   std::string presence;
@@ -98,23 +95,11 @@ int openRound(store::Store& store, const RendezvousOptions& options,
 // spares read `why` instead of an assignment. Throws accel::Error.
 void closeRound(store::Store& store, const RendezvousOptions& options, const std::string& why);
 
-// The key under which the round's first failure is published (JSON of a JobFailure).
-std::string failureKey(const RendezvousOptions& options);
-// What every round's failure key starts with (the master's store counts the agents alive by
-// the watches parked under it).
-std::string failureKeyPrefix(const RendezvousOptions& options);
-// Where the keys of options.round live.
-std::string roundKeyPrefix(const RendezvousOptions& options);
-// Where agent `token` of the job parks its presence WAIT (a key nobody sets), and what every
-// presence key of the job starts with (the store's presence_key_prefix, with torch's "/").
-std::string presenceKey(const RendezvousOptions& options, const std::string& token);
-std::string presenceKeyPrefix(const RendezvousOptions& options);
-
-// The key under which the agent that hosts the store names the job it serves (its run_id):
-// an agent of another job that reaches the same store is told, instead of joining it.
-std::string jobIdKey();
-// Where machine M's agent keeps its `accel status` answer for the others: statusKeyPrefix + M.
-std::string statusKeyPrefix(const RendezvousOptions& options);
+// The keys of the job options.run_id, and of its round options.round (job_keys.h).
+inline JobKeys jobKeys(const RendezvousOptions& options) { return JobKeys(options.run_id); }
+inline RoundKeys roundKeys(const RendezvousOptions& options) {
+  return jobKeys(options).round(options.round);
+}
 
 // Why a machine stops when the master's store is gone (`why`: what the store client said): the
 // job's one point of failure, whichever wait noticed it.
@@ -135,10 +120,6 @@ std::optional<JobFailure> publishFailure(store::Store& store, const RendezvousOp
 // published within 30 s), nlohmann::json::exception when the record is malformed.
 std::optional<JobFailure> readFailure(store::Store& store, const RendezvousOptions& options,
                                       int machineRank);
-
-// Where machine M's agent says, before it leaves the job, that it is done with the round: a
-// member that is gone after saying so finished, it was not lost.
-std::string finishedKey(const RendezvousOptions& options, int machineRank);
 
 // The exit barrier: records that this machine's workers are done; the master then waits until
 // every machine has, or until `othersGone()` says no other agent is connected any more (one that

@@ -12,13 +12,6 @@
 #include "launcher/base/text.h"
 
 namespace accel::launcher {
-namespace {
-
-std::string keepAliveKey(const RendezvousOptions& rdzv, int machine) {
-  return roundKeyPrefix(rdzv) + "alive/" + std::to_string(machine);
-}
-
-}  // namespace
 
 JobLink::JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,
                  std::unique_ptr<store::TcpStoreClient> publisher, RendezvousOptions rdzv,
@@ -166,7 +159,7 @@ std::vector<LostMachine> JobLink::lostMachines() const {
 void JobLink::onTick() {
   next_tick_ = std::chrono::steady_clock::now() + options_.timeouts.keep_alive_interval;
   try {
-    publisher_->add(keepAliveKey(rdzv_, machine_rank_), 1);
+    publisher_->add(roundKeys(rdzv_).alive(machine_rank_), 1);
     if (!options_.monitor) return;
     checkMembers();
     checkArrivals();
@@ -182,7 +175,7 @@ void JobLink::checkMembers() {
   for (int m = 0; m < options_.machines; ++m) {
     const auto at = static_cast<size_t>(m);
     if (m == machine_rank_ || seen_[at] < -1) continue;  // found lost or finished
-    const int64_t count = publisher_->add(keepAliveKey(rdzv_, m), 0);
+    const int64_t count = publisher_->add(roundKeys(rdzv_).alive(m), 0);
     if (count != seen_[at]) {
       seen_[at] = count;
       moved_[at] = now;
@@ -201,7 +194,7 @@ void JobLink::checkMembers() {
 // Whether member `machine` said it finished before it went (its workers ended and its agent
 // left the job): then it is not lost, and not looked at again.
 bool JobLink::finishedNow(int machine) {
-  if (!publisher_->check({finishedKey(rdzv_, machine)})) return false;
+  if (!publisher_->check({roundKeys(rdzv_).finished(machine)})) return false;
   seen_[static_cast<size_t>(machine)] = -3;  // finished
   return true;
 }
@@ -226,9 +219,7 @@ void JobLink::markLost(int machine, const std::string& how, const std::string& d
 // A machine registered for the next round while the group has room: re-form to take it.
 void JobLink::checkArrivals() {
   if (options_.machines >= options_.max_machines || change_published_) return;
-  RendezvousOptions next = rdzv_;
-  next.round = rdzv_.round + 1;
-  if (publisher_->add(roundKeyPrefix(next) + "arrivals", 0) == 0) return;
+  if (publisher_->add(jobKeys(rdzv_).round(rdzv_.round + 1).arrivals(), 0) == 0) return;
   JobFailure joined;
   joined.cause = kCauseJoined;
   joined.reason = "a machine is waiting to join (the group has " +
@@ -253,7 +244,7 @@ void JobLink::onPublish(const JobFailure& mine) {
 
 void JobLink::onShare(const std::string& json) {
   try {
-    publisher_->set(statusKeyPrefix(rdzv_) + std::to_string(machine_rank_), json);
+    publisher_->set(jobKeys(rdzv_).status(machine_rank_), json);
   } catch (const std::exception&) {
     // Best effort: a master that cannot be reached shows up as the job's failure (the watch).
   }

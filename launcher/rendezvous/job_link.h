@@ -19,8 +19,8 @@
 // ways: its agent's presence (options.present: its connection to the store, looked at every
 // presence_check — an agent whose process died is gone within that) and its keep-alives (one
 // that did not move for keep_alive_misses intervals went silent: its machine or link is gone).
-// A member found either way is lost, unless it said it finished before it left (finishedKey,
-// agent_rendezvous.h) — the link publishes that as the round's failure (cause
+// A member found either way is lost, unless it said it finished before it left
+// (RoundKeys::finished, job_keys.h) — the link publishes that as the round's failure (cause
 // kCauseLost), so every machine stops its workers at once, and lostMachines() names it. While the
 // group is smaller than max_machines, the master's link also publishes a machine registered for the
 // next round (cause kCauseJoined): the group re-forms.
@@ -68,8 +68,8 @@ struct LinkOptions {
 
 class JobLink {
  public:
-  // `watch` already has its WAIT on failureKey(rdzv) parked (startWait); `publisher` is a second
-  // connection to the master's store, used only by the link's thread.
+  // `watch` already has its WAIT on roundKeys(rdzv).failure() parked (startWait); `publisher` is a
+  // second connection to the master's store, used only by the link's thread.
   JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,
           std::unique_ptr<store::TcpStoreClient> publisher, RendezvousOptions rdzv, int machineRank,
           std::string masterHost, LinkOptions options = {});
@@ -83,7 +83,7 @@ class JobLink {
   // first call of the job counts (false for later ones: no event will come).
   bool publish(JobFailure mine);
   // Queues this machine's `accel status` answer for the agents of the other machines (stored
-  // at statusKeyPrefix + machine rank; only the newest queued one is sent, best effort).
+  // at JobKeys::status(machine rank); only the newest queued one is sent, best effort).
   void shareStatus(std::string json);
   // The events so far (and drains fd()).
   std::vector<LinkEvent> takeEvents();

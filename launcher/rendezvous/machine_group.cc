@@ -3,14 +3,14 @@
 #include <unistd.h>
 
 #include "accel/error.h"
-#include "launcher/rendezvous/agent_rendezvous.h"
+#include "launcher/rendezvous/job_keys.h"
 #include "libaccel/store/tcp_store_server.h"
 
 namespace accel::launcher {
 
 void clearWorkerKeys(store::TcpStoreServer& server, int round, const Notify& notify) {
   try {
-    const size_t removed = server.clearKeysExcept({"/" + std::string(kAgentKeyPrefix)});
+    const size_t removed = server.clearKeysExcept({JobKeys::stored(kAgentKeyPrefix)});
     notify("attempt " + std::to_string(round) + " starts with a fresh key space (" +
            std::to_string(removed) + " keys of earlier attempts removed from the store)");
   } catch (const Error& e) {

@@ -14,10 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string endKey(const RendezvousOptions& o, int slot) {
-  return roundKeyPrefix(o) + "end/" + std::to_string(slot);
-}
-
 std::string machineText(const RoundEnd& e) {
   return "machine " + std::to_string(e.machine_rank) + " (" + e.host + ")";
 }
@@ -79,12 +75,12 @@ std::optional<std::string> cannotGoOn(const RoundFacts& f,
 }  // namespace
 
 void reportRoundEnd(store::Store& s, const RendezvousOptions& o, const RoundEnd& mine) {
-  const int slot = static_cast<int>(s.add(roundKeyPrefix(o) + "ends", 1)) - 1;
-  s.set(endKey(o, slot), json{{"machine_rank", mine.machine_rank},
-                              {"host", mine.host},
-                              {"continues", mine.continues},
-                              {"why_not", mine.why_not}}
-                             .dump());
+  const int slot = static_cast<int>(s.add(roundKeys(o).ends(), 1)) - 1;
+  s.set(roundKeys(o).end(slot), json{{"machine_rank", mine.machine_rank},
+                                     {"host", mine.host},
+                                     {"continues", mine.continues},
+                                     {"why_not", mine.why_not}}
+                                    .dump());
 }
 
 namespace {
@@ -93,7 +89,7 @@ namespace {
 // nullopt, as for a malformed one).
 std::optional<RoundEnd> readRoundEnd(store::Store& s, const RendezvousOptions& o, int slot) {
   try {
-    json j = json::parse(s.get(endKey(o, slot), o.timeouts.report_record));
+    json j = json::parse(s.get(roundKeys(o).end(slot), o.timeouts.report_record));
     return RoundEnd{j.at("machine_rank").get<int>(), j.at("host").get<std::string>(),
                     j.at("continues").get<bool>(), j.at("why_not").get<std::string>()};
   } catch (const TimeoutError&) {
@@ -111,7 +107,7 @@ std::vector<RoundEnd> awaitRoundEnds(store::Store& s, const RendezvousOptions& o
   std::vector<RoundEnd> ends;
   int read = 0;  // report slots read so far
   while (true) {
-    const int count = static_cast<int>(s.add(roundKeyPrefix(o) + "ends", 0));
+    const int count = static_cast<int>(s.add(roundKeys(o).ends(), 0));
     for (; read < count; ++read) {
       if (auto end = readRoundEnd(s, o, read)) ends.push_back(*end);
     }
@@ -124,7 +120,7 @@ std::vector<RoundEnd> awaitRoundEnds(store::Store& s, const RendezvousOptions& o
         deadline - std::chrono::steady_clock::now());
     if (static_cast<int>(accounted.size()) >= machines || left.count() <= 0) break;
     try {  // the next report, or a moment to look at the lost machines again
-      s.wait({endKey(o, count)}, std::min(left, o.timeouts.round_end_poll));
+      s.wait({roundKeys(o).end(count)}, std::min(left, o.timeouts.round_end_poll));
     } catch (const TimeoutError&) {
     }
   }
@@ -132,18 +128,18 @@ std::vector<RoundEnd> awaitRoundEnds(store::Store& s, const RendezvousOptions& o
 }
 
 void publishDecision(store::Store& s, const RendezvousOptions& o, const RoundDecision& d) {
-  s.set(roundKeyPrefix(o) + "decision", json{{"restart", d.restart},
-                                             {"why", d.why},
-                                             {"counted", d.counted},
-                                             {"restart_count", d.restart_count},
-                                             {"expect_machines", d.expect_machines}}
-                                            .dump());
+  s.set(roundKeys(o).decision(), json{{"restart", d.restart},
+                                      {"why", d.why},
+                                      {"counted", d.counted},
+                                      {"restart_count", d.restart_count},
+                                      {"expect_machines", d.expect_machines}}
+                                     .dump());
 }
 
 Expected<RoundDecision> readDecision(store::Store& s, const RendezvousOptions& o,
                                      std::chrono::milliseconds timeout) {
   try {
-    json j = json::parse(s.get(roundKeyPrefix(o) + "decision", timeout));
+    json j = json::parse(s.get(roundKeys(o).decision(), timeout));
     return RoundDecision{j.at("restart").get<bool>(), j.at("why").get<std::string>(),
                          j.at("counted").get<bool>(), j.at("restart_count").get<int>(),
                          j.at("expect_machines").get<int>()};

@@ -109,15 +109,11 @@ StoreGroup::StoreGroup(const LaunchPlan& plan, const probes::Environment& parent
 StoreGroup::~StoreGroup() { link_.reset(); }
 
 std::string StoreGroup::presenceWaitPrefix(const std::string& rendezvousId) {
-  RendezvousOptions job;
-  job.run_id = rendezvousId;
-  return "/" + presenceKeyPrefix(job);
+  return JobKeys::stored(JobKeys(rendezvousId).presencePrefix());
 }
 
 std::string StoreGroup::trackedWaitPrefix(const std::string& rendezvousId) {
-  RendezvousOptions job;
-  job.run_id = rendezvousId;
-  return "/" + failureKeyPrefix(job);
+  return JobKeys::stored(JobKeys(rendezvousId).failurePrefix());
 }
 
 Expected<void> StoreGroup::connect() {
@@ -135,7 +131,7 @@ Expected<void> StoreGroup::connect() {
   rdzv_.address = plan_.local_addr.value_or(to_master_ ? to_master_->local_ip : "");
   try {
     client_ = connectToMaster(plan_, store_port_, timeouts().join);
-    if (master()) client_->set(jobIdKey(), rdzv_.run_id);
+    if (master()) client_->set(JobKeys::jobId(), rdzv_.run_id);
     parkPresence();
   } catch (const Error& e) {
     return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
@@ -161,7 +157,7 @@ void StoreGroup::parkPresence() {
                                  static_cast<unsigned>(std::random_device{}()));
   rdzv_.presence = rdzv_.host + "-" + std::to_string(::getpid()) + "-" + std::to_string(random());
   presence_store_ = connectToMaster(plan_, store_port_, timeouts().connect);
-  presence_store_->startWait({presenceKey(rdzv_, rdzv_.presence)});
+  presence_store_->startWait({jobKeys(rdzv_).presence(rdzv_.presence)});
   if (!server_) return;
   // A registration read right after it was written may come before its agent's WAIT was
   // parked (another connection): it gets a moment before it counts as gone.
@@ -171,7 +167,7 @@ void StoreGroup::parkPresence() {
 }
 
 bool StoreGroup::present(const std::string& token, std::chrono::milliseconds grace) const {
-  return token.empty() || server_->waiting("/" + presenceKey(rdzv_, token), grace);
+  return token.empty() || server_->waiting(JobKeys::stored(jobKeys(rdzv_).presence(token)), grace);
 }
 
 // The store this agent reached serves this job, not another one that uses the same endpoint
@@ -179,7 +175,7 @@ bool StoreGroup::present(const std::string& token, std::chrono::milliseconds gra
 Expected<void> StoreGroup::checkJobId() {
   std::string theirs;
   try {
-    theirs = client_->get(jobIdKey(), timeouts().join);
+    theirs = client_->get(JobKeys::jobId(), timeouts().join);
   } catch (const TimeoutError&) {
     return makeError("the store at " + rdzv_.store_address + " names no job within " +
                      secondsText(timeouts().join) +
@@ -267,7 +263,7 @@ LinkOptions StoreGroup::linkOptions() const {
 Expected<void> StoreGroup::parkFailureWatch() {
   try {
     watch_store_ = connectToMaster(plan_, store_port_, timeouts().connect);
-    watch_fd_ = watch_store_->startWait({failureKey(rdzv_)});
+    watch_fd_ = watch_store_->startWait({roundKeys(rdzv_).failure()});
     keepAlive(watch_fd_, timeouts());
     publisher_store_ = connectToMaster(plan_, store_port_, timeouts().connect);
     // Its requests are small and the store answers at once: a reply that takes longer than
@@ -369,9 +365,8 @@ RoundDecision StoreGroup::decide(const AttemptReport& last) {
   });
   if (link_) facts.lost = link_->lostMachines();
   // Machines registered for the next round by now (one that arrived during the wait included).
-  RendezvousOptions next = rdzv_;
-  ++next.round;
-  facts.waiting = static_cast<int>(client_->add(roundKeyPrefix(next) + "arrivals", 0));
+  facts.waiting =
+      static_cast<int>(client_->add(jobKeys(rdzv_).round(rdzv_.round + 1).arrivals(), 0));
   RoundDecision decision = decideNextRound(facts);
   previous_failure_ = facts.failure;
   previous_progress_ = facts.progress;
@@ -411,7 +406,7 @@ void StoreGroup::closeJob(const std::string& why) {
 std::optional<JobFailure> StoreGroup::readRoundFailure() {
   try {
     return failureFromJson(
-        nlohmann::json::parse(client_->get(failureKey(rdzv_), timeouts().failure_read)));
+        nlohmann::json::parse(client_->get(roundKeys(rdzv_).failure(), timeouts().failure_read)));
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -435,7 +430,7 @@ void StoreGroup::awaitOtherMachines() {
   RendezvousOptions group = rdzv_;
   group.num_machines = joined_ ? static_cast<int>(joined_->machines.size()) : plan_.num_machines;
   try {  // before leaving: this machine finished, it is not lost (job_link.h)
-    if (joined_) client_->set(finishedKey(rdzv_, joined_->machine_rank), "1");
+    if (joined_) client_->set(roundKeys(rdzv_).finished(joined_->machine_rank), "1");
   } catch (const Error&) {
   }
   int done = exitBarrier(*client_, group, master(), afterFailure, othersGone);

@@ -69,7 +69,7 @@ class StoreGroup : public MachineGroup {
   void awaitOtherMachines() override;
   void interrupt() override;
 
-  std::string statusKeyPrefix() const override { return launcher::statusKeyPrefix(rdzv_); }
+  std::string statusKeyPrefix() const override { return jobKeys(rdzv_).statusPrefix(); }
   std::string host() const override { return rdzv_.host; }
 
  private:

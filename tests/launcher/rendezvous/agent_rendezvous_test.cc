@@ -44,8 +44,7 @@ class AgentRendezvousTest : public ::testing::Test {
   // accel/rdzv/<run_id>/round/0/agent/<slot> for each arrival, in slot order. Throws
   // TimeoutError (failing the test) if they never do.
   void awaitRegistered(int slots) {
-    client()->wait({roundKeyPrefix(RendezvousOptions{}) + "agent/" + std::to_string(slots - 1)},
-                   10s);
+    client()->wait({roundKeys(RendezvousOptions{}).agent(slots - 1)}, 10s);
   }
 
   std::unique_ptr<store::TcpStoreServer> server_;
@@ -119,10 +118,10 @@ TEST_F(AgentRendezvousTest, AMachineThatRegisteredAndDiedIsNotAMember) {
   };
   // The dead one registered first (as a rendezvous() would), then vanished.
   auto c = client();
-  const std::string round0 = roundKeyPrefix(RendezvousOptions{});
-  c->add(round0 + "arrivals", 1);
+  const RoundKeys round0 = roundKeys(RendezvousOptions{});
+  c->add(round0.arrivals(), 1);
   c->set(
-      round0 + "agent/0",
+      round0.agent(0),
       R"({"host":"gone","address":"","presence":"dead","local_world_size":2,"requested_rank":-1})");
   auto other = std::async(std::launch::async, [&] { return join(elastic(-1)); });
   awaitRegistered(2);
