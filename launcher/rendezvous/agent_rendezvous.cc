@@ -131,19 +131,6 @@ int leastMachines(const RendezvousOptions& o) {
   return o.min_machines > 0 ? std::min(o.min_machines, o.num_machines) : o.num_machines;
 }
 
-// When the round may close with `count` machines joined: at once with num_machines (or the
-// `expect_machines` of a re-forming group), else last_call after min_machines joined.
-struct Closing {
-  std::optional<Clock::time_point> last_call;  // set once min_machines joined
-  bool ready(const RendezvousOptions& o, int count) {
-    if (count >= o.num_machines) return true;
-    if (count < leastMachines(o)) return false;
-    if (o.expect_machines > 0 && count >= o.expect_machines) return true;
-    if (!last_call) last_call = Clock::now() + o.timeouts.last_call;
-    return Clock::now() >= *last_call;
-  }
-};
-
 // The master, parked on the store until the round can close (Closing); woken every progress
 // interval to say who is missing. On timeout the reason is published, so the others fail now.
 // Returns how many machines the round has.
@@ -155,7 +142,7 @@ Expected<int> awaitMachines(store::Store& s, const RendezvousOptions& o,
   // MIN); past it, MAX.
   const int firstClose =
       o.expect_machines > 0 ? std::max(leastMachines(o), o.expect_machines) : leastMachines(o);
-  Closing closing;
+  RoundClosing closing;
   int count = 1;  // this agent
   while (true) {
     const int target = count < firstClose ? firstClose : o.num_machines;
@@ -175,7 +162,7 @@ Expected<int> awaitMachines(store::Store& s, const RendezvousOptions& o,
                        std::to_string(o.num_machines) +
                        " (is another job using the same --main_process_port?)");
     }
-    if (closing.ready(o, here)) return std::min(here, o.num_machines);
+    if (closing.ready(o, here, Clock::now())) return std::min(here, o.num_machines);
     std::string status =
         std::to_string(here) + "/" + std::to_string(o.num_machines) + " machines joined" +
         (here < count ? " (" + std::to_string(count - here) + " left again)" : std::string()) +
@@ -291,6 +278,14 @@ Expected<RendezvousResult> readAssignment(store::Store& s, const RendezvousOptio
 }
 
 }  // namespace
+
+bool RoundClosing::ready(const RendezvousOptions& o, int count, time_point now) {
+  if (count >= o.num_machines) return true;
+  if (count < leastMachines(o)) return false;
+  if (o.expect_machines > 0 && count >= o.expect_machines) return true;
+  if (!last_call) last_call = now + o.timeouts.last_call;
+  return now >= *last_call;
+}
 
 Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& o) {
   const auto deadline = Clock::now() + o.timeouts.join;

@@ -79,6 +79,16 @@ struct RendezvousResult {
   std::string closed;  // not empty: the job ended before this round formed (why)
 };
 
+// The master's rule for when a round may close with `count` machines joined: at once with
+// num_machines (or the expect_machines of a re-forming group), else timeouts.last_call after
+// min_machines joined (the last call starts at the first look that sees them). Pure: the
+// caller passes the instant (unit-tested in fake time).
+struct RoundClosing {
+  using time_point = std::chrono::steady_clock::time_point;
+  std::optional<time_point> last_call;  // set once min_machines joined
+  bool ready(const RendezvousOptions& options, int count, time_point now);
+};
+
 // Joins the rendezvous. Blocks until every machine joined or the timeout (an agent other than
 // the master waits 2 s longer, so that the master's reason for giving up reaches it); the error
 // names what is missing ("timed out after 900 s: 3/4 machines joined; waiting for machine_rank

@@ -22,11 +22,10 @@ JobLink::JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,
       rdzv_(std::move(rdzv)),
       machine_rank_(machineRank),
       master_host_(std::move(masterHost)),
-      options_(std::move(options)) {
-  const auto now = std::chrono::steady_clock::now();
-  next_tick_ = next_presence_check_ = now;
-  seen_.assign(static_cast<size_t>(options_.machines), -1);
-  moved_.assign(static_cast<size_t>(options_.machines), now);
+      options_(std::move(options)),
+      liveness_(options_.machines, machineRank, options_.timeouts,
+                std::chrono::steady_clock::now()) {
+  next_tick_ = next_presence_check_ = std::chrono::steady_clock::now();
   event_fd_ = makeEventFd();
   wake_fd_ = makeEventFd();
   thread_ = startQuietThread([this] { run(); });
@@ -135,15 +134,15 @@ std::chrono::milliseconds JobLink::untilNextCheck() const {
 // The master, every presence_check: a member whose agent's connection to the store closed
 // is gone (its process died), found without waiting for its keep-alives to stop.
 void JobLink::checkPresence() {
-  next_presence_check_ = std::chrono::steady_clock::now() + options_.timeouts.presence_check;
+  const auto now = std::chrono::steady_clock::now();
+  next_presence_check_ = now + options_.timeouts.presence_check;
   if (!options_.monitor || !options_.present) return;
   try {
     for (int m = 0; m < options_.machines; ++m) {
-      if (m == machine_rank_ || seen_[static_cast<size_t>(m)] < -1 || options_.present(m)) {
-        continue;
-      }
-      if (finishedNow(m)) continue;
-      markLost(m, "its agent is gone", "its connection to the job's store closed");
+      if (!liveness_.watching(m)) continue;
+      auto lost =
+          liveness_.presence(m, options_.present(m), now, [this, m] { return finished(m); });
+      if (lost) markLost(*lost, "its connection to the job's store closed");
     }
   } catch (const std::exception&) {
     // The master's own store does not fail; a publication that did is the keep-alives' to find.
@@ -168,51 +167,35 @@ void JobLink::onTick() {
   }
 }
 
-// A member whose keep-alive did not move for keep_alive_misses intervals is lost.
+// A member whose keep-alive did not move for the window is lost (Liveness).
 void JobLink::checkMembers() {
   const auto now = std::chrono::steady_clock::now();
-  const auto limit = options_.timeouts.keep_alive_interval * options_.timeouts.keep_alive_misses;
   for (int m = 0; m < options_.machines; ++m) {
-    const auto at = static_cast<size_t>(m);
-    if (m == machine_rank_ || seen_[at] < -1) continue;  // found lost or finished
+    if (!liveness_.watching(m)) continue;
     const int64_t count = publisher_->add(roundKeys(rdzv_).alive(m), 0);
-    if (count != seen_[at]) {
-      seen_[at] = count;
-      moved_[at] = now;
-      continue;
-    }
-    if (now - moved_[at] < limit || finishedNow(m)) continue;
-    markLost(m,
-             "no keep-alive for " +
-                 secondsText(std::chrono::duration_cast<std::chrono::milliseconds>(limit)),
-             "keep_alive_interval " + secondsText(options_.timeouts.keep_alive_interval) +
-                 " x keep_alive_max_attempt " +
-                 std::to_string(options_.timeouts.keep_alive_misses));
+    auto lost = liveness_.keepAlive(m, count, now, [this, m] { return finished(m); });
+    if (lost) markLost(*lost, liveness_.windowText());
   }
 }
 
 // Whether member `machine` said it finished before it went (its workers ended and its agent
-// left the job): then it is not lost, and not looked at again.
-bool JobLink::finishedNow(int machine) {
-  if (!publisher_->check({roundKeys(rdzv_).finished(machine)})) return false;
-  seen_[static_cast<size_t>(machine)] = -3;  // finished
-  return true;
+// left the job): then it is not lost.
+bool JobLink::finished(int machine) {
+  return publisher_->check({roundKeys(rdzv_).finished(machine)});
 }
 
-// Member `machine` is lost (`how`, and what explains it, `detail`): noted once, and published
-// as the round's failure.
-void JobLink::markLost(int machine, const std::string& how, const std::string& detail) {
-  const auto at = static_cast<size_t>(machine);
-  seen_[at] = -2;  // found lost: not looked at again
+// A member lost (how, and what explains it, `detail`): published as the round's failure.
+void JobLink::markLost(const LostMachine& machine, const std::string& detail) {
+  const auto at = static_cast<size_t>(machine.machine);
   {
     std::lock_guard lock(mutex_);
-    lost_.push_back(LostMachine{machine, how});
+    lost_.push_back(machine);
   }
   JobFailure lost;
-  lost.machine_rank = machine;
+  lost.machine_rank = machine.machine;
   lost.host = at < options_.hosts.size() ? options_.hosts[at] : "";
   lost.cause = kCauseLost;
-  lost.reason = "lost: " + how + (detail.empty() ? "" : " (" + detail + ")");
+  lost.reason = "lost: " + machine.how + (detail.empty() ? "" : " (" + detail + ")");
   publishMembershipChange(std::move(lost));
 }
 

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "launcher/rendezvous/agent_rendezvous.h"
+#include "launcher/rendezvous/liveness.h"
 #include "launcher/rendezvous/round_end.h"
 #include "launcher/report/job_report.h"
 #include "libaccel/store/tcp_store_client.h"
@@ -104,8 +105,8 @@ class JobLink {
   void onTick();
   void checkMembers();
   void checkPresence();
-  void markLost(int machine, const std::string& how, const std::string& detail);
-  bool finishedNow(int machine);
+  void markLost(const LostMachine& machine, const std::string& detail);
+  bool finished(int machine);
   std::chrono::milliseconds untilNextCheck() const;
   void checkArrivals();
   void publishMembershipChange(JobFailure change);
@@ -116,10 +117,10 @@ class JobLink {
   const int machine_rank_;
   const std::string master_host_;
   const LinkOptions options_;
-  // The link thread's own: when it last sent a keep-alive, and what it saw of each member's.
+  // The link thread's own: when it next sends a keep-alive and looks at the members' presence,
+  // and its judgement of them (the master's).
   std::chrono::steady_clock::time_point next_tick_, next_presence_check_;
-  std::vector<int64_t> seen_;
-  std::vector<std::chrono::steady_clock::time_point> moved_;
+  Liveness liveness_;
   bool change_published_ = false;
   int event_fd_ = -1;  // link → supervisor
   int wake_fd_ = -1;   // supervisor → link (a publication is queued, or stop)

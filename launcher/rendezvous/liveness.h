@@ -1,0 +1,57 @@
+#pragma once
+// Liveness: the master's judgement of a round's members — which one is lost, when, and how —
+// from what it sees of each: whether its agent is present in the job's store (its presence
+// connection open: an agent whose process died is gone at once), its keep-alive counter (one
+// that did not move for keep_alive_interval x keep_alive_misses went silent: its machine or
+// link is gone), and whether it said it finished before it left (then it is not lost). A
+// machine arriving is not liveness: it is the group growing (JobLink::checkArrivals).
+//
+// Pure: the caller reads the store and passes the instant, so the rules are unit-tested in
+// fake time (tests/launcher/rendezvous/liveness_test.cc); JobLink's thread drives it. Not
+// thread-safe: one thread calls it.
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/rendezvous/round_end.h"
+#include "launcher/rendezvous/round_timeouts.h"
+
+namespace accel::launcher {
+
+class Liveness {
+ public:
+  using time_point = std::chrono::steady_clock::time_point;
+
+  // `machines` members, of which `self` is the master's own machine (never judged); every
+  // keep-alive window starts at `start`.
+  Liveness(int machines, int self, const RoundTimeouts& timeouts, time_point start);
+
+  // Member `machine`'s agent is present (true) or gone (false) at `now`. `finished` is asked
+  // only before calling it lost. Returns how it is lost, once; nullopt otherwise.
+  std::optional<LostMachine> presence(int machine, bool present, time_point now,
+                                      const std::function<bool()>& finished);
+  // Member `machine`'s keep-alive counter read `count` at `now`: lost when it has not moved for
+  // the window (and it did not finish). Returns how, once; nullopt otherwise.
+  std::optional<LostMachine> keepAlive(int machine, int64_t count, time_point now,
+                                       const std::function<bool()>& finished);
+  // Whether `machine` is still judged (not the master's own, not lost, not finished).
+  bool watching(int machine) const;
+
+  // "keep_alive_interval 1 s x keep_alive_max_attempt 3": what the window is made of.
+  std::string windowText() const;
+
+ private:
+  enum class State { kWatched, kSelf, kLost, kFinished };
+  std::optional<LostMachine> judge(int machine, std::string how,
+                                   const std::function<bool()>& finished);
+
+  const RoundTimeouts timeouts_;
+  std::vector<State> state_;
+  std::vector<int64_t> count_;           // the last keep-alive count seen (-1: none yet)
+  std::vector<time_point> moved_;        // when it last moved (or the start)
+};
+
+}  // namespace accel::launcher

@@ -1,0 +1,144 @@
+// The master's judgement of a round's members, in fake time: the instants at which a member is
+// found lost (gone, or silent for the keep-alive window), and those at which it is not (moving,
+// finished, a pause shorter than the window). Time is a steady_clock origin plus milliseconds.
+
+#include "launcher/rendezvous/liveness.h"
+
+#include "launcher/rendezvous/agent_rendezvous.h"
+
+#include <gtest/gtest.h>
+
+namespace accel::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+using time_point = Liveness::time_point;
+
+const time_point kStart{};  // the round's start
+time_point at(std::chrono::milliseconds ms) { return kStart + ms; }
+
+// --rdzv_conf keep_alive_interval=1,keep_alive_max_attempt=3: a 3 s window.
+RoundTimeouts timeouts() {
+  RoundTimeouts t;
+  t.keep_alive_interval = 1s;
+  t.keep_alive_misses = 3;
+  return t;
+}
+
+const std::function<bool()> kNotFinished = [] { return false; };
+
+// Machine 2's agent sends keep-alives every second until 4 s, then falls silent; the master
+// reads every member each second. Lost at the first look 3 s after the counter last moved
+// (7 s), not a look earlier; the others are never judged lost.
+TEST(LivenessTest, ASilentMemberIsLostAtTheFirstLookPastTheWindow) {
+  Liveness l(3, 0, timeouts(), kStart);
+  for (int s = 0; s <= 10; ++s) {
+    const int64_t machine2 = std::min(s, 4);
+    auto lost1 = l.keepAlive(1, s, at(s * 1000ms), kNotFinished);
+    auto lost2 = l.keepAlive(2, machine2, at(s * 1000ms), kNotFinished);
+    EXPECT_FALSE(lost1) << "machine 1 moves every second, at " << s << " s";
+    if (s < 7) {
+      EXPECT_FALSE(lost2) << "at " << s << " s";
+    } else if (s == 7) {
+      ASSERT_TRUE(lost2) << "3 s after its last keep-alive (4 s)";
+      EXPECT_EQ(*lost2, (LostMachine{2, "no keep-alive for 3 s"}));
+    } else {
+      EXPECT_FALSE(lost2) << "found once: at " << s << " s";
+    }
+  }
+  EXPECT_FALSE(l.watching(2));
+  EXPECT_TRUE(l.watching(1));
+  EXPECT_EQ(l.windowText(), "keep_alive_interval 1 s x keep_alive_max_attempt 3");
+}
+
+// A pause shorter than the window (a 2 s partition) is not a loss.
+TEST(LivenessTest, APauseShorterThanTheWindowIsNotALoss) {
+  Liveness l(2, 0, timeouts(), kStart);
+  EXPECT_FALSE(l.keepAlive(1, 1, at(0ms), kNotFinished));
+  EXPECT_FALSE(l.keepAlive(1, 1, at(1000ms), kNotFinished));
+  EXPECT_FALSE(l.keepAlive(1, 1, at(2900ms), kNotFinished));  // silent for 2.9 s
+  EXPECT_FALSE(l.keepAlive(1, 4, at(3100ms), kNotFinished));  // the queued ones arrive
+  EXPECT_FALSE(l.keepAlive(1, 4, at(6000ms), kNotFinished));  // 2.9 s since it moved
+  EXPECT_TRUE(l.keepAlive(1, 4, at(6100ms), kNotFinished));   // 3 s: lost
+}
+
+// An agent whose process died is lost at the first look after its presence went, whatever its
+// keep-alives said a moment ago; the master's own machine is never judged.
+TEST(LivenessTest, AGoneAgentIsLostAtOnce) {
+  Liveness l(3, 1, timeouts(), kStart);
+  EXPECT_FALSE(l.keepAlive(2, 7, at(900ms), kNotFinished));
+  EXPECT_FALSE(l.presence(2, true, at(1000ms), kNotFinished));
+  auto lost = l.presence(2, false, at(1100ms), kNotFinished);
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(*lost, (LostMachine{2, "its agent is gone"}));
+  EXPECT_FALSE(l.presence(2, false, at(1200ms), kNotFinished));  // once
+  EXPECT_FALSE(l.keepAlive(2, 7, at(9000ms), kNotFinished));     // not again by keep-alives
+  EXPECT_FALSE(l.presence(1, false, at(1200ms), kNotFinished));  // the master itself
+  EXPECT_FALSE(l.watching(1));
+}
+
+// A member that said it finished before it left is not lost, whichever way it went; asking
+// whether it finished happens only when it would otherwise be lost.
+TEST(LivenessTest, AMemberThatFinishedIsNotLost) {
+  Liveness l(3, 0, timeouts(), kStart);
+  int asked = 0;
+  auto finished = [&asked] {
+    ++asked;
+    return true;
+  };
+  EXPECT_FALSE(l.presence(1, true, at(100ms), finished));
+  EXPECT_FALSE(l.keepAlive(2, 1, at(100ms), finished));
+  EXPECT_EQ(asked, 0);
+  EXPECT_FALSE(l.presence(1, false, at(200ms), finished));
+  EXPECT_FALSE(l.keepAlive(2, 1, at(3200ms), finished));
+  EXPECT_EQ(asked, 2);
+  EXPECT_FALSE(l.watching(1));
+  EXPECT_FALSE(l.watching(2));
+  EXPECT_FALSE(l.presence(1, false, at(5000ms), kNotFinished));  // finished stays finished
+}
+
+// torch's keep_alive_interval=5,keep_alive_max_attempt=3: the window follows the settings.
+TEST(LivenessTest, TheWindowIsWhatTheSettingsSay) {
+  RoundTimeouts t = timeouts();
+  t.keep_alive_interval = 5s;
+  Liveness l(2, 0, t, kStart);
+  EXPECT_FALSE(l.keepAlive(1, 0, at(0ms), kNotFinished));
+  EXPECT_FALSE(l.keepAlive(1, 0, at(14999ms), kNotFinished));
+  auto lost = l.keepAlive(1, 0, at(15000ms), kNotFinished);
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->how, "no keep-alive for 15 s");
+}
+
+// --nnodes 2:4 with a last call of 30 s: closed at once with 4; with 2 or 3, 30 s after the
+// first look that saw 2 — not before, and not later; a re-forming group that expects 3 closes
+// as soon as 3 are there.
+TEST(RoundClosingTest, TheLastCallClosesTheFirstRound) {
+  RendezvousOptions o;
+  o.num_machines = 4;
+  o.min_machines = 2;
+  o.timeouts.last_call = 30s;
+  RoundClosing c;
+  EXPECT_FALSE(c.ready(o, 1, at(0ms)));
+  EXPECT_FALSE(c.last_call);  // MIN not met: no last call yet
+  EXPECT_FALSE(c.ready(o, 2, at(1000ms)));
+  ASSERT_TRUE(c.last_call);
+  EXPECT_EQ(*c.last_call, at(31000ms));
+  EXPECT_FALSE(c.ready(o, 3, at(20000ms)));
+  EXPECT_FALSE(c.ready(o, 3, at(30999ms)));
+  EXPECT_TRUE(c.ready(o, 3, at(31000ms)));
+  RoundClosing full;
+  EXPECT_TRUE(full.ready(o, 4, at(0ms)));  // MAX: at once
+  RendezvousOptions reforming = o;
+  reforming.expect_machines = 3;
+  RoundClosing survivors;
+  EXPECT_FALSE(survivors.ready(reforming, 2, at(0ms)));
+  EXPECT_TRUE(survivors.ready(reforming, 3, at(10ms)));  // no last call for the expected
+  RendezvousOptions fixed;
+  fixed.num_machines = 3;  // a static job: all of them
+  RoundClosing all;
+  EXPECT_FALSE(all.ready(fixed, 2, at(3600000ms)));
+  EXPECT_TRUE(all.ready(fixed, 3, at(3600001ms)));
+}
+
+}  // namespace
+}  // namespace accel::launcher
