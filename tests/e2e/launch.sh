@@ -707,8 +707,13 @@ s.wait(["accel/rdzv/none/round/%s/agent/%s" % (sys.argv[2], sys.argv[3])])' "$PO
     "$ACCEL" launch "${elastic[@]}" --rdzv_endpoint "127.0.0.1:$PORT" --rdzv_conf "$conf" "${BEH[@]}" >"$1" 2>&1 &
     JOINED=$!
   }
+  # summary_of DIR KEY: KEY of the one summary.json kept in log directory DIR.
+  summary_of() {
+    /usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$(run_dir_in "$1")/summary.json" "$2"
+  }
   export BEHAVE_DEFAULT=sleep-until-attempt:1
-  start_master "$SCRATCH/m0.out" "${elastic[@]}" --rdzv_endpoint 127.0.0.1 --rdzv_conf "is_host=1,$conf" "${BEH[@]}"
+  start_master "$SCRATCH/m0.out" "${elastic[@]}" --rdzv_endpoint 127.0.0.1 --rdzv_conf "is_host=1,$conf" \
+    --log_dir "$SCRATCH/logs1" "${BEH[@]}"
   wait_registered 0 0
   join_job "$SCRATCH/j1.out"; j1=$JOINED
   wait_registered 0 1
@@ -732,12 +737,17 @@ $o1"
   expect_contains "$o1" "machine 1 of 2: ranks 2–3 of 4"
   for rank in 0 1 2 3; do [[ $(cat "$OUT_DIR/done.1.$rank") == "world=4 restart=1" ]] || fail "rank $rank: $(cat "$OUT_DIR/done.1.$rank" 2>&1)"; done
   [[ ! -e $OUT_DIR/done.1.4 ]] || fail "a rank beyond the survivors ran"
+  # One count everywhere: the notice's "1 of 1", TORCHELASTIC_RESTART_COUNT=1 (restart=1 above)
+  # and summary.json's restarts_used, over 2 attempts.
+  [[ $(summary_of "$SCRATCH/logs1" restarts_used) == 1 ]] || fail "restarts_used: $(summary_of "$SCRATCH/logs1" restarts_used)"
+  [[ $(/usr/bin/python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["attempts"]))' "$(run_dir_in "$SCRATCH/logs1")/summary.json") == 2 ]] || fail "attempts in summary.json"
   expect_no_leftovers
   # (2) Scale up, and a spare.
   rm -f "$OUT_DIR"/*
   conf=keep_alive_interval=0.5,keep_alive_max_attempt=3,last_call_timeout=1
   export BEHAVE_DEFAULT=sleep-while-world:4
-  start_master "$SCRATCH/m0.out" "${elastic[@]}" --rdzv_endpoint 127.0.0.1 --rdzv_conf "is_host=1,$conf" "${BEH[@]}"
+  start_master "$SCRATCH/m0.out" "${elastic[@]}" --rdzv_endpoint 127.0.0.1 --rdzv_conf "is_host=1,$conf" \
+    --log_dir "$SCRATCH/logs2" "${BEH[@]}"
   wait_registered 0 0
   join_job "$SCRATCH/j1.out"; j1=$JOINED
   wait_files 'ready.*' 4
@@ -765,6 +775,9 @@ $o3"
   [[ $o2 != *spare* ]] || fail "called a spare while the group had room: $o2"
   expect_contains "$o3" "round 1 is full (3 machines, the most the job takes): this machine waits as a spare for a later round"
   expect_contains "$o3" "the job ended before this machine could join it: the job finished"
+  # The group grew and a spare came: two attempts, no restart (restart=0 above, and here).
+  [[ $(summary_of "$SCRATCH/logs2" restarts_used) == 0 ]] || fail "restarts_used: $(summary_of "$SCRATCH/logs2" restarts_used)"
+  [[ $m0 != *"restarts used"* ]] || fail "$m0"
   expect_no_leftovers
   # (3) A machine that joins and dies before the round closes (--nnodes 2:4, a last call of
   # 8 s, long enough for this script's python3 to see the third registration): the round
