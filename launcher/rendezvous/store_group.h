@@ -4,9 +4,9 @@
 // failure link (job_link.h), agree with the others whether the job restarts after a failure
 // (round_end.h), and the exit barrier at the end.
 //
-// Every method blocks on the master's store (bounded by the plan's timeouts) and must be called
-// from the agent's main thread, which owns the group's store connection; the link's thread has
-// connections of its own. Nothing throws: a store that cannot be reached is an error or a
+// Every method blocks on the master's store (bounded by its RoundTimeouts, round_timeouts.h) and
+// must be called from the agent's main thread, which owns the group's store connection, but
+// interrupt() (machine_group.h); the link's thread has connections of its own. Nothing throws: a store that cannot be reached is an error or a
 // decision not to restart, naming the store.
 
 #include <memory>
@@ -36,8 +36,9 @@ class StoreGroup : public MachineGroup {
              std::optional<int> requestedRank, int storePort, store::TcpStoreServer* server);
   ~StoreGroup() override;
 
-  // What the master's store counts the agents alive by: the prefix of the WAITs each agent
-  // parks on its round's failure key.
+  // What the master's store counts the agents' failure watches by (awaitWatches, before a
+  // round's attempt starts): the prefix of the WAITs each agent parks on its round's failure
+  // key.
   static std::string trackedWaitPrefix(const std::string& rendezvousId);
   // What the presence keys of the job's agents start with (the store's presence_key_prefix).
   static std::string presenceWaitPrefix(const std::string& rendezvousId);
