@@ -50,8 +50,8 @@ class Liveness {
 
   const RoundTimeouts timeouts_;
   std::vector<State> state_;
-  std::vector<int64_t> count_;           // the last keep-alive count seen (-1: none yet)
-  std::vector<time_point> moved_;        // when it last moved (or the start)
+  std::vector<int64_t> count_;     // the last keep-alive count seen (-1: none yet)
+  std::vector<time_point> moved_;  // when it last moved (or the start)
 };
 
 }  // namespace accel::launcher

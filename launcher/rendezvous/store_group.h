@@ -6,8 +6,8 @@
 //
 // Every method blocks on the master's store (bounded by its RoundTimeouts, round_timeouts.h) and
 // must be called from the agent's main thread, which owns the group's store connection, but
-// interrupt() (machine_group.h); the link's thread has connections of its own. Nothing throws: a store that cannot be reached is an error or a
-// decision not to restart, naming the store.
+// interrupt() (machine_group.h); the link's thread has connections of its own. Nothing throws: a
+// store that cannot be reached is an error or a decision not to restart, naming the store.
 
 #include <memory>
 #include <optional>

@@ -4,9 +4,9 @@
 
 #include "launcher/rendezvous/liveness.h"
 
-#include "launcher/rendezvous/agent_rendezvous.h"
-
 #include <gtest/gtest.h>
+
+#include "launcher/rendezvous/agent_rendezvous.h"
 
 namespace accel::launcher {
 namespace {
