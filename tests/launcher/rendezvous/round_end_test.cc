@@ -1,5 +1,6 @@
-// The end of a failed round: the master's rule (decideNextRound), and the agents, as threads on
-// a real store server, reporting, deciding and reading the decision round by round.
+// The end of a failed round: the master's rule (decideNextRound), and the agents, as threads
+// sharing one in-memory store (the TCP store's semantics without sockets: the TCP path is the
+// e2e tests'), reporting, deciding and reading the decision round by round.
 
 #include "launcher/rendezvous/round_end.h"
 
@@ -7,8 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "libaccel/store/tcp_store_client.h"
-#include "libaccel/store/tcp_store_server.h"
+#include "libaccel/store/memory_store.h"
 
 namespace accel::launcher {
 namespace {
@@ -212,19 +212,15 @@ TEST(DecideNextRoundTest, OneMachineFollowsTheSameRule) {
 
 class RoundEndTest : public ::testing::Test {
  protected:
-  void SetUp() override { server_ = store::TcpStoreServer::start({}); }
-  std::unique_ptr<store::TcpStoreClient> client() {
-    store::TcpStoreClientOptions c;
-    c.port = server_->port();
-    return std::make_unique<store::TcpStoreClient>(c);
-  }
+  // Every agent's view of the job's store (one store, shared by the agents' threads).
+  store::MemoryStore* client() { return &store_; }
   static RendezvousOptions round(int r) {
     RendezvousOptions o;
     o.round = r;
     o.store_address = "test";
     return o;
   }
-  std::unique_ptr<store::TcpStoreServer> server_;
+  store::MemoryStore store_;
 };
 
 TEST_F(RoundEndTest, TheMasterDecidesOnceEveryMachineEndedAndTheOthersReadIt) {
