@@ -140,8 +140,7 @@ void JobLink::checkPresence() {
   try {
     for (int m = 0; m < options_.machines; ++m) {
       if (!liveness_.watching(m)) continue;
-      auto lost =
-          liveness_.presence(m, options_.present(m), now, [this, m] { return finished(m); });
+      auto lost = liveness_.presence(m, options_.present(m), [this, m] { return finished(m); });
       if (lost) markLost(*lost, "its connection to the job's store closed");
     }
   } catch (const std::exception&) {

@@ -17,7 +17,7 @@ bool Liveness::watching(int machine) const {
          state_[static_cast<size_t>(machine)] == State::kWatched;
 }
 
-std::optional<LostMachine> Liveness::presence(int machine, bool present, time_point,
+std::optional<LostMachine> Liveness::presence(int machine, bool present,
                                               const std::function<bool()>& finished) {
   if (!watching(machine) || present) return std::nullopt;
   return judge(machine, "its agent is gone", finished);

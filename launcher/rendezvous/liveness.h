@@ -29,9 +29,10 @@ class Liveness {
   // keep-alive window starts at `start`.
   Liveness(int machines, int self, const RoundTimeouts& timeouts, time_point start);
 
-  // Member `machine`'s agent is present (true) or gone (false) at `now`. `finished` is asked
-  // only before calling it lost. Returns how it is lost, once; nullopt otherwise.
-  std::optional<LostMachine> presence(int machine, bool present, time_point now,
+  // Member `machine`'s agent is present (true) or gone (false) now: gone is lost at once.
+  // `finished` is asked only before calling it lost. Returns how it is lost, once; nullopt
+  // otherwise.
+  std::optional<LostMachine> presence(int machine, bool present,
                                       const std::function<bool()>& finished);
   // Member `machine`'s keep-alive counter read `count` at `now`: lost when it has not moved for
   // the window (and it did not finish). Returns how, once; nullopt otherwise.

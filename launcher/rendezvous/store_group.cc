@@ -47,7 +47,7 @@ void keepAlive(int fd, const RoundTimeouts& t) {
 
 // The master, after a round's rendezvous: until all `machines` agents' failure watches are
 // parked on its store (they were sent before each registration, so this takes a moment at
-// most). The exit barrier's "every other agent is gone" relies on it.
+// most): no member's attempt starts before every member would hear of a failure.
 bool awaitWatches(const store::TcpStoreServer& server, int machines,
                   std::chrono::milliseconds timeout) {
   return server.awaitStats(
@@ -381,7 +381,6 @@ RoundFacts StoreGroup::roundFacts(const AttemptReport& last) {
   facts.max_machines = plan_.num_machines;
   facts.min_machines = plan_.min_machines;
   facts.elastic = plan_.elastic();
-  if (link_) facts.lost = link_->lostMachines();
   for (const auto& m : joined_->machines) facts.hosts.push_back(m.host);
   facts.max_restarts = joined_->max_restarts;
   facts.retry_identical_failures = plan_.retry_identical_failures;
