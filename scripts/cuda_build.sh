@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# libaccel's GPU path compiled and linked on a machine without a GPU: the whole tree (libaccel with
-# its NCCL communicator, the example, accel, every test) built against Debian trixie's CUDA build
-# of LibTorch 2.6, NCCL 2.22 and the CUDA 12.4 toolkit (the chroot of scripts/torch2_chroot.sh
-# --cuda), with -DACCEL_WITH_NCCL=ON and warnings as errors, into build-cuda/ (or
-# $ACCEL_CUDA_BUILD_DIR). Then every unit-test binary that can start there runs; those that link
-# LibTorch's CUDA build cannot (no libcudnn.so.9 in that chroot, no GPU) and are named, with the
-# library the loader did not find. scripts/test runs it after the main tests; without root it
-# says why and does nothing.
+# libaccel's GPU path compiled and linked on a machine without a GPU: libaccel with its NCCL
+# communicator and every program that links it (the example, the benches, the test workers, the
+# unit tests of libaccel, of LibTorch's store client and of NCCL) built against Debian trixie's
+# CUDA build of LibTorch 2.6, NCCL 2.22 and the CUDA 12.4 toolkit (the chroot of
+# scripts/torch2_chroot.sh --cuda), with -DACCEL_WITH_NCCL=ON and warnings as errors, into
+# build-cuda/ (or $ACCEL_CUDA_BUILD_DIR). Only those targets: nothing else compiles differently
+# with CUDA (accel never links LibTorch), and scripts/torch2_test.sh already builds the whole tree
+# with trixie's compiler and -Werror; building it all again here took 18 minutes of a CI run on
+# 2 cores. Every unit-test binary built here that can start runs; those that link LibTorch's
+# CUDA build cannot (no libcudnn.so.9 in that chroot, no GPU) and are named, with the library the
+# loader did not find. scripts/test runs it after the main tests; without root it says why and
+# does nothing.
 #
 # Linking: libtorch_cuda.so needs libcudnn.so.9, which that chroot does not have (see
 # torch2_chroot.sh), so executables link with --allow-shlib-undefined; nothing else is relaxed.
@@ -26,7 +30,11 @@ echo "cuda_build: building against LibTorch 2.6 with CUDA, NCCL and -Werror in t
 configure=(cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACCEL_WITH_NCCL=ON
   -DCMAKE_COMPILE_WARNING_AS_ERROR=ON -DACCEL_TEST_DISCOVERY=PRE_TEST
   -DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined)
-if ! chroot_run "${configure[@]}" >"$log" 2>&1 || ! chroot_run cmake --build "$build_dir" -j"$(nproc)" >>"$log" 2>&1; then
+# What links libaccel (libaccel/CMakeLists.txt and the users named above).
+targets=(libaccel libaccel_tests libtorch_store_tests nccl_tests fashion_mnist allreduce_bench
+  shm_worker hang_worker)
+if ! chroot_run "${configure[@]}" >"$log" 2>&1 ||
+  ! chroot_run cmake --build "$build_dir" -j"$(nproc)" --target "${targets[@]}" >>"$log" 2>&1; then
   tail -40 "$log"
   echo "cuda_build: build failed" >&2
   exit 1
@@ -38,6 +46,8 @@ grep -q "accel: NCCL found" "$log" || { echo "cuda_build: CMake did not find NCC
 failed=0 ran=() not_run=()
 for exe in "$build_dir"/tests/*_tests; do
   name=${exe##*/}
+  # A binary left by an earlier build of the whole tree is not this build's.
+  [[ " ${targets[*]} " == *" $name "* ]] || continue
   if ! out=$(chroot_run "$exe" --gtest_list_tests 2>&1); then
     missing=$(grep -o "lib[A-Za-z0-9_.+-]*\.so[.0-9]*: cannot open shared object file" <<<"$out" | head -1)
     [[ -n $missing ]] || { echo "$out" | tail -5; echo "cuda_build: $name did not start" >&2; exit 1; }

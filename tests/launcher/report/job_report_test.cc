@@ -48,7 +48,7 @@ TEST(JobReportTest, FailureNamesCulpritTailOomAndCollateral) {
   a.oom_suspected = true;
   a.duration_s = 3.25;
   a.stop_s = 0.5;
-  JobReport r{{a}, 137, {}};
+  JobReport r{{a}, 137, 0, {}};
   std::string s = renderFailureSummary(r);
   EXPECT_NE(s.find("attempt 0 (3.25 s): rank 1 failed with signal SIGKILL (exit code 137)\n"),
             std::string::npos)
@@ -80,7 +80,7 @@ TEST(JobReportTest, AgentSignalWithoutCulprit) {
   AttemptReport a;
   a.workers = {worker(0, 130, 0, false)};
   a.agent_signal = SIGINT;
-  JobReport r{{a}, 130, {}};
+  JobReport r{{a}, 130, 0, {}};
   std::string s = renderFailureSummary(r, "/tmp/logs/run-1");
   EXPECT_NE(s.find("stopped by SIGINT sent to the agent"), std::string::npos) << s;
   EXPECT_EQ(s.find("culprit:"), std::string::npos) << s;
@@ -100,7 +100,7 @@ TEST(JobReportTest, EveryBannerLineIsAsWideAsItsClosingLine) {
   AttemptReport a;
   a.workers = {worker(0, 1)};
   a.culprit = 0;
-  JobReport r{{a}, 1, {}};
+  JobReport r{{a}, 1, 0, {}};
   const std::string s = renderFailureSummary(r);
   EXPECT_EQ(lineWith(s, " accel: job failed "),
             std::string(24, '=') + " accel: job failed " + std::string(25, '='));
