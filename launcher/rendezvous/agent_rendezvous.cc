@@ -23,25 +23,26 @@ std::string list(const std::vector<int>& v) {
 }
 
 // Reads the registrations of slots [0, count).
-std::vector<json> registrations(store::Store& s, const RendezvousOptions& o, int count) {
+std::vector<json> registrations(store::Store& s, const GroupSettings& o, const RoundStart& r,
+                                int count) {
   std::vector<json> out;
   for (int slot = 0; slot < count; ++slot) {
-    out.push_back(json::parse(s.get(roundKeys(o).agent(slot), o.timeouts.record)));
+    out.push_back(json::parse(s.get(roundKeys(o, r.round).agent(slot), o.timeouts.record)));
   }
   return out;
 }
 
 // Whether registration `j`'s agent is still there (its presence key waited on): the master's
 // view; without one, every registration counts.
-bool isPresent(const json& j, const RendezvousOptions& o) {
+bool isPresent(const json& j, const GroupSettings& o) {
   return !o.present || o.present(j.value("presence", ""));
 }
 
 // How many of the round's `count` registrations are of agents still there: one that registered
 // and died is not waited for, and never becomes a member.
-int presentCount(store::Store& s, const RendezvousOptions& o, int count) {
+int presentCount(store::Store& s, const GroupSettings& o, const RoundStart& r, int count) {
   if (!o.present) return count;
-  const std::vector<json> joined = registrations(s, o, count);
+  const std::vector<json> joined = registrations(s, o, r, count);
   return static_cast<int>(
       std::count_if(joined.begin(), joined.end(), [&o](const json& j) { return isPresent(j, o); }));
 }
@@ -115,33 +116,33 @@ Expected<Assignment> assign(const std::vector<json>& joined, int machines) {
 }
 
 // Registers this agent under the next free slot (one atomic add); returns the slot.
-int registerAgent(store::Store& s, const RendezvousOptions& o) {
-  const int slot = static_cast<int>(s.add(roundKeys(o).arrivals(), 1)) - 1;
-  s.set(roundKeys(o).agent(slot), json{{"host", o.host},
-                                       {"address", o.address},
-                                       {"local_world_size", o.local_world_size},
-                                       {"presence", o.presence},
-                                       {"requested_rank", o.requested_machine_rank.value_or(-1)}}
-                                      // -1: any
-                                      .dump());
+int registerAgent(store::Store& s, const GroupSettings& o, const RoundStart& r) {
+  const int slot = static_cast<int>(s.add(roundKeys(o, r.round).arrivals(), 1)) - 1;
+  s.set(roundKeys(o, r.round).agent(slot),
+        json{{"host", o.host},
+             {"address", o.address},
+             {"local_world_size", o.local_world_size},
+             {"presence", o.presence},
+             {"requested_rank", o.requested_machine_rank.value_or(-1)}}  // -1: any
+            .dump());
   return slot;
 }
 
-int leastMachines(const RendezvousOptions& o) {
+int leastMachines(const GroupSettings& o) {
   return o.min_machines > 0 ? std::min(o.min_machines, o.num_machines) : o.num_machines;
 }
 
 // The master, parked on the store until the round can close (Closing); woken every progress
 // interval to say who is missing. On timeout the reason is published, so the others fail now.
 // Returns how many machines the round has.
-Expected<int> awaitMachines(store::Store& s, const RendezvousOptions& o,
+Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const RoundStart& r,
                             Clock::time_point deadline) {
-  const RoundKeys keys = roundKeys(o);
+  const RoundKeys keys = roundKeys(o, r.round);
   const bool elastic = leastMachines(o) < o.num_machines;
   // The count at which the round may first close (the survivors of a re-forming group, else
   // MIN); past it, MAX.
   const int firstClose =
-      o.expect_machines > 0 ? std::max(leastMachines(o), o.expect_machines) : leastMachines(o);
+      r.expect_machines > 0 ? std::max(leastMachines(o), r.expect_machines) : leastMachines(o);
   RoundClosing closing;
   int count = 1;  // this agent
   while (true) {
@@ -156,18 +157,18 @@ Expected<int> awaitMachines(store::Store& s, const RendezvousOptions& o,
       }
     }
     count = static_cast<int>(s.add(keys.arrivals(), 0));
-    const int here = presentCount(s, o, count);
+    const int here = presentCount(s, o, r, count);
     if (here > o.num_machines && !elastic) {
       return makeError(std::to_string(here) + " machines joined a rendezvous for " +
                        std::to_string(o.num_machines) +
                        " (is another job using the same --main_process_port?)");
     }
-    if (closing.ready(o, here, Clock::now())) return std::min(here, o.num_machines);
+    if (closing.ready(o, r, here, Clock::now())) return std::min(here, o.num_machines);
     std::string status =
         std::to_string(here) + "/" + std::to_string(o.num_machines) + " machines joined" +
         (here < count ? " (" + std::to_string(count - here) + " left again)" : std::string()) +
         (elastic ? " (" + std::to_string(leastMachines(o)) + " needed)"
-                 : missingText(registrations(s, o, count), o.num_machines));
+                 : missingText(registrations(s, o, r, count), o.num_machines));
     // Once MIN joined, the round closes at the last call, whatever the rendezvous timeout.
     if (Clock::now() >= deadline && !closing.last_call) {
       std::string message = "rendezvous at " + o.store_address + " timed out after " +
@@ -182,8 +183,7 @@ Expected<int> awaitMachines(store::Store& s, const RendezvousOptions& o,
 // The round's members among the `count` registrations of agents still there: those that asked
 // for a rank (the master), then the others in arrival order, `machines` in all. The rest are
 // spares (or gone).
-std::vector<int> members(const std::vector<json>& joined, int machines,
-                         const RendezvousOptions& o) {
+std::vector<int> members(const std::vector<json>& joined, int machines, const GroupSettings& o) {
   std::vector<int> chosen;
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t slot = 0; slot < joined.size(); ++slot) {
@@ -199,15 +199,15 @@ std::vector<int> members(const std::vector<json>& joined, int machines,
 
 // The master assigns every member its rank and offset and publishes them with one write (or
 // publishes why it cannot). Slots that are not members get rank -1: spares.
-Expected<void> publishAssignment(store::Store& s, const RendezvousOptions& o, int machines,
-                                 int count) {
-  const std::vector<json> joined = registrations(s, o, count);
+Expected<void> publishAssignment(store::Store& s, const GroupSettings& o, const RoundStart& r,
+                                 int machines, int count) {
+  const std::vector<json> joined = registrations(s, o, r, count);
   const std::vector<int> chosen = members(joined, machines, o);
   std::vector<json> memberRecords;
   for (int slot : chosen) memberRecords.push_back(joined[static_cast<size_t>(slot)]);
   auto assigned = assign(memberRecords, machines);
   if (!assigned) {
-    s.set(roundKeys(o).assignment(), json{{"error", assigned.error()}}.dump());
+    s.set(roundKeys(o, r.round).assignment(), json{{"error", assigned.error()}}.dump());
     return std::move(assigned).takeError();
   }
   std::vector<int> slotRank(static_cast<size_t>(count), -1);
@@ -222,18 +222,19 @@ Expected<void> publishAssignment(store::Store& s, const RendezvousOptions& o, in
                          {"machine_rank", m.machine_rank},
                          {"rank_offset", m.rank_offset}});
   }
-  s.set(roundKeys(o).assignment(), json{{"machines", published},
-                                        {"slots", slotRank},
-                                        {"max_restarts", o.max_restarts},
-                                        {"restart_count", o.restart_count}}
-                                       .dump());
+  s.set(roundKeys(o, r.round).assignment(), json{{"machines", published},
+                                                 {"slots", slotRank},
+                                                 {"max_restarts", o.max_restarts},
+                                                 {"restart_count", r.restart_count}}
+                                                .dump());
   return {};
 }
 
 // Every agent: waits for the master's assignment and reads its own place in it.
-Expected<RendezvousResult> readAssignment(store::Store& s, const RendezvousOptions& o, int slot,
-                                          bool master, Clock::time_point deadline) {
-  const RoundKeys keys = roundKeys(o);
+Expected<RendezvousResult> readAssignment(store::Store& s, const GroupSettings& o,
+                                          const RoundStart& r, int slot, bool master,
+                                          Clock::time_point deadline) {
+  const RoundKeys keys = roundKeys(o, r.round);
   // A little longer than the master, so a master that gives up can still say why; and a last
   // call that began just before the timeout still closes the round (the master itself has
   // published by now, up to a last call after the timeout).
@@ -279,28 +280,29 @@ Expected<RendezvousResult> readAssignment(store::Store& s, const RendezvousOptio
 
 }  // namespace
 
-bool RoundClosing::ready(const RendezvousOptions& o, int count, time_point now) {
+bool RoundClosing::ready(const GroupSettings& o, const RoundStart& r, int count, time_point now) {
   if (count >= o.num_machines) return true;
   if (count < leastMachines(o)) return false;
-  if (o.expect_machines > 0 && count >= o.expect_machines) return true;
+  if (r.expect_machines > 0 && count >= r.expect_machines) return true;
   if (!last_call) last_call = now + o.timeouts.last_call;
   return now >= *last_call;
 }
 
-Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& o) {
+Expected<RendezvousResult> rendezvous(store::Store& s, const GroupSettings& o,
+                                      const RoundStart& r) {
   const auto deadline = Clock::now() + o.timeouts.join;
   const bool master = o.requested_machine_rank == 0;
   try {
-    if (master) s.set(jobKeys(o).openRound(), std::to_string(o.round));
-    const int slot = registerAgent(s, o);
+    if (master) s.set(jobKeys(o).openRound(), std::to_string(r.round));
+    const int slot = registerAgent(s, o, r);
     if (master) {
-      auto machines = awaitMachines(s, o, deadline);
+      auto machines = awaitMachines(s, o, r, deadline);
       if (!machines) return std::move(machines).takeError();
-      const int count = static_cast<int>(s.add(roundKeys(o).arrivals(), 0));
-      if (auto ok = publishAssignment(s, o, *machines, count); !ok)
+      const int count = static_cast<int>(s.add(roundKeys(o, r.round).arrivals(), 0));
+      if (auto ok = publishAssignment(s, o, r, *machines, count); !ok)
         return std::move(ok).takeError();
     }
-    return readAssignment(s, o, slot, master, deadline);
+    return readAssignment(s, o, r, slot, master, deadline);
   } catch (const Error& e) {
     return makeError(std::string("rendezvous through the store at ") + o.store_address +
                      " failed: " + e.what());
@@ -310,24 +312,25 @@ Expected<RendezvousResult> rendezvous(store::Store& s, const RendezvousOptions& 
   }
 }
 
-std::string masterStoreLost(const RendezvousOptions& o, const std::string& why) {
+std::string masterStoreLost(const GroupSettings& o, const std::string& why) {
   return "lost contact with the master agent's store at " + o.store_address + " (" + why +
          "); this machine cannot go on without it (if machine 0 is still up, this machine was "
          "cut off from it and the others go on without this one)";
 }
 
-int openRound(store::Store& s, const RendezvousOptions& o, std::chrono::milliseconds timeout) {
+int openRound(store::Store& s, const GroupSettings& o, std::chrono::milliseconds timeout) {
   return std::stoi(s.get(jobKeys(o).openRound(), timeout));
 }
 
-void closeRound(store::Store& s, const RendezvousOptions& o, const std::string& why) {
-  s.compareSet(roundKeys(o).assignment(), "", json{{"closed", why}}.dump());
+void closeRound(store::Store& s, const GroupSettings& o, int round, const std::string& why) {
+  s.compareSet(roundKeys(o, round).assignment(), "", json{{"closed", why}}.dump());
 }
 
-std::optional<JobFailure> publishFailure(store::Store& s, const RendezvousOptions& o,
+std::optional<JobFailure> publishFailure(store::Store& s, const GroupSettings& o, int round,
                                          const JobFailure& mine) {
   try {
-    const std::string stored = s.compareSet(roundKeys(o).failure(), "", failureToJson(mine).dump());
+    const std::string stored =
+        s.compareSet(roundKeys(o, round).failure(), "", failureToJson(mine).dump());
     JobFailure first = failureFromJson(json::parse(stored));
     if (first.machine_rank == mine.machine_rank) return std::nullopt;
     return first;
@@ -338,23 +341,24 @@ std::optional<JobFailure> publishFailure(store::Store& s, const RendezvousOption
   }
 }
 
-std::optional<JobFailure> readFailure(store::Store& s, const RendezvousOptions& o,
+std::optional<JobFailure> readFailure(store::Store& s, const GroupSettings& o, int round,
                                       int machineRank) {
-  JobFailure first = failureFromJson(json::parse(s.get(roundKeys(o).failure(), o.timeouts.record)));
+  JobFailure first =
+      failureFromJson(json::parse(s.get(roundKeys(o, round).failure(), o.timeouts.record)));
   // This machine's own publication, unless the master found it lost.
   if (first.machine_rank == machineRank && first.cause != kCauseLost) return std::nullopt;
   return first;
 }
 
-int exitBarrier(store::Store& s, const RendezvousOptions& o, bool master,
+int exitBarrier(store::Store& s, const GroupSettings& o, int round, int machines, bool master,
                 std::chrono::milliseconds afterFailure, const std::function<bool()>& othersGone) {
-  const std::string key = roundKeys(o).finishedCount();
+  const std::string key = roundKeys(o, round).finishedCount();
   try {
     int done = static_cast<int>(s.add(key, 1));
     if (!master) return done;
     std::optional<Clock::time_point> failureDeadline;
-    while (done < o.num_machines) {
-      if (!failureDeadline && s.check({roundKeys(o).failure()}))
+    while (done < machines) {
+      if (!failureDeadline && s.check({roundKeys(o, round).failure()}))
         failureDeadline = Clock::now() + afterFailure;
       if ((othersGone && othersGone()) || (failureDeadline && Clock::now() >= *failureDeadline)) {
         return static_cast<int>(s.add(key, 0));

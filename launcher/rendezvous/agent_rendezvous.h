@@ -27,19 +27,17 @@
 
 namespace accel::launcher {
 
-struct RendezvousOptions {
+// What an agent's rounds are built from: what the user asked for (--rdzv_id, --nnodes MIN:MAX,
+// --max_restarts, --rdzv_conf's timeouts) and who this agent is. Made once, when the agent has
+// reached the job's store (StoreGroup::connect), and never changed: what changes from round to
+// round is a RoundStart.
+struct GroupSettings {
   std::string run_id = "none";  // the job's id (--rdzv_id): its keys are accel/rdzv/<run_id>/...
-  int round = 0;                // 0, then one more per restart (TORCHELASTIC_RESTART_COUNT)
-  int num_machines = 1;
+  int num_machines = 1;         // MAX: the most machines a round takes
+  int min_machines = 0;         // MIN (0: num_machines): the fewest a round closes with
   // The master's restart budget, published with its assignment: the job's, whatever the other
   // machines' command lines say.
   int max_restarts = 0;
-  int restart_count = 0;  // the master's: TORCHELASTIC_RESTART_COUNT of the round's workers
-  // Elastic membership (the master's): the round closes at once when num_machines joined, or
-  // when expect_machines did (a group re-forming knows who survived; 0: unknown), or
-  // timeouts.last_call after min_machines did (0: num_machines). Later arrivals are spares.
-  int min_machines = 0;
-  int expect_machines = 0;
   std::optional<int> requested_machine_rank;  // nullopt: any; 0 makes this agent the master
   int local_world_size = 1;
   std::string host;           // this machine's name, for messages
@@ -56,6 +54,17 @@ struct RendezvousOptions {
   // Called by the master only, on the thread that runs rendezvous(), every timeouts.progress
   // while machines are missing: "3/4 machines joined; waiting for machine_rank 2".
   std::function<void(const std::string&)> progress;
+};
+
+// What one round starts from, as the round before decided it (RoundDecision::next; round 0: the
+// job's start): its number, the restart count its workers see, and how many machines the master
+// waits for before closing it at once.
+struct RoundStart {
+  int round = 0;          // 0, then one more per restart or change of the group
+  int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT of the round's workers (the master's)
+  // A re-forming group knows who survived: the round closes at once when this many joined
+  // (0: unknown), else timeouts.last_call after min_machines did. Later arrivals are spares.
+  int expect_machines = 0;
 };
 
 struct MachineInfo {
@@ -86,7 +95,7 @@ struct RendezvousResult {
 struct RoundClosing {
   using time_point = std::chrono::steady_clock::time_point;
   std::optional<time_point> last_call;  // set once min_machines joined
-  bool ready(const RendezvousOptions& options, int count, time_point now);
+  bool ready(const GroupSettings& settings, const RoundStart& start, int count, time_point now);
 };
 
 // Joins the rendezvous. Blocks until every machine joined or the timeout (an agent other than
@@ -94,52 +103,55 @@ struct RoundClosing {
 // names what is missing ("timed out after 900 s: 3/4 machines joined; waiting for machine_rank
 // 2"). Store failures (the master unreachable) and malformed records are errors naming the
 // store's address; nothing is thrown.
-Expected<RendezvousResult> rendezvous(store::Store& store, const RendezvousOptions& options);
+Expected<RendezvousResult> rendezvous(store::Store& store, const GroupSettings& settings,
+                                      const RoundStart& start);
 
 // The round the master opened last (it writes it before registering in each round): where a
 // machine that arrives while the job runs joins. Throws accel::Error (TimeoutError when the
 // master opened none within `timeout`).
-int openRound(store::Store& store, const RendezvousOptions& options,
+int openRound(store::Store& store, const GroupSettings& settings,
               std::chrono::milliseconds timeout);
-// The master, when the job ends: the round after the last one will never form; its waiting
+// The master, when the job ends: `round` (the one after the last) will never form; its waiting
 // spares read `why` instead of an assignment. Throws accel::Error.
-void closeRound(store::Store& store, const RendezvousOptions& options, const std::string& why);
+void closeRound(store::Store& store, const GroupSettings& settings, int round,
+                const std::string& why);
 
-// The keys of the job options.run_id, and of its round options.round (job_keys.h).
-inline JobKeys jobKeys(const RendezvousOptions& options) { return JobKeys(options.run_id); }
-inline RoundKeys roundKeys(const RendezvousOptions& options) {
-  return jobKeys(options).round(options.round);
+// The keys of the job settings.run_id, and of its round `round` (job_keys.h).
+inline JobKeys jobKeys(const GroupSettings& settings) { return JobKeys(settings.run_id); }
+inline RoundKeys roundKeys(const GroupSettings& settings, int round) {
+  return jobKeys(settings).round(round);
 }
 
 // Why a machine stops when the master's store is gone (`why`: what the store client said): the
 // job's one point of failure, whichever wait noticed it.
-std::string masterStoreLost(const RendezvousOptions& options, const std::string& why);
+std::string masterStoreLost(const GroupSettings& settings, const std::string& why);
 
-// Publishes `mine` as the job's first failure unless one is there already (one compare-and-set,
-// so exactly one machine's failure is the job's first). Returns the first failure when it is
-// another machine's, nullopt when it is `mine` (or the store cannot be reached: then nobody
-// else can be told either). Blocks for one round trip to the store, bounded only by the store
-// client's own timeout; never throws.
-std::optional<JobFailure> publishFailure(store::Store& store, const RendezvousOptions& options,
-                                         const JobFailure& mine);
+// Publishes `mine` as round `round`'s first failure unless one is there already (one
+// compare-and-set, so exactly one machine's failure is the job's first). Returns the first failure
+// when it is another machine's, nullopt when it is `mine` (or the store cannot be reached: then
+// nobody else can be told either). Blocks for one round trip to the store, bounded only by the
+// store client's own timeout; never throws.
+std::optional<JobFailure> publishFailure(store::Store& store, const GroupSettings& settings,
+                                         int round, const JobFailure& mine);
 
-// Reads the published failure; nullopt when it is `machineRank`'s own (not when it says the
-// master found this machine lost). Blocks until the failure
-// key exists, at most 30 s (call it once the key is known to exist, e.g. after a watch fired).
-// Throws accel::Error when the store cannot be read (accel::TimeoutError when no failure was
-// published within 30 s), nlohmann::json::exception when the record is malformed.
-std::optional<JobFailure> readFailure(store::Store& store, const RendezvousOptions& options,
+// Reads round `round`'s published failure; nullopt when it is `machineRank`'s own (not when it says
+// the master found this machine lost). Blocks until the failure key exists, at most 30 s (call it
+// once the key is known to exist, e.g. after a watch fired). Throws accel::Error when the store
+// cannot be read (accel::TimeoutError when no failure was published within 30 s),
+// nlohmann::json::exception when the record is malformed.
+std::optional<JobFailure> readFailure(store::Store& store, const GroupSettings& settings, int round,
                                       int machineRank);
 
-// The exit barrier: records that this machine's workers are done; the master then waits until
-// every machine has, or until `othersGone()` says no other agent is connected any more (one that
-// died never reports, one that left needs the store no more), or, once a failure was published,
-// `afterFailure` has passed (the others only need the store to read it). Returns how many
-// finished, or -1 when the store cannot be reached; never throws. A non-master returns after one
-// round trip. The master polls the store every 20 ms and calls `othersGone` (on the calling
-// thread) each time; with `othersGone` empty and no failure, it waits for every machine without
-// a time limit.
-int exitBarrier(store::Store& store, const RendezvousOptions& options, bool master,
-                std::chrono::milliseconds afterFailure, const std::function<bool()>& othersGone);
+// The exit barrier of round `round`, which has `machines` members: records that this machine's
+// workers are done; the master then waits until every machine has, or until `othersGone()` says no
+// other agent is connected any more (one that died never reports, one that left needs the store no
+// more), or, once a failure was published, `afterFailure` has passed (the others only need the
+// store to read it). Returns how many finished, or -1 when the store cannot be reached; never
+// throws. A non-master returns after one round trip. The master polls the store every 20 ms and
+// calls `othersGone` (on the calling thread) each time; with `othersGone` empty and no failure, it
+// waits for every machine without a time limit.
+int exitBarrier(store::Store& store, const GroupSettings& settings, int round, int machines,
+                bool master, std::chrono::milliseconds afterFailure,
+                const std::function<bool()>& othersGone);
 
 }  // namespace accel::launcher

@@ -14,12 +14,13 @@
 namespace accel::launcher {
 
 JobLink::JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,
-                 std::unique_ptr<store::TcpStoreClient> publisher, RendezvousOptions rdzv,
-                 int machineRank, std::string masterHost, LinkOptions options)
+                 std::unique_ptr<store::TcpStoreClient> publisher, GroupSettings settings,
+                 int round, int machineRank, std::string masterHost, LinkOptions options)
     : watch_(std::move(watch)),
       publisher_(std::move(publisher)),
       watch_fd_(watchFd),
-      rdzv_(std::move(rdzv)),
+      settings_(std::move(settings)),
+      round_(round),
       machine_rank_(machineRank),
       master_host_(std::move(masterHost)),
       options_(std::move(options)),
@@ -122,27 +123,31 @@ void JobLink::run() {
   }
 }
 
-// Until the next keep-alive tick, or the master's next look at the members' presence.
+// Until the next keep-alive tick, or the master's next look at the members.
 std::chrono::milliseconds JobLink::untilNextCheck() const {
   auto next = next_tick_;
-  if (options_.monitor && options_.present) next = std::min(next, next_presence_check_);
+  if (options_.monitor) next = std::min(next, next_presence_check_);
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       next - std::chrono::steady_clock::now());
   return std::max(left, std::chrono::milliseconds(0));
 }
 
-// The master, every presence_check: a member whose agent's connection to the store closed
-// is gone (its process died), found without waiting for its keep-alives to stop.
+// The master, every presence_check (100 ms): a member whose agent's connection to the store
+// closed is gone (its process died), found without waiting for its keep-alives to stop; then
+// the members' keep-alive counters. Read this often (the store is the master's own), a silent
+// member is found within presence_check of its window's end, not up to two keep-alive
+// intervals after it (when the counters were read once per interval).
 void JobLink::checkPresence() {
   const auto now = std::chrono::steady_clock::now();
   next_presence_check_ = now + options_.timeouts.presence_check;
-  if (!options_.monitor || !options_.present) return;
+  if (!options_.monitor) return;
   try {
-    for (int m = 0; m < options_.machines; ++m) {
+    for (int m = 0; m < options_.machines && options_.present; ++m) {
       if (!liveness_.watching(m)) continue;
       auto lost = liveness_.presence(m, options_.present(m), [this, m] { return finished(m); });
       if (lost) markLost(*lost, "its connection to the job's store closed");
     }
+    checkMembers();
   } catch (const std::exception&) {
     // The master's own store does not fail; a publication that did is the keep-alives' to find.
   }
@@ -153,13 +158,13 @@ std::vector<LostMachine> JobLink::lostMachines() const {
   return lost_;
 }
 
-// Every keep_alive_interval: this machine's keep-alive, and the master's look at the others.
+// Every keep_alive_interval: this machine's keep-alive, and the master's look for machines
+// waiting to join.
 void JobLink::onTick() {
   next_tick_ = std::chrono::steady_clock::now() + options_.timeouts.keep_alive_interval;
   try {
-    publisher_->add(roundKeys(rdzv_).alive(machine_rank_), 1);
+    publisher_->add(roundKeys(settings_, round_).alive(machine_rank_), 1);
     if (!options_.monitor) return;
-    checkMembers();
     checkArrivals();
   } catch (const std::exception&) {
     // A master gone quiet shows up on the watch; the master's own store does not fail.
@@ -171,7 +176,7 @@ void JobLink::checkMembers() {
   const auto now = std::chrono::steady_clock::now();
   for (int m = 0; m < options_.machines; ++m) {
     if (!liveness_.watching(m)) continue;
-    const int64_t count = publisher_->add(roundKeys(rdzv_).alive(m), 0);
+    const int64_t count = publisher_->add(roundKeys(settings_, round_).alive(m), 0);
     auto lost = liveness_.keepAlive(m, count, now, [this, m] { return finished(m); });
     if (lost) markLost(*lost, liveness_.windowText());
   }
@@ -180,7 +185,7 @@ void JobLink::checkMembers() {
 // Whether member `machine` said it finished before it went (its workers ended and its agent
 // left the job): then it is not lost.
 bool JobLink::finished(int machine) {
-  return publisher_->check({roundKeys(rdzv_).finished(machine)});
+  return publisher_->check({roundKeys(settings_, round_).finished(machine)});
 }
 
 // A member lost (how, and what explains it, `detail`): published as the round's failure.
@@ -201,7 +206,7 @@ void JobLink::markLost(const LostMachine& machine, const std::string& detail) {
 // A machine registered for the next round while the group has room: re-form to take it.
 void JobLink::checkArrivals() {
   if (options_.machines >= options_.max_machines || change_published_) return;
-  if (publisher_->add(jobKeys(rdzv_).round(rdzv_.round + 1).arrivals(), 0) == 0) return;
+  if (publisher_->add(jobKeys(settings_).round(round_ + 1).arrivals(), 0) == 0) return;
   JobFailure joined;
   joined.cause = kCauseJoined;
   joined.reason = "a machine is waiting to join (the group has " +
@@ -213,12 +218,14 @@ void JobLink::checkArrivals() {
 // Published as the round's failure (the first one stands): every member's watch fires.
 void JobLink::publishMembershipChange(JobFailure change) {
   change_published_ = true;
-  publishFailure(*publisher_, rdzv_, change);
+  publishFailure(*publisher_, settings_, round_, change);
 }
 
 void JobLink::onPublish(const JobFailure& mine) {
-  if (auto first = publishFailure(*publisher_, rdzv_, mine)) {
-    post(LinkEvent{LinkEvent::Kind::kAnotherWasFirst, std::move(*first)});
+  if (auto first = publishFailure(*publisher_, settings_, round_, mine)) {
+    const bool grows = first->cause == kCauseJoined;
+    post(LinkEvent{grows ? LinkEvent::Kind::kGroupGrows : LinkEvent::Kind::kAnotherWasFirst,
+                   std::move(*first)});
   } else {
     post(LinkEvent{LinkEvent::Kind::kPublishedFirst, mine});
   }
@@ -226,7 +233,7 @@ void JobLink::onPublish(const JobFailure& mine) {
 
 void JobLink::onShare(const std::string& json) {
   try {
-    publisher_->set(jobKeys(rdzv_).status(machine_rank_), json);
+    publisher_->set(jobKeys(settings_).status(machine_rank_), json);
   } catch (const std::exception&) {
     // Best effort: a master that cannot be reached shows up as the job's failure (the watch).
   }
@@ -235,8 +242,10 @@ void JobLink::onShare(const std::string& json) {
 void JobLink::onWatchFired() {
   try {
     watch_->finishWait();
-    if (auto failure = readFailure(*watch_, rdzv_, machine_rank_)) {
-      post(LinkEvent{LinkEvent::Kind::kRemoteFailure, std::move(*failure)});
+    if (auto failure = readFailure(*watch_, settings_, round_, machine_rank_)) {
+      const bool grows = failure->cause == kCauseJoined;
+      post(LinkEvent{grows ? LinkEvent::Kind::kGroupGrows : LinkEvent::Kind::kRemoteFailure,
+                     std::move(*failure)});
     }
   } catch (const std::exception& e) {
     {
@@ -247,7 +256,7 @@ void JobLink::onWatchFired() {
     JobFailure lost;
     lost.machine_rank = 0;
     lost.host = master_host_;
-    lost.reason = masterStoreLost(rdzv_, e.what());
+    lost.reason = masterStoreLost(settings_, e.what());
     post(LinkEvent{LinkEvent::Kind::kRemoteFailure, std::move(lost)});
   }
 }

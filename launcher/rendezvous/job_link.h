@@ -16,14 +16,16 @@
 //
 // Liveness: the link's thread adds 1 to the round's keep-alive key of this machine every
 // keep_alive_interval. The master's link (options.monitor) watches every other member two
-// ways: its agent's presence (options.present: its connection to the store, looked at every
-// presence_check — an agent whose process died is gone within that) and its keep-alives (one
-// that did not move for keep_alive_misses intervals went silent: its machine or link is gone).
+// ways, every presence_check (100 ms): its agent's presence (options.present: its connection to
+// the store — an agent whose process died is gone within that) and its keep-alives (one that
+// did not move for keep_alive_misses intervals went silent: its machine or link is gone; found
+// within presence_check of that window's end).
 // A member found either way is lost, unless it said it finished before it left
 // (RoundKeys::finished, job_keys.h) — the link publishes that as the round's failure (cause
 // kCauseLost), so every machine stops its workers at once, and lostMachines() names it. While the
 // group is smaller than max_machines, the master's link also publishes a machine registered for the
-// next round (cause kCauseJoined): the group re-forms.
+// next round (cause kCauseJoined, on the same key, so that one thing stops the round): every link
+// reports that as kGroupGrows, not as a failure, and the group re-forms.
 //
 // Thread-safety: publish, takeEvents and fd may be called from any one thread (the supervisor's);
 // lostMachines and masterLost from any thread.
@@ -48,9 +50,10 @@ namespace accel::launcher {
 
 struct LinkEvent {
   enum class Kind {
-    kRemoteFailure,   // the job's first failure is another machine's (or the master is lost)
-    kPublishedFirst,  // this machine's failure was published and is the job's first
-    kAnotherWasFirst  // publishing found another machine's failure already there
+    kRemoteFailure,    // the job's first failure is another machine's (or the master is lost)
+    kPublishedFirst,   // this machine's failure was published and is the job's first
+    kAnotherWasFirst,  // publishing found another machine's failure already there
+    kGroupGrows  // no failure: a machine waits to join, the group re-forms (failure.reason: why)
   };
   Kind kind;
   JobFailure failure;  // the job's first failure (for kPublishedFirst: this machine's)
@@ -69,11 +72,12 @@ struct LinkOptions {
 
 class JobLink {
  public:
-  // `watch` already has its WAIT on roundKeys(rdzv).failure() parked (startWait); `publisher` is a
-  // second connection to the master's store, used only by the link's thread.
+  // The link of round `round`: `watch` already has its WAIT on roundKeys(settings, round).failure()
+  // parked (startWait); `publisher` is a second connection to the master's store, used only by
+  // the link's thread.
   JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,
-          std::unique_ptr<store::TcpStoreClient> publisher, RendezvousOptions rdzv, int machineRank,
-          std::string masterHost, LinkOptions options = {});
+          std::unique_ptr<store::TcpStoreClient> publisher, GroupSettings settings, int round,
+          int machineRank, std::string masterHost, LinkOptions options = {});
   ~JobLink();  // stop(), then closes the connections
   JobLink(const JobLink&) = delete;
   JobLink& operator=(const JobLink&) = delete;
@@ -113,7 +117,8 @@ class JobLink {
 
   std::unique_ptr<store::TcpStoreClient> watch_, publisher_;
   const int watch_fd_;
-  const RendezvousOptions rdzv_;
+  const GroupSettings settings_;
+  const int round_;
   const int machine_rank_;
   const std::string master_host_;
   const LinkOptions options_;

@@ -1,5 +1,9 @@
 #include "launcher/rendezvous/liveness.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include "launcher/base/text.h"
 
 namespace accel::launcher {
@@ -52,6 +56,17 @@ std::optional<LostMachine> Liveness::judge(int machine, std::string how,
 std::string Liveness::windowText() const {
   return "keep_alive_interval " + secondsText(timeouts_.keep_alive_interval) +
          " x keep_alive_max_attempt " + std::to_string(timeouts_.keep_alive_misses);
+}
+
+void keepWatchAlive(int fd, const RoundTimeouts& t) {
+  const int on = 1, idle = static_cast<int>(t.watch_idle.count()),
+            interval = static_cast<int>(t.watch_interval.count()), probes = t.watch_probes;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+  const unsigned userTimeoutMs = static_cast<unsigned>((idle + interval * probes) * 1000);
+  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &userTimeoutMs, sizeof userTimeoutMs);
 }
 
 }  // namespace accel::launcher

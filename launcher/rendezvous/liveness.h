@@ -9,6 +9,9 @@
 // Pure: the caller reads the store and passes the instant, so the rules are unit-tested in
 // fake time (tests/launcher/rendezvous/liveness_test.cc); JobLink's thread drives it. Not
 // thread-safe: one thread calls it.
+//
+// The other direction, a member's view of the master, is keepWatchAlive's: TCP keep-alives on
+// the connection each agent's failure watch waits on.
 
 #include <chrono>
 #include <functional>
@@ -54,5 +57,13 @@ class Liveness {
   std::vector<int64_t> count_;     // the last keep-alive count seen (-1: none yet)
   std::vector<time_point> moved_;  // when it last moved (or the start)
 };
+
+// TCP keep-alives on the failure watch's connection `fd`, the one that waits on the master for
+// the whole round: a master whose machine or link vanishes without closing it (no FIN, no RST)
+// is noticed after timeouts' watch_idle + watch_probes x watch_interval (~5 s), and the watch
+// then fails as for a closed connection — the job ends on this machine, saying the master was
+// lost. Data left unacknowledged as long fails it too (keep-alives only probe an idle
+// connection).
+void keepWatchAlive(int fd, const RoundTimeouts& timeouts);
 
 }  // namespace accel::launcher

@@ -74,22 +74,22 @@ std::optional<std::string> cannotGoOn(const RoundFacts& f,
 
 }  // namespace
 
-void reportRoundEnd(store::Store& s, const RendezvousOptions& o, const RoundEnd& mine) {
-  const int slot = static_cast<int>(s.add(roundKeys(o).ends(), 1)) - 1;
-  s.set(roundKeys(o).end(slot), json{{"machine_rank", mine.machine_rank},
-                                     {"host", mine.host},
-                                     {"continues", mine.continues},
-                                     {"why_not", mine.why_not}}
-                                    .dump());
+void reportRoundEnd(store::Store& s, const GroupSettings& o, int round, const RoundEnd& mine) {
+  const int slot = static_cast<int>(s.add(roundKeys(o, round).ends(), 1)) - 1;
+  s.set(roundKeys(o, round).end(slot), json{{"machine_rank", mine.machine_rank},
+                                            {"host", mine.host},
+                                            {"continues", mine.continues},
+                                            {"why_not", mine.why_not}}
+                                           .dump());
 }
 
 namespace {
 
 // Report `slot`, counted, so its record follows at once (unless its agent died in between:
 // nullopt, as for a malformed one).
-std::optional<RoundEnd> readRoundEnd(store::Store& s, const RendezvousOptions& o, int slot) {
+std::optional<RoundEnd> readRoundEnd(store::Store& s, const GroupSettings& o, int round, int slot) {
   try {
-    json j = json::parse(s.get(roundKeys(o).end(slot), o.timeouts.report_record));
+    json j = json::parse(s.get(roundKeys(o, round).end(slot), o.timeouts.report_record));
     return RoundEnd{j.at("machine_rank").get<int>(), j.at("host").get<std::string>(),
                     j.at("continues").get<bool>(), j.at("why_not").get<std::string>()};
   } catch (const TimeoutError&) {
@@ -100,16 +100,16 @@ std::optional<RoundEnd> readRoundEnd(store::Store& s, const RendezvousOptions& o
 
 }  // namespace
 
-std::vector<RoundEnd> awaitRoundEnds(store::Store& s, const RendezvousOptions& o, int machines,
-                                     std::chrono::milliseconds timeout,
+std::vector<RoundEnd> awaitRoundEnds(store::Store& s, const GroupSettings& o, int round,
+                                     int machines, std::chrono::milliseconds timeout,
                                      const std::function<std::vector<int>()>& lostNow) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<RoundEnd> ends;
   int read = 0;  // report slots read so far
   while (true) {
-    const int count = static_cast<int>(s.add(roundKeys(o).ends(), 0));
+    const int count = static_cast<int>(s.add(roundKeys(o, round).ends(), 0));
     for (; read < count; ++read) {
-      if (auto end = readRoundEnd(s, o, read)) ends.push_back(*end);
+      if (auto end = readRoundEnd(s, o, round, read)) ends.push_back(*end);
     }
     std::set<int> accounted;  // reported or lost, each member once
     for (const auto& e : ends) accounted.insert(e.machine_rank);
@@ -120,26 +120,26 @@ std::vector<RoundEnd> awaitRoundEnds(store::Store& s, const RendezvousOptions& o
         deadline - std::chrono::steady_clock::now());
     if (static_cast<int>(accounted.size()) >= machines || left.count() <= 0) break;
     try {  // the next report, or a moment to look at the lost machines again
-      s.wait({roundKeys(o).end(count)}, std::min(left, o.timeouts.round_end_poll));
+      s.wait({roundKeys(o, round).end(count)}, std::min(left, o.timeouts.round_end_poll));
     } catch (const TimeoutError&) {
     }
   }
   return ends;
 }
 
-void publishDecision(store::Store& s, const RendezvousOptions& o, const RoundDecision& d) {
-  s.set(roundKeys(o).decision(), json{{"restart", d.restart},
-                                      {"why", d.why},
-                                      {"counted", d.counted},
-                                      {"restart_count", d.restart_count},
-                                      {"expect_machines", d.expect_machines}}
-                                     .dump());
+void publishDecision(store::Store& s, const GroupSettings& o, int round, const RoundDecision& d) {
+  s.set(roundKeys(o, round).decision(), json{{"restart", d.restart},
+                                             {"why", d.why},
+                                             {"counted", d.counted},
+                                             {"restart_count", d.restart_count},
+                                             {"expect_machines", d.expect_machines}}
+                                            .dump());
 }
 
-Expected<RoundDecision> readDecision(store::Store& s, const RendezvousOptions& o,
+Expected<RoundDecision> readDecision(store::Store& s, const GroupSettings& o, int round,
                                      std::chrono::milliseconds timeout) {
   try {
-    json j = json::parse(s.get(roundKeys(o).decision(), timeout));
+    json j = json::parse(s.get(roundKeys(o, round).decision(), timeout));
     return RoundDecision{j.at("restart").get<bool>(), j.at("why").get<std::string>(),
                          j.at("counted").get<bool>(), j.at("restart_count").get<int>(),
                          j.at("expect_machines").get<int>()};
@@ -174,10 +174,8 @@ RoundDecision decideNextRound(const RoundFacts& f) {
   if (auto why = cannotGoOn(f, dropped)) return {false, *why};
   const int most = f.max_machines > 0 ? f.max_machines : f.machines;
   const int expect = std::min(most, f.machines - static_cast<int>(dropped.size()) + f.waiting);
-  if (f.failure && f.failure->cause == kCauseJoined) {
-    return {true, f.failure->reason + " (not counted as a restart)", false, f.restart_count,
-            expect};
-  }
+  if (f.joined)
+    return {true, *f.joined + " (not counted as a restart)", false, f.restart_count, expect};
   if (!f.failure) return {false, "no failure of the attempt was published"};
   if (f.failure->rank < 0 && f.failure->cause.empty() && dropped.empty())
     return {false, failureText(f, *f.failure)};

@@ -47,27 +47,31 @@ struct RoundDecision {
   bool counted = true;    // the restart counts against the budget (not: a machine joins)
   int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT of the next round
   int expect_machines = 0;  // the next round closes once this many joined (0: unknown)
+
+  // The round it starts after round `round` (when it restarts).
+  RoundStart next(int round) const { return {round + 1, restart_count, expect_machines}; }
 };
 
-// Records `mine` for options.round. Throws accel::Error when the store cannot be reached.
-void reportRoundEnd(store::Store& store, const RendezvousOptions& options, const RoundEnd& mine);
+// Records `mine` for round `round`. Throws accel::Error when the store cannot be reached.
+void reportRoundEnd(store::Store& store, const GroupSettings& settings, int round,
+                    const RoundEnd& mine);
 
-// The master: the reports of options.round once every one of the `machines` members either
+// The master: the reports of round `round` once every one of the `machines` members either
 // reported or is among `lostNow()` (the members found lost so far, asked every 100 ms while
 // reports are missing; a member that reported and was then found lost counts once), or those
 // that came within `timeout` (a machine whose agent died never reports). Ordered by arrival.
 // Throws accel::Error when the store cannot be reached.
-std::vector<RoundEnd> awaitRoundEnds(store::Store& store, const RendezvousOptions& options,
+std::vector<RoundEnd> awaitRoundEnds(store::Store& store, const GroupSettings& settings, int round,
                                      int machines, std::chrono::milliseconds timeout,
                                      const std::function<std::vector<int>()>& lostNow = {});
 
 // The master publishes the round's decision (one write). Throws accel::Error.
-void publishDecision(store::Store& store, const RendezvousOptions& options,
+void publishDecision(store::Store& store, const GroupSettings& settings, int round,
                      const RoundDecision& decision);
 
-// The others: the master's decision for options.round, waiting at most `timeout`. An error
+// The others: the master's decision for round `round`, waiting at most `timeout`. An error
 // (never thrown) when it does not come or the store cannot be reached.
-Expected<RoundDecision> readDecision(store::Store& store, const RendezvousOptions& options,
+Expected<RoundDecision> readDecision(store::Store& store, const GroupSettings& settings, int round,
                                      std::chrono::milliseconds timeout);
 
 // What the master knows when it decides.
@@ -84,7 +88,9 @@ struct RoundFacts {
   int waiting = 0;                 // machines registered for the next round already
   int max_restarts = 0;
   bool retry_identical_failures = false;
-  std::optional<JobFailure> failure;   // the round's first failure (nullopt: none was published)
+  std::optional<JobFailure> failure;  // the round's first failure (nullopt: none was published)
+  // No failure: the round stopped for the group to re-form around a machine waiting to join (why).
+  std::optional<std::string> joined;
   bool progress = false;               // some rank of the round completed a step
   std::optional<JobFailure> previous;  // the round before's first failure, if it failed
   bool previous_progress = false;

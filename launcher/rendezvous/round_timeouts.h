@@ -31,7 +31,7 @@ struct RoundTimeouts {
 
   // --- accel's own ---
   ms progress = s(5);           // between the master's "2/3 machines joined" notices
-  ms presence_check = ms(100);  // the master's look at the members' presence
+  ms presence_check = ms(100);  // the master's look at the members (presence, keep-alives)
   ms presence_grace = ms(500);  // a registration read before its agent's presence was parked
   ms connect = s(30);           // a second connection to the master's store
   ms connect_progress = s(10);  // between "waiting for the master agent at ..." notices

@@ -1,8 +1,5 @@
 #include "launcher/rendezvous/store_group.h"
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <random>
@@ -13,6 +10,7 @@
 #include "launcher/base/posix.h"
 #include "launcher/base/text.h"
 #include "launcher/plan/worker_env.h"
+#include "launcher/rendezvous/liveness.h"
 
 namespace accel::launcher {
 namespace {
@@ -27,22 +25,6 @@ std::unique_ptr<store::TcpStoreClient> connectToMaster(const LaunchPlan& plan, i
   options.port = storePort;
   options.connect_timeout = connectTimeout;
   return std::make_unique<store::TcpStoreClient>(options);
-}
-
-// TCP keep-alives on the failure watch's connection, the one that waits on the master for the
-// whole round: a master whose machine or link vanishes without closing it (no FIN, no RST) is
-// noticed after the timeouts' watch_idle + watch_probes x watch_interval (~5 s), and the watch
-// then fails as for a closed connection — the job ends here, saying the master was lost.
-void keepAlive(int fd, const RoundTimeouts& t) {
-  const int on = 1, idle = static_cast<int>(t.watch_idle.count()),
-            interval = static_cast<int>(t.watch_interval.count()), probes = t.watch_probes;
-  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
-  // And data that stays unacknowledged as long (keep-alives only probe an idle connection).
-  const unsigned userTimeoutMs = static_cast<unsigned>((idle + interval * probes) * 1000);
-  ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &userTimeoutMs, sizeof userTimeoutMs);
 }
 
 // The master, after a round's rendezvous: until all `machines` agents' failure watches are
@@ -94,16 +76,16 @@ StoreGroup::StoreGroup(const LaunchPlan& plan, const probes::Environment& parent
       requested_rank_(requestedRank),
       store_port_(storePort),
       server_(server) {
-  rdzv_.run_id = plan_.rendezvous_id;
-  rdzv_.num_machines = plan_.num_machines;
-  rdzv_.min_machines = plan_.min_machines;
-  rdzv_.max_restarts = plan_.max_restarts;
-  rdzv_.requested_machine_rank = requested_rank_;
-  rdzv_.local_world_size = plan_.local_world_size;
-  rdzv_.host = thisHostName();
-  rdzv_.store_address = plan_.master_addr + ":" + std::to_string(store_port_);
-  rdzv_.timeouts = roundTimeouts(plan_);
-  rdzv_.progress = [this](const std::string& status) { notify_("rendezvous: " + status); };
+  settings_.run_id = plan_.rendezvous_id;
+  settings_.num_machines = plan_.num_machines;
+  settings_.min_machines = plan_.min_machines;
+  settings_.max_restarts = plan_.max_restarts;
+  settings_.requested_machine_rank = requested_rank_;
+  settings_.local_world_size = plan_.local_world_size;
+  settings_.host = thisHostName();
+  settings_.store_address = plan_.master_addr + ":" + std::to_string(store_port_);
+  settings_.timeouts = roundTimeouts(plan_);
+  settings_.progress = [this](const std::string& status) { notify_("rendezvous: " + status); };
 }
 
 StoreGroup::~StoreGroup() { link_.reset(); }
@@ -128,21 +110,21 @@ Expected<void> StoreGroup::connect() {
     to_master_ = *route;
   }
   // --local_addr (torchrun's) names this machine's address for the others; else the route's.
-  rdzv_.address = plan_.local_addr.value_or(to_master_ ? to_master_->local_ip : "");
+  settings_.address = plan_.local_addr.value_or(to_master_ ? to_master_->local_ip : "");
   try {
     client_ = connectToMaster(plan_, store_port_, timeouts().join);
-    if (master()) client_->set(JobKeys::jobId(), rdzv_.run_id);
+    if (master()) client_->set(JobKeys::jobId(), settings_.run_id);
     parkPresence();
   } catch (const Error& e) {
     return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
   }
   if (master()) {
-    next_round_ = 0;
+    next_ = RoundStart{};
     return {};
   }
   if (auto ok = checkJobId(); !ok) return ok;
   try {  // a machine that arrives while the job runs joins the round the master opened last
-    next_round_ = openRound(*client_, rdzv_, timeouts().join);
+    next_ = RoundStart{openRound(*client_, settings_, timeouts().join)};
   } catch (const Error& e) {
     return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
   }
@@ -155,19 +137,21 @@ Expected<void> StoreGroup::connect() {
 void StoreGroup::parkPresence() {
   static std::minstd_rand random(static_cast<unsigned>(::getpid()) ^
                                  static_cast<unsigned>(std::random_device{}()));
-  rdzv_.presence = rdzv_.host + "-" + std::to_string(::getpid()) + "-" + std::to_string(random());
+  settings_.presence =
+      settings_.host + "-" + std::to_string(::getpid()) + "-" + std::to_string(random());
   presence_store_ = connectToMaster(plan_, store_port_, timeouts().connect);
-  presence_store_->startWait({jobKeys(rdzv_).presence(rdzv_.presence)});
+  presence_store_->startWait({jobKeys(settings_).presence(settings_.presence)});
   if (!server_) return;
   // A registration read right after it was written may come before its agent's WAIT was
   // parked (another connection): it gets a moment before it counts as gone.
-  rdzv_.present = [this](const std::string& token) {
+  settings_.present = [this](const std::string& token) {
     return present(token, timeouts().presence_grace);
   };
 }
 
 bool StoreGroup::present(const std::string& token, std::chrono::milliseconds grace) const {
-  return token.empty() || server_->waiting(JobKeys::stored(jobKeys(rdzv_).presence(token)), grace);
+  return token.empty() ||
+         server_->waiting(JobKeys::stored(jobKeys(settings_).presence(token)), grace);
 }
 
 // The store this agent reached serves this job, not another one that uses the same endpoint
@@ -177,24 +161,24 @@ Expected<void> StoreGroup::checkJobId() {
   try {
     theirs = client_->get(JobKeys::jobId(), timeouts().join);
   } catch (const TimeoutError&) {
-    return makeError("the store at " + rdzv_.store_address + " names no job within " +
+    return makeError("the store at " + settings_.store_address + " names no job within " +
                      secondsText(timeouts().join) +
                      ": it is not hosted by an accel agent of this job");
   } catch (const Error& e) {
     return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
   }
-  if (theirs == rdzv_.run_id) return {};
-  return makeError("the store at " + rdzv_.store_address + " serves job '" + theirs +
-                   "', but this machine's job is '" + rdzv_.run_id +
+  if (theirs == settings_.run_id) return {};
+  return makeError("the store at " + settings_.store_address + " serves job '" + theirs +
+                   "', but this machine's job is '" + settings_.run_id +
                    "' (--rdzv_id): two jobs on one endpoint; give every machine of a job the "
                    "same --rdzv_id, and each job its own --rdzv_endpoint");
 }
 
 Expected<Placement> StoreGroup::meet() {
   link_.reset();  // the last round's: its watch fired, or the job failed without it
-  rdzv_.round = next_round_.value_or(rdzv_.round + 1);
-  next_round_.reset();
-  if (server_ && rdzv_.round > 0) clearWorkerKeys(*server_, rdzv_.round, notify_);
+  round_ = next_.value_or(RoundStart{round_.round + 1, round_.restart_count, 0});
+  next_.reset();
+  if (server_ && round_.round > 0) clearWorkerKeys(*server_, round_.round, notify_);
   auto joined = joinAsMember();
   if (!joined) return std::move(joined).takeError();
   joined_ = *joined;
@@ -203,8 +187,8 @@ Expected<Placement> StoreGroup::meet() {
     notify_("not every machine's agent is watching the store for failures; it may have died");
   }
   link_ = std::make_unique<JobLink>(std::move(watch_store_), watch_fd_, std::move(publisher_store_),
-                                    rdzv_, joined_->machine_rank, joined_->machines.front().host,
-                                    linkOptions());
+                                    settings_, round_.round, joined_->machine_rank,
+                                    joined_->machines.front().host, linkOptions());
   Placement placement = placementOf(*joined_);
   announce(*joined_, placement);
   return placement;
@@ -222,14 +206,14 @@ Expected<RendezvousResult> StoreGroup::joinAsMember() {
     }
     if (!joined->spare) return joined;
     notify_(spareText(*joined));
-    ++rdzv_.round;
+    round_ = RoundStart{round_.round + 1, round_.restart_count, 0};
   }
 }
 
 // Why this machine is not in the round it registered for: the group is full (a spare until a
 // member is lost), or the round closed just before (the group re-forms to take it).
 std::string StoreGroup::spareText(const RendezvousResult& joined) const {
-  const std::string round = "round " + std::to_string(rdzv_.round);
+  const std::string round = "round " + std::to_string(round_.round);
   if (joined.round_size >= plan_.num_machines) {
     return round + " is full (" + std::to_string(joined.round_size) +
            " machines, the most the job takes): this machine waits as a spare for a later round";
@@ -263,8 +247,8 @@ LinkOptions StoreGroup::linkOptions() const {
 Expected<void> StoreGroup::parkFailureWatch() {
   try {
     watch_store_ = connectToMaster(plan_, store_port_, timeouts().connect);
-    watch_fd_ = watch_store_->startWait({roundKeys(rdzv_).failure()});
-    keepAlive(watch_fd_, timeouts());
+    watch_fd_ = watch_store_->startWait({roundKeys(settings_, round_.round).failure()});
+    keepWatchAlive(watch_fd_, timeouts());
     publisher_store_ = connectToMaster(plan_, store_port_, timeouts().connect);
     // Its requests are small and the store answers at once: a reply that takes longer than
     // this is a master gone quiet, and the link's thread must get back to the watch.
@@ -277,7 +261,7 @@ Expected<void> StoreGroup::parkFailureWatch() {
 
 // Joins the round's rendezvous.
 Expected<RendezvousResult> StoreGroup::join() {
-  auto result = rendezvous(*client_, rdzv_);
+  auto result = rendezvous(*client_, settings_, round_);
   if (!result) return result;
   if (result->closed.empty() && !result->spare && !plan_.elastic() &&
       result->world_size != plan_.world_size) {
@@ -309,7 +293,7 @@ void StoreGroup::announce(const RendezvousResult& joined, const Placement& p) {
           (first == last ? "rank " + std::to_string(first)
                          : "ranks " + std::to_string(first) + "\u2013" + std::to_string(last)) +
           " of " + std::to_string(joined.world_size));
-  if (p.socket_interface && rdzv_.round == 0) {
+  if (p.socket_interface && round_.round == 0) {
     notify_("workers use GLOO_SOCKET_IFNAME=" + *p.socket_interface +
             " (the interface that reaches the other machines)");
   }
@@ -322,33 +306,34 @@ RoundDecision StoreGroup::endRound(AttemptReport& last, bool stopping) {
   if (!joined_ || (joined_->max_restarts == 0 && !plan_.elastic())) return {false, ""};
   // A master gone quiet holds this agent no longer than it would wait for the master.
   client_->setTimeout(timeouts().close + timeouts().decision_margin);
-  last.job_failure = readRoundFailure();
-  RoundEnd mine{joined_->machine_rank, rdzv_.host, !stopping, ""};
+  readRoundStop(last);
+  RoundEnd mine{joined_->machine_rank, settings_.host, !stopping, ""};
   try {
     if (stopping) {  // said in passing (the master may be gone too): this agent leaves now
       mine.why_not = "its agent was told to stop (" + signalName(last.agent_signal) + ")";
       client_->setTimeout(timeouts().stop_said);
       if (master()) {
-        publishDecision(*client_, rdzv_,
-                        {false, "machine 0 (" + rdzv_.host + ") stops: " + mine.why_not});
+        publishDecision(*client_, settings_, round_.round,
+                        {false, "machine 0 (" + settings_.host + ") stops: " + mine.why_not});
       } else {
-        reportRoundEnd(*client_, rdzv_, mine);
+        reportRoundEnd(*client_, settings_, round_.round, mine);
       }
       return {false, ""};
     }
-    reportRoundEnd(*client_, rdzv_, mine);
+    reportRoundEnd(*client_, settings_, round_.round, mine);
     if (!master()) {
-      auto decision = readDecision(*client_, rdzv_, timeouts().close + timeouts().decision_margin);
+      auto decision = readDecision(*client_, settings_, round_.round,
+                                   timeouts().close + timeouts().decision_margin);
       if (!decision) return {false, decision.error()};
+      next_ = decision->next(round_.round);
       return *decision;
     }
     RoundDecision decision = decide(last);
-    publishDecision(*client_, rdzv_, decision);
-    rdzv_.restart_count = decision.restart_count;  // for the next round's assignment
-    rdzv_.expect_machines = decision.expect_machines;
+    publishDecision(*client_, settings_, round_.round, decision);
+    next_ = decision.next(round_.round);  // what the next round's assignment says
     return decision;
   } catch (const Error& e) {
-    return {false, masterStoreLost(rdzv_, e.what())};
+    return {false, masterStoreLost(settings_, e.what())};
   }
 }
 
@@ -356,17 +341,18 @@ RoundDecision StoreGroup::endRound(AttemptReport& last, bool stopping) {
 RoundDecision StoreGroup::decide(const AttemptReport& last) {
   RoundFacts facts = roundFacts(last);
   // The link still watches the members: one lost meanwhile is not waited for.
-  facts.ends = awaitRoundEnds(*client_, rdzv_, facts.machines, timeouts().close, [this] {
-    std::vector<int> lost;
-    if (link_) {
-      for (const auto& l : link_->lostMachines()) lost.push_back(l.machine);
-    }
-    return lost;
-  });
+  facts.ends =
+      awaitRoundEnds(*client_, settings_, round_.round, facts.machines, timeouts().close, [this] {
+        std::vector<int> lost;
+        if (link_) {
+          for (const auto& l : link_->lostMachines()) lost.push_back(l.machine);
+        }
+        return lost;
+      });
   if (link_) facts.lost = link_->lostMachines();
   // Machines registered for the next round by now (one that arrived during the wait included).
   facts.waiting =
-      static_cast<int>(client_->add(jobKeys(rdzv_).round(rdzv_.round + 1).arrivals(), 0));
+      static_cast<int>(client_->add(jobKeys(settings_).round(round_.round + 1).arrivals(), 0));
   RoundDecision decision = decideNextRound(facts);
   previous_failure_ = facts.failure;
   previous_progress_ = facts.progress;
@@ -375,7 +361,7 @@ RoundDecision StoreGroup::decide(const AttemptReport& last) {
 
 RoundFacts StoreGroup::roundFacts(const AttemptReport& last) {
   RoundFacts facts;
-  facts.round = rdzv_.round;
+  facts.round = round_.round;
   facts.restart_count = joined_->restart_count;
   facts.machines = static_cast<int>(joined_->machines.size());
   facts.max_machines = plan_.num_machines;
@@ -385,6 +371,7 @@ RoundFacts StoreGroup::roundFacts(const AttemptReport& last) {
   facts.max_restarts = joined_->max_restarts;
   facts.retry_identical_failures = plan_.retry_identical_failures;
   facts.failure = last.job_failure;
+  facts.joined = last.regrouped;
   facts.progress = last.max_step >= 2;  // the master's board sees every rank's heartbeat
   facts.previous = previous_failure_;
   facts.previous_progress = previous_progress_;
@@ -393,19 +380,27 @@ RoundFacts StoreGroup::roundFacts(const AttemptReport& last) {
 
 void StoreGroup::closeJob(const std::string& why) {
   if (!master() || !client_) return;
-  RendezvousOptions next = rdzv_;
-  ++next.round;
   try {
-    closeRound(*client_, next, why);
+    closeRound(*client_, settings_, round_.round + 1, why);
   } catch (const Error&) {
   }
 }
 
-// The round's first failure as published (every failed round has one, unless the store went).
-std::optional<JobFailure> StoreGroup::readRoundFailure() {
+// What stopped the round, as published (every stopped round has it, unless the store went):
+// its first failure, or a machine waiting to join (no failure: the group re-forms).
+void StoreGroup::readRoundStop(AttemptReport& last) {
+  std::optional<JobFailure> stop = readRoundRecord();
+  if (stop && stop->cause == kCauseJoined) {
+    if (!last.regrouped) last.regrouped = stop->reason;
+  } else {
+    last.job_failure = std::move(stop);
+  }
+}
+
+std::optional<JobFailure> StoreGroup::readRoundRecord() {
   try {
-    return failureFromJson(
-        nlohmann::json::parse(client_->get(roundKeys(rdzv_).failure(), timeouts().failure_read)));
+    return failureFromJson(nlohmann::json::parse(
+        client_->get(roundKeys(settings_, round_.round).failure(), timeouts().failure_read)));
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -426,16 +421,17 @@ void StoreGroup::awaitOtherMachines() {
   if (!master()) client_->setTimeout(afterFailure);
   // Every other agent (member or spare) has left: its presence WAIT is gone. 1: this one's.
   auto othersGone = [this] { return server_ && server_->presentCount() <= 1; };
-  RendezvousOptions group = rdzv_;
-  group.num_machines = joined_ ? static_cast<int>(joined_->machines.size()) : plan_.num_machines;
+  const int machines = joined_ ? static_cast<int>(joined_->machines.size()) : plan_.num_machines;
   try {  // before leaving: this machine finished, it is not lost (job_link.h)
-    if (joined_) client_->set(roundKeys(rdzv_).finished(joined_->machine_rank), "1");
+    if (joined_)
+      client_->set(roundKeys(settings_, round_.round).finished(joined_->machine_rank), "1");
   } catch (const Error&) {
   }
-  int done = exitBarrier(*client_, group, master(), afterFailure, othersGone);
-  if (master() && done < group.num_machines) {
+  int done =
+      exitBarrier(*client_, settings_, round_.round, machines, master(), afterFailure, othersGone);
+  if (master() && done < machines) {
     notify_("stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +
-            std::to_string(group.num_machines) + " machines reported their workers finished");
+            std::to_string(machines) + " machines reported their workers finished");
   }
   // Spares still read the job's end from the store (closeJob): the store stays until they left.
   if (master() && server_) server_->awaitPresentAtMost(1, afterFailure);

@@ -52,7 +52,7 @@ class StoreGroup : public MachineGroup {
   // this machine's placement in it. A spare (the group was full) waits for the next round. An
   // error when the rendezvous fails, or when the job ended first (jobClosed()).
   Expected<Placement> meet() override;
-  int round() const override { return rdzv_.round; }
+  int round() const override { return round_.round; }
   // The job ended while this machine waited to join it (a spare): nothing to do.
   bool jobClosed() const override { return !closed_.empty(); }
   // The master, when the job ends: the spares waiting for the next round are told.
@@ -70,12 +70,12 @@ class StoreGroup : public MachineGroup {
   void awaitOtherMachines() override;
   void interrupt() override;
 
-  std::string statusKeyPrefix() const override { return jobKeys(rdzv_).statusPrefix(); }
-  std::string host() const override { return rdzv_.host; }
+  std::string statusKeyPrefix() const override { return jobKeys(settings_).statusPrefix(); }
+  std::string host() const override { return settings_.host; }
 
  private:
   bool master() const { return requested_rank_ == 0; }
-  const RoundTimeouts& timeouts() const { return rdzv_.timeouts; }
+  const RoundTimeouts& timeouts() const { return settings_.timeouts; }
   Expected<void> parkFailureWatch();
   Expected<void> checkJobId();
   void parkPresence();
@@ -88,7 +88,8 @@ class StoreGroup : public MachineGroup {
   Placement placementOf(const RendezvousResult& joined) const;
   void announce(const RendezvousResult& joined, const Placement& p);
   RoundDecision decide(const AttemptReport& last);
-  std::optional<JobFailure> readRoundFailure();
+  void readRoundStop(AttemptReport& last);
+  std::optional<JobFailure> readRoundRecord();
 
   const LaunchPlan& plan_;
   const probes::Environment& parent_env_;
@@ -102,9 +103,12 @@ class StoreGroup : public MachineGroup {
   // This agent's presence: a WAIT parked on its presence key for the whole job.
   std::unique_ptr<store::TcpStoreClient> presence_store_;
   int watch_fd_ = -1;
-  RendezvousOptions rdzv_;
+  // What the user asked for and who this agent is: made by the constructor and connect(), then
+  // never changed.
+  GroupSettings settings_;
+  RoundStart round_;                // the round meet() formed (or tries to form) last
+  std::optional<RoundStart> next_;  // the round meet() joins next, as decided
   std::optional<RendezvousResult> joined_;
-  std::optional<int> next_round_;  // the round meet() joins next
   std::string closed_;
   std::unique_ptr<JobLink> link_;
   // The master's memory of the round before, for the no-blind-retry rule.

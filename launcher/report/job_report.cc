@@ -138,6 +138,8 @@ void printAttempts(std::ostringstream& out, const JobReport& report) {
     } else if (a.hang) {
       out << (a.hang->kind == "exit" ? "did not exit" : "hung") << " ("
           << ranksText(a.hang->stuck_ranks) << ")\n";
+    } else if (a.regrouped) {
+      out << "stopped for the group to re-form: " << *a.regrouped << "\n";
     } else if (!a.culprit) {
       out << (a.agent_signal ? "stopped by " + signalName(a.agent_signal) + " sent to the agent"
                              : "succeeded")
@@ -322,6 +324,7 @@ nlohmann::json renderReportJson(const JobReport& report) {
     entry["remote_culprit"] =
         a.remote_culprit ? failureToJson(*a.remote_culprit) : nlohmann::json(nullptr);
     entry["job_failure"] = a.job_failure ? failureToJson(*a.job_failure) : nlohmann::json(nullptr);
+    entry["regrouped"] = a.regrouped ? nlohmann::json(*a.regrouped) : nlohmann::json(nullptr);
     attempts.push_back(entry);
   }
   return {{"exit_code", report.exit_code},
@@ -335,6 +338,7 @@ int jobExitCode(const AttemptReport& last) {
   if (last.remote_culprit) return last.remote_culprit->exit_code;
   if (last.culprit) return last.workers[*last.culprit].exit_code;
   if (last.agent_signal) return 128 + last.agent_signal;
+  if (last.regrouped) return 1;  // the group did not re-form: the job did not finish
   return 0;
 }
 

@@ -52,9 +52,10 @@ struct JobFailure {
   int signal = 0;
   std::string reason;  // for failures that are not a worker's: "its agent received SIGTERM"
   // Why the group changes, for failures that are not a worker's: "" (a worker, an agent told
-  // to stop, the master lost), kCauseLost (the machine's agent is gone, or it stopped sending
-  // keep-alives) or
-  // kCauseJoined (a machine waits to join: the group re-forms, not counted as a restart).
+  // to stop, the master lost) or kCauseLost (the machine's agent is gone, or it stopped sending
+  // keep-alives). The round's stop record also carries kCauseJoined (a machine waits to join:
+  // the group re-forms): that one is not a failure, and becomes AttemptReport::regrouped, never
+  // a JobFailure of an attempt.
   std::string cause;
   bool hung = false;  // the agent stopped the job because it hung (exit_code is kHungExitCode)
   double ended_after_s = 0;
@@ -90,12 +91,17 @@ struct AttemptReport {
   // or another's), read once the attempt ended; the same on every machine.
   std::optional<JobFailure> job_failure;
   std::optional<HangReport> hang;  // the agent found the job hung and stopped it
+  // Multi-machine jobs: the attempt stopped, with no failure, for the group to re-form around a
+  // machine that waits to join (why: "a machine is waiting to join ...").
+  std::optional<std::string> regrouped;
 
   // The highest heartbeat step any rank began (ranks ADD 1 as each step begins; 0: none sent):
   // 2 or more means some rank completed a step.
   int64_t max_step = 0;
 
-  bool succeeded() const { return !culprit && agent_signal == 0 && !remote_culprit && !hang; }
+  bool succeeded() const {
+    return !culprit && agent_signal == 0 && !remote_culprit && !hang && !regrouped;
+  }
 };
 
 struct JobReport {

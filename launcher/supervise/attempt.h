@@ -140,6 +140,7 @@ class Supervisor::Attempt {
   void onOutput(Worker& w, int stream);
   void onLinkEvents();
   void onRemoteFailure(JobFailure failure);
+  void onGroupGrows(std::string why);
   void onConsoleReady();
 
   // ---- Actions ----

@@ -347,8 +347,22 @@ void Supervisor::Attempt::onLinkEvents() {
       case LinkEvent::Kind::kRemoteFailure:
         onRemoteFailure(std::move(event.failure));
         break;
+      case LinkEvent::Kind::kGroupGrows:
+        onGroupGrows(std::move(event.failure.reason));
+        break;
     }
   }
+}
+
+// A machine waits to join: no failure, the group re-forms to take it. The workers stop here as
+// on every machine (collateral, never a culprit), and this machine publishes nothing.
+void Supervisor::Attempt::onGroupGrows(std::string why) {
+  if (report_.remote_culprit || report_.told_others || report_.regrouped) return;
+  report_.regrouped = std::move(why);
+  publication_ = Publication::kDone;
+  if (stopping_) return;  // already stopping for a reason of its own
+  say(*report_.regrouped + "; stopping the workers here");
+  stopTheOthers();
 }
 
 void Supervisor::Attempt::onRemoteFailure(JobFailure failure) {

@@ -778,6 +778,11 @@ $o3"
   # The group grew and a spare came: two attempts, no restart (restart=0 above, and here).
   [[ $(summary_of "$SCRATCH/logs2" restarts_used) == 0 ]] || fail "restarts_used: $(summary_of "$SCRATCH/logs2" restarts_used)"
   [[ $m0 != *"restarts used"* ]] || fail "$m0"
+  # A machine that joins is no failure: attempt 0 regrouped, with no failure and no culprit.
+  first=$(/usr/bin/python3 -c 'import json, sys; a = json.load(open(sys.argv[1]))["attempts"][0]
+print(a["regrouped"], a["job_failure"], a["remote_culprit"], a["culprit"], sep="|")' "$(run_dir_in "$SCRATCH/logs2")/summary.json")
+  [[ $first == "a machine is waiting to join (the group has 2 of at most 3): the group re-forms to take it|None|None|None" ]] || fail "attempt 0 in summary.json: $first"
+  expect_contains "$m0" "a machine is waiting to join (the group has 2 of at most 3): the group re-forms to take it; stopping the workers here"
   expect_no_leftovers
   # (3) A machine that joins and dies before the round closes (--nnodes 2:4, a last call of
   # 8 s, long enough for this script's python3 to see the third registration): the round

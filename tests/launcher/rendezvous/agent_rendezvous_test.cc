@@ -20,8 +20,8 @@ class AgentRendezvousTest : public ::testing::Test {
  protected:
   void SetUp() override { server_ = store::TcpStoreServer::start({}); }
 
-  RendezvousOptions options(int machines, int requested, int localWorldSize) {
-    RendezvousOptions o;
+  GroupSettings options(int machines, int requested, int localWorldSize) {
+    GroupSettings o;
     o.num_machines = machines;
     if (requested >= 0) o.requested_machine_rank = requested;  // -1: any
     o.local_world_size = localWorldSize;
@@ -38,13 +38,15 @@ class AgentRendezvousTest : public ::testing::Test {
     return std::make_unique<store::TcpStoreClient>(c);
   }
 
-  Expected<RendezvousResult> join(RendezvousOptions o) { return rendezvous(*client(), o); }
+  Expected<RendezvousResult> join(const GroupSettings& o, RoundStart start = {}) {
+    return rendezvous(*client(), o, start);
+  }
 
   // Returns once `slots` agents have registered in round 0: the rendezvous writes
   // accel/rdzv/<run_id>/round/0/agent/<slot> for each arrival, in slot order. Throws
   // TimeoutError (failing the test) if they never do.
   void awaitRegistered(int slots) {
-    client()->wait({roundKeys(RendezvousOptions{}).agent(slots - 1)}, 10s);
+    client()->wait({roundKeys(GroupSettings{}, 0).agent(slots - 1)}, 10s);
   }
 
   std::unique_ptr<store::TcpStoreServer> server_;
@@ -109,7 +111,7 @@ TEST_F(AgentRendezvousTest, TimeoutNamesMissingMachines) {
 // and the dead one is neither a member nor waited for.
 TEST_F(AgentRendezvousTest, AMachineThatRegisteredAndDiedIsNotAMember) {
   auto elastic = [&](int requested) {
-    RendezvousOptions o = options(4, requested, 2);
+    GroupSettings o = options(4, requested, 2);
     o.min_machines = 2;
     o.timeouts.last_call = 300ms;
     o.presence = "agent-r" + std::to_string(requested);
@@ -118,7 +120,7 @@ TEST_F(AgentRendezvousTest, AMachineThatRegisteredAndDiedIsNotAMember) {
   };
   // The dead one registered first (as a rendezvous() would), then vanished.
   auto c = client();
-  const RoundKeys round0 = roundKeys(RendezvousOptions{});
+  const RoundKeys round0 = roundKeys(GroupSettings{}, 0);
   c->add(round0.arrivals(), 1);
   c->set(
       round0.agent(0),
@@ -239,12 +241,13 @@ TEST_F(AgentRendezvousTest, ExitBarrierWaitsForEveryMachine) {
   auto o = options(2, 0, 1);
   auto a = client(), b = client();
   Polls polls;
-  auto master =
-      std::async(std::launch::async, [&] { return exitBarrier(*a, o, true, 5s, polls.never()); });
+  auto master = std::async(std::launch::async, [&] {
+    return exitBarrier(*a, o, 0, o.num_machines, true, 5s, polls.never());
+  });
   // The master is in its wait (it asked whether the others are gone, twice) before the other
   // reports.
   const bool waiting = polls.awaitAtLeast(2);
-  EXPECT_EQ(exitBarrier(*b, o, false, 5s, nullptr), 2);
+  EXPECT_EQ(exitBarrier(*b, o, 0, o.num_machines, false, 5s, nullptr), 2);
   EXPECT_TRUE(waiting) << "the master never polled while the other machine was still running";
   EXPECT_EQ(master.get(), 2);
 }
@@ -253,8 +256,9 @@ TEST_F(AgentRendezvousTest, ExitBarrierStopsWaitingWhenTheOthersAreGone) {
   auto o = options(3, 0, 1);
   auto a = client();
   Polls polls;
-  auto master = std::async(std::launch::async,
-                           [&] { return exitBarrier(*a, o, true, 5s, polls.untilGone()); });
+  auto master = std::async(std::launch::async, [&] {
+    return exitBarrier(*a, o, 0, o.num_machines, true, 5s, polls.untilGone());
+  });
   EXPECT_TRUE(polls.awaitAtLeast(2));
   EXPECT_EQ(master.wait_for(0s),
             std::future_status::timeout);  // still waiting while the others live
@@ -262,8 +266,8 @@ TEST_F(AgentRendezvousTest, ExitBarrierStopsWaitingWhenTheOthersAreGone) {
   const auto status = master.wait_for(10s);
   if (status !=
       std::future_status::ready) {  // let the master's thread end: the others report after all
-    exitBarrier(*client(), o, false, 5s, nullptr);
-    exitBarrier(*client(), o, false, 5s, nullptr);
+    exitBarrier(*client(), o, 0, o.num_machines, false, 5s, nullptr);
+    exitBarrier(*client(), o, 0, o.num_machines, false, 5s, nullptr);
   }
   ASSERT_EQ(status, std::future_status::ready);
   EXPECT_EQ(master.get(), 1);
@@ -274,18 +278,16 @@ TEST_F(AgentRendezvousTest, ExitBarrierAfterAFailureIsBounded) {
   auto a = client();
   JobFailure f;
   f.machine_rank = 1;
-  EXPECT_FALSE(publishFailure(*a, o, f).has_value());  // the job's first failure
+  EXPECT_FALSE(publishFailure(*a, o, 0, f).has_value());  // the job's first failure
   const auto start = std::chrono::steady_clock::now();
   Polls polls;
-  EXPECT_EQ(exitBarrier(*a, o, true, 200ms, polls.never()), 1);
+  EXPECT_EQ(exitBarrier(*a, o, 0, o.num_machines, true, 200ms, polls.never()), 1);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   // The other agents all gone after the failure: no reason to keep the store for them (a lost
   // machine never reports; waiting out the deadline kept the master ~15 s after its summary).
-  auto next = o;
-  next.round = 1;
-  EXPECT_FALSE(publishFailure(*a, next, f).has_value());
+  EXPECT_FALSE(publishFailure(*a, o, 1, f).has_value());
   int looks = 0;
-  EXPECT_EQ(exitBarrier(*a, next, true, 60s, [&looks] { return ++looks > 0; }), 1);
+  EXPECT_EQ(exitBarrier(*a, o, 1, o.num_machines, true, 60s, [&looks] { return ++looks > 0; }), 1);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
   EXPECT_EQ(looks, 1);
 }
@@ -300,14 +302,14 @@ TEST_F(AgentRendezvousTest, OnlyTheFirstFailureIsPublished) {
   first.stderr_tail = {"boom"};
   second.machine_rank = 0;
   second.rank = 0;
-  EXPECT_FALSE(publishFailure(*b, o, first).has_value());
-  auto winner = publishFailure(*a, o, second);
+  EXPECT_FALSE(publishFailure(*b, o, 0, first).has_value());
+  auto winner = publishFailure(*a, o, 0, second);
   ASSERT_TRUE(winner.has_value());
   EXPECT_EQ(winner->rank, 3);
   EXPECT_EQ(winner->exit_code, 7);
   EXPECT_EQ(winner->stderr_tail, std::vector<std::string>{"boom"});
-  EXPECT_FALSE(readFailure(*b, o, 1).has_value());  // machine 1's own
-  EXPECT_EQ(readFailure(*a, o, 0)->rank, 3);
+  EXPECT_FALSE(readFailure(*b, o, 0, 1).has_value());  // machine 1's own
+  EXPECT_EQ(readFailure(*a, o, 0, 0)->rank, 3);
 }
 
 }  // namespace

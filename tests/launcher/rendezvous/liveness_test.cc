@@ -113,31 +113,31 @@ TEST(LivenessTest, TheWindowIsWhatTheSettingsSay) {
 // first look that saw 2 — not before, and not later; a re-forming group that expects 3 closes
 // as soon as 3 are there.
 TEST(RoundClosingTest, TheLastCallClosesTheFirstRound) {
-  RendezvousOptions o;
+  GroupSettings o;
   o.num_machines = 4;
   o.min_machines = 2;
   o.timeouts.last_call = 30s;
   RoundClosing c;
-  EXPECT_FALSE(c.ready(o, 1, at(0ms)));
+  EXPECT_FALSE(c.ready(o, {}, 1, at(0ms)));
   EXPECT_FALSE(c.last_call);  // MIN not met: no last call yet
-  EXPECT_FALSE(c.ready(o, 2, at(1000ms)));
+  EXPECT_FALSE(c.ready(o, {}, 2, at(1000ms)));
   ASSERT_TRUE(c.last_call);
   EXPECT_EQ(*c.last_call, at(31000ms));
-  EXPECT_FALSE(c.ready(o, 3, at(20000ms)));
-  EXPECT_FALSE(c.ready(o, 3, at(30999ms)));
-  EXPECT_TRUE(c.ready(o, 3, at(31000ms)));
+  EXPECT_FALSE(c.ready(o, {}, 3, at(20000ms)));
+  EXPECT_FALSE(c.ready(o, {}, 3, at(30999ms)));
+  EXPECT_TRUE(c.ready(o, {}, 3, at(31000ms)));
   RoundClosing full;
-  EXPECT_TRUE(full.ready(o, 4, at(0ms)));  // MAX: at once
-  RendezvousOptions reforming = o;
+  EXPECT_TRUE(full.ready(o, {}, 4, at(0ms)));  // MAX: at once
+  RoundStart reforming;
   reforming.expect_machines = 3;
   RoundClosing survivors;
-  EXPECT_FALSE(survivors.ready(reforming, 2, at(0ms)));
-  EXPECT_TRUE(survivors.ready(reforming, 3, at(10ms)));  // no last call for the expected
-  RendezvousOptions fixed;
+  EXPECT_FALSE(survivors.ready(o, reforming, 2, at(0ms)));
+  EXPECT_TRUE(survivors.ready(o, reforming, 3, at(10ms)));  // no last call for the expected
+  GroupSettings fixed;
   fixed.num_machines = 3;  // a static job: all of them
   RoundClosing all;
-  EXPECT_FALSE(all.ready(fixed, 2, at(3600000ms)));
-  EXPECT_TRUE(all.ready(fixed, 3, at(3600001ms)));
+  EXPECT_FALSE(all.ready(fixed, {}, 2, at(3600000ms)));
+  EXPECT_TRUE(all.ready(fixed, {}, 3, at(3600001ms)));
 }
 
 }  // namespace

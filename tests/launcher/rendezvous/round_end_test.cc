@@ -128,9 +128,8 @@ TEST(DecideNextRoundTest, AMachineThatJoinsReformsTheGroupWithoutCountingARestar
   f.hosts.pop_back();
   f.ends.erase(f.ends.begin());  // members 0 and 1 reported
   f.waiting = 1;
-  f.failure = JobFailure{};
-  f.failure->cause = kCauseJoined;
-  f.failure->reason = "a machine is waiting to join";
+  f.failure.reset();  // a machine that joins is no failure
+  f.joined = "a machine is waiting to join";
   RoundDecision d = decideNextRound(f);
   EXPECT_TRUE(d.restart);
   EXPECT_FALSE(d.counted);
@@ -214,9 +213,8 @@ class RoundEndTest : public ::testing::Test {
  protected:
   // Every agent's view of the job's store (one store, shared by the agents' threads).
   store::MemoryStore* client() { return &store_; }
-  static RendezvousOptions round(int r) {
-    RendezvousOptions o;
-    o.round = r;
+  static GroupSettings settings() {
+    GroupSettings o;
     o.store_address = "test";
     return o;
   }
@@ -226,20 +224,20 @@ class RoundEndTest : public ::testing::Test {
 TEST_F(RoundEndTest, TheMasterDecidesOnceEveryMachineEndedAndTheOthersReadIt) {
   auto other = [this](int machine, int r) {
     auto c = client();
-    reportRoundEnd(*c, round(r), RoundEnd{machine, "h" + std::to_string(machine), true, ""});
-    return readDecision(*c, round(r), 10s);
+    reportRoundEnd(*c, settings(), r, RoundEnd{machine, "h" + std::to_string(machine), true, ""});
+    return readDecision(*c, settings(), r, 10s);
   };
   auto m1 = std::async(std::launch::async, other, 1, 0);
   auto m2 = std::async(std::launch::async, other, 2, 0);
   auto c = client();
-  reportRoundEnd(*c, round(0), RoundEnd{0, "h0", true, ""});
-  std::vector<RoundEnd> ends = awaitRoundEnds(*c, round(0), 3, 10s);
+  reportRoundEnd(*c, settings(), 0, RoundEnd{0, "h0", true, ""});
+  std::vector<RoundEnd> ends = awaitRoundEnds(*c, settings(), 0, 3, 10s);
   ASSERT_EQ(ends.size(), 3u);
   std::vector<int> machines;
   for (const auto& e : ends) machines.push_back(e.machine_rank);
   std::sort(machines.begin(), machines.end());
   EXPECT_EQ(machines, (std::vector<int>{0, 1, 2}));
-  publishDecision(*c, round(0), RoundDecision{true, "restarting"});
+  publishDecision(*c, settings(), 0, RoundDecision{true, "restarting"});
   for (auto* f : {&m1, &m2}) {
     auto d = f->get();
     ASSERT_TRUE(d.ok()) << d.error();
@@ -247,17 +245,18 @@ TEST_F(RoundEndTest, TheMasterDecidesOnceEveryMachineEndedAndTheOthersReadIt) {
     EXPECT_EQ(d->why, "restarting");
   }
   // Round 1 starts from nothing: its ends and decision are its own.
-  EXPECT_TRUE(awaitRoundEnds(*c, round(1), 3, 50ms).empty());
-  auto late = readDecision(*c, round(1), 50ms);
+  EXPECT_TRUE(awaitRoundEnds(*c, settings(), 1, 3, 50ms).empty());
+  auto late = readDecision(*c, settings(), 1, 50ms);
   ASSERT_FALSE(late.ok());
   EXPECT_EQ(late.error(), "the master agent did not say within 0.05 s whether the job restarts");
 }
 
 TEST_F(RoundEndTest, TheMasterStopsWaitingForAMachineThatNeverReports) {
   auto c = client();
-  reportRoundEnd(*c, round(0), RoundEnd{0, "h0", true, ""});
-  reportRoundEnd(*c, round(0), RoundEnd{2, "h2", false, "its agent was told to stop (SIGINT)"});
-  std::vector<RoundEnd> ends = awaitRoundEnds(*c, round(0), 3, 300ms);  // machine 1 is silent
+  reportRoundEnd(*c, settings(), 0, RoundEnd{0, "h0", true, ""});
+  reportRoundEnd(*c, settings(), 0,
+                 RoundEnd{2, "h2", false, "its agent was told to stop (SIGINT)"});
+  std::vector<RoundEnd> ends = awaitRoundEnds(*c, settings(), 0, 3, 300ms);  // machine 1 is silent
   ASSERT_EQ(ends.size(), 2u);
   EXPECT_EQ(ends[1].machine_rank, 2);
   EXPECT_FALSE(ends[1].continues);
@@ -268,18 +267,18 @@ TEST_F(RoundEndTest, TheMasterStopsWaitingForAMachineThatNeverReports) {
 // machine 1's report (counting it twice ended the wait and dropped machine 1 as silent).
 TEST_F(RoundEndTest, AMemberThatReportedAndWasLostCountsOnce) {
   auto c = client();
-  reportRoundEnd(*c, round(0), RoundEnd{0, "h0", true, ""});
-  reportRoundEnd(*c, round(0), RoundEnd{2, "h2", true, ""});
+  reportRoundEnd(*c, settings(), 0, RoundEnd{0, "h0", true, ""});
+  reportRoundEnd(*c, settings(), 0, RoundEnd{2, "h2", true, ""});
   std::promise<void> lookedTwice;
   int looks = 0;
   auto ends = std::async(std::launch::async, [&] {
-    return awaitRoundEnds(*client(), round(0), 3, 10s, [&] {
+    return awaitRoundEnds(*client(), settings(), 0, 3, 10s, [&] {
       if (++looks == 2) lookedTwice.set_value();  // it went round its loop: it is waiting
       return std::vector<int>{2};
     });
   });
   lookedTwice.get_future().get();
-  reportRoundEnd(*c, round(0), RoundEnd{1, "h1", true, ""});
+  reportRoundEnd(*c, settings(), 0, RoundEnd{1, "h1", true, ""});
   const auto got = ends.get();
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[2].machine_rank, 1);

@@ -76,6 +76,35 @@ TEST(JobReportTest, FailureNamesCulpritTailOomAndCollateral) {
   EXPECT_TRUE(j.at("attempts").at(0).at("oom_suspected").get<bool>());
 }
 
+// An attempt stopped for a machine that joins is no failure: its line says so, summary.json has
+// it as "regrouped" with no culprit, and it is not a success either (the job went on).
+TEST(JobReportTest, AnAttemptStoppedForAJoiningMachineIsNoFailure) {
+  AttemptReport regrouped;
+  regrouped.attempt = 0;
+  regrouped.workers = {worker(0, 143, SIGTERM, true)};
+  regrouped.duration_s = 2.0;
+  regrouped.regrouped = "a machine is waiting to join (the group has 2 of at most 3)";
+  EXPECT_FALSE(regrouped.succeeded());
+  EXPECT_EQ(jobExitCode(regrouped), 1);  // ended there: the group did not re-form
+  AttemptReport failed;
+  failed.attempt = 1;
+  failed.workers = {worker(0, 3)};
+  failed.culprit = 0;
+  failed.duration_s = 1.0;
+  JobReport r{{regrouped, failed}, 3, 0, {}};
+  const std::string s = renderFailureSummary(r);
+  EXPECT_NE(s.find("attempt 0 (2.00 s): stopped for the group to re-form: a machine is waiting to "
+                   "join (the group has 2 of at most 3)\n"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("attempt 1 (1.00 s): rank 0 failed with exit code 3\n"), std::string::npos) << s;
+  auto j = renderReportJson(r);
+  EXPECT_EQ(j.at("attempts").at(0).at("regrouped"), *regrouped.regrouped);
+  EXPECT_TRUE(j.at("attempts").at(0).at("culprit").is_null());
+  EXPECT_TRUE(j.at("attempts").at(0).at("job_failure").is_null());
+  EXPECT_TRUE(j.at("attempts").at(1).at("regrouped").is_null());
+}
+
 TEST(JobReportTest, AgentSignalWithoutCulprit) {
   AttemptReport a;
   a.workers = {worker(0, 130, 0, false)};
