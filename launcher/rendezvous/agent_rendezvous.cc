@@ -158,10 +158,12 @@ Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const Round
     }
     count = static_cast<int>(s.add(keys.arrivals(), 0));
     const int here = presentCount(s, o, r, count);
-    if (here > o.num_machines && !elastic) {
-      return makeError(std::to_string(here) + " machines joined a rendezvous for " +
-                       std::to_string(o.num_machines) +
-                       " (is another job using the same --main_process_port?)");
+    if (here > o.num_machines && !elastic) {  // said to the others too: they fail at once
+      const std::string message = std::to_string(here) + " machines joined a rendezvous for " +
+                                  std::to_string(o.num_machines) +
+                                  " (is another job using the same --main_process_port?)";
+      s.set(keys.assignment(), json{{"error", message}}.dump());
+      return makeError(message);
     }
     if (closing.ready(o, r, here, Clock::now())) return std::min(here, o.num_machines);
     std::string status =
