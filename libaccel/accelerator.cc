@@ -9,6 +9,7 @@
 #include <random>
 
 #include <ATen/autocast_mode.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <nlohmann/json.hpp>
 #include <torch/cuda.h>
 #include <torch/nn/utils/clip_grad.h>
@@ -160,19 +161,22 @@ Accelerator::Accelerator(AcceleratorOptions options)
               accumulation_steps_);
   const bool cpuOnly =
       options_.cpu.value_or(env::getString(env::kUseCpu).value_or("False") == "True");
-  if (options_.communicator) {
-    comm_ = options_.communicator;
-  } else {
+  if (options_.communicator) comm_ = options_.communicator;
+  local_rank_ = options_.local_rank >= 0
+                    ? options_.local_rank
+                    : env::getInt(env::kLocalRank, options_.communicator ? comm_->rank() : 0);
+  device_ = chooseDevice(cpuOnly);
+  // The rank's GPU becomes the process's current device before the communicator is made (as
+  // accelerate's torch.cuda.set_device): the communicator's allocations, and the user's tensors
+  // made with torch::kCUDA, land on it rather than all on GPU 0.
+  if (device_.is_cuda()) c10::impl::getDeviceGuardImpl(device_.type())->setDevice(device_);
+  if (!comm_) {
     comm::EnvironmentOptions e;
     e.timeout = options_.timeout;
     e.cpu_only = cpuOnly;
     e.cpu_backend = options_.cpu_backend;
     comm_ = comm::communicatorFromEnvironment(e);
   }
-  local_rank_ = options_.local_rank >= 0
-                    ? options_.local_rank
-                    : env::getInt(env::kLocalRank, options_.communicator ? comm_->rank() : 0);
-  device_ = chooseDevice(cpuOnly);
   // fp16 on the CPU would silently train in fp32 (accelerate's behaviour), which accel refuses.
   if (mixed_precision_ == MixedPrecision::Fp16 && !device_.is_cuda()) {
     throw Error("mixed precision fp16 needs a CUDA device and this process trains on the CPU (" +

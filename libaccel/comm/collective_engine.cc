@@ -1,5 +1,7 @@
 #include "libaccel/comm/collective_engine.h"
 
+#include <atomic>
+
 #include <c10/core/ScalarType.h>
 
 #include "accel/error.h"
@@ -35,6 +37,11 @@ std::string timeoutText(std::chrono::milliseconds timeout) {
 
 }  // namespace
 
+std::string nextNcclUniqueIdKey() {
+  static std::atomic<int> built{0};
+  return "accel/nccl_unique_id/" + std::to_string(built++);
+}
+
 CollectiveEngine::CollectiveEngine(std::unique_ptr<DeviceQueue> queue, EngineOptions options)
     : queue_(std::move(queue)), options_(std::move(options)) {
   if (options_.watchdog_thread) watchdog_ = std::thread([this] { watchdogLoop(); });
@@ -49,7 +56,7 @@ CollectiveEngine::~CollectiveEngine() {
   if (watchdog_.joinable()) watchdog_.join();
 }
 
-void CollectiveEngine::checkTensor(const char* op, const at::Tensor& tensor) const {
+void CollectiveEngine::checkTensor(const char* op, const at::Tensor& tensor, bool asBytes) const {
   if (tensor.device() != options_.device) {
     throw Error(std::string("NCCL ") + op + ": the tensor is on " + tensor.device().str() +
                 "; this communicator takes tensors on " + options_.device.str() +
@@ -57,10 +64,28 @@ void CollectiveEngine::checkTensor(const char* op, const at::Tensor& tensor) con
   }
   if (!tensor.is_contiguous())
     throw Error(std::string("NCCL ") + op + " needs a contiguous tensor (call .contiguous())");
-  if (!ncclHasType(tensor.scalar_type())) {
+  if (!asBytes && !ncclHasType(tensor.scalar_type()) && tensor.scalar_type() != at::kBool) {
     throw Error(std::string("NCCL ") + op + ": NCCL has no " + c10::toString(tensor.scalar_type()) +
-                " type");
+                " type, and its values cannot be reduced as bytes");
   }
+}
+
+Collective collectiveOf(CollectiveKind kind, const at::Tensor& in, void* recv, ReduceOp op,
+                        int root) {
+  Collective c{kind, in.data_ptr(), recv, static_cast<size_t>(in.numel()), in.scalar_type(),
+               op,   root};
+  if (kind == CollectiveKind::AllReduce) {
+    if (c.dtype == at::kBool) {  // one byte each; a sum of bools is their or (torch's rule)
+      c.dtype = at::kByte;
+      if (op == ReduceOp::Sum) c.op = ReduceOp::Max;
+    }
+    return c;
+  }
+  if (!ncclHasType(c.dtype)) {  // moved, not reduced: the bytes are the values
+    c.dtype = at::kByte;
+    c.count = in.nbytes();
+  }
+  return c;
 }
 
 int CollectiveEngine::takeEvent() {
@@ -77,29 +102,8 @@ uint64_t CollectiveEngine::start(const char* op, const Collective& collective,
   queue_->recordOnCaller(0);
   queue_->queueWaits(0);
   const QueueState launched = queue_->launch(collective);
-  if (launched.kind != QueueState::Ready) {
-    // Non-blocking NCCL: the call may still be in progress; nothing else may be called on the
-    // communicator until it is not. Bounded by the timeout.
-    lock.unlock();
-    const QueueState first = launched;
-    bool returnedFirst = false;
-    awaitReady(
-        [&] {
-          if (!returnedFirst) {
-            returnedFirst = true;
-            return first;
-          }
-          return queue_->state();
-        },
-        [&] {
-          std::lock_guard<std::mutex> relock(mutex_);
-          abortLocked("NCCL " + describe(op, collective) + " was not taken within " +
-                      timeoutText(options_.timeout) + "; the communicator was aborted");
-        },
-        "NCCL " + describe(op, collective), options_);
-    lock.lock();
-    throwIfAbortedLocked();
-  }
+  if (launched.kind != QueueState::Ready)
+    awaitLaunch(lock, "NCCL " + describe(op, collective), launched);
   const int event = takeEvent();
   queue_->recordOnQueue(event);
   for (const auto& t : tensors) queue_->keepUntilDone(t);
@@ -143,37 +147,85 @@ void CollectiveEngine::retireLocked() {
   }
 }
 
+// Non-blocking NCCL: the launch may still be in progress, and nothing else may enter the
+// communicator until it is not (the watchdog leaves NCCL alone meanwhile: launching_). Polled
+// under the lock, so never after an abort; bounded by the timeout.
+void CollectiveEngine::awaitLaunch(std::unique_lock<std::mutex>& lock, const std::string& what,
+                                   QueueState state) {
+  launching_ = true;
+  const auto deadline = options_.now() + options_.timeout;
+  std::string failed;
+  while (state.kind == QueueState::InProgress && aborted_.empty()) {
+    if (options_.now() > deadline) {
+      failed = what + " was not taken within " + timeoutText(options_.timeout) +
+               " (a peer did not start, or cannot be reached); the communicator was aborted";
+      break;
+    }
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    lock.lock();
+    if (aborted_.empty()) state = queue_->state();
+  }
+  launching_ = false;
+  if (state.kind == QueueState::Failed && aborted_.empty())
+    failed = what + " failed: " + state.error + "; the communicator was aborted";
+  if (!failed.empty() && markAbortedLocked(failed)) abortQueue(lock);
+  throwIfAbortedLocked();
+}
+
 void CollectiveEngine::check(std::chrono::steady_clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!aborted_.empty()) return;
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (checkLocked(now)) abortQueue(lock);
+}
+
+// The watchdog's rule; true when it decided to abort (the caller aborts the queue).
+bool CollectiveEngine::checkLocked(std::chrono::steady_clock::time_point now) {
+  if (!aborted_.empty() || unloading_) return false;
   QueueState state;
   try {
     retireLocked();
-    state = queue_->state();
+    // A launch in progress on another thread: NCCL takes no second call meanwhile.
+    if (!launching_) state = queue_->state();
+  } catch (const QueueUnloading&) {  // the program is exiting: nothing left to watch
+    unloading_ = true;
+    wake_.notify_all();
+    return false;
   } catch (const std::exception& e) {  // a CUDA error: the device is no longer usable
-    abortLocked(std::string("checking the collectives in flight failed: ") + e.what() +
-                "; the communicator was aborted");
-    return;
+    return markAbortedLocked(std::string("checking the collectives in flight failed: ") + e.what() +
+                             "; the communicator was aborted");
   }
   if (state.kind == QueueState::Failed) {
-    abortLocked("NCCL reported an error" +
-                (in_flight_.empty() ? std::string()
-                                    : " while the " + in_flight_.front().what + " was in flight") +
-                ": " + state.error + " (a peer failed?); the communicator was aborted");
-    return;
+    return markAbortedLocked(
+        "NCCL reported an error" +
+        (in_flight_.empty() ? std::string()
+                            : " while the " + in_flight_.front().what + " was in flight") +
+        ": " + state.error + " (a peer failed?); the communicator was aborted");
   }
   if (!in_flight_.empty() && now - in_flight_.front().started > options_.timeout) {
-    abortLocked("NCCL " + in_flight_.front().what + " did not complete within " +
-                timeoutText(options_.timeout) +
-                " (a peer died or stopped calling collectives); the communicator was aborted");
+    return markAbortedLocked("NCCL " + in_flight_.front().what + " did not complete within " +
+                             timeoutText(options_.timeout) +
+                             " (a peer died or stopped calling collectives); the communicator "
+                             "was aborted");
   }
+  return false;
 }
 
-void CollectiveEngine::abortLocked(const std::string& reason) {
-  if (!aborted_.empty()) return;
+// From now on every call throws `reason` (the first reason stands); true for the one call that
+// must abort the queue.
+bool CollectiveEngine::markAbortedLocked(const std::string& reason) {
+  if (!aborted_.empty()) return false;
   aborted_ = reason;
-  queue_->abort();
   wake_.notify_all();
+  return true;
+}
+
+// ncclCommAbort waits for the device: without the lock, so that every other call returns
+// (throwing the reason) instead of waiting behind it. No other queue call can start: each looks
+// at aborted_ under the lock first.
+void CollectiveEngine::abortQueue(std::unique_lock<std::mutex>& lock) {
+  lock.unlock();
+  queue_->abort();
+  lock.lock();
 }
 
 void CollectiveEngine::throwIfAbortedLocked() const {
@@ -181,13 +233,19 @@ void CollectiveEngine::throwIfAbortedLocked() const {
 }
 
 void CollectiveEngine::watchdogLoop() {
+  try {
+    queue_->bindThread();
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    markAbortedLocked(std::string("the watchdog cannot use the communicator's device: ") +
+                      e.what());
+    return;
+  }
   std::unique_lock<std::mutex> lock(mutex_);
-  while (!stopping_) {
+  while (!stopping_ && !unloading_) {
     wake_.wait_for(lock, options_.poll_interval);
     if (stopping_) break;
-    lock.unlock();
-    check(options_.now());
-    lock.lock();
+    if (checkLocked(options_.now())) abortQueue(lock);
   }
 }
 
@@ -253,41 +311,24 @@ class EngineCommunicator : public Communicator {
 
   std::unique_ptr<Work> allreduceAsync(at::Tensor& tensor, ReduceOp op) override {
     engine_.checkTensor("all-reduce", tensor);
-    Collective c{CollectiveKind::AllReduce,
-                 tensor.data_ptr(),
-                 tensor.data_ptr(),
-                 static_cast<size_t>(tensor.numel()),
-                 tensor.scalar_type(),
-                 op,
-                 0};
+    const Collective c = collectiveOf(CollectiveKind::AllReduce, tensor, tensor.data_ptr(), op);
     return std::make_unique<EngineWork>(engine_, engine_.start("all-reduce", c, {tensor}));
   }
 
   void broadcast(at::Tensor& tensor, int root) override {
-    engine_.checkTensor("broadcast", tensor);
+    engine_.checkTensor("broadcast", tensor, /*asBytes=*/true);
     ACCEL_CHECK(root >= 0 && root < size_, "broadcast from rank ", root, " of ", size_);
-    Collective c{CollectiveKind::Broadcast,
-                 tensor.data_ptr(),
-                 tensor.data_ptr(),
-                 static_cast<size_t>(tensor.numel()),
-                 tensor.scalar_type(),
-                 ReduceOp::Sum,
-                 root};
+    const Collective c =
+        collectiveOf(CollectiveKind::Broadcast, tensor, tensor.data_ptr(), ReduceOp::Sum, root);
     engine_.orderCaller(engine_.start("broadcast", c, {tensor}));
   }
 
   // One output allocation (the caller's allocator, on its stream); the parts are views of it.
   std::vector<at::Tensor> allgather(const at::Tensor& tensor) override {
-    engine_.checkTensor("all-gather", tensor.is_contiguous() ? tensor : tensor.contiguous());
     at::Tensor in = tensor.contiguous();
+    engine_.checkTensor("all-gather", in, /*asBytes=*/true);
     at::Tensor out = at::empty({size_ * in.numel()}, in.options());
-    Collective c{CollectiveKind::AllGather,
-                 in.data_ptr(),
-                 out.data_ptr(),
-                 static_cast<size_t>(in.numel()),
-                 in.scalar_type(),
-                 ReduceOp::Sum,
-                 0};
+    const Collective c = collectiveOf(CollectiveKind::AllGather, in, out.data_ptr());
     engine_.orderCaller(engine_.start("all-gather", c, {in, out}));
     std::vector<at::Tensor> parts;
     for (int r = 0; r < size_; ++r)

@@ -15,9 +15,17 @@
 //     in order) still not done `timeout` after it started, or NCCL reporting an asynchronous
 //     error (a peer that failed), aborts the communicator; from then on every call and every
 //     wait throws accel::Error naming that operation, its element count and type, and the
-//     timeout.
+//     timeout. The watchdog's thread binds itself to the communicator's device first
+//     (DeviceQueue::bindThread); it stops watching, without aborting, when the CUDA runtime is
+//     unloading (the program is exiting: QueueUnloading);
+//   - the types NCCL has not (bool, int16, complex, fp8) travel as bytes where a collective only
+//     moves them (broadcast, all-gather); an all-reduce of bools is one of bytes with Sum as Max
+//     (a logical or), as torch's.
 // Thread-safety: every member may be called from any thread (autograd's hooks start bucket
-// all-reduces on its device thread; the watchdog runs on its own thread); one mutex orders them.
+// all-reduces on its device thread; the watchdog runs on its own thread); one mutex orders them,
+// and every DeviceQueue call but abort() is made under it. abort() (ncclCommAbort, which waits
+// for the device) runs once, after the mutex is released: the other calls throw meanwhile
+// instead of waiting behind it.
 
 #include <chrono>
 #include <condition_variable>
@@ -32,6 +40,7 @@
 #include <ATen/ATen.h>
 
 #include "accel/communicator.h"
+#include "accel/error.h"
 
 namespace accel::comm {
 
@@ -48,6 +57,14 @@ struct Collective {
   int root = 0;
 };
 
+// Thrown by a DeviceQueue call when the CUDA runtime is being unloaded (cudaErrorCudartUnloading:
+// the program called exit() with the communicator alive): nothing is wrong with the collectives,
+// and there is nothing left to watch or abort.
+class QueueUnloading : public Error {
+ public:
+  using Error::Error;
+};
+
 // What NCCL says about the communicator or a call (ncclSuccess, ncclInProgress, an error).
 struct QueueState {
   enum Kind { Ready, InProgress, Failed } kind = Ready;
@@ -60,6 +77,11 @@ struct QueueState {
 class DeviceQueue {
  public:
   virtual ~DeviceQueue() = default;
+  // The first call on the watchdog's thread, before any other from it: the communicator's GPU
+  // becomes that thread's current device (a new thread starts on device 0, where a context of
+  // its own would cost every rank ~0.5 GB), and its event queries are allowed while another
+  // thread captures a CUDA graph.
+  virtual void bindThread() {}
   virtual void recordOnCaller(int event) = 0;  // on the calling thread's current stream
   virtual void queueWaits(int event) = 0;      // the communicator's stream waits for it
   virtual QueueState launch(const Collective& collective) = 0;  // on the communicator's stream
@@ -69,7 +91,9 @@ class DeviceQueue {
   // `tensor` is used on the communicator's stream: its memory is not reused before that ended.
   virtual void keepUntilDone(const at::Tensor& tensor) = 0;
   virtual QueueState state() = 0;  // ncclCommGetAsyncError
-  virtual void abort() = 0;        // ncclCommAbort: in-flight collectives end, the queue is dead
+  // ncclCommAbort: in-flight collectives end, the queue is dead. Called once, without the
+  // engine's mutex; may block until the device lets go.
+  virtual void abort() = 0;
 };
 
 struct EngineOptions {
@@ -88,7 +112,8 @@ class CollectiveEngine {
   CollectiveEngine& operator=(const CollectiveEngine&) = delete;
 
   // Throws accel::Error when `tensor` cannot go to NCCL (see above); `op` names the call.
-  void checkTensor(const char* op, const at::Tensor& tensor) const;
+  // `asBytes`: the collective only moves the values (any type goes, as bytes).
+  void checkTensor(const char* op, const at::Tensor& tensor, bool asBytes = false) const;
 
   // Starts `collective` after the caller's work so far; `tensors` are the memory it uses.
   // Returns its sequence number. Throws when the communicator was aborted, or when NCCL failed
@@ -105,7 +130,8 @@ class CollectiveEngine {
   void check(std::chrono::steady_clock::time_point now);
 
   // Polls `poll` until NCCL leaves ncclInProgress; after `timeout` calls `abort` and throws
-  // accel::Error "<what> did not complete within T ms"; a failure throws naming `what`.
+  // accel::Error "<what> did not complete within T ms"; a failure throws naming `what`. (Joining
+  // a communicator; a collective's launch is polled by start() itself.)
   static void awaitReady(const std::function<QueueState()>& poll,
                          const std::function<void()>& abort, const std::string& what,
                          const EngineOptions& options);
@@ -123,7 +149,10 @@ class CollectiveEngine {
   };
   int takeEvent();
   void retireLocked();
-  void abortLocked(const std::string& reason);
+  bool checkLocked(std::chrono::steady_clock::time_point now);
+  bool markAbortedLocked(const std::string& reason);
+  void abortQueue(std::unique_lock<std::mutex>& lock);
+  void awaitLaunch(std::unique_lock<std::mutex>& lock, const std::string& what, QueueState state);
   void throwIfAbortedLocked() const;
   void watchdogLoop();
 
@@ -137,9 +166,22 @@ class CollectiveEngine {
   uint64_t next_seq_ = 1;
   uint64_t completed_ = 0;  // every collective up to this one completed
   std::string aborted_;
+  bool launching_ = false;  // a launch is in progress: no other NCCL call may enter the comm
+  bool unloading_ = false;  // the CUDA runtime is going: nothing more to watch
   bool stopping_ = false;
   std::thread watchdog_;
 };
+
+// The collective NCCL is asked for to do `kind` on `in` (into `recv`): its own type, or bytes for
+// a type NCCL has not (a moved tensor: nbytes of ncclUint8; an all-reduced bool: one byte each,
+// Sum as Max: a logical or).
+Collective collectiveOf(CollectiveKind kind, const at::Tensor& in, void* recv, ReduceOp op = {},
+                        int root = 0);
+
+// The store key of the NCCL unique id of this process's next communicator: one per
+// communicator, numbered in the order they are built — the same on every rank — so that a job
+// that builds a second Accelerator never reads the first one's id.
+std::string nextNcclUniqueIdKey();
 
 // A Communicator over a CollectiveEngine (the NCCL communicator, or a fake queue in tests).
 // CUDA semantics, as torch's collectives on CUDA tensors: allreduceAsync returns at once and

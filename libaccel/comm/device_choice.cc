@@ -24,10 +24,21 @@ DeviceChoice chooseDevice(const DeviceFacts& facts) {
         "-DACCEL_WITH_NCCL=ON)";
     return choice;
   }
+  const std::string visible =
+      facts.visible_list.empty() ? "" : " (CUDA_VISIBLE_DEVICES=" + facts.visible_list + ")";
+  if (facts.local_rank >= facts.visible_devices) {
+    throw Error("LOCAL_RANK=" + std::to_string(facts.local_rank) + " but only " +
+                std::to_string(facts.visible_devices) + " CUDA device" +
+                (facts.visible_devices == 1 ? " is" : "s are") + " visible to this rank" + visible +
+                "; each rank trains on cuda:LOCAL_RANK among the GPUs it sees: start " +
+                "fewer processes per machine (--num_processes), give each its own GPU " +
+                "(--virtual_local_rank), or train on the CPU (--cpu)");
+  }
+  // Every rank of the machine sees the same GPUs only when nothing narrowed them: then more
+  // ranks than GPUs is the launch's mistake, said on every rank. With a list (set per rank by
+  // --virtual_local_rank or a scheduler's one GPU per task) only the rank's own index counts.
   const int ranksHere = std::max(facts.local_world_size, facts.local_rank + 1);
-  if (ranksHere > facts.visible_devices) {
-    const std::string visible =
-        facts.visible_list.empty() ? "" : " (CUDA_VISIBLE_DEVICES=" + facts.visible_list + ")";
+  if (facts.visible_list.empty() && ranksHere > facts.visible_devices) {
     throw Error(
         std::to_string(ranksHere) +
         " ranks run on this machine (LOCAL_WORLD_SIZE=" + std::to_string(facts.local_world_size) +

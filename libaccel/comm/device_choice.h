@@ -26,8 +26,11 @@ struct DeviceChoice {
   std::string why_cpu;  // with the CPU: why, for messages ("no CUDA device is visible ...")
 };
 
-// Throws accel::Error when a GPU would be used but this machine runs more ranks than it has
-// visible GPUs (NCCL puts one rank on one device), naming the counts and what to change.
+// Throws accel::Error when a GPU would be used but LOCAL_RANK has no GPU among those this rank
+// sees, or — when every rank sees all of the machine's GPUs (CUDA_VISIBLE_DEVICES unset) — the
+// machine runs more ranks than it has GPUs (NCCL puts one rank on one device); the message names
+// the counts and what to change. A rank given its own list (--virtual_local_rank: LOCAL_RANK=0
+// and one GPU; a scheduler's GPU per task) is not compared with LOCAL_WORLD_SIZE.
 DeviceChoice chooseDevice(const DeviceFacts& facts);
 
 // The facts of this process: $LOCAL_RANK, $LOCAL_WORLD_SIZE, $WORLD_SIZE, $CUDA_VISIBLE_DEVICES

@@ -77,6 +77,14 @@ class CudaQueue : public DeviceQueue {
       : comm_(comm), device_(device), stream_(c10::cuda::getStreamFromPool(true, device)) {}
   ~CudaQueue() override;
 
+  // The watchdog's thread: on the communicator's GPU (not device 0's context), and allowed to
+  // query events while another thread captures a CUDA graph (relaxed capture mode, as torch's
+  // watchdog).
+  void bindThread() override {
+    checkCuda(cudaSetDevice(device_), "make the communicator's GPU current on the watchdog");
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    checkCuda(cudaThreadExchangeStreamCaptureMode(&mode), "relax the watchdog's capture mode");
+  }
   void recordOnCaller(int e) override {
     c10::cuda::CUDAGuard guard(device_);
     checkCuda(cudaEventRecord(event(e), c10::cuda::getCurrentCUDAStream(device_).stream()),
@@ -100,6 +108,7 @@ class CudaQueue : public DeviceQueue {
   bool done(int e) override {
     const cudaError_t rc = cudaEventQuery(event(e));
     if (rc == cudaErrorNotReady) return false;
+    if (rc == cudaErrorCudartUnloading) throw QueueUnloading("the CUDA runtime is unloading");
     checkCuda(rc, "query a collective's event");
     return true;
   }
@@ -109,6 +118,7 @@ class CudaQueue : public DeviceQueue {
   QueueState state() override { return commState(comm_); }
   void abort() override {
     aborted_ = true;
+    c10::cuda::CUDAGuard guard(device_);  // whichever thread aborts: its device is restored
     ncclCommAbort(comm_);
   }
 
@@ -161,17 +171,20 @@ CudaQueue::~CudaQueue() {
   for (cudaEvent_t e : events_) cudaEventDestroy(e);
 }
 
+// Under this communicator's own key (nextNcclUniqueIdKey): a second communicator of the job
+// never reads the first one's id.
 ncclUniqueId exchangeId(c10d::Store& store, int rank, std::chrono::milliseconds timeout) {
+  const std::string key = nextNcclUniqueIdKey();
   ncclUniqueId id;
   if (rank == 0) {
     const ncclResult_t rc = ncclGetUniqueId(&id);
     if (rc != ncclSuccess)
       throw Error(std::string("NCCL: get a unique id: ") + ncclGetErrorString(rc));
-    store.set("nccl_unique_id", std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&id),
-                                                     reinterpret_cast<uint8_t*>(&id) + sizeof id));
+    store.set(key, std::vector<uint8_t>(reinterpret_cast<uint8_t*>(&id),
+                                        reinterpret_cast<uint8_t*>(&id) + sizeof id));
   } else {
-    store.wait({"nccl_unique_id"}, timeout);
-    auto bytes = store.get("nccl_unique_id");
+    store.wait({key}, timeout);
+    auto bytes = store.get(key);
     ACCEL_CHECK(bytes.size() == sizeof id, "NCCL unique id of ", bytes.size(),
                 " bytes in the store");
     std::memcpy(&id, bytes.data(), sizeof id);

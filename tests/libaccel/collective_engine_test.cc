@@ -6,7 +6,13 @@
 
 #include "libaccel/comm/collective_engine.h"
 
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -34,6 +40,8 @@ struct FakeDevice {
   milliseconds advance_per_query{0};  // done() moves the clock (a host that waits)
   int peers = 2;                      // all-reduce sums as if every rank held the same data
   std::string cuda_error;             // done() throws it, as CudaQueue does on a CUDA error
+  bool unloading = false;             // done() throws QueueUnloading (the program is exiting)
+  std::vector<Collective> launched;   // what NCCL was asked for, in order
 };
 
 class FakeQueue : public DeviceQueue {
@@ -43,6 +51,7 @@ class FakeQueue : public DeviceQueue {
   void queueWaits(int e) override { d_.log.push_back("queue waits " + std::to_string(e)); }
   QueueState launch(const Collective& c) override {
     d_.log.push_back(std::string("launch ") + name(c.kind) + " " + std::to_string(c.count));
+    d_.launched.push_back(c);
     perform(c);
     if (d_.in_progress_polls > 0) {
       --d_.in_progress_polls;
@@ -55,6 +64,7 @@ class FakeQueue : public DeviceQueue {
   bool done(int e) override {
     d_.log.push_back("done? " + std::to_string(e));
     if (!d_.cuda_error.empty()) throw Error(d_.cuda_error);
+    if (d_.unloading) throw QueueUnloading("the CUDA runtime is unloading");
     d_.now += d_.advance_per_query;
     return d_.complete;
   }
@@ -307,8 +317,8 @@ TEST(CollectiveEngineTest, ACallStillInProgressAfterTheTimeoutAborts) {
     FAIL() << "a call NCCL never took returned";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "NCCL all-reduce of 8 Float elements did not complete within 2000 ms (a peer did "
-              "not start, or cannot be reached); aborted");
+              "NCCL all-reduce of 8 Float elements was not taken within 2000 ms (a peer did not "
+              "start, or cannot be reached); the communicator was aborted");
   }
   EXPECT_EQ(d.log.back(), "abort");
   EXPECT_NE(engine.abortReason(), "");
@@ -366,12 +376,13 @@ TEST(CollectiveEngineTest, TensorsNcclCannotTakeAreClearErrors) {
   auto cpu = makeEngineCommunicator(std::make_unique<FakeQueue>(d), 0, 2, testOptions(d));
   at::Tensor strided = torch::ones({4, 4}).t();
   EXPECT_THROW(cpu->broadcast(strided, 0), Error);
-  at::Tensor flags = torch::ones({2}, torch::kBool);
+  at::Tensor shorts = torch::ones({2}, torch::kShort);
   try {
-    cpu->allreduceAsync(flags, ReduceOp::Max);
+    cpu->allreduceAsync(shorts, ReduceOp::Max);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "NCCL all-reduce: NCCL has no Bool type");
+    EXPECT_EQ(std::string(e.what()),
+              "NCCL all-reduce: NCCL has no Short type, and its values cannot be reduced as bytes");
   }
   EXPECT_TRUE(d.log.empty());
 }
@@ -441,19 +452,47 @@ TEST(DeviceChoiceTest, AccelerateRuleWithTheReasonForTheCpu) {
   EXPECT_NE(chooseDevice(f).why_cpu.find("built without NCCL"), std::string::npos);
   f.nccl_built = true;
   EXPECT_EQ(chooseDevice(f).device, at::Device(at::kCUDA, 1));
-  f.local_world_size = 3;
-  f.visible_list = "4,5";
+  f.local_world_size = 3;  // every rank sees both GPUs: three ranks cannot have one each
   try {
     chooseDevice(f);
     FAIL() << "three ranks were put on two GPUs";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
               "3 ranks run on this machine (LOCAL_WORLD_SIZE=3, LOCAL_RANK=1) but only 2 CUDA "
-              "devices are visible (CUDA_VISIBLE_DEVICES=4,5); each rank needs its own GPU: start "
-              "at most 2 processes per machine (--num_processes), or train on the CPU (--cpu)");
+              "devices are visible; each rank needs its own GPU: start at most 2 processes per "
+              "machine (--num_processes), or train on the CPU (--cpu)");
   }
   f.cpu_asked = true;
   EXPECT_NO_THROW(chooseDevice(f));
+}
+
+// A GPU list per rank (--virtual_local_rank: LOCAL_RANK=0 and its one GPU; a scheduler's GPU per
+// task): 8 ranks on the machine, one GPU each, every one on its cuda:0 — not "8 ranks, 1 GPU".
+// Only a LOCAL_RANK past the rank's own list is an error.
+TEST(DeviceChoiceTest, ARankWithAGpuListOfItsOwnIsNotComparedWithTheMachinesRanks) {
+  DeviceFacts f;
+  f.nccl_built = true;
+  f.world_size = 16;
+  f.local_world_size = 8;
+  f.local_rank = 0;
+  f.visible_devices = 1;
+  f.visible_list = "5";
+  EXPECT_EQ(chooseDevice(f).device, at::Device(at::kCUDA, 0));
+  f.local_rank = 3;  // a list shared by ranks that index it: rank 3 of "4,5" has none
+  f.visible_devices = 2;
+  f.visible_list = "4,5";
+  try {
+    chooseDevice(f);
+    FAIL() << "LOCAL_RANK 3 was given one of 2 GPUs";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "LOCAL_RANK=3 but only 2 CUDA devices are visible to this rank "
+              "(CUDA_VISIBLE_DEVICES=4,5); each rank trains on cuda:LOCAL_RANK among the GPUs it "
+              "sees: start fewer processes per machine (--num_processes), give each its own GPU "
+              "(--virtual_local_rank), or train on the CPU (--cpu)");
+  }
+  f.local_rank = 1;
+  EXPECT_EQ(chooseDevice(f).device, at::Device(at::kCUDA, 1));
 }
 
 TEST(CheckpointRngTest, TheDevicesGeneratorIsSavedAndRestoredOnlyOnCuda) {
@@ -495,6 +534,282 @@ TEST(PrepareTest, TheOptimizersStateMovesWithTheModelUnchanged) {
   step(reference, referenceOpt);
   EXPECT_TRUE(torch::equal(prepared->weight, reference->weight));
   EXPECT_TRUE(torch::equal(prepared->bias, reference->bias));
+}
+
+// ---- What a first GPU run would hit (issue 35), proven on fake queues ----
+
+// A queue that notes which thread made each call (thread-safe), for the watchdog's thread.
+class ThreadQueue : public DeviceQueue {
+ public:
+  struct Shared {
+    std::mutex m;
+    std::condition_variable cv;
+    std::vector<std::pair<std::thread::id, std::string>> calls;
+  };
+  explicit ThreadQueue(Shared& s) : s_(s) {}
+  void bindThread() override { note("bind"); }
+  void recordOnCaller(int) override { note("record caller"); }
+  void queueWaits(int) override { note("queue waits"); }
+  QueueState launch(const Collective&) override { return note("launch"), QueueState{}; }
+  void recordOnQueue(int) override { note("record queue"); }
+  void callerWaits(int) override { note("caller waits"); }
+  bool done(int) override { return note("done?"), true; }
+  void keepUntilDone(const at::Tensor&) override {}
+  QueueState state() override { return note("state"), QueueState{}; }
+  void abort() override { note("abort"); }
+
+ private:
+  void note(const char* what) {
+    std::lock_guard<std::mutex> lock(s_.m);
+    s_.calls.emplace_back(std::this_thread::get_id(), what);
+    s_.cv.notify_all();
+  }
+  Shared& s_;
+};
+
+// The watchdog's first call on its thread binds it to the communicator's GPU (a new thread starts
+// on device 0); no other thread binds.
+TEST(GpuPathTest, TheWatchdogBindsItsThreadToTheDeviceBeforeAnythingElse) {
+  ThreadQueue::Shared shared;
+  EngineOptions o;
+  o.poll_interval = milliseconds(1);
+  {
+    CollectiveEngine engine(std::make_unique<ThreadQueue>(shared), o);
+    at::Tensor t = torch::ones({2});
+    engine.start("all-reduce", collectiveOf(CollectiveKind::AllReduce, t, t.data_ptr()), {t});
+    std::unique_lock<std::mutex> lock(shared.m);
+    ASSERT_TRUE(shared.cv.wait_for(lock, std::chrono::seconds(10), [&] {
+      int watchdogStates = 0;
+      for (const auto& c : shared.calls)
+        watchdogStates += c.first != std::this_thread::get_id() && c.second == "state";
+      return watchdogStates >= 2;
+    }));
+  }
+  std::thread::id watchdog;
+  std::vector<std::string> watchdogCalls;
+  for (const auto& c : shared.calls) {
+    if (c.first == std::this_thread::get_id()) {
+      EXPECT_NE(c.second, "bind");
+      continue;
+    }
+    if (watchdog == std::thread::id()) watchdog = c.first;
+    EXPECT_EQ(c.first, watchdog);
+    watchdogCalls.push_back(c.second);
+  }
+  ASSERT_FALSE(watchdogCalls.empty());
+  EXPECT_EQ(watchdogCalls.front(), "bind");
+  EXPECT_EQ(std::count(watchdogCalls.begin(), watchdogCalls.end(), "bind"), 1);
+}
+
+// A queue whose abort() blocks until the test releases it (ncclCommAbort waits for the device).
+class BlockingAbortQueue : public DeviceQueue {
+ public:
+  struct Shared {
+    std::promise<void> entered, release;
+    std::atomic<bool> aborting{false};
+    std::atomic<int> calls_while_aborting{0};
+  };
+  explicit BlockingAbortQueue(Shared& s) : s_(s) {}
+  void recordOnCaller(int) override { touch(); }
+  void queueWaits(int) override { touch(); }
+  QueueState launch(const Collective&) override { return touch(), QueueState{}; }
+  void recordOnQueue(int) override { touch(); }
+  void callerWaits(int) override { touch(); }
+  bool done(int) override { return touch(), false; }  // the collective never completes
+  void keepUntilDone(const at::Tensor&) override {}
+  QueueState state() override { return touch(), QueueState{}; }
+  void abort() override {
+    s_.aborting = true;
+    s_.entered.set_value();
+    s_.release.get_future().wait();
+  }
+
+ private:
+  void touch() {
+    if (s_.aborting) ++s_.calls_while_aborting;
+  }
+  Shared& s_;
+};
+
+// The abort runs without the engine's lock: while it is still blocked, synchronize(), start()
+// and Work::wait() return at once, throwing the timeout's error, and none reaches the queue.
+TEST(GpuPathTest, CallsReturnWhileTheAbortIsStillRunning) {
+  BlockingAbortQueue::Shared shared;
+  std::atomic<int64_t> nowMs{0};
+  EngineOptions o;
+  o.timeout = milliseconds(2000);
+  o.watchdog_thread = false;
+  o.now = [&] { return Clock::time_point(milliseconds(nowMs.load())); };
+  auto comm = makeEngineCommunicator(std::make_unique<BlockingAbortQueue>(shared), 0, 2, o);
+  auto* engineComm = comm.get();
+  at::Tensor t = torch::ones({4});
+  auto work = engineComm->allreduceAsync(t, ReduceOp::Sum);
+  nowMs = 2500;
+  // synchronize() applies the watchdog's rule itself here (no watchdog thread): it aborts.
+  std::thread aborter([&] { EXPECT_THROW(engineComm->synchronize(), Error); });
+  ASSERT_EQ(shared.entered.get_future().wait_for(std::chrono::seconds(10)),
+            std::future_status::ready);
+  const std::string why =
+      "NCCL all-reduce of 4 Float elements did not complete within 2000 ms (a peer died or "
+      "stopped calling collectives); the communicator was aborted";
+  const auto before = Clock::now();
+  for (int call = 0; call < 3; ++call) {
+    try {
+      if (call == 0) engineComm->synchronize();
+      if (call == 1) engineComm->allreduceAsync(t, ReduceOp::Sum);
+      if (call == 2) work->wait();
+      FAIL() << "call " << call << " returned on an aborted communicator";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), why) << "call " << call;
+    }
+  }
+  EXPECT_LT(Clock::now() - before, std::chrono::seconds(5));  // nobody waited for the abort
+  EXPECT_EQ(shared.calls_while_aborting.load(), 0);
+  shared.release.set_value();
+  aborter.join();
+}
+
+// A launch still in progress when the watchdog aborts (an older collective timed out): the
+// watchdog never asks NCCL while the launch is in progress (one call at a time into a
+// communicator), the launching thread stops polling at once and throws the abort's reason, and
+// nothing asks NCCL after the abort.
+TEST(GpuPathTest, AnAbortDuringALaunchInProgressStopsItsPollingAtOnce) {
+  struct Shared {
+    std::atomic<bool> first_launch{true}, aborted{false};
+    std::atomic<int> states{0}, states_after_abort{0}, states_off_thread{0};
+    std::thread::id launcher;
+  } shared;
+  class Queue : public DeviceQueue {
+   public:
+    explicit Queue(Shared& s) : s_(s) {}
+    void recordOnCaller(int) override {}
+    void queueWaits(int) override {}
+    QueueState launch(const Collective&) override {
+      if (s_.first_launch.exchange(false)) return {};
+      s_.launcher = std::this_thread::get_id();
+      return {QueueState::InProgress, ""};
+    }
+    void recordOnQueue(int) override {}
+    void callerWaits(int) override {}
+    bool done(int) override { return false; }
+    void keepUntilDone(const at::Tensor&) override {}
+    QueueState state() override {
+      ++s_.states;
+      if (s_.aborted) ++s_.states_after_abort;
+      if (std::this_thread::get_id() != s_.launcher) ++s_.states_off_thread;
+      return {QueueState::InProgress, ""};
+    }
+    void abort() override { s_.aborted = true; }
+
+   private:
+    Shared& s_;
+  };
+  std::atomic<int64_t> nowMs{0};
+  EngineOptions o;
+  o.timeout = milliseconds(2000);
+  o.watchdog_thread = false;
+  o.now = [&] { return Clock::time_point(milliseconds(nowMs.load())); };
+  CollectiveEngine engine(std::make_unique<Queue>(shared), o);
+  at::Tensor t = torch::ones({4});
+  engine.start("all-reduce", collectiveOf(CollectiveKind::AllReduce, t, t.data_ptr()), {t});
+  nowMs = 1000;
+  std::string thrown;
+  std::thread launching([&] {
+    try {
+      engine.start("broadcast", collectiveOf(CollectiveKind::Broadcast, t, t.data_ptr()), {t});
+    } catch (const Error& e) {
+      thrown = e.what();
+    }
+  });
+  while (shared.states.load() < 3) std::this_thread::yield();  // it polls
+  nowMs = 2500;  // the first all-reduce is 2.5 s old; the launch's own deadline is at 3 s
+  engine.check(Clock::time_point(milliseconds(nowMs.load())));
+  launching.join();
+  EXPECT_EQ(thrown,
+            "NCCL all-reduce of 4 Float elements did not complete within 2000 ms (a peer died or "
+            "stopped calling collectives); the communicator was aborted");
+  EXPECT_TRUE(shared.aborted.load());
+  EXPECT_EQ(shared.states_after_abort.load(), 0);
+  EXPECT_EQ(shared.states_off_thread.load(), 0);  // the watchdog's check asked NCCL nothing
+}
+
+// The types NCCL has not: moved as bytes, a bool all-reduce as bytes with Sum as Max; the
+// results are the caller's types.
+TEST(GpuPathTest, EveryDtypeTheOtherCommunicatorsTakeGoesToNcclAsBytesOrAsItsOwnType) {
+  FakeDevice d;
+  auto comm = makeEngineCommunicator(std::make_unique<FakeQueue>(d), 0, 2, testOptions(d));
+  at::Tensor flags = torch::tensor({true, false, true});
+  comm->broadcast(flags, 0);
+  at::Tensor shorts = torch::ones({5}, torch::kShort);
+  comm->broadcast(shorts, 0);
+  at::Tensor complex = torch::ones({2}, torch::kComplexFloat);
+  auto parts = comm->allgather(complex);
+  comm->allreduceAsync(flags, ReduceOp::Sum)->wait();
+  at::Tensor floats = torch::ones({4});
+  comm->allreduceAsync(floats, ReduceOp::Sum)->wait();
+  ASSERT_EQ(d.launched.size(), 5u);
+  auto is = [](const Collective& c, at::ScalarType type, size_t count, ReduceOp op) {
+    return c.dtype == type && c.count == count && c.op == op;
+  };
+  EXPECT_TRUE(is(d.launched[0], at::kByte, 3, ReduceOp::Sum));   // 3 bools: 3 bytes
+  EXPECT_TRUE(is(d.launched[1], at::kByte, 10, ReduceOp::Sum));  // 5 int16: 10 bytes
+  EXPECT_TRUE(is(d.launched[2], at::kByte, 16, ReduceOp::Sum));  // 2 complex64: 16 bytes
+  EXPECT_TRUE(is(d.launched[3], at::kByte, 3, ReduceOp::Max));   // or of bools
+  EXPECT_TRUE(is(d.launched[4], at::kFloat, 4, ReduceOp::Sum));  // its own type
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[1].scalar_type(), at::kComplexFloat);
+  EXPECT_TRUE(torch::equal(parts[1], complex));  // the bytes came back as the values
+}
+
+// prepare() of a model with a bool buffer on the NCCL path: its broadcast goes as bytes.
+TEST(GpuPathTest, PrepareOfAModelWithABoolBufferWorksOnTheEngine) {
+  FakeDevice d;
+  struct Masked : torch::nn::Module {
+    Masked() {
+      linear = register_module("linear", torch::nn::Linear(3, 2));
+      mask = register_buffer("mask", torch::tensor({true, false}));
+    }
+    torch::nn::Linear linear{nullptr};
+    torch::Tensor mask;
+  };
+  auto model = std::make_shared<Masked>();
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
+  AcceleratorOptions o;
+  o.communicator = makeEngineCommunicator(std::make_unique<FakeQueue>(d), 0, 2, testOptions(d));
+  o.mixed_precision = MixedPrecision::No;
+  Accelerator acc(o);
+  EXPECT_NO_THROW(acc.prepare(*model, opt));
+  const bool boolAsBytes =
+      std::any_of(d.launched.begin(), d.launched.end(), [](const Collective& c) {
+        return c.kind == CollectiveKind::Broadcast && c.dtype == at::kByte && c.count == 2;
+      });
+  EXPECT_TRUE(boolAsBytes);
+}
+
+// exit() with an Accelerator alive: the runtime unloading is no failure; the watchdog stops
+// watching without aborting, and asks the device nothing more.
+TEST(GpuPathTest, TheRuntimeUnloadingStopsTheWatchdogWithoutAnAbort) {
+  FakeDevice d;
+  CollectiveEngine engine(std::make_unique<FakeQueue>(d), testOptions(d));
+  at::Tensor t = torch::ones({4});
+  d.complete = false;
+  engine.start("all-reduce", allReduceOf(t), {t});
+  d.unloading = true;
+  engine.check(d.now);
+  d.now += milliseconds(5000);  // past the timeout: still no abort
+  const size_t calls = d.log.size();
+  engine.check(d.now);
+  EXPECT_EQ(engine.abortReason(), "");
+  EXPECT_EQ(d.log.size(), calls);
+  EXPECT_EQ(std::count(d.log.begin(), d.log.end(), "abort"), 0);
+}
+
+// Every communicator reads the unique id under its own key.
+TEST(GpuPathTest, EachCommunicatorHasItsOwnUniqueIdKey) {
+  const std::string first = nextNcclUniqueIdKey(), second = nextNcclUniqueIdKey();
+  EXPECT_NE(first, second);
+  EXPECT_EQ(first.rfind("accel/nccl_unique_id/", 0), 0u);
+  EXPECT_EQ(std::stoi(second.substr(21)), std::stoi(first.substr(21)) + 1);
 }
 
 }  // namespace
