@@ -81,10 +81,13 @@ void GradientSync::onGradient(size_t k, const at::Tensor& grad) {
   // The hook sees this backward's gradient before it is added to .grad, which may already hold
   // the steps accumulated without sync: reduce their sum.
   // Summed in place in the bucket: no temporary per parameter on this hot path.
+  // Divided by the world size before the sum (as DDP's all-reduce hook): a sum of fp16
+  // gradients near their range's top would overflow where DDP's does not.
   const at::Tensor& accumulated = params_[k].grad();
   at::Tensor view = bucket.flat.narrow(0, bucket.offsets[slot], params_[k].numel());
   view.copy_(grad.reshape({-1}));
   if (accumulated.defined()) view.add_(accumulated.reshape({-1}));
+  if (comm_.size() > 1) view.mul_(1.0 / comm_.size());
   if (++bucket.ready == bucket.params.size() && b == next_launch_) launchReady();
 }
 
@@ -124,7 +127,7 @@ void GradientSync::finish() {
       const at::Tensor& g = params_[k].grad();
       auto view = bucket.flat.narrow(0, bucket.offsets[slot], params_[k].numel());
       if (g.defined())
-        view.copy_(g.reshape({-1}));
+        view.copy_(g.reshape({-1})).mul_(1.0 / comm_.size());
       else
         view.zero_();
       ready_[k] = true;
@@ -148,10 +151,9 @@ void GradientSync::failMissing(const std::vector<std::string>& missing) {
               "; every rank must use every parameter, or enable find_unused_parameters");
 }
 
-// Once its all-reduce finished, each parameter's average, in full precision, in one pass over
-// the (cache-hot) slice: the division fused with the copy into .grad, or with its allocation.
+// Once its all-reduce finished, each parameter's average (each rank's part was divided before
+// the sum), in full precision, copied into .grad (or its first allocation).
 void GradientSync::writeBack() {
-  const double inverse = 1.0 / comm_.size();
   for (auto& bucket : buckets_) {
     bucket->work->wait();
     const at::Tensor& sum =
@@ -160,9 +162,9 @@ void GradientSync::writeBack() {
       at::Tensor& p = params_[bucket->params[slot]];
       at::Tensor view = sum.narrow(0, bucket->offsets[slot], p.numel()).view(p.sizes());
       if (p.grad().defined())
-        p.mutable_grad().copy_(view).mul_(inverse);
+        p.mutable_grad().copy_(view);
       else
-        p.mutable_grad() = view.mul(inverse);
+        p.mutable_grad() = view.clone();
     }
   }
   startOver();

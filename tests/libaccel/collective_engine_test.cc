@@ -804,6 +804,21 @@ TEST(GpuPathTest, TheRuntimeUnloadingStopsTheWatchdogWithoutAnAbort) {
   EXPECT_EQ(std::count(d.log.begin(), d.log.end(), "abort"), 0);
 }
 
+// fp16 gradients near the top of their range: each rank's part is divided before the sum (as
+// DDP's hook), so 2 x 40000 sums to the average 40000, not to inf (65504 is fp16's largest).
+TEST(GpuPathTest, Fp16GradientsAreDividedBeforeTheSumAndDoNotOverflow) {
+  FakeDevice d;
+  std::shared_ptr<Communicator> comm =
+      makeEngineCommunicator(std::make_unique<FakeQueue>(d), 0, 2, testOptions(d));
+  at::Tensor w = torch::ones({4}, torch::kHalf).requires_grad_();
+  sync::GradientSync sync(*comm, {w}, {"w"}, sync::GradientSyncOptions{});
+  (w * torch::full({4}, 40000.0, torch::kHalf)).sum().backward();
+  sync.finish();
+  ASSERT_EQ(d.launched.size(), 1u);
+  EXPECT_EQ(d.launched[0].dtype, at::kHalf);
+  EXPECT_TRUE(torch::equal(w.grad(), torch::full({4}, 40000.0, torch::kHalf))) << w.grad();
+}
+
 // Every communicator reads the unique id under its own key.
 TEST(GpuPathTest, EachCommunicatorHasItsOwnUniqueIdKey) {
   const std::string first = nextNcclUniqueIdKey(), second = nextNcclUniqueIdKey();

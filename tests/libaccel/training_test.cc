@@ -313,12 +313,13 @@ TEST(GradientSyncTest, BucketsStartDuringBackwardInReverseOrder) {
                         sync::GradientSyncOptions{/*bucket_cap_bytes=*/140, false});
   ASSERT_EQ(gs.numBuckets(), 3u);
   loss().backward();
-  // Every bucket's all-reduce was started by the hooks, before backward returned, last layer first.
+  // Every bucket's all-reduce was started by the hooks, before backward returned, last layer
+  // first, with each gradient divided by the world size (2) before the sum, as DDP's.
   ASSERT_EQ(comm.started.size(), 3u);
-  EXPECT_TRUE(torch::equal(comm.started[0], flat(local, {3, 2})))
+  EXPECT_TRUE(torch::equal(comm.started[0], flat(local, {3, 2}) * 0.5))
       << "bucket 0: fc2.bias, fc2.weight";
-  EXPECT_TRUE(torch::equal(comm.started[1], flat(local, {1}))) << "bucket 1: fc1.bias";
-  EXPECT_TRUE(torch::equal(comm.started[2], flat(local, {0}))) << "bucket 2: fc1.weight";
+  EXPECT_TRUE(torch::equal(comm.started[1], flat(local, {1}) * 0.5)) << "bucket 1: fc1.bias";
+  EXPECT_TRUE(torch::equal(comm.started[2], flat(local, {0}) * 0.5)) << "bucket 2: fc1.weight";
   gs.finish();
   EXPECT_EQ(comm.started.size(), 3u);
   for (size_t i = 0; i < params.size(); ++i) {
@@ -349,8 +350,8 @@ TEST(GradientSyncTest, AFullBucketWaitsForTheEarlierOnes) {
   gs.finish();
   ASSERT_EQ(comm.started.size(), 3u);
   EXPECT_TRUE(torch::equal(comm.started[0], torch::zeros({34})));
-  EXPECT_TRUE(torch::equal(comm.started[1], flat(local, {1})));
-  EXPECT_TRUE(torch::equal(comm.started[2], flat(local, {0})));
+  EXPECT_TRUE(torch::equal(comm.started[1], flat(local, {1}) * 0.5));
+  EXPECT_TRUE(torch::equal(comm.started[2], flat(local, {0}) * 0.5));
   for (size_t i = 0; i < params.size(); ++i)
     EXPECT_TRUE(torch::equal(params[i].grad(), local[i] * 2)) << i;
 }
@@ -373,7 +374,7 @@ TEST(GradientSyncTest, Bf16CompressionSendsBf16AndAveragesInFullPrecision) {
   gs.finish();
   ASSERT_EQ(comm.started.size(), 1u);
   EXPECT_EQ(comm.started[0].scalar_type(), at::kBFloat16);
-  EXPECT_TRUE(torch::equal(comm.started[0], flat(local, {3, 2, 1, 0}).to(at::kBFloat16)));
+  EXPECT_TRUE(torch::equal(comm.started[0], (flat(local, {3, 2, 1, 0}) * 0.5).to(at::kBFloat16)));
   bool anyRounded = false;
   for (size_t i = 0; i < params.size(); ++i) {
     const at::Tensor rounded = local[i].to(at::kBFloat16).to(at::kFloat);
@@ -638,6 +639,23 @@ TEST(GradScalerTest, AnyRankWithInfSkipsEveryRank) {
     auto g = rank == 1 ? torch::tensor({std::numeric_limits<float>::infinity()}) : torch::ones({1});
     EXPECT_TRUE(scaler.unscale({g}, *comm)) << "rank " << rank;
   });
+}
+
+// Gradients of two dtypes, one of them undefined: every defined one unscaled (LibTorch 2.3+ takes
+// the fused kernel on the CPU too, one per dtype; older ones a pass per gradient), the flag
+// raised by a NaN in either group.
+TEST(GradScalerTest, UnscalesEveryDtypeGroupAndFindsAnInfInAny) {
+  GradScalerOptions o;
+  o.init_scale = 4.0;
+  GradScaler scaler(o);
+  auto comm = makeSingleProcessCommunicator();
+  at::Tensor f32 = torch::full({3}, 8.0f), f64 = torch::full({2}, 2.0, torch::kDouble), none;
+  EXPECT_FALSE(scaler.unscale({f32, none, f64}, *comm));
+  EXPECT_TRUE(torch::equal(f32, torch::full({3}, 2.0f)));
+  EXPECT_TRUE(torch::equal(f64, torch::full({2}, 0.5, torch::kDouble)));
+  f64[1] = std::nan("");
+  EXPECT_TRUE(scaler.unscale({f32, f64}, *comm));
+  EXPECT_TRUE(torch::equal(f32, torch::full({3}, 0.5f)));  // unscaled all the same
 }
 
 TEST(GradScalerTest, DefaultsMatchTorch) {
