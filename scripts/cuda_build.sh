@@ -4,10 +4,10 @@
 # unit tests of libaccel, of LibTorch's store client and of NCCL) built against Debian trixie's
 # CUDA build of LibTorch 2.6, NCCL 2.22 and the CUDA 12.4 toolkit (the chroot of
 # scripts/torch2_chroot.sh --cuda), with -DACCEL_WITH_NCCL=ON and warnings as errors, into
-# build-cuda/ (or $ACCEL_CUDA_BUILD_DIR). Only those targets: nothing else compiles differently
-# with CUDA (accel never links LibTorch), and scripts/torch2_test.sh already builds the whole tree
-# with trixie's compiler and -Werror; building it all again here took 18 minutes of a CI run on
-# 2 cores. Every unit-test binary built here that can start runs; those that link LibTorch's
+# build-cuda/ (or $ACCEL_CUDA_BUILD_DIR), and the launcher's unit tests (below). Only those
+# targets: nothing else compiles differently with CUDA (accel never links LibTorch), and
+# scripts/torch2_test.sh already builds the whole tree with trixie's compiler and -Werror;
+# building it all again here took 18 minutes of a CI run on 2 cores. Every unit-test binary built here that can start runs; those that link LibTorch's
 # CUDA build cannot (no libcudnn.so.9 in that chroot, no GPU) and are named, with the library the
 # loader did not find. scripts/test runs it after the main tests; without root it says why and
 # does nothing.
@@ -31,8 +31,10 @@ configure=(cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACCEL_
   -DCMAKE_COMPILE_WARNING_AS_ERROR=ON -DACCEL_TEST_DISCOVERY=PRE_TEST
   -DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined)
 # What links libaccel (libaccel/CMakeLists.txt and the users named above).
-targets=(libaccel libaccel_tests libtorch_store_tests nccl_tests fashion_mnist allreduce_bench
-  shm_worker hang_worker)
+# And launcher_tests: the launcher's GPU probe loads libcuda.so.1, which this chroot has without a
+# GPU (its threads once took the agent's Ctrl-C); nowhere else do its tests run beside it.
+targets=(libaccel libaccel_tests libtorch_store_tests nccl_tests gpu_check fashion_mnist
+  allreduce_bench shm_worker hang_worker launcher_tests)
 if ! chroot_run "${configure[@]}" >"$log" 2>&1 ||
   ! chroot_run cmake --build "$build_dir" -j"$(nproc)" --target "${targets[@]}" >>"$log" 2>&1; then
   tail -40 "$log"

@@ -105,6 +105,12 @@ TEST(NcclCommunicatorTest, TheWatchdogAbortsAStuckCollective) {
   }
   at::Tensor x = torch::ones({1000}, torch::device(torch::kCUDA));
   const auto started = std::chrono::steady_clock::now();
+  // The stream is let go 8 s on, whatever happens: ncclCommAbort, which waits for NCCL's stream
+  // (itself waiting on the caller's), ends then; synchronize() must not wait for it.
+  std::thread release([flag] {
+    std::this_thread::sleep_for(std::chrono::seconds(8));
+    *reinterpret_cast<volatile uint32_t*>(flag) = 1;
+  });
   comm->allreduceAsync(x, ReduceOp::Sum)->wait();
   try {
     comm->synchronize();
@@ -117,11 +123,12 @@ TEST(NcclCommunicatorTest, TheWatchdogAbortsAStuckCollective) {
   }
   const double waited =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  EXPECT_LT(waited, 10.0);
-  *flag = 1;  // let the caller's stream go
+  EXPECT_LT(waited, 5.0);  // the 2 s timeout and one watchdog period, not the 8 s release
+  EXPECT_THROW(comm->barrier(), Error);  // at once too, while the abort may still run
+  release.join();
   cudaStreamSynchronize(caller);
+  comm.reset();  // waits for the abort, which the released stream lets finish
   cudaFreeHost(flag);
-  EXPECT_THROW(comm->barrier(), Error);
 }
 
 TEST(AcceleratorCudaTest, Fp16SkipsTheStepWhoseGradientsOverflow) {

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The five-minute GPU check, for a machine with one NVIDIA GPU and pip's torch (its LibTorch):
+# builds libaccel's GPU path against it into build-gpu/ (or $ACCEL_GPU_BUILD_DIR), then prints
+# one PASS/FAIL line per check:
+#   (a) ctest -L gpu: the NCCL collectives against the CPU reference, the watchdog's abort of a
+#       stuck all-reduce (synchronize() throws within 5 s while the stream is released at 8 s),
+#       fp16 skipping an overflowing step — the whole label under 60 s
+#   (b) stream order, (c) GradientSync on a world-1 NCCL communicator (bf16 compression off and
+#       on), (e) an fp16 resume: tests/gpu/gpu_check.cc
+#   (f) the Fashion-MNIST example on the GPU under accel launch, and torch's DDP on the same
+#       model and data (scripts/bench/support/ddp_fashion_mnist.py), steps/s side by side
+# A second run rebuilds nothing that did not change. Exit status: 1 when any check failed.
+#   scripts/gpu_check.sh [--steps N]   (the example's steps; default 300)
+# The example reads Fashion-MNIST from $ACCEL_FASHION_MNIST_DIR (default: Debian's
+# dataset-fashion-mnist, /usr/share/datasets/fashion-mnist).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+steps=300
+[[ ${1:-} == --steps && ${2:-} =~ ^[1-9][0-9]*$ ]] && steps=$2
+build=${ACCEL_GPU_BUILD_DIR:-build-gpu}
+py=${PYTHON:-python3}
+failed=0
+result() {  # result NAME STATUS [DETAIL]
+  if (($2 == 0)); then echo "PASS $1${3:+: $3}"; else echo "FAIL $1${3:+: $3}"; failed=1; fi
+}
+
+prefix=$("$py" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null) || {
+  echo "FAIL build: $py has no torch (set PYTHON to the one that has)"
+  exit 1
+}
+echo "gpu_check: $("$py" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, "on", torch.cuda.get_device_name(0))' 2>&1)"
+if cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACCEL_WITH_NCCL=ON \
+  -DCMAKE_PREFIX_PATH="$prefix" >"$build.log" 2>&1 &&
+  cmake --build "$build" -j"$(nproc)" --target accel fashion_mnist nccl_tests gpu_check \
+    >>"$build.log" 2>&1; then
+  result build 0 "$(grep -o 'NCCL found.*' "$build.log" | head -1)"
+else
+  tail -30 "$build.log"
+  result build 1 "see $build.log"
+  exit 1
+fi
+
+start=$SECONDS
+ctest --test-dir "$build" -L gpu --output-on-failure --timeout 60 >"$build/gpu_ctest.log" 2>&1
+rc=$?
+result "ctest -L gpu" $rc "$((SECONDS - start)) s, $(grep -E 'tests passed|tests failed' "$build/gpu_ctest.log")"
+((rc == 0)) || tail -40 "$build/gpu_ctest.log"
+
+"$build/tests/gpu_check" || failed=1
+
+# (f) The example on the GPU, and torch's DDP on the same model and data.
+# Debian's dataset-fashion-mnist, or a copy of its four files where that package is not installed.
+data=${ACCEL_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+rate() { grep -oE '[0-9.]+ samples/s' "$1" | tail -1; }
+if "$build/apps/accel/accel" launch -n 1 "$build/apps/examples/fashion_mnist/fashion_mnist" \
+  --model cnn --steps "$steps" --data "$data" --device cuda --no-progress --no-eval \
+  >"$build/example.log" 2>&1; then
+  result "example under accel launch" 0 "$(rate "$build/example.log")"
+else
+  tail -20 "$build/example.log"
+  result "example under accel launch" 1 "see $build/example.log"
+fi
+if PYTHON_EXEC=$py "$build/apps/accel/accel" launch -n 1 scripts/bench/support/ddp_fashion_mnist.py \
+  --model cnn --steps "$steps" --data "$data" --device cuda >"$build/ddp.log" 2>&1; then
+  result "torch DDP reference" 0 "$(rate "$build/ddp.log")"
+else
+  tail -20 "$build/ddp.log"
+  result "torch DDP reference" 1 "see $build/ddp.log"
+fi
+exit $failed
