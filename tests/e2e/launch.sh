@@ -1074,6 +1074,14 @@ dry_run)
   line=$(grep '^rank 7 ' <<<"$OUT")
   for kv in LOCAL_RANK=7 RANK=7 ROLE_RANK=7 ACCEL_HEARTBEAT_KEY=accel_step/7; do expect_contains "$line" " $kv"; done
   [[ $line != *WORLD_SIZE* ]] || fail "a shared variable on rank 7's line: $line"
+  # --virtual_local_rank (torch 2.12): each worker sees LOCAL_RANK=0 and one GPU of its own, out
+  # of 2 local ranks — what libaccel's device rule puts on that GPU's cuda:0 (DeviceChoiceTest).
+  CUDA_VISIBLE_DEVICES=4,6 expect_exit 0 "$ACCEL" run --virtual_local_rank --nproc_per_node 2 --no_python \
+    --dry_run_json /bin/true
+  ranks=$(/usr/bin/python3 -c 'import json, sys
+for r in json.load(sys.stdin)["ranks"]:
+    e = r["env"]; print(e["RANK"], e["LOCAL_RANK"], e["LOCAL_WORLD_SIZE"], e["CUDA_VISIBLE_DEVICES"])' <<<"$OUT")
+  [[ $ranks == $'0 0 2 4\n1 0 2 6' ]] || fail "--virtual_local_rank gave: $ranks"
   ;;
 *) fail "unknown case $CASE" ;;
 esac
