@@ -29,6 +29,8 @@ int reportParseError(CLI::App& app, const CLI::ParseError& e, const char* first)
   const CLI::App* sub = nullptr;
   for (const CLI::App* s : app.get_subcommands()) sub = s;
   const std::string where = sub ? "accel " + sub->get_name() : "accel";
+  // "accel: error: " is the prefix; a subcommand's errors name it after that, accel's own don't.
+  std::string context = sub ? where + ": " : "";
   std::string message = e.what();
   if (!sub && first && first[0] != '-') {
     std::string commands;
@@ -46,7 +48,7 @@ int reportParseError(CLI::App& app, const CLI::ParseError& e, const char* first)
           "them in a config file, or see what launch would do with accel launch --dry_run)";
     }
   }
-  std::cerr << "accel: error: " << where << ": " << message << "\nRun '" << where
+  std::cerr << "accel: error: " << context << message << "\nRun '" << where
             << " --help' for more information.\n";
   return 2;
 }
