@@ -202,6 +202,11 @@ config_default_update)
   expect_contains "$new" "mixed_precision: fp16"
   [[ "$new" != *"fp16: true"* && "$new" != *deepspeed_config* ]] || fail "legacy keys kept: $new"
   expect_exit 2 "$ACCEL" config default --mixed_precision fp32
+  # A HOME where the default file's directory cannot be made: the error names the file it was
+  # writing (root may create /nonexistent, so HOME is a plain file here).
+  touch "$SCRATCH/home_file"
+  expect_exit 1 env -u HF_HOME HOME="$SCRATCH/home_file" "$ACCEL" config default
+  expect_contains "$ERR" "accel: error: cannot write the config file '$SCRATCH/home_file/.cache/huggingface/accelerate/default_config.yaml': '$SCRATCH/home_file' exists and is not a directory (set HF_HOME, or pass --config_file, to write it elsewhere)"
   ;;
 files_load_in_accelerate)
   # Every kind of file accel writes — each questionnaire branch (DeepSpeed, FSDP1/2 with
