@@ -175,7 +175,7 @@ sigint_escalation)
   kill -INT $agent
   set +e; wait $agent; rc=$?; set -e
   [[ $rc == 130 ]] || fail "exit $rc after one Ctrl-C with a surviving rank (want 130): $(cat "$SCRATCH/e")"
-  expect_contains "$(cat "$SCRATCH/e")" "local rank 1 ended after SIGINT; the others get 1 s (--term_timeout) to finish, then SIGKILL"
+  expect_contains "$(cat "$SCRATCH/e")" "local rank 1 ended after SIGINT; local rank 0 still runs: it gets 1 s from then (--term_timeout) to finish, then SIGKILL"
   [[ -e "$OUT_DIR/int.0" && ! -e "$OUT_DIR/term.0" ]] || fail "rank 0 should have seen SIGINT only: $(ls "$OUT_DIR")"
   expect_no_leftovers
   ;;
