@@ -175,7 +175,7 @@ assert d["config"]["path"].endswith("accelerate/default_config.yaml")
 env_text)
   expect_exit 0 "$ACCEL" env
   for line in '- `accel` version:' '- Platform:' '- CPU:' '- System RAM:' '- LibTorch version' '- CUDA usable:' \
-              '- GPU count:' '- NCCL version:' '- Python (' '- `accel` default config:'; do
+              '- GPU count:' '- NCCL on this machine (libnccl.so.2, loaded at run time): ' '- NCCL in libaccel (C++ workers): ' '- Python (' '- `accel` default config:'; do
     expect_contains "$OUT" "$line"
   done
   expect_contains "$OUT" $'\tNot found'
