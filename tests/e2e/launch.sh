@@ -347,6 +347,36 @@ oom_hint)
   [[ $rc == 137 ]] || fail "exit $rc (want 137): $(cat "$SCRATCH/e")"
   expect_contains "$(cat "$SCRATCH/e")" "likely killed by the OOM killer"
   ;;
+defaults_notice)
+  # accelerate's warning without a config file, and the hint when one process finds no RANK.
+  printf 'import torch.distributed as dist\ndist.init_process_group("gloo")\n' >"$SCRATCH/hello.py"
+  expect_exit 1 "$ACCEL" launch "${PYARGS[@]}" "$SCRATCH/hello.py"
+  expect_contains "$ERR" "accel: The following values were not passed to \`accel launch\` and had defaults used instead:
+	\`--num_processes\` was set to a value of \`1\`
+	\`--num_machines\` was set to a value of \`1\`
+	\`--mixed_precision\` was set to a value of \`'no'\`
+	\`--dynamo_backend\` was set to a value of \`'no'\`
+To avoid this warning pass in values for each of the problematic parameters or run \`accel config\`."
+  expect_contains "$ERR" "environment variable RANK expected, but not set"
+  expect_contains "$ERR" "hint: one process gets no RANK or WORLD_SIZE (as under accelerate launch), so init_process_group has no group to join: run several with --num_processes 2 (-n 2), or write a config with \`accel config\`"
+  # Values given by flags are not listed; a config file gives them all.
+  expect_exit 0 "$ACCEL" launch -n 2 --mixed_precision no "${BEH[@]}"
+  expect_contains "$ERR" "defaults used instead:
+	\`--num_machines\` was set to a value of \`1\`
+	\`--dynamo_backend\` was set to a value of \`'no'\`
+To avoid"
+  printf 'distributed_type: MULTI_CPU\nnum_processes: 2\n' >"$SCRATCH/c.yaml"
+  expect_exit 0 "$ACCEL" launch --config_file "$SCRATCH/c.yaml" "${BEH[@]}"
+  [[ "$ERR" != *"defaults used instead"* ]] || fail "defaults notice with a config file: $ERR"
+  ;;
+errors_before_notices)
+  # An error that ends the run comes before (here: instead of) any notice about the run: the
+  # OMP and defaults notices of this -n 2 job never show.
+  touch "$SCRATCH/file"
+  expect_exit 2 "$ACCEL" launch -n 2 --log_dir "$SCRATCH/file/logs" "${BEH[@]}"
+  [[ "$ERR" == "accel: error: --log_dir: '$SCRATCH/file' exists and is not a directory" ]] ||
+    fail "want the --log_dir error alone: $ERR"
+  ;;
 validation)
   cp "$W/behave.sh" "$SCRATCH/noexec.sh"; chmod -x "$SCRATCH/noexec.sh"
   expect_exit 2 "$ACCEL" launch -n 2 "$SCRATCH/noexec.sh"
