@@ -257,8 +257,11 @@ logs)
   # A last line without newline and \r progress bars keep their prefix.
   BEHAVE_0=partial expect_exit 0 "$ACCEL" launch -n 1 "${BEH[@]}"
   [[ "$OUT" == "[rank 0] no newline at the end" ]] || fail "partial line: $(cat -A <<<"$OUT")"
+  # Each piece is shown as it is read (ending in \r); the final '\n', when read apart from the
+  # last piece, repeats that piece as a line: the same on a terminal.
   BEHAVE_0=progress expect_exit 0 "$ACCEL" launch -n 1 "${BEH[@]}"
-  [[ "$OUT" == $'[rank 0] progress 1/3\r[rank 0] progress 2/3\r[rank 0] progress 3/3' ]] ||
+  [[ "$OUT" == $'[rank 0] progress 1/3\r[rank 0] progress 2/3\r[rank 0] progress 3/3' ||
+     "$OUT" == $'[rank 0] progress 1/3\r[rank 0] progress 2/3\r[rank 0] progress 3/3\r[rank 0] progress 3/3' ]] ||
     fail "progress bar: $(cat -A <<<"$OUT")"
   # --local_ranks_filter limits the console; --log_dir keeps everything, in torchrun's layout.
   BEHAVE_DEFAULT=exit:0 expect_exit 0 "$ACCEL" launch -n 3 --local_ranks_filter 0 --log_dir "$SCRATCH/logs" --rdzv_id job7 "${BEH[@]}"
@@ -346,6 +349,38 @@ oom_hint)
   set -e
   [[ $rc == 137 ]] || fail "exit $rc (want 137): $(cat "$SCRATCH/e")"
   expect_contains "$(cat "$SCRATCH/e")" "likely killed by the OOM killer"
+  ;;
+progress_at_once)
+  # tqdm's way: rank 0 writes "\rstep i" and waits until the test saw it on the console (so the
+  # next redraw, which would push it out, never comes first); each must show within 0.5 s of
+  # being written. Then rank 1 fails: rank 0's last piece is above the failure report.
+  cat >"$SCRATCH/bar.sh" <<'SH'
+#!/usr/bin/env bash
+await() { for _ in $(seq 1 400); do [[ -e $1 ]] && return 0; sleep 0.025; done; exit 9; }
+if [[ $RANK == 1 ]]; then await "$OUT_DIR/seen.3"; exit 3; fi
+for i in 1 2 3; do printf '\rstep %d' "$i"; touch "$OUT_DIR/wrote.$i"; await "$OUT_DIR/seen.$i"; done
+sleep 30
+SH
+  chmod +x "$SCRATCH/bar.sh"
+  "$ACCEL" launch -n 2 --term_timeout 1 "$SCRATCH/bar.sh" "$MARKER" >"$SCRATCH/console" 2>&1 &
+  agent=$!
+  for i in 1 2 3; do
+    wait_files "wrote.$i" 1
+    shown=
+    for _ in $(seq 1 25); do  # 25 × 20 ms
+      grep -qa "\[rank 0\] step $i" "$SCRATCH/console" && { shown=1; break; }
+      sleep 0.02
+    done
+    [[ -n $shown ]] || fail "'step $i' not shown within 0.5 s of being written: $(cat -A "$SCRATCH/console")"
+    touch "$OUT_DIR/seen.$i"
+  done
+  set +e; wait $agent; rc=$?; set -e
+  [[ $rc == 3 ]] || fail "exit $rc (want rank 1's 3): $(cat "$SCRATCH/console")"
+  console=$(cat "$SCRATCH/console")
+  expect_contains "$console" $'[rank 0] step 1\r[rank 0] step 2\r[rank 0] step 3\r'
+  before=${console%%job failed*}
+  [[ "$before" == *"[rank 0] step 3"* ]] || fail "rank 0's last piece came after the failure report: $console"
+  expect_no_leftovers
   ;;
 defaults_notice)
   # accelerate's warning without a config file, and the hint when one process finds no RANK.
