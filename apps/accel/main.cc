@@ -12,6 +12,7 @@
 #include "apps/accel/env_command.h"
 #include "apps/accel/launch_command.h"
 #include "apps/accel/status_command.h"
+#include "apps/accel/test_command.h"
 
 namespace {
 
@@ -70,10 +71,12 @@ int main(int argc, char** argv) {
   accel::apps::EnvCommandOptions envOptions;
   accel::apps::LaunchCommandOptions launchOptions;
   accel::apps::StatusCommandOptions statusOptions;
+  accel::apps::TestCommandOptions testOptions;
   accel::apps::registerConfigCommand(app, configOptions);
   accel::apps::registerEnvCommand(app, envOptions);
   accel::apps::registerLaunchCommand(app, launchOptions);
   accel::apps::registerStatusCommand(app, statusOptions);
+  accel::apps::registerTestCommand(app, testOptions);
 
   try {
     app.parse(argc, argv);
@@ -87,6 +90,7 @@ int main(int argc, char** argv) {
   if (launchOptions.command->parsed())
     return accel::apps::runLaunchCommand(launchOptions, accel::launcher::LaunchMode::Accelerate);
   if (statusOptions.command->parsed()) return accel::apps::runStatusCommand(statusOptions);
+  if (testOptions.command->parsed()) return accel::apps::runTestCommand(testOptions);
   if (launchOptions.run_command->parsed())
     return accel::apps::runLaunchCommand(launchOptions, accel::launcher::LaunchMode::Torchrun);
   return 2;

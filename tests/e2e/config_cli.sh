@@ -330,7 +330,7 @@ usage_errors)
   expect_exit 2 "$ACCEL"
   expect_exit 2 "$ACCEL" frobnicate
   # accel's own errors are prefixed once ("accel: error: accel: ..." was doubled).
-  [[ "$ERR" == "accel: error: unknown command 'frobnicate' (commands: config, env, launch, run, status)"$'\n'"Run 'accel --help' for more information." ]] ||
+  [[ "$ERR" == "accel: error: unknown command 'frobnicate' (commands: config, env, launch, run, status, test)"$'\n'"Run 'accel --help' for more information." ]] ||
     fail "unknown command error: $ERR"
   expect_exit 2 "$ACCEL" config show --num_processes abc
   expect_contains "$ERR" "accel: error: accel config: "

@@ -382,6 +382,32 @@ SH
   [[ "$before" == *"[rank 0] step 3"* ]] || fail "rank 0's last piece came after the failure report: $console"
   expect_no_leftovers
   ;;
+accel_test)
+  # accelerate test's counterpart: each rank's checks, then the verdict.
+  printf 'compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\n' >"$SCRATCH/c.yaml"
+  expect_exit 0 "$ACCEL" test --config_file "$SCRATCH/c.yaml" --python /usr/bin/python3
+  expect_contains "$OUT" "Running: accel launch --config_file $SCRATCH/c.yaml --python /usr/bin/python3 "
+  for r in 0 1; do
+    expect_contains "$OUT" "[rank $r] torch: ok (torch "
+    expect_contains "$OUT" "[rank $r] environment: ok (rank $r of 2, local rank $r of 2, store 127.0.0.1:"
+    expect_contains "$OUT" "[rank $r] init_process_group: ok (gloo, 2 rank(s))"
+    expect_contains "$OUT" "[rank $r] all_reduce: ok (sum of rank+1 over 2 rank(s): 3, want 3)"
+    expect_contains "$OUT" "[rank $r] barrier: ok (every rank arrived)"
+  done
+  expect_contains "$OUT" "Test is a success! You are ready for your distributed training!"
+  # No config file: one process without RANK, as accelerate starts it, tested as a group of one.
+  expect_exit 0 "$ACCEL" test --python /usr/bin/python3
+  expect_contains "$OUT" "[rank 0] environment: ok (one process without RANK, as accelerate starts one: a group of one)"
+  expect_contains "$OUT" "[rank 0] all_reduce: ok (sum of rank+1 over 1 rank(s): 1, want 1)"
+  # An interpreter that cannot import torch: the check says so, and the test fails.
+  printf '#!/bin/sh\nexec /usr/bin/python3 -S "$@"\n' >"$SCRATCH/python-no-site" && chmod +x "$SCRATCH/python-no-site"
+  expect_exit 1 "$ACCEL" test --config_file "$SCRATCH/c.yaml" --python "$SCRATCH/python-no-site"
+  expect_contains "$OUT" "torch: FAILED (/usr/bin/python3 cannot import torch: No module named 'torch')"
+  expect_contains "$ERR" "accel: error: accel test failed: accel launch exited 1 (the lines above say which check failed on which rank)"
+  [[ "$OUT" != *"Test is a success"* ]] || fail "success claimed: $OUT"
+  expect_exit 2 "$ACCEL" test --config_file "$SCRATCH/missing.yaml"
+  expect_contains "$ERR" "'$SCRATCH/missing.yaml' does not exist"
+  ;;
 defaults_notice)
   # accelerate's warning without a config file, and the hint when one process finds no RANK.
   printf 'import torch.distributed as dist\ndist.init_process_group("gloo")\n' >"$SCRATCH/hello.py"
