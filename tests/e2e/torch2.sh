@@ -70,6 +70,13 @@ PY
   expect_contains "$OUT" "[rank 1] rank 1 computed"
   [[ $ERR != *hangs* ]] || fail "ranks computing in their main threads were called hung: $ERR"
   ;;
+hang_ddp_backward|hang_ddp_step|hang_ddp_loader)
+  # As watch.sh's cases of these names, with torch 2.6's DDP.
+  logs=$SCRATCH/logs
+  expect_exit 124 "$ACCEL" launch "${T2[@]}" --cpu -n 3 --hang_timeout 3 --log_dir "$logs" "$W/ddp_hang.py" "${CASE#hang_ddp_}" "$SCRATCH/stuck"
+  expect_contains "$ERR" "by their stacks rank 1 outside any collective, 0, 2 waiting in one"
+  expect_contains "$ERR" "culprit: rank 1 (local rank 1"
+  ;;
 *)
   fail "unknown case $CASE"
   ;;
