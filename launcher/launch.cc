@@ -92,7 +92,6 @@ class Agent {
   }
 
   Expected<JobReport> run() {
-    if (auto ok = useLogDir(); !ok) return std::move(ok).takeError();
     if (auto ok = hostStore(); !ok) return std::move(ok).takeError();
     if (auto ok = placeThisMachine(); !ok) {
       if (!group_ || !group_->jobClosed()) return std::move(ok).takeError();
@@ -110,15 +109,6 @@ class Agent {
 
  private:
   bool hostsStore() const { return requested_rank_ == 0; }
-
-  // --log_dir must be usable before anything starts; the run's own directory in it is made later.
-  Expected<void> useLogDir() {
-    if (!plan_.log_dir) return {};
-    if (auto ok = config::makeDirectories(*plan_.log_dir); !ok) {
-      return makeError("--log_dir: " + ok.error());
-    }
-    return {};
-  }
 
   // Machine 0's agent hosts the job's store on the port it keeps for the whole job (port 0: the
   // kernel picks a free one, so nobody else can take it); the others connect to it. Until the
@@ -307,17 +297,15 @@ class Agent {
 
   // What the summary can add from this machine: a python that has torch, for a rank that died
   // importing it (env --check's knowledge, at the moment it is needed).
+  // And for a single process that found no RANK: how to start a group.
   void addHints(JobReport& report) const {
-    if (report.attempts.empty() || !report.attempts.back().culprit) return;
-    const AttemptReport& last = report.attempts.back();
-    const auto& tail = last.workers[*last.culprit].stderr_tail;
-    const bool noTorch = std::any_of(tail.begin(), tail.end(), [](const std::string& line) {
-      return line.find("No module named 'torch'") != std::string::npos;
-    });
+    const bool noTorch = culpritSaid(report, "No module named 'torch'");
     // Only when accel chose the interpreter (its .py and -m command lines: PYTHON -u ...).
     if (noTorch && plan_.argv.size() > 1 && plan_.argv[1] == "-u") {
       if (auto hint = probes::pythonWithTorchHint(plan_.argv[0])) report.hints.push_back(*hint);
     }
+    if (auto hint = missingRankHint(report, !plan_.torchrun_env && plan_.world_size == 1))
+      report.hints.push_back(*hint);
   }
 
   void reportOutcome(const JobReport& report) {
@@ -358,13 +346,20 @@ std::string portOrigin(const LaunchPlan& plan) {
       plan.mode == LaunchMode::Torchrun ? "--master_port" : "--main_process_port");
 }
 
-// The checks and notices before the agent starts; an error here spawns nothing.
+// The checks and notices before the agent starts; an error here spawns nothing. The checks come
+// first: an error that ends the run is never preceded by notices about that run.
 Expected<void> preflight(const LaunchPlan& plan, Console& console) {
   // The other machines connect to it instead. An agent that only guessed it hosts the c10d
   // rendezvous joins whoever listens on the port (hostStore).
   if (plan.master_port && plan.machine_rank == 0 && !guessedStoreHost(plan)) {
     if (auto ok = checkPortFree(*plan.master_port, portOrigin(plan)); !ok) return ok;
   }
+  // --log_dir must be usable before anything starts; the run's own directory in it is made later.
+  if (plan.log_dir) {
+    if (auto ok = config::makeDirectories(*plan.log_dir); !ok)
+      return makeError("--log_dir: " + ok.error());
+  }
+  if (!plan.defaults_notice.empty()) console.notice(plan.defaults_notice);
   for (const auto& text : plan.notices) console.notice(text);
   if (plan.omp_notice) {
     console.notice("OMP_NUM_THREADS was unset; each of the " +

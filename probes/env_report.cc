@@ -102,9 +102,16 @@ std::string renderEnvText(const EnvReport& r) {
     out << "- GPU " << d.index << ": " << d.name << ", "
         << gib(static_cast<double>(d.memory_bytes) / (1ull << 30)) << "\n";
   }
-  out << "- NCCL version: "
+  // Two facts that are easily confused: the NCCL this machine would load now (torch's workers
+  // may bring their own), and whether libaccel's C++ workers were built to use NCCL at all.
+  out << "- NCCL on this machine (libnccl.so.2, loaded at run time): "
       << (r.gpus.nccl_version ? *r.gpus.nccl_version : "not found (" + r.gpus.nccl_status + ")")
-      << (r.build.with_nccl ? "; NCCL found at build time" : "; NCCL not found at build time")
+      << "\n";
+  out << "- NCCL in libaccel (C++ workers): "
+      << (r.build.with_nccl ? "built in: GPU ranks all-reduce with NCCL"
+                            : "not built in (no NCCL at build time): C++ workers communicate "
+                              "through the CPU (Gloo or shared memory); torch's own NCCL is "
+                              "unaffected")
       << "\n";
   for (const auto& p : r.pythons) {
     out << "- Python (" << p.command << "): ";

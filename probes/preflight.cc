@@ -351,19 +351,34 @@ CheckItem checkPythonForConfig(const ConfigFacts& facts, const PythonInfo& p) {
   return ok("paradigm", finding + " in " + p.command);
 }
 
-CheckItem checkPython(const PythonInfo& p) {
+namespace {
+
+// The fix for an interpreter without torch: the one here that has it, when there is one, else
+// `otherwise`.
+std::string useThePythonWithTorch(const std::optional<PythonInfo>& withTorch,
+                                  const std::string& install, const std::string& otherwise) {
+  if (!withTorch || !withTorch->torch) return otherwise;
+  const std::string& py = withTorch->command;
+  return py + " has torch " + *withTorch->torch + ": launch with --python " + py +
+         " (or PYTHON_EXEC=" + py + "), or " + install;
+}
+
+}  // namespace
+
+CheckItem checkPython(const PythonInfo& p, const std::optional<PythonInfo>& withTorch) {
   const std::string other =
       "pip install torch into it, or point launch at one that has torch (--python or $PYTHON_EXEC)";
   if (!p.error.empty()) {
     return warn("python",
                 p.command + " unavailable (" + p.error + "): .py scripts cannot be launched",
-                "install python3 with torch, or point launch at an interpreter that has it "
-                "(--python or $PYTHON_EXEC)");
+                useThePythonWithTorch(withTorch, "install python3 with torch",
+                                      "install python3 with torch, or point launch at an "
+                                      "interpreter that has it (--python or $PYTHON_EXEC)"));
   }
   const std::string who = p.command + " (" + p.executable + ", Python " + p.version + ")";
   if (!p.torch)
     return warn("python", who + " has no torch: torch.distributed scripts will fail to import it",
-                other);
+                useThePythonWithTorch(withTorch, "pip install torch into it", other));
   auto mm = parseMajorMinor(*p.torch);
   if (!mm)
     return warn("python", who + ": torch version '" + *p.torch + "' is not understood", other);
@@ -488,6 +503,8 @@ std::vector<CheckItem> runPreflight(const PreflightOptions& o) {
   GpuInfo gpus = probeGpus();
   HostFacts host = resolveHostname();
   PythonInfo py = python.get();
+  std::optional<PythonInfo> withTorch;
+  if (!py.torch) withTorch = otherPythonWithTorch(py);
   return {checkConfigFile(facts),
           checkGpus(facts, gpus),
           checkDriver(facts, gpus, o.build_cuda, py),
@@ -495,7 +512,7 @@ std::vector<CheckItem> runPreflight(const PreflightOptions& o) {
           checkNetwork(facts, host, o.net),
           checkShm(shmSize()),
           checkUlimit(facts, softFileLimit()),
-          checkPython(py),
+          checkPython(py, withTorch),
           checkPythonForConfig(facts, py)};
 }
 

@@ -82,7 +82,10 @@ CheckItem checkShm(std::optional<uint64_t> shmBytes);
 // The soft RLIMIT_NOFILE against fdsNeeded() for the config's world size.
 CheckItem checkUlimit(const ConfigFacts& facts, uint64_t softLimit);
 // The interpreter launch runs .py scripts with: torch found, a release the job's store serves.
-CheckItem checkPython(const PythonInfo& python);
+// When it has no torch (or cannot run), the fix names `withTorch`, another interpreter on this
+// machine that has it (otherPythonWithTorch), if any.
+CheckItem checkPython(const PythonInfo& python,
+                      const std::optional<PythonInfo>& withTorch = std::nullopt);
 // What the config's paradigm needs of that interpreter: deepspeed importable for DEEPSPEED,
 // torch.compile (torch 2.0+) for a dynamo_config backend other than NO.
 CheckItem checkPythonForConfig(const ConfigFacts& facts, const PythonInfo& python);

@@ -67,18 +67,23 @@ PythonInfo probePython(const std::string& python) {
   return info;
 }
 
-std::optional<std::string> pythonWithTorchHint(const std::string& used) {
-  const PythonInfo workers = probePython(used);
+std::optional<PythonInfo> otherPythonWithTorch(const PythonInfo& used) {
   for (const char* candidate : {"python3", "/usr/bin/python3", "/usr/local/bin/python3"}) {
-    const PythonInfo other = probePython(candidate);
+    PythonInfo other = probePython(candidate);
     if (!other.error.empty() || !other.torch) continue;
-    if (!workers.executable.empty() && other.executable == workers.executable) continue;
-    return std::string(candidate) + " has torch " + *other.torch + ": run with --python " +
-           candidate + " (" + used +
-           (workers.executable.empty() ? "" : " is " + workers.executable + ",") +
-           " without torch)";
+    if (!used.executable.empty() && other.executable == used.executable) continue;
+    return other;
   }
   return std::nullopt;
+}
+
+std::optional<std::string> pythonWithTorchHint(const std::string& used) {
+  const PythonInfo workers = probePython(used);
+  const auto other = otherPythonWithTorch(workers);
+  if (!other) return std::nullopt;
+  return other->command + " has torch " + *other->torch + ": run with --python " + other->command +
+         " (" + used + (workers.executable.empty() ? "" : " is " + workers.executable + ",") +
+         " without torch)";
 }
 
 }  // namespace accel::probes

@@ -22,11 +22,16 @@ PythonInfo probePython(const std::string& python);
 // The interpreter `accel launch` runs .py scripts with: $PYTHON_EXEC if set, else "python3".
 std::string defaultPython();
 
-// For a worker that died of "No module named 'torch'" under `used`: the first of python3 (PATH),
-// /usr/bin/python3, /usr/local/bin/python3 that is another interpreter and has torch, as the
+// The first of python3 (PATH), /usr/bin/python3, /usr/local/bin/python3 that is another
+// interpreter than `used` (by sys.executable) and has torch, probed as probePython does (its
+// `command` is the candidate's name); nullopt when none has. Blocks while it runs each candidate
+// once (≤ 5 s each). Never throws.
+std::optional<PythonInfo> otherPythonWithTorch(const PythonInfo& used);
+
+// For a worker that died of "No module named 'torch'" under `used`: otherPythonWithTorch as the
 // hint "/usr/bin/python3 has torch 1.13.0: run with --python /usr/bin/python3 (python3 is
-// /root/.pyenv/shims/python3, without torch)"; nullopt when none has. Blocks while it runs each
-// candidate once (≤ 5 s each). Never throws.
+// /root/.pyenv/shims/python3, without torch)"; nullopt when none has. Blocks and never throws,
+// as otherPythonWithTorch.
 std::optional<std::string> pythonWithTorchHint(const std::string& used);
 
 }  // namespace accel::probes

@@ -28,8 +28,10 @@ Expected<std::string> targetPath(const std::optional<std::string>& explicitPath,
     return *explicitPath;
   }
   std::string path = config::defaultConfigPath(env);
-  if (auto ok = config::makeDirectories(config::parentDirectory(path)); !ok)
-    return std::move(ok).takeError();
+  if (auto ok = config::makeDirectories(config::parentDirectory(path)); !ok) {
+    return makeError("cannot write the config file '" + path + "': " + ok.error() +
+                     " (set HF_HOME, or pass --config_file, to write it elsewhere)");
+  }
   return path;
 }
 

@@ -12,6 +12,7 @@
 #include "apps/accel/env_command.h"
 #include "apps/accel/launch_command.h"
 #include "apps/accel/status_command.h"
+#include "apps/accel/test_command.h"
 
 namespace {
 
@@ -29,6 +30,8 @@ int reportParseError(CLI::App& app, const CLI::ParseError& e, const char* first)
   const CLI::App* sub = nullptr;
   for (const CLI::App* s : app.get_subcommands()) sub = s;
   const std::string where = sub ? "accel " + sub->get_name() : "accel";
+  // "accel: error: " is the prefix; a subcommand's errors name it after that, accel's own don't.
+  std::string context = sub ? where + ": " : "";
   std::string message = e.what();
   if (!sub && first && first[0] != '-') {
     std::string commands;
@@ -46,7 +49,7 @@ int reportParseError(CLI::App& app, const CLI::ParseError& e, const char* first)
           "them in a config file, or see what launch would do with accel launch --dry_run)";
     }
   }
-  std::cerr << "accel: error: " << where << ": " << message << "\nRun '" << where
+  std::cerr << "accel: error: " << context << message << "\nRun '" << where
             << " --help' for more information.\n";
   return 2;
 }
@@ -68,10 +71,12 @@ int main(int argc, char** argv) {
   accel::apps::EnvCommandOptions envOptions;
   accel::apps::LaunchCommandOptions launchOptions;
   accel::apps::StatusCommandOptions statusOptions;
+  accel::apps::TestCommandOptions testOptions;
   accel::apps::registerConfigCommand(app, configOptions);
   accel::apps::registerEnvCommand(app, envOptions);
   accel::apps::registerLaunchCommand(app, launchOptions);
   accel::apps::registerStatusCommand(app, statusOptions);
+  accel::apps::registerTestCommand(app, testOptions);
 
   try {
     app.parse(argc, argv);
@@ -85,6 +90,7 @@ int main(int argc, char** argv) {
   if (launchOptions.command->parsed())
     return accel::apps::runLaunchCommand(launchOptions, accel::launcher::LaunchMode::Accelerate);
   if (statusOptions.command->parsed()) return accel::apps::runStatusCommand(statusOptions);
+  if (testOptions.command->parsed()) return accel::apps::runTestCommand(testOptions);
   if (launchOptions.run_command->parsed())
     return accel::apps::runLaunchCommand(launchOptions, accel::launcher::LaunchMode::Torchrun);
   return 2;

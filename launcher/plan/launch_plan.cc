@@ -332,6 +332,31 @@ Expected<void> checkGpuCount(LaunchPlan& plan, const Devices& d) {
   return {};
 }
 
+// accelerate's warning when it launches without a config file (_validate_launch_command): the
+// values no flag gave, with the defaults used. accel's num_processes default is one process.
+void noticeDefaults(LaunchPlan& plan, const LaunchOptions& o) {
+  if (plan.mode != LaunchMode::Accelerate || plan.config.file || plan.scheduler) return;
+  const config::ClusterConfig& c = plan.config.config;
+  std::vector<std::string> warned;
+  auto defaulted = [&](const char* key, const std::string& value) {
+    if (!givenAtAll(plan, key))
+      warned.push_back(std::string("\t`--") + key + "` was set to a value of `" + value + "`");
+  };
+  defaulted("num_processes", std::to_string(plan.world_size));
+  defaulted("num_machines", std::to_string(plan.num_machines));
+  defaulted("mixed_precision", "'" + c.mixed_precision + "'");
+  if (!o.accelerate.isGiven("dynamo_backend"))
+    warned.push_back("\t`--dynamo_backend` was set to a value of `'no'`");
+  if (warned.empty()) return;
+  std::string text =
+      "The following values were not passed to `accel launch` and had defaults used instead:";
+  for (const auto& line : warned) text += "\n" + line;
+  text +=
+      "\nTo avoid this warning pass in values for each of the problematic parameters or run "
+      "`accel config`.";
+  plan.defaults_notice = std::move(text);
+}
+
 // The config file (accel launch) or torchrun's defaults (accel run), under the flags.
 // A count per machine (--nproc_per_node) stands for the total it makes with the machines given.
 Expected<config::EffectiveConfig> effectiveConfig(const LaunchOptions& o,
@@ -427,6 +452,7 @@ Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEn
   std::optional<SchedulerInfo> scheduler;
   auto devices = planJobShape(plan, o, env, gpus, scheduler);
   if (!devices) return std::move(devices).takeError();
+  noticeDefaults(plan, o);
   auto argv = resolveCommand(o, env);
   if (!argv) return std::move(argv).takeError();
   plan.argv = std::move(*argv);

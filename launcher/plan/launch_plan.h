@@ -141,6 +141,9 @@ struct LaunchPlan {
   uint64_t store_connection_input_bytes = 128ull << 20;  // --store_connection_input_limit
   uint64_t store_input_budget_bytes = 1ull << 30;        // --store_input_budget
   std::vector<std::string> notices;  // one-line notices for the user (ignored flags and the like)
+  // accelerate's warning for a launch without a config file: which values no flag gave and the
+  // defaults used (several lines); "" when a config file or the flags gave them all.
+  std::string defaults_notice;
 };
 
 // The port every machine of a scheduled job agrees on without talking, when none was given:

@@ -11,8 +11,10 @@ namespace accel::launcher {
 void clearWorkerKeys(store::TcpStoreServer& server, int round, const Notify& notify) {
   try {
     const size_t removed = server.clearKeysExcept({JobKeys::stored(kAgentKeyPrefix)});
-    notify("attempt " + std::to_string(round) + " starts with a fresh key space (" +
-           std::to_string(removed) + " keys of earlier attempts removed from the store)");
+    notify("attempt " + std::to_string(round) + ": removed " + std::to_string(removed) +
+           (removed == 1 ? " value" : " values") +
+           " that earlier attempts' workers left in the job's store, so none is read as this "
+           "attempt's");
   } catch (const Error& e) {
     notify(std::string("could not clear the store between attempts: ") + e.what());
   }

@@ -395,4 +395,21 @@ std::optional<std::string> repeatedFailure(int previousAttempt, const JobFailure
          (line.empty() ? std::string() : "; last stderr line: " + line) + ")";
 }
 
+bool culpritSaid(const JobReport& report, const std::string& text) {
+  if (report.attempts.empty() || !report.attempts.back().culprit) return false;
+  const AttemptReport& last = report.attempts.back();
+  const auto& tail = last.workers.at(*last.culprit).stderr_tail;
+  return std::any_of(tail.begin(), tail.end(), [&text](const std::string& line) {
+    return line.find(text) != std::string::npos;
+  });
+}
+
+std::optional<std::string> missingRankHint(const JobReport& report, bool withoutRank) {
+  if (!withoutRank || !culpritSaid(report, "environment variable RANK expected, but not set"))
+    return std::nullopt;
+  return "one process gets no RANK or WORLD_SIZE (as under accelerate launch), so "
+         "init_process_group has no group to join: run several with --num_processes 2 (-n 2), "
+         "or write a config with `accel config`";
+}
+
 }  // namespace accel::launcher

@@ -127,6 +127,14 @@ std::string colourSummary(const std::string& summary);
 // The same facts as JSON (for <log_dir>/summary.json), successful jobs included.
 nlohmann::json renderReportJson(const JobReport& report);
 
+// The culprit of the last attempt ended with a stderr line containing `text` (in its tail).
+bool culpritSaid(const JobReport& report, const std::string& text);
+
+// For a job of one process started without torchrun's variables (`withoutRank`: accelerate's
+// simple launcher) whose culprit died of torch's "environment variable RANK expected, but not
+// set": how to give it a process group (-n 2, or a config). nullopt otherwise.
+std::optional<std::string> missingRankHint(const JobReport& report, bool withoutRank);
+
 // "exit code 3" or "signal SIGSEGV (exit code 139)".
 std::string describeEnd(const WorkerOutcome& worker);
 

@@ -146,6 +146,7 @@ class Supervisor::Attempt {
   // ---- Actions ----
   void stopTheOthers();
   void giveTheRestTheGrace(const Worker& ended);
+  void sayWhoGetsTheGrace();
   void signalRunning(int sig, bool collateral);
   void killOverdue();
   void publishFirstFailure();
@@ -190,6 +191,14 @@ class Supervisor::Attempt {
   std::optional<uint64_t> oom_before_;
   bool stopping_ = false;  // SIGTERM sent; SIGKILL at kill_deadline_
   Clock::time_point kill_deadline_{};
+  // After Ctrl-C every rank gets SIGINT and most end of it within moments of the first: the
+  // grace notice waits kGraceNoticeSettle and names the ranks still running then, if any.
+  static constexpr std::chrono::milliseconds kGraceNoticeSettle{300};
+  struct GraceNotice {
+    int ended_local_rank;
+    Clock::time_point at;
+  };
+  std::optional<GraceNotice> grace_notice_;
   std::optional<Clock::time_point> culprit_end_;
   Publication publication_ = Publication::kNone;
   Clock::time_point publish_deadline_{};

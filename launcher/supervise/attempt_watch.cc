@@ -147,7 +147,8 @@ void Supervisor::Attempt::keepStack(Worker& w, const char* data, size_t size) {
   w.stack.append(data, std::min(size, room));
 }
 
-// With equal steps (or none), the stacks choose: the ranks outside a collective are the stuck ones.
+// With equal steps (or none), the stacks choose (judgeByStacks); when they cannot tell, the
+// message says so and no rank is named the culprit.
 void Supervisor::Attempt::settleHangReport() {
   if (!report_.hang) return;
   std::map<int, std::string> stacks;
@@ -158,19 +159,15 @@ void Supervisor::Attempt::settleHangReport() {
   }
   if (!refine_by_stacks_) return;
   HangReport& hang = *report_.hang;
-  const auto stuck = stuckByStacks(hang.stuck_ranks, stacks);
-  if (stuck.size() == hang.stuck_ranks.size()) return;
-  std::vector<int> waiting;
-  for (int rank : hang.stuck_ranks) {
-    if (!std::count(stuck.begin(), stuck.end(), rank)) waiting.push_back(rank);
-  }
-  hang.message += "; by their stacks " + std::string(stuck.size() == 1 ? "rank " : "ranks ") +
-                  rankRanges(stuck) + " outside any collective, " + rankRanges(waiting) +
-                  " waiting in one";
-  hang.stuck_ranks = stuck;
+  const StackVerdict verdict = judgeByStacks(hang.stuck_ranks, stacks);
+  if (!verdict.why.empty()) hang.message += "; by their stacks " + verdict.why;
+  if (verdict.stuck.size() == hang.stuck_ranks.size()) return;
+  if (report_.culprit) workers_[*report_.culprit].outcome.stopped_by_agent = true;
+  report_.culprit.reset();  // when the stacks cannot tell, no rank is named
+  if (verdict.stuck.empty()) return;
+  hang.stuck_ranks = verdict.stuck;
   for (size_t i = 0; i < workers_.size(); ++i) {
-    if (workers_[i].rank != stuck.front()) continue;
-    if (report_.culprit) workers_[*report_.culprit].outcome.stopped_by_agent = true;
+    if (workers_[i].rank != verdict.stuck.front()) continue;
     workers_[i].outcome.stopped_by_agent = false;
     report_.culprit = i;
   }

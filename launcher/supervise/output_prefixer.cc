@@ -55,20 +55,34 @@ void OutputPrefixer::emit(std::string& out, char end) {
 std::string OutputPrefixer::feed(std::string_view data) {
   std::string out;
   for (char c : data) {
-    if (c == '\r' && partial_.empty()) continue;  // tqdm's leading '\r': nothing to redraw yet
+    if (!shown_.empty()) {
+      // The piece shown open goes on (redrawn whole later), ends with '\n' (repeated as a line),
+      // or ended with '\r' as shown.
+      if (c != '\r') partial_ = std::move(shown_);
+      shown_.clear();
+    }
+    if (c == '\r' && partial_.empty()) {  // tqdm's leading '\r': nothing to redraw yet
+      in_redraw_ = true;
+      continue;
+    }
     if (c == '\n' && partial_.empty() && after_redraw_) {
       out += c;  // "\r\n": the redrawn piece is final; no empty prefixed line
-      after_redraw_ = false;
+      after_redraw_ = in_redraw_ = false;
       continue;
     }
     if (c == '\n' || c == '\r') {
       emit(out, c);
-      after_redraw_ = c == '\r';
+      after_redraw_ = in_redraw_ = c == '\r';
       continue;
     }
     after_redraw_ = false;
     partial_ += c;
     if (partial_.size() >= kMaxLine) emit(out, '\n');
+  }
+  if (in_redraw_ && !partial_.empty()) {  // a progress bar's piece: show it now
+    shown_ = partial_;
+    emit(out, '\r');
+    after_redraw_ = true;
   }
   return out;
 }

@@ -23,6 +23,9 @@ class OutputPrefixer {
   // ending in '\r', so a redrawn bar keeps its prefix on a terminal and two ranks' bars never
   // mix. A '\r' with nothing before it (tqdm writes "\r" + bar) emits nothing — no lone prefix
   // for the next rank's bar to follow — and a '\n' right after a redrawn piece ends it as is.
+  // A piece that follows a '\r' and is still open when `data` ends (tqdm's "\rstep 3", whose end
+  // is the next redraw, seconds later) is shown at once, prefixed and ending in '\r'; if more of
+  // it comes, it is shown again whole, and a '\n' ending it repeats it as a line.
   std::string feed(std::string_view data);
 
   // The unterminated rest (prefixed, with '\n' added), or "" if there is none. For EOF.
@@ -35,6 +38,8 @@ class OutputPrefixer {
   bool mpi_tags_ = false;
   std::string partial_;
   bool after_redraw_ = false;  // the last thing emitted was a piece ending in '\r'
+  bool in_redraw_ = false;     // the piece being read follows a '\r' (a progress bar's)
+  std::string shown_;          // an open redraw piece shown at the end of the last feed
 };
 
 }  // namespace accel::launcher

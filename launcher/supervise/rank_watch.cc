@@ -164,22 +164,86 @@ std::optional<HangVerdict> judgeHang(const std::vector<RankProgress>& ranks,
   return v;
 }
 
-bool stackShowsCollective(const std::string& stack) {
-  static const char* const kMarks[] = {
-      "torch/distributed/", "c10d",     "gloo",         "nccl",          "accel4comm",
-      "accel::comm::",      "ShmGroup", "GradientSync", "in all_reduce", "in barrier"};
-  return std::any_of(std::begin(kMarks), std::end(kMarks),
-                     [&](const char* mark) { return stack.find(mark) != std::string::npos; });
+namespace {
+
+// Of a faulthandler dump, the main thread's part (from "Current thread" to the next thread or
+// the end); anything else whole.
+std::string mainThreadPart(const std::string& stack) {
+  const size_t at = stack.find("Current thread");
+  if (at == std::string::npos) return stack;
+  const size_t next = stack.find("\nThread 0x", at);
+  return stack.substr(at, next == std::string::npos ? std::string::npos : next - at);
 }
 
-std::vector<int> stuckByStacks(const std::vector<int>& candidates,
+// The rank whose innermost frame is not the one all the others share, if exactly one is.
+std::optional<int> oddStackOut(const std::vector<int>& candidates,
                                const std::map<int, std::string>& stacks) {
-  std::vector<int> outside;  // or without a stack: only a stack in a collective clears a rank
+  std::map<std::string, std::vector<int>> byFrame;
   for (int rank : candidates) {
     auto it = stacks.find(rank);
-    if (it == stacks.end() || !stackShowsCollective(it->second)) outside.push_back(rank);
+    byFrame[it == stacks.end() ? "" : innermostFrame(it->second)].push_back(rank);
   }
-  return outside.empty() ? candidates : outside;
+  if (candidates.size() < 3 || byFrame.size() != 2) return std::nullopt;
+  const auto first = byFrame.begin(), second = std::next(first);
+  if (first->second.size() == 1 && !second->first.empty()) return first->second.front();
+  if (second->second.size() == 1 && !first->first.empty()) return second->second.front();
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool stackShowsCollective(const std::string& stack) {
+  static const char* const kMarks[] = {"torch/distributed/",
+                                       "c10d",
+                                       "gloo",
+                                       "nccl",
+                                       "accel4comm",
+                                       "accel::comm::",
+                                       "ShmGroup",
+                                       "GradientSync",
+                                       "in all_reduce",
+                                       "in barrier",
+                                       "torch/autograd/",
+                                       "torch/nn/parallel/distributed.py"};
+  const std::string part = mainThreadPart(stack);
+  return std::any_of(std::begin(kMarks), std::end(kMarks),
+                     [&](const char* mark) { return part.find(mark) != std::string::npos; });
+}
+
+std::string innermostFrame(const std::string& stack) {
+  std::istringstream lines(mainThreadPart(stack));
+  const bool python = stack.find("Current thread") != std::string::npos;
+  for (std::string line; std::getline(lines, line);) {
+    if (!python && !line.empty()) return line;
+    if (python && line.find("File \"") != std::string::npos) return line;
+  }
+  return "";
+}
+
+StackVerdict judgeByStacks(const std::vector<int>& candidates,
+                           const std::map<int, std::string>& stacks) {
+  if (candidates.size() <= 1) return {candidates, ""};
+  std::vector<int> outside, waiting;  // without a stack: only a stack in a collective clears it
+  for (int rank : candidates) {
+    auto it = stacks.find(rank);
+    (it == stacks.end() || !stackShowsCollective(it->second) ? outside : waiting).push_back(rank);
+  }
+  if (!outside.empty() && !waiting.empty()) {
+    return {outside, std::string(outside.size() == 1 ? "rank " : "ranks ") + rankRanges(outside) +
+                         " outside any collective, " + rankRanges(waiting) + " waiting in one"};
+  }
+  if (auto odd = oddStackOut(candidates, stacks)) {
+    std::vector<int> others;
+    for (int rank : candidates)
+      if (rank != *odd) others.push_back(rank);
+    return {{*odd},
+            "rank " + std::to_string(*odd) + " the only one elsewhere, " + rankRanges(others) +
+                " all at the same place"};
+  }
+  return {{},
+          "they do not tell which rank is stuck (" +
+              std::string(outside.empty() ? "all in collectives" : "none in a collective") +
+              ", and no one stack differs from all the others)"};
 }
 
 // Replaces each "(_Z...+0x..)" symbol of backtrace_symbols' lines by its demangled name.

@@ -9,8 +9,8 @@
 // A job is hung (judgeHang) when a rank has not moved for the hang timeout while every other
 // running rank has either moved past it (a higher step) or waits too (has not moved for half
 // the timeout). The stuck ranks are those at the lowest step; when the steps do not tell them
-// apart, the stacks do (stuckByStacks): a rank whose stack is inside a collective waits for
-// the others, one elsewhere is stuck.
+// apart, the stacks do (judgeByStacks): a rank whose stack is inside a collective waits for
+// the others, one elsewhere is stuck; or the one whose stack differs from all the others'.
 
 #include <sys/types.h>
 
@@ -81,13 +81,28 @@ std::optional<HangVerdict> judgeHang(const std::vector<RankProgress>& ranks,
                                      std::chrono::milliseconds timeout);
 
 // Whether a dumped stack (faulthandler's or libaccel's) shows its thread waiting in a
-// collective: torch.distributed, c10d, Gloo, NCCL or libaccel's communicators.
+// collective: torch.distributed, c10d, Gloo, NCCL or libaccel's communicators, and the torch
+// calls that wait on one inside: DDP's module (its forward's buffer sync) and autograd's
+// backward (DDP's reducer all-reduces from it). Of a faulthandler dump, only the thread that
+// printed it ("Current thread", the main one) counts: another thread's collective does not make
+// the main thread wait.
 bool stackShowsCollective(const std::string& stack);
 
-// Of the ranks judged stuck with equal steps, those whose stacks are not in a collective (or
-// who printed none); all of them when every stack is in one.
-std::vector<int> stuckByStacks(const std::vector<int>& candidates,
-                               const std::map<int, std::string>& stacks);
+// The innermost frame of a dumped stack's main thread: faulthandler's first `File "..."` line
+// after "Current thread", else the first line of libaccel's backtrace; "" when there is none.
+std::string innermostFrame(const std::string& stack);
+
+// Which of the ranks judged stuck with equal steps the stacks show stuck.
+struct StackVerdict {
+  std::vector<int> stuck;  // empty: the stacks cannot tell
+  std::string why;         // "outside any collective, ... waiting in one", for the hang message
+};
+
+// The ranks whose stacks are not in a collective (or who printed none), when some are and some
+// are not; else, when all stacks are alike but one (its innermost frame differs, the others'
+// all the same), that one; else nothing: the stacks cannot tell. One candidate stays (why "").
+StackVerdict judgeByStacks(const std::vector<int>& candidates,
+                           const std::map<int, std::string>& stacks);
 
 // C++ names in a backtrace_symbols text demangled ("_Z20stuckBeforeAllReducei" →
 // "stuckBeforeAllReduce(int)").

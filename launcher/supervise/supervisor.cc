@@ -185,6 +185,7 @@ bool Supervisor::Attempt::finished() const {
 Clock::time_point Supervisor::Attempt::nextWake() const {
   Clock::time_point next = next_tick_;
   if (stopping_) next = std::min(next, kill_deadline_);
+  if (grace_notice_) next = std::min(next, grace_notice_->at);
   if (publication_ == Publication::kPending) next = std::min(next, publish_deadline_);
   return next;
 }
@@ -215,6 +216,7 @@ void Supervisor::Attempt::dispatch(uint64_t id) {
 // What every pass of the loop checks, whatever woke it.
 void Supervisor::Attempt::afterBatch() {
   if (now() >= next_tick_) onTick();
+  sayWhoGetsTheGrace();
   killOverdue();
   publishFirstFailure();
   if (output_paused_ || !parts_.console.backlogged()) return;
@@ -392,8 +394,23 @@ void Supervisor::Attempt::giveTheRestTheGrace(const Worker& ended) {
   if (!othersRun) return;
   stopping_ = true;
   kill_deadline_ = now() + plan_.term_timeout;
-  say("local rank " + std::to_string(ended.local_rank) + " ended after SIGINT; the others get " +
-      secondsText(plan_.term_timeout) + " (--term_timeout) to finish, then SIGKILL");
+  grace_notice_ = GraceNotice{ended.local_rank, now() + kGraceNoticeSettle};
+}
+
+// The grace's notice, once the ranks that ended of the same Ctrl-C have been reaped: only when
+// some still run (and have not been sent SIGKILL yet), naming them.
+void Supervisor::Attempt::sayWhoGetsTheGrace() {
+  if (!grace_notice_ || now() < grace_notice_->at) return;
+  const int ended = grace_notice_->ended_local_rank;
+  grace_notice_.reset();
+  std::vector<int> running;
+  for (const auto& w : workers_)
+    if (w.running) running.push_back(w.local_rank);
+  if (running.empty() || !stopping_) return;
+  const bool one = running.size() == 1;
+  say("local rank " + std::to_string(ended) + " ended after SIGINT; local " + ranksText(running) +
+      (one ? " still runs: it gets " : " still run: they get ") + secondsText(plan_.term_timeout) +
+      " from then (--term_timeout) to finish, then SIGKILL");
 }
 
 // The job failed (here or elsewhere): SIGTERM to every running worker, SIGKILL after the grace.

@@ -175,7 +175,7 @@ assert d["config"]["path"].endswith("accelerate/default_config.yaml")
 env_text)
   expect_exit 0 "$ACCEL" env
   for line in '- `accel` version:' '- Platform:' '- CPU:' '- System RAM:' '- LibTorch version' '- CUDA usable:' \
-              '- GPU count:' '- NCCL version:' '- Python (' '- `accel` default config:'; do
+              '- GPU count:' '- NCCL on this machine (libnccl.so.2, loaded at run time): ' '- NCCL in libaccel (C++ workers): ' '- Python (' '- `accel` default config:'; do
     expect_contains "$OUT" "$line"
   done
   expect_contains "$OUT" $'\tNot found'
@@ -202,6 +202,11 @@ config_default_update)
   expect_contains "$new" "mixed_precision: fp16"
   [[ "$new" != *"fp16: true"* && "$new" != *deepspeed_config* ]] || fail "legacy keys kept: $new"
   expect_exit 2 "$ACCEL" config default --mixed_precision fp32
+  # A HOME where the default file's directory cannot be made: the error names the file it was
+  # writing (root may create /nonexistent, so HOME is a plain file here).
+  touch "$SCRATCH/home_file"
+  expect_exit 1 env -u HF_HOME HOME="$SCRATCH/home_file" "$ACCEL" config default
+  expect_contains "$ERR" "accel: error: cannot write the config file '$SCRATCH/home_file/.cache/huggingface/accelerate/default_config.yaml': '$SCRATCH/home_file' exists and is not a directory (set HF_HOME, or pass --config_file, to write it elsewhere)"
   ;;
 files_load_in_accelerate)
   # Every kind of file accel writes — each questionnaire branch (DeepSpeed, FSDP1/2 with
@@ -324,7 +329,9 @@ assert d["sources"]["main_training_function"] == "default"
 usage_errors)
   expect_exit 2 "$ACCEL"
   expect_exit 2 "$ACCEL" frobnicate
-  expect_contains "$ERR" "accel: error: accel: unknown command 'frobnicate' (commands: config, env, launch, run, status)"
+  # accel's own errors are prefixed once ("accel: error: accel: ..." was doubled).
+  [[ "$ERR" == "accel: error: unknown command 'frobnicate' (commands: config, env, launch, run, status, test)"$'\n'"Run 'accel --help' for more information." ]] ||
+    fail "unknown command error: $ERR"
   expect_exit 2 "$ACCEL" config show --num_processes abc
   expect_contains "$ERR" "accel: error: accel config: "
   expect_contains "$ERR" "num_processes"

@@ -88,6 +88,15 @@ healthy)
   printf '#!/bin/sh\nexit 3\n' >"$SCRATCH/nopython" && chmod +x "$SCRATCH/nopython"
   expect_exit 0 "$ACCEL" env --check --config_file "$SCRATCH/c.yaml" --python "$SCRATCH/nopython"
   expect_contains "$OUT" "WARN  python: $SCRATCH/nopython unavailable ("
+  # An interpreter without torch (one that answers the probe so), first in PATH: the fix names
+  # Debian's, which has torch, as `accel env` lists it.
+  mkdir -p "$SCRATCH/bin"
+  printf '#!/bin/sh
+printf "%%s\n" "$0" 3.11.7 "" ""
+' >"$SCRATCH/bin/python3" && chmod +x "$SCRATCH/bin/python3"
+  expect_exit 0 env PATH="$SCRATCH/bin:$PATH" "$ACCEL" env --check --config_file "$SCRATCH/c.yaml" --python "$SCRATCH/bin/python3"
+  expect_contains "$OUT" "WARN  python: $SCRATCH/bin/python3 ($SCRATCH/bin/python3, Python 3.11.7) has no torch"
+  expect_contains "$OUT" "fix: $PY has torch $($PY -c 'import torch; print(torch.__version__)'): launch with --python $PY (or PYTHON_EXEC=$PY), or pip install torch into it"
   expect_exit 2 "$ACCEL" env --python "$PY"
   expect_contains "$OUT$ERR" "--python requires --check"
   expect_exit 0 "$ACCEL" env --check --json --config_file "$SCRATCH/c.yaml"

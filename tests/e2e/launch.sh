@@ -175,7 +175,7 @@ sigint_escalation)
   kill -INT $agent
   set +e; wait $agent; rc=$?; set -e
   [[ $rc == 130 ]] || fail "exit $rc after one Ctrl-C with a surviving rank (want 130): $(cat "$SCRATCH/e")"
-  expect_contains "$(cat "$SCRATCH/e")" "local rank 1 ended after SIGINT; the others get 1 s (--term_timeout) to finish, then SIGKILL"
+  expect_contains "$(cat "$SCRATCH/e")" "local rank 1 ended after SIGINT; local rank 0 still runs: it gets 1 s from then (--term_timeout) to finish, then SIGKILL"
   [[ -e "$OUT_DIR/int.0" && ! -e "$OUT_DIR/term.0" ]] || fail "rank 0 should have seen SIGINT only: $(ls "$OUT_DIR")"
   expect_no_leftovers
   ;;
@@ -257,8 +257,11 @@ logs)
   # A last line without newline and \r progress bars keep their prefix.
   BEHAVE_0=partial expect_exit 0 "$ACCEL" launch -n 1 "${BEH[@]}"
   [[ "$OUT" == "[rank 0] no newline at the end" ]] || fail "partial line: $(cat -A <<<"$OUT")"
+  # Each piece is shown as it is read (ending in \r); the final '\n', when read apart from the
+  # last piece, repeats that piece as a line: the same on a terminal.
   BEHAVE_0=progress expect_exit 0 "$ACCEL" launch -n 1 "${BEH[@]}"
-  [[ "$OUT" == $'[rank 0] progress 1/3\r[rank 0] progress 2/3\r[rank 0] progress 3/3' ]] ||
+  [[ "$OUT" == $'[rank 0] progress 1/3\r[rank 0] progress 2/3\r[rank 0] progress 3/3' ||
+     "$OUT" == $'[rank 0] progress 1/3\r[rank 0] progress 2/3\r[rank 0] progress 3/3\r[rank 0] progress 3/3' ]] ||
     fail "progress bar: $(cat -A <<<"$OUT")"
   # --local_ranks_filter limits the console; --log_dir keeps everything, in torchrun's layout.
   BEHAVE_DEFAULT=exit:0 expect_exit 0 "$ACCEL" launch -n 3 --local_ranks_filter 0 --log_dir "$SCRATCH/logs" --rdzv_id job7 "${BEH[@]}"
@@ -346,6 +349,94 @@ oom_hint)
   set -e
   [[ $rc == 137 ]] || fail "exit $rc (want 137): $(cat "$SCRATCH/e")"
   expect_contains "$(cat "$SCRATCH/e")" "likely killed by the OOM killer"
+  ;;
+progress_at_once)
+  # tqdm's way: rank 0 writes "\rstep i" and waits until the test saw it on the console (so the
+  # next redraw, which would push it out, never comes first); each must show within 0.5 s of
+  # being written. Then rank 1 fails: rank 0's last piece is above the failure report.
+  cat >"$SCRATCH/bar.sh" <<'SH'
+#!/usr/bin/env bash
+await() { for _ in $(seq 1 400); do [[ -e $1 ]] && return 0; sleep 0.025; done; exit 9; }
+if [[ $RANK == 1 ]]; then await "$OUT_DIR/seen.3"; exit 3; fi
+for i in 1 2 3; do printf '\rstep %d' "$i"; touch "$OUT_DIR/wrote.$i"; await "$OUT_DIR/seen.$i"; done
+sleep 30
+SH
+  chmod +x "$SCRATCH/bar.sh"
+  "$ACCEL" launch -n 2 --term_timeout 1 "$SCRATCH/bar.sh" "$MARKER" >"$SCRATCH/console" 2>&1 &
+  agent=$!
+  for i in 1 2 3; do
+    wait_files "wrote.$i" 1
+    shown=
+    for _ in $(seq 1 25); do  # 25 × 20 ms
+      grep -qa "\[rank 0\] step $i" "$SCRATCH/console" && { shown=1; break; }
+      sleep 0.02
+    done
+    [[ -n $shown ]] || fail "'step $i' not shown within 0.5 s of being written: $(cat -A "$SCRATCH/console")"
+    touch "$OUT_DIR/seen.$i"
+  done
+  set +e; wait $agent; rc=$?; set -e
+  [[ $rc == 3 ]] || fail "exit $rc (want rank 1's 3): $(cat "$SCRATCH/console")"
+  console=$(cat "$SCRATCH/console")
+  expect_contains "$console" $'[rank 0] step 1\r[rank 0] step 2\r[rank 0] step 3\r'
+  before=${console%%job failed*}
+  [[ "$before" == *"[rank 0] step 3"* ]] || fail "rank 0's last piece came after the failure report: $console"
+  expect_no_leftovers
+  ;;
+accel_test)
+  # accelerate test's counterpart: each rank's checks, then the verdict.
+  printf 'compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\n' >"$SCRATCH/c.yaml"
+  expect_exit 0 "$ACCEL" test --config_file "$SCRATCH/c.yaml" --python /usr/bin/python3
+  expect_contains "$OUT" "Running: accel launch --config_file $SCRATCH/c.yaml --python /usr/bin/python3 "
+  for r in 0 1; do
+    expect_contains "$OUT" "[rank $r] torch: ok (torch "
+    expect_contains "$OUT" "[rank $r] environment: ok (rank $r of 2, local rank $r of 2, store 127.0.0.1:"
+    expect_contains "$OUT" "[rank $r] init_process_group: ok (gloo, 2 rank(s))"
+    expect_contains "$OUT" "[rank $r] all_reduce: ok (sum of rank+1 over 2 rank(s): 3, want 3)"
+    expect_contains "$OUT" "[rank $r] barrier: ok (every rank arrived)"
+  done
+  expect_contains "$OUT" "Test is a success! You are ready for your distributed training!"
+  # No config file: one process without RANK, as accelerate starts it, tested as a group of one.
+  expect_exit 0 "$ACCEL" test --python /usr/bin/python3
+  expect_contains "$OUT" "[rank 0] environment: ok (one process without RANK, as accelerate starts one: a group of one)"
+  expect_contains "$OUT" "[rank 0] all_reduce: ok (sum of rank+1 over 1 rank(s): 1, want 1)"
+  # An interpreter that cannot import torch: the check says so, and the test fails.
+  printf '#!/bin/sh\nexec /usr/bin/python3 -S "$@"\n' >"$SCRATCH/python-no-site" && chmod +x "$SCRATCH/python-no-site"
+  expect_exit 1 "$ACCEL" test --config_file "$SCRATCH/c.yaml" --python "$SCRATCH/python-no-site"
+  expect_contains "$OUT" "torch: FAILED (/usr/bin/python3 cannot import torch: No module named 'torch')"
+  expect_contains "$ERR" "accel: error: accel test failed: accel launch exited 1 (the lines above say which check failed on which rank)"
+  [[ "$OUT" != *"Test is a success"* ]] || fail "success claimed: $OUT"
+  expect_exit 2 "$ACCEL" test --config_file "$SCRATCH/missing.yaml"
+  expect_contains "$ERR" "'$SCRATCH/missing.yaml' does not exist"
+  ;;
+defaults_notice)
+  # accelerate's warning without a config file, and the hint when one process finds no RANK.
+  printf 'import torch.distributed as dist\ndist.init_process_group("gloo")\n' >"$SCRATCH/hello.py"
+  expect_exit 1 "$ACCEL" launch "${PYARGS[@]}" "$SCRATCH/hello.py"
+  expect_contains "$ERR" "accel: The following values were not passed to \`accel launch\` and had defaults used instead:
+	\`--num_processes\` was set to a value of \`1\`
+	\`--num_machines\` was set to a value of \`1\`
+	\`--mixed_precision\` was set to a value of \`'no'\`
+	\`--dynamo_backend\` was set to a value of \`'no'\`
+To avoid this warning pass in values for each of the problematic parameters or run \`accel config\`."
+  expect_contains "$ERR" "environment variable RANK expected, but not set"
+  expect_contains "$ERR" "hint: one process gets no RANK or WORLD_SIZE (as under accelerate launch), so init_process_group has no group to join: run several with --num_processes 2 (-n 2), or write a config with \`accel config\`"
+  # Values given by flags are not listed; a config file gives them all.
+  expect_exit 0 "$ACCEL" launch -n 2 --mixed_precision no "${BEH[@]}"
+  expect_contains "$ERR" "defaults used instead:
+	\`--num_machines\` was set to a value of \`1\`
+	\`--dynamo_backend\` was set to a value of \`'no'\`
+To avoid"
+  printf 'distributed_type: MULTI_CPU\nnum_processes: 2\n' >"$SCRATCH/c.yaml"
+  expect_exit 0 "$ACCEL" launch --config_file "$SCRATCH/c.yaml" "${BEH[@]}"
+  [[ "$ERR" != *"defaults used instead"* ]] || fail "defaults notice with a config file: $ERR"
+  ;;
+errors_before_notices)
+  # An error that ends the run comes before (here: instead of) any notice about the run: the
+  # OMP and defaults notices of this -n 2 job never show.
+  touch "$SCRATCH/file"
+  expect_exit 2 "$ACCEL" launch -n 2 --log_dir "$SCRATCH/file/logs" "${BEH[@]}"
+  [[ "$ERR" == "accel: error: --log_dir: '$SCRATCH/file' exists and is not a directory" ]] ||
+    fail "want the --log_dir error alone: $ERR"
   ;;
 validation)
   cp "$W/behave.sh" "$SCRATCH/noexec.sh"; chmod -x "$SCRATCH/noexec.sh"
@@ -655,7 +746,7 @@ multi_machine_restart)
   for M in "$M0" "$M1"; do
     expect_contains "$M" "attempt 0 failed (rank 3 on machine 1 ($(hostname)) failed with exit code 5); restarting every machine (1 of 2 restarts, counted for the whole job)"
   done
-  expect_contains "$M0" "attempt 1 starts with a fresh key space"
+  expect_contains "$M0" "that earlier attempts' workers left in the job's store, so none is read as this attempt's"
   expect_contains "$M1" "machine 1 of 2: ranks 2–3 of 4"
   for rank in 0 1 2 3; do [[ $(cat "$OUT_DIR/done.1.$rank") == "world=4 restart=1" ]] || fail "rank $rank: $(cat "$OUT_DIR/done.1.$rank" 2>&1)"; done
   [[ -z $(compgen -G "$OUT_DIR/done.0.*") ]] || fail "attempt 0 finished a rank: $(ls "$OUT_DIR")"

@@ -38,10 +38,10 @@ rank0_exits_first)
   expect_contains "$OUT" "[rank 2] rank 2 used the store after rank 0 left"
   ;;
 restart)
-  # torch 2.x adds no per-attempt prefix: attempt 1 completes only in a fresh key space.
+  # torch 2.x adds no per-attempt prefix: attempt 1 completes only once attempt 0's keys are gone.
   expect_exit 0 "$ACCEL" launch "${T2[@]}" --cpu -n 2 --max_restarts 1 --term_timeout 2 "$W/restart_gloo.py"
   expect_contains "$ERR" "attempt 0 failed (rank 1: exit code 3); restarting (1 of 1)"
-  expect_contains "$ERR" "attempt 1 starts with a fresh key space"
+  expect_contains "$ERR" "accel: attempt 1: removed "
   expect_contains "$OUT" "[rank 0] attempt 1 rank 0 allreduce=4"
   expect_contains "$OUT" "[rank 1] attempt 1 rank 1 allreduce=4"
   ;;
@@ -69,6 +69,13 @@ PY
   expect_exit 0 "$ACCEL" launch "${T2[@]}" --cpu -n 2 --hang_timeout 2 "$W/busy_thread.py" compute 6
   expect_contains "$OUT" "[rank 1] rank 1 computed"
   [[ $ERR != *hangs* ]] || fail "ranks computing in their main threads were called hung: $ERR"
+  ;;
+hang_ddp_backward|hang_ddp_step|hang_ddp_loader)
+  # As watch.sh's cases of these names, with torch 2.6's DDP.
+  logs=$SCRATCH/logs
+  expect_exit 124 "$ACCEL" launch "${T2[@]}" --cpu -n 3 --hang_timeout 3 --log_dir "$logs" "$W/ddp_hang.py" "${CASE#hang_ddp_}" "$SCRATCH/stuck"
+  expect_contains "$ERR" "by their stacks rank 1 outside any collective, 0, 2 waiting in one"
+  expect_contains "$ERR" "culprit: rank 1 (local rank 1"
   ;;
 *)
   fail "unknown case $CASE"

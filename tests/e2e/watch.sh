@@ -104,6 +104,20 @@ PY
   delay=$(detection_delay "$OUT_DIR/stuck")
   $PY -c "import sys; sys.exit(not (2.5 <= $delay <= 5))" || fail "detected $delay s after rank 2 stopped (want 2.5..5 s)"
   ;;
+hang_ddp_backward|hang_ddp_step|hang_ddp_loader)
+  # DDP without heartbeats (issue 36): rank 1 of 3 stops before backward, before
+  # optimizer.step() or in its data loader; the others wait inside DDP's backward (not in
+  # torch/distributed): they count as waiting, and rank 1, the one outside, is the culprit.
+  where=${CASE#hang_ddp_}
+  W=$(cd "$(dirname "$0")/workers" && pwd)
+  expect_exit 124 "${LAUNCH[@]}" -n 3 --hang_timeout 3 "$W/ddp_hang.py" "$where" "$OUT_DIR/stuck"
+  expect_contains "$ERR" "by their stacks rank 1 outside any collective, 0, 2 waiting in one"
+  expect_contains "$ERR" "culprit: rank 1 (local rank 1"
+  [[ $(sumq 's["attempts"][0]["hang"]["stuck_ranks"]') == "[1]" ]] || fail "stuck ranks: $(summary)"
+  line=$(line_of "$W/ddp_hang.py" "STUCK HERE")
+  expect_contains "$(sumq 's["attempts"][0]["workers"][1]["stack"]')" "ddp_hang.py\", line $line in stop"
+  for r in 0 2; do expect_contains "$(sumq "s['attempts'][0]['workers'][$r]['stack']")" "in backward"; done
+  ;;
 hang_cpp)
   # libaccel: the heartbeat is the Accelerator's; rank 2 stops before its backward of step 5.
   expect_exit 124 "${LAUNCH[@]}" -n 4 --hang_timeout 3 "$HANG_WORKER" 2 5 "$OUT_DIR/stuck"

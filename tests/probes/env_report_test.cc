@@ -50,7 +50,8 @@ TEST(EnvReportTest, TextHasOneLinePerFact) {
            "- NVIDIA driver version: 580.65.06\n",
            "- GPU count: 1\n",
            "- GPU 0: NVIDIA H100 80GB HBM3, 80.00 GB\n",
-           "- NCCL version: 2.28.9; NCCL found at build time\n",
+           "- NCCL on this machine (libnccl.so.2, loaded at run time): 2.28.9\n",
+           "- NCCL in libaccel (C++ workers): built in: GPU ranks all-reduce with NCCL\n",
            "- Python (python3): 3.11.2 at /usr/bin/python3, torch 1.13.0a0\n",
            "- Python (python9): unavailable ('python9' not found in PATH)\n",
            "- `accel` default config: /home/u/.cache/huggingface/accelerate/default_config.yaml\n",
@@ -59,6 +60,24 @@ TEST(EnvReportTest, TextHasOneLinePerFact) {
        }) {
     EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line << "\nin:\n" << text;
   }
+}
+
+// Without NCCL at build time and none on the loader path: each half of the NCCL facts says
+// what it is about.
+TEST(EnvReportTest, NcclLinesSayWhatEachMeans) {
+  EnvReport r = sampleReport();
+  r.build.with_nccl = false;
+  r.gpus.nccl_version.reset();
+  r.gpus.nccl_status = "libnccl.so.2 not found";
+  const std::string text = renderEnvText(r);
+  EXPECT_NE(text.find("- NCCL on this machine (libnccl.so.2, loaded at run time): not found "
+                      "(libnccl.so.2 not found)\n"
+                      "- NCCL in libaccel (C++ workers): not built in (no NCCL at build time): "
+                      "C++ workers communicate through the CPU (Gloo or shared memory); torch's "
+                      "own NCCL is unaffected\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("NCCL version"), std::string::npos) << text;
 }
 
 TEST(EnvReportTest, SchedulerLine) {

@@ -244,6 +244,26 @@ TEST(PreflightChecks, ShmAndPython) {
   EXPECT_EQ(checkPython(p).status, CheckStatus::Warn);
 }
 
+// An interpreter without torch when another here has it (as `accel env` lists): the fix names
+// that one, not "one that has torch".
+TEST(PreflightChecks, PythonWithoutTorchFixNamesTheOneThatHasIt) {
+  PythonInfo pyenv{"python3", "/root/.pyenv/versions/3.11.7/bin/python3", "3.11.7", std::nullopt,
+                   ""};
+  PythonInfo debian{"/usr/bin/python3", "/usr/bin/python3", "3.11.2", "1.13.0a0", ""};
+  CheckItem item = checkPython(pyenv, debian);
+  EXPECT_EQ(item.status, CheckStatus::Warn);
+  EXPECT_EQ(item.fix,
+            "/usr/bin/python3 has torch 1.13.0a0: launch with --python /usr/bin/python3 (or "
+            "PYTHON_EXEC=/usr/bin/python3), or pip install torch into it");
+  EXPECT_EQ(checkPython(pyenv).fix,
+            "pip install torch into it, or point launch at one that has torch (--python or "
+            "$PYTHON_EXEC)");
+  PythonInfo missing{"python3.12", "", "", std::nullopt, "'python3.12' not found in PATH"};
+  EXPECT_EQ(checkPython(missing, debian).fix,
+            "/usr/bin/python3 has torch 1.13.0a0: launch with --python /usr/bin/python3 (or "
+            "PYTHON_EXEC=/usr/bin/python3), or install python3 with torch");
+}
+
 TEST(PreflightChecks, BadConfigFailsAndTheItemsThatNeedItSaySo) {
   ConfigFacts bad;
   bad.path = "/c.yaml";

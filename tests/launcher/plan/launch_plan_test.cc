@@ -38,6 +38,50 @@ TEST_F(LaunchPlanTest, DefaultsToOneProcess) {
   EXPECT_FALSE(p->master_port.has_value());
 }
 
+// accelerate's warning without a config file, word for word, naming only what no flag gave.
+TEST_F(LaunchPlanTest, DefaultsNoticeNamesWhatNoFlagOrFileGave) {
+  auto p = plan(options());
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->defaults_notice,
+            "The following values were not passed to `accel launch` and had defaults used "
+            "instead:\n"
+            "\t`--num_processes` was set to a value of `1`\n"
+            "\t`--num_machines` was set to a value of `1`\n"
+            "\t`--mixed_precision` was set to a value of `'no'`\n"
+            "\t`--dynamo_backend` was set to a value of `'no'`\n"
+            "To avoid this warning pass in values for each of the problematic parameters or run "
+            "`accel config`.");
+  auto o = options();
+  o.config.num_processes = 2;
+  o.config.mixed_precision = "no";
+  p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->defaults_notice,
+            "The following values were not passed to `accel launch` and had defaults used "
+            "instead:\n"
+            "\t`--num_machines` was set to a value of `1`\n"
+            "\t`--dynamo_backend` was set to a value of `'no'`\n"
+            "To avoid this warning pass in values for each of the problematic parameters or run "
+            "`accel config`.");
+  o.config.num_machines = 1;
+  o.accelerate.given.insert("dynamo_backend");
+  p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->defaults_notice, "");  // every value given
+  // A config file gives them: no notice, whatever it holds.
+  testing::writeFile(dir_.file("c.yaml"), "distributed_type: NO\n");
+  o = options();
+  o.config.config_file = dir_.file("c.yaml");
+  p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->defaults_notice, "");
+  o = options();
+  o.mode = LaunchMode::Torchrun;  // torchrun has no such warning
+  p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->defaults_notice, "");
+}
+
 TEST_F(LaunchPlanTest, PythonScriptRunsUnbuffered) {
   testing::writeFile(dir_.file("train.py"), "print(1)\n");
   auto o = options({dir_.file("train.py"), "--lr", "0.1"});

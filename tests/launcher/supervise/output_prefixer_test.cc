@@ -21,9 +21,25 @@ TEST(OutputPrefixerTest, PartialLinesWaitForTheirEnd) {
 
 TEST(OutputPrefixerTest, CarriageReturnEmitsAPieceAtOnce) {
   OutputPrefixer p("> ");
-  EXPECT_EQ(p.feed("\r10%"), "");  // tqdm's leading '\r': no lone prefix
-  EXPECT_EQ(p.feed("\r20%\r"), "> 10%\r> 20%\r");
+  EXPECT_EQ(p.feed("\r"), "");  // tqdm's leading '\r': no lone prefix
+  EXPECT_EQ(p.feed("10%\r20%\r"), "> 10%\r> 20%\r");
   EXPECT_EQ(p.feed("done\n"), "> done\n");
+}
+
+// tqdm's way: "\rstep i", whose end is the next redraw seconds later. Each piece is shown as it
+// is read, not one update late; a piece read in two parts is shown again whole; the '\n' that
+// ends the bar repeats its last state as a line.
+TEST(OutputPrefixerTest, OpenProgressPieceIsShownWhenRead) {
+  OutputPrefixer p("> ");
+  EXPECT_EQ(p.feed("\rstep 1"), "> step 1\r");
+  EXPECT_EQ(p.feed("\rstep 2"), "> step 2\r");
+  EXPECT_EQ(p.feed("\rste"), "> ste\r");
+  EXPECT_EQ(p.feed("p 3"), "> step 3\r");
+  EXPECT_EQ(p.feed("\n"), "> step 3\n");
+  EXPECT_EQ(p.flush(), "");
+  EXPECT_EQ(p.feed("plain"), "");  // an ordinary partial line still waits for its end
+  EXPECT_EQ(p.feed(" line\n"), "> plain line\n");
+  EXPECT_EQ(p.feed("\rlast\r\n"), "> last\r\n");  // "\r\n" after a redraw: no repeat
 }
 
 // Two ranks' tqdm bars ("\r" + bar, then "\n" at the end), fed alternately as a console does:
@@ -39,7 +55,8 @@ TEST(OutputPrefixerTest, TwoRanksBarsStayWholePerRank) {
   console += r1.feed("\r\n");
   EXPECT_EQ(console,
             "[rank 0] progress 0%\r[rank 1] progress 0%\r[rank 0] progress 50%\r"
-            "[rank 1] progress 50%\r[rank 0] progress 100%\n[rank 1] progress 100%\r\n");
+            "[rank 1] progress 50%\r[rank 0] progress 100%\r[rank 1] progress 100%\r"
+            "[rank 0] progress 100%\n\n");
 }
 
 // mpirun's stream with rank tags: each line labelled by its MPI rank, mpirun's own as such.

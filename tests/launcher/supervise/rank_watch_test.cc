@@ -67,10 +67,77 @@ TEST(StuckByStacks, RanksOutsideCollectivesAreTheStuckOnes) {
   const std::string sleeping = "  File \"/tmp/w.py\", line 6 in <module>\n";
   const std::string cppWaiting = "./w(accel::comm::ShmGroup::wait()+0x2c)[0x1]\n";
   std::map<int, std::string> stacks = {{0, inAllReduce}, {1, sleeping}, {2, cppWaiting}};
-  EXPECT_EQ(stuckByStacks({0, 1, 2}, stacks), std::vector<int>{1});
-  // A rank without a stack cannot be cleared; all in collectives: every candidate stays.
-  EXPECT_EQ(stuckByStacks({0, 1, 3}, stacks), (std::vector<int>{1, 3}));
-  EXPECT_EQ(stuckByStacks({0, 2}, stacks), (std::vector<int>{0, 2}));
+  auto v = judgeByStacks({0, 1, 2}, stacks);
+  EXPECT_EQ(v.stuck, std::vector<int>{1});
+  EXPECT_EQ(v.why, "rank 1 outside any collective, 0, 2 waiting in one");
+  // A rank without a stack cannot be cleared.
+  EXPECT_EQ(judgeByStacks({0, 1, 3}, stacks).stuck, (std::vector<int>{1, 3}));
+  // Both in collectives, and two cannot have an odd one out: the stacks cannot tell, and say so.
+  v = judgeByStacks({0, 2}, stacks);
+  EXPECT_TRUE(v.stuck.empty());
+  EXPECT_EQ(v.why,
+            "they do not tell which rank is stuck (all in collectives, and no one stack differs "
+            "from all the others)");
+  EXPECT_EQ(judgeByStacks({2}, stacks).stuck, std::vector<int>{2});  // one candidate stays
+}
+
+// faulthandler's dump of a python3-torch DDP rank (every thread; the one that caught SIGABRT is
+// "Current thread").
+std::string faultDump(const std::string& mainFrames, const std::string& otherThread = "") {
+  std::string dump = "Fatal Python error: Aborted\n\n";
+  if (!otherThread.empty())
+    dump += "Thread 0x00007f2a11bfe640 (most recent call first):\n" + otherThread + "\n";
+  return dump + "Current thread 0x00007f2a3c4b2040 (most recent call first):\n" + mainFrames +
+         "\nExtension modules: numpy.core._multiarray_umath, torch._C (total: 2)\n";
+}
+
+// Issue 36: rank 1 of 4 sleeps before DDP's backward; the others wait inside backward, where
+// DDP's reducer all-reduces (torch 1.13 and 2.6 frames) — not in torch/distributed.
+TEST(StuckByStacks, WaitingInsideDdpBackwardIsWaiting) {
+  const std::string backward113 =
+      "  File \"/usr/lib/python3/dist-packages/torch/autograd/__init__.py\", line 197 in "
+      "backward\n  File \"/usr/lib/python3/dist-packages/torch/_tensor.py\", line 487 in "
+      "backward\n  File \"/tmp/ddp.py\", line 30 in <module>\n";
+  const std::string backward26 =
+      "  File \"/usr/lib/python3/dist-packages/torch/autograd/graph.py\", line 823 in "
+      "_engine_run_backward\n  File \"/usr/lib/python3/dist-packages/torch/autograd/__init__.py\", "
+      "line 347 in backward\n  File \"/tmp/ddp.py\", line 30 in <module>\n";
+  const std::string preForward =
+      "  File \"/usr/lib/python3/dist-packages/torch/nn/parallel/distributed.py\", line 1446 in "
+      "_pre_forward\n  File \"/tmp/ddp.py\", line 28 in <module>\n";
+  const std::string sleeping = "  File \"/tmp/ddp.py\", line 29 in <module>\n";
+  for (const auto& waiting : {backward113, backward26, preForward}) {
+    auto v = judgeByStacks({0, 1, 2, 3}, {{0, faultDump(waiting)},
+                                          {1, faultDump(sleeping)},
+                                          {2, faultDump(waiting)},
+                                          {3, faultDump(waiting)}});
+    EXPECT_EQ(v.stuck, std::vector<int>{1}) << waiting;
+    EXPECT_EQ(v.why, "rank 1 outside any collective, 0, 2, 3 waiting in one");
+  }
+  // Another thread in torch.distributed does not make a sleeping main thread wait.
+  EXPECT_FALSE(stackShowsCollective(faultDump(
+      sleeping, "  File \"/x/torch/distributed/distributed_c10d.py\", line 1 in all_reduce\n")));
+  EXPECT_EQ(innermostFrame(faultDump(backward26)),
+            "  File \"/usr/lib/python3/dist-packages/torch/autograd/graph.py\", line 823 in "
+            "_engine_run_backward");
+}
+
+// No stack in a collective (or all in one): the one rank whose stack differs is the culprit;
+// when none differs alone, nobody is named.
+TEST(StuckByStacks, TheOnlyStackThatDiffersElseNobody) {
+  const std::string stepA = "  File \"/tmp/t.py\", line 40 in <module>\n";
+  const std::string stepB = "  File \"/tmp/t.py\", line 12 in load\n";
+  auto v = judgeByStacks({0, 1, 2},
+                         {{0, faultDump(stepA)}, {1, faultDump(stepA)}, {2, faultDump(stepB)}});
+  EXPECT_EQ(v.stuck, std::vector<int>{2});
+  EXPECT_EQ(v.why, "rank 2 the only one elsewhere, 0, 1 all at the same place");
+  v = judgeByStacks(
+      {0, 1, 2, 3},
+      {{0, faultDump(stepA)}, {1, faultDump(stepA)}, {2, faultDump(stepB)}, {3, faultDump(stepB)}});
+  EXPECT_TRUE(v.stuck.empty());
+  EXPECT_EQ(v.why,
+            "they do not tell which rank is stuck (none in a collective, and no one stack differs "
+            "from all the others)");
 }
 
 TEST(DemangleStack, NamesCppFramesAndLeavesTheRest) {

@@ -202,6 +202,41 @@ TEST_F(SupervisorTest, AfterSigintTheRestGetTheGraceOnceOneEnded) {
                                                        {1150, "signal group rank 1 SIGKILL"}}));
   EXPECT_TRUE(report.attempts[0].workers[1].needed_sigkill);
   EXPECT_EQ(report.exit_code, 128 + SIGINT);
+  const auto said = notices();
+  ASSERT_EQ(said.size(), 2u);
+  EXPECT_EQ(said[1],
+            "accel: local rank 0 ended after SIGINT; local rank 1 still runs: it gets 1 s from "
+            "then (--term_timeout) to finish, then SIGKILL");
+}
+
+// Every rank ends of one Ctrl-C at once (the agent learns of the exits one by one): no notice
+// about a grace that nobody needs.
+TEST_F(SupervisorTest, AfterSigintNoGraceNoticeWhenEveryRankEnded) {
+  ranks(3);
+  world_.script(0, Script().diesAfter(50));
+  world_.script(1, Script().diesAfter(50));
+  world_.script(2, Script().diesAfter(120));
+  world_.signalAgentAt(100, SIGINT);
+  JobReport report = run();
+  EXPECT_EQ(report.exit_code, 128 + SIGINT);
+  EXPECT_EQ(notices(), (std::vector<std::string>{"accel: SIGINT forwarded to the workers (again: "
+                                                 "SIGTERM, a third time: SIGKILL)"}));
+}
+
+// Two ranks outlive the first's end: the notice names both.
+TEST_F(SupervisorTest, AfterSigintGraceNoticeNamesTheRanksStillRunning) {
+  ranks(3);
+  plan_.term_timeout = milliseconds(2000);
+  world_.script(0, Script().survives(SIGINT));
+  world_.script(1, Script().diesAfter(10));
+  world_.script(2, Script().survives(SIGINT));
+  world_.signalAgentAt(100, SIGINT);
+  run();
+  const auto said = notices();
+  ASSERT_EQ(said.size(), 2u);
+  EXPECT_EQ(said[1],
+            "accel: local rank 1 ended after SIGINT; local ranks 0, 2 still run: they get 2 s "
+            "from then (--term_timeout) to finish, then SIGKILL");
 }
 
 // SIGTERM to the agent is forwarded and ends the job, with SIGKILL after the grace period.
