@@ -6,7 +6,7 @@
 # (torchrun is Debian's torch 1.13 through support/torchrun_fixed.py, see there), plus the
 # launchers' peak RSS. Prints hyperfine's table and the ratios (target: accel within 2.5x the
 # floor).
-#   scripts/bench/launch.sh [--runs N] [--quick]
+#   scripts/bench/launch.sh [--runs N] [--quick]     (ACCEL_BIN=PATH: time that accel instead)
 # --quick (ctest's bench.launch_quick): 5 runs of the /bin/true rows only, no torchrun.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,7 +21,7 @@ while (($#)); do
 done
 build=${ACCEL_BUILD_DIR:-build}
 [[ "$build" == /* ]] || build=$(pwd)/$build
-accel=$build/apps/accel/accel
+accel=${ACCEL_BIN:-$build/apps/accel/accel}  # ACCEL_BIN=/usr/bin/accel: an installed one
 [[ -x "$accel" ]] || { echo "build first: scripts/build" >&2; exit 1; }
 support=$(pwd)/scripts/bench/support
 py=/usr/bin/python3

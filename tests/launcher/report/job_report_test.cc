@@ -37,6 +37,36 @@ TEST(JobReportTest, SuccessHasNoSummary) {
   EXPECT_TRUE(renderReportJson(r).at("succeeded").get<bool>());
 }
 
+// A hang whose stacks could not tell the stuck rank (judgeByStacks): the summary says so, shows
+// every stack whole and names no culprit (it used to name the first rank).
+TEST(JobReportTest, HangTheStacksCannotTellNamesNoCulprit) {
+  AttemptReport a;
+  a.workers = {worker(0, 134, SIGABRT, true), worker(1, 134, SIGABRT, true)};
+  for (auto& w : a.workers) {
+    w.stack_asked = true;
+    w.stack = "Current thread 0x1 (most recent call first):\n  File \"/t.py\", line 3 in f\n";
+  }
+  a.hang = HangReport{"hang",
+                      "ranks 0, 1 made no progress for 3 s; by their stacks they do not tell which "
+                      "rank is stuck (none in a collective, and no one stack differs from all the "
+                      "others)",
+                      {0, 1},
+                      3,
+                      0};
+  a.duration_s = 5;
+  JobReport r{{a}, 124, 0, {}};
+  const std::string s = renderFailureSummary(r);
+  EXPECT_NE(s.find("the job hung: ranks 0, 1 made no progress for 3 s; by their stacks they do not "
+                   "tell which rank is stuck"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(s.find("culprit:"), std::string::npos) << s;
+  EXPECT_NE(s.find("  stack of rank 0 (pid 100):\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("  stack of rank 1 (pid 101):\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("stopped by the agent (collateral): ranks 0, 1"), std::string::npos) << s;
+  EXPECT_NE(s.find("accel launch exits with 124"), std::string::npos) << s;
+}
+
 TEST(JobReportTest, FailureNamesCulpritTailOomAndCollateral) {
   AttemptReport a;
   a.attempt = 0;
