@@ -297,7 +297,7 @@ class Agent {
 
   // What the summary can add from this machine: a python that has torch, for a rank that died
   // importing it (env --check's knowledge, at the moment it is needed).
-  // And for a single process that found no RANK: how to start a group.
+  // And for a single process that found no RANK, or a torch without libuv: what to do.
   void addHints(JobReport& report) const {
     const bool noTorch = culpritSaid(report, "No module named 'torch'");
     // Only when accel chose the interpreter (its .py and -m command lines: PYTHON -u ...).
@@ -306,6 +306,7 @@ class Agent {
     }
     if (auto hint = missingRankHint(report, !plan_.torchrun_env && plan_.world_size == 1))
       report.hints.push_back(*hint);
+    if (auto hint = noLibuvHint(report)) report.hints.push_back(*hint);
   }
 
   void reportOutcome(const JobReport& report) {

@@ -412,4 +412,14 @@ std::optional<std::string> missingRankHint(const JobReport& report, bool without
          "or write a config with `accel config`";
 }
 
+std::optional<std::string> noLibuvHint(const JobReport& report) {
+  if (!culpritSaid(report, "use_libuv was requested but PyTorch was build without libuv support"))
+    return std::nullopt;
+  return "this torch was built without libuv (Debian's python3-torch 2.x), and its env:// "
+         "rendezvous under an agent's store (accel's or torchrun's) asks for it: use a torch "
+         "with libuv (pip's), or make it create the TCPStore with use_libuv=False before "
+         "init_process_group: sys.modules[\"torch.distributed.rendezvous\"].TCPStore = "
+         "functools.partial(torch.distributed.TCPStore, use_libuv=False)";
+}
+
 }  // namespace accel::launcher

@@ -135,6 +135,11 @@ bool culpritSaid(const JobReport& report, const std::string& text);
 // set": how to give it a process group (-n 2, or a config). nullopt otherwise.
 std::optional<std::string> missingRankHint(const JobReport& report, bool withoutRank);
 
+// For a culprit that died of "use_libuv was requested but PyTorch was build without libuv
+// support" (Debian's python3-torch 2.x: torch's env:// rendezvous under an agent store, torchrun's
+// or accel's, asks for libuv): what to do. nullopt otherwise.
+std::optional<std::string> noLibuvHint(const JobReport& report);
+
 // "exit code 3" or "signal SIGSEGV (exit code 139)".
 std::string describeEnd(const WorkerOutcome& worker);
 

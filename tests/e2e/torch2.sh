@@ -77,6 +77,20 @@ hang_ddp_backward|hang_ddp_step|hang_ddp_loader)
   expect_contains "$ERR" "by their stacks rank 1 outside any collective, 0, 2 waiting in one"
   expect_contains "$ERR" "culprit: rank 1 (local rank 1"
   ;;
+accel_test)
+  # Debian's torch 2.6 has no libuv, which torch's env:// rendezvous under an agent store asks
+  # for (torchrun fails the same way): accel test shows it, and the summary says what to do.
+  printf 'compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nnum_processes: 2\nuse_cpu: true\n' >"$SCRATCH/c.yaml"
+  libuv=$(cd "$W" && "$W/torch2_python" -c 'import torch_quirks; print(torch_quirks.USE_LIBUV)')
+  if [[ $libuv == False ]]; then
+    expect_exit 1 "$ACCEL" test --config_file "$SCRATCH/c.yaml" "${T2[@]}"
+    expect_contains "$OUT" "[rank 0] torch: ok (torch 2.6"
+    expect_contains "$ERR" "hint: this torch was built without libuv (Debian's python3-torch 2.x)"
+  else
+    expect_exit 0 "$ACCEL" test --config_file "$SCRATCH/c.yaml" "${T2[@]}"
+    expect_contains "$OUT" "Test is a success!"
+  fi
+  ;;
 *)
   fail "unknown case $CASE"
   ;;

@@ -67,6 +67,31 @@ TEST(JobReportTest, HangTheStacksCannotTellNamesNoCulprit) {
   EXPECT_NE(s.find("accel launch exits with 124"), std::string::npos) << s;
 }
 
+// Hints read from the culprit's last stderr lines: a single process without RANK, a torch
+// without libuv; none for another failure.
+TEST(JobReportTest, HintsFromTheCulpritsStderr) {
+  AttemptReport a;
+  a.workers = {worker(0, 1)};
+  a.culprit = 0;
+  a.workers[0].stderr_tail = {
+      "ValueError: Error initializing torch.distributed using env:// rendezvous: environment "
+      "variable RANK expected, but not set"};
+  JobReport r{{a}, 1, 0, {}};
+  EXPECT_EQ(missingRankHint(r, true),
+            "one process gets no RANK or WORLD_SIZE (as under accelerate launch), so "
+            "init_process_group has no group to join: run several with --num_processes 2 (-n 2), "
+            "or write a config with `accel config`");
+  EXPECT_EQ(missingRankHint(r, false), std::nullopt);  // accel gave it torchrun's variables
+  EXPECT_EQ(noLibuvHint(r), std::nullopt);
+  r.attempts[0].workers[0].stderr_tail = {
+      "RuntimeError: use_libuv was requested but PyTorch was build without libuv support"};
+  EXPECT_EQ(missingRankHint(r, true), std::nullopt);
+  auto hint = noLibuvHint(r);
+  ASSERT_TRUE(hint);
+  EXPECT_NE(hint->find("this torch was built without libuv (Debian's python3-torch 2.x)"),
+            std::string::npos);
+}
+
 TEST(JobReportTest, FailureNamesCulpritTailOomAndCollateral) {
   AttemptReport a;
   a.attempt = 0;
