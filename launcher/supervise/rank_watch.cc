@@ -220,6 +220,12 @@ std::string innermostFrame(const std::string& stack) {
   return "";
 }
 
+// g++ 14 at -O2 warns of a memmove out of bounds when it copies a vector it knows holds at most
+// one int (-Warray-bounds, -Wstringop-overflow: false positives of libstdc++'s vector copy, GCC
+// bug 107138): not for this function.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Warray-bounds"
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
 StackVerdict judgeByStacks(const std::vector<int>& candidates,
                            const std::map<int, std::string>& stacks) {
   if (candidates.size() <= 1) return {candidates, ""};
@@ -229,22 +235,23 @@ StackVerdict judgeByStacks(const std::vector<int>& candidates,
     (it == stacks.end() || !stackShowsCollective(it->second) ? outside : waiting).push_back(rank);
   }
   if (!outside.empty() && !waiting.empty()) {
-    return {outside, std::string(outside.size() == 1 ? "rank " : "ranks ") + rankRanges(outside) +
-                         " outside any collective, " + rankRanges(waiting) + " waiting in one"};
+    std::string why = std::string(outside.size() == 1 ? "rank " : "ranks ") + rankRanges(outside) +
+                      " outside any collective, " + rankRanges(waiting) + " waiting in one";
+    return {std::move(outside), std::move(why)};
   }
   if (auto odd = oddStackOut(candidates, stacks)) {
-    std::vector<int> others;
-    for (int rank : candidates)
-      if (rank != *odd) others.push_back(rank);
-    return {{*odd},
-            "rank " + std::to_string(*odd) + " the only one elsewhere, " + rankRanges(others) +
-                " all at the same place"};
+    std::vector<int> others, culprit;
+    for (int rank : candidates) (rank == *odd ? culprit : others).push_back(rank);
+    std::string why = "rank " + std::to_string(*odd) + " the only one elsewhere, " +
+                      rankRanges(others) + " all at the same place";
+    return {std::move(culprit), std::move(why)};
   }
   return {{},
           "they do not tell which rank is stuck (" +
               std::string(outside.empty() ? "all in collectives" : "none in a collective") +
               ", and no one stack differs from all the others)"};
 }
+#pragma GCC diagnostic pop
 
 // Replaces each "(_Z...+0x..)" symbol of backtrace_symbols' lines by its demangled name.
 std::string demangleStack(const std::string& text) {
