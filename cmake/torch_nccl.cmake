@@ -2,6 +2,10 @@
 # links it and only reports the version found here. NCCL/CUDA are optional (ACCEL_WITH_NCCL).
 find_package(Torch REQUIRED)
 set(ACCEL_TORCH_VERSION "${Torch_VERSION}")
+# LibTorch 2.12 and later refuse to compile below C++20 (#error in ATen's headers).
+if(Torch_VERSION VERSION_GREATER_EQUAL 2.12)
+  set(CMAKE_CXX_STANDARD 20)
+endif()
 
 set(ACCEL_HAVE_NCCL OFF)
 set(ACCEL_HAVE_NCCL_INT 0)
@@ -17,8 +21,10 @@ if(NOT ACCEL_WITH_NCCL STREQUAL "OFF" AND NOT TORCH_CUDA_LIBRARIES)
   message(STATUS "accel: this LibTorch has no CUDA; building without the NCCL communicator")
 elseif(NOT ACCEL_WITH_NCCL STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
-  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} $ENV{NCCL_HOME}/include)
-  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} $ENV{NCCL_HOME}/lib)
+  # pip's torch loads NCCL from its nvidia-nccl wheel, which ships libnccl.so.2 and no libnccl.so:
+  # scripts/gpu_check.sh points NCCL_HOME there, so that libaccel uses the NCCL torch uses.
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS $ENV{NCCL_HOME}/include ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS $ENV{NCCL_HOME}/lib ${CUDAToolkit_LIBRARY_DIR})
   if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
     set(ACCEL_HAVE_NCCL ON)
     set(ACCEL_HAVE_NCCL_INT 1)

@@ -29,11 +29,18 @@ prefix=$("$py" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/
   exit 1
 }
 echo "gpu_check: $("$py" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, "on", torch.cuda.get_device_name(0))' 2>&1)"
-if cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACCEL_WITH_NCCL=ON \
+# pip's torch loads NCCL from the nvidia-nccl wheel: build libaccel against that one.
+if [[ -z ${NCCL_HOME:-} ]]; then
+  NCCL_HOME=$("$py" -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null) && export NCCL_HOME
+fi
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+start=$SECONDS
+if cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DACCEL_WITH_NCCL=ON \
   -DCMAKE_PREFIX_PATH="$prefix" >"$build.log" 2>&1 &&
   cmake --build "$build" -j"$(nproc)" --target accel fashion_mnist nccl_tests gpu_check \
     >>"$build.log" 2>&1; then
-  result build 0 "$(grep -o 'NCCL found.*' "$build.log" | head -1)"
+  result build 0 "$((SECONDS - start)) s, $(grep -o 'NCCL found.*' "$build.log" | head -1)"
 else
   tail -30 "$build.log"
   result build 1 "see $build.log"
