@@ -7,6 +7,22 @@ if(Torch_VERSION VERSION_GREATER_EQUAL 2.12)
   set(CMAKE_CXX_STANDARD 20)
 endif()
 
+# c10d's ProcessGroupGloo.hpp includes Gloo's own headers, which Debian ships (libgloo-dev, a
+# dependency of libtorch-dev) and pip's torch does not: without them libaccel has no Gloo
+# communicator (shared memory and NCCL still work; makeGlooCommunicator says why it throws).
+# ACCEL_WITH_GLOO=OFF builds as against pip's torch (scripts/cuda_build.sh does, in CI).
+set(ACCEL_WITH_GLOO "AUTO" CACHE STRING "Build the Gloo communicator: AUTO (if its headers are found), OFF")
+if(NOT ACCEL_WITH_GLOO STREQUAL "OFF")
+  find_path(ACCEL_GLOO_INCLUDE_DIR gloo/algorithm.h HINTS ${TORCH_INCLUDE_DIRS})
+endif()
+if(ACCEL_GLOO_INCLUDE_DIR AND NOT ACCEL_WITH_GLOO STREQUAL "OFF")
+  set(ACCEL_HAVE_GLOO ON)
+else()
+  set(ACCEL_HAVE_GLOO OFF)
+  message(STATUS "accel: this LibTorch ships no Gloo headers (gloo/algorithm.h); building "
+                 "without the Gloo communicator")
+endif()
+
 set(ACCEL_HAVE_NCCL OFF)
 set(ACCEL_HAVE_NCCL_INT 0)
 set(ACCEL_CUDA_VERSION "")  # the CUDA toolkit libaccel's NCCL communicator is built with (accel env --check)
@@ -24,7 +40,7 @@ elseif(NOT ACCEL_WITH_NCCL STREQUAL "OFF")
   # pip's torch loads NCCL from its nvidia-nccl wheel, which ships libnccl.so.2 and no libnccl.so:
   # scripts/gpu_check.sh points NCCL_HOME there, so that libaccel uses the NCCL torch uses.
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS $ENV{NCCL_HOME}/include ${CUDAToolkit_INCLUDE_DIRS})
-  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS $ENV{NCCL_HOME}/lib ${CUDAToolkit_LIBRARY_DIR})
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR HINTS $ENV{NCCL_HOME}/lib ${CUDAToolkit_LIBRARY_DIR})
   if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
     set(ACCEL_HAVE_NCCL ON)
     set(ACCEL_HAVE_NCCL_INT 1)

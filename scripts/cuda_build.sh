@@ -27,7 +27,9 @@ export ACCEL_CHROOT_BINDS=$PWD
 chroot_run() { scripts/torch2_chroot.sh --cuda run "$@"; }
 
 echo "cuda_build: building against LibTorch 2.6 with CUDA, NCCL and -Werror in the chroot ($build_dir)"
+# Without Gloo, as against pip's torch (which ships no Gloo headers): the GPU machines' build.
 configure=(cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACCEL_WITH_NCCL=ON
+  -DACCEL_WITH_GLOO=OFF
   -DCMAKE_COMPILE_WARNING_AS_ERROR=ON -DACCEL_TEST_DISCOVERY=PRE_TEST
   -DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined)
 # What links libaccel (libaccel/CMakeLists.txt and the users named above).

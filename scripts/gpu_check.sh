@@ -9,8 +9,13 @@
 #       on), (e) an fp16 resume: tests/gpu/gpu_check.cc
 #   (f) the Fashion-MNIST example on the GPU under accel launch, and torch's DDP on the same
 #       model and data (scripts/bench/support/ddp_fashion_mnist.py), steps/s side by side
+#   (g) libaccel_tests, libaccel's unit tests, against this LibTorch
 # A second run rebuilds nothing that did not change. Exit status: 1 when any check failed.
 #   scripts/gpu_check.sh [--steps N]   (the example's steps; default 300)
+# It needs yaml-cpp, nlohmann-json, CLI11, GoogleTest and zlib's headers; on a bare CUDA image
+# without them, unpack Debian's packages (dpkg -x) into a prefix and export
+# CMAKE_PREFIX_PATH=PREFIX/usr (the first run did: libyaml-cpp-dev libyaml-cpp0.7
+# nlohmann-json3-dev libcli11-dev libgtest-dev zlib1g-dev zlib1g).
 # The example reads Fashion-MNIST from $ACCEL_FASHION_MNIST_DIR (default: Debian's
 # dataset-fashion-mnist, /usr/share/datasets/fashion-mnist).
 set -uo pipefail
@@ -73,5 +78,17 @@ if PYTHON_EXEC=$py "$build/apps/accel/accel" launch -n 1 scripts/bench/support/d
 else
   tail -20 "$build/ddp.log"
   result "torch DDP reference" 1 "see $build/ddp.log"
+fi
+
+# (g) libaccel's own tests on this LibTorch (the first GPU run found pip's torch 2.11 exporting a
+# broken std::filesystem::remove_all here). Gloo's tests run where this LibTorch has Gloo.
+start=$SECONDS
+if cmake --build "$build" -j"$(nproc)" --target libaccel_tests >>"$build.log" 2>&1; then
+  "$build/tests/libaccel_tests" >"$build/libaccel_tests.log" 2>&1
+  rc=$?
+  result "libaccel_tests on this LibTorch" $rc "$((SECONDS - start)) s, $(grep -E '^\[  PASSED|tests? ran' "$build/libaccel_tests.log" | tr '\n' ' ')"
+  ((rc == 0)) || grep -E 'FAILED|Failure' "$build/libaccel_tests.log" | head -20
+else
+  result "libaccel_tests on this LibTorch" 1 "build failed, see $build.log"
 fi
 exit $failed

@@ -5,13 +5,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#if ACCEL_HAVE_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 
 #include "accel/error.h"
 
 namespace accel::comm {
 namespace {
 
+#if ACCEL_HAVE_GLOO
 c10d::ReduceOp toC10d(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum:
@@ -77,6 +80,7 @@ class GlooCommunicator : public Communicator {
   int rank_;
   int size_;
 };
+#endif  // ACCEL_HAVE_GLOO
 
 class SingleProcessCommunicator : public Communicator {
  public:
@@ -118,6 +122,16 @@ std::string localAddressFor(const std::string& host) {
   return out;
 }
 
+#if !ACCEL_HAVE_GLOO
+std::unique_ptr<Communicator> makeGlooCommunicator(c10::intrusive_ptr<c10d::Store>, int rank,
+                                                   int size, const GlooOptions&) {
+  throw Error("rank " + std::to_string(rank) + " of " + std::to_string(size) +
+              ": this libaccel has no Gloo communicator: the LibTorch it was built against ships "
+              "no Gloo headers (pip's torch does not). CPU ranks on one machine use shared memory "
+              "and GPUs NCCL; for CPU ranks across machines, build libaccel against a LibTorch "
+              "with Gloo's headers (Debian's libtorch-dev)");
+}
+#else
 std::unique_ptr<Communicator> makeGlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank,
                                                    int size, const GlooOptions& options) {
   auto gloo = c10d::ProcessGroupGloo::Options::create();
@@ -142,6 +156,7 @@ std::unique_ptr<Communicator> makeGlooCommunicator(c10::intrusive_ptr<c10d::Stor
                        ": cannot create the Gloo process group: " + e.what());
   }
 }
+#endif  // ACCEL_HAVE_GLOO
 
 }  // namespace accel::comm
 

@@ -19,7 +19,6 @@
 
 #include "accel/accelerator.h"
 #include "accel/error.h"
-#include "libaccel/comm/gloo_communicator.h"
 #include "tests/libaccel/world.h"
 
 namespace fs = std::filesystem;
@@ -343,11 +342,11 @@ std::vector<int> runRankProcesses(
     if (pid == 0) {
       int code = 0;
       try {
-        comm::GlooOptions options;
-        options.timeout =
-            std::chrono::seconds(20);  // a rank that hangs fails, not the whole ctest run
         auto store = c10::make_intrusive<c10d::FileStore>(storeFile.string(), world);
-        body(comm::makeGlooCommunicator(store, rank, world, options), rank);
+        // 20 s: a rank that hangs fails, not the whole ctest run
+        body(testing::makeCommunicator(testing::kCpuBackend, store, rank, world,
+                                       std::chrono::seconds(20)),
+             rank);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
         code = 1;

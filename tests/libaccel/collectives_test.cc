@@ -93,8 +93,7 @@ TEST_P(CollectivesTest, GatherForMetricsCountsEverySampleOnce) {
 
 INSTANTIATE_TEST_SUITE_P(Worlds, CollectivesTest,
                          ::testing::Combine(::testing::Values(2, 3),
-                                            ::testing::Values(CpuBackend::Gloo,
-                                                              CpuBackend::SharedMemory)),
+                                            ::testing::ValuesIn(testing::cpuBackends())),
                          [](const auto& info) {
                            return testing::backendName(std::get<1>(info.param)) +
                                   std::to_string(std::get<0>(info.param));
@@ -111,6 +110,7 @@ TEST(SingleProcessTest, NoLauncherNoNetworking) {
 }
 
 TEST(SingleProcessTest, Fp16WithoutCudaIsAnError) {
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a CUDA device is visible";
   AcceleratorOptions o;
   o.mixed_precision = MixedPrecision::Fp16;
   try {
@@ -131,11 +131,14 @@ TEST(SingleProcessTest, MixedPrecisionFromEnvironment) {
   EXPECT_EQ(acc.mixedPrecision(), MixedPrecision::Bf16);
   EXPECT_EQ(acc.gradientAccumulationSteps(), 4);
   {
+    // On the accelerator's device: the CPU here, cuda:0 where a GPU is visible.
     auto cast = acc.autocast();
-    auto y = torch::mm(torch::ones({2, 2}), torch::ones({2, 2}));
+    auto y = torch::mm(acc.toDevice(torch::ones({2, 2})), acc.toDevice(torch::ones({2, 2})));
     EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
   }
-  EXPECT_EQ(torch::mm(torch::ones({2, 2}), torch::ones({2, 2})).scalar_type(), torch::kFloat);
+  EXPECT_EQ(
+      torch::mm(acc.toDevice(torch::ones({2, 2})), acc.toDevice(torch::ones({2, 2}))).scalar_type(),
+      torch::kFloat);
   setenv("ACCELERATE_MIXED_PRECISION", "fp32", 1);
   EXPECT_THROW(Accelerator bad, Error);
   unsetenv("ACCELERATE_MIXED_PRECISION");

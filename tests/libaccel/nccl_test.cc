@@ -83,6 +83,12 @@ TEST(NcclCommunicatorTest, TheWatchdogAbortsAStuckCollective) {
   NEED_GPU();
   auto comm = makeNcclCommunicator(c10::make_intrusive<c10d::HashStore>(), 0, 1, 0,
                                    std::chrono::seconds(2));
+  // Every kernel before the stream is held: with CUDA's lazy module loading, the first launch of
+  // a kernel waits for the device to go idle, which a held stream never does (seen on an H100:
+  // torch::ones after the hold never returned).
+  at::Tensor x = torch::ones({1000}, torch::device(torch::kCUDA));
+  comm->allreduceAsync(x, ReduceOp::Sum)->wait();
+  comm->synchronize();
   uint32_t* flag = nullptr;
   ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&flag), sizeof *flag, cudaHostAllocMapped),
             cudaSuccess);
@@ -103,7 +109,6 @@ TEST(NcclCommunicatorTest, TheWatchdogAbortsAStuckCollective) {
     cudaFreeHost(flag);
     GTEST_SKIP() << "this GPU cannot wait on host memory (cuStreamWaitValue32: " << held << ")";
   }
-  at::Tensor x = torch::ones({1000}, torch::device(torch::kCUDA));
   const auto started = std::chrono::steady_clock::now();
   // The stream is let go 8 s on, whatever happens: ncclCommAbort, which waits for NCCL's stream
   // (itself waiting on the caller's), ends then; synchronize() must not wait for it.
@@ -154,8 +159,10 @@ TEST(AcceleratorCudaTest, Fp16SkipsTheStepWhoseGradientsOverflow) {
   EXPECT_EQ(acc.scaler().currentScale(), 32768.0);
   acc.accumulate();
   {
+    // The mean, not the sum: at the scale of 32768 the sum's weight gradient (4 * 32768) is past
+    // fp16's 65504 and rightly skipped too, as torch's GradScaler would.
     auto cast = acc.autocast();
-    acc.backward(model->forward(x).sum());
+    acc.backward(model->forward(x).mean());
   }
   EXPECT_TRUE(acc.step());
   EXPECT_FALSE(torch::equal(model->weight.detach(), before));

@@ -98,7 +98,7 @@ std::vector<torch::Tensor> reference(const Data& data, int steps, int64_t rows) 
 // `world` ranks as threads, each with batch `rows` and `accumulation` micro-steps per step.
 std::vector<std::vector<torch::Tensor>> distributed(const Data& data, int world, int steps,
                                                     int64_t rows, int accumulation,
-                                                    CpuBackend backend = CpuBackend::Gloo) {
+                                                    CpuBackend backend = testing::kCpuBackend) {
   std::vector<std::shared_ptr<Net>> nets;
   for (int r = 0; r < world; ++r)
     nets.push_back(makeNet(r == 0 ? 0 : 99 + r));  // prepare() broadcasts rank 0's
@@ -128,8 +128,7 @@ TEST_P(TwoRanksTest, MatchOneRankWithTwiceTheBatch) {
   expectClose(ranks[1], ranks[0], "rank 1 vs rank 0");
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, TwoRanksTest,
-                         ::testing::Values(CpuBackend::Gloo, CpuBackend::SharedMemory),
+INSTANTIATE_TEST_SUITE_P(Backends, TwoRanksTest, ::testing::ValuesIn(testing::cpuBackends()),
                          [](const auto& info) {
                            return std::string(testing::backendName(info.param));
                          });

@@ -20,6 +20,19 @@
 
 namespace accel::testing {
 
+// The CPU communicators this libaccel has: Gloo and shared memory, or shared memory alone where
+// LibTorch ships no Gloo headers (pip's torch; cmake/torch_nccl.cmake). kCpuBackend: Gloo where
+// there is one, as the tests were written for.
+#if ACCEL_HAVE_GLOO
+inline constexpr CpuBackend kCpuBackend = CpuBackend::Gloo;
+inline std::vector<CpuBackend> cpuBackends() {
+  return {CpuBackend::Gloo, CpuBackend::SharedMemory};
+}
+#else
+inline constexpr CpuBackend kCpuBackend = CpuBackend::SharedMemory;
+inline std::vector<CpuBackend> cpuBackends() { return {CpuBackend::SharedMemory}; }
+#endif
+
 // An Accelerator of rank `rank` over `comm`, fp32, no accumulation.
 inline AcceleratorOptions optionsFor(std::shared_ptr<Communicator> comm, int rank) {
   AcceleratorOptions o;
@@ -51,7 +64,7 @@ inline const char* backendName(CpuBackend backend) {
 
 inline void runRanks(int world, const std::function<void(std::shared_ptr<Communicator>, int)>& body,
                      std::chrono::milliseconds timeout = std::chrono::seconds(30),
-                     CpuBackend backend = CpuBackend::Gloo) {
+                     CpuBackend backend = kCpuBackend) {
   static int group = 0;
   auto store = c10::make_intrusive<c10d::HashStore>();
   const std::string prefix = "world" + std::to_string(group++);
