@@ -1,6 +1,6 @@
 #include "launcher/rendezvous/job_link.h"
 
-#include <poll.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,11 +24,18 @@ JobLink::JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,
       machine_rank_(machineRank),
       master_host_(std::move(masterHost)),
       options_(std::move(options)),
-      liveness_(options_.machines, machineRank, options_.timeouts,
-                std::chrono::steady_clock::now()) {
-  next_tick_ = next_presence_check_ = std::chrono::steady_clock::now();
+      clock_(*options_.clock),
+      liveness_(options_.machines, machineRank, options_.timeouts, clock_.now()) {
+  next_tick_ = next_presence_check_ = clock_.now();
   event_fd_ = makeEventFd();
   wake_fd_ = makeEventFd();
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  for (int fd : {wake_fd_, watch_fd_}) {
+    epoll_event interest{};
+    interest.events = EPOLLIN;
+    interest.data.fd = fd;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &interest);
+  }
   thread_ = startQuietThread([this] { run(); });
 }
 
@@ -36,6 +43,7 @@ JobLink::~JobLink() {
   stop();
   ::close(event_fd_);
   ::close(wake_fd_);
+  ::close(epoll_fd_);
 }
 
 void JobLink::stop() {
@@ -91,9 +99,12 @@ void JobLink::post(LinkEvent event) {
 void JobLink::run() {
   bool watching = true;
   while (true) {
-    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {watching ? watch_fd_ : -1, POLLIN, 0}};
-    const int timeout = master_lost_ ? -1 : static_cast<int>(untilNextCheck().count());
-    if (::poll(fds, 2, timeout) < 0 && errno != EINTR) return;
+    epoll_event ready[2];
+    const int n =
+        clock_.wait(epoll_fd_, ready, 2, master_lost_ ? Clock::time_point::max() : nextCheck());
+    if (n < 0 && errno != EINTR) return;
+    bool watchFired = false;
+    for (int i = 0; i < n; ++i) watchFired |= ready[i].data.fd == watch_fd_;
     std::optional<JobFailure> mine;
     std::optional<std::string> status;
     {
@@ -106,8 +117,9 @@ void JobLink::run() {
     if (mine) onPublish(*mine);
     // The watch before the status: a share to a master gone quiet blocks for the publisher's
     // timeout, and shares keep coming; the watch must not wait behind them.
-    if (watching && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+    if (watching && watchFired) {
       watching = false;
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, watch_fd_, nullptr);
       {
         std::lock_guard lock(mutex_);
         if (stop_) return;
@@ -116,20 +128,14 @@ void JobLink::run() {
       onWatchFired();
     }
     if (status && !master_lost_) onShare(*status);
-    if (!master_lost_ && std::chrono::steady_clock::now() >= next_presence_check_) {
-      checkPresence();
-    }
-    if (!master_lost_ && std::chrono::steady_clock::now() >= next_tick_) onTick();
+    if (!master_lost_ && clock_.now() >= next_presence_check_) checkPresence();
+    if (!master_lost_ && clock_.now() >= next_tick_) onTick();
   }
 }
 
-// Until the next keep-alive tick, or the master's next look at the members.
-std::chrono::milliseconds JobLink::untilNextCheck() const {
-  auto next = next_tick_;
-  if (options_.monitor) next = std::min(next, next_presence_check_);
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      next - std::chrono::steady_clock::now());
-  return std::max(left, std::chrono::milliseconds(0));
+// The next keep-alive tick, or the master's next look at the members.
+Clock::time_point JobLink::nextCheck() const {
+  return options_.monitor ? std::min(next_tick_, next_presence_check_) : next_tick_;
 }
 
 // The master, every presence_check (100 ms): a member whose agent's connection to the store
@@ -138,8 +144,7 @@ std::chrono::milliseconds JobLink::untilNextCheck() const {
 // member is found within presence_check of its window's end, not up to two keep-alive
 // intervals after it (when the counters were read once per interval).
 void JobLink::checkPresence() {
-  const auto now = std::chrono::steady_clock::now();
-  next_presence_check_ = now + options_.timeouts.presence_check;
+  next_presence_check_ = clock_.now() + options_.timeouts.presence_check;
   if (!options_.monitor) return;
   try {
     for (int m = 0; m < options_.machines && options_.present; ++m) {
@@ -161,7 +166,7 @@ std::vector<LostMachine> JobLink::lostMachines() const {
 // Every keep_alive_interval: this machine's keep-alive, and the master's look for machines
 // waiting to join.
 void JobLink::onTick() {
-  next_tick_ = std::chrono::steady_clock::now() + options_.timeouts.keep_alive_interval;
+  next_tick_ = clock_.now() + options_.timeouts.keep_alive_interval;
   try {
     publisher_->add(roundKeys(settings_, round_).alive(machine_rank_), 1);
     if (!options_.monitor) return;
@@ -173,7 +178,7 @@ void JobLink::onTick() {
 
 // A member whose keep-alive did not move for the window is lost (Liveness).
 void JobLink::checkMembers() {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = clock_.now();
   for (int m = 0; m < options_.machines; ++m) {
     if (!liveness_.watching(m)) continue;
     const int64_t count = publisher_->add(roundKeys(settings_, round_).alive(m), 0);

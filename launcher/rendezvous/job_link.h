@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "launcher/base/clock.h"
 #include "launcher/rendezvous/agent_rendezvous.h"
 #include "launcher/rendezvous/liveness.h"
 #include "launcher/rendezvous/round_end.h"
@@ -68,6 +69,8 @@ struct LinkOptions {
   // The master's: whether member M's agent is still connected to the store (unset: unknown),
   // looked at every timeouts.presence_check.
   std::function<bool(int machine)> present;
+  // The link thread's time and waits (a fake one in tests: job_link_test.cc).
+  std::shared_ptr<Clock> clock = std::make_shared<MonotonicClock>();
 };
 
 class JobLink {
@@ -111,7 +114,7 @@ class JobLink {
   void checkPresence();
   void markLost(const LostMachine& machine, const std::string& detail);
   bool finished(int machine);
-  std::chrono::milliseconds untilNextCheck() const;
+  Clock::time_point nextCheck() const;
   void checkArrivals();
   void publishMembershipChange(JobFailure change);
 
@@ -124,11 +127,13 @@ class JobLink {
   const LinkOptions options_;
   // The link thread's own: when it next sends a keep-alive and looks at the members' presence,
   // and its judgement of them (the master's).
-  std::chrono::steady_clock::time_point next_tick_, next_presence_check_;
+  Clock& clock_;
+  Clock::time_point next_tick_, next_presence_check_;
   Liveness liveness_;
   bool change_published_ = false;
   int event_fd_ = -1;  // link → supervisor
   int wake_fd_ = -1;   // supervisor → link (a publication is queued, or stop)
+  int epoll_fd_ = -1;  // the link thread's wait: wake_fd_ and the watch's descriptor
   mutable std::mutex mutex_;
   std::vector<LostMachine> lost_;
   std::optional<JobFailure> to_publish_;

@@ -1,7 +1,7 @@
 #pragma once
 // The seam between the supervisor's rules and the world they act on (as ninja's Builder runs
 // its commands through a CommandRunner): Processes starts, signals, watches and reaps workers;
-// Clock tells the time and waits for the supervisor's descriptors. PosixProcesses
+// Clock (base/clock.h) tells the time and waits for the supervisor's descriptors. PosixProcesses
 // (posix_processes.h) and MonotonicClock are the real ones; tests/launcher/supervise/fake_world.h
 // drives the rules — culprit choice, escalation and its timings, restarts — without a process.
 
@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "launcher/base/clock.h"  // Clock, MonotonicClock: the supervisor's time
 #include "launcher/supervise/rank_watch.h"
 #include "launcher/supervise/subprocess_posix.h"
 #include "libaccel/common/expected.h"
@@ -40,23 +41,6 @@ class Processes {
   virtual std::vector<pid_t> otherChildren() = 0;
   // CPU time, memory and state of `pid`, or nullopt when it cannot be read.
   virtual std::optional<ProcSample> sample(pid_t pid) = 0;
-};
-
-class Clock {
- public:
-  using time_point = std::chrono::steady_clock::time_point;
-  virtual ~Clock() = default;
-  virtual time_point now() const = 0;
-  // Waits for events on `epollFd` as epoll_wait does, until `deadline` at most: the number of
-  // events (0 once the deadline passed), or -1 with errno.
-  virtual int wait(int epollFd, epoll_event* events, int maxEvents, time_point deadline) = 0;
-};
-
-// The real clock: std::chrono::steady_clock and epoll_wait.
-class MonotonicClock : public Clock {
- public:
-  time_point now() const override { return std::chrono::steady_clock::now(); }
-  int wait(int epollFd, epoll_event* events, int maxEvents, time_point deadline) override;
 };
 
 }  // namespace accel::launcher

@@ -1,0 +1,31 @@
+#pragma once
+// Clock: the time, and waiting for descriptors until a deadline, behind one seam. The supervisor
+// and the rendezvous's link (rendezvous/job_link.h) take one, so that their rules run in fake
+// time in the tests (tests/launcher/supervise/fake_world.h, tests/launcher/rendezvous/
+// job_link_test.cc); MonotonicClock is the real one.
+
+#include <sys/epoll.h>
+
+#include <chrono>
+
+namespace accel::launcher {
+
+// Thread-safety: now() may be called from any thread; wait() from one thread at a time.
+class Clock {
+ public:
+  using time_point = std::chrono::steady_clock::time_point;
+  virtual ~Clock() = default;
+  virtual time_point now() const = 0;
+  // Waits for events on `epollFd` as epoll_wait does, until `deadline` at most (time_point::max():
+  // no deadline): the number of events (0 once the deadline passed), or -1 with errno.
+  virtual int wait(int epollFd, epoll_event* events, int maxEvents, time_point deadline) = 0;
+};
+
+// The real clock: std::chrono::steady_clock and epoll_wait.
+class MonotonicClock : public Clock {
+ public:
+  time_point now() const override { return std::chrono::steady_clock::now(); }
+  int wait(int epollFd, epoll_event* events, int maxEvents, time_point deadline) override;
+};
+
+}  // namespace accel::launcher

@@ -1,0 +1,142 @@
+// The master's JobLink in fake time, over a real in-process store: the instants at which a
+// silent member is found lost, and those at which a moving one is not. The link's thread runs
+// on a StepClock that the test moves: advanceTo(t) lets the thread do everything due up to t
+// (each wait's deadline in turn) and returns once it waits for a later one, so what the test
+// reads then is what the link did by t.
+
+#include "launcher/rendezvous/job_link.h"
+
+#include <sys/epoll.h>
+
+#include <condition_variable>
+#include <mutex>
+
+#include <gtest/gtest.h>
+
+#include "launcher/rendezvous/job_keys.h"
+#include "libaccel/store/tcp_store_client.h"
+#include "libaccel/store/tcp_store_server.h"
+
+namespace accel::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Time moves only when the test says, and only as far as the link's next deadline at a time.
+class StepClock : public Clock {
+ public:
+  time_point now() const override {
+    std::lock_guard lock(mutex_);
+    return now_;
+  }
+
+  // What is ready now, else: parked until the test moves the time to `deadline` (descriptors
+  // that become ready meanwhile — a stop, the watch — end the wait at once).
+  int wait(int epollFd, epoll_event* events, int maxEvents, time_point deadline) override {
+    std::unique_lock lock(mutex_);
+    parked_deadline_ = deadline;
+    parked_ = true;
+    changed_.notify_all();
+    while (now_ < deadline) {
+      lock.unlock();
+      const int n = ::epoll_wait(epollFd, events, maxEvents, 1);  // the clock's idle, not a sync
+      lock.lock();
+      if (n != 0) {
+        parked_ = false;
+        return n;
+      }
+    }
+    parked_ = false;
+    return 0;
+  }
+
+  // Runs the link's thread through every deadline up to `t`, then sets the time to `t`.
+  void advanceTo(time_point t) {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [&] { return parked_; });
+      if (parked_deadline_ > t) break;
+      now_ = std::max(now_, parked_deadline_);
+      parked_ = false;  // it runs on: wait until it parks again
+    }
+    now_ = std::max(now_, t);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  time_point now_{};
+  time_point parked_deadline_{};
+  bool parked_ = false;
+};
+
+Clock::time_point at(std::chrono::milliseconds ms) { return Clock::time_point{} + ms; }
+
+class JobLinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = store::TcpStoreServer::start({});
+    member_ = client();
+    settings_.num_machines = 2;
+  }
+
+  std::unique_ptr<store::TcpStoreClient> client() {
+    store::TcpStoreClientOptions c;
+    c.port = server_->port();
+    return std::make_unique<store::TcpStoreClient>(c);
+  }
+
+  // The master's link of round 0 over 2 machines: keep-alives every second, a 3 s window,
+  // members looked at every 100 ms.
+  std::unique_ptr<JobLink> masterLink() {
+    auto watch = client();
+    const int fd = watch->startWait({roundKeys(settings_, 0).failure()});
+    LinkOptions o;
+    o.monitor = true;
+    o.machines = o.max_machines = 2;
+    o.hosts = {"alpha", "beta"};
+    o.clock = clock_;
+    return std::make_unique<JobLink>(std::move(watch), fd, client(), settings_, 0, 0, "alpha", o);
+  }
+
+  void memberKeepsAlive() { member_->add(roundKeys(settings_, 0).alive(1), 1); }
+
+  std::shared_ptr<StepClock> clock_ = std::make_shared<StepClock>();
+  GroupSettings settings_;
+  std::unique_ptr<store::TcpStoreServer> server_;
+  std::unique_ptr<store::TcpStoreClient> member_;
+};
+
+// Machine 1 never sends a keep-alive: not lost at 2.95 s, lost by the look at 3.0 s (the
+// window, 1 s x 3, from the round's start), named with how.
+TEST_F(JobLinkTest, ASilentMemberIsLostAtTheWindowsEnd) {
+  auto link = masterLink();
+  clock_->advanceTo(at(2950ms));
+  EXPECT_TRUE(link->lostMachines().empty());
+  clock_->advanceTo(at(3050ms));
+  const auto lost = link->lostMachines();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].machine, 1);
+  link->stop();
+}
+
+// Machine 1 sends keep-alives at 1, 2, 3 and 4 s (each just after the master's look at that
+// instant, so seen at the next, 100 ms on) and then falls silent: never lost while it moves,
+// lost 3 s after the look that saw it move last (4.1 s): not at 7.05 s, by 7.15 s.
+TEST_F(JobLinkTest, AMovingMemberIsNotLostUntilItFallsSilent) {
+  auto link = masterLink();
+  for (int s = 1; s <= 4; ++s) {
+    clock_->advanceTo(at(std::chrono::seconds(s)));
+    memberKeepsAlive();
+  }
+  clock_->advanceTo(at(7050ms));
+  EXPECT_TRUE(link->lostMachines().empty()) << "lost before its window ended";
+  clock_->advanceTo(at(7150ms));
+  const auto lost = link->lostMachines();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].machine, 1);
+  link->stop();
+}
+
+}  // namespace
+}  // namespace accel::launcher
