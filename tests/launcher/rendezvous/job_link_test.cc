@@ -1,11 +1,13 @@
 // The master's JobLink in fake time, over a real in-process store: the instants at which a
-// silent member is found lost, and those at which a moving one is not. The link's thread runs
+// silent member is found lost, those at which a moving or finished one is not, and the tick at
+// which an arrival regroups. The link's thread runs
 // on a StepClock that the test moves: advanceTo(t) lets the thread do everything due up to t
 // (each wait's deadline in turn) and returns once it waits for a later one, so what the test
 // reads then is what the link did by t.
 
 #include "launcher/rendezvous/job_link.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 
 #include <condition_variable>
@@ -101,6 +103,14 @@ class JobLinkTest : public ::testing::Test {
 
   void memberKeepsAlive() { member_->add(roundKeys(settings_, 0).alive(1), 1); }
 
+  // The link's events, once its descriptor says there are some (the watch fires on the real
+  // socket: its reply may come after advanceTo returned). Empty after 10 s: none came.
+  static std::vector<LinkEvent> eventsOf(JobLink& link) {
+    pollfd p{link.fd(), POLLIN, 0};
+    if (::poll(&p, 1, 10000) != 1) return {};
+    return link.takeEvents();
+  }
+
   std::shared_ptr<StepClock> clock_ = std::make_shared<StepClock>();
   GroupSettings settings_;
   std::unique_ptr<store::TcpStoreServer> server_;
@@ -136,6 +146,45 @@ TEST_F(JobLinkTest, AMovingMemberIsNotLostUntilItFallsSilent) {
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].machine, 1);
   link->stop();
+}
+
+// Machine 1 says it finished (its workers ended, its agent left) at 0.5 s and sends nothing
+// more: not lost, long past its window.
+TEST_F(JobLinkTest, AMemberThatFinishedIsNotLost) {
+  auto link = masterLink();
+  clock_->advanceTo(at(500ms));
+  member_->set(roundKeys(settings_, 0).finished(1), "1");
+  clock_->advanceTo(at(10s));
+  EXPECT_TRUE(link->lostMachines().empty());
+  link->stop();
+}
+
+// A group of 1 of at most 2: a machine registers for round 1 at 0.5 s. The master's link finds
+// it at its next keep-alive tick (1 s), not before, and every link hears "the group grows" —
+// not a failure, nothing lost.
+TEST_F(JobLinkTest, AnArrivalRegroupsAtTheNextTickAndIsNotAFailure) {
+  auto watch = client();
+  const int fd = watch->startWait({roundKeys(settings_, 0).failure()});
+  LinkOptions o;
+  o.monitor = true;
+  o.machines = 1;
+  o.max_machines = 2;
+  o.hosts = {"alpha"};
+  o.clock = clock_;
+  JobLink link(std::move(watch), fd, client(), settings_, 0, 0, "alpha", o);
+  clock_->advanceTo(at(500ms));
+  member_->add(jobKeys(settings_).round(1).arrivals(), 1);
+  clock_->advanceTo(at(950ms));
+  EXPECT_FALSE(member_->check({roundKeys(settings_, 0).failure()})) << "found before its tick";
+  clock_->advanceTo(at(1050ms));
+  const auto events = eventsOf(link);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, LinkEvent::Kind::kGroupGrows);
+  EXPECT_EQ(events[0].failure.cause, kCauseJoined);
+  EXPECT_NE(events[0].failure.reason.find("the group has 1 of at most 2"), std::string::npos)
+      << events[0].failure.reason;
+  EXPECT_TRUE(link.lostMachines().empty());
+  link.stop();
 }
 
 }  // namespace
