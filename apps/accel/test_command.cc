@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "apps/accel/launch_command.h"
 #include "apps/accel/messages.h"
@@ -80,12 +82,84 @@ std::string writeScript(std::string& error) {
   return "";
 }
 
+// libaccel's check program (apps/accel_check): $ACCEL_CHECK_PROGRAM, else beside this accel —
+// installed (../libexec/accel/accel-check) or in the build tree (../accel_check/accel-check).
+// "" when none is there; `looked` says where it looked.
+std::string findCheckProgram(std::string& looked) {
+  if (const char* given = std::getenv("ACCEL_CHECK_PROGRAM"); given && *given) return given;
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "";
+  std::string dir(self, static_cast<size_t>(n));
+  dir = dir.substr(0, dir.rfind('/'));
+  for (const char* relative : {"/../libexec/accel/accel-check", "/../accel_check/accel-check"}) {
+    const std::string path = dir + relative;
+    char resolved[4096];
+    if (::access(path.c_str(), X_OK) == 0 && ::realpath(path.c_str(), resolved)) return resolved;
+    looked += (looked.empty() ? "" : ", ") + path;
+  }
+  return "";
+}
+
+std::vector<std::string> configArgs(const TestCommandOptions& o) {
+  if (!o.config_file) return {};
+  return {"--config_file", *o.config_file};
+}
+
+int launchShown(const std::vector<std::string>& args) {
+  std::string shown = "accel launch";
+  for (const auto& a : args) shown += " " + a;
+  std::cout << "Running: " << shown << std::endl;
+  return runLaunchArgs(args, launcher::LaunchMode::Accelerate);
+}
+
+// The python3-torch checks (kScript) under launch: its exit code.
+int runTorchChecks(const TestCommandOptions& o) {
+  std::string error;
+  const std::string script = writeScript(error);
+  if (script.empty()) {
+    printError(error);
+    return 1;
+  }
+  std::vector<std::string> args = configArgs(o);
+  if (o.python) args.insert(args.end(), {"--python", *o.python});
+  args.push_back(script);
+  const int code = launchShown(args);
+  ::unlink(script.c_str());
+  if (code != 0) {
+    printError("accel test failed: accel launch exited " + std::to_string(code) +
+               " (the lines above say which check failed on which rank)");
+  }
+  return code;
+}
+
+// libaccel's checks (accel-check) under launch with the same config: its exit code, 0 with a
+// "skipped" line when this accel has no check program beside it.
+int runLibaccelChecks(const TestCommandOptions& o) {
+  std::string looked;
+  const std::string program = findCheckProgram(looked);
+  if (program.empty()) {
+    std::cout << "libaccel: skipped (no accel-check beside this accel; looked at " << looked << ")"
+              << std::endl;
+    return 0;
+  }
+  std::vector<std::string> args = configArgs(o);
+  args.insert(args.end(), {"--no_python", program});
+  const int code = launchShown(args);
+  if (code != 0) {
+    printError("accel test failed: libaccel's check exited " + std::to_string(code) +
+               " (the lines above say which check failed on which rank)");
+  }
+  return code;
+}
+
 }  // namespace
 
 void registerTestCommand(CLI::App& app, TestCommandOptions& o) {
   o.command = app.add_subcommand(
       "test",
-      "Check a config with a short distributed job (torch, environment, all_reduce, barrier)");
+      "Check a config with a short distributed job (torch, environment, all_reduce, barrier; "
+      "then libaccel's communicator)");
   o.command->add_option("--config_file,--config-file", o.config_file,
                         "The config to test (default: the one accel launch reads)");
   o.command->add_option("--python", o.python,
@@ -93,28 +167,14 @@ void registerTestCommand(CLI::App& app, TestCommandOptions& o) {
 }
 
 int runTestCommand(const TestCommandOptions& o) {
-  std::string error;
-  const std::string script = writeScript(error);
-  if (script.empty()) {
-    printError(error);
-    return 1;
-  }
-  std::vector<std::string> args;
-  if (o.config_file) args.insert(args.end(), {"--config_file", *o.config_file});
-  if (o.python) args.insert(args.end(), {"--python", *o.python});
-  args.push_back(script);
-  std::string shown = "accel launch";
-  for (const auto& a : args) shown += " " + a;
-  std::cout << "Running: " << shown << std::endl;
-  const int code = runLaunchArgs(args, launcher::LaunchMode::Accelerate);
-  ::unlink(script.c_str());
-  if (code == 0) {
+  const int torchCode = runTorchChecks(o);
+  if (torchCode == 2) return 2;  // a config or flag launch refuses: the second would too
+  const int libaccelCode = runLibaccelChecks(o);
+  if (torchCode == 0 && libaccelCode == 0) {
     std::cout << "Test is a success! You are ready for your distributed training!" << std::endl;
     return 0;
   }
-  printError("accel test failed: accel launch exited " + std::to_string(code) +
-             " (the lines above say which check failed on which rank)");
-  return code;
+  return torchCode != 0 ? torchCode : libaccelCode;
 }
 
 }  // namespace accel::apps

@@ -394,11 +394,29 @@ accel_test)
     expect_contains "$OUT" "[rank $r] all_reduce: ok (sum of rank+1 over 2 rank(s): 3, want 3)"
     expect_contains "$OUT" "[rank $r] barrier: ok (every rank arrived)"
   done
+  # Then libaccel's checks with the same config, through accel-check beside this accel.
+  expect_contains "$OUT" "Running: accel launch --config_file $SCRATCH/c.yaml --no_python $(realpath "$(dirname "$ACCEL")/../accel_check/accel-check")"
+  for r in 0 1; do
+    expect_contains "$OUT" "[rank $r] libaccel communicator: ok (shm, rank $r of 2 on cpu)"
+    expect_contains "$OUT" "[rank $r] libaccel all_reduce: ok (sum of rank+1 over 2 rank(s): 3, want 3)"
+    expect_contains "$OUT" "[rank $r] libaccel gather: ok (rank order 0..1)"
+    expect_contains "$OUT" "[rank $r] libaccel barrier: ok (every rank arrived)"
+  done
   expect_contains "$OUT" "Test is a success! You are ready for your distributed training!"
+  # libaccel's check failing (a CPU backend it does not know): said per rank, and the test fails.
+  ACCEL_CPU_BACKEND=bogus expect_exit 1 "$ACCEL" test --config_file "$SCRATCH/c.yaml" --python /usr/bin/python3
+  expect_contains "$OUT" "] libaccel communicator: FAILED (ACCEL_CPU_BACKEND='bogus' is not one of auto, shm, gloo)"
+  expect_contains "$ERR" "accel: error: accel test failed: libaccel's check exited 1 (the lines above say which check failed on which rank)"
+  [[ "$OUT" != *"Test is a success"* ]] || fail "success claimed with libaccel failing: $OUT"
+  # An accel with no accel-check beside it says so, and the python checks decide.
+  mkdir -p "$SCRATCH/alone/bin" && cp "$ACCEL" "$SCRATCH/alone/bin/accel"
+  expect_exit 0 "$SCRATCH/alone/bin/accel" test --config_file "$SCRATCH/c.yaml" --python /usr/bin/python3
+  expect_contains "$OUT" "libaccel: skipped (no accel-check beside this accel; looked at $SCRATCH/alone/bin/../libexec/accel/accel-check, $SCRATCH/alone/bin/../accel_check/accel-check)"
   # No config file: one process without RANK, as accelerate starts it, tested as a group of one.
   expect_exit 0 "$ACCEL" test --python /usr/bin/python3
   expect_contains "$OUT" "[rank 0] environment: ok (one process without RANK, as accelerate starts one: a group of one)"
   expect_contains "$OUT" "[rank 0] all_reduce: ok (sum of rank+1 over 1 rank(s): 1, want 1)"
+  expect_contains "$OUT" "[rank 0] libaccel all_reduce: ok (sum of rank+1 over 1 rank(s): 1, want 1)"
   # An interpreter that cannot import torch: the check says so, and the test fails.
   printf '#!/bin/sh\nexec /usr/bin/python3 -S "$@"\n' >"$SCRATCH/python-no-site" && chmod +x "$SCRATCH/python-no-site"
   expect_exit 1 "$ACCEL" test --config_file "$SCRATCH/c.yaml" --python "$SCRATCH/python-no-site"
