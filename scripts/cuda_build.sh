@@ -35,7 +35,7 @@ configure=(cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACCEL_
 # What links libaccel (libaccel/CMakeLists.txt and the users named above).
 # And launcher_tests: the launcher's GPU probe loads libcuda.so.1, which this chroot has without a
 # GPU (its threads once took the agent's Ctrl-C); nowhere else do its tests run beside it.
-targets=(libaccel libaccel_tests libtorch_store_tests nccl_tests gpu_check fashion_mnist
+targets=(libaccel libaccel_tests libtorch_store_tests nccl_tests gpu_check fashion_mnist accel_check
   allreduce_bench shm_worker hang_worker launcher_tests)
 if ! chroot_run "${configure[@]}" >"$log" 2>&1 ||
   ! chroot_run cmake --build "$build_dir" -j"$(nproc)" --target "${targets[@]}" >>"$log" 2>&1; then

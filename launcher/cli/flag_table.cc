@@ -203,8 +203,9 @@ std::vector<FlagSpec> distributed() {
           .torchrunToo()
           .help("k=v,...: timeout= (or join_timeout=) SECONDS bounds the rendezvous; is_host=1|0 "
                 "says whether this machine hosts a c10d rendezvous; last_call_timeout=SECONDS, "
-                "keep_alive_interval=SECONDS and keep_alive_max_attempt=N shape elastic "
-                "membership; torch's other keys are accepted, unknown keys are errors"),
+                "close_timeout=SECONDS, keep_alive_interval=SECONDS and keep_alive_max_attempt=N "
+                "shape elastic membership; torch's other keys are accepted, unknown keys are "
+                "errors"),
       F({"--max_restarts"}, "max_restarts")
           .integer("0")
           .torchrunToo()

@@ -21,7 +21,8 @@ struct Placement {
   // the user set it: chosen by chooseSocketInterface (worker_env.h).
   std::optional<std::string> socket_interface;
   // TORCHELASTIC_RESTART_COUNT, as the job's master counts it (multi-machine rounds: a group
-  // re-formed for a machine that joins does not count); nullopt: the attempt's number.
+  // re-formed for a machine that joins does not count); nullopt: the round's number (one
+  // machine, where every new round is a restart).
   std::optional<int> restart_count;
 
   int globalRank(int localRank) const { return rank_offset + localRank; }

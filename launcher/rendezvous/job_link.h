@@ -11,8 +11,8 @@
 // The supervisor calls publish() and reads events when fd() is readable; both return at once.
 // Whatever the network does, stop() returns at once too: it shuts down the connections a call
 // of the thread may be blocked on (that call fails) and joins the thread. The watch's parked
-// WAIT stays until the link is destroyed: the master's exit barrier counts the agents alive by
-// their watches.
+// WAIT stays until the link is destroyed: the master counts the parked watches before a round's
+// workers start (awaitWatches, store_group.cc).
 //
 // Liveness: the link's thread adds 1 to the round's keep-alive key of this machine every
 // keep_alive_interval. The master's link (options.monitor) watches every other member two

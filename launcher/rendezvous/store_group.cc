@@ -242,7 +242,8 @@ LinkOptions StoreGroup::linkOptions() const {
 }
 
 // The failure watch is parked before this agent registers: once the rendezvous completes,
-// every machine's watch is parked (or on its way), and the master's exit barrier counts them.
+// every machine's watch is parked (or on its way), and the master counts them before it lets
+// the round's workers start (awaitWatches: the WAITs under the failure keys' prefix).
 // The publisher is the job link's own connection (the link's thread uses it alone).
 Expected<void> StoreGroup::parkFailureWatch() {
   try {

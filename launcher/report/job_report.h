@@ -75,7 +75,7 @@ nlohmann::json failureToJson(const JobFailure& failure);
 JobFailure failureFromJson(const nlohmann::json& j);
 
 struct AttemptReport {
-  int attempt = 0;                     // TORCHELASTIC_RESTART_COUNT of this attempt
+  int attempt = 0;                     // the round's number (its attempt_K directory)
   std::vector<WorkerOutcome> workers;  // by local rank
   std::optional<size_t> culprit;       // index of the first worker to fail
   int agent_signal = 0;                // a signal the agent received and forwarded (0: none)
