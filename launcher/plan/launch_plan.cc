@@ -319,8 +319,14 @@ Expected<void> checkGpuCount(LaunchPlan& plan, const Devices& d) {
   int available = d.usable_gpus;
   if (c.gpu_ids && *c.gpu_ids != "all") available = std::min(available, countGpuIds(*c.gpu_ids));
   if (d.usable_gpus == 0) {
-    return makeError(gpuModeRequested(plan.config) +
-                     " but no GPU is usable on this machine; use --cpu");
+    // A GPU mode's flag and --cpu cannot be given together: say which one to drop.
+    const std::string asked = gpuModeRequested(plan.config);
+    const auto flag = asked.find("(--");
+    const std::string instead =
+        flag == std::string::npos
+            ? ""
+            : " instead of " + asked.substr(flag + 1, asked.size() - flag - 2);
+    return makeError(asked + " but no GPU is usable on this machine; use --cpu" + instead);
   }
   if (plan.local_world_size > available) {
     return makeError("num_processes " + std::to_string(plan.local_world_size) +

@@ -477,7 +477,7 @@ validation)
     expect_exit 2 "$ACCEL" launch --multi_gpu -n 2 "${BEH[@]}"
     expect_contains "$ERR" "multi-GPU training was requested (--multi_gpu) but no GPU is usable on this machine"
     expect_exit 2 "$ACCEL" launch --use_fsdp -n 2 "${BEH[@]}"
-    expect_contains "$ERR" "FSDP was requested (--use_fsdp) but no GPU is usable on this machine; use --cpu"
+    expect_contains "$ERR" "FSDP was requested (--use_fsdp) but no GPU is usable on this machine; use --cpu instead of --use_fsdp"
     printf 'distributed_type: DEEPSPEED\nnum_processes: 2\n' >"$SCRATCH/ds.yaml"
     expect_exit 2 "$ACCEL" launch --config_file "$SCRATCH/ds.yaml" "${BEH[@]}"
     expect_contains "$ERR" "DeepSpeed was requested (distributed_type DEEPSPEED in $SCRATCH/ds.yaml) but no GPU is usable"

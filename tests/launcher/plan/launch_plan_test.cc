@@ -113,7 +113,7 @@ TEST_F(LaunchPlanTest, GpuChecks) {
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.error(),
             "multi-GPU training was requested (--multi_gpu) but no GPU is usable on this machine; "
-            "use --cpu");
+            "use --cpu instead of --multi_gpu");
   auto two = plan(o, 2);
   ASSERT_FALSE(two.ok());
   EXPECT_EQ(
