@@ -293,22 +293,35 @@ Expected<void> planArrivalRanks(LaunchPlan& plan) {
   return {};
 }
 
-// The GPU mode asked for, in the user's words: "FSDP was requested (--use_fsdp)",
-// "DeepSpeed was requested (distributed_type DEEPSPEED in cfg.yaml)".
-std::string gpuModeRequested(const config::EffectiveConfig& e) {
-  const std::string& type = e.config.distributed_type;
+// The GPU modes: distributed_type → what the user would call it, and its launch flag.
+const std::map<std::string, std::pair<const char*, const char*>>& gpuModes() {
   static const std::map<std::string, std::pair<const char*, const char*>> kModes = {
       {"MULTI_GPU", {"multi-GPU training", "--multi_gpu"}},
       {"FSDP", {"FSDP", "--use_fsdp"}},
       {"DEEPSPEED", {"DeepSpeed", "--use_deepspeed"}},
       {"MEGATRON_LM", {"Megatron-LM", "--use_megatron_lm"}}};
-  const auto it = kModes.find(type);
-  const std::string name = it != kModes.end() ? it->second.first : type;
+  return kModes;
+}
+
+// The flag that asked for the GPU mode ("--use_fsdp"), or nullopt when the config file did.
+std::optional<std::string> gpuModeFlag(const config::EffectiveConfig& e) {
+  const auto it = gpuModes().find(e.config.distributed_type);
   const auto source = e.sources.find("distributed_type");
-  const bool flag = source != e.sources.end() && source->second == config::Source::Flag;
-  const std::string where = flag && it != kModes.end() ? it->second.second
-                                                       : "distributed_type " + type + " in " +
-                                                             e.file.value_or("the config");
+  if (it == gpuModes().end() || source == e.sources.end() ||
+      source->second != config::Source::Flag) {
+    return std::nullopt;
+  }
+  return it->second.second;
+}
+
+// The GPU mode asked for, in the user's words: "FSDP was requested (--use_fsdp)",
+// "DeepSpeed was requested (distributed_type DEEPSPEED in cfg.yaml)".
+std::string gpuModeRequested(const config::EffectiveConfig& e) {
+  const std::string& type = e.config.distributed_type;
+  const auto it = gpuModes().find(type);
+  const std::string name = it != gpuModes().end() ? it->second.first : type;
+  const std::string where =
+      gpuModeFlag(e).value_or("distributed_type " + type + " in " + e.file.value_or("the config"));
   return name + " was requested (" + where + ")";
 }
 
@@ -320,13 +333,10 @@ Expected<void> checkGpuCount(LaunchPlan& plan, const Devices& d) {
   if (c.gpu_ids && *c.gpu_ids != "all") available = std::min(available, countGpuIds(*c.gpu_ids));
   if (d.usable_gpus == 0) {
     // A GPU mode's flag and --cpu cannot be given together: say which one to drop.
-    const std::string asked = gpuModeRequested(plan.config);
-    const auto flag = asked.find("(--");
-    const std::string instead =
-        flag == std::string::npos
-            ? ""
-            : " instead of " + asked.substr(flag + 1, asked.size() - flag - 2);
-    return makeError(asked + " but no GPU is usable on this machine; use --cpu" + instead);
+    const auto flag = gpuModeFlag(plan.config);
+    return makeError(gpuModeRequested(plan.config) +
+                     " but no GPU is usable on this machine; use --cpu" +
+                     (flag ? " instead of " + *flag : ""));
   }
   if (plan.local_world_size > available) {
     return makeError("num_processes " + std::to_string(plan.local_world_size) +
