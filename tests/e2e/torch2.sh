@@ -64,7 +64,8 @@ import json, sys
 hang = json.load(open(sys.argv[1]))["attempts"][0]["hang"]
 delay = hang["detected_at"] - float(open(sys.argv[2]).read())
 assert hang["stuck_ranks"] == [0], hang
-assert 2.5 <= delay <= 6, f"detected {delay} s after rank 0 stopped (want 2.5..6 s)"
+# From the rank's last progress, which can precede its marker (see watch.sh's case).
+assert 1 <= delay <= 6, f"detected {delay} s after rank 0 stopped (want 1..6 s)"
 PY
   expect_exit 0 "$ACCEL" launch "${T2[@]}" --cpu -n 2 --hang_timeout 2 "$W/busy_thread.py" compute 6
   expect_contains "$OUT" "[rank 1] rank 1 computed"
@@ -84,7 +85,8 @@ accel_test)
   libuv=$(cd "$W" && "$W/torch2_python" -c 'import torch_quirks; print(torch_quirks.USE_LIBUV)')
   if [[ $libuv == False ]]; then
     expect_exit 1 "$ACCEL" test --config_file "$SCRATCH/c.yaml" "${T2[@]}"
-    expect_contains "$OUT" "[rank 0] torch: ok (torch 2.6"
+    # Whichever rank fails first stops the other, maybe before it printed: one rank's line.
+    expect_contains "$OUT" "] torch: ok (torch 2.6"
     expect_contains "$ERR" "hint: this torch was built without libuv (Debian's python3-torch 2.x)"
   else
     expect_exit 0 "$ACCEL" test --config_file "$SCRATCH/c.yaml" "${T2[@]}"

@@ -157,7 +157,10 @@ hang_background_thread)
   expect_contains "$ERR" "the job hangs (--hang_timeout 3 s)"
   [[ $(sumq 's["attempts"][0]["hang"]["stuck_ranks"]') == "[0]" ]] || fail "stuck ranks: $(summary)"
   delay=$(detection_delay "$OUT_DIR/stuck")
-  $PY -c "import sys; sys.exit(not (2.5 <= $delay <= 6))" || fail "detected $delay s after rank 0 stopped (want 2.5..6 s)"
+  # Counted from the rank's last progress, which can come before its marker by the time it sat
+  # in the all_reduce before it (no CPU moves there): so not a timeout after the marker, but not
+  # at once either.
+  $PY -c "import sys; sys.exit(not (1 <= $delay <= 6))" || fail "detected $delay s after rank 0 stopped (want 1..6 s)"
   rm -rf "$SCRATCH/logs"
   expect_exit 0 "${LAUNCH[@]}" -n 2 --hang_timeout 2 "$(dirname "$0")/workers/busy_thread.py" compute 6
   expect_contains "$OUT" "[rank 1] rank 1 computed"
