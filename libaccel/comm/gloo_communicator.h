@@ -21,7 +21,8 @@ struct GlooOptions {
 // Joins the group of `size` ranks through `store` (which namespaces the group's keys). Blocks
 // until every rank joined, at most options.timeout, which also bounds every collective later.
 // Throws accel::NetworkError when the group cannot be formed, accel::Error when no local
-// address reaches `peer_host`.
+// address reaches `peer_host` — and always accel::Error, saying why, where libaccel was built
+// against a LibTorch without Gloo's headers (pip's torch: ACCEL_HAVE_GLOO unset).
 std::unique_ptr<Communicator> makeGlooCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank,
                                                    int size, const GlooOptions& options);
 
