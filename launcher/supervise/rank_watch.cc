@@ -190,6 +190,31 @@ std::optional<int> oddStackOut(const std::vector<int>& candidates,
   return std::nullopt;
 }
 
+// Ranks all waiting in collectives but at different places — a mismatch of collectives (one
+// rank in DDP's forward sync, another in a barrier: uneven batches, a rank-dependent branch):
+// "rank 0 at FRAME; ranks 1, 2 at FRAME", innermost frames; "" when they are all at one place.
+std::string collectivePlaces(const std::vector<int>& candidates,
+                             const std::map<int, std::string>& stacks) {
+  std::map<std::string, std::vector<int>> byFrame;
+  for (int rank : candidates) {
+    auto it = stacks.find(rank);
+    if (it != stacks.end()) byFrame[innermostFrame(it->second)].push_back(rank);
+  }
+  if (byFrame.size() < 2) return "";
+  std::vector<std::pair<std::vector<int>, std::string>> places;
+  for (auto& [frame, ranks] : byFrame) {
+    const size_t start = frame.find_first_not_of(' ');
+    places.emplace_back(ranks, start == std::string::npos ? frame : frame.substr(start));
+  }
+  std::sort(places.begin(), places.end());  // by their lowest rank
+  std::string text;
+  for (const auto& [ranks, frame] : places) {
+    text += (text.empty() ? "" : "; ") + std::string(ranks.size() == 1 ? "rank " : "ranks ") +
+            rankRanges(ranks) + " at " + frame;
+  }
+  return text;
+}
+
 }  // namespace
 
 bool stackShowsCollective(const std::string& stack) {
@@ -245,6 +270,14 @@ StackVerdict judgeByStacks(const std::vector<int>& candidates,
     std::string why = "rank " + std::to_string(*odd) + " the only one elsewhere, " +
                       rankRanges(others) + " all at the same place";
     return {std::move(culprit), std::move(why)};
+  }
+  if (outside.empty()) {
+    if (std::string places = collectivePlaces(candidates, stacks); !places.empty()) {
+      return {{},
+              "they do not tell which rank is stuck: all wait in collectives, but not the same "
+              "one (" +
+                  places + "): ranks calling different collectives, as with uneven batches"};
+    }
   }
   return {{},
           "they do not tell which rank is stuck (" +

@@ -72,8 +72,18 @@ TEST(StuckByStacks, RanksOutsideCollectivesAreTheStuckOnes) {
   EXPECT_EQ(v.why, "rank 1 outside any collective, 0, 2 waiting in one");
   // A rank without a stack cannot be cleared.
   EXPECT_EQ(judgeByStacks({0, 1, 3}, stacks).stuck, (std::vector<int>{1, 3}));
-  // Both in collectives, and two cannot have an odd one out: the stacks cannot tell, and say so.
+  // Both in collectives, and two cannot have an odd one out: the stacks cannot tell who, and say
+  // where each waits when that differs (a mismatch of collectives), else only that they cannot.
   v = judgeByStacks({0, 2}, stacks);
+  EXPECT_TRUE(v.stuck.empty());
+  EXPECT_EQ(
+      v.why,
+      "they do not tell which rank is stuck: all wait in collectives, but not the same one "
+      "(rank 0 at File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", "
+      "line 1541 in all_reduce; rank 2 at ./w(accel::comm::ShmGroup::wait()+0x2c)[0x1]): "
+      "ranks calling different collectives, as with uneven batches");
+  stacks[3] = inAllReduce;
+  v = judgeByStacks({0, 3}, stacks);
   EXPECT_TRUE(v.stuck.empty());
   EXPECT_EQ(v.why,
             "they do not tell which rank is stuck (all in collectives, and no one stack differs "
