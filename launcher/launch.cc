@@ -1,6 +1,5 @@
 #include "launcher/launch.h"
 
-#include <ftw.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -26,6 +25,7 @@
 #include "launcher/supervise/posix_processes.h"
 #include "launcher/supervise/subprocess_posix.h"
 #include "launcher/supervise/supervisor.h"
+#include "libaccel/common/remove_tree.h"
 #include "libaccel/store/tcp_store_server.h"
 #include "probes/net_check.h"
 #include "probes/python_probe.h"
@@ -34,14 +34,6 @@ namespace accel::launcher {
 namespace {
 
 using probes::Environment;
-
-// Deletes a directory tree the agent created (depth first, without following links).
-void removeTree(const std::string& dir) {
-  ::nftw(
-      dir.c_str(),
-      [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }, 16,
-      FTW_DEPTH | FTW_PHYS);
-}
 
 // An agent of torchrun's elastic command line that hosts the store only because the endpoint is
 // this machine (no is_host=): another agent here may already listen on the port.

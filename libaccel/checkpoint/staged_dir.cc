@@ -1,7 +1,6 @@
 #include "libaccel/checkpoint/staged_dir.h"
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include <utility>
 
 #include "accel/error.h"
+#include "libaccel/common/remove_tree.h"
 
 namespace fs = std::filesystem;
 
@@ -21,23 +21,6 @@ namespace {
 
 [[noreturn]] void fail(const std::string& what, const fs::path& path, int error) {
   throw Error(what + " '" + path.string() + "': " + std::strerror(error));
-}
-
-// std::filesystem::remove_all, by POSIX calls: pip's LibTorch (2.11) exports its own copy of
-// libstdc++'s remove_all, which the dynamic linker binds ahead of libstdc++'s and which jumps
-// to a null address (seen on the first GPU run). Errors as an error_code, like remove_all's.
-void removeTree(const fs::path& path, std::error_code& ec) {
-  ec.clear();
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) {
-    if (errno != ENOENT) ec.assign(errno, std::generic_category());
-    return;
-  }
-  const auto removeOne = [](const char* p, const struct stat*, int, struct FTW*) {
-    return ::remove(p) == 0 || errno == ENOENT ? 0 : errno;
-  };
-  const int rc = ::nftw(path.c_str(), removeOne, 16, FTW_DEPTH | FTW_PHYS);
-  if (rc != 0) ec.assign(rc > 0 ? rc : errno, std::generic_category());
 }
 
 // Closes a descriptor on every path; close() itself is checked where it matters (writeFile).
@@ -183,7 +166,7 @@ void StagedDir::publish() {
   }
   syncDirectory(parent_);
   if (!previous.empty()) {
-    removeTree(previous, ec);
+    ec = removeTree(previous.string());
     if (ec) {
       throw Error("the new checkpoint is in '" + target_.string() +
                   "' but the previous one could not be removed from '" + previous.string() +
@@ -202,14 +185,13 @@ void StagedDir::removeLeftovers() const {
     const std::string n = entry.path().filename().string();
     if (n.rfind(tmp, 0) != 0 && n.rfind(old, 0) != 0) continue;
     if (n.find(token_) != std::string::npos) continue;
-    std::error_code ignored;
-    removeTree(entry.path(), ignored);
+    removeTree(entry.path().string());
   }
 }
 
 void StagedDir::cleanUp() noexcept {
   std::error_code ec;
-  removeTree(temp_, ec);
+  ec = removeTree(temp_.string());
   if (claimed_) fs::remove(claim_, ec);
   claimed_ = false;
 }
