@@ -103,6 +103,16 @@ class JobLinkTest : public ::testing::Test {
 
   void memberKeepsAlive() { member_->add(roundKeys(settings_, 0).alive(1), 1); }
 
+  // Machine 1 is not lost at `notYet`, and is the one machine lost by `by`.
+  void expectLostBetween(JobLink& link, Clock::time_point notYet, Clock::time_point by) {
+    clock_->advanceTo(notYet);
+    EXPECT_TRUE(link.lostMachines().empty()) << "lost before its window ended";
+    clock_->advanceTo(by);
+    const auto lost = link.lostMachines();
+    ASSERT_EQ(lost.size(), 1u);
+    EXPECT_EQ(lost[0].machine, 1);
+  }
+
   // The link's events, once its descriptor says there are some (the watch fires on the real
   // socket: its reply may come after advanceTo returned). Empty after 10 s: none came.
   static std::vector<LinkEvent> eventsOf(JobLink& link) {
@@ -121,12 +131,7 @@ class JobLinkTest : public ::testing::Test {
 // window, 1 s x 3, from the round's start), named with how.
 TEST_F(JobLinkTest, ASilentMemberIsLostAtTheWindowsEnd) {
   auto link = masterLink();
-  clock_->advanceTo(at(2950ms));
-  EXPECT_TRUE(link->lostMachines().empty());
-  clock_->advanceTo(at(3050ms));
-  const auto lost = link->lostMachines();
-  ASSERT_EQ(lost.size(), 1u);
-  EXPECT_EQ(lost[0].machine, 1);
+  expectLostBetween(*link, at(2950ms), at(3050ms));
   link->stop();
 }
 
@@ -139,12 +144,7 @@ TEST_F(JobLinkTest, AMovingMemberIsNotLostUntilItFallsSilent) {
     clock_->advanceTo(at(std::chrono::seconds(s)));
     memberKeepsAlive();
   }
-  clock_->advanceTo(at(7050ms));
-  EXPECT_TRUE(link->lostMachines().empty()) << "lost before its window ended";
-  clock_->advanceTo(at(7150ms));
-  const auto lost = link->lostMachines();
-  ASSERT_EQ(lost.size(), 1u);
-  EXPECT_EQ(lost[0].machine, 1);
+  expectLostBetween(*link, at(7050ms), at(7150ms));
   link->stop();
 }
 
