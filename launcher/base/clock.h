@@ -1,12 +1,13 @@
 #pragma once
-// Clock: the time, and waiting for descriptors until a deadline, behind one seam. The supervisor
-// and the rendezvous's link (rendezvous/job_link.h) take one, so that their rules run in fake
-// time in the tests (tests/launcher/supervise/fake_world.h, tests/launcher/rendezvous/
-// job_link_test.cc); MonotonicClock is the real one.
+// Clock: the time, and waiting for descriptors until a deadline, behind one seam. The supervisor,
+// the rendezvous's link (rendezvous/job_link.h) and the rounds' rules (GroupSettings::clock) take
+// one, so that they run in fake time in the tests (tests/launcher/supervise/fake_world.h,
+// tests/launcher/rendezvous/job_link_test.cc and sim_world.h); MonotonicClock is the real one.
 
 #include <sys/epoll.h>
 
 #include <chrono>
+#include <thread>
 
 namespace accel::launcher {
 
@@ -19,6 +20,8 @@ class Clock {
   // Waits for events on `epollFd` as epoll_wait does, until `deadline` at most (time_point::max():
   // no deadline): the number of events (0 once the deadline passed), or -1 with errno.
   virtual int wait(int epollFd, epoll_event* events, int maxEvents, time_point deadline) = 0;
+  // Returns at `deadline` (at once when it passed): a pause between two looks at something.
+  virtual void sleepUntil(time_point deadline) = 0;
 };
 
 // The real clock: std::chrono::steady_clock and epoll_wait.
@@ -26,6 +29,7 @@ class MonotonicClock : public Clock {
  public:
   time_point now() const override { return std::chrono::steady_clock::now(); }
   int wait(int epollFd, epoll_event* events, int maxEvents, time_point deadline) override;
+  void sleepUntil(time_point deadline) override { std::this_thread::sleep_until(deadline); }
 };
 
 }  // namespace accel::launcher

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <optional>
 #include <set>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -13,7 +12,6 @@
 namespace accel::launcher {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 std::string list(const std::vector<int>& v) {
@@ -133,8 +131,9 @@ int leastMachines(const GroupSettings& o) {
 }
 
 // The master, parked on the store until the round can close (Closing); woken every progress
-// interval to say who is missing. On timeout the reason is published, so the others fail now.
-// Returns how many machines the round has.
+// interval to say who is missing. It looks before it first waits, so a master that is MIN by
+// itself starts the last call as it registers. On timeout the reason is published, so the
+// others fail now. Returns how many machines the round has.
 Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const RoundStart& r,
                             Clock::time_point deadline) {
   const RoundKeys keys = roundKeys(o, r.round);
@@ -144,19 +143,8 @@ Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const Round
   const int firstClose =
       r.expect_machines > 0 ? std::max(leastMachines(o), r.expect_machines) : leastMachines(o);
   RoundClosing closing;
-  int count = 1;  // this agent
-  while (true) {
-    const int target = count < firstClose ? firstClose : o.num_machines;
-    const std::string lastSlot = keys.agent(target - 1);
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        (closing.last_call ? *closing.last_call : deadline) - Clock::now());
-    if (left.count() > 0) {
-      try {
-        s.wait({lastSlot}, std::min(left, o.timeouts.progress));
-      } catch (const TimeoutError&) {
-      }
-    }
-    count = static_cast<int>(s.add(keys.arrivals(), 0));
+  for (bool firstLook = true;; firstLook = false) {
+    const int count = static_cast<int>(s.add(keys.arrivals(), 0));
     const int here = presentCount(s, o, r, count);
     if (here > o.num_machines && !elastic) {  // said to the others too: they fail at once
       const std::string message = std::to_string(here) + " machines joined a rendezvous for " +
@@ -165,20 +153,28 @@ Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const Round
       s.set(keys.assignment(), json{{"error", message}}.dump());
       return makeError(message);
     }
-    if (closing.ready(o, r, here, Clock::now())) return std::min(here, o.num_machines);
+    if (closing.ready(o, r, here, o.clock->now())) return std::min(here, o.num_machines);
     std::string status =
         std::to_string(here) + "/" + std::to_string(o.num_machines) + " machines joined" +
         (here < count ? " (" + std::to_string(count - here) + " left again)" : std::string()) +
         (elastic ? " (" + std::to_string(leastMachines(o)) + " needed)"
                  : missingText(registrations(s, o, r, count), o.num_machines));
     // Once MIN joined, the round closes at the last call, whatever the rendezvous timeout.
-    if (Clock::now() >= deadline && !closing.last_call) {
+    if (o.clock->now() >= deadline && !closing.last_call) {
       std::string message = "rendezvous at " + o.store_address + " timed out after " +
                             secondsText(o.timeouts.join) + ": " + status;
       s.set(keys.assignment(), json{{"error", message}}.dump());
       return makeError(message);
     }
-    if (o.progress && !closing.last_call) o.progress(status);
+    if (o.progress && !closing.last_call && !firstLook) o.progress(status);
+    // The next arrival that matters: the one that reaches the first close, then MAX.
+    const std::string lastSlot = keys.agent((count < firstClose ? firstClose : o.num_machines) - 1);
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        (closing.last_call ? *closing.last_call : deadline) - o.clock->now());
+    try {
+      s.wait({lastSlot}, std::clamp(left, std::chrono::milliseconds(1), o.timeouts.progress));
+    } catch (const TimeoutError&) {
+    }
   }
 }
 
@@ -240,7 +236,7 @@ Expected<RendezvousResult> readAssignment(store::Store& s, const GroupSettings& 
   // A little longer than the master, so a master that gives up can still say why; and a last
   // call that began just before the timeout still closes the round (the master itself has
   // published by now, up to a last call after the timeout).
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) +
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - o.clock->now()) +
               o.timeouts.last_call + (master ? std::chrono::seconds(1) : o.timeouts.answer_margin);
   std::string text;
   try {
@@ -292,7 +288,7 @@ bool RoundClosing::ready(const GroupSettings& o, const RoundStart& r, int count,
 
 Expected<RendezvousResult> rendezvous(store::Store& s, const GroupSettings& o,
                                       const RoundStart& r) {
-  const auto deadline = Clock::now() + o.timeouts.join;
+  const auto deadline = o.clock->now() + o.timeouts.join;
   const bool master = o.requested_machine_rank == 0;
   try {
     if (master) s.set(jobKeys(o).openRound(), std::to_string(r.round));
@@ -361,11 +357,11 @@ int exitBarrier(store::Store& s, const GroupSettings& o, int round, int machines
     std::optional<Clock::time_point> failureDeadline;
     while (done < machines) {
       if (!failureDeadline && s.check({roundKeys(o, round).failure()}))
-        failureDeadline = Clock::now() + afterFailure;
-      if ((othersGone && othersGone()) || (failureDeadline && Clock::now() >= *failureDeadline)) {
+        failureDeadline = o.clock->now() + afterFailure;
+      if ((othersGone && othersGone()) || (failureDeadline && o.clock->now() >= *failureDeadline)) {
         return static_cast<int>(s.add(key, 0));
       }
-      std::this_thread::sleep_for(o.timeouts.exit_poll);
+      o.clock->sleepUntil(o.clock->now() + o.timeouts.exit_poll);
       done = static_cast<int>(s.add(key, 0));
     }
     return done;

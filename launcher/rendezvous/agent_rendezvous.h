@@ -15,10 +15,12 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "launcher/base/clock.h"
 #include "launcher/rendezvous/job_keys.h"
 #include "launcher/rendezvous/round_timeouts.h"
 #include "launcher/report/job_report.h"
@@ -54,6 +56,9 @@ struct GroupSettings {
   // Called by the master only, on the thread that runs rendezvous(), every timeouts.progress
   // while machines are missing: "3/4 machines joined; waiting for machine_rank 2".
   std::function<void(const std::string&)> progress;
+  // The time of every deadline and pause of the rounds' rules (a simulated one in the tests:
+  // tests/launcher/rendezvous/sim_world.h); the store's own waits are the store's.
+  std::shared_ptr<Clock> clock = std::make_shared<MonotonicClock>();
 };
 
 // What one round starts from, as the round before decided it (RoundDecision::next; round 0: the
@@ -93,7 +98,7 @@ struct RendezvousResult {
 // min_machines joined (the last call starts at the first look that sees them). Pure: the
 // caller passes the instant (unit-tested in fake time).
 struct RoundClosing {
-  using time_point = std::chrono::steady_clock::time_point;
+  using time_point = Clock::time_point;
   std::optional<time_point> last_call;  // set once min_machines joined
   bool ready(const GroupSettings& settings, const RoundStart& start, int count, time_point now);
 };

@@ -103,7 +103,7 @@ std::optional<RoundEnd> readRoundEnd(store::Store& s, const GroupSettings& o, in
 std::vector<RoundEnd> awaitRoundEnds(store::Store& s, const GroupSettings& o, int round,
                                      int machines, std::chrono::milliseconds timeout,
                                      const std::function<std::vector<int>()>& lostNow) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = o.clock->now() + timeout;
   std::vector<RoundEnd> ends;
   int read = 0;  // report slots read so far
   while (true) {
@@ -116,8 +116,8 @@ std::vector<RoundEnd> awaitRoundEnds(store::Store& s, const GroupSettings& o, in
     if (lostNow) {
       for (int m : lostNow()) accounted.insert(m);
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - o.clock->now());
     if (static_cast<int>(accounted.size()) >= machines || left.count() <= 0) break;
     try {  // the next report, or a moment to look at the lost machines again
       s.wait({roundKeys(o, round).end(count)}, std::min(left, o.timeouts.round_end_poll));

@@ -52,6 +52,12 @@ class StepClock : public Clock {
     return 0;
   }
 
+  // The link's thread never pauses without a descriptor; a test thread may, until `deadline`.
+  void sleepUntil(time_point deadline) override {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return now_ >= deadline; });
+  }
+
   // Runs the link's thread through every deadline up to `t`, then sets the time to `t`.
   void advanceTo(time_point t) {
     std::unique_lock lock(mutex_);
@@ -62,6 +68,7 @@ class StepClock : public Clock {
       parked_ = false;  // it runs on: wait until it parks again
     }
     now_ = std::max(now_, t);
+    changed_.notify_all();
   }
 
  private:

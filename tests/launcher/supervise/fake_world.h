@@ -178,6 +178,16 @@ class FakeWorld : public Processes, public Clock {
     return ::epoll_wait(epollFd, events, maxEvents, 0);
   }
 
+  // The world's happenings up to `deadline` take place, then the time is `deadline`.
+  void sleepUntil(time_point deadline) override {
+    for (std::optional<time_point> next = nextHappening(); next && *next <= deadline;
+         next = nextHappening()) {
+      now_ = std::max(now_, *next);
+      happen();
+    }
+    now_ = std::max(now_, deadline);
+  }
+
  private:
   struct Worker {
     int rank = 0;
