@@ -55,10 +55,11 @@ step_reached() {
 export OUT_DIR=$SCRATCH/out MARKER=accel-netns-elastic-$$
 mkdir -p "$OUT_DIR"
 # behave_host I LOG NNODES [ARGS...]: an agent on host I running workers/behave.sh in the background
-# (behaviours from BEHAVE_* in the environment), its pid in $!.
+# (behaviours from BEHAVE_* in the environment), its pid in $!. LAST_CALL: its last_call_timeout
+# (1 s unless set).
 behave_host() {
   local i=$1 log=$2 nnodes=$3; shift 3
-  local conf=keep_alive_interval=0.5,keep_alive_max_attempt=3,last_call_timeout=1
+  local conf=keep_alive_interval=0.5,keep_alive_max_attempt=3,last_call_timeout=${LAST_CALL:-1}
   ((i == 0)) && conf="is_host=1,$conf"
   ip netns exec "${NS3[$i]}" "$ACCEL" launch --nnodes "$nnodes" --nproc_per_node 2 --rdzv_backend c10d \
     --rdzv_endpoint "${ADDR3[0]}:29611" --rdzv_timeout 60 --rdzv_conf "$conf" "$@" \
@@ -98,6 +99,9 @@ elastic_store_host() {
 
 elastic_spares() {
   export BEHAVE_DEFAULT=sleep-while-world:0   # never world 0: every rank finishes once go exists
+  # MIN is host 1 alone: its last call starts as it registers, so a long one lets host 2 fill
+  # the group (MAX closes it at once).
+  export LAST_CALL=30
   behave_host 0 h1.out 1:2; p1=$!
   behave_host 1 h2.out 1:2; p2=$!
   files_count 'up.*' 4
