@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# End-to-end tests of `accel launch` with real processes: launch.sh CASE /path/to/accel
+# End-to-end tests of `accel launch` with real processes:
+#   launch.sh CASE /path/to/accel /path/to/rdzv_wait
 source "$(dirname "$0")/lib.sh"
 CASE=$1
 ACCEL=$2
+RDZV_WAIT=${3:-}   # workers/rdzv_wait.cc: waits for an agent's registration in the job's store
 W=$(cd "$(dirname "$0")/workers" && pwd)
 export OUT_DIR=$SCRATCH/out
 mkdir -p "$OUT_DIR"
@@ -668,9 +670,7 @@ print(f"ok rank={os.environ['RANK']} group={os.environ['GROUP_RANK']} world={dis
       flush=True)
 PY
   wait_registered() {  # wait_registered SLOT: the agent of registration slot SLOT is in the store
-    /usr/bin/python3 -c 'import sys, datetime, torch.distributed as d
-s = d.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False, timeout=datetime.timedelta(seconds=60))
-s.wait(["accel/rdzv/elastic-job/round/0/agent/" + sys.argv[2]])' "$PORT" "$1"
+    "$RDZV_WAIT" "$PORT" elastic-job 0 "$1"
   }
   export PYTHON_EXEC=/usr/bin/python3
   elastic=(--nnodes 3 --nproc_per_node 2 --rdzv_backend c10d --rdzv_id elastic-job --rdzv_timeout 60)
@@ -805,9 +805,7 @@ elastic_membership)
   # joined), a third arrives while they run: the group re-forms as 3 x 2 without counting a
   # restart; a fourth finds the group full and waits as a spare, and leaves when the job ends.
   wait_registered() {  # wait_registered ROUND SLOT: that registration is in the store
-    /usr/bin/python3 -c 'import sys, datetime, torch.distributed as d
-s = d.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False, timeout=datetime.timedelta(seconds=60))
-s.wait(["accel/rdzv/none/round/%s/agent/%s" % (sys.argv[2], sys.argv[3])])' "$PORT" "$1" "$2"
+    "$RDZV_WAIT" "$PORT" none "$1" "$2"
   }
   # (1) closes when MAX (3) joined: torch's last call of 30 s never ends it first.
   conf=keep_alive_interval=0.5,keep_alive_max_attempt=3
