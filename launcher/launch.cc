@@ -154,7 +154,7 @@ class Agent {
     options.port = store_port_;
     options.max_connection_input_bytes = plan_.store_connection_input_bytes;
     options.max_total_input_bytes = plan_.store_input_budget_bytes;
-    // Every agent parks a WAIT on its round's failure key: the master counts them (awaitWatches).
+    // Every agent parks a WAIT on its round's stop key: the master counts them (awaitWatches).
     options.tracked_wait_prefix = StoreGroup::trackedWaitPrefix(plan_.rendezvous_id);
     // Every agent parks a WAIT on its own presence key for the whole job: the agents alive.
     options.presence_key_prefix = StoreGroup::presenceWaitPrefix(plan_.rendezvous_id);

@@ -324,11 +324,11 @@ void closeRound(store::Store& s, const GroupSettings& o, int round, const std::s
   s.compareSet(roundKeys(o, round).assignment(), "", json{{"closed", why}}.dump());
 }
 
-std::optional<JobFailure> publishFailure(store::Store& s, const GroupSettings& o, int round,
-                                         const JobFailure& mine) {
+std::optional<JobFailure> publishStop(store::Store& s, const GroupSettings& o, int round,
+                                      const JobFailure& mine) {
   try {
     const std::string stored =
-        s.compareSet(roundKeys(o, round).failure(), "", failureToJson(mine).dump());
+        s.compareSet(roundKeys(o, round).stop(), "", failureToJson(mine).dump());
     JobFailure first = failureFromJson(json::parse(stored));
     if (first.machine_rank == mine.machine_rank) return std::nullopt;
     return first;
@@ -339,10 +339,10 @@ std::optional<JobFailure> publishFailure(store::Store& s, const GroupSettings& o
   }
 }
 
-std::optional<JobFailure> readFailure(store::Store& s, const GroupSettings& o, int round,
-                                      int machineRank) {
+std::optional<JobFailure> readStop(store::Store& s, const GroupSettings& o, int round,
+                                   int machineRank) {
   JobFailure first =
-      failureFromJson(json::parse(s.get(roundKeys(o, round).failure(), o.timeouts.record)));
+      failureFromJson(json::parse(s.get(roundKeys(o, round).stop(), o.timeouts.record)));
   // This machine's own publication, unless the master found it lost.
   if (first.machine_rank == machineRank && first.cause != kCauseLost) return std::nullopt;
   return first;
@@ -356,7 +356,7 @@ int exitBarrier(store::Store& s, const GroupSettings& o, int round, int machines
     if (!master) return done;
     std::optional<Clock::time_point> failureDeadline;
     while (done < machines) {
-      if (!failureDeadline && s.check({roundKeys(o, round).failure()}))
+      if (!failureDeadline && s.check({roundKeys(o, round).stop()}))
         failureDeadline = o.clock->now() + afterFailure;
       if ((othersGone && othersGone()) || (failureDeadline && o.clock->now() >= *failureDeadline)) {
         return static_cast<int>(s.add(key, 0));

@@ -131,21 +131,21 @@ inline RoundKeys roundKeys(const GroupSettings& settings, int round) {
 // job's one point of failure, whichever wait noticed it.
 std::string masterStoreLost(const GroupSettings& settings, const std::string& why);
 
-// Publishes `mine` as round `round`'s first failure unless one is there already (one
-// compare-and-set, so exactly one machine's failure is the job's first). Returns the first failure
-// when it is another machine's, nullopt when it is `mine` (or the store cannot be reached: then
-// nobody else can be told either). Blocks for one round trip to the store, bounded only by the
-// store client's own timeout; never throws.
-std::optional<JobFailure> publishFailure(store::Store& store, const GroupSettings& settings,
-                                         int round, const JobFailure& mine);
+// Publishes `mine` as round `round`'s stop record unless one is there already (one
+// compare-and-set, so exactly one machine's failure — or loss, or arrival — stops the round).
+// Returns the first failure when it is another machine's, nullopt when it is `mine` (or the store
+// cannot be reached: then nobody else can be told either). Blocks for one round trip to the store,
+// bounded only by the store client's own timeout; never throws.
+std::optional<JobFailure> publishStop(store::Store& store, const GroupSettings& settings, int round,
+                                      const JobFailure& mine);
 
-// Reads round `round`'s published failure; nullopt when it is `machineRank`'s own (not when it says
-// the master found this machine lost). Blocks until the failure key exists, at most 30 s (call it
+// Reads round `round`'s stop record; nullopt when it is `machineRank`'s own (not when it says
+// the master found this machine lost). Blocks until the stop key exists, at most 30 s (call it
 // once the key is known to exist, e.g. after a watch fired). Throws accel::Error when the store
 // cannot be read (accel::TimeoutError when no failure was published within 30 s),
 // nlohmann::json::exception when the record is malformed.
-std::optional<JobFailure> readFailure(store::Store& store, const GroupSettings& settings, int round,
-                                      int machineRank);
+std::optional<JobFailure> readStop(store::Store& store, const GroupSettings& settings, int round,
+                                   int machineRank);
 
 // The exit barrier of round `round`, which has `machines` members: records that this machine's
 // workers are done; the master then waits until every machine has, or until `othersGone()` says no

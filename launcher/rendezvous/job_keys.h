@@ -8,7 +8,9 @@
 //   accel/job_id                          the job the store's host serves
 //   accel/rdzv/<id>/open_round            the round the master opened last
 //   accel/rdzv/<id>/presence/<token>      an agent's presence (a WAIT nobody answers)
-//   accel/rdzv/<id>/failure/<R>           round R's first failure (every agent watches it)
+//   accel/rdzv/<id>/stop/<R>              round R's stop record: its first failure, a lost
+//                                         machine or one waiting to join (every agent
+//                                         watches it)
 //   accel/rdzv/<id>/status/<M>            machine M's `accel status` answer
 //   accel/rdzv/<id>/round/<R>/            round R: arrivals, agent/<slot>, assignment,
 //                                         alive/<M>, ends, end/<slot>, decision, finished,
@@ -26,12 +28,12 @@ class RoundKeys {
  public:
   RoundKeys(const std::string& jobPrefix, int round)
       : p_(jobPrefix + "round/" + std::to_string(round) + "/"),
-        failure_(jobPrefix + "failure/" + std::to_string(round)) {}
+        stop_(jobPrefix + "stop/" + std::to_string(round)) {}
 
   std::string arrivals() const { return p_ + "arrivals"; }  // registrations so far (a counter)
   std::string agent(int slot) const { return p_ + "agent/" + std::to_string(slot); }
   std::string assignment() const { return p_ + "assignment"; }  // the master's, or why not
-  std::string failure() const { return failure_; }              // the round's first failure
+  std::string stop() const { return stop_; }  // what stopped the round first (its stop record)
   std::string alive(int machine) const { return p_ + "alive/" + std::to_string(machine); }
   std::string ends() const { return p_ + "ends"; }  // reports of the round's end (a counter)
   std::string end(int slot) const { return p_ + "end/" + std::to_string(slot); }
@@ -40,7 +42,7 @@ class RoundKeys {
   std::string finished(int machine) const { return p_ + "finished/" + std::to_string(machine); }
 
  private:
-  std::string p_, failure_;
+  std::string p_, stop_;
 };
 
 class JobKeys {
@@ -52,7 +54,7 @@ class JobKeys {
   std::string openRound() const { return p_ + "open_round"; }
   std::string presencePrefix() const { return p_ + "presence/"; }
   std::string presence(const std::string& token) const { return presencePrefix() + token; }
-  std::string failurePrefix() const { return p_ + "failure/"; }
+  std::string stopPrefix() const { return p_ + "stop/"; }
   std::string statusPrefix() const { return p_ + "status/"; }
   std::string status(int machine) const { return statusPrefix() + std::to_string(machine); }
   RoundKeys round(int r) const { return RoundKeys(p_, r); }

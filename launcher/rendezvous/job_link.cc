@@ -223,11 +223,11 @@ void JobLink::checkArrivals() {
 // Published as the round's failure (the first one stands): every member's watch fires.
 void JobLink::publishMembershipChange(JobFailure change) {
   change_published_ = true;
-  publishFailure(*publisher_, settings_, round_, change);
+  publishStop(*publisher_, settings_, round_, change);
 }
 
 void JobLink::onPublish(const JobFailure& mine) {
-  if (auto first = publishFailure(*publisher_, settings_, round_, mine)) {
+  if (auto first = publishStop(*publisher_, settings_, round_, mine)) {
     const bool grows = first->cause == kCauseJoined;
     post(LinkEvent{grows ? LinkEvent::Kind::kGroupGrows : LinkEvent::Kind::kAnotherWasFirst,
                    std::move(*first)});
@@ -247,7 +247,7 @@ void JobLink::onShare(const std::string& json) {
 void JobLink::onWatchFired() {
   try {
     watch_->finishWait();
-    if (auto failure = readFailure(*watch_, settings_, round_, machine_rank_)) {
+    if (auto failure = readStop(*watch_, settings_, round_, machine_rank_)) {
       const bool grows = failure->cause == kCauseJoined;
       post(LinkEvent{grows ? LinkEvent::Kind::kGroupGrows : LinkEvent::Kind::kRemoteFailure,
                      std::move(*failure)});

@@ -2,9 +2,9 @@
 // JobLink: one agent's part in the cross-machine failure protocol of a multi-machine job, run on
 // a thread of its own so the supervisor's event loop never waits for the network.
 //
-// The protocol: every agent parks a WAIT on the job's failure key in the master's store (the
-// "watch", connected before the rendezvous); the first machine whose job fails publishes its
-// failure there with one compare-and-set, so exactly one is the job's first; the watch of every
+// The protocol: every agent parks a WAIT on the round's stop key (RoundKeys::stop) in the master's
+// store (the "watch", connected before the rendezvous); the first machine whose job fails publishes
+// its failure there with one compare-and-set, so exactly one is the job's first; the watch of every
 // agent then fires and each reads the failure. The store unreachable (the master's machine gone,
 // its link down) makes the watch fire too: a lost master is a failure of the job.
 //
@@ -75,7 +75,7 @@ struct LinkOptions {
 
 class JobLink {
  public:
-  // The link of round `round`: `watch` already has its WAIT on roundKeys(settings, round).failure()
+  // The link of round `round`: `watch` already has its WAIT on roundKeys(settings, round).stop()
   // parked (startWait); `publisher` is a second connection to the master's store, used only by
   // the link's thread.
   JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,

@@ -95,7 +95,7 @@ std::string StoreGroup::presenceWaitPrefix(const std::string& rendezvousId) {
 }
 
 std::string StoreGroup::trackedWaitPrefix(const std::string& rendezvousId) {
-  return JobKeys::stored(JobKeys(rendezvousId).failurePrefix());
+  return JobKeys::stored(JobKeys(rendezvousId).stopPrefix());
 }
 
 Expected<void> StoreGroup::connect() {
@@ -244,12 +244,12 @@ LinkOptions StoreGroup::linkOptions() const {
 
 // The failure watch is parked before this agent registers: once the rendezvous completes,
 // every machine's watch is parked (or on its way), and the master counts them before it lets
-// the round's workers start (awaitWatches: the WAITs under the failure keys' prefix).
+// the round's workers start (awaitWatches: the WAITs under the stop keys' prefix).
 // The publisher is the job link's own connection (the link's thread uses it alone).
 Expected<void> StoreGroup::parkFailureWatch() {
   try {
     watch_store_ = connectToMaster(plan_, store_port_, timeouts().connect);
-    watch_fd_ = watch_store_->startWait({roundKeys(settings_, round_.round).failure()});
+    watch_fd_ = watch_store_->startWait({roundKeys(settings_, round_.round).stop()});
     keepWatchAlive(watch_fd_, timeouts());
     publisher_store_ = connectToMaster(plan_, store_port_, timeouts().connect);
     // Its requests are small and the store answers at once: a reply that takes longer than
@@ -402,7 +402,7 @@ void StoreGroup::readRoundStop(AttemptReport& last) {
 std::optional<JobFailure> StoreGroup::readRoundRecord() {
   try {
     return failureFromJson(nlohmann::json::parse(
-        client_->get(roundKeys(settings_, round_.round).failure(), timeouts().failure_read)));
+        client_->get(roundKeys(settings_, round_.round).stop(), timeouts().failure_read)));
   } catch (const std::exception&) {
     return std::nullopt;
   }

@@ -20,8 +20,8 @@ int main(int argc, char** argv) {
     accel::store::TcpStoreClientOptions o;
     o.port = std::stoi(argv[1]);
     accel::store::TcpStoreClient store(o);
-    const auto key = accel::launcher::JobKeys(argv[2]).round(std::stoi(argv[3])).agent(
-        std::stoi(argv[4]));
+    const auto key =
+        accel::launcher::JobKeys(argv[2]).round(std::stoi(argv[3])).agent(std::stoi(argv[4]));
     store.wait({key}, std::chrono::seconds(60));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rdzv_wait: %s\n", e.what());

@@ -278,14 +278,14 @@ TEST_F(AgentRendezvousTest, ExitBarrierAfterAFailureIsBounded) {
   auto a = client();
   JobFailure f;
   f.machine_rank = 1;
-  EXPECT_FALSE(publishFailure(*a, o, 0, f).has_value());  // the job's first failure
+  EXPECT_FALSE(publishStop(*a, o, 0, f).has_value());  // the job's first failure
   const auto start = std::chrono::steady_clock::now();
   Polls polls;
   EXPECT_EQ(exitBarrier(*a, o, 0, o.num_machines, true, 200ms, polls.never()), 1);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   // The other agents all gone after the failure: no reason to keep the store for them (a lost
   // machine never reports; waiting out the deadline kept the master ~15 s after its summary).
-  EXPECT_FALSE(publishFailure(*a, o, 1, f).has_value());
+  EXPECT_FALSE(publishStop(*a, o, 1, f).has_value());
   int looks = 0;
   EXPECT_EQ(exitBarrier(*a, o, 1, o.num_machines, true, 60s, [&looks] { return ++looks > 0; }), 1);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
@@ -302,14 +302,14 @@ TEST_F(AgentRendezvousTest, OnlyTheFirstFailureIsPublished) {
   first.stderr_tail = {"boom"};
   second.machine_rank = 0;
   second.rank = 0;
-  EXPECT_FALSE(publishFailure(*b, o, 0, first).has_value());
-  auto winner = publishFailure(*a, o, 0, second);
+  EXPECT_FALSE(publishStop(*b, o, 0, first).has_value());
+  auto winner = publishStop(*a, o, 0, second);
   ASSERT_TRUE(winner.has_value());
   EXPECT_EQ(winner->rank, 3);
   EXPECT_EQ(winner->exit_code, 7);
   EXPECT_EQ(winner->stderr_tail, std::vector<std::string>{"boom"});
-  EXPECT_FALSE(readFailure(*b, o, 0, 1).has_value());  // machine 1's own
-  EXPECT_EQ(readFailure(*a, o, 0, 0)->rank, 3);
+  EXPECT_FALSE(readStop(*b, o, 0, 1).has_value());  // machine 1's own
+  EXPECT_EQ(readStop(*a, o, 0, 0)->rank, 3);
 }
 
 }  // namespace

@@ -99,7 +99,7 @@ class JobLinkTest : public ::testing::Test {
   // members looked at every 100 ms.
   std::unique_ptr<JobLink> masterLink() {
     auto watch = client();
-    const int fd = watch->startWait({roundKeys(settings_, 0).failure()});
+    const int fd = watch->startWait({roundKeys(settings_, 0).stop()});
     LinkOptions o;
     o.monitor = true;
     o.machines = o.max_machines = 2;
@@ -171,7 +171,7 @@ TEST_F(JobLinkTest, AMemberThatFinishedIsNotLost) {
 // not a failure, nothing lost.
 TEST_F(JobLinkTest, AnArrivalRegroupsAtTheNextTickAndIsNotAFailure) {
   auto watch = client();
-  const int fd = watch->startWait({roundKeys(settings_, 0).failure()});
+  const int fd = watch->startWait({roundKeys(settings_, 0).stop()});
   LinkOptions o;
   o.monitor = true;
   o.machines = 1;
@@ -182,7 +182,7 @@ TEST_F(JobLinkTest, AnArrivalRegroupsAtTheNextTickAndIsNotAFailure) {
   clock_->advanceTo(at(500ms));
   member_->add(jobKeys(settings_).round(1).arrivals(), 1);
   clock_->advanceTo(at(950ms));
-  EXPECT_FALSE(member_->check({roundKeys(settings_, 0).failure()})) << "found before its tick";
+  EXPECT_FALSE(member_->check({roundKeys(settings_, 0).stop()})) << "found before its tick";
   clock_->advanceTo(at(1050ms));
   const auto events = eventsOf(link);
   ASSERT_EQ(events.size(), 1u);
