@@ -374,11 +374,13 @@ void noticeDefaults(LaunchPlan& plan, const LaunchOptions& o) {
 }
 
 // The config file (accel launch) or torchrun's defaults (accel run), under the flags.
-// A count per machine (--nproc_per_node) stands for the total it makes with the machines given.
+// A count per machine (--nproc_per_node) stands for the total it makes with the machines given;
+// torchrun's is 1 when not given (`torchrun --nnodes 2 train.py`: one process on each machine).
 Expected<config::EffectiveConfig> effectiveConfig(const LaunchOptions& o,
                                                   const config::PathEnv& paths,
                                                   std::optional<int> perMachine) {
   config::ConfigOverrides flags = o.config;
+  if (o.mode == LaunchMode::Torchrun && !perMachine) perMachine = 1;
   if (perMachine && !flags.num_processes)
     flags.num_processes = *perMachine * flags.num_machines.value_or(1);
   if (o.mode == LaunchMode::Torchrun) {

@@ -678,6 +678,19 @@ TEST_F(LaunchPlanParadigmTest, TorchrunCountsPerMachineAndSetsNoAccelerateVariab
   EXPECT_TRUE(p->torchrun_env);  // torchrun gives even one process its variables
 }
 
+// torchrun's --nproc_per_node is 1 when not given, per machine: `torchrun --nnodes 2` (or 1:3)
+// runs one process on each (it failed 'num_processes 1 (from default) is the total over all
+// machines and must be at least num_machines 2').
+TEST_F(LaunchPlanParadigmTest, TorchrunRunsOneProcessPerMachineByDefault) {
+  for (const char* nnodes : {"2", "1:3"}) {
+    auto p = plan({"--nnodes", nnodes, "--rdzv_backend", "c10d", "--rdzv_endpoint", "10.0.0.1"}, 0,
+                  LaunchMode::Torchrun);
+    ASSERT_TRUE(p.ok()) << nnodes << ": " << p.error();
+    EXPECT_EQ(p->local_world_size, 1) << nnodes;
+    EXPECT_EQ(p->world_size, p->num_machines) << nnodes;
+  }
+}
+
 // torchrun's elastic command line: no --node_rank, so the rendezvous ranks the machines.
 TEST_F(LaunchPlanParadigmTest, C10dWithoutNodeRankRanksMachinesByArrival) {
   auto p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "c10d",
