@@ -1,6 +1,7 @@
 #include "launcher/launch.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -59,6 +60,16 @@ Expected<JobReport> execRank(const LaunchPlan& plan, const Environment& parentEn
   std::string why = execInPlace(plan.argv, workerEnvironment(plan, placement, slot, parentEnv));
   return makeError("rank " + std::to_string(plan.exec_rank) + ": cannot execute '" + plan.argv[0] +
                    "': " + why);
+}
+
+// Where a temporary run directory's BASE goes: $TMPDIR; else, when nothing in it is kept, a
+// tmpfs (/dev/shm: making and removing its directories costs a fraction of a disk file system's,
+// which is most of a short job's start-up); else /tmp.
+std::string temporaryParent(const LaunchPlan& plan, const Environment& env) {
+  auto tmp = probes::lookup(env, "TMPDIR");
+  if (tmp && !tmp->empty()) return *tmp;
+  if (!plan.keepsFiles() && ::access("/dev/shm", W_OK | X_OK) == 0) return "/dev/shm";
+  return "/tmp";
 }
 
 // One machine's agent for one job. run() is its lifecycle, phase by phase: host the job's store
@@ -208,11 +219,12 @@ class Agent {
     if (plan_.log_dir) {
       base = *plan_.log_dir;
     } else {
-      const std::string parent = temporaryParent();
+      const std::string parent = temporaryParent(plan_, parent_env_);
       std::string tmpl = parent + "/accel-run-XXXXXX";
       if (!::mkdtemp(tmpl.data())) {
         return makeError("cannot create a run directory in " + parent + ": " +
-                         std::strerror(errno));
+                         std::strerror(errno) +
+                         " (set TMPDIR to a writable directory, or pass --log_dir)");
       }
       base = tmpl;
       base_to_remove_ = base;
@@ -232,16 +244,6 @@ class Agent {
                       logsPattern(run_dir_));
     }
     return {};
-  }
-
-  // Where a temporary BASE goes: $TMPDIR; else, when nothing in it is kept, a tmpfs (/dev/shm:
-  // making and removing its directories costs a fraction of a disk file system's, which is most
-  // of a short job's start-up); else /tmp.
-  std::string temporaryParent() const {
-    auto tmp = probes::lookup(parent_env_, "TMPDIR");
-    if (tmp && !tmp->empty()) return *tmp;
-    if (!plan_.keepsFiles() && ::access("/dev/shm", W_OK | X_OK) == 0) return "/dev/shm";
-    return "/tmp";
   }
 
   // The real processes (guard, subreaper), `accel status`, the job link, then the supervisor,
@@ -339,18 +341,30 @@ std::string portOrigin(const LaunchPlan& plan) {
       plan.mode == LaunchMode::Torchrun ? "--master_port" : "--main_process_port");
 }
 
+// Why no directory can be made in `dir` (an errno value), or 0.
+int unusableDir(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return errno;
+  if (!S_ISDIR(st.st_mode)) return ENOTDIR;
+  return ::access(dir.c_str(), W_OK | X_OK) == 0 ? 0 : errno;
+}
+
 // The checks and notices before the agent starts; an error here spawns nothing. The checks come
 // first: an error that ends the run is never preceded by notices about that run.
-Expected<void> preflight(const LaunchPlan& plan, Console& console) {
+Expected<void> preflight(const LaunchPlan& plan, const Environment& env, Console& console) {
   // The other machines connect to it instead. An agent that only guessed it hosts the c10d
   // rendezvous joins whoever listens on the port (hostStore).
   if (plan.master_port && plan.machine_rank == 0 && !guessedStoreHost(plan)) {
     if (auto ok = checkPortFree(*plan.master_port, portOrigin(plan)); !ok) return ok;
   }
-  // --log_dir must be usable before anything starts; the run's own directory in it is made later.
+  // --log_dir (else the temporary directory) must be usable before anything starts; the run's
+  // own directory in it is made later, once the machines have met.
   if (plan.log_dir) {
     if (auto ok = config::makeDirectories(*plan.log_dir); !ok)
       return makeError("--log_dir: " + ok.error());
+  } else if (const std::string parent = temporaryParent(plan, env); int err = unusableDir(parent)) {
+    return makeError("cannot create a run directory in " + parent + ": " + std::strerror(err) +
+                     " (set TMPDIR to a writable directory, or pass --log_dir)");
   }
   if (!plan.defaults_notice.empty()) console.notice(plan.defaults_notice);
   for (const auto& text : plan.notices) console.notice(text);
@@ -377,7 +391,7 @@ Expected<JobReport> launch(const LaunchOptions& options) {
   }
   Console console(plan.quiet);
   if (plan.exec_in_place) return execRank(plan, parentEnv, console);
-  if (auto ok = preflight(plan, console); !ok) return std::move(ok).takeError();
+  if (auto ok = preflight(plan, parentEnv, console); !ok) return std::move(ok).takeError();
   return Agent(plan, parentEnv, console).run();
 }
 

@@ -457,6 +457,11 @@ errors_before_notices)
   expect_exit 2 "$ACCEL" launch -n 2 --log_dir "$SCRATCH/file/logs" "${BEH[@]}"
   [[ "$ERR" == "accel: error: --log_dir: '$SCRATCH/file' exists and is not a directory" ]] ||
     fail "want the --log_dir error alone: $ERR"
+  # The same for a temporary directory where no run directory can be made.
+  TMPDIR=$SCRATCH/file expect_exit 2 "$ACCEL" launch -n 2 "${BEH[@]}"
+  [[ "$ERR" == "accel: error: cannot create a run directory in $SCRATCH/file: Not a directory (set TMPDIR to a writable directory, or pass --log_dir)" ]] ||
+    fail "want the run directory's error alone: $ERR"
+  [[ -z "$(ls "$OUT_DIR")" ]] || fail "workers started: $(ls "$OUT_DIR")"
   ;;
 validation)
   cp "$W/behave.sh" "$SCRATCH/noexec.sh"; chmod -x "$SCRATCH/noexec.sh"
