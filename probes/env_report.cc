@@ -49,7 +49,8 @@ EnvReport collectEnvReport(const BuildInfo& build, const std::optional<std::stri
   if (primary != "/usr/bin/python3" && ::access("/usr/bin/python3", X_OK) == 0)
     pythons.push_back("/usr/bin/python3");
   std::vector<std::future<PythonInfo>> probes;
-  for (const auto& p : pythons) probes.push_back(std::async(std::launch::async, probePython, p));
+  for (const auto& p : pythons)
+    probes.push_back(std::async(std::launch::async, probePythonAndBlas, p));
 
   report.system = probeSystem();
   report.gpus = probeGpus();
@@ -121,6 +122,11 @@ std::string renderEnvText(const EnvReport& r) {
     }
     out << p.version << " at " << p.executable << ", torch "
         << (p.torch ? *p.torch : "not installed") << "\n";
+    if (p.blas) {
+      out << "- BLAS under torch (" << p.command << "): " << describeBlas(*p.blas);
+      if (p.blas->slow()) out << "; fix: " << kBlasFix;
+      out << "\n";
+    }
   }
   out << "- Scheduler: ";
   if (!r.scheduler_error.empty()) {
@@ -164,6 +170,11 @@ json renderEnvJson(const EnvReport& r) {
                   {"version", p.version},
                   {"torch", p.torch ? json(*p.torch) : json(nullptr)}};
     if (!p.error.empty()) entry["error"] = p.error;
+    if (p.blas) {
+      entry["blas"] = {{"kind", p.blas->kind.empty() ? json(nullptr) : json(p.blas->kind)},
+                       {"library", p.blas->library}};
+      if (!p.blas->error.empty()) entry["blas"]["error"] = p.blas->error;
+    }
     pythons.push_back(entry);
   }
   auto optional = [](const auto& o) { return o ? json(*o) : json(nullptr); };

@@ -90,6 +90,10 @@ CheckItem checkPython(const PythonInfo& python,
 // torch.compile (torch 2.0+) for a dynamo_config backend other than NO.
 CheckItem checkPythonForConfig(const ConfigFacts& facts, const PythonInfo& python);
 
+// The BLAS the interpreter's torch loads (PythonInfo::blas): WARN on the reference BLAS, with
+// the package that replaces it.
+CheckItem checkBlas(const PythonInfo& python);
+
 // --- Pure helpers, unit-tested ---
 
 inline constexpr uint64_t kShmWarnBytes = 1ull << 30;  // below this: WARN
@@ -125,8 +129,8 @@ struct PreflightOptions {
   NetworkProbes net;
 };
 
-// Probes this machine and runs every check, in the order of CheckItem::name's list. Blocks for at
-// most a few seconds (python3's start, one connection try to a master). Never throws.
+// Probes this machine and runs every check, in the order of CheckItem::name's list (then "blas").
+// Blocks for at most a few seconds (python3's start, one connection try to a master). Never throws.
 std::vector<CheckItem> runPreflight(const PreflightOptions& options);
 
 // False when any item FAILs.

@@ -11,10 +11,12 @@ namespace {
 constexpr const char* kProbe = R"PY(
 import importlib.util, os, re, sys
 version = ""
+torch_dir = ""
 try:
     spec = importlib.util.find_spec("torch")
     if spec is not None and spec.origin:
-        with open(os.path.join(os.path.dirname(spec.origin), "version.py")) as f:
+        torch_dir = os.path.dirname(spec.origin)
+        with open(os.path.join(torch_dir, "version.py")) as f:
             m = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", f.read())
             version = m.group(1) if m else "unknown"
 except Exception:
@@ -30,6 +32,7 @@ print(sys.executable)
 print(sys.version.split()[0])
 print(version)
 print(ds)
+print(torch_dir)
 )PY";
 
 }  // namespace
@@ -64,6 +67,13 @@ PythonInfo probePython(const std::string& python) {
   std::string deepspeed;
   std::getline(lines, deepspeed);
   if (!deepspeed.empty()) info.deepspeed = deepspeed;
+  if (info.torch) std::getline(lines, info.torch_dir);
+  return info;
+}
+
+PythonInfo probePythonAndBlas(const std::string& python) {
+  PythonInfo info = probePython(python);
+  if (info.torch && !info.torch_dir.empty()) info.blas = probeTorchBlas(info.torch_dir);
   return info;
 }
 

@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include "probes/blas_probe.h"
+
 namespace accel::probes {
 
 struct PythonInfo {
@@ -13,11 +15,18 @@ struct PythonInfo {
   std::optional<std::string> torch;  // torch's __version__, read from torch/version.py
   std::string error;                 // why it could not be probed, "" on success
   std::optional<std::string> deepspeed = std::nullopt;  // its version (package metadata), if any
+  std::string torch_dir;  // torch's package directory ("" without torch)
+  // The BLAS its torch runs on: only probePythonAndBlas fills it.
+  std::optional<BlasInfo> blas = std::nullopt;
 };
 
 // Runs `python` once (≤ 5 s) to read the facts above. torch is located with importlib but not
 // imported (importing it costs about a second). Never throws.
 PythonInfo probePython(const std::string& python);
+
+// probePython, and for an interpreter with torch, the BLAS its torch loads (probeTorchBlas: one
+// ldd more, ≤ 5 s). Never throws.
+PythonInfo probePythonAndBlas(const std::string& python);
 
 // The interpreter `accel launch` runs .py scripts with: $PYTHON_EXEC if set, else "python3".
 std::string defaultPython();

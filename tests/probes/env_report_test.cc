@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "python_info.h"
+
 namespace accel::probes {
 namespace {
+
+using testing::pythonInfo;
 
 EnvReport sampleReport() {
   EnvReport r;
@@ -25,10 +29,8 @@ EnvReport sampleReport() {
   r.gpus.devices = {{0, "NVIDIA H100 80GB HBM3", 85899345920ull, ""}};
   r.gpus.nccl_version = "2.28.9";
   r.gpus.nccl_status = "ok";
-  r.pythons = {
-      PythonInfo{"python3", "/usr/bin/python3", "3.11.2", std::string("1.13.0a0"), "",
-                 std::nullopt},
-      PythonInfo{"python9", "", "", std::nullopt, "'python9' not found in PATH", std::nullopt}};
+  r.pythons = {pythonInfo("python3", "/usr/bin/python3", "3.11.2", std::string("1.13.0a0"), ""),
+               pythonInfo("python9", "", "", std::nullopt, "'python9' not found in PATH")};
   r.config.path = "/home/u/.cache/huggingface/accelerate/default_config.yaml";
   r.config.values = {{"distributed_type", "MULTI_GPU"},
                      {"num_processes", 2},

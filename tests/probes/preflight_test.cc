@@ -1,5 +1,8 @@
 #include "probes/preflight.h"
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
@@ -7,9 +10,12 @@
 #include <gtest/gtest.h>
 
 #include "libaccel/store/wire_protocol.h"
+#include "python_info.h"
 
 namespace accel::probes {
 namespace {
+
+using testing::pythonInfo;
 
 // EXPECT_HAS(text, part): `part` occurs in `text`, else both are printed.
 #define EXPECT_HAS(text, part)                               \
@@ -232,7 +238,7 @@ TEST(PreflightChecks, ShmAndPython) {
   EXPECT_EQ(checkShm(std::nullopt).status, CheckStatus::Warn);
   EXPECT_EQ(checkShm(1ull << 30).status, CheckStatus::Ok);
 
-  PythonInfo p{"python3", "/usr/bin/python3", "3.11.2", std::nullopt, ""};
+  PythonInfo p = pythonInfo("python3", "/usr/bin/python3", "3.11.2", std::nullopt, "");
   EXPECT_EQ(checkPython(p).status, CheckStatus::Warn);
   p.torch = "1.12.1";
   EXPECT_EQ(checkPython(p).status, CheckStatus::Fail);
@@ -247,9 +253,9 @@ TEST(PreflightChecks, ShmAndPython) {
 // An interpreter without torch when another here has it (as `accel env` lists): the fix names
 // that one, not "one that has torch".
 TEST(PreflightChecks, PythonWithoutTorchFixNamesTheOneThatHasIt) {
-  PythonInfo pyenv{"python3", "/root/.pyenv/versions/3.11.7/bin/python3", "3.11.7", std::nullopt,
-                   ""};
-  PythonInfo debian{"/usr/bin/python3", "/usr/bin/python3", "3.11.2", "1.13.0a0", ""};
+  PythonInfo pyenv =
+      pythonInfo("python3", "/root/.pyenv/versions/3.11.7/bin/python3", "3.11.7", std::nullopt, "");
+  PythonInfo debian = pythonInfo("/usr/bin/python3", "/usr/bin/python3", "3.11.2", "1.13.0a0", "");
   CheckItem item = checkPython(pyenv, debian);
   EXPECT_EQ(item.status, CheckStatus::Warn);
   EXPECT_EQ(item.fix,
@@ -258,7 +264,8 @@ TEST(PreflightChecks, PythonWithoutTorchFixNamesTheOneThatHasIt) {
   EXPECT_EQ(checkPython(pyenv).fix,
             "pip install torch into it, or point launch at one that has torch (--python or "
             "$PYTHON_EXEC)");
-  PythonInfo missing{"python3.12", "", "", std::nullopt, "'python3.12' not found in PATH"};
+  PythonInfo missing =
+      pythonInfo("python3.12", "", "", std::nullopt, "'python3.12' not found in PATH");
   EXPECT_EQ(checkPython(missing, debian).fix,
             "/usr/bin/python3 has torch 1.13.0a0: launch with --python /usr/bin/python3 (or "
             "PYTHON_EXEC=/usr/bin/python3), or install python3 with torch");
@@ -289,6 +296,82 @@ TEST(PreflightRender, TextAndJson) {
   EXPECT_EQ(j["items"][1]["fix"], "pick another");
   items.pop_back();
   EXPECT_TRUE(preflightOk(items));
+}
+
+}  // namespace
+}  // namespace accel::probes
+
+namespace accel::probes {
+namespace {
+
+// ldd's line for torch's libblas.so.3, resolved through the alternatives to the library behind.
+BlasInfo blasBehind(const std::string& real) {
+  return classifyBlas(
+      "\tlibtorch_cpu.so.1.13 => /lib/x86_64-linux-gnu/libtorch_cpu.so.1.13 (0x00007f1)\n"
+      "\tlibblas.so.3 => /lib/x86_64-linux-gnu/libblas.so.3 (0x00007f2)\n",
+      [&](const std::string& path) {
+        EXPECT_EQ(path, "/lib/x86_64-linux-gnu/libblas.so.3");
+        return real;
+      });
+}
+
+TEST(BlasProbe, NamesTheLibraryBehindLibblas) {
+  BlasInfo ref = blasBehind("/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0");
+  EXPECT_EQ(ref.kind, "reference");
+  EXPECT_TRUE(ref.slow());
+  EXPECT_EQ(describeBlas(ref),
+            "reference BLAS (netlib, /usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0): slow");
+  BlasInfo open = blasBehind("/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3");
+  EXPECT_EQ(open.kind, "OpenBLAS");
+  EXPECT_FALSE(open.slow());
+  EXPECT_EQ(describeBlas(open),
+            "OpenBLAS (/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3)");
+  EXPECT_EQ(blasBehind("/usr/lib/x86_64-linux-gnu/blis-pthread/libblas.so.3").kind, "BLIS");
+  BlasInfo odd = blasBehind("/opt/vendor/libblas.so.3");
+  EXPECT_EQ(odd.kind, "");
+  EXPECT_EQ(describeBlas(odd),
+            "unknown (libblas.so.3 is /opt/vendor/libblas.so.3, not one accel knows)");
+}
+
+TEST(BlasProbe, AWheelsOwnBlasOrNone) {
+  auto same = [](const std::string& p) { return p; };
+  BlasInfo wheel = classifyBlas(
+      "\tlibopenblasp-r0-2ecf47d5.3.21.so => /x/torch/lib/libopenblasp-r0-2ecf47d5.3.21.so (0x1)\n",
+      same);
+  EXPECT_EQ(wheel.kind, "OpenBLAS");
+  EXPECT_EQ(wheel.library, "/x/torch/lib/libopenblasp-r0-2ecf47d5.3.21.so");
+  BlasInfo linkedIn = classifyBlas("\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x1)\n", same);
+  EXPECT_EQ(linkedIn.kind, "built in");
+  EXPECT_EQ(describeBlas(linkedIn), "built into torch");
+}
+
+// Debian's torch on this machine: the probe finds the library the alternatives point to.
+TEST(BlasProbe, DebiansTorchLoadsWhatTheAlternativesSay) {
+  const std::string torchDir = "/usr/lib/python3/dist-packages/torch";
+  if (::access(torchDir.c_str(), R_OK) != 0) GTEST_SKIP() << "no Debian python3-torch here";
+  char* real = ::realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3", nullptr);
+  ASSERT_NE(real, nullptr);
+  const std::string expected = real;
+  ::free(real);
+  BlasInfo blas = probeTorchBlas(torchDir);
+  EXPECT_EQ(blas.error, "");
+  EXPECT_EQ(blas.library, expected);
+  EXPECT_NE(blas.kind, "");
+}
+
+TEST(PreflightChecks, TheReferenceBlasIsAWarningWithItsFix) {
+  PythonInfo py = pythonInfo("/usr/bin/python3", "/usr/bin/python3", "3.11.2", "1.13.0a0", "");
+  EXPECT_EQ(checkBlas(py).finding, "no torch to look at");
+  py.blas = blasBehind("/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0");
+  CheckItem item = checkBlas(py);
+  EXPECT_EQ(item.status, CheckStatus::Warn);
+  EXPECT_EQ(item.finding,
+            "torch under /usr/bin/python3 runs its matrix products on the reference BLAS (netlib, "
+            "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0): slow (fp32 training about 17x "
+            "slower than on OpenBLAS)");
+  EXPECT_EQ(item.fix.rfind("sudo apt install libopenblas0-pthread", 0), 0u);
+  py.blas = blasBehind("/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3");
+  EXPECT_EQ(checkBlas(py).status, CheckStatus::Ok);
 }
 
 }  // namespace
