@@ -5,7 +5,8 @@
 # OMP_NUM_THREADS=1, for N = 1 and 2 (--ranks), MLP and CNN, fp32 and bf16. The C++ example runs
 # with libaccel's default (shared memory for ranks on one machine) and, for N > 1, also over Gloo
 # (ACCEL_CPU_BACKEND=gloo). Reports samples/s, scaling efficiency (N=2 / 2×N=1), time to the
-# first step, whole-command wall time and peak RSS per rank.
+# first step, whole-command wall time and peak RSS per rank. With N=2, also the ceiling: two
+# independent 1-rank C++ runs at once (no communication), and each 2-rank run's share of it.
 #   scripts/bench/train.sh [--steps S] [--ranks "N..."]   (default 200 steps per rank, N = 1 2)
 #   scripts/bench/train.sh --quick                        (ctest's bench.train_quick: MLP, 10 steps)
 set -euo pipefail
@@ -32,7 +33,7 @@ trap 'rm -rf "$scratch"' EXIT
 
 # run NAME N PRECISION MODEL: prints "samples/s first_step wall_s rss_mib"
 run() {
-  local impl=$1 n=$2 precision=$3 model=$4 out=$scratch/out
+  local impl=$1 n=$2 precision=$3 model=$4 out=$scratch/out.$BASHPID
   local cmd backend=auto
   [[ $impl == cppgloo ]] && backend=gloo
   if [[ $impl == cpp* ]]; then
@@ -51,6 +52,20 @@ run() {
   first=$(sed -n 's/.*first step after \([0-9.]*\) s.*/\1/p' "$out" | head -1)
   rss=$(sed -n 's/.*rss_kb=\([0-9]*\).*/\1/p' "$out" | sort -n | tail -1)
   echo "$sps $first $(awk -v s="$start" -v e="$end" 'BEGIN{printf "%.1f", e-s}') $(awk -v r="$rss" 'BEGIN{printf "%.0f", r/1024}')"
+}
+
+# ceiling PRECISION MODEL C2 P2 G2: what 2 ranks could reach without communication — two
+# independent 1-rank C++ runs at once, their samples/s summed — and the 2-rank runs' share of it
+# (C++ on shared memory, C++ over Gloo, Python DDP).
+ceiling() {
+  local precision=$1 model=$2 c2=$3 p2=$4 g2=$5 a b
+  exec 3< <(run cpp 1 "$precision" "$model")
+  exec 4< <(run cpp 1 "$precision" "$model")
+  read -r a _ <&3; read -r b _ <&4
+  exec 3<&- 4<&-
+  awk -v m="$model" -v p="$precision" -v a="$a" -v b="$b" -v c="$c2" -v py="$p2" -v g="$g2" 'BEGIN {
+    ceil = a + b
+    printf "%-5s %-5s ceiling (2 x 1 rank at once, no communication): %d samples/s; 2 ranks reach C++ %.0f%%, over Gloo %.0f%%, Python DDP %.0f%%\n", m, p, ceil, 100*c/ceil, 100*g/ceil, 100*py/ceil }'
 }
 
 printf '%-5s %-5s %-2s | %9s %9s %6s | %6s %6s | %6s %6s | %6s %6s | %5s %5s | %9s %5s\n' \
@@ -75,6 +90,9 @@ for model in ${models:-mlp cnn}; do
       printf '%-5s %-5s %-2s | %9s %9s %6s | %6s %6s | %6s %6s | %6s %6s | %5s %5s | %9s %5s\n' \
         "$model" "$precision" "$n" "$c_sps" "$p_sps" "$ratio" "$c_first" "$p_first" "$c_wall" "$p_wall" \
         "$c_rss" "$p_rss" "$eff_c" "$eff_p" "$g_sps" "$eff_g"
+      [[ $n == 2 ]] && two=("$c_sps" "$p_sps" "$g_sps")
     done
+    [[ -n ${two[0]:-} ]] && ceiling "$precision" "$model" "${two[@]}"
+    two=()
   done
 done
