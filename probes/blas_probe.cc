@@ -87,8 +87,8 @@ BlasInfo probeTorchBlas(const std::string& torchDir) {
   }
   auto run = runCaptured({"ldd", module}, std::chrono::seconds(5));
   if (!run || run->exit_code != 0) {
-    info.error = "ldd " + module + (run ? " exited with code " + std::to_string(run->exit_code)
-                                        : ": " + run.error());
+    info.error = "ldd " + module +
+                 (run ? " exited with code " + std::to_string(run->exit_code) : ": " + run.error());
     return info;
   }
   return classifyBlas(run->output, [](const std::string& path) {

@@ -10,6 +10,7 @@
 #endif
 
 #include "accel/error.h"
+#include "libaccel/comm/store_turn.h"
 
 namespace accel::comm {
 namespace {
@@ -147,7 +148,8 @@ std::unique_ptr<Communicator> makeGlooCommunicator(c10::intrusive_ptr<c10d::Stor
                   " (set GLOO_SOCKET_IFNAME)");
       gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local));
     }
-    auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, gloo);
+    auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        storeForThisTurn(std::move(store), "gloo", rank), rank, size, gloo);
     return std::make_unique<GlooCommunicator>(std::move(group), rank, size);
   } catch (const Error&) {
     throw;

@@ -5,6 +5,7 @@
 
 #include "accel/error.h"
 #include "libaccel/comm/op_queue.h"
+#include "libaccel/comm/store_turn.h"
 
 namespace accel::comm {
 namespace {
@@ -155,6 +156,7 @@ std::unique_ptr<Communicator> makeShmCommunicator(c10::intrusive_ptr<c10d::Store
                                                   int size, const ShmOptions& options) {
   shm::GroupOptions group = options.group;
   group.timeout = options.timeout;
+  store = storeForThisTurn(std::move(store), "shm", rank);
   auto g =
       rank == 0 ? createGroup(*store, size, options, group) : joinGroup(*store, rank, size, group);
   g->attach();

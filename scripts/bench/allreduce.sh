@@ -3,7 +3,12 @@
 # shared-memory communicator (the default for one-machine CPU jobs) against libaccel's Gloo and
 # python3-torch's Gloo (Debian's torch), float32 sum, 1 KiB to 64 MiB. Each size runs until it
 # took --min-seconds (rank 0 decides the count). Prints µs per all-reduce, the bus bandwidth
-# (bytes × 2(N-1)/N ÷ time) and the speed-up of shared memory over each Gloo.
+# (bytes × 2(N-1)/N ÷ time) and the speed-up of shared memory over each Gloo; and, measured in
+# the same run, the floor: a memcpy of the same bytes on every rank at once (the memory's speed
+# with every rank busy), and shared memory's time over 2 memcpys — for 2 ranks the least an
+# all-reduce between processes can move is 4 bytes of memory traffic per byte and rank (publish
+# the half the other reduces, reduce its own half into its output and for the other, fetch the
+# other's reduced half), a memcpy 2: small sizes are latency, large ones this ratio.
 #   scripts/bench/allreduce.sh [--min-seconds S] [--nproc N] [--quick]
 # --quick (ctest's bench.allreduce_quick): --min-seconds 0.01.
 set -euo pipefail
@@ -25,17 +30,18 @@ bench=$build/scripts/bench/allreduce_bench
 export OMP_NUM_THREADS=1
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-"$accel" launch -q --cpu -n "$n" --no_python "$bench" --min-seconds "$min" shm gloo >>"$out" 2>&1
+"$accel" launch -q --cpu -n "$n" --no_python "$bench" --min-seconds "$min" memcpy shm gloo >>"$out" 2>&1
 "$accel" launch -q --cpu -n "$n" /usr/bin/python3 scripts/bench/support/allreduce_gloo.py --min-seconds "$min" \
   >>"$out" 2>&1 || { cat "$out" >&2; exit 1; }
 awk -v n="$n" '
   { line = $0; if (sub(/^.*allreduce /, "", line)) { split(line, f, " "); us[f[1], f[2]] = f[3] } }
   END {
-    printf "%10s | %10s %10s %10s | %9s | %9s %9s\n", "bytes", "shm us", "gloo us", "py us", "shm GB/s", "vs gloo", "vs py"
+    printf "%10s | %10s %10s %10s | %9s | %9s %9s | %10s %9s\n", "bytes", "shm us", "gloo us", "py us", "shm GB/s", "vs gloo", "vs py", "memcpy us", "shm/floor"
     for (s = 1024; s <= 67108864; s *= 4) {
       if (!(("shm", s) in us)) continue
       bw = s * 2 * (n - 1) / n / (us["shm", s] * 1e3)
-      printf "%10d | %10.1f %10.1f %10.1f | %9.2f | %8.1fx %8.1fx\n", s, us["shm", s], us["gloo", s], us["pygloo", s], bw,
-             us["gloo", s] / us["shm", s], us["pygloo", s] / us["shm", s]
+      floor = us["memcpy", s] > 0 ? sprintf("%8.2fx", us["shm", s] / (2 * us["memcpy", s])) : "       -"
+      printf "%10d | %10.1f %10.1f %10.1f | %9.2f | %8.1fx %8.1fx | %10.2f %s\n", s, us["shm", s], us["gloo", s], us["pygloo", s], bw,
+             us["gloo", s] / us["shm", s], us["pygloo", s] / us["shm", s], us["memcpy", s], floor
     }
   }' "$out"

@@ -1,3 +1,6 @@
+#include <thread>
+#include <vector>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -98,6 +101,39 @@ INSTANTIATE_TEST_SUITE_P(Worlds, CollectivesTest,
                            return testing::backendName(std::get<1>(info.param)) +
                                   std::to_string(std::get<0>(info.param));
                          });
+
+// A job that makes a second communicator on the same store after the first is gone (a second
+// Accelerator, a benchmark of one backend after another): each finds its own rendezvous, so the
+// second shared-memory communicator's ranks do not open the first one's segment, removed by then
+// ("cannot open the shared-memory segment ...: No such file or directory").
+TEST(CommunicatorsInTurn, EachOnTheSameStoreMeetsItsOwnPeers) {
+  for (CpuBackend backend : testing::cpuBackends()) {
+    auto store = c10::make_intrusive<c10d::HashStore>();
+    std::vector<std::thread> ranks;
+    std::vector<float> sums(2 * 3, 0);
+    for (int rank = 0; rank < 2; ++rank) {
+      ranks.emplace_back([&, rank] {
+        try {
+          for (int turn = 0; turn < 3; ++turn) {
+            auto comm =
+                testing::makeCommunicator(backend, store, rank, 2, std::chrono::seconds(20));
+            at::Tensor t = at::full({4}, static_cast<float>(rank + 1 + turn));
+            comm->allreduce(t);
+            sums[static_cast<size_t>(rank * 3 + turn)] = t[0].item<float>();
+          }
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << testing::backendName(backend) << " rank " << rank << ": " << e.what();
+        }
+      });
+    }
+    for (auto& t : ranks) t.join();
+    for (int rank = 0; rank < 2; ++rank) {
+      for (int turn = 0; turn < 3; ++turn)
+        EXPECT_EQ(sums[static_cast<size_t>(rank * 3 + turn)], 3.0f + 2 * turn)
+            << testing::backendName(backend) << " rank " << rank << " turn " << turn;
+    }
+  }
+}
 
 TEST(SingleProcessTest, NoLauncherNoNetworking) {
   unsetenv("WORLD_SIZE");
