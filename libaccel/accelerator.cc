@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -259,9 +260,14 @@ void Accelerator::backward(const at::Tensor& loss) {
   // The heartbeat counts the steps whose gradients this rank begins to synchronise: a rank
   // stuck before them is a step behind the ranks waiting for it.
   if (heartbeat_ && sync_gradients_) heartbeat_->beat();
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
   at::Tensor l = accumulation_steps_ > 1 ? loss / accumulation_steps_ : loss;
   scaler_.scale(l).backward();
+  const auto backwardDone = Clock::now();
   if (grad_sync_ && sync_gradients_) grad_sync_->finish();
+  step_times_.backward = std::chrono::duration<double>(backwardDone - start).count();
+  step_times_.sync = std::chrono::duration<double>(Clock::now() - backwardDone).count();
 }
 
 std::vector<at::Tensor> Accelerator::gradients() const {
@@ -276,7 +282,9 @@ std::vector<at::Tensor> Accelerator::gradients() const {
 bool Accelerator::step() {
   ACCEL_CHECK(optimizer_, "step() before prepare()");
   step_skipped_ = false;
+  step_times_.optimizer = 0;
   if (!sync_gradients_) return false;
+  const auto start = std::chrono::steady_clock::now();
   if (scaler_.enabled()) {
     if (!unscaled_) found_inf_ = scaler_.unscale(gradients(), *comm_);
     step_skipped_ = found_inf_;
@@ -289,6 +297,8 @@ bool Accelerator::step() {
   found_inf_ = false;
   clearGradients();
   if (!step_skipped_) ++optimizer_steps_;
+  step_times_.optimizer =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return !step_skipped_;
 }
 

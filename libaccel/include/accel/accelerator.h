@@ -144,6 +144,17 @@ class Accelerator {
   // Throws accel::Error before prepare().
   bool step();
   bool optimizerStepWasSkipped() const { return step_skipped_; }
+
+  // Where the last backward() and step() spent their time (seconds, wall clock on the calling
+  // thread), for a per-step breakdown (the example's --profile): measured on every step, a few
+  // clock reads each.
+  struct StepTimes {
+    double backward = 0;   // autograd's backward, with the gradient hooks (bucket copies, and
+                           // the buckets' all-reduces started as they fill)
+    double sync = 0;       // waiting for the buckets' all-reduces, averages into .grad (sync steps)
+    double optimizer = 0;  // step(): unscale, the optimizer, the gradients reset
+  };
+  const StepTimes& lastStepTimes() const { return step_times_; }
   GradScaler& scaler() { return scaler_; }
 
   // Unscales first (fp16: a collective), then clips the total norm of the prepared model's
@@ -224,6 +235,7 @@ class Accelerator {
   int64_t optimizer_steps_ = 0;
   bool sync_gradients_ = true;
   bool unscaled_ = false;
+  StepTimes step_times_;
   bool step_skipped_ = false;
   bool found_inf_ = false;
 };
