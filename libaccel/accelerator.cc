@@ -265,9 +265,12 @@ void Accelerator::backward(const at::Tensor& loss) {
   at::Tensor l = accumulation_steps_ > 1 ? loss / accumulation_steps_ : loss;
   scaler_.scale(l).backward();
   const auto backwardDone = Clock::now();
-  if (grad_sync_ && sync_gradients_) grad_sync_->finish();
   step_times_.backward = std::chrono::duration<double>(backwardDone - start).count();
-  step_times_.sync = std::chrono::duration<double>(Clock::now() - backwardDone).count();
+  step_times_.sync = 0;
+  if (grad_sync_ && sync_gradients_) {
+    grad_sync_->finish();
+    step_times_.sync = std::chrono::duration<double>(Clock::now() - backwardDone).count();
+  }
 }
 
 std::vector<at::Tensor> Accelerator::gradients() const {

@@ -176,6 +176,35 @@ TEST(TrainingTest, AccumulationSkipsSyncAndSteps) {
   expectClose(snapshot(*net), before, "accumulation step");
 }
 
+// lastStepTimes: on an accumulation step only backward's time (no wait for all-reduces, no
+// optimizer); on a sync step of two ranks all three, the backward long enough to be seen.
+TEST(TrainingTest, StepTimesSayWhereTheStepWent) {
+  testing::runRanks(2, [&](std::shared_ptr<Communicator> comm, int rank) {
+    AcceleratorOptions o = testing::optionsFor(comm, rank);
+    o.gradient_accumulation_steps = 2;
+    Accelerator acc(o);
+    auto net = makeNet();
+    torch::optim::SGD opt(net->parameters(), 0.1);
+    acc.prepare(*net, opt);
+    for (int i = 0; i < 2; ++i) {
+      const bool sync = acc.accumulate();
+      EXPECT_EQ(sync, i == 1);  // every 2nd step synchronises
+      acc.backward(net->forward(torch::ones({16, 8})).sum());
+      acc.step();
+      const auto& t = acc.lastStepTimes();
+      EXPECT_GT(t.backward, 0.0) << "step " << i;
+      if (sync) {
+        EXPECT_GT(t.sync, 0.0);
+        EXPECT_GT(t.optimizer, 0.0);
+      } else {
+        EXPECT_EQ(t.sync, 0.0);
+        EXPECT_EQ(t.optimizer, 0.0);
+      }
+      EXPECT_LT(t.backward + t.sync + t.optimizer, 10.0);
+    }
+  });
+}
+
 // step() releases .grad (zero_grad(set_to_none=True)) so the next backward stores its gradient;
 // accumulation steps keep adding to it.
 TEST(TrainingTest, StepReleasesGradientsAndAccumulationKeepsThem) {

@@ -151,8 +151,10 @@ class Accelerator {
   struct StepTimes {
     double backward = 0;   // autograd's backward, with the gradient hooks (bucket copies, and
                            // the buckets' all-reduces started as they fill)
-    double sync = 0;       // waiting for the buckets' all-reduces, averages into .grad (sync steps)
-    double optimizer = 0;  // step(): unscale, the optimizer, the gradients reset
+    double sync = 0;       // waiting for the buckets' all-reduces, averages into .grad (0 on a
+                           // step that does not synchronise, or with one process)
+    double optimizer = 0;  // step(): unscale, the optimizer, the gradients reset (0 when it
+                           // does not step: accumulation)
   };
   const StepTimes& lastStepTimes() const { return step_times_; }
   GradScaler& scaler() { return scaler_; }
