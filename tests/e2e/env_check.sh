@@ -99,12 +99,21 @@ printf "%%s\n" "$0" 3.11.7 "" ""
   expect_contains "$OUT" "fix: $PY has torch $($PY -c 'import torch; print(torch.__version__)'): launch with --python $PY (or PYTHON_EXEC=$PY), or pip install torch into it"
   expect_exit 2 "$ACCEL" env --python "$PY"
   expect_contains "$OUT$ERR" "--python requires --check"
+  # The BLAS Debian's torch loads: the library the alternatives point libblas.so.3 to, in both
+  # the report and the check (scripts/setup.sh installs OpenBLAS: OK, not the reference's WARN).
+  blas=$(readlink -f "/usr/lib/$(gcc -dumpmachine)/libblas.so.3")
+  expect_exit 0 "$ACCEL" env --check --config_file "$SCRATCH/c.yaml" --python "$PY"
+  expect_contains "$OUT" "blas: torch under $PY"
+  expect_contains "$OUT" "($blas)"
+  expect_exit 0 "$ACCEL" env
+  expect_contains "$OUT" "- BLAS under torch ($PY): "
+  expect_contains "$OUT" "$blas"
   expect_exit 0 "$ACCEL" env --check --json --config_file "$SCRATCH/c.yaml"
   echo "$OUT" | $PY -c '
 import json, sys
 d = json.load(sys.stdin)
 names = [i["name"] for i in d["items"]]
-assert names == ["config", "gpus", "driver", "port", "network", "shm", "ulimit", "python", "paradigm"], names
+assert names == ["config", "gpus", "driver", "port", "network", "shm", "ulimit", "python", "paradigm", "blas"], names
 assert d["ok"] is True, d
 for i in d["items"]:
     assert i["status"] in ("OK", "WARN"), i
