@@ -19,13 +19,9 @@ while (($#)); do
     *) echo "usage: scripts/bench/blas.sh [--steps S] [--quick]" >&2; exit 2 ;;
   esac
 done
-build=${ACCEL_BUILD_DIR:-build}
-accel=$build/apps/accel/accel
-example=$build/apps/examples/fashion_mnist/fashion_mnist
-[[ -x "$accel" && -x "$example" ]] || { echo "build first: scripts/build" >&2; exit 1; }
+source scripts/bench/support/example_build.sh
 lib=/usr/lib/$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)
 [[ -e $lib/blas/libblas.so.3 ]] || { echo "blas.sh: no reference BLAS at $lib/blas (libblas3)"; exit 77; }
-export OMP_NUM_THREADS=1
 
 # sps DIR MODEL: samples/s of the example on $lib/DIR/libblas.so.3
 sps() {

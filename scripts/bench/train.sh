@@ -23,11 +23,7 @@ while (($#)); do
     *) echo "train.sh: unknown argument '$1' (usage: train.sh [--steps S] [--ranks \"N...\"] [--quick])" >&2; exit 2 ;;
   esac
 done
-build=${ACCEL_BUILD_DIR:-build}
-accel=$build/apps/accel/accel
-example=$build/apps/examples/fashion_mnist/fashion_mnist
-[[ -x "$accel" && -x "$example" ]] || { echo "build first: scripts/build" >&2; exit 1; }
-export OMP_NUM_THREADS=1
+source scripts/bench/support/example_build.sh
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 

@@ -20,11 +20,7 @@ while (($#)); do
     *) echo "watch.sh: unknown argument '$1' (usage: watch.sh [--runs R] [--quick])" >&2; exit 2 ;;
   esac
 done
-build=${ACCEL_BUILD_DIR:-build}
-accel=$build/apps/accel/accel
-example=$build/apps/examples/fashion_mnist/fashion_mnist
-[[ -x "$accel" && -x "$example" ]] || { echo "build first: scripts/build" >&2; exit 1; }
-export OMP_NUM_THREADS=1
+source scripts/bench/support/example_build.sh
 scratch=$(mktemp -d)
 export XDG_RUNTIME_DIR=$scratch/run
 mkdir -m 700 "$XDG_RUNTIME_DIR"
