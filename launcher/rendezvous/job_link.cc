@@ -24,7 +24,7 @@ JobLink::JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,
       machine_rank_(machineRank),
       master_host_(std::move(masterHost)),
       options_(std::move(options)),
-      clock_(*options_.clock),
+      clock_(*settings_.clock),
       liveness_(options_.machines, machineRank, options_.timeouts, clock_.now()) {
   next_tick_ = next_presence_check_ = clock_.now();
   event_fd_ = makeEventFd();

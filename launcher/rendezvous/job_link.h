@@ -69,8 +69,6 @@ struct LinkOptions {
   // The master's: whether member M's agent is still connected to the store (unset: unknown),
   // looked at every timeouts.presence_check.
   std::function<bool(int machine)> present;
-  // The link thread's time and waits (a fake one in tests: job_link_test.cc).
-  std::shared_ptr<Clock> clock = std::make_shared<MonotonicClock>();
 };
 
 class JobLink {

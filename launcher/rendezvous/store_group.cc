@@ -234,7 +234,6 @@ LinkOptions StoreGroup::linkOptions() const {
     };
   }
   o.timeouts = timeouts();
-  o.clock = settings_.clock;  // one time for the group's rules and its link
   o.monitor = master();
   o.machines = static_cast<int>(joined_->machines.size());
   o.max_machines = plan_.num_machines;

@@ -87,6 +87,7 @@ class JobLinkTest : public ::testing::Test {
     server_ = store::TcpStoreServer::start({});
     member_ = client();
     settings_.num_machines = 2;
+    settings_.clock = clock_;  // the link thread's time and waits
   }
 
   std::unique_ptr<store::TcpStoreClient> client() {
@@ -104,7 +105,6 @@ class JobLinkTest : public ::testing::Test {
     o.monitor = true;
     o.machines = o.max_machines = 2;
     o.hosts = {"alpha", "beta"};
-    o.clock = clock_;
     return std::make_unique<JobLink>(std::move(watch), fd, client(), settings_, 0, 0, "alpha", o);
   }
 
@@ -177,7 +177,6 @@ TEST_F(JobLinkTest, AnArrivalRegroupsAtTheNextTickAndIsNotAFailure) {
   o.machines = 1;
   o.max_machines = 2;
   o.hosts = {"alpha"};
-  o.clock = clock_;
   JobLink link(std::move(watch), fd, client(), settings_, 0, 0, "alpha", o);
   clock_->advanceTo(at(500ms));
   member_->add(jobKeys(settings_).round(1).arrivals(), 1);
