@@ -25,7 +25,7 @@ JobLink::JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,
       master_host_(std::move(masterHost)),
       options_(std::move(options)),
       clock_(*settings_.clock),
-      liveness_(options_.machines, machineRank, options_.timeouts, clock_.now()) {
+      liveness_(options_.machines, machineRank, settings_.timeouts, clock_.now()) {
   next_tick_ = next_presence_check_ = clock_.now();
   event_fd_ = makeEventFd();
   wake_fd_ = makeEventFd();
@@ -144,7 +144,7 @@ Clock::time_point JobLink::nextCheck() const {
 // member is found within presence_check of its window's end, not up to two keep-alive
 // intervals after it (when the counters were read once per interval).
 void JobLink::checkPresence() {
-  next_presence_check_ = clock_.now() + options_.timeouts.presence_check;
+  next_presence_check_ = clock_.now() + settings_.timeouts.presence_check;
   if (!options_.monitor) return;
   try {
     for (int m = 0; m < options_.machines && options_.present; ++m) {
@@ -166,7 +166,7 @@ std::vector<LostMachine> JobLink::lostMachines() const {
 // Every keep_alive_interval: this machine's keep-alive, and the master's look for machines
 // waiting to join.
 void JobLink::onTick() {
-  next_tick_ = clock_.now() + options_.timeouts.keep_alive_interval;
+  next_tick_ = clock_.now() + settings_.timeouts.keep_alive_interval;
   try {
     publisher_->add(roundKeys(settings_, round_).alive(machine_rank_), 1);
     if (!options_.monitor) return;

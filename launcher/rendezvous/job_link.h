@@ -60,14 +60,15 @@ struct LinkEvent {
   JobFailure failure;  // the job's first failure (for kPublishedFirst: this machine's)
 };
 
+// What a round's link needs beyond the GroupSettings it is given (whose timeouts set the
+// keep-alive period and misses and the presence look, and whose clock runs the link's thread).
 struct LinkOptions {
-  RoundTimeouts timeouts;          // the keep-alive period and misses, the presence look
   bool monitor = false;            // the master's link: watch the other members
   int machines = 1;                // the round's group
   int max_machines = 1;            // the most the job takes
   std::vector<std::string> hosts;  // by machine rank, for messages
   // The master's: whether member M's agent is still connected to the store (unset: unknown),
-  // looked at every timeouts.presence_check.
+  // looked at every settings.timeouts.presence_check.
   std::function<bool(int machine)> present;
 };
 

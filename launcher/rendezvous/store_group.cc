@@ -233,7 +233,6 @@ LinkOptions StoreGroup::linkOptions() const {
       return present(tokens[static_cast<size_t>(m)], std::chrono::milliseconds(0));
     };
   }
-  o.timeouts = timeouts();
   o.monitor = master();
   o.machines = static_cast<int>(joined_->machines.size());
   o.max_machines = plan_.num_machines;
