@@ -13,12 +13,12 @@
 
 namespace accel::launcher {
 
-JobLink::JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,
-                 std::unique_ptr<store::TcpStoreClient> publisher, GroupSettings settings,
-                 int round, int machineRank, std::string masterHost, LinkOptions options)
-    : watch_(std::move(watch)),
-      publisher_(std::move(publisher)),
-      watch_fd_(watchFd),
+JobLink::JobLink(LinkConnections connections, GroupSettings settings, int round, int machineRank,
+                 std::string masterHost, LinkOptions options)
+    : watch_(std::move(connections.watch)),
+      publisher_(std::move(connections.publisher)),
+      keep_alive_(std::move(connections.keep_alive)),
+      watch_fd_(connections.watch_fd),
       settings_(std::move(settings)),
       round_(round),
       machine_rank_(machineRank),
@@ -27,6 +27,10 @@ JobLink::JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,
       clock_(*settings_.clock),
       liveness_(options_.machines, machineRank, settings_.timeouts, clock_.now()) {
   next_tick_ = next_presence_check_ = clock_.now();
+  const auto& t = settings_.timeouts;
+  keep_alive_->setTimeout(t.keep_alive_interval);
+  keep_alive_->setConnectTimeouts(t.keep_alive_interval,
+                                  std::min(t.keep_alive_retry, t.keep_alive_interval));
   event_fd_ = makeEventFd();
   wake_fd_ = makeEventFd();
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
@@ -58,6 +62,7 @@ void JobLink::stop() {
   // A publication (or a read of the failure) blocked on an unreachable master fails at once; a
   // watch still parked is left as it is.
   publisher_->interrupt();
+  keep_alive_->interrupt();
   if (watchInUse) watch_->interrupt();
   thread_.join();
 }
@@ -167,12 +172,24 @@ std::vector<LostMachine> JobLink::lostMachines() const {
 // waiting to join.
 void JobLink::onTick() {
   next_tick_ = clock_.now() + settings_.timeouts.keep_alive_interval;
+  sendKeepAlive();
+  if (!options_.monitor) return;
   try {
-    publisher_->add(roundKeys(settings_, round_).alive(machine_rank_), 1);
-    if (!options_.monitor) return;
     checkArrivals();
   } catch (const std::exception&) {
-    // A master gone quiet shows up on the watch; the master's own store does not fail.
+    // The master's own store does not fail.
+  }
+}
+
+// Blocks at most keep_alive_interval, reconnecting included (a call that times out drops its
+// connection, and the next tick makes a fresh one): on a path that is down the thread tries
+// afresh every keep_alive_retry, so a keep-alive lands right after the path returns, and the
+// watch is looked at between tries.
+void JobLink::sendKeepAlive() {
+  try {
+    keep_alive_->add(roundKeys(settings_, round_).alive(machine_rank_), 1);
+  } catch (const std::exception&) {
+    // A master gone for good shows up on the watch.
   }
 }
 

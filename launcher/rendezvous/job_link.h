@@ -15,12 +15,15 @@
 // workers start (awaitWatches, store_group.cc).
 //
 // Liveness: the link's thread adds 1 to the round's keep-alive key of this machine every
-// keep_alive_interval. The master's link (options.monitor) watches every other member two
-// ways, every presence_check (100 ms): its agent's presence (options.present: its connection to
-// the store — an agent whose process died is gone within that) and its keep-alives (one that
-// did not move for keep_alive_misses intervals went silent: its machine or link is gone; found
-// within presence_check of that window's end).
-// A member found either way is lost, unless it said it finished before it left
+// keep_alive_interval, on a connection of its own whose every call (and reconnection) is bounded
+// by that interval: a keep-alive lost on a path that goes down is not retransmitted by TCP's
+// backoff (0.2, 0.4, 0.8, 1.6 s ...) but replaced, on a fresh connection tried every
+// keep_alive_retry (200 ms), so the first one after the path returns lands within that. The
+// master's link (options.monitor) watches every other member two ways, every presence_check (100
+// ms): its agent's presence (options.present: its connection to the store — an agent whose process
+// died is gone within that) and its keep-alives (one that did not move for keep_alive_misses
+// intervals went silent: its machine or link is gone; found within presence_check of that window's
+// end). A member found either way is lost, unless it said it finished before it left
 // (RoundKeys::finished, job_keys.h) — the link publishes that as the round's failure (cause
 // kCauseLost), so every machine stops its workers at once, and lostMachines() names it. While the
 // group is smaller than max_machines, the master's link also publishes a machine registered for the
@@ -72,14 +75,23 @@ struct LinkOptions {
   std::function<bool(int machine)> present;
 };
 
+// A link's connections to the master's store, each used by the link's thread alone.
+struct LinkConnections {
+  // Has its WAIT on the round's stop key (roundKeys(settings, round).stop()) parked
+  // (startWait), which `watch_fd` (its descriptor) reports.
+  std::unique_ptr<store::TcpStoreClient> watch;
+  int watch_fd = -1;
+  // Publications, `accel status` shares, the master's looks at the members.
+  std::unique_ptr<store::TcpStoreClient> publisher;
+  // This machine's keep-alives (made bounded by the link, see above).
+  std::unique_ptr<store::TcpStoreClient> keep_alive;
+};
+
 class JobLink {
  public:
-  // The link of round `round`: `watch` already has its WAIT on roundKeys(settings, round).stop()
-  // parked (startWait); `publisher` is a second connection to the master's store, used only by
-  // the link's thread.
-  JobLink(std::unique_ptr<store::TcpStoreClient> watch, int watchFd,
-          std::unique_ptr<store::TcpStoreClient> publisher, GroupSettings settings, int round,
-          int machineRank, std::string masterHost, LinkOptions options = {});
+  // The link of round `round`, over `connections` (all three set).
+  JobLink(LinkConnections connections, GroupSettings settings, int round, int machineRank,
+          std::string masterHost, LinkOptions options = {});
   ~JobLink();  // stop(), then closes the connections
   JobLink(const JobLink&) = delete;
   JobLink& operator=(const JobLink&) = delete;
@@ -109,6 +121,7 @@ class JobLink {
   void onShare(const std::string& json);
   void post(LinkEvent event);
   void onTick();
+  void sendKeepAlive();
   void checkMembers();
   void checkPresence();
   void markLost(const LostMachine& machine, const std::string& detail);
@@ -117,7 +130,7 @@ class JobLink {
   void checkArrivals();
   void publishMembershipChange(JobFailure change);
 
-  std::unique_ptr<store::TcpStoreClient> watch_, publisher_;
+  std::unique_ptr<store::TcpStoreClient> watch_, publisher_, keep_alive_;
   const int watch_fd_;
   const GroupSettings settings_;
   const int round_;

@@ -186,9 +186,10 @@ Expected<Placement> StoreGroup::meet() {
       !awaitWatches(*server_, static_cast<int>(joined_->machines.size()), timeouts().join)) {
     notify_("not every machine's agent is watching the store for failures; it may have died");
   }
-  link_ = std::make_unique<JobLink>(std::move(watch_store_), watch_fd_, std::move(publisher_store_),
-                                    settings_, round_.round, joined_->machine_rank,
-                                    joined_->machines.front().host, linkOptions());
+  link_ = std::make_unique<JobLink>(std::move(link_connections_), settings_, round_.round,
+                                    joined_->machine_rank, joined_->machines.front().host,
+                                    linkOptions());
+  link_connections_ = {};
   Placement placement = placementOf(*joined_);
   announce(*joined_, placement);
   return placement;
@@ -243,16 +244,19 @@ LinkOptions StoreGroup::linkOptions() const {
 // The failure watch is parked before this agent registers: once the rendezvous completes,
 // every machine's watch is parked (or on its way), and the master counts them before it lets
 // the round's workers start (awaitWatches: the WAITs under the stop keys' prefix).
-// The publisher is the job link's own connection (the link's thread uses it alone).
+// The publisher and the keep-alives are the job link's own connections (its thread uses them
+// alone).
 Expected<void> StoreGroup::parkFailureWatch() {
   try {
-    watch_store_ = connectToMaster(plan_, store_port_, timeouts().connect);
-    watch_fd_ = watch_store_->startWait({roundKeys(settings_, round_.round).stop()});
-    keepWatchAlive(watch_fd_, timeouts());
-    publisher_store_ = connectToMaster(plan_, store_port_, timeouts().connect);
+    LinkConnections& c = link_connections_;
+    c.watch = connectToMaster(plan_, store_port_, timeouts().connect);
+    c.watch_fd = c.watch->startWait({roundKeys(settings_, round_.round).stop()});
+    keepWatchAlive(c.watch_fd, timeouts());
+    c.publisher = connectToMaster(plan_, store_port_, timeouts().connect);
     // Its requests are small and the store answers at once: a reply that takes longer than
     // this is a master gone quiet, and the link's thread must get back to the watch.
-    publisher_store_->setTimeout(timeouts().request);
+    c.publisher->setTimeout(timeouts().request);
+    c.keep_alive = connectToMaster(plan_, store_port_, timeouts().connect);
   } catch (const Error& e) {
     return makeError(std::string("cannot watch the master's store for failures: ") + e.what());
   }

@@ -98,11 +98,10 @@ class StoreGroup : public MachineGroup {
   const int store_port_;
   store::TcpStoreServer* const server_;
   std::optional<probes::Route> to_master_;
-  std::unique_ptr<store::TcpStoreClient> client_;                         // the main thread's
-  std::unique_ptr<store::TcpStoreClient> watch_store_, publisher_store_;  // until the link
+  std::unique_ptr<store::TcpStoreClient> client_;  // the main thread's
+  LinkConnections link_connections_;               // made before the rendezvous, for the link
   // This agent's presence: a WAIT parked on its presence key for the whole job.
   std::unique_ptr<store::TcpStoreClient> presence_store_;
-  int watch_fd_ = -1;
   // What the user asked for and who this agent is: made by the constructor and connect(), then
   // never changed.
   GroupSettings settings_;

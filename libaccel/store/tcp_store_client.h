@@ -29,6 +29,10 @@ struct TcpStoreClientOptions {
   int port = 29500;
   // How long to keep retrying the first connection (with backoff: 10 ms doubling to 1 s).
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
+  // How long one of those tries may wait for an answer before a fresh one (0: until
+  // connect_timeout ends). A path that lost packets and came back is used within this much of
+  // its return, instead of after the kernel's next SYN retry (1, 3, 7 ... s after the first).
+  std::chrono::milliseconds connect_attempt_timeout{0};
   // Bound for every call that does not take its own timeout.
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   // The protocol to speak; unset: $ACCEL_STORE_PROTOCOL, else a probe (see above).
@@ -76,6 +80,12 @@ class TcpStoreClient : public Store {
   void interrupt();
   // Changes the bound of every later call that takes no timeout of its own.
   void setTimeout(std::chrono::milliseconds timeout) { options_.timeout = timeout; }
+  // Changes connect_timeout and connect_attempt_timeout for every later reconnection (a call
+  // after one that broke the connection makes a new one).
+  void setConnectTimeouts(std::chrono::milliseconds total, std::chrono::milliseconds attempt) {
+    options_.connect_timeout = total;
+    options_.connect_attempt_timeout = attempt;
+  }
 
   // The generation this client speaks (known once connected).
   wire::Generation generation() const { return *generation_; }
@@ -97,6 +107,9 @@ class TcpStoreClient : public Store {
   void send(const wire::Request& q, const char* what, const std::string& label);
   int64_t recvInt64(const char* what, const std::string& label);
   void connect();
+  // When one try of connect() ends: connect_attempt_timeout from now, at most `deadline`.
+  std::chrono::steady_clock::time_point attemptDeadline(
+      std::chrono::steady_clock::time_point deadline) const;
   void ensureConnected();
   void sendAll(const std::string& bytes, const char* what, const std::string& key);
   void recvAll(void* buf, size_t size, std::chrono::steady_clock::time_point deadline,

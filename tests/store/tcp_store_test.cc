@@ -146,6 +146,55 @@ TEST_F(TcpStoreTest, ConnectFailureNamesAddress) {
   }
 }
 
+// A listener whose accept queue is full drops every SYN: a path that loses packets. Returns the
+// listener's port; `listener` and `queued` (the connection that fills the queue) to close.
+int blackholedPort(int& listener, int& queued) {
+  listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(listener, 0) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return -1;
+  }
+  const int port = ntohs(a.sin_port);
+  queued = testing::connectLoopback(port, 0);
+  return port;
+}
+
+// Each try of a connection is bounded: where SYNs vanish, a blocking connect() would wait out the
+// kernel's retries (over two minutes); the client gives up at connect_timeout, and with
+// connect_attempt_timeout it tries afresh that often (a path that comes back is used at once).
+TEST(TcpStoreClientConnect, TriesAreBoundedWhereSynsVanish) {
+  int listener = -1, queued = -1;
+  const int port = blackholedPort(listener, queued);
+  ASSERT_GT(port, 0);
+  ASSERT_GE(queued, 0);
+  TcpStoreClientOptions o;
+  o.port = port;
+  o.connect_timeout = 600ms;
+  for (auto attempt : {0ms, 100ms}) {
+    o.connect_attempt_timeout = attempt;
+    try {
+      TcpStoreClient c(o);
+      FAIL() << "connected through a full accept queue";
+    } catch (const NetworkError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("within 0.6 s"), std::string::npos) << m;
+      EXPECT_NE(m.find("last error: no answer"), std::string::npos) << m;
+      const int attempts = std::stoi(m.substr(m.find(" (") + 2));
+      if (attempt == 0ms) {
+        EXPECT_EQ(attempts, 1) << m;  // one try, cut at connect_timeout
+      } else {
+        EXPECT_GE(attempts, 4) << m;  // about 6 tries of 100 ms
+      }
+    }
+  }
+  ::close(queued);
+  ::close(listener);
+}
+
 TEST_F(TcpStoreTest, UnknownQueryTypeDropsOnlyThatClient) {
   auto good = client();
   int bad = rawSocket();

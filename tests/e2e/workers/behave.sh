@@ -3,7 +3,7 @@
 #   ok | ok-after:SECONDS | exit:N | segv | sleep | ready-sleep | sleep-ignore-term | traps | grandchild | setsid-grandchild
 #   | exit-when-ready:N | fail-first-attempt | print-lines:N | partial | progress | oom
 #   | both (a line to stdout, one to stderr) | read-stdin | list-fds | usr1-child | exec-sleep | spam-ignore-term | fail-until:N
-#   | int-exit (exits 3 on SIGINT) | fail-in-attempt:A:N (runs until stopped before attempt A, exits N
+#   | ready-until-go (marks ready, finishes once $OUT_DIR/go exists) | int-exit (exits 3 on SIGINT) | fail-in-attempt:A:N (runs until stopped before attempt A, exits N
 #   in it, finishes after it) | sleep-until-attempt:A (runs until stopped before attempt A, finishes
 #   from it on) | sleep-while-world:N (runs until stopped while WORLD_SIZE is N; in another world,
 #   finishes once $OUT_DIR/go exists); each finish writes done.<attempt>.<rank>:
@@ -24,6 +24,7 @@ exit:*) echo "rank $RANK failing" >&2; echo "second line" >&2; exit "${what#exit
 segv) kill -SEGV $$ ;;
 sleep) while :; do sleep 0.05; done ;;
 ready-sleep) mark ready; while :; do sleep 0.05; done ;;
+ready-until-go) mark ready; while [ ! -e "$OUT_DIR/go" ]; do sleep 0.05; done; echo "rank $RANK ok" ;;
 ok-after:*) sleep "${what#ok-after:}"; echo "rank $RANK ok" ;;
 sleep-ignore-term) trap 'mark term' TERM; mark ready; while :; do sleep 0.05; done ;;
 exit-when-ready:*)  # exits once every other rank reported ready

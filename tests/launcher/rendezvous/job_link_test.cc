@@ -96,16 +96,18 @@ class JobLinkTest : public ::testing::Test {
     return std::make_unique<store::TcpStoreClient>(c);
   }
 
-  // The master's link of round 0 over 2 machines: keep-alives every second, a 3 s window,
-  // members looked at every 100 ms.
-  std::unique_ptr<JobLink> masterLink() {
-    auto watch = client();
-    const int fd = watch->startWait({roundKeys(settings_, 0).stop()});
+  // The master's link of round 0 over `machines` (of at most `max`, named alpha, beta):
+  // keep-alives every second, a 3 s window, members looked at every 100 ms.
+  std::unique_ptr<JobLink> masterLink(int machines = 2, int max = 2) {
+    LinkConnections c{client(), -1, client(), client()};
+    c.watch_fd = c.watch->startWait({roundKeys(settings_, 0).stop()});
     LinkOptions o;
     o.monitor = true;
-    o.machines = o.max_machines = 2;
-    o.hosts = {"alpha", "beta"};
-    return std::make_unique<JobLink>(std::move(watch), fd, client(), settings_, 0, 0, "alpha", o);
+    o.machines = machines;
+    o.max_machines = max;
+    o.hosts.assign({"alpha", "beta"});
+    o.hosts.resize(static_cast<size_t>(machines));
+    return std::make_unique<JobLink>(std::move(c), settings_, 0, 0, "alpha", o);
   }
 
   void memberKeepsAlive() { member_->add(roundKeys(settings_, 0).alive(1), 1); }
@@ -170,14 +172,8 @@ TEST_F(JobLinkTest, AMemberThatFinishedIsNotLost) {
 // it at its next keep-alive tick (1 s), not before, and every link hears "the group grows" —
 // not a failure, nothing lost.
 TEST_F(JobLinkTest, AnArrivalRegroupsAtTheNextTickAndIsNotAFailure) {
-  auto watch = client();
-  const int fd = watch->startWait({roundKeys(settings_, 0).stop()});
-  LinkOptions o;
-  o.monitor = true;
-  o.machines = 1;
-  o.max_machines = 2;
-  o.hosts = {"alpha"};
-  JobLink link(std::move(watch), fd, client(), settings_, 0, 0, "alpha", o);
+  auto owned = masterLink(1, 2);
+  JobLink& link = *owned;
   clock_->advanceTo(at(500ms));
   member_->add(jobKeys(settings_).round(1).arrivals(), 1);
   clock_->advanceTo(at(950ms));
