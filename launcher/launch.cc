@@ -111,14 +111,12 @@ class Agent {
   }
 
  private:
-  bool hostsStore() const { return requested_rank_ == 0; }
-
   // Machine 0's agent hosts the job's store on the port it keeps for the whole job (port 0: the
   // kernel picks a free one, so nobody else can take it); the others connect to it. Until the
   // supervisor starts, signals keep their default effect: Ctrl-C during the rendezvous simply
   // ends the agent, which has started nothing yet.
   Expected<void> hostStore() {
-    if (!hostsStore()) return sayRendezvousRole();
+    if (requested_rank_ != 0) return sayRendezvousRole();
     const store::TcpStoreServerOptions options = storeOptions();
     auto listen = [&] { server_ = store::TcpStoreServer::start(options); };
     try {

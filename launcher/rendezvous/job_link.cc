@@ -140,7 +140,7 @@ void JobLink::run() {
 
 // The next keep-alive tick, or the master's next look at the members.
 Clock::time_point JobLink::nextCheck() const {
-  return options_.monitor ? std::min(next_tick_, next_presence_check_) : next_tick_;
+  return master() ? std::min(next_tick_, next_presence_check_) : next_tick_;
 }
 
 // The master, every presence_check (100 ms): a member whose agent's connection to the store
@@ -150,7 +150,7 @@ Clock::time_point JobLink::nextCheck() const {
 // intervals after it (when the counters were read once per interval).
 void JobLink::checkPresence() {
   next_presence_check_ = clock_.now() + settings_.timeouts.presence_check;
-  if (!options_.monitor) return;
+  if (!master()) return;
   try {
     for (int m = 0; m < options_.machines && options_.present; ++m) {
       if (!liveness_.watching(m)) continue;
@@ -173,7 +173,7 @@ std::vector<LostMachine> JobLink::lostMachines() const {
 void JobLink::onTick() {
   next_tick_ = clock_.now() + settings_.timeouts.keep_alive_interval;
   sendKeepAlive();
-  if (!options_.monitor) return;
+  if (!master()) return;
   try {
     checkArrivals();
   } catch (const std::exception&) {

@@ -19,7 +19,7 @@
 // by that interval: a keep-alive lost on a path that goes down is not retransmitted by TCP's
 // backoff (0.2, 0.4, 0.8, 1.6 s ...) but replaced, on a fresh connection tried every
 // keep_alive_retry (200 ms), so the first one after the path returns lands within that. The
-// master's link (options.monitor) watches every other member two ways, every presence_check (100
+// master's link (machine 0's) watches every other member two ways, every presence_check (100
 // ms): its agent's presence (options.present: its connection to the store — an agent whose process
 // died is gone within that) and its keep-alives (one that did not move for keep_alive_misses
 // intervals went silent: its machine or link is gone; found within presence_check of that window's
@@ -66,7 +66,6 @@ struct LinkEvent {
 // What a round's link needs beyond the GroupSettings it is given (whose timeouts set the
 // keep-alive period and misses and the presence look, and whose clock runs the link's thread).
 struct LinkOptions {
-  bool monitor = false;            // the master's link: watch the other members
   int machines = 1;                // the round's group
   int max_machines = 1;            // the most the job takes
   std::vector<std::string> hosts;  // by machine rank, for messages
@@ -115,6 +114,8 @@ class JobLink {
   std::vector<LostMachine> lostMachines() const;
 
  private:
+  // Machine 0's link: the master's, which watches the other members.
+  bool master() const { return machine_rank_ == 0; }
   void run();
   void onWatchFired();
   void onPublish(const JobFailure& mine);

@@ -141,7 +141,7 @@ void StoreGroup::parkPresence() {
       settings_.host + "-" + std::to_string(::getpid()) + "-" + std::to_string(random());
   presence_store_ = connectToMaster(plan_, store_port_, timeouts().connect);
   presence_store_->startWait({jobKeys(settings_).presence(settings_.presence)});
-  if (!server_) return;
+  if (!master()) return;
   // A registration read right after it was written may come before its agent's WAIT was
   // parked (another connection): it gets a moment before it counts as gone.
   settings_.present = [this](const std::string& token) {
@@ -178,11 +178,11 @@ Expected<Placement> StoreGroup::meet() {
   link_.reset();  // the last round's: its watch fired, or the job failed without it
   round_ = next_.value_or(RoundStart{round_.round + 1, round_.restart_count, 0});
   next_.reset();
-  if (server_ && round_.round > 0) clearWorkerKeys(*server_, round_.round, notify_);
+  if (master() && round_.round > 0) clearWorkerKeys(*server_, round_.round, notify_);
   auto joined = joinAsMember();
   if (!joined) return std::move(joined).takeError();
   joined_ = *joined;
-  if (server_ &&
+  if (master() &&
       !awaitWatches(*server_, static_cast<int>(joined_->machines.size()), timeouts().join)) {
     notify_("not every machine's agent is watching the store for failures; it may have died");
   }
@@ -227,14 +227,13 @@ std::string StoreGroup::spareText(const RendezvousResult& joined) const {
 
 LinkOptions StoreGroup::linkOptions() const {
   LinkOptions o;
-  if (server_) {  // the master watches the members' presence in its store
+  if (master()) {  // the master watches the members' presence in its store
     std::vector<std::string> tokens;
     for (const auto& m : joined_->machines) tokens.push_back(m.presence);
     o.present = [this, tokens](int m) {
       return present(tokens[static_cast<size_t>(m)], std::chrono::milliseconds(0));
     };
   }
-  o.monitor = master();
   o.machines = static_cast<int>(joined_->machines.size());
   o.max_machines = plan_.num_machines;
   for (const auto& m : joined_->machines) o.hosts.push_back(m.host);
@@ -424,7 +423,7 @@ void StoreGroup::awaitOtherMachines() {
   const auto afterFailure = timeouts().exit_after_failure;
   if (!master()) client_->setTimeout(afterFailure);
   // Every other agent (member or spare) has left: its presence WAIT is gone. 1: this one's.
-  auto othersGone = [this] { return server_ && server_->presentCount() <= 1; };
+  auto othersGone = [this] { return master() && server_->presentCount() <= 1; };
   const int machines = joined_ ? static_cast<int>(joined_->machines.size()) : plan_.num_machines;
   try {  // before leaving: this machine finished, it is not lost (job_link.h)
     if (joined_)
@@ -438,7 +437,7 @@ void StoreGroup::awaitOtherMachines() {
             std::to_string(machines) + " machines reported their workers finished");
   }
   // Spares still read the job's end from the store (closeJob): the store stays until they left.
-  if (master() && server_) server_->awaitPresentAtMost(1, afterFailure);
+  if (master()) server_->awaitPresentAtMost(1, afterFailure);
 }
 
 }  // namespace accel::launcher

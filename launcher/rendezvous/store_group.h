@@ -30,8 +30,9 @@ namespace accel::launcher {
 
 class StoreGroup : public MachineGroup {
  public:
-  // `server`: the job's store when this agent hosts it (it asks for machine rank 0), else
-  // nullptr. `requestedRank`: the machine rank this agent asks for (nullopt: by arrival).
+  // `server`: the job's store when this agent hosts it, else nullptr; the agent that hosts it
+  // is the master, machine 0 of every round, so `requestedRank` is then 0. Another agent asks
+  // for `requestedRank` (nullopt: by arrival).
   StoreGroup(const LaunchPlan& plan, const probes::Environment& parentEnv, Notify notify,
              std::optional<int> requestedRank, int storePort, store::TcpStoreServer* server);
   ~StoreGroup() override;
@@ -74,7 +75,9 @@ class StoreGroup : public MachineGroup {
   std::string host() const override { return settings_.host; }
 
  private:
-  bool master() const { return requested_rank_ == 0; }
+  // This agent hosts the job's store: machine 0 of every round, which watches the members,
+  // decides each round's end, and stays until the others left.
+  bool master() const { return server_ != nullptr; }
   const RoundTimeouts& timeouts() const { return settings_.timeouts; }
   Expected<void> parkFailureWatch();
   Expected<void> checkJobId();

@@ -102,7 +102,6 @@ class JobLinkTest : public ::testing::Test {
     LinkConnections c{client(), -1, client(), client()};
     c.watch_fd = c.watch->startWait({roundKeys(settings_, 0).stop()});
     LinkOptions o;
-    o.monitor = true;
     o.machines = machines;
     o.max_machines = max;
     o.hosts.assign({"alpha", "beta"});
