@@ -40,6 +40,7 @@ struct GroupSettings {
   // The master's restart budget, published with its assignment: the job's, whatever the other
   // machines' command lines say.
   int max_restarts = 0;
+  bool retry_identical_failures = false;      // --retry_identical_failures (the master's counts)
   std::optional<int> requested_machine_rank;  // nullopt: any; 0 makes this agent the master
   int local_world_size = 1;
   std::string host;           // this machine's name, for messages
@@ -59,6 +60,9 @@ struct GroupSettings {
   // The time of every deadline and pause of the rounds' rules (a simulated one in the tests:
   // tests/launcher/rendezvous/sim_world.h); the store's own waits are the store's.
   std::shared_ptr<Clock> clock = std::make_shared<MonotonicClock>();
+
+  // --nnodes MIN:MAX with MIN < MAX: machines may leave and join.
+  bool elastic() const { return min_machines > 0 && min_machines < num_machines; }
 };
 
 // What one round starts from, as the round before decided it (RoundDecision::next; round 0: the

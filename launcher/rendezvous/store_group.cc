@@ -4,8 +4,6 @@
 
 #include <random>
 
-#include <nlohmann/json.hpp>
-
 #include "accel/error.h"
 #include "launcher/base/posix.h"
 #include "launcher/base/text.h"
@@ -80,6 +78,7 @@ StoreGroup::StoreGroup(const LaunchPlan& plan, const probes::Environment& parent
   settings_.num_machines = plan_.num_machines;
   settings_.min_machines = plan_.min_machines;
   settings_.max_restarts = plan_.max_restarts;
+  settings_.retry_identical_failures = plan_.retry_identical_failures;
   settings_.requested_machine_rank = requested_rank_;
   settings_.local_world_size = plan_.local_world_size;
   settings_.host = thisHostName();
@@ -307,78 +306,16 @@ RoundDecision StoreGroup::endRound(AttemptReport& last, bool stopping) {
   // Without restarts or a changing group there is nothing to agree on (the budget is the
   // master's, published with each round).
   if (!joined_ || (joined_->max_restarts == 0 && !plan_.elastic())) return {false, ""};
-  // A master gone quiet holds this agent no longer than it would wait for the master.
-  client_->setTimeout(timeouts().close + timeouts().decision_margin);
-  readRoundStop(last);
-  RoundEnd mine{joined_->machine_rank, settings_.host, !stopping, ""};
-  try {
-    if (stopping) {  // said in passing (the master may be gone too): this agent leaves now
-      mine.why_not = "its agent was told to stop (" + signalName(last.agent_signal) + ")";
-      client_->setTimeout(timeouts().stop_said);
-      if (master()) {
-        publishDecision(*client_, settings_, round_.round,
-                        {false, "machine 0 (" + settings_.host + ") stops: " + mine.why_not});
-      } else {
-        reportRoundEnd(*client_, settings_, round_.round, mine);
-      }
-      return {false, ""};
-    }
-    reportRoundEnd(*client_, settings_, round_.round, mine);
-    if (!master()) {
-      auto decision = readDecision(*client_, settings_, round_.round,
-                                   timeouts().close + timeouts().decision_margin);
-      if (!decision) return {false, decision.error()};
-      next_ = decision->next(round_.round);
-      return *decision;
-    }
-    RoundDecision decision = decide(last);
-    publishDecision(*client_, settings_, round_.round, decision);
-    next_ = decision.next(round_.round);  // what the next round's assignment says
-    return decision;
-  } catch (const Error& e) {
-    return {false, masterStoreLost(settings_, e.what())};
-  }
-}
-
-// The master: once every machine's workers ended, the decision for the whole job.
-RoundDecision StoreGroup::decide(const AttemptReport& last) {
-  RoundFacts facts = roundFacts(last);
-  // The link still watches the members: one lost meanwhile is not waited for.
-  facts.ends =
-      awaitRoundEnds(*client_, settings_, round_.round, facts.machines, timeouts().close, [this] {
-        std::vector<int> lost;
-        if (link_) {
-          for (const auto& l : link_->lostMachines()) lost.push_back(l.machine);
-        }
-        return lost;
-      });
-  if (link_) facts.lost = link_->lostMachines();
-  // Machines registered for the next round by now (one that arrived during the wait included).
-  facts.waiting =
-      static_cast<int>(client_->add(jobKeys(settings_).round(round_.round + 1).arrivals(), 0));
-  RoundDecision decision = decideNextRound(facts);
-  previous_failure_ = facts.failure;
-  previous_progress_ = facts.progress;
+  // A master gone quiet holds this agent no longer than it would wait for the master; one told
+  // to stop says so in passing (the master may be gone too).
+  client_->setTimeout(stopping ? timeouts().stop_said
+                               : timeouts().close + timeouts().decision_margin);
+  if (!closer_) closer_.emplace(settings_, master());  // the settings are complete by now
+  RoundDecision decision = closer_->close(*client_, round_, *joined_, last, stopping, [this] {
+    return link_ ? link_->lostMachines() : std::vector<LostMachine>{};
+  });
+  if (decision.restart) next_ = decision.next(round_.round);  // the next round's assignment
   return decision;
-}
-
-RoundFacts StoreGroup::roundFacts(const AttemptReport& last) {
-  RoundFacts facts;
-  facts.round = round_.round;
-  facts.restart_count = joined_->restart_count;
-  facts.machines = static_cast<int>(joined_->machines.size());
-  facts.max_machines = plan_.num_machines;
-  facts.min_machines = plan_.min_machines;
-  facts.elastic = plan_.elastic();
-  for (const auto& m : joined_->machines) facts.hosts.push_back(m.host);
-  facts.max_restarts = joined_->max_restarts;
-  facts.retry_identical_failures = plan_.retry_identical_failures;
-  facts.failure = last.job_failure;
-  facts.joined = last.regrouped;
-  facts.progress = last.max_step >= 2;  // the master's board sees every rank's heartbeat
-  facts.previous = previous_failure_;
-  facts.previous_progress = previous_progress_;
-  return facts;
 }
 
 void StoreGroup::closeJob(const std::string& why) {
@@ -386,26 +323,6 @@ void StoreGroup::closeJob(const std::string& why) {
   try {
     closeRound(*client_, settings_, round_.round + 1, why);
   } catch (const Error&) {
-  }
-}
-
-// What stopped the round, as published (every stopped round has it, unless the store went):
-// its first failure, or a machine waiting to join (no failure: the group re-forms).
-void StoreGroup::readRoundStop(AttemptReport& last) {
-  std::optional<JobFailure> stop = readRoundRecord();
-  if (stop && stop->cause == kCauseJoined) {
-    if (!last.regrouped) last.regrouped = stop->reason;
-  } else {
-    last.job_failure = std::move(stop);
-  }
-}
-
-std::optional<JobFailure> StoreGroup::readRoundRecord() {
-  try {
-    return failureFromJson(nlohmann::json::parse(
-        client_->get(roundKeys(settings_, round_.round).stop(), timeouts().failure_read)));
-  } catch (const std::exception&) {
-    return std::nullopt;
   }
 }
 

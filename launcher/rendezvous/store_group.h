@@ -18,6 +18,7 @@
 #include "launcher/rendezvous/agent_rendezvous.h"
 #include "launcher/rendezvous/job_link.h"
 #include "launcher/rendezvous/machine_group.h"
+#include "launcher/rendezvous/round_close.h"
 #include "launcher/rendezvous/round_end.h"
 #include "launcher/report/job_report.h"
 #include "libaccel/common/expected.h"
@@ -87,12 +88,8 @@ class StoreGroup : public MachineGroup {
   Expected<RendezvousResult> joinAsMember();
   LinkOptions linkOptions() const;
   std::string spareText(const RendezvousResult& joined) const;
-  RoundFacts roundFacts(const AttemptReport& last);
   Placement placementOf(const RendezvousResult& joined) const;
   void announce(const RendezvousResult& joined, const Placement& p);
-  RoundDecision decide(const AttemptReport& last);
-  void readRoundStop(AttemptReport& last);
-  std::optional<JobFailure> readRoundRecord();
 
   const LaunchPlan& plan_;
   const probes::Environment& parent_env_;
@@ -113,9 +110,8 @@ class StoreGroup : public MachineGroup {
   std::optional<RendezvousResult> joined_;
   std::string closed_;
   std::unique_ptr<JobLink> link_;
-  // The master's memory of the round before, for the no-blind-retry rule.
-  std::optional<JobFailure> previous_failure_;
-  bool previous_progress_ = false;
+  // Its part in each failed round's end (the master's memory of the round before included).
+  std::optional<RoundCloser> closer_;
 };
 
 }  // namespace accel::launcher

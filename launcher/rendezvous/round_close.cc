@@ -1,0 +1,108 @@
+#include "launcher/rendezvous/round_close.h"
+
+#include <nlohmann/json.hpp>
+
+#include "accel/error.h"
+#include "launcher/base/posix.h"
+#include "launcher/base/text.h"
+
+namespace accel::launcher {
+
+RoundCloser::RoundCloser(GroupSettings settings, bool master)
+    : settings_(std::move(settings)), master_(master) {}
+
+RoundDecision RoundCloser::close(store::Store& store, const RoundStart& start,
+                                 const RendezvousResult& joined, AttemptReport& last,
+                                 bool stopping, const LostNow& lostNow) {
+  const int round = start.round;
+  readStop(store, round, last);
+  RoundEnd mine{joined.machine_rank, settings_.host, !stopping, ""};
+  try {
+    if (stopping) return leave(store, round, mine, last);
+    reportRoundEnd(store, settings_, round, mine);
+    if (!master_) {
+      const auto& t = settings_.timeouts;
+      auto decision = readDecision(store, settings_, round, t.close + t.decision_margin);
+      if (!decision) return {false, decision.error()};
+      return *decision;
+    }
+    RoundDecision decision = decide(store, start, joined, last, lostNow);
+    publishDecision(store, settings_, round, decision);
+    return decision;
+  } catch (const Error& e) {
+    return {false, masterStoreLost(settings_, e.what())};
+  }
+}
+
+// Told to stop: said in passing (the master may be gone too), and this agent leaves now.
+RoundDecision RoundCloser::leave(store::Store& store, int round, const RoundEnd& mine,
+                                 const AttemptReport& last) {
+  RoundEnd leaving = mine;
+  leaving.why_not = "its agent was told to stop (" + signalName(last.agent_signal) + ")";
+  if (master_) {
+    publishDecision(store, settings_, round,
+                    {false, "machine 0 (" + settings_.host + ") stops: " + leaving.why_not});
+  } else {
+    reportRoundEnd(store, settings_, round, leaving);
+  }
+  return {false, ""};
+}
+
+// The master: once every machine's workers ended, the decision for the whole job.
+RoundDecision RoundCloser::decide(store::Store& store, const RoundStart& start,
+                                  const RendezvousResult& joined, const AttemptReport& last,
+                                  const LostNow& lostNow) {
+  RoundFacts facts = factsOf(start, joined, last);
+  // The link still watches the members: one lost meanwhile is not waited for.
+  facts.ends = awaitRoundEnds(store, settings_, start.round, facts.machines,
+                              settings_.timeouts.close, [&lostNow] {
+                                std::vector<int> lost;
+                                for (const auto& l : lostNow()) lost.push_back(l.machine);
+                                return lost;
+                              });
+  facts.lost = lostNow();
+  // Machines registered for the next round by now (one that arrived during the wait included).
+  facts.waiting = static_cast<int>(store.add(jobKeys(settings_).round(start.round + 1).arrivals(), 0));
+  RoundDecision decision = decideNextRound(facts);
+  previous_failure_ = facts.failure;
+  previous_progress_ = facts.progress;
+  return decision;
+}
+
+RoundFacts RoundCloser::factsOf(const RoundStart& start, const RendezvousResult& joined,
+                                const AttemptReport& last) const {
+  RoundFacts facts;
+  facts.round = start.round;
+  facts.restart_count = joined.restart_count;
+  facts.machines = static_cast<int>(joined.machines.size());
+  facts.max_machines = settings_.num_machines;
+  facts.min_machines = settings_.min_machines;
+  facts.elastic = settings_.elastic();
+  for (const auto& m : joined.machines) facts.hosts.push_back(m.host);
+  facts.max_restarts = joined.max_restarts;
+  facts.retry_identical_failures = settings_.retry_identical_failures;
+  facts.failure = last.job_failure;
+  facts.joined = last.regrouped;
+  facts.progress = last.max_step >= 2;  // the master's board sees every rank's heartbeat
+  facts.previous = previous_failure_;
+  facts.previous_progress = previous_progress_;
+  return facts;
+}
+
+// What stopped the round, as published (every stopped round has it, unless the store went):
+// its first failure, or a machine waiting to join (no failure: the group re-forms).
+void RoundCloser::readStop(store::Store& store, int round, AttemptReport& last) const {
+  std::optional<JobFailure> stop;
+  try {
+    stop = failureFromJson(nlohmann::json::parse(
+        store.get(roundKeys(settings_, round).stop(), settings_.timeouts.failure_read)));
+  } catch (const std::exception&) {
+  }
+  if (stop && stop->cause == kCauseJoined) {
+    if (!last.regrouped) last.regrouped = stop->reason;
+  } else {
+    last.job_failure = std::move(stop);
+  }
+}
+
+}  // namespace accel::launcher

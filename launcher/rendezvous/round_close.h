@@ -1,0 +1,58 @@
+#pragma once
+// RoundCloser: one agent's part in the end of a failed round of a multi-machine job, the
+// protocol of round_end.h: it reads what stopped the round (its first failure, or a machine
+// waiting to join), tells the master that this machine's workers all ended, and comes back
+// with the one decision for the whole job — the master makes it from what it saw
+// (decideNextRound) and remembers the round's failure for the next one (no blind retry); the
+// others read it. It works over any store::Store and the settings' clock, so several agents are
+// unit-tested together in simulated time (tests/launcher/rendezvous/round_close_sim_test.cc);
+// StoreGroup runs it over its connection to the master's store.
+//
+// Not thread-safe: the agent's main thread calls it. Nothing throws: a store that cannot be
+// reached is a decision not to restart, naming the store.
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "launcher/rendezvous/agent_rendezvous.h"
+#include "launcher/rendezvous/round_end.h"
+#include "launcher/report/job_report.h"
+#include "libaccel/store/store.h"
+
+namespace accel::launcher {
+
+class RoundCloser {
+ public:
+  // The members found lost so far (the master's link), asked while their ends are missing.
+  using LostNow = std::function<std::vector<LostMachine>()>;
+
+  // `master`: this agent hosts the job's store and decides.
+  RoundCloser(GroupSettings settings, bool master);
+
+  // Round `start.round` failed; `joined` is that round as it formed. Fills `last.job_failure`
+  // (or `last.regrouped`, a machine waiting to join) from the round's stop record, and returns
+  // the job's decision. `stopping`: this agent was told to stop; it says so and leaves (no
+  // decision for it). Blocks on `store`, each wait bounded by the settings' timeouts; calls
+  // without a timeout of their own are bounded by the store's (the caller's to set).
+  RoundDecision close(store::Store& store, const RoundStart& start, const RendezvousResult& joined,
+                      AttemptReport& last, bool stopping, const LostNow& lostNow);
+
+ private:
+  RoundDecision leave(store::Store& store, int round, const RoundEnd& mine,
+                      const AttemptReport& last);
+  RoundDecision decide(store::Store& store, const RoundStart& start,
+                       const RendezvousResult& joined, const AttemptReport& last,
+                       const LostNow& lostNow);
+  RoundFacts factsOf(const RoundStart& start, const RendezvousResult& joined,
+                     const AttemptReport& last) const;
+  void readStop(store::Store& store, int round, AttemptReport& last) const;
+
+  const GroupSettings settings_;
+  const bool master_;
+  // The master's memory of the round before, for the no-blind-retry rule.
+  std::optional<JobFailure> previous_failure_;
+  bool previous_progress_ = false;
+};
+
+}  // namespace accel::launcher
