@@ -12,8 +12,8 @@ RoundCloser::RoundCloser(GroupSettings settings, bool master)
     : settings_(std::move(settings)), master_(master) {}
 
 RoundDecision RoundCloser::close(store::Store& store, const RoundStart& start,
-                                 const RendezvousResult& joined, AttemptReport& last,
-                                 bool stopping, const LostNow& lostNow) {
+                                 const RendezvousResult& joined, AttemptReport& last, bool stopping,
+                                 const LostNow& lostNow) {
   const int round = start.round;
   readStop(store, round, last);
   RoundEnd mine{joined.machine_rank, settings_.host, !stopping, ""};
@@ -62,7 +62,8 @@ RoundDecision RoundCloser::decide(store::Store& store, const RoundStart& start,
                               });
   facts.lost = lostNow();
   // Machines registered for the next round by now (one that arrived during the wait included).
-  facts.waiting = static_cast<int>(store.add(jobKeys(settings_).round(start.round + 1).arrivals(), 0));
+  facts.waiting =
+      static_cast<int>(store.add(jobKeys(settings_).round(start.round + 1).arrivals(), 0));
   RoundDecision decision = decideNextRound(facts);
   previous_failure_ = facts.failure;
   previous_progress_ = facts.progress;

@@ -41,9 +41,8 @@ class RoundCloser {
  private:
   RoundDecision leave(store::Store& store, int round, const RoundEnd& mine,
                       const AttemptReport& last);
-  RoundDecision decide(store::Store& store, const RoundStart& start,
-                       const RendezvousResult& joined, const AttemptReport& last,
-                       const LostNow& lostNow);
+  RoundDecision decide(store::Store& store, const RoundStart& start, const RendezvousResult& joined,
+                       const AttemptReport& last, const LostNow& lostNow);
   RoundFacts factsOf(const RoundStart& start, const RendezvousResult& joined,
                      const AttemptReport& last) const;
   void readStop(store::Store& store, int round, AttemptReport& last) const;

@@ -3,14 +3,13 @@
 // a failure restarted once and not blindly again when another machine fails the same way, a
 // restart budget spent, the store's host lost while the others wait for its decision.
 
-#include "launcher/rendezvous/round_close.h"
-
 #include <map>
 #include <memory>
 #include <optional>
 
 #include <gtest/gtest.h>
 
+#include "launcher/rendezvous/round_close.h"
 #include "sim_world.h"
 
 namespace accel::launcher {
@@ -71,7 +70,8 @@ class RoundCloseSimTest : public ::testing::Test {
                                  int restartCount, int maxRestarts) {
     RendezvousResult r;
     for (size_t m = 0; m < order.size(); ++m) {
-      r.machines.push_back({order[m], order[m], "", 2, static_cast<int>(m), 2 * static_cast<int>(m)});
+      r.machines.push_back(
+          {order[m], order[m], "", 2, static_cast<int>(m), 2 * static_cast<int>(m)});
       if (order[m] == host) r.machine_rank = static_cast<int>(m);
     }
     r.world_size = 2 * static_cast<int>(order.size());
@@ -95,9 +95,8 @@ class RoundCloseSimTest : public ::testing::Test {
       world_->sleepUntil(SimWorld::at(endsAt));
       if (fails) publishStop(store, o, start.round, *fails);
       AttemptReport last;
-      RoundDecision d = mine.close(store, start, round, last, false, [] {
-        return std::vector<LostMachine>{};
-      });
+      RoundDecision d =
+          mine.close(store, start, round, last, false, [] { return std::vector<LostMachine>{}; });
       std::lock_guard lock(heard_mutex_);
       heard_[host] = Heard{world_->nowMs(), d, last.job_failure};
     };

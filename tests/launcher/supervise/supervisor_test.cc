@@ -444,10 +444,11 @@ TEST_F(SupervisorTest, DuplicateFiltersCopyMatchingTeedLinesToTheAttemptsFile) {
 // until interrupt(), or gives up after 10 s.
 class NeverFormingGroup : public MachineGroup {
  public:
-  explicit NeverFormingGroup(Placement placement) : placement_(std::move(placement)) {}
+  NeverFormingGroup(Placement placement, int signal)
+      : placement_(std::move(placement)), signal_(signal) {}
   Expected<Placement> meet() override {
     if (++round_ == 0) return placement_;
-    ::kill(::getpid(), SIGINT);  // Ctrl-C while this agent waits for the others
+    ::kill(::getpid(), signal_);  // Ctrl-C (or SIGTERM) while this agent waits for the others
     std::unique_lock lock(mutex_);
     if (!woken_.wait_for(lock, std::chrono::seconds(10), [this] { return interrupted_; })) {
       return makeError("round 1 did not form within 10 s");
@@ -472,15 +473,19 @@ class NeverFormingGroup : public MachineGroup {
 
  private:
   Placement placement_;
+  const int signal_;
   int round_ = -1;
   std::mutex mutex_;
   std::condition_variable woken_;
   bool interrupted_ = false;
 };
 
-// Ctrl-C while the agent waits in a later round's rendezvous ends the job at once, with 128+2,
-// instead of when (if ever) the round forms.
-TEST_F(SupervisorTest, CtrlCWhileTheMachinesMeetEndsTheJobAtOnce) {
+// Ctrl-C or SIGTERM while the agent waits in a later round's rendezvous ends the job at once,
+// with 128 + the signal, instead of when (if ever) the round forms.
+class SignalWhileMeeting : public SupervisorTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(SignalWhileMeeting, EndsTheJobAtOnce) {
+  const int sig = GetParam();
   ranks(1);
   world_.script(0, Script().exits(10, 3), 0);
   Console console(false, notices_fd_, notices_fd_);
@@ -488,17 +493,24 @@ TEST_F(SupervisorTest, CtrlCWhileTheMachinesMeetEndsTheJobAtOnce) {
   parts.run_dir = dir_.path();
   auto supervisor = Supervisor::create(plan_, std::move(parts));
   ASSERT_TRUE(supervisor.ok()) << supervisor.error();
-  NeverFormingGroup group(placement_);
+  NeverFormingGroup group(placement_, sig);
   JobReport report = (*supervisor)->runRounds(group, *group.meet());
   console.flush();
-  EXPECT_EQ(report.exit_code, 128 + SIGINT);
+  EXPECT_EQ(report.exit_code, 128 + sig);
   EXPECT_TRUE((*supervisor)->stopRequested());
   EXPECT_EQ(report.attempts.size(), 1u);
   const auto said = notices();
   ASSERT_EQ(said.size(), 2u);
   EXPECT_EQ(said[0], "accel: attempt 0 failed; restarting");
-  EXPECT_EQ(said[1], "accel: stopped by SIGINT while the machines met for the next round");
+  EXPECT_EQ(said[1],
+            "accel: stopped by " + signalName(sig) + " while the machines met for the next round");
 }
+
+INSTANTIATE_TEST_SUITE_P(CtrlCAndSigterm, SignalWhileMeeting, ::testing::Values(SIGINT, SIGTERM),
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           return p.param == SIGINT ? std::string("SIGINT")
+                                                    : std::string("SIGTERM");
+                         });
 
 }  // namespace
 }  // namespace accel::launcher
