@@ -20,6 +20,8 @@ packages=(
   libopenblas0-pthread
   # example data, benchmarks, scheduler and multi-host tests
   dataset-fashion-mnist hyperfine time slurm-wlm munge openmpi-bin libopenmpi-dev iproute2
+  # rendezvous on etcd (issue 34): tests start members of their own, never the service
+  etcd-server etcd-client
 )
 
 missing=()

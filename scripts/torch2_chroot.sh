@@ -52,7 +52,9 @@ else
   # Added after the stamp's list: installed into a chroot built before them (add_extras), so
   # that a cached chroot is topped up in seconds instead of rebuilt. OpenBLAS: Debian's torch
   # calls whatever libblas.so.3 the alternatives name, else the reference BLAS (~17x slower).
-  extras=(libopenblas0-pthread)
+  # etcd-server: trixie's etcd 3.5, so the launcher's etcd tests (run by scripts/torch2_test.sh)
+  # speak to 3.5 there as to Debian 12's 3.4 here.
+  extras=(libopenblas0-pthread etcd-server)
   packages+=("${extras[@]}")
 fi
 

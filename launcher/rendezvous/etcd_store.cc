@@ -1,0 +1,87 @@
+#include "launcher/rendezvous/etcd_store.h"
+
+#include "accel/error.h"
+
+namespace accel::launcher {
+
+using SteadyClock = std::chrono::steady_clock;
+
+EtcdStore::EtcdStore(EtcdOptions options, std::string prefix)
+    : client_(std::move(options)), prefix_(std::move(prefix) + "/") {}
+
+void EtcdStore::set(const std::string& key, const std::string& value) {
+  client_.put(full(key), value);
+}
+
+std::string EtcdStore::get(const std::string& key, std::chrono::milliseconds timeout) {
+  wait({key}, timeout);
+  if (auto kv = client_.get(full(key))) return kv->value;
+  throw TimeoutError("get '" + key + "': deleted on etcd at " + client_.endpointInUse() +
+                     " right after it appeared");
+}
+
+// A compare-and-swap on the value read, again until no other agent wrote in between.
+int64_t EtcdStore::add(const std::string& key, int64_t delta) {
+  while (true) {
+    const auto kv = client_.get(full(key));
+    const int64_t now = kv ? std::stoll(kv->value) + delta : delta;
+    if (client_.compareAndSwap(full(key), kv ? kv->mod_revision : 0, std::to_string(now))) {
+      return now;
+    }
+  }
+}
+
+// torch's semantics (store.h): an absent key with a non-empty `expected` answers `expected`.
+std::string EtcdStore::compareSet(const std::string& key, const std::string& expected,
+                                  const std::string& desired) {
+  const auto now = client_.compareValueAndSet(full(key), expected, desired);
+  return now ? now->value : expected;
+}
+
+void EtcdStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  const auto deadline = SteadyClock::now() + timeout;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (awaitKey(keys[i], deadline)) continue;
+    std::string missing;
+    for (size_t j = i; j < keys.size(); ++j) {
+      if (!client_.get(full(keys[j]))) missing += (missing.empty() ? "" : ", ") + keys[j];
+    }
+    throw TimeoutError("wait for " + missing + " timed out after " +
+                       std::to_string(timeout.count()) + " ms on etcd at " +
+                       client_.endpointInUse());
+  }
+}
+
+// Whether `key` exists by `deadline`: read it; missing, watch it from the revision after that
+// read (so a put in between is seen), on the endpoint that answered; a watch that ends (its
+// endpoint gone) is opened again after another read, wherever the client then reaches.
+bool EtcdStore::awaitKey(const std::string& key, HttpConnection::time_point deadline) {
+  while (true) {
+    if (client_.get(full(key))) return true;
+    if (SteadyClock::now() >= deadline) return false;
+    try {
+      EtcdWatch watch(client_.endpoint(), full(key), false, client_.revision() + 1, deadline);
+      while (SteadyClock::now() < deadline) {
+        for (const auto& e : watch.next(deadline)) {
+          if (!e.deleted) return true;
+        }
+      }
+      return false;
+    } catch (const NetworkError&) {
+      if (SteadyClock::now() >= deadline) return false;
+    }
+  }
+}
+
+bool EtcdStore::check(const std::vector<std::string>& keys) {
+  for (const auto& k : keys) {
+    if (!client_.get(full(k))) return false;
+  }
+  return true;
+}
+
+bool EtcdStore::deleteKey(const std::string& key) { return client_.remove(full(key)); }
+
+int64_t EtcdStore::numKeys() { return client_.countPrefix(prefix_); }
+
+}  // namespace accel::launcher

@@ -1,0 +1,182 @@
+// EtcdClient against a real etcd (Debian's etcd-server, a member of the test's own on loopback):
+// keys, prefixes, the transactions a round will decide with, leases, endpoints that fail over,
+// and the errors a user sees. Skipped, saying why, where etcd is not installed.
+
+#include "launcher/rendezvous/etcd_client.h"
+
+#include <gtest/gtest.h>
+
+#include "accel/error.h"
+#include "etcd_member.h"
+
+namespace accel::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+
+class EtcdClientTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string why;
+    member_ = testing::EtcdCluster::start(1, why).release();
+    if (!member_) why_ = why;
+  }
+  static void TearDownTestSuite() {
+    delete member_;
+    member_ = nullptr;
+  }
+  void SetUp() override {
+    if (!member_) GTEST_SKIP() << why_;
+  }
+
+  EtcdClient client(const std::string& endpoints = "") {
+    auto parsed = parseEtcdEndpoints(endpoints.empty() ? member_->endpoint() : endpoints);
+    EXPECT_TRUE(parsed.ok());
+    EtcdOptions o;
+    o.endpoints = *parsed;
+    o.timeout = 5s;
+    return EtcdClient(o);
+  }
+
+  static testing::EtcdCluster* member_;
+  static std::string why_;
+};
+
+testing::EtcdCluster* EtcdClientTest::member_ = nullptr;
+std::string EtcdClientTest::why_;
+
+TEST(EtcdEndpoints, ParseAsTorchsEtcdBackendsTakeThem) {
+  auto e = parseEtcdEndpoints("http://etcd-0:2379, 10.0.0.2:32379,[::1]:4001,etcd-3");
+  ASSERT_TRUE(e.ok()) << e.error();
+  ASSERT_EQ(e->size(), 4u);
+  EXPECT_EQ((*e)[0].text(), "etcd-0:2379");
+  EXPECT_EQ((*e)[1].text(), "10.0.0.2:32379");
+  EXPECT_EQ((*e)[2].host, "::1");
+  EXPECT_EQ((*e)[2].text(), "[::1]:4001");
+  EXPECT_EQ((*e)[3].text(), "etcd-3:2379");  // etcd's own port
+  EXPECT_EQ(parseEtcdEndpoints("a:1,b:x").error(), "etcd endpoint 'b:x': 'x' is not a port");
+  EXPECT_EQ(parseEtcdEndpoints("a:1,,b:2").error(), "etcd endpoint '' is not HOST:PORT");
+  EXPECT_EQ(parseEtcdEndpoints("https://a:2379").error(),
+            "etcd endpoint 'https://a:2379': https is not supported yet (use http://)");
+}
+
+TEST_F(EtcdClientTest, KeysAndPrefixes) {
+  EtcdClient c = client();
+  EXPECT_EQ(c.serverVersion().rfind("3.", 0), 0u);
+  c.deletePrefix("kp/");
+  const int64_t r1 = c.put("kp/b", "two");
+  const int64_t r2 = c.put("kp/a", std::string("o\0ne\xff", 5));  // any bytes
+  EXPECT_GT(r2, r1);
+  c.put("kp0", "outside the prefix");
+  auto a = c.get("kp/a");
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->value, std::string("o\0ne\xff", 5));
+  EXPECT_EQ(a->create_revision, r2);
+  EXPECT_EQ(a->version, 1);
+  EXPECT_FALSE(c.get("kp/none").has_value());
+  const auto all = c.getPrefix("kp/");
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].key, "kp/a");  // in key order
+  EXPECT_EQ(all[1].key, "kp/b");
+  EXPECT_EQ(c.deletePrefix("kp/"), 2);
+  EXPECT_TRUE(c.getPrefix("kp/").empty());
+  EXPECT_TRUE(c.get("kp0").has_value());
+}
+
+// The transactions a round decides with: a key created once, a swap only on the revision read.
+TEST_F(EtcdClientTest, CreateOnceAndCompareAndSwap) {
+  EtcdClient c = client(), other = client();
+  c.deletePrefix("tx/");
+  EXPECT_TRUE(c.create("tx/first", "alpha"));
+  EXPECT_FALSE(other.create("tx/first", "beta"));
+  EXPECT_EQ(c.get("tx/first")->value, "alpha");
+  const int64_t read = c.get("tx/first")->mod_revision;
+  EXPECT_TRUE(other.compareAndSwap("tx/first", read, "beta"));
+  EXPECT_FALSE(c.compareAndSwap("tx/first", read, "gamma")) << "a stale revision swapped";
+  EXPECT_EQ(c.get("tx/first")->value, "beta");
+  EXPECT_FALSE(c.compareAndSwap("tx/none", read, "x")) << "an absent key has no revision";
+  EXPECT_TRUE(c.compareAndSwap("tx/none", 0, "x"));
+}
+
+// Keys attached to a lease go with it; a lease gone renews to 0.
+TEST_F(EtcdClientTest, LeasesCarryTheirKeys) {
+  EtcdClient c = client();
+  const int64_t lease = c.grantLease(5s);
+  ASSERT_NE(lease, 0);
+  c.put("ls/alive", "1", lease);
+  EXPECT_EQ(c.get("ls/alive")->lease, lease);
+  const int64_t ttl = c.keepAlive(lease);
+  EXPECT_GE(ttl, 4);
+  EXPECT_LE(ttl, 5);
+  c.revokeLease(lease);
+  EXPECT_FALSE(c.get("ls/alive").has_value());
+  EXPECT_EQ(c.keepAlive(lease), 0);
+  try {
+    c.put("ls/late", "1", lease);
+    FAIL() << "a put on a revoked lease";
+  } catch (const NetworkError& e) {
+    FAIL() << e.what();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "etcd at " + member_->endpoint() +
+                  " refused /v3/kv/put: etcdserver: requested lease not found");
+  }
+}
+
+// An endpoint nobody answers on (port 1) is passed over for the next; with none left, the error
+// names each endpoint and what it said.
+TEST_F(EtcdClientTest, EndpointsFailOverAndTheErrorNamesEach) {
+  EtcdClient c = client("127.0.0.1:1," + member_->endpoint());
+  c.put("fo/k", "v");
+  EXPECT_EQ(c.endpointInUse(), member_->endpoint());
+  EXPECT_EQ(c.get("fo/k")->value, "v");
+  EtcdOptions o;
+  o.endpoints = *parseEtcdEndpoints("127.0.0.1:1");
+  o.timeout = 300ms;
+  EtcdClient none(o);
+  try {
+    none.get("fo/k");
+    FAIL() << "an answer from nobody";
+  } catch (const NetworkError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "no etcd endpoint answered /v3/kv/range within 0.3 s (127.0.0.1:1: cannot connect: "
+              "Connection refused)");
+  }
+}
+
+// A cluster of three: the member in use killed, the client goes on through another with no
+// error; a second one killed (no quorum), a call fails within its timeout naming every endpoint
+// and what each said — never a hang.
+TEST(EtcdClusterTest, AMemberLostIsPassedOverAndQuorumLostIsAnErrorInTime) {
+  std::string why;
+  auto cluster = testing::EtcdCluster::start(3, why);
+  if (!cluster) GTEST_SKIP() << why;
+  EtcdOptions o;
+  o.endpoints = *parseEtcdEndpoints(cluster->endpoints());
+  o.timeout = 3s;
+  o.attempt_timeout = 1s;
+  EtcdClient c(o);
+  c.put("cl/k", "1");
+  const int first = cluster->memberAt(c.endpointInUse());
+  ASSERT_GE(first, 0) << c.endpointInUse();
+  cluster->kill(first);
+  c.put("cl/k", "2");
+  EXPECT_EQ(c.get("cl/k")->value, "2");
+  const int second = cluster->memberAt(c.endpointInUse());
+  EXPECT_NE(second, first);
+  cluster->kill(second);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    c.put("cl/k", "3");
+    FAIL() << "a write without quorum";
+  } catch (const NetworkError& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind("no etcd endpoint answered /v3/kv/put within 3 s (", 0), 0u) << m;
+    for (int i = 0; i < 3; ++i) EXPECT_NE(m.find(cluster->endpoint(i) + ": "), std::string::npos) << m;
+    EXPECT_NE(m.find(cluster->endpoint(first) + ": cannot connect"), std::string::npos) << m;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "bounded by the call's timeout";
+}
+
+}  // namespace
+}  // namespace accel::launcher

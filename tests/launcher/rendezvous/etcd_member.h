@@ -1,0 +1,146 @@
+#pragma once
+// EtcdCluster: real etcd members (Debian's etcd-server, /usr/bin/etcd) for a test — one or
+// several, on loopback, each with a data directory of its own, never a system service. Ports
+// come from a range picked by the test's pid; a port already taken makes a member exit saying
+// so, and the whole cluster is started again on the next ports (no port is bound and closed to
+// find a free one). Ready once a write goes through (the cluster has a leader); the destructor
+// SIGKILLs every member and removes the directories.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "launcher/rendezvous/etcd_client.h"
+
+namespace accel::launcher::testing {
+
+inline const char* kEtcdBinary = "/usr/bin/etcd";
+
+class EtcdCluster {
+ public:
+  // Starts `members` members; nullptr with `why` when it cannot (no etcd installed, or the
+  // cluster never answered).
+  static std::unique_ptr<EtcdCluster> start(int members, std::string& why) {
+    if (::access(kEtcdBinary, X_OK) != 0) {
+      why = std::string(kEtcdBinary) + " is not installed (Debian's etcd-server; scripts/setup.sh)";
+      return nullptr;
+    }
+    const int base = 31000 + static_cast<int>(::getpid() % 1000) * 8;
+    for (int port = base; port < base + 10 * 2 * members; port += 2 * members) {
+      auto cluster = std::unique_ptr<EtcdCluster>(new EtcdCluster(members, port));
+      if (cluster->ready(why)) return cluster;
+      if (why.find("address already in use") == std::string::npos) return nullptr;
+    }
+    return nullptr;
+  }
+
+  ~EtcdCluster() {
+    for (size_t i = 0; i < pids_.size(); ++i) kill(static_cast<int>(i));
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  int size() const { return static_cast<int>(pids_.size()); }
+  int clientPort(int member) const { return base_ + 2 * member; }
+  std::string endpoint(int member = 0) const {
+    return "127.0.0.1:" + std::to_string(clientPort(member));
+  }
+  // Every member's endpoint, comma-separated (as --rdzv_endpoint takes them).
+  std::string endpoints() const {
+    std::string all;
+    for (int i = 0; i < size(); ++i) all += (i ? "," : "") + endpoint(i);
+    return all;
+  }
+  // The member whose endpoint is `text` (-1: none).
+  int memberAt(const std::string& text) const {
+    for (int i = 0; i < size(); ++i) {
+      if (endpoint(i) == text) return i;
+    }
+    return -1;
+  }
+  void kill(int member) {
+    pid_t& pid = pids_[static_cast<size_t>(member)];
+    if (pid <= 0) return;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+
+ private:
+  EtcdCluster(int members, int base) : base_(base) {
+    char tmpl[] = "/tmp/accel-etcd-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    std::string cluster;
+    for (int i = 0; i < members; ++i) {
+      cluster += (i ? "," : "") + name(i) + "=" + peerUrl(i);
+    }
+    for (int i = 0; i < members; ++i) pids_.push_back(startMember(i, cluster));
+  }
+
+  static std::string name(int member) { return "m" + std::to_string(member); }
+  std::string peerUrl(int member) const {
+    return "http://127.0.0.1:" + std::to_string(clientPort(member) + 1);
+  }
+
+  pid_t startMember(int member, const std::string& cluster) {
+    const std::string client = "http://" + endpoint(member), peer = peerUrl(member);
+    const std::string data = dir_ + "/" + name(member), log = data + ".log";
+    const std::string token = "accel-test-" + std::to_string(::getpid());
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      std::freopen(log.c_str(), "w", stderr);
+      std::freopen("/dev/null", "w", stdout);
+      ::execl(kEtcdBinary, kEtcdBinary, "--name", name(member).c_str(), "--data-dir", data.c_str(),
+              "--listen-client-urls", client.c_str(), "--advertise-client-urls", client.c_str(),
+              "--listen-peer-urls", peer.c_str(), "--initial-advertise-peer-urls", peer.c_str(),
+              "--initial-cluster", cluster.c_str(), "--initial-cluster-state", "new",
+              "--initial-cluster-token", token.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    return pid;
+  }
+
+  // A write goes through within 30 s; else false, with why (the logs' last lines).
+  bool ready(std::string& why) {
+    EtcdOptions o;
+    o.endpoints = *parseEtcdEndpoints(endpoints());
+    o.timeout = o.attempt_timeout = std::chrono::milliseconds(500);
+    EtcdClient client(o);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    bool exited = false;
+    while (std::chrono::steady_clock::now() < deadline && !exited) {
+      try {
+        client.put("accel-test/ready", "1");
+        return true;
+      } catch (const std::exception&) {
+      }
+      for (pid_t pid : pids_) exited |= ::waitpid(pid, nullptr, WNOHANG) == pid;
+    }
+    why = "etcd (" + std::to_string(size()) + " member(s) from port " + std::to_string(base_) +
+          ") did not answer:";
+    for (int i = 0; i < size(); ++i) why += " [" + name(i) + "] " + logTail(i);
+    return false;
+  }
+
+  std::string logTail(int member) const {
+    std::ifstream in(dir_ + "/" + name(member) + ".log");
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string all = text.str();
+    return all.substr(all.size() > 400 ? all.size() - 400 : 0);
+  }
+
+  const int base_;
+  std::string dir_;
+  std::vector<pid_t> pids_;
+};
+
+}  // namespace accel::launcher::testing
