@@ -27,8 +27,8 @@ std::string base64(const std::string& in) {
     out += std::string{kBase64[(v >> 18) & 63], kBase64[(v >> 12) & 63], '=', '='};
   } else if (i + 2 == in.size()) {
     const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
-    out += std::string{kBase64[(v >> 18) & 63], kBase64[(v >> 12) & 63], kBase64[(v >> 6) & 63],
-                       '='};
+    out +=
+        std::string{kBase64[(v >> 18) & 63], kBase64[(v >> 12) & 63], kBase64[(v >> 6) & 63], '='};
   }
   return out;
 }
@@ -147,7 +147,8 @@ json EtcdClient::call(const std::string& path, const json& body) {
       return *reply;
     }
     if (SteadyClock::now() >= deadline) break;
-    if ((tries + 1) % connections_.size() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if ((tries + 1) % connections_.size() == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   std::string all;
   for (size_t i = 0; i < connections_.size(); ++i) {
@@ -165,6 +166,7 @@ std::optional<json> EtcdClient::tryEndpoint(size_t at, const std::string& path,
                                             HttpConnection::time_point deadline,
                                             std::string& said) {
   HttpConnection& c = *connections_[at];
+  ++requests_;
   const auto until = std::min(deadline, SteadyClock::now() + options_.attempt_timeout);
   HttpConnection::Reply reply;
   try {
@@ -191,7 +193,9 @@ std::optional<json> EtcdClient::tryEndpoint(size_t at, const std::string& path,
               parsed.value("message", parsed.value("error", reply.body)));
 }
 
-std::string EtcdClient::serverVersion() { return call("/version", json::object()).value("etcdserver", ""); }
+std::string EtcdClient::serverVersion() {
+  return call("/version", json::object()).value("etcdserver", "");
+}
 
 int64_t EtcdClient::put(const std::string& key, const std::string& value, int64_t lease) {
   json body{{"key", base64(key)}, {"value", base64(value)}};
@@ -214,15 +218,15 @@ std::vector<EtcdKeyValue> EtcdClient::getPrefix(const std::string& prefix) {
 }
 
 std::pair<bool, std::optional<EtcdKeyValue>> EtcdClient::txnPut(const json& compare,
-                                                                 const std::string& key,
-                                                                 const std::string& value,
-                                                                 int64_t lease) {
+                                                                const std::string& key,
+                                                                const std::string& value,
+                                                                int64_t lease) {
   json put{{"key", base64(key)}, {"value", base64(value)}};
   if (lease) put["lease"] = std::to_string(lease);
-  const json reply = call("/v3/kv/txn", {{"compare", json::array({compare})},
-                                         {"success", json::array({{{"request_put", put}}})},
-                                         {"failure", json::array({{{"request_range",
-                                                                    {{"key", base64(key)}}}}})}});
+  const json reply =
+      call("/v3/kv/txn", {{"compare", json::array({compare})},
+                          {"success", json::array({{{"request_put", put}}})},
+                          {"failure", json::array({{{"request_range", {{"key", base64(key)}}}}})}});
   if (reply.value("succeeded", false)) return {true, std::nullopt};
   for (const auto& r : reply.value("responses", json::array())) {
     const json range = r.value("response_range", json::object());
@@ -296,9 +300,7 @@ int64_t EtcdClient::keepAlive(int64_t id) {
   return std::max<int64_t>(0, number(reply.value("result", json::object()), "TTL"));
 }
 
-void EtcdClient::revokeLease(int64_t id) {
-  call("/v3/lease/revoke", {{"ID", std::to_string(id)}});
-}
+void EtcdClient::revokeLease(int64_t id) { call("/v3/lease/revoke", {{"ID", std::to_string(id)}}); }
 
 EtcdWatch::EtcdWatch(const EtcdEndpoint& endpoint, const std::string& key, bool prefix,
                      int64_t from, HttpConnection::time_point deadline)
@@ -335,12 +337,13 @@ std::vector<EtcdEvent> EtcdWatch::next(HttpConnection::time_point deadline) {
   if (!message) throw NetworkError("etcd at " + connection_.address() + " ended the watch");
   const json reply = json::parse(*message, nullptr, false);
   if (!reply.is_object() || !reply.contains("result")) {
-    throw NetworkError("etcd at " + connection_.address() + " ended the watch: " +
-                       message->substr(0, 200));
+    throw NetworkError("etcd at " + connection_.address() +
+                       " ended the watch: " + message->substr(0, 200));
   }
   std::vector<EtcdEvent> events;
   for (const auto& e : reply["result"].value("events", json::array())) {
-    events.push_back({e.value("type", "PUT") == "DELETE", keyValueOf(e.value("kv", json::object()))});
+    events.push_back(
+        {e.value("type", "PUT") == "DELETE", keyValueOf(e.value("kv", json::object()))});
   }
   return events;
 }

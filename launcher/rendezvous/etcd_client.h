@@ -94,23 +94,25 @@ class EtcdClient {
   std::string endpointInUse() const { return endpoint().text(); }
   // The store's revision when the last reply was made (its header's).
   int64_t revision() const { return revision_; }
+  // The requests sent so far (every endpoint's tries), for benchmarks.
+  uint64_t requests() const { return requests_; }
 
  private:
   nlohmann::json call(const std::string& path, const nlohmann::json& body);
   std::optional<nlohmann::json> tryEndpoint(size_t at, const std::string& path,
                                             const std::string& body,
-                                            HttpConnection::time_point deadline,
-                                            std::string& said);
+                                            HttpConnection::time_point deadline, std::string& said);
   // A transaction: put `key` if `compare` holds, else read it. Returns whether it put, and the
   // key read when it did not.
   std::pair<bool, std::optional<EtcdKeyValue>> txnPut(const nlohmann::json& compare,
-                                                       const std::string& key,
-                                                       const std::string& value, int64_t lease);
+                                                      const std::string& key,
+                                                      const std::string& value, int64_t lease);
 
   EtcdOptions options_;
   std::vector<std::unique_ptr<HttpConnection>> connections_;  // one per endpoint
   size_t current_ = 0;
   int64_t revision_ = 0;
+  uint64_t requests_ = 0;
 };
 
 // One change a watch saw.

@@ -24,6 +24,7 @@ std::string EtcdStore::get(const std::string& key, std::chrono::milliseconds tim
 int64_t EtcdStore::add(const std::string& key, int64_t delta) {
   while (true) {
     const auto kv = client_.get(full(key));
+    if (delta == 0 && kv) return std::stoll(kv->value);  // a read (it writes only when absent)
     const int64_t now = kv ? std::stoll(kv->value) + delta : delta;
     if (client_.compareAndSwap(full(key), kv ? kv->mod_revision : 0, std::to_string(now))) {
       return now;
@@ -60,6 +61,7 @@ bool EtcdStore::awaitKey(const std::string& key, HttpConnection::time_point dead
     if (client_.get(full(key))) return true;
     if (SteadyClock::now() >= deadline) return false;
     try {
+      ++watches_;
       EtcdWatch watch(client_.endpoint(), full(key), false, client_.revision() + 1, deadline);
       while (SteadyClock::now() < deadline) {
         for (const auto& e : watch.next(deadline)) {

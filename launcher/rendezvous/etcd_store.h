@@ -35,6 +35,8 @@ class EtcdStore : public store::Store {
   int64_t numKeys() override;
 
   EtcdClient& client() { return client_; }
+  // The requests this store sent: the client's, and one per watch opened (for benchmarks).
+  uint64_t requests() const { return client_.requests() + watches_; }
 
  private:
   std::string full(const std::string& key) const { return prefix_ + key; }
@@ -42,6 +44,7 @@ class EtcdStore : public store::Store {
 
   EtcdClient client_;
   const std::string prefix_;
+  uint64_t watches_ = 0;
 };
 
 }  // namespace accel::launcher

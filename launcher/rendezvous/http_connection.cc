@@ -130,16 +130,18 @@ void HttpConnection::request(const char* method, const std::string& path, const 
   }
   raw_.clear();
   decoded_.clear();
-  const std::string bytes = std::string(method) + " " + path + " HTTP/1.1\r\nHost: " + address() +
-                            "\r\nContent-Type: application/json\r\nContent-Length: " +
-                            std::to_string(body.size()) + "\r\n\r\n" + body;
+  const std::string bytes =
+      std::string(method) + " " + path + " HTTP/1.1\r\nHost: " + address() +
+      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
   size_t off = 0;
   while (off < bytes.size()) {
     const ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) fail(std::string("sending the request failed: ") + std::strerror(errno));
     off += static_cast<size_t>(n);
-    if (msUntil(deadline) == 0 && off < bytes.size()) throw TimeoutError("the request was not taken in time");
+    if (msUntil(deadline) == 0 && off < bytes.size())
+      throw TimeoutError("the request was not taken in time");
   }
 }
 
@@ -148,7 +150,8 @@ void HttpConnection::request(const char* method, const std::string& path, const 
 void HttpConnection::fill(time_point deadline) {
   while (true) {
     pollfd pfd{fd_, POLLIN, 0};
-    const int ready = ::poll(&pfd, 1, static_cast<int>(std::min<long long>(msUntil(deadline), 1 << 30)));
+    const int ready =
+        ::poll(&pfd, 1, static_cast<int>(std::min<long long>(msUntil(deadline), 1 << 30)));
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) throw TimeoutError("no reply in time");
     char buf[16384];

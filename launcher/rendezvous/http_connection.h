@@ -65,9 +65,9 @@ class HttpConnection {
   const std::string host_;
   const int port_;
   int fd_ = -1;
-  std::string raw_;       // bytes received and not yet parsed
-  std::string decoded_;   // body bytes of a chunked stream not yet returned
-  bool chunked_ = false;  // the current reply's body
+  std::string raw_;        // bytes received and not yet parsed
+  std::string decoded_;    // body bytes of a chunked stream not yet returned
+  bool chunked_ = false;   // the current reply's body
   long long length_ = -1;  // its Content-Length (-1: none)
   bool ended_ = false;     // its last chunk was read
   bool keep_ = true;       // the server keeps the connection after this reply

@@ -172,7 +172,8 @@ TEST(EtcdClusterTest, AMemberLostIsPassedOverAndQuorumLostIsAnErrorInTime) {
   } catch (const NetworkError& e) {
     const std::string m = e.what();
     EXPECT_EQ(m.rfind("no etcd endpoint answered /v3/kv/put within 3 s (", 0), 0u) << m;
-    for (int i = 0; i < 3; ++i) EXPECT_NE(m.find(cluster->endpoint(i) + ": "), std::string::npos) << m;
+    for (int i = 0; i < 3; ++i)
+      EXPECT_NE(m.find(cluster->endpoint(i) + ": "), std::string::npos) << m;
     EXPECT_NE(m.find(cluster->endpoint(first) + ": cannot connect"), std::string::npos) << m;
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "bounded by the call's timeout";

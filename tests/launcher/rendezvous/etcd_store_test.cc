@@ -58,7 +58,7 @@ TEST_F(EtcdStoreTest, TheTcpStoresSemantics) {
   EXPECT_EQ(s->add("n", 5), 5);
   EXPECT_EQ(s->add("n", -2), 3);
   EXPECT_EQ(s->add("n", 0), 3);
-  EXPECT_EQ(s->compareSet("c", "", "first"), "first");      // absent, expected empty: set
+  EXPECT_EQ(s->compareSet("c", "", "first"), "first");        // absent, expected empty: set
   EXPECT_EQ(s->compareSet("c", "wrong", "second"), "first");  // no match: the value now
   EXPECT_EQ(s->compareSet("c", "first", "second"), "second");
   EXPECT_EQ(s->compareSet("absent", "x", "y"), "x");  // torch's answer for an absent key
@@ -91,8 +91,8 @@ TEST_F(EtcdStoreTest, WaitsMissNothingAndTimeOutNamingTheKeys) {
     s->wait({"early", "never", "nor"}, 300ms);
     FAIL() << "a wait for keys nobody writes returned";
   } catch (const TimeoutError& e) {
-    EXPECT_EQ(std::string(e.what()), "wait for never, nor timed out after 300 ms on etcd at " +
-                                         member_->endpoint());
+    EXPECT_EQ(std::string(e.what()),
+              "wait for never, nor timed out after 300 ms on etcd at " + member_->endpoint());
   }
 }
 
