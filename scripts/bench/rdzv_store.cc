@@ -7,6 +7,8 @@
 // HTTP requests, every try and watch included; TCP: the store calls, one request each).
 //   rdzv_store_bench --agents N (--etcd HOST:PORT | --tcp)
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -17,7 +19,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 #include "launcher/rendezvous/agent_rendezvous.h"
@@ -80,10 +81,14 @@ int main(int argc, char** argv) {
   std::string etcd;
   bool tcp = false;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--agents") && i + 1 < argc) agents = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--etcd") && i + 1 < argc) etcd = argv[++i];
-    else if (!std::strcmp(argv[i], "--tcp")) tcp = true;
-    else usage();
+    if (!std::strcmp(argv[i], "--agents") && i + 1 < argc)
+      agents = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--etcd") && i + 1 < argc)
+      etcd = argv[++i];
+    else if (!std::strcmp(argv[i], "--tcp"))
+      tcp = true;
+    else
+      usage();
   }
   if (agents < 1 || tcp == !etcd.empty()) usage();
   std::unique_ptr<store::TcpStoreServer> server;
@@ -99,7 +104,8 @@ int main(int argc, char** argv) {
       o.endpoints = *launcher::parseEtcdEndpoints(etcd);
       o.timeout = std::chrono::seconds(60);
       o.attempt_timeout = std::chrono::seconds(30);
-      auto e = std::make_unique<launcher::EtcdStore>(o, "accel-bench/" + std::to_string(::getpid()));
+      auto e =
+          std::make_unique<launcher::EtcdStore>(o, "accel-bench/" + std::to_string(::getpid()));
       e->client().serverVersion();  // connected before the start, as the TCP clients are
       stores.push_back(std::move(e));
     }

@@ -14,21 +14,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class EtcdClientTest : public ::testing::Test {
+class EtcdClientTest : public testing::EtcdSuite {
  protected:
-  static void SetUpTestSuite() {
-    std::string why;
-    member_ = testing::EtcdCluster::start(1, why).release();
-    if (!member_) why_ = why;
-  }
-  static void TearDownTestSuite() {
-    delete member_;
-    member_ = nullptr;
-  }
-  void SetUp() override {
-    if (!member_) GTEST_SKIP() << why_;
-  }
-
   EtcdClient client(const std::string& endpoints = "") {
     auto parsed = parseEtcdEndpoints(endpoints.empty() ? member_->endpoint() : endpoints);
     EXPECT_TRUE(parsed.ok());
@@ -37,13 +24,7 @@ class EtcdClientTest : public ::testing::Test {
     o.timeout = 5s;
     return EtcdClient(o);
   }
-
-  static testing::EtcdCluster* member_;
-  static std::string why_;
 };
-
-testing::EtcdCluster* EtcdClientTest::member_ = nullptr;
-std::string EtcdClientTest::why_;
 
 TEST(EtcdEndpoints, ParseAsTorchsEtcdBackendsTakeThem) {
   auto e = parseEtcdEndpoints("http://etcd-0:2379, 10.0.0.2:32379,[::1]:4001,etcd-3");

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "launcher/rendezvous/etcd_client.h"
 
 namespace accel::launcher::testing {
@@ -141,6 +143,27 @@ class EtcdCluster {
   const int base_;
   std::string dir_;
   std::vector<pid_t> pids_;
+};
+
+// A test suite with one etcd member of its own (member_), started once for the suite; its tests
+// are skipped, saying why, where etcd cannot run.
+class EtcdSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string why;
+    member_ = EtcdCluster::start(1, why).release();
+    if (!member_) why_ = why;
+  }
+  static void TearDownTestSuite() {
+    delete member_;
+    member_ = nullptr;
+  }
+  void SetUp() override {
+    if (!member_) GTEST_SKIP() << why_;
+  }
+
+  inline static EtcdCluster* member_ = nullptr;
+  inline static std::string why_;
 };
 
 }  // namespace accel::launcher::testing

@@ -20,21 +20,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class EtcdStoreTest : public ::testing::Test {
+class EtcdStoreTest : public testing::EtcdSuite {
  protected:
-  static void SetUpTestSuite() {
-    std::string why;
-    member_ = testing::EtcdCluster::start(1, why).release();
-    if (!member_) why_ = why;
-  }
-  static void TearDownTestSuite() {
-    delete member_;
-    member_ = nullptr;
-  }
-  void SetUp() override {
-    if (!member_) GTEST_SKIP() << why_;
-  }
-
   // A store of job `job` (its own prefix); the test's name keeps tests apart.
   std::unique_ptr<EtcdStore> store(const std::string& job = "job") {
     EtcdOptions o;
@@ -43,13 +30,7 @@ class EtcdStoreTest : public ::testing::Test {
     const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
     return std::make_unique<EtcdStore>(o, std::string("accel-test/") + test->name() + "/" + job);
   }
-
-  static testing::EtcdCluster* member_;
-  static std::string why_;
 };
-
-testing::EtcdCluster* EtcdStoreTest::member_ = nullptr;
-std::string EtcdStoreTest::why_;
 
 TEST_F(EtcdStoreTest, TheTcpStoresSemantics) {
   auto s = store(), other = store("other");
