@@ -9,8 +9,9 @@
 // its link down) makes the watch fire too: a lost master is a failure of the job.
 //
 // The supervisor calls publish() and reads events when fd() is readable; both return at once.
-// Whatever the network does, stop() returns at once too: it shuts down the connections a call
-// of the thread may be blocked on (that call fails) and joins the thread. The watch's parked
+// Whatever the network does, stop() returns within keep_alive_retry (200 ms) too: it shuts down
+// the connections a call of the thread may be blocked on (that call fails; a keep-alive's
+// reconnection try in progress ends at its bound) and joins the thread. The watch's parked
 // WAIT stays until the link is destroyed: the master counts the parked watches before a round's
 // workers start (awaitWatches, store_group.cc).
 //

@@ -53,7 +53,7 @@ class MachineGroup {
   virtual RoundDecision endRound(AttemptReport& last, bool stopping) = 0;
   // The job ended (`why`): machines waiting to join a later round are told.
   virtual void closeJob(const std::string& why) = 0;
-  // Ends the link's thread at once, whatever the network does.
+  // Ends the link's thread within a moment (JobLink::stop), whatever the network does.
   virtual void stopLink() = 0;
   // The exit barrier: the agent that hosts the job's store keeps it up until the other
   // machines are done with it.

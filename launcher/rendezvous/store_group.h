@@ -65,7 +65,7 @@ class StoreGroup : public MachineGroup {
   // and, while the job may restart, takes part in the round's end (the master decides, the
   // others wait for it). `stopping`: this agent was told to stop, so it will not go on.
   RoundDecision endRound(AttemptReport& last, bool stopping) override;
-  // Ends the link's thread (at once, whatever the network does).
+  // Ends the link's thread (within a moment, whatever the network does: JobLink::stop).
   void stopLink() override;
   // The exit barrier (skipped once the master is lost): the master keeps its store up until
   // the other machines are done with it.
