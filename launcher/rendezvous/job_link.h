@@ -46,10 +46,10 @@
 
 #include "launcher/base/clock.h"
 #include "launcher/rendezvous/agent_rendezvous.h"
+#include "launcher/rendezvous/link_store.h"
 #include "launcher/rendezvous/liveness.h"
 #include "launcher/rendezvous/round_end.h"
 #include "launcher/report/job_report.h"
-#include "libaccel/store/tcp_store_client.h"
 
 namespace accel::launcher {
 
@@ -75,16 +75,17 @@ struct LinkOptions {
   std::function<bool(int machine)> present;
 };
 
-// A link's connections to the master's store, each used by the link's thread alone.
+// A link's connections to the master's store (link_store.h: the TCP client's, or an in-memory
+// store's in the tests), each used by the link's thread alone.
 struct LinkConnections {
-  // Has its WAIT on the round's stop key (roundKeys(settings, round).stop()) parked
+  // Has its wait on the round's stop key (roundKeys(settings, round).stop()) started
   // (startWait), which `watch_fd` (its descriptor) reports.
-  std::unique_ptr<store::TcpStoreClient> watch;
+  std::unique_ptr<LinkStore> watch;
   int watch_fd = -1;
   // Publications, `accel status` shares, the master's looks at the members.
-  std::unique_ptr<store::TcpStoreClient> publisher;
+  std::unique_ptr<LinkStore> publisher;
   // This machine's keep-alives (made bounded by the link, see above).
-  std::unique_ptr<store::TcpStoreClient> keep_alive;
+  std::unique_ptr<LinkStore> keep_alive;
 };
 
 class JobLink {
@@ -132,7 +133,7 @@ class JobLink {
   void checkArrivals();
   void publishMembershipChange(JobFailure change);
 
-  std::unique_ptr<store::TcpStoreClient> watch_, publisher_, keep_alive_;
+  std::unique_ptr<LinkStore> watch_, publisher_, keep_alive_;
   const int watch_fd_;
   const GroupSettings settings_;
   const int round_;

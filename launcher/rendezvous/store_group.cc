@@ -246,15 +246,19 @@ LinkOptions StoreGroup::linkOptions() const {
 // alone).
 Expected<void> StoreGroup::parkFailureWatch() {
   try {
+    auto connection = [this] {
+      return std::make_unique<TcpLinkStore>(
+          connectToMaster(plan_, store_port_, timeouts().connect));
+    };
     LinkConnections& c = link_connections_;
-    c.watch = connectToMaster(plan_, store_port_, timeouts().connect);
+    c.watch = connection();
     c.watch_fd = c.watch->startWait({roundKeys(settings_, round_.round).stop()});
     keepWatchAlive(c.watch_fd, timeouts());
-    c.publisher = connectToMaster(plan_, store_port_, timeouts().connect);
+    c.publisher = connection();
     // Its requests are small and the store answers at once: a reply that takes longer than
     // this is a master gone quiet, and the link's thread must get back to the watch.
     c.publisher->setTimeout(timeouts().request);
-    c.keep_alive = connectToMaster(plan_, store_port_, timeouts().connect);
+    c.keep_alive = connection();
   } catch (const Error& e) {
     return makeError(std::string("cannot watch the master's store for failures: ") + e.what());
   }

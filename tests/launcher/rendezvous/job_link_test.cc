@@ -1,9 +1,8 @@
-// The master's JobLink in fake time, over a real in-process store: the instants at which a
-// silent member is found lost, those at which a moving or finished one is not, and the tick at
-// which an arrival regroups. The link's thread runs
-// on a StepClock that the test moves: advanceTo(t) lets the thread do everything due up to t
-// (each wait's deadline in turn) and returns once it waits for a later one, so what the test
-// reads then is what the link did by t.
+// The master's JobLink in fake time, over an in-memory store (watches included): the instants at
+// which a silent member is found lost, those at which a moving or finished one is not, and the tick
+// at which an arrival regroups. The link's thread runs on a StepClock that the test moves:
+// advanceTo(t) lets the thread do everything due up to t (each wait's deadline in turn) and returns
+// once it waits for a later one, so what the test reads then is what the link did by t.
 
 #include "launcher/rendezvous/job_link.h"
 
@@ -16,8 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "launcher/rendezvous/job_keys.h"
-#include "libaccel/store/tcp_store_client.h"
-#include "libaccel/store/tcp_store_server.h"
+#include "memory_link_store.h"
 
 namespace accel::launcher {
 namespace {
@@ -84,22 +82,19 @@ Clock::time_point at(std::chrono::milliseconds ms) { return Clock::time_point{} 
 class JobLinkTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_ = store::TcpStoreServer::start({});
-    member_ = client();
     settings_.num_machines = 2;
     settings_.clock = clock_;  // the link thread's time and waits
   }
 
-  std::unique_ptr<store::TcpStoreClient> client() {
-    store::TcpStoreClientOptions c;
-    c.port = server_->port();
-    return std::make_unique<store::TcpStoreClient>(c);
+  // A connection of the master's link to the job's store.
+  std::unique_ptr<LinkStore> connection() {
+    return std::make_unique<testing::MemoryLinkStore>(store_);
   }
 
   // The master's link of round 0 over `machines` (of at most `max`, named alpha, beta):
   // keep-alives every second, a 3 s window, members looked at every 100 ms.
   std::unique_ptr<JobLink> masterLink(int machines = 2, int max = 2) {
-    LinkConnections c{client(), -1, client(), client()};
+    LinkConnections c{connection(), -1, connection(), connection()};
     c.watch_fd = c.watch->startWait({roundKeys(settings_, 0).stop()});
     LinkOptions o;
     o.machines = machines;
@@ -109,7 +104,7 @@ class JobLinkTest : public ::testing::Test {
     return std::make_unique<JobLink>(std::move(c), settings_, 0, 0, "alpha", o);
   }
 
-  void memberKeepsAlive() { member_->add(roundKeys(settings_, 0).alive(1), 1); }
+  void memberKeepsAlive() { store_.add(roundKeys(settings_, 0).alive(1), 1); }
 
   // Machine 1 is not lost at `notYet`, and is the one machine lost by `by`.
   void expectLostBetween(JobLink& link, Clock::time_point notYet, Clock::time_point by) {
@@ -121,8 +116,8 @@ class JobLinkTest : public ::testing::Test {
     EXPECT_EQ(lost[0].machine, 1);
   }
 
-  // The link's events, once its descriptor says there are some (the watch fires on the real
-  // socket: its reply may come after advanceTo returned). Empty after 10 s: none came.
+  // The link's events, once its descriptor says there are some (the watch fires on a thread of
+  // its own: it may come after advanceTo returned). Empty after 10 s: none came.
   static std::vector<LinkEvent> eventsOf(JobLink& link) {
     pollfd p{link.fd(), POLLIN, 0};
     if (::poll(&p, 1, 10000) != 1) return {};
@@ -131,8 +126,7 @@ class JobLinkTest : public ::testing::Test {
 
   std::shared_ptr<StepClock> clock_ = std::make_shared<StepClock>();
   GroupSettings settings_;
-  std::unique_ptr<store::TcpStoreServer> server_;
-  std::unique_ptr<store::TcpStoreClient> member_;
+  store::MemoryStore store_;  // the job's store, the members' view of it included
 };
 
 // Machine 1 never sends a keep-alive: not lost at 2.95 s, lost by the look at 3.0 s (the
@@ -161,7 +155,7 @@ TEST_F(JobLinkTest, AMovingMemberIsNotLostUntilItFallsSilent) {
 TEST_F(JobLinkTest, AMemberThatFinishedIsNotLost) {
   auto link = masterLink();
   clock_->advanceTo(at(500ms));
-  member_->set(roundKeys(settings_, 0).finished(1), "1");
+  store_.set(roundKeys(settings_, 0).finished(1), "1");
   clock_->advanceTo(at(10s));
   EXPECT_TRUE(link->lostMachines().empty());
   link->stop();
@@ -174,9 +168,9 @@ TEST_F(JobLinkTest, AnArrivalRegroupsAtTheNextTickAndIsNotAFailure) {
   auto owned = masterLink(1, 2);
   JobLink& link = *owned;
   clock_->advanceTo(at(500ms));
-  member_->add(jobKeys(settings_).round(1).arrivals(), 1);
+  store_.add(jobKeys(settings_).round(1).arrivals(), 1);
   clock_->advanceTo(at(950ms));
-  EXPECT_FALSE(member_->check({roundKeys(settings_, 0).stop()})) << "found before its tick";
+  EXPECT_FALSE(store_.check({roundKeys(settings_, 0).stop()})) << "found before its tick";
   clock_->advanceTo(at(1050ms));
   const auto events = eventsOf(link);
   ASSERT_EQ(events.size(), 1u);
@@ -185,6 +179,36 @@ TEST_F(JobLinkTest, AnArrivalRegroupsAtTheNextTickAndIsNotAFailure) {
   EXPECT_NE(events[0].failure.reason.find("the group has 1 of at most 2"), std::string::npos)
       << events[0].failure.reason;
   EXPECT_TRUE(link.lostMachines().empty());
+  link.stop();
+}
+
+// A member's link (machine 1): it adds to its keep-alive key at every tick (0, 1, 2 s), and the
+// master's store gone — its watch's connection cut at 2 s — is heard as the job's failure,
+// naming the store, with masterLost() set.
+TEST_F(JobLinkTest, AMemberKeepsAliveAndHearsTheMastersStoreLost) {
+  auto watch = std::make_unique<testing::MemoryLinkStore>(store_);
+  testing::MemoryLinkStore* masterSide = watch.get();
+  LinkConnections c{std::move(watch), -1, connection(), connection()};
+  c.watch_fd = c.watch->startWait({roundKeys(settings_, 0).stop()});
+  settings_.store_address = "alpha:29500";
+  LinkOptions o;
+  o.machines = o.max_machines = 2;
+  o.hosts = {"alpha", "beta"};
+  JobLink link(std::move(c), settings_, 0, 1, "alpha", o);
+  clock_->advanceTo(at(2s));
+  EXPECT_EQ(store_.add(roundKeys(settings_, 0).alive(1), 0), 3);
+  EXPECT_FALSE(link.masterLost());
+  masterSide->interrupt();
+  const auto events = eventsOf(link);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, LinkEvent::Kind::kRemoteFailure);
+  EXPECT_EQ(events[0].failure.machine_rank, 0);
+  EXPECT_EQ(events[0].failure.host, "alpha");
+  EXPECT_EQ(events[0].failure.reason.rfind(
+                "lost contact with the master agent's store at alpha:29500 (the connection", 0),
+            0u)
+      << events[0].failure.reason;
+  EXPECT_TRUE(link.masterLost());
   link.stop();
 }
 
