@@ -94,6 +94,8 @@ class EtcdClient {
   std::string endpointInUse() const { return endpoint().text(); }
   // The store's revision when the last reply was made (its header's).
   int64_t revision() const { return revision_; }
+  // Each call's bound (options.timeout).
+  std::chrono::milliseconds timeout() const { return options_.timeout; }
   // The requests sent so far (every endpoint's tries), for benchmarks.
   uint64_t requests() const { return requests_; }
 

@@ -20,9 +20,17 @@ std::string EtcdStore::get(const std::string& key, std::chrono::milliseconds tim
                      " right after it appeared");
 }
 
-// A compare-and-swap on the value read, again until no other agent wrote in between.
+// A compare-and-swap on the value read, again until no other agent wrote in between — for at
+// most the client's timeout in all.
 int64_t EtcdStore::add(const std::string& key, int64_t delta) {
-  while (true) {
+  const auto deadline = SteadyClock::now() + client_.timeout();
+  for (int tries = 1;; ++tries) {
+    if (SteadyClock::now() >= deadline) {
+      throw TimeoutError("add to '" + key + "' on etcd at " + client_.endpointInUse() + ": " +
+                         std::to_string(tries - 1) + " tries in " +
+                         std::to_string(client_.timeout().count()) +
+                         " ms, each lost to another writer");
+    }
     const auto kv = client_.get(full(key));
     if (delta == 0 && kv) return std::stoll(kv->value);  // a read (it writes only when absent)
     const int64_t now = kv ? std::stoll(kv->value) + delta : delta;

@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
     } else {
       launcher::EtcdOptions o;
       o.endpoints = *launcher::parseEtcdEndpoints(etcd);
-      o.timeout = std::chrono::seconds(60);
+      o.timeout = std::chrono::seconds(600);  // an add that loses to 1023 others keeps trying
       o.attempt_timeout = std::chrono::seconds(30);
       auto e =
           std::make_unique<launcher::EtcdStore>(o, "accel-bench/" + std::to_string(::getpid()));
