@@ -80,6 +80,12 @@ std::string prefixEnd(std::string prefix) {
   return std::string(1, '\0');  // every key
 }
 
+// A transaction's comparison that holds while `key` does not exist.
+json absent(const std::string& key) {
+  return {
+      {"key", base64(key)}, {"result", "EQUAL"}, {"target", "CREATE"}, {"create_revision", "0"}};
+}
+
 // An error etcd answers when this member cannot serve now, while another may.
 bool memberUnavailable(const json& error) {
   const int code = error.value("code", 0);
@@ -241,28 +247,22 @@ bool EtcdClient::create(const std::string& key, const std::string& value, int64_
 
 bool EtcdClient::compareAndSwap(const std::string& key, int64_t revision, const std::string& value,
                                 int64_t lease) {
-  json compare{{"key", base64(key)}, {"result", "EQUAL"}};
-  if (revision == 0) {
-    compare["target"] = "CREATE";
-    compare["create_revision"] = "0";
-  } else {
-    compare["target"] = "MOD";
-    compare["mod_revision"] = std::to_string(revision);
-  }
+  const json compare = revision == 0 ? absent(key)
+                                     : json{{"key", base64(key)},
+                                            {"result", "EQUAL"},
+                                            {"target", "MOD"},
+                                            {"mod_revision", std::to_string(revision)}};
   return txnPut(compare, key, value, lease).first;
 }
 
 std::optional<EtcdKeyValue> EtcdClient::compareValueAndSet(const std::string& key,
                                                            const std::string& expected,
                                                            const std::string& desired) {
-  json compare{{"key", base64(key)}, {"result", "EQUAL"}};
-  if (expected.empty()) {
-    compare["target"] = "CREATE";
-    compare["create_revision"] = "0";
-  } else {
-    compare["target"] = "VALUE";
-    compare["value"] = base64(expected);
-  }
+  const json compare = expected.empty() ? absent(key)
+                                        : json{{"key", base64(key)},
+                                               {"result", "EQUAL"},
+                                               {"target", "VALUE"},
+                                               {"value", base64(expected)}};
   auto [put, current] = txnPut(compare, key, desired, 0);
   if (!put) return current;
   EtcdKeyValue now;

@@ -13,11 +13,10 @@ void EtcdStore::set(const std::string& key, const std::string& value) {
   client_.put(full(key), value);
 }
 
+// One read when the key is there; else its value as the watch saw it put.
 std::string EtcdStore::get(const std::string& key, std::chrono::milliseconds timeout) {
-  wait({key}, timeout);
-  if (auto kv = client_.get(full(key))) return kv->value;
-  throw TimeoutError("get '" + key + "': deleted on etcd at " + client_.endpointInUse() +
-                     " right after it appeared");
+  if (auto value = awaitKey(key, SteadyClock::now() + timeout)) return *value;
+  throw timedOut(key, timeout);
 }
 
 // A compare-and-swap on the value read, again until no other agent wrote in between — for at
@@ -55,30 +54,37 @@ void EtcdStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
     for (size_t j = i; j < keys.size(); ++j) {
       if (!client_.get(full(keys[j]))) missing += (missing.empty() ? "" : ", ") + keys[j];
     }
-    throw TimeoutError("wait for " + missing + " timed out after " +
-                       std::to_string(timeout.count()) + " ms on etcd at " +
-                       client_.endpointInUse());
+    throw timedOut(missing, timeout);
   }
 }
 
-// Whether `key` exists by `deadline`: read it; missing, watch it from the revision after that
-// read (so a put in between is seen), on the endpoint that answered; a watch that ends (its
-// endpoint gone) is opened again after another read, wherever the client then reaches.
-bool EtcdStore::awaitKey(const std::string& key, HttpConnection::time_point deadline) {
+TimeoutError EtcdStore::timedOut(const std::string& missing,
+                                 std::chrono::milliseconds timeout) const {
+  return TimeoutError("wait for " + missing + " timed out after " +
+                      std::to_string(timeout.count()) + " ms on etcd at " +
+                      client_.endpointInUse());
+}
+
+// `key`'s value once it exists, nullopt if not by `deadline`: read it; missing, watch it from the
+// revision after that read (so a put in between is seen), on the endpoint that answered; a watch
+// that ends (its endpoint gone) is opened again after another read, wherever the client then
+// reaches.
+std::optional<std::string> EtcdStore::awaitKey(const std::string& key,
+                                               HttpConnection::time_point deadline) {
   while (true) {
-    if (client_.get(full(key))) return true;
-    if (SteadyClock::now() >= deadline) return false;
+    if (auto kv = client_.get(full(key))) return kv->value;
+    if (SteadyClock::now() >= deadline) return std::nullopt;
     try {
       ++watches_;
       EtcdWatch watch(client_.endpoint(), full(key), false, client_.revision() + 1, deadline);
       while (SteadyClock::now() < deadline) {
         for (const auto& e : watch.next(deadline)) {
-          if (!e.deleted) return true;
+          if (!e.deleted) return e.kv.value;
         }
       }
-      return false;
+      return std::nullopt;
     } catch (const NetworkError&) {
-      if (SteadyClock::now() >= deadline) return false;
+      if (SteadyClock::now() >= deadline) return std::nullopt;
     }
   }
 }

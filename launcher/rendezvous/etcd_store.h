@@ -10,9 +10,11 @@
 // client's timeout; waits their own) and throws as store.h says: accel::TimeoutError naming the
 // keys still missing, accel::NetworkError when no endpoint of the cluster answers.
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "accel/error.h"
 #include "launcher/rendezvous/etcd_client.h"
 #include "libaccel/store/store.h"
 
@@ -40,7 +42,8 @@ class EtcdStore : public store::Store {
 
  private:
   std::string full(const std::string& key) const { return prefix_ + key; }
-  bool awaitKey(const std::string& key, HttpConnection::time_point deadline);
+  std::optional<std::string> awaitKey(const std::string& key, HttpConnection::time_point deadline);
+  TimeoutError timedOut(const std::string& missing, std::chrono::milliseconds timeout) const;
 
   EtcdClient client_;
   const std::string prefix_;

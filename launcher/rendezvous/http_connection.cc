@@ -52,11 +52,20 @@ void HttpConnection::fail(const std::string& what) {
 
 HttpConnection::Reply HttpConnection::post(const std::string& path, const std::string& body,
                                            time_point deadline) {
+  return exchange("POST", path, body, deadline);
+}
+
+HttpConnection::Reply HttpConnection::get(const std::string& path, time_point deadline) {
+  return exchange("GET", path, "", deadline);
+}
+
+HttpConnection::Reply HttpConnection::exchange(const char* method, const std::string& path,
+                                               const std::string& body, time_point deadline) {
   // A kept connection the server closed meanwhile fails before any reply: once more, afresh.
   const bool reused = fd_ >= 0;
   for (int attempt = 0;; ++attempt) {
     try {
-      request("POST", path, body, deadline);
+      request(method, path, body, deadline);
       Reply reply;
       reply.status = readHead(deadline);
       reply.body = readBody(deadline);
@@ -68,19 +77,6 @@ HttpConnection::Reply HttpConnection::post(const std::string& path, const std::s
       close();
       if (!reused || attempt > 0) throw;
     }
-  }
-}
-
-HttpConnection::Reply HttpConnection::get(const std::string& path, time_point deadline) {
-  try {
-    request("GET", path, "", deadline);
-    Reply reply;
-    reply.status = readHead(deadline);
-    reply.body = readBody(deadline);
-    return reply;
-  } catch (const Error&) {
-    close();
-    throw;
   }
 }
 

@@ -53,6 +53,9 @@ class HttpConnection {
   void close();
 
  private:
+  // One request and its whole reply (post, get).
+  Reply exchange(const char* method, const std::string& path, const std::string& body,
+                 time_point deadline);
   void request(const char* method, const std::string& path, const std::string& body,
                time_point deadline);
   int readHead(time_point deadline);
