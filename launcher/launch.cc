@@ -18,6 +18,7 @@
 #include "launcher/plan/run_dir.h"
 #include "launcher/plan/worker_env.h"
 #include "launcher/rendezvous/agent_rendezvous.h"
+#include "launcher/rendezvous/group_store.h"
 #include "launcher/rendezvous/ports.h"
 #include "launcher/rendezvous/solo_group.h"
 #include "launcher/rendezvous/store_group.h"
@@ -137,6 +138,7 @@ class Agent {
                        ")");
     }
     store_port_ = server_->port();
+    store_host_ = std::make_unique<TcpStoreHost>(*server_);
     return sayRendezvousRole();
   }
 
@@ -191,11 +193,13 @@ class Agent {
     Notify notify = [this](const std::string& text) { console_.notice(text); };
     if (plan_.num_machines == 1) {
       SoloSettings solo{plan_.max_restarts, plan_.retry_identical_failures, thisHostName()};
-      group_ = std::make_unique<SoloGroup>(solo, staticPlacement(plan_, store_port_), server_.get(),
-                                           notify);
+      group_ = std::make_unique<SoloGroup>(solo, staticPlacement(plan_, store_port_),
+                                           store_host_.get(), notify);
     } else {
+      auto store = std::make_unique<TcpGroupStore>(plan_.master_addr, store_port_,
+                                                   plan_.address_flag, store_host_.get());
       auto group = std::make_unique<StoreGroup>(plan_, parent_env_, notify, requested_rank_,
-                                                store_port_, server_.get());
+                                                store_port_, std::move(store));
       auto connected = group->connect();
       group_ = std::move(group);
       if (!connected) return connected;
@@ -324,7 +328,8 @@ class Agent {
   bool temp_run_dir_ = false;   // remove base_to_remove_ at the end
   ProgressBoard board_;  // before server_: the store's thread writes to it until server_ stops
   std::unique_ptr<store::TcpStoreServer> server_;
-  std::unique_ptr<MachineGroup> group_;  // this job's machines (this one alone, or several)
+  std::unique_ptr<TcpStoreHost> store_host_;  // server_'s, for the machine group
+  std::unique_ptr<MachineGroup> group_;       // this job's machines (this one alone, or several)
   PosixProcesses processes_;
   MonotonicClock clock_;
   StatusListener status_;

@@ -3,14 +3,14 @@
 #include <unistd.h>
 
 #include "accel/error.h"
+#include "launcher/rendezvous/group_store.h"
 #include "launcher/rendezvous/job_keys.h"
-#include "libaccel/store/tcp_store_server.h"
 
 namespace accel::launcher {
 
-void clearWorkerKeys(store::TcpStoreServer& server, int round, const Notify& notify) {
+void clearWorkerKeys(StoreHost& store, int round, const Notify& notify) {
   try {
-    const size_t removed = server.clearKeysExcept({JobKeys::stored(kAgentKeyPrefix)});
+    const size_t removed = store.clearKeysExcept({kAgentKeyPrefix});
     notify("attempt " + std::to_string(round) + ": removed " + std::to_string(removed) +
            (removed == 1 ? " value" : " values") +
            " that earlier attempts' workers left in the job's store, so none is read as this "

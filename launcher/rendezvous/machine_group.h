@@ -26,11 +26,9 @@
 #include "launcher/report/job_report.h"
 #include "libaccel/common/expected.h"
 
-namespace accel::store {
-class TcpStoreServer;
-}
-
 namespace accel::launcher {
+
+class StoreHost;  // group_store.h
 
 // Where a group's notices go (the agent's console): one line each, without "accel: ".
 using Notify = std::function<void(const std::string&)>;
@@ -73,7 +71,7 @@ class MachineGroup {
 // rounds before (torch 1.13 prefixed them per attempt, torch 2.x expects a fresh store); the
 // agents' own keys ("/accel/...") stay. Every worker of the last round has ended. Says how many
 // were removed through `notify`.
-void clearWorkerKeys(store::TcpStoreServer& server, int round, const Notify& notify);
+void clearWorkerKeys(StoreHost& store, int round, const Notify& notify);
 
 // This machine's name (gethostname).
 std::string thisHostName();

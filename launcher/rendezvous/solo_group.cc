@@ -2,16 +2,15 @@
 
 namespace accel::launcher {
 
-SoloGroup::SoloGroup(SoloSettings settings, Placement placement, store::TcpStoreServer* server,
-                     Notify notify)
+SoloGroup::SoloGroup(SoloSettings settings, Placement placement, StoreHost* store, Notify notify)
     : settings_(std::move(settings)),
       placement_(std::move(placement)),
-      server_(server),
+      store_(store),
       notify_(std::move(notify)) {}
 
 Expected<Placement> SoloGroup::meet() {
   ++round_;
-  if (server_ && round_ > 0) clearWorkerKeys(*server_, round_, notify_);
+  if (store_ && round_ > 0) clearWorkerKeys(*store_, round_, notify_);
   Placement p = placement_;
   p.restart_count = restart_count_;
   return p;

@@ -18,11 +18,10 @@ struct SoloSettings {
 
 class SoloGroup : public MachineGroup {
  public:
-  // `placement`: this machine's in every round (its restart count is the round's). `server`:
+  // `placement`: this machine's in every round (its restart count is the round's). `store`:
   // the job's store when the agent hosts one (its workers' keys are cleared between rounds),
-  // else nullptr. Both must outlive the group.
-  SoloGroup(SoloSettings settings, Placement placement, store::TcpStoreServer* server,
-            Notify notify);
+  // else nullptr. It must outlive the group.
+  SoloGroup(SoloSettings settings, Placement placement, StoreHost* store, Notify notify);
 
   Expected<Placement> meet() override;
   int round() const override { return round_; }
@@ -37,7 +36,7 @@ class SoloGroup : public MachineGroup {
  private:
   const SoloSettings settings_;
   const Placement placement_;
-  store::TcpStoreServer* const server_;
+  StoreHost* const store_;
   const Notify notify_;
   int round_ = -1;  // none met yet
   int restart_count_ = 0;

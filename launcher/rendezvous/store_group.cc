@@ -15,28 +15,6 @@ namespace {
 
 using probes::Route;
 
-// A connection to the master agent's store (throws accel::Error when it cannot be made in time).
-std::unique_ptr<store::TcpStoreClient> connectToMaster(const LaunchPlan& plan, int storePort,
-                                                       std::chrono::milliseconds connectTimeout) {
-  store::TcpStoreClientOptions options;
-  options.host = plan.master_addr;
-  options.port = storePort;
-  options.connect_timeout = connectTimeout;
-  return std::make_unique<store::TcpStoreClient>(options);
-}
-
-// The master, after a round's rendezvous: until all `machines` agents' failure watches are
-// parked on its store (they were sent before each registration, so this takes a moment at
-// most): no member's attempt starts before every member would hear of a failure.
-bool awaitWatches(const store::TcpStoreServer& server, int machines,
-                  std::chrono::milliseconds timeout) {
-  return server.awaitStats(
-      [machines](const store::TcpStoreServerStats& st) {
-        return st.tracked_waiters >= static_cast<uint64_t>(machines);
-      },
-      timeout);
-}
-
 // The interface the workers' Gloo should use: the one that reaches the other machines. A
 // non-master reaches the master; the master reaches machine 1 at the address it came from.
 std::string interfaceToOthers(const RendezvousResult& joined,
@@ -67,13 +45,14 @@ RoundTimeouts roundTimeouts(const LaunchPlan& plan) {
 
 StoreGroup::StoreGroup(const LaunchPlan& plan, const probes::Environment& parentEnv, Notify notify,
                        std::optional<int> requestedRank, int storePort,
-                       store::TcpStoreServer* server)
+                       std::unique_ptr<GroupStore> store)
     : plan_(plan),
       parent_env_(parentEnv),
       notify_(std::move(notify)),
       requested_rank_(requestedRank),
       store_port_(storePort),
-      server_(server) {
+      store_(std::move(store)),
+      host_(store_->host()) {
   settings_.run_id = plan_.rendezvous_id;
   settings_.num_machines = plan_.num_machines;
   settings_.min_machines = plan_.min_machines;
@@ -82,7 +61,7 @@ StoreGroup::StoreGroup(const LaunchPlan& plan, const probes::Environment& parent
   settings_.requested_machine_rank = requested_rank_;
   settings_.local_world_size = plan_.local_world_size;
   settings_.host = thisHostName();
-  settings_.store_address = plan_.master_addr + ":" + std::to_string(store_port_);
+  settings_.store_address = store_->address();
   settings_.timeouts = roundTimeouts(plan_);
   settings_.progress = [this](const std::string& status) { notify_("rendezvous: " + status); };
 }
@@ -99,19 +78,13 @@ std::string StoreGroup::trackedWaitPrefix(const std::string& rendezvousId) {
 
 Expected<void> StoreGroup::connect() {
   // Before anything is spawned: the master must be reachable, from an interface we can name.
-  if (!master()) {
-    auto reached = probes::waitForListener(
-        plan_.master_addr, store_port_, timeouts().join, timeouts().connect_progress,
-        [this](const std::string& status) { notify_(status); }, plan_.address_flag);
-    if (!reached) return makeError(reached.error());
-    to_master_ = *reached;
-  } else if (auto route = probes::routeTo(plan_.master_addr)) {
-    to_master_ = *route;
-  }
+  auto reached = store_->reach(timeouts().join, timeouts().connect_progress, notify_);
+  if (!reached) return makeError(reached.error());
+  to_master_ = *reached;
   // --local_addr (torchrun's) names this machine's address for the others; else the route's.
   settings_.address = plan_.local_addr.value_or(to_master_ ? to_master_->local_ip : "");
   try {
-    client_ = connectToMaster(plan_, store_port_, timeouts().join);
+    client_ = store_->connect(timeouts().join);
     if (master()) client_->set(JobKeys::jobId(), settings_.run_id);
     parkPresence();
   } catch (const Error& e) {
@@ -138,7 +111,7 @@ void StoreGroup::parkPresence() {
                                  static_cast<unsigned>(std::random_device{}()));
   settings_.presence =
       settings_.host + "-" + std::to_string(::getpid()) + "-" + std::to_string(random());
-  presence_store_ = connectToMaster(plan_, store_port_, timeouts().connect);
+  presence_store_ = store_->connect(timeouts().connect);
   presence_store_->startWait({jobKeys(settings_).presence(settings_.presence)});
   if (!master()) return;
   // A registration read right after it was written may come before its agent's WAIT was
@@ -149,8 +122,7 @@ void StoreGroup::parkPresence() {
 }
 
 bool StoreGroup::present(const std::string& token, std::chrono::milliseconds grace) const {
-  return token.empty() ||
-         server_->waiting(JobKeys::stored(jobKeys(settings_).presence(token)), grace);
+  return token.empty() || host_->waiting(jobKeys(settings_).presence(token), grace);
 }
 
 // The store this agent reached serves this job, not another one that uses the same endpoint
@@ -177,12 +149,13 @@ Expected<Placement> StoreGroup::meet() {
   link_.reset();  // the last round's: its watch fired, or the job failed without it
   round_ = next_.value_or(RoundStart{round_.round + 1, round_.restart_count, 0});
   next_.reset();
-  if (master() && round_.round > 0) clearWorkerKeys(*server_, round_.round, notify_);
+  if (master() && round_.round > 0) clearWorkerKeys(*host_, round_.round, notify_);
   auto joined = joinAsMember();
   if (!joined) return std::move(joined).takeError();
   joined_ = *joined;
-  if (master() &&
-      !awaitWatches(*server_, static_cast<int>(joined_->machines.size()), timeouts().join)) {
+  // No member's attempt starts before every member would hear of a failure: their failure
+  // watches were parked before they registered, so this takes a moment at most.
+  if (master() && !host_->awaitWatches(joined_->machines.size(), timeouts().join)) {
     notify_("not every machine's agent is watching the store for failures; it may have died");
   }
   link_ = std::make_unique<JobLink>(std::move(link_connections_), settings_, round_.round,
@@ -246,10 +219,7 @@ LinkOptions StoreGroup::linkOptions() const {
 // alone).
 Expected<void> StoreGroup::parkFailureWatch() {
   try {
-    auto connection = [this] {
-      return std::make_unique<TcpLinkStore>(
-          connectToMaster(plan_, store_port_, timeouts().connect));
-    };
+    auto connection = [this] { return store_->connect(timeouts().connect); };
     LinkConnections& c = link_connections_;
     c.watch = connection();
     c.watch_fd = c.watch->startWait({roundKeys(settings_, round_.round).stop()});
@@ -344,7 +314,7 @@ void StoreGroup::awaitOtherMachines() {
   const auto afterFailure = timeouts().exit_after_failure;
   if (!master()) client_->setTimeout(afterFailure);
   // Every other agent (member or spare) has left: its presence WAIT is gone. 1: this one's.
-  auto othersGone = [this] { return master() && server_->presentCount() <= 1; };
+  auto othersGone = [this] { return master() && host_->presentCount() <= 1; };
   const int machines = joined_ ? static_cast<int>(joined_->machines.size()) : plan_.num_machines;
   try {  // before leaving: this machine finished, it is not lost (job_link.h)
     if (joined_)
@@ -358,7 +328,7 @@ void StoreGroup::awaitOtherMachines() {
             std::to_string(machines) + " machines reported their workers finished");
   }
   // Spares still read the job's end from the store (closeJob): the store stays until they left.
-  if (master()) server_->awaitPresentAtMost(1, afterFailure);
+  if (master()) host_->awaitPresentAtMost(1, afterFailure);
 }
 
 }  // namespace accel::launcher

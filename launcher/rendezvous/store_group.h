@@ -4,10 +4,12 @@
 // failure link (job_link.h), agree with the others whether the job restarts after a failure
 // (round_end.h), and the exit barrier at the end.
 //
-// Every method blocks on the master's store (bounded by its RoundTimeouts, round_timeouts.h) and
-// must be called from the agent's main thread, which owns the group's store connection, but
-// interrupt() (machine_group.h); the link's thread has connections of its own. Nothing throws: a
-// store that cannot be reached is an error or a decision not to restart, naming the store.
+// The store is reached through a GroupStore (group_store.h): TCP to the master's, or in memory in
+// the tests. Every method blocks on the master's store (bounded by its RoundTimeouts,
+// round_timeouts.h) and must be called from the agent's main thread, which owns the group's store
+// connection, but interrupt() (machine_group.h); the link's thread has connections of its own.
+// Nothing throws: a store that cannot be reached is an error or a decision not to restart, naming
+// the store.
 
 #include <memory>
 #include <optional>
@@ -16,14 +18,13 @@
 #include "launcher/plan/launch_plan.h"
 #include "launcher/plan/placement.h"
 #include "launcher/rendezvous/agent_rendezvous.h"
+#include "launcher/rendezvous/group_store.h"
 #include "launcher/rendezvous/job_link.h"
 #include "launcher/rendezvous/machine_group.h"
 #include "launcher/rendezvous/round_close.h"
 #include "launcher/rendezvous/round_end.h"
 #include "launcher/report/job_report.h"
 #include "libaccel/common/expected.h"
-#include "libaccel/store/tcp_store_client.h"
-#include "libaccel/store/tcp_store_server.h"
 #include "probes/environment.h"
 #include "probes/net_check.h"
 
@@ -31,11 +32,12 @@ namespace accel::launcher {
 
 class StoreGroup : public MachineGroup {
  public:
-  // `server`: the job's store when this agent hosts it, else nullptr; the agent that hosts it
-  // is the master, machine 0 of every round, so `requestedRank` is then 0. Another agent asks
-  // for `requestedRank` (nullopt: by arrival).
+  // `store`: how this agent reaches the job's store (its port, `storePort`, is the workers'
+  // MASTER_PORT); the agent whose `store` has a host() hosts it and is the master, machine 0 of
+  // every round, so `requestedRank` is then 0. Another agent asks for `requestedRank`
+  // (nullopt: by arrival).
   StoreGroup(const LaunchPlan& plan, const probes::Environment& parentEnv, Notify notify,
-             std::optional<int> requestedRank, int storePort, store::TcpStoreServer* server);
+             std::optional<int> requestedRank, int storePort, std::unique_ptr<GroupStore> store);
   ~StoreGroup() override;
 
   // What the master's store counts the agents' failure watches by (awaitWatches, before a
@@ -78,7 +80,7 @@ class StoreGroup : public MachineGroup {
  private:
   // This agent hosts the job's store: machine 0 of every round, which watches the members,
   // decides each round's end, and stays until the others left.
-  bool master() const { return server_ != nullptr; }
+  bool master() const { return host_ != nullptr; }
   const RoundTimeouts& timeouts() const { return settings_.timeouts; }
   Expected<void> parkFailureWatch();
   Expected<void> checkJobId();
@@ -96,12 +98,13 @@ class StoreGroup : public MachineGroup {
   const Notify notify_;
   const std::optional<int> requested_rank_;
   const int store_port_;
-  store::TcpStoreServer* const server_;
+  const std::unique_ptr<GroupStore> store_;
+  StoreHost* const host_;  // the store's, when this agent hosts it
   std::optional<probes::Route> to_master_;
-  std::unique_ptr<store::TcpStoreClient> client_;  // the main thread's
-  LinkConnections link_connections_;               // made before the rendezvous, for the link
-  // This agent's presence: a WAIT parked on its presence key for the whole job.
-  std::unique_ptr<store::TcpStoreClient> presence_store_;
+  std::unique_ptr<LinkStore> client_;  // the main thread's
+  LinkConnections link_connections_;   // made before the rendezvous, for the link
+  // This agent's presence: a wait parked on its presence key for the whole job.
+  std::unique_ptr<LinkStore> presence_store_;
   // What the user asked for and who this agent is: made by the constructor and connect(), then
   // never changed.
   GroupSettings settings_;

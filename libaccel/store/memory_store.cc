@@ -62,6 +62,22 @@ bool MemoryStore::deleteKey(const std::string& key) {
   return data_.erase(key) > 0;
 }
 
+size_t MemoryStore::clearKeysExcept(const std::vector<std::string>& keep) {
+  std::lock_guard lock(mutex_);
+  size_t removed = 0;
+  for (auto it = data_.begin(); it != data_.end();) {
+    bool kept = false;
+    for (const auto& prefix : keep) kept = kept || it->first.rfind(prefix, 0) == 0;
+    if (kept) {
+      ++it;
+    } else {
+      it = data_.erase(it);
+      ++removed;
+    }
+  }
+  return removed;
+}
+
 int64_t MemoryStore::numKeys() {
   std::lock_guard lock(mutex_);
   return static_cast<int64_t>(data_.size());

@@ -29,6 +29,9 @@ class MemoryStore : public Store {
   bool check(const std::vector<std::string>& keys) override;
   bool deleteKey(const std::string& key) override;
   int64_t numKeys() override;
+  // Removes every key that starts with none of `keep`; how many it removed (as the TCP store's
+  // server does between a job's attempts).
+  size_t clearKeysExcept(const std::vector<std::string>& keep);
 
  private:
   // Blocks until every key exists or `timeout` passed; throws TimeoutError naming the missing.

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "launcher/rendezvous/group_store.h"
 #include "launcher/rendezvous/job_keys.h"
 #include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
@@ -25,7 +26,8 @@ class ClearWorkerKeysTest : public ::testing::Test {
 
   std::string clear(int round) {
     std::string said;
-    clearWorkerKeys(*server_, round, [&](const std::string& s) { said += s; });
+    TcpStoreHost host(*server_);
+    clearWorkerKeys(host, round, [&](const std::string& s) { said += s; });
     return said;
   }
 

@@ -3,12 +3,19 @@
 // test's machines share — every call as the MemoryStore makes it, and watches: startWait's
 // descriptor (an eventfd) becomes readable once the keys exist, or at once when the connection
 // is cut (interrupt()), as a TCP connection's does when its peer goes.
+//
+// Optionally a ParkedWaits is told of each wait while it is parked (as a TCP store's server
+// counts a client's WAIT until it is answered or the connection closes), and a connection can
+// share its agent's death (`dead`): once set, it is cut as every connection of a process that
+// died is.
 
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <thread>
 
 #include "accel/error.h"
@@ -17,9 +24,18 @@
 
 namespace accel::launcher::testing {
 
+// Told when a wait is parked on `keys` (+1) and when it ends (-1). Thread-safe.
+class ParkedWaits {
+ public:
+  virtual ~ParkedWaits() = default;
+  virtual void parked(const std::vector<std::string>& keys, int delta) = 0;
+};
+
 class MemoryLinkStore : public LinkStore {
  public:
-  explicit MemoryLinkStore(store::MemoryStore& data) : data_(data) {}
+  explicit MemoryLinkStore(store::MemoryStore& data, ParkedWaits* parked = nullptr,
+                           std::shared_ptr<const std::atomic<bool>> dead = nullptr)
+      : data_(data), parked_(parked), dead_(std::move(dead)) {}
   ~MemoryLinkStore() override {
     cut_ = true;
     if (watcher_.joinable()) watcher_.join();
@@ -30,7 +46,8 @@ class MemoryLinkStore : public LinkStore {
     open(), data_.set(key, value);
   }
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override {
-    return open(), data_.get(key, timeout);
+    wait({key}, timeout);
+    return data_.get(key, std::chrono::milliseconds(0));
   }
   int64_t add(const std::string& key, int64_t delta) override {
     return open(), data_.add(key, delta);
@@ -39,8 +56,22 @@ class MemoryLinkStore : public LinkStore {
                          const std::string& desired) override {
     return open(), data_.compareSet(key, expected, desired);
   }
+  // Blocks as the MemoryStore's wait does, looking at the cut every 20 ms (its waits cannot be
+  // cancelled): a cut connection fails a blocked call as a TCP client's interrupt does.
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
-    open(), data_.wait(keys, timeout);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      open();
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      try {
+        data_.wait(keys,
+                   std::clamp(left, std::chrono::milliseconds(0), std::chrono::milliseconds(20)));
+        return;
+      } catch (const TimeoutError&) {
+        if (left <= std::chrono::milliseconds(20)) throw;
+      }
+    }
   }
   bool check(const std::vector<std::string>& keys) override { return open(), data_.check(keys); }
   bool deleteKey(const std::string& key) override { return open(), data_.deleteKey(key); }
@@ -50,14 +81,16 @@ class MemoryLinkStore : public LinkStore {
   // waits cannot be cancelled) and signals the descriptor.
   int startWait(const std::vector<std::string>& keys) override {
     event_fd_ = ::eventfd(0, EFD_CLOEXEC);
+    if (parked_) parked_->parked(keys, +1);
     watcher_ = std::thread([this, keys] {
-      while (!cut_) {
+      while (!cut()) {
         try {
           data_.wait(keys, std::chrono::milliseconds(20));
           break;
         } catch (const TimeoutError&) {
         }
       }
+      if (parked_) parked_->parked(keys, -1);
       const uint64_t one = 1;
       [[maybe_unused]] ssize_t n = ::write(event_fd_, &one, sizeof one);
     });
@@ -72,11 +105,14 @@ class MemoryLinkStore : public LinkStore {
   void setConnectTimeouts(std::chrono::milliseconds, std::chrono::milliseconds) override {}
 
  private:
+  bool cut() const { return cut_ || (dead_ && *dead_); }
   void open() const {
-    if (cut_) throw NetworkError("the connection to the in-memory store was cut");
+    if (cut()) throw NetworkError("the connection to the in-memory store was cut");
   }
 
   store::MemoryStore& data_;
+  ParkedWaits* const parked_;
+  const std::shared_ptr<const std::atomic<bool>> dead_;
   std::atomic<bool> cut_{false};
   int event_fd_ = -1;
   std::thread watcher_;
