@@ -6,8 +6,7 @@
 
 namespace accel::launcher {
 
-bool TcpStoreHost::waiting(const std::string& presenceKey,
-                           std::chrono::milliseconds grace) const {
+bool TcpStoreHost::waiting(const std::string& presenceKey, std::chrono::milliseconds grace) const {
   return server_.waiting(JobKeys::stored(presenceKey), grace);
 }
 
@@ -31,9 +30,9 @@ size_t TcpStoreHost::clearKeysExcept(const std::vector<std::string>& keep) {
 }
 
 // The master's own store is up before it connects: only the route to name is asked for.
-Expected<std::optional<probes::Route>> TcpGroupStore::reach(
-    std::chrono::milliseconds timeout, std::chrono::milliseconds progressEvery,
-    const Notify& progress) {
+Expected<std::optional<probes::Route>> TcpGroupStore::reach(std::chrono::milliseconds timeout,
+                                                            std::chrono::milliseconds progressEvery,
+                                                            const Notify& progress) {
   if (store_host_) {
     auto route = probes::routeTo(host_);
     return route ? std::optional<probes::Route>(*route) : std::nullopt;

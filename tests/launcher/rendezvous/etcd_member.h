@@ -16,6 +16,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -110,7 +111,9 @@ class EtcdCluster {
     return pid;
   }
 
-  // A write goes through within 30 s; else false, with why (the logs' last lines).
+  // Every member says it serves clients and a write goes through, within 30 s; else false, with
+  // why (the logs' last lines). (A write alone would pass through another test's member on a
+  // port this cluster failed to take.)
   bool ready(std::string& why) {
     EtcdOptions o;
     o.endpoints = *parseEtcdEndpoints(endpoints());
@@ -119,9 +122,17 @@ class EtcdCluster {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     bool exited = false;
     while (std::chrono::steady_clock::now() < deadline && !exited) {
+      bool serving = true;
+      for (int i = 0; i < size(); ++i) {
+        serving =
+            serving && logTail(i, 0).find("ready to serve client requests") != std::string::npos;
+      }
       try {
-        client.put("accel-test/ready", "1");
-        return true;
+        if (serving) {
+          client.put("accel-test/ready", "1");
+          return true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a look at the logs
       } catch (const std::exception&) {
       }
       for (pid_t pid : pids_) exited |= ::waitpid(pid, nullptr, WNOHANG) == pid;
@@ -132,12 +143,13 @@ class EtcdCluster {
     return false;
   }
 
-  std::string logTail(int member) const {
+  // The last `bytes` of member's log (0: all of it).
+  std::string logTail(int member, size_t bytes = 400) const {
     std::ifstream in(dir_ + "/" + name(member) + ".log");
     std::stringstream text;
     text << in.rdbuf();
     const std::string all = text.str();
-    return all.substr(all.size() > 400 ? all.size() - 400 : 0);
+    return bytes == 0 || all.size() <= bytes ? all : all.substr(all.size() - bytes);
   }
 
   const int base_;

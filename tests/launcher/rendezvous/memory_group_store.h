@@ -85,8 +85,7 @@ class MemoryGroupStore : public GroupStore {
   // The agent's process died: every connection it made is cut, now and later. Thread-safe.
   void kill() { *dead_ = true; }
 
-  Expected<std::optional<probes::Route>> reach(std::chrono::milliseconds,
-                                               std::chrono::milliseconds,
+  Expected<std::optional<probes::Route>> reach(std::chrono::milliseconds, std::chrono::milliseconds,
                                                const Notify&) override {
     return std::optional<probes::Route>();  // in memory: no route to name
   }

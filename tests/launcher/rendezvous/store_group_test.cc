@@ -8,11 +8,11 @@
 
 #include <poll.h>
 
-#include <gtest/gtest.h>
-
 #include <mutex>
 #include <set>
 #include <thread>
+
+#include <gtest/gtest.h>
 
 #include "memory_group_store.h"
 
@@ -129,7 +129,8 @@ TEST_F(StoreGroupTest, AMemberWhoseAgentDiesIsDroppedAndTheOthersMeetAgainAsTwo)
   for (const std::string n : {"alpha", "beta"}) {
     LinkEvent e = nextEvent(n);
     EXPECT_EQ(e.kind, LinkEvent::Kind::kRemoteFailure) << n;
-    EXPECT_EQ(e.failure.reason, "lost: its agent is gone (its connection to the job's store closed)")
+    EXPECT_EQ(e.failure.reason,
+              "lost: its agent is gone (its connection to the job's store closed)")
         << n;
     EXPECT_EQ(e.failure.machine_rank, gammaRank) << n;
   }

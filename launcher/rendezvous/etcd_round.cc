@@ -1,0 +1,198 @@
+#include "launcher/rendezvous/etcd_round.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "accel/error.h"
+#include "launcher/base/text.h"
+
+namespace accel::launcher {
+namespace {
+
+using json = nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+using time_point = SteadyClock::time_point;
+
+json toJson(const EtcdMember& m) {
+  return {{"token", m.token},
+          {"host", m.host},
+          {"address", m.address},
+          {"local_world_size", m.local_world_size}};
+}
+
+// A registration or a record's member; throws accel::Error naming `key` when it is not one.
+EtcdMember memberFrom(const json& j, const std::string& key) {
+  if (!j.is_object() || !j.contains("token") || !j["token"].is_string()) {
+    throw Error("etcd key " + key + " holds no accel agent's registration: " +
+                j.dump().substr(0, 200) + " (another program writes under this --rdzv_id?)");
+  }
+  return {j["token"], j.value("host", ""), j.value("address", ""),
+          j.value("local_world_size", 1)};
+}
+
+// One agent's part in one round's meeting (etcd_round.h): what it knows of the round — the
+// registrations by token with their create revisions, the record once there is one — as of
+// revision_, kept current by one watch.
+class Meeting {
+ public:
+  Meeting(EtcdClient& client, const EtcdRoundSettings& settings, int round, const EtcdMember& me)
+      : client_(client),
+        s_(settings),
+        round_(round),
+        me_(me),
+        round_prefix_(etcdRoundPrefix(settings.prefix, round)),
+        member_prefix_(round_prefix_ + "member/"),
+        record_key_(etcdRoundRecordKey(settings.prefix, round)) {}
+
+  Expected<EtcdRound> run() {
+    client_.put(etcdMemberKey(s_.prefix, round_, me_.token), toJson(me_).dump(), s_.lease);
+    const time_point joinBy = SteadyClock::now() + s_.join;
+    read();
+    while (!record_) {
+      const time_point now = SteadyClock::now();
+      noteLastCall(now);
+      const int n = static_cast<int>(registered_.size());
+      if (n >= s_.max_machines || (n >= s_.min_machines && (now >= lastCallEnd() || now >= joinBy))) {
+        close();
+        continue;
+      }
+      if (now >= joinBy) return timedOut();
+      awaitChanges(std::min(joinBy, lastCallEnd()));
+    }
+    return resultOf(*record_);
+  }
+
+ private:
+  // The round's keys at one revision (the client fails over between endpoints).
+  void read() {
+    registered_.clear();
+    for (const auto& kv : client_.getPrefix(round_prefix_)) apply(kv, false);
+    revision_ = std::max(revision_, client_.revision());
+  }
+
+  void apply(const EtcdKeyValue& kv, bool deleted) {
+    revision_ = std::max(revision_, kv.mod_revision);
+    if (kv.key == record_key_) {
+      if (!deleted) record_ = kv;
+    } else if (kv.key.rfind(member_prefix_, 0) == 0) {
+      const std::string token = kv.key.substr(member_prefix_.size());
+      if (deleted) {
+        registered_.erase(token);  // its lease expired, or it was revoked: the agent left
+      } else {
+        registered_[token] = {kv.create_revision, memberFrom(json::parse(kv.value, nullptr, false),
+                                                             kv.key)};
+      }
+    }
+  }
+
+  // The last call starts when this agent sees MIN registered, and starts again should the
+  // group fall below MIN meanwhile.
+  void noteLastCall(time_point now) {
+    if (static_cast<int>(registered_.size()) < s_.min_machines) {
+      last_call_from_.reset();
+    } else if (!last_call_from_) {
+      last_call_from_ = now;
+    }
+  }
+  time_point lastCallEnd() const {
+    return last_call_from_ ? *last_call_from_ + s_.last_call : time_point::max();
+  }
+
+  // Waits for the round's next changes until `deadline`; a watch whose endpoint went away is
+  // replaced after a fresh read (on whichever endpoint answers then).
+  void awaitChanges(time_point deadline) {
+    try {
+      if (!watch_) {
+        watch_ = std::make_unique<EtcdWatch>(client_.endpoint(), round_prefix_, true,
+                                             revision_ + 1, deadline);
+      }
+      for (const auto& e : watch_->next(deadline)) apply(e.kv, e.deleted);
+    } catch (const NetworkError&) {
+      watch_.reset();
+      read();
+    }
+  }
+
+  // The record of the round as this agent sees it complete, created unless another agent's
+  // came first (then that one is the round's).
+  void close() {
+    std::vector<std::pair<int64_t, EtcdMember>> byArrival;
+    for (const auto& [token, r] : registered_) byArrival.push_back(r);
+    std::sort(byArrival.begin(), byArrival.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    if (static_cast<int>(byArrival.size()) > s_.max_machines) byArrival.resize(s_.max_machines);
+    json members = json::array();
+    for (const auto& r : byArrival) members.push_back(toJson(r.second));
+    const std::string value = json{{"round", round_}, {"members", members}}.dump();
+    if (client_.create(record_key_, value)) {
+      record_ = EtcdKeyValue{record_key_, value, client_.revision(), client_.revision(), 1, 0};
+    } else {
+      record_ = client_.get(record_key_);
+    }
+  }
+
+  EtcdRound resultOf(const EtcdKeyValue& record) const {
+    const json j = json::parse(record.value, nullptr, false);
+    if (!j.is_object() || !j.contains("members") || !j["members"].is_array()) {
+      throw Error("etcd key " + record.key + " holds no round record: " +
+                  record.value.substr(0, 200));
+    }
+    EtcdRound r;
+    r.closed_at = record.mod_revision;
+    for (const auto& m : j["members"]) {
+      r.members.push_back(memberFrom(m, record.key));
+      if (r.members.back().token == me_.token) {
+        r.machine_rank = static_cast<int>(r.members.size()) - 1;
+        r.rank_offset = r.world_size;
+      }
+      r.world_size += r.members.back().local_world_size;
+    }
+    return r;
+  }
+
+  Expected<EtcdRound> timedOut() const {
+    std::string hosts;
+    for (const auto& [token, r] : registered_) hosts += (hosts.empty() ? "" : ", ") + r.second.host;
+    return makeError("round " + std::to_string(round_) + " on etcd at " +
+                     client_.endpointInUse() + ": " + std::to_string(registered_.size()) + " of " +
+                     std::to_string(s_.min_machines) + " machines joined within " +
+                     secondsText(s_.join) +
+                     (hosts.empty() ? "" : " (" + hosts + ")"));
+  }
+
+  EtcdClient& client_;
+  const EtcdRoundSettings& s_;
+  const int round_;
+  const EtcdMember& me_;
+  const std::string round_prefix_, member_prefix_, record_key_;
+  std::map<std::string, std::pair<int64_t, EtcdMember>> registered_;  // by token
+  std::optional<EtcdKeyValue> record_;
+  std::optional<time_point> last_call_from_;
+  int64_t revision_ = 0;
+  std::unique_ptr<EtcdWatch> watch_;
+};
+
+}  // namespace
+
+std::string etcdRoundPrefix(const std::string& prefix, int round) {
+  return prefix + "round/" + std::to_string(round) + "/";
+}
+
+std::string etcdMemberKey(const std::string& prefix, int round, const std::string& token) {
+  return etcdRoundPrefix(prefix, round) + "member/" + token;
+}
+
+std::string etcdRoundRecordKey(const std::string& prefix, int round) {
+  return etcdRoundPrefix(prefix, round) + "record";
+}
+
+Expected<EtcdRound> meetOnEtcd(EtcdClient& client, const EtcdRoundSettings& settings, int round,
+                               const EtcdMember& me) {
+  return Meeting(client, settings, round, me).run();
+}
+
+}  // namespace accel::launcher

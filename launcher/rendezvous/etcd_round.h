@@ -1,0 +1,74 @@
+#pragma once
+// meetOnEtcd: one round's meeting of a job's machines on etcd (issue 34), with no machine in
+// charge of it and no counter that every agent fights over.
+//
+// Each agent registers with one put under the round — a key of its own, attached to its lease,
+// so an agent whose lease expires (its process or machine gone) leaves the round by itself — and
+// etcd's create revision of that key is its arrival. Every agent then follows the round's keys
+// through one watch (from the revision of one read, so it misses nothing), and whichever agent
+// first sees the round complete closes it with one transaction that creates the round's record
+// unless it exists: the members in arrival order, the first `max_machines` of them when more
+// came. Complete means MAX registered, or MIN registered and the last call (`last_call` after
+// this agent saw the MIN-th) ended. So any agent can carry the round, the death of any one loses
+// nothing, and every agent reads the same record: its machine rank is its place there, machine
+// 0 the earliest arrival; a registered agent not in it is a spare.
+//
+// Requests per agent: a put, a read, the watch, a transaction or a read of the record (and a
+// read and a watch again when an endpoint fails) — not growing with the number of agents, where
+// the rounds' rules over a Store (agent_rendezvous.h on EtcdStore) fight over one counter and
+// grow with it (scripts/bench/rdzv_store.sh).
+//
+// Blocking (at most `join` in all, each etcd call bounded by the client's timeout); uses
+// `client` from the calling thread only. Throws accel::NetworkError when etcd cannot be reached
+// and accel::Error when it refuses a request.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "launcher/rendezvous/etcd_client.h"
+#include "libaccel/common/expected.h"
+
+namespace accel::launcher {
+
+// One agent as its registration says.
+struct EtcdMember {
+  std::string token;    // unique to the agent (host-pid-random)
+  std::string host;     // for messages
+  std::string address;  // where the other machines reach it ("": unknown)
+  int local_world_size = 1;
+  bool operator==(const EtcdMember& o) const {
+    return token == o.token && host == o.host && address == o.address &&
+           local_world_size == o.local_world_size;
+  }
+};
+
+struct EtcdRoundSettings {
+  std::string prefix;  // the job's keys' prefix in etcd, ending in "/" (its --rdzv_id in it)
+  int min_machines = 1;
+  int max_machines = 1;
+  std::chrono::milliseconds last_call{std::chrono::seconds(30)};
+  std::chrono::milliseconds join{std::chrono::seconds(900)};
+  int64_t lease = 0;  // the agent's lease: its registration goes when it expires
+};
+
+struct EtcdRound {
+  std::vector<EtcdMember> members;  // the round's machines, by machine rank (arrival)
+  int machine_rank = -1;            // this agent's; -1: a spare (the round was full)
+  int rank_offset = 0;              // the global rank of its local rank 0
+  int world_size = 0;               // processes over the round's machines
+  int64_t closed_at = 0;            // etcd's revision of the round's record
+};
+
+// The keys of round `round` under `prefix`.
+std::string etcdRoundPrefix(const std::string& prefix, int round);
+std::string etcdMemberKey(const std::string& prefix, int round, const std::string& token);
+std::string etcdRoundRecordKey(const std::string& prefix, int round);
+
+// Registers `me` for round `round` and returns the round once it closed; an error naming the
+// round, etcd's endpoint and who joined when fewer than MIN did within `settings.join`.
+Expected<EtcdRound> meetOnEtcd(EtcdClient& client, const EtcdRoundSettings& settings, int round,
+                               const EtcdMember& me);
+
+}  // namespace accel::launcher

@@ -1,0 +1,197 @@
+// meetOnEtcd against a real etcd (members of the test's own on loopback): agents as threads,
+// each with a client and a lease of its own. Who is in a round and in which order, the last
+// call, a spare, an agent whose lease ends before the round closes, two jobs on one etcd, and a
+// round that goes on when the endpoint in use dies. Skipped, saying why, where etcd is not
+// installed. The tests wait on etcd's events (a watch on the round's keys), never on sleeps.
+
+#include "launcher/rendezvous/etcd_round.h"
+
+#include <future>
+#include <map>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "accel/error.h"
+#include "etcd_member.h"
+
+namespace accel::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+
+class EtcdRoundTest : public testing::EtcdSuite {
+ protected:
+  EtcdOptions options(const std::string& endpoints = "") const {
+    EtcdOptions o;
+    o.endpoints = *parseEtcdEndpoints(endpoints.empty() ? member_->endpoint() : endpoints);
+    o.timeout = 5s;
+    o.attempt_timeout = 1s;
+    return o;
+  }
+  // The test's own job prefix (`job` apart).
+  static std::string prefix(const std::string& job = "job") {
+    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    return std::string("accel-test/") + test->name() + "/" + job + "/";
+  }
+  EtcdRoundSettings settings(int min, int max, std::chrono::milliseconds lastCall,
+                             const std::string& job = "job") const {
+    EtcdRoundSettings s;
+    s.prefix = prefix(job);
+    s.min_machines = min;
+    s.max_machines = max;
+    s.last_call = lastCall;
+    s.join = 20s;
+    return s;
+  }
+  static EtcdMember member(const std::string& name, int localWorldSize = 2) {
+    return {name + "-token", name, "10.0.0." + std::to_string(name.size()), localWorldSize};
+  }
+
+  // Agent `name` meets in round 0 on a thread of its own, with a lease of its own (kept in
+  // leases_ by name).
+  std::future<Expected<EtcdRound>> start(const std::string& name, EtcdRoundSettings s,
+                                         int localWorldSize = 2,
+                                         const std::string& endpoints = "") {
+    EtcdClient leaser(options(endpoints));
+    s.lease = leaser.grantLease(30s);
+    leases_[name] = s.lease;
+    const EtcdOptions o = options(endpoints);
+    return std::async(std::launch::async, [o, s, name, localWorldSize] {
+      EtcdClient client(o);
+      return meetOnEtcd(client, s, 0, member(name, localWorldSize));
+    });
+  }
+
+  // Blocks until `count` agents have registered in round 0 of `job` since the test began (puts
+  // under its member keys, as a watch from the first revision sees them).
+  void awaitRegistrations(int count, const std::string& job = "job",
+                          const std::string& endpoint = "") {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    EtcdWatch watch(*options(endpoint).endpoints.begin(), etcdRoundPrefix(prefix(job), 0) + "member/",
+                    true, 1, deadline);
+    int seen = 0;
+    while (seen < count && std::chrono::steady_clock::now() < deadline) {
+      for (const auto& e : watch.next(deadline)) seen += e.deleted ? 0 : 1;
+    }
+    ASSERT_GE(seen, count);
+  }
+
+  static std::vector<std::string> hosts(const EtcdRound& r) {
+    std::vector<std::string> h;
+    for (const auto& m : r.members) h.push_back(m.host);
+    return h;
+  }
+
+  std::map<std::string, int64_t> leases_;
+};
+
+TEST_F(EtcdRoundTest, AFullRoundClosesAtOnceInArrivalOrder) {
+  const auto s = settings(3, 3, 60s);  // a last call that would be seen: MAX closes at once
+  auto a = start("alpha", s, 2);
+  awaitRegistrations(1);
+  auto b = start("beta", s, 1);
+  awaitRegistrations(2);
+  auto c = start("gamma", s, 3);
+  std::map<std::string, EtcdRound> got;
+  for (auto* f : {&a, &b, &c}) {
+    auto r = f->get();
+    ASSERT_TRUE(r.ok()) << r.error();
+    got[r->members[static_cast<size_t>(r->machine_rank)].host] = *r;
+  }
+  const std::vector<std::string> order{"alpha", "beta", "gamma"};
+  EXPECT_EQ(got["alpha"].machine_rank, 0);
+  EXPECT_EQ(got["beta"].machine_rank, 1);
+  EXPECT_EQ(got["gamma"].machine_rank, 2);
+  EXPECT_EQ(got["alpha"].rank_offset, 0);
+  EXPECT_EQ(got["beta"].rank_offset, 2);
+  EXPECT_EQ(got["gamma"].rank_offset, 3);
+  for (const auto& [name, r] : got) {
+    EXPECT_EQ(hosts(r), order) << name;
+    EXPECT_EQ(r.world_size, 6) << name;
+    EXPECT_EQ(r.closed_at, got["alpha"].closed_at) << name << ": one record";
+    EXPECT_EQ(r.members[1].address, "10.0.0.4") << name;
+  }
+}
+
+TEST_F(EtcdRoundTest, TheLastCallClosesWithMinAndALaterArrivalIsASpare) {
+  const auto s = settings(2, 3, 300ms);
+  auto a = start("alpha", s);
+  auto b = start("beta", s);
+  auto ra = a.get(), rb = b.get();
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  EXPECT_EQ(ra->members.size(), 2u);
+  EXPECT_EQ(ra->closed_at, rb->closed_at);
+  EXPECT_EQ(ra->machine_rank + rb->machine_rank, 1);
+  auto late = start("gamma", s).get();
+  ASSERT_TRUE(late.ok()) << late.error();
+  EXPECT_EQ(late->machine_rank, -1) << "the round had closed: a spare";
+  EXPECT_EQ(hosts(*late), hosts(*ra));
+}
+
+// Issue 33's "joins and then dies" on etcd: its registration goes with its lease, so the round
+// neither waits for it nor takes it.
+TEST_F(EtcdRoundTest, AnAgentWhoseLeaseEndsBeforeTheCloseIsNotInTheRound) {
+  const auto s = settings(2, 3, 1s);
+  auto a = start("alpha", s);
+  auto doomed = start("doomed", s);
+  awaitRegistrations(2);
+  EtcdClient(options()).revokeLease(leases_["doomed"]);  // its process died; etcd ends it
+  auto b = start("beta", s);
+  auto ra = a.get(), rb = b.get(), rd = doomed.get();
+  ASSERT_TRUE(ra.ok() && rb.ok() && rd.ok());
+  EXPECT_EQ(hosts(*ra), (std::vector<std::string>{"alpha", "beta"}));
+  EXPECT_EQ(rb->machine_rank, 1);
+  EXPECT_EQ(rd->machine_rank, -1);
+}
+
+TEST_F(EtcdRoundTest, TwoJobsOnOneEtcdNeverMeet) {
+  auto a1 = start("a1", settings(2, 2, 1s, "A"));
+  auto b1 = start("b1", settings(2, 2, 1s, "B"));
+  auto a2 = start("a2", settings(2, 2, 1s, "A"));
+  auto ra1 = a1.get(), ra2 = a2.get();
+  ASSERT_TRUE(ra1.ok() && ra2.ok());
+  EXPECT_EQ(hosts(*ra1), hosts(*ra2));
+  EXPECT_EQ(ra1->members.size(), 2u);
+  EtcdRoundSettings shortJoin = settings(2, 2, 1s, "B");
+  shortJoin.join = 500ms;
+  EtcdClient client(options());
+  auto b2 = meetOnEtcd(client, shortJoin, 0, member("b2"));
+  // b2 and b1 are job B's: they meet (b1 waited), and never with job A's.
+  ASSERT_TRUE(b2.ok()) << b2.error();
+  EXPECT_EQ(hosts(*b2), (std::vector<std::string>{"b1", "b2"}));
+  auto rb1 = b1.get();
+  ASSERT_TRUE(rb1.ok());
+  EXPECT_EQ(rb1->closed_at, b2->closed_at);
+}
+
+TEST_F(EtcdRoundTest, TooFewMachinesFailNamingTheRoundEtcdAndWhoCame) {
+  EtcdRoundSettings s = settings(3, 3, 1s);
+  s.join = 400ms;
+  EtcdClient client(options());
+  auto r = meetOnEtcd(client, s, 0, member("alpha"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), "round 0 on etcd at " + member_->endpoint() +
+                           ": 1 of 3 machines joined within 0.4 s (alpha)");
+}
+
+// A cluster of three: the member the agents use is killed between two registrations; the first
+// agent's watch ends, it reads the round again through another member, and the round closes.
+TEST_F(EtcdRoundTest, TheRoundGoesOnWhenTheEndpointInUseDies) {
+  std::string why;
+  auto cluster = testing::EtcdCluster::start(3, why);
+  if (!cluster) GTEST_SKIP() << why;
+  const auto s = settings(2, 2, 60s);
+  auto a = start("alpha", s, 2, cluster->endpoints());
+  awaitRegistrations(1, "job", cluster->endpoint(1));
+  cluster->kill(0);  // the first endpoint: every client's first choice
+  auto b = start("beta", s, 2, cluster->endpoint(1) + "," + cluster->endpoint(2));
+  auto ra = a.get(), rb = b.get();
+  ASSERT_TRUE(ra.ok()) << ra.error();
+  ASSERT_TRUE(rb.ok()) << rb.error();
+  EXPECT_EQ(hosts(*ra), (std::vector<std::string>{"alpha", "beta"}));
+  EXPECT_EQ(ra->closed_at, rb->closed_at);
+}
+
+}  // namespace
+}  // namespace accel::launcher
