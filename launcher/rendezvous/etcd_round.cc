@@ -30,8 +30,7 @@ EtcdMember memberFrom(const json& j, const std::string& key) {
     throw Error("etcd key " + key + " holds no accel agent's registration: " +
                 j.dump().substr(0, 200) + " (another program writes under this --rdzv_id?)");
   }
-  return {j["token"], j.value("host", ""), j.value("address", ""),
-          j.value("local_world_size", 1)};
+  return {j["token"], j.value("host", ""), j.value("address", ""), j.value("local_world_size", 1)};
 }
 
 // One agent's part in one round's meeting (etcd_round.h): what it knows of the round — the
@@ -56,7 +55,8 @@ class Meeting {
       const time_point now = SteadyClock::now();
       noteLastCall(now);
       const int n = static_cast<int>(registered_.size());
-      if (n >= s_.max_machines || (n >= s_.min_machines && (now >= lastCallEnd() || now >= joinBy))) {
+      if (n >= s_.max_machines ||
+          (n >= s_.min_machines && (now >= lastCallEnd() || now >= joinBy))) {
         close();
         continue;
       }
@@ -83,8 +83,8 @@ class Meeting {
       if (deleted) {
         registered_.erase(token);  // its lease expired, or it was revoked: the agent left
       } else {
-        registered_[token] = {kv.create_revision, memberFrom(json::parse(kv.value, nullptr, false),
-                                                             kv.key)};
+        registered_[token] = {kv.create_revision,
+                              memberFrom(json::parse(kv.value, nullptr, false), kv.key)};
       }
     }
   }
@@ -107,8 +107,9 @@ class Meeting {
   void awaitChanges(time_point deadline) {
     try {
       if (!watch_) {
-        watch_ = std::make_unique<EtcdWatch>(client_.endpoint(), round_prefix_, true,
-                                             revision_ + 1, deadline);
+        ++watches_;
+        watch_ = std::make_unique<EtcdWatch>(client_.endpoint(), round_prefix_, true, revision_ + 1,
+                                             deadline);
       }
       for (const auto& e : watch_->next(deadline)) apply(e.kv, e.deleted);
     } catch (const NetworkError&) {
@@ -138,11 +139,12 @@ class Meeting {
   EtcdRound resultOf(const EtcdKeyValue& record) const {
     const json j = json::parse(record.value, nullptr, false);
     if (!j.is_object() || !j.contains("members") || !j["members"].is_array()) {
-      throw Error("etcd key " + record.key + " holds no round record: " +
-                  record.value.substr(0, 200));
+      throw Error("etcd key " + record.key +
+                  " holds no round record: " + record.value.substr(0, 200));
     }
     EtcdRound r;
     r.closed_at = record.mod_revision;
+    r.watches = watches_;
     for (const auto& m : j["members"]) {
       r.members.push_back(memberFrom(m, record.key));
       if (r.members.back().token == me_.token) {
@@ -157,11 +159,10 @@ class Meeting {
   Expected<EtcdRound> timedOut() const {
     std::string hosts;
     for (const auto& [token, r] : registered_) hosts += (hosts.empty() ? "" : ", ") + r.second.host;
-    return makeError("round " + std::to_string(round_) + " on etcd at " +
-                     client_.endpointInUse() + ": " + std::to_string(registered_.size()) + " of " +
+    return makeError("round " + std::to_string(round_) + " on etcd at " + client_.endpointInUse() +
+                     ": " + std::to_string(registered_.size()) + " of " +
                      std::to_string(s_.min_machines) + " machines joined within " +
-                     secondsText(s_.join) +
-                     (hosts.empty() ? "" : " (" + hosts + ")"));
+                     secondsText(s_.join) + (hosts.empty() ? "" : " (" + hosts + ")"));
   }
 
   EtcdClient& client_;
@@ -174,6 +175,7 @@ class Meeting {
   std::optional<time_point> last_call_from_;
   int64_t revision_ = 0;
   std::unique_ptr<EtcdWatch> watch_;
+  int watches_ = 0;
 };
 
 }  // namespace

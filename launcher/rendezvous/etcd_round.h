@@ -59,6 +59,7 @@ struct EtcdRound {
   int rank_offset = 0;              // the global rank of its local rank 0
   int world_size = 0;               // processes over the round's machines
   int64_t closed_at = 0;            // etcd's revision of the round's record
+  int watches = 0;                  // watches this agent opened (for benchmarks: requests)
 };
 
 // The keys of round `round` under `prefix`.

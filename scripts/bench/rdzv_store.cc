@@ -1,11 +1,15 @@
-// One round of N agents (threads, one store connection each) through the rounds' own rules
-// (launcher/rendezvous/agent_rendezvous.h), over etcd (EtcdStore) or over accel's own TCP store
-// (a TcpStoreServer in this process), for scripts/bench/rdzv_store.sh. Every agent connects
-// first; then all start at once. Prints one line:
+// One round of N agents (threads, one store connection each), for scripts/bench/rdzv_store.sh:
+//   --tcp              the rounds' own rules (launcher/rendezvous/agent_rendezvous.h) over
+//                      accel's own TCP store (a TcpStoreServer in this process)
+//   --etcd HOST:PORT   the same rules over etcd (EtcdStore)
+//   --etcd-round HOST:PORT  the meeting made for etcd (etcd_round.h: a put under a lease, one
+//                      watch, one transaction closes the round)
+// Every agent connects first (and, for --etcd-round, holds its lease, as an agent does for the
+// whole job); then all start at once. Prints one line:
 //   agents N  close S  requests R
 // S: seconds from the start to the last agent placed; R: requests per agent to the store (etcd:
 // HTTP requests, every try and watch included; TCP: the store calls, one request each).
-//   rdzv_store_bench --agents N (--etcd HOST:PORT | --tcp)
+//   rdzv_store_bench --agents N (--tcp | --etcd HOST:PORT | --etcd-round HOST:PORT)
 
 #include <unistd.h>
 
@@ -15,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,6 +27,7 @@
 #include <vector>
 
 #include "launcher/rendezvous/agent_rendezvous.h"
+#include "launcher/rendezvous/etcd_round.h"
 #include "launcher/rendezvous/etcd_store.h"
 #include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
@@ -70,50 +76,23 @@ launcher::GroupSettings settingsOf(int agent, int agents) {
 }
 
 [[noreturn]] void usage() {
-  std::fprintf(stderr, "usage: rdzv_store_bench --agents N (--etcd HOST:PORT | --tcp)\n");
+  std::fprintf(stderr,
+               "usage: rdzv_store_bench --agents N (--tcp | --etcd HOST:PORT | --etcd-round "
+               "HOST:PORT)\n");
   std::exit(2);
 }
 
-}  // namespace
+launcher::EtcdOptions etcdOptions(const std::string& endpoint) {
+  launcher::EtcdOptions o;
+  o.endpoints = *launcher::parseEtcdEndpoints(endpoint);
+  o.timeout = std::chrono::seconds(600);  // an add that loses to 1023 others keeps trying
+  o.attempt_timeout = std::chrono::seconds(30);
+  return o;
+}
 
-int main(int argc, char** argv) {
-  int agents = 0;
-  std::string etcd;
-  bool tcp = false;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--agents") && i + 1 < argc)
-      agents = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--etcd") && i + 1 < argc)
-      etcd = argv[++i];
-    else if (!std::strcmp(argv[i], "--tcp"))
-      tcp = true;
-    else
-      usage();
-  }
-  if (agents < 1 || tcp == !etcd.empty()) usage();
-  std::unique_ptr<store::TcpStoreServer> server;
-  if (tcp) server = store::TcpStoreServer::start({});
-  std::vector<std::unique_ptr<store::Store>> stores;
-  for (int a = 0; a < agents; ++a) {
-    if (tcp) {
-      store::TcpStoreClientOptions c;
-      c.port = server->port();
-      stores.push_back(std::make_unique<Counted>(std::make_unique<store::TcpStoreClient>(c)));
-    } else {
-      launcher::EtcdOptions o;
-      o.endpoints = *launcher::parseEtcdEndpoints(etcd);
-      o.timeout = std::chrono::seconds(600);  // an add that loses to 1023 others keeps trying
-      o.attempt_timeout = std::chrono::seconds(30);
-      auto e =
-          std::make_unique<launcher::EtcdStore>(o, "accel-bench/" + std::to_string(::getpid()));
-      e->client().serverVersion();  // connected before the start, as the TCP clients are
-      stores.push_back(std::move(e));
-    }
-  }
-  uint64_t before = 0;  // the connecting requests
-  for (auto& s : stores) {
-    if (auto* e = dynamic_cast<launcher::EtcdStore*>(s.get())) before += e->requests();
-  }
+// Runs `agent(a)` for every agent on a thread of its own, all released at once; the seconds
+// until the last returned, and whether every one said it was placed right.
+std::pair<double, bool> race(int agents, const std::function<bool(int)>& agent) {
   std::mutex mutex;
   std::condition_variable go;
   bool started = false;
@@ -125,11 +104,7 @@ int main(int argc, char** argv) {
         std::unique_lock lock(mutex);
         go.wait(lock, [&] { return started; });
       }
-      auto r = launcher::rendezvous(*stores[static_cast<size_t>(a)], settingsOf(a, agents), {});
-      if (!r || r->world_size != agents) {
-        std::fprintf(stderr, "agent %d: %s\n", a, r ? "wrong world size" : r.error().c_str());
-        ++failed;
-      }
+      if (!agent(a)) ++failed;
     });
   }
   const auto start = Clock::now();
@@ -139,15 +114,103 @@ int main(int argc, char** argv) {
   }
   go.notify_all();
   for (auto& t : threads) t.join();
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return {std::chrono::duration<double>(Clock::now() - start).count(), failed == 0};
+}
+
+// The rounds' own rules over `stores` (TCP or EtcdStore): seconds and requests per agent.
+std::pair<double, double> overStores(std::vector<std::unique_ptr<store::Store>>& stores) {
+  const int agents = static_cast<int>(stores.size());
+  uint64_t before = 0;  // the connecting requests
+  for (auto& s : stores) {
+    if (auto* e = dynamic_cast<launcher::EtcdStore*>(s.get())) before += e->requests();
+  }
+  auto [seconds, ok] = race(agents, [&](int a) {
+    auto r = launcher::rendezvous(*stores[static_cast<size_t>(a)], settingsOf(a, agents), {});
+    if (r && r->world_size == agents) return true;
+    std::fprintf(stderr, "agent %d: %s\n", a, r ? "wrong world size" : r.error().c_str());
+    return false;
+  });
+  if (!ok) std::exit(1);
   uint64_t requests = 0;
   requests -= before;
   for (auto& s : stores) {
     if (auto* c = dynamic_cast<Counted*>(s.get())) requests += c->requests();
     if (auto* e = dynamic_cast<launcher::EtcdStore*>(s.get())) requests += e->requests();
   }
-  if (failed) return 1;
-  std::printf("agents %d  close %.3f  requests %.1f\n", agents, seconds,
-              static_cast<double>(requests) / agents);
+  return {seconds, static_cast<double>(requests) / agents};
+}
+
+// The meeting made for etcd: seconds and requests per agent (watches included).
+std::pair<double, double> etcdRound(int agents, const std::string& endpoint) {
+  std::vector<std::unique_ptr<launcher::EtcdClient>> clients;
+  launcher::EtcdRoundSettings s;
+  s.prefix = "accel-bench/" + std::to_string(::getpid()) + "/";
+  s.min_machines = s.max_machines = agents;
+  s.join = std::chrono::seconds(600);
+  std::vector<int64_t> leases;
+  uint64_t before = 0;
+  for (int a = 0; a < agents; ++a) {
+    clients.push_back(std::make_unique<launcher::EtcdClient>(etcdOptions(endpoint)));
+    leases.push_back(clients.back()->grantLease(std::chrono::seconds(60)));
+    before += clients.back()->requests();
+  }
+  std::atomic<uint64_t> watches{0};
+  auto [seconds, ok] = race(agents, [&](int a) {
+    launcher::EtcdRoundSettings mine = s;
+    mine.lease = leases[static_cast<size_t>(a)];
+    const std::string name = "agent" + std::to_string(a);
+    auto r = launcher::meetOnEtcd(*clients[static_cast<size_t>(a)], mine, 0, {name, name, "", 1});
+    if (r) watches += static_cast<uint64_t>(r->watches);
+    if (r && r->world_size == agents && r->machine_rank >= 0) return true;
+    std::fprintf(stderr, "agent %d: %s\n", a, r ? "wrong world size" : r.error().c_str());
+    return false;
+  });
+  if (!ok) std::exit(1);
+  uint64_t requests = watches.load() - before;
+  for (auto& c : clients) requests += c->requests();
+  return {seconds, static_cast<double>(requests) / agents};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int agents = 0;
+  std::string mode, endpoint;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--agents") && i + 1 < argc) {
+      agents = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--tcp") && mode.empty()) {
+      mode = argv[i];
+    } else if ((!std::strcmp(argv[i], "--etcd") || !std::strcmp(argv[i], "--etcd-round")) &&
+               i + 1 < argc && mode.empty()) {
+      mode = argv[i];
+      endpoint = argv[++i];
+    } else {
+      usage();
+    }
+  }
+  if (agents < 1 || mode.empty()) usage();
+  std::pair<double, double> result;
+  if (mode == "--etcd-round") {
+    result = etcdRound(agents, endpoint);
+  } else {
+    std::unique_ptr<store::TcpStoreServer> server;
+    if (mode == "--tcp") server = store::TcpStoreServer::start({});
+    std::vector<std::unique_ptr<store::Store>> stores;
+    for (int a = 0; a < agents; ++a) {
+      if (server) {
+        store::TcpStoreClientOptions c;
+        c.port = server->port();
+        stores.push_back(std::make_unique<Counted>(std::make_unique<store::TcpStoreClient>(c)));
+      } else {
+        auto e = std::make_unique<launcher::EtcdStore>(etcdOptions(endpoint),
+                                                       "accel-bench/" + std::to_string(::getpid()));
+        e->client().serverVersion();  // connected before the start, as the TCP clients are
+        stores.push_back(std::move(e));
+      }
+    }
+    result = overStores(stores);
+  }
+  std::printf("agents %d  close %.3f  requests %.1f\n", agents, result.first, result.second);
   return 0;
 }

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# One round of N agents through the rounds' own rules (agent_rendezvous.h), over etcd (a member
-# this script starts: Debian's etcd-server, loopback, its own data directory) against accel's own
-# TCP store, in one run (scripts/bench/rdzv_store.cc: the agents are threads, connected before
-# they all start at once):
+# One round of N agents, in one run (scripts/bench/rdzv_store.cc: the agents are threads,
+# connected before they all start at once), three ways:
+#   store       the rounds' own rules (agent_rendezvous.h) over accel's own TCP store
+#   etcd store  the same rules over etcd (EtcdStore): every agent adds to one counter
+#   etcd round  the meeting made for etcd (etcd_round.h): a put under a lease, one watch, one
+#               transaction closes the round
+# on an etcd member this script starts (Debian's etcd-server, loopback, its own data directory):
 #   close     seconds until the last agent is placed
 #   requests  requests per agent (etcd: HTTP requests, tries and watches included)
-# and etcd's cost over the TCP store's. Issue 34's point 7(b): how the cost grows with N.
+# and each etcd way's time over the TCP store's. Issue 34's point 7(b): how the cost grows with N.
 #   scripts/bench/rdzv_store.sh [--sizes "16 64 256 1024"] [--quick]
 # --quick (ctest's bench.rdzv_store_quick): N = 4.
 set -euo pipefail
@@ -46,10 +49,13 @@ for _ in $(seq 1 20); do
   port=$((port + 2))
 done
 echo "etcd $(etcd --version | head -1 | awk '{print $3}') at 127.0.0.1:$port; $(nproc) cores"
-printf '%-7s | %-20s | %-20s | %s\n' agents "accel's store (s, req)" "etcd (s, req)" "etcd / store"
+printf '%-7s | %-18s | %-18s | %-18s | %s\n' agents "store (s, req)" "etcd store (s, req)" \
+  "etcd round (s, req)" "etcd store / store, etcd round / store"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1fx", (b > 0 ? a / b : 0) }'; }
 for n in $sizes; do
   read -r _ _ _ tcp_s _ tcp_r < <("$bench" --agents "$n" --tcp)
-  read -r _ _ _ etcd_s _ etcd_r < <("$bench" --agents "$n" --etcd "127.0.0.1:$port")
-  printf '%-7s | %8.3f %10.1f | %8.3f %10.1f | %.1fx\n' "$n" "$tcp_s" "$tcp_r" "$etcd_s" "$etcd_r" \
-    "$(awk -v a="$etcd_s" -v b="$tcp_s" 'BEGIN { print (b > 0 ? a / b : 0) }')"
+  read -r _ _ _ es_s _ es_r < <("$bench" --agents "$n" --etcd "127.0.0.1:$port")
+  read -r _ _ _ er_s _ er_r < <("$bench" --agents "$n" --etcd-round "127.0.0.1:$port")
+  printf '%-7s | %8.3f %9.1f | %8.3f %9.1f | %8.3f %9.1f | %s, %s\n' "$n" "$tcp_s" "$tcp_r" \
+    "$es_s" "$es_r" "$er_s" "$er_r" "$(ratio "$es_s" "$tcp_s")" "$(ratio "$er_s" "$tcp_s")"
 done

@@ -68,8 +68,8 @@ class EtcdRoundTest : public testing::EtcdSuite {
   void awaitRegistrations(int count, const std::string& job = "job",
                           const std::string& endpoint = "") {
     const auto deadline = std::chrono::steady_clock::now() + 20s;
-    EtcdWatch watch(*options(endpoint).endpoints.begin(), etcdRoundPrefix(prefix(job), 0) + "member/",
-                    true, 1, deadline);
+    EtcdWatch watch(*options(endpoint).endpoints.begin(),
+                    etcdRoundPrefix(prefix(job), 0) + "member/", true, 1, deadline);
     int seen = 0;
     while (seen < count && std::chrono::steady_clock::now() < deadline) {
       for (const auto& e : watch.next(deadline)) seen += e.deleted ? 0 : 1;
