@@ -49,20 +49,10 @@
 #include "launcher/rendezvous/link_store.h"
 #include "launcher/rendezvous/liveness.h"
 #include "launcher/rendezvous/round_end.h"
+#include "launcher/rendezvous/round_link.h"
 #include "launcher/report/job_report.h"
 
 namespace accel::launcher {
-
-struct LinkEvent {
-  enum class Kind {
-    kRemoteFailure,    // the job's first failure is another machine's (or the master is lost)
-    kPublishedFirst,   // this machine's failure was published and is the job's first
-    kAnotherWasFirst,  // publishing found another machine's failure already there
-    kGroupGrows  // no failure: a machine waits to join, the group re-forms (failure.reason: why)
-  };
-  Kind kind;
-  JobFailure failure;  // the job's first failure (for kPublishedFirst: this machine's)
-};
 
 // What a round's link needs beyond the GroupSettings it is given (whose timeouts set the
 // keep-alive period and misses and the presence look, and whose clock runs the link's thread).
@@ -88,32 +78,26 @@ struct LinkConnections {
   std::unique_ptr<LinkStore> keep_alive;
 };
 
-class JobLink {
+class JobLink : public RoundLink {
  public:
   // The link of round `round`, over `connections` (all three set).
   JobLink(LinkConnections connections, GroupSettings settings, int round, int machineRank,
           std::string masterHost, LinkOptions options = {});
-  ~JobLink();  // stop(), then closes the connections
+  ~JobLink() override;  // stop(), then closes the connections
   JobLink(const JobLink&) = delete;
   JobLink& operator=(const JobLink&) = delete;
 
-  // Readable when takeEvents() has something.
-  int fd() const { return event_fd_; }
-  // Queues this machine's failure for publication; the outcome arrives as an event. Only the
-  // first call of the job counts (false for later ones: no event will come).
-  bool publish(JobFailure mine);
-  // Queues this machine's `accel status` answer for the agents of the other machines (stored
-  // at JobKeys::status(machine rank); only the newest queued one is sent, best effort).
-  void shareStatus(std::string json);
-  // The events so far (and drains fd()).
-  std::vector<LinkEvent> takeEvents();
-  // Ends the link's thread (no event after it). Idempotent.
-  void stop();
+  // RoundLink's (round_link.h); the status goes to JobKeys::status(machine rank).
+  int fd() const override { return event_fd_; }
+  bool publish(JobFailure mine) override;
+  void shareStatus(std::string json) override;
+  std::vector<LinkEvent> takeEvents() override;
+  void stop() override;
   // True once the watch's connection to the master failed (its machine or link gone): nothing
   // of the master's store can be reached any more.
   bool masterLost() const { return master_lost_.load(); }
   // The master's link: the members found lost so far, in the order found.
-  std::vector<LostMachine> lostMachines() const;
+  std::vector<LostMachine> lostMachines() const override;
 
  private:
   // Machine 0's link: the master's, which watches the other members.

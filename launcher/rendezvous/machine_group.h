@@ -21,8 +21,8 @@
 #include <string>
 
 #include "launcher/plan/placement.h"
-#include "launcher/rendezvous/job_link.h"
 #include "launcher/rendezvous/round_end.h"
+#include "launcher/rendezvous/round_link.h"
 #include "launcher/report/job_report.h"
 #include "libaccel/common/expected.h"
 
@@ -44,14 +44,14 @@ class MachineGroup {
   // The round meet() formed last: the attempt's number (attempt_K in the logs).
   virtual int round() const = 0;
   // The round's link to the other machines, for the supervisor (nullptr: there are none).
-  virtual JobLink* link() const = 0;
+  virtual RoundLink* link() const = 0;
   // After the round's attempt failed: the job's decision (a restart, counted or not; or none,
   // with why, "" when there is nothing to say). Fills `last.job_failure` when the job's store
   // holds the round's first failure. `stopping`: this agent was told to stop (no restart).
   virtual RoundDecision endRound(AttemptReport& last, bool stopping) = 0;
   // The job ended (`why`): machines waiting to join a later round are told.
   virtual void closeJob(const std::string& why) = 0;
-  // Ends the link's thread within a moment (JobLink::stop), whatever the network does.
+  // Ends the link's thread within a moment (RoundLink::stop), whatever the network does.
   virtual void stopLink() = 0;
   // The exit barrier: the agent that hosts the job's store keeps it up until the other
   // machines are done with it.

@@ -25,7 +25,7 @@ class SoloGroup : public MachineGroup {
 
   Expected<Placement> meet() override;
   int round() const override { return round_; }
-  JobLink* link() const override { return nullptr; }
+  RoundLink* link() const override { return nullptr; }
   RoundDecision endRound(AttemptReport& last, bool stopping) override;
   void closeJob(const std::string&) override {}
   void stopLink() override {}

@@ -62,7 +62,7 @@ class StoreGroup : public MachineGroup {
   // The master, when the job ends: the spares waiting for the next round are told.
   void closeJob(const std::string& why) override;
   // The round's link, for the supervisor (nullptr before meet succeeded).
-  JobLink* link() const override { return link_.get(); }
+  RoundLink* link() const override { return link_.get(); }
   // After the round's attempt failed: reads the round's first failure into `last.job_failure`
   // and, while the job may restart, takes part in the round's end (the master decides, the
   // others wait for it). `stopping`: this agent was told to stop, so it will not go on.

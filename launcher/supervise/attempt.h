@@ -91,7 +91,7 @@ inline uint64_t pipeId(const Worker& w, int stream) {
 
 class Supervisor::Attempt {
  public:
-  Attempt(Supervisor& s, int attempt, const Placement& placement, JobLink* link)
+  Attempt(Supervisor& s, int attempt, const Placement& placement, RoundLink* link)
       : s_(s),
         plan_(s.plan_),
         parts_(s.parts_),
@@ -162,7 +162,7 @@ class Supervisor::Attempt {
 
   // ---- Watching a running job (attempt_watch.cc) ----
   static constexpr std::chrono::milliseconds kTick{500};
-  // How often a machine of a multi-machine job shares its status with the others (JobLink).
+  // How often a machine of a multi-machine job shares its status with the others (RoundLink).
   static constexpr std::chrono::seconds kShareEvery{2};
   // How long the ranks get to print their stacks after SIGABRT before SIGKILL.
   static constexpr std::chrono::seconds kDumpGrace{10};
@@ -182,7 +182,7 @@ class Supervisor::Attempt {
   SupervisorParts& parts_;
   Processes& processes_;
   const Placement placement_;
-  JobLink* const link_;  // the round's link to the other machines; nullptr on one machine
+  RoundLink* const link_;  // the round's link to the other machines; nullptr on one machine
   const int attempt_;
   AttemptReport report_;
   std::vector<Worker> workers_;

@@ -637,7 +637,7 @@ Supervisor::~Supervisor() {
   }
 }
 
-AttemptReport Supervisor::runAttempt(int attempt, const Placement& placement, JobLink* link) {
+AttemptReport Supervisor::runAttempt(int attempt, const Placement& placement, RoundLink* link) {
   if (link) watchFd(epoll_fd_, link->fd(), kLinkId, EPOLLIN);
   AttemptReport report = Attempt(*this, attempt, placement, link).run();
   if (link) ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, link->fd(), nullptr);

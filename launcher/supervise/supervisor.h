@@ -30,8 +30,8 @@
 
 #include "launcher/plan/launch_plan.h"
 #include "launcher/plan/placement.h"
-#include "launcher/rendezvous/job_link.h"
 #include "launcher/rendezvous/machine_group.h"
+#include "launcher/rendezvous/round_link.h"
 #include "launcher/report/job_report.h"
 #include "launcher/supervise/console.h"
 #include "launcher/supervise/processes.h"
@@ -85,7 +85,7 @@ class Supervisor {
   // link to the other machines (a failure here is published through it, one there stops the workers
   // here; it must outlive the call), nullptr on one machine. Blocking; returns when every worker
   // has ended and no descendant is left.
-  AttemptReport runAttempt(int attempt, const Placement& placement, JobLink* link);
+  AttemptReport runAttempt(int attempt, const Placement& placement, RoundLink* link);
 
   // The one loop of every job, one machine or many: runs the attempt of the round `group` formed
   // last (`placement`: this machine's in it); after a failure, `group`'s decision (one rule,

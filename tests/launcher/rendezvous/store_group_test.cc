@@ -82,7 +82,7 @@ class StoreGroupTest : public ::testing::Test {
 
   // The first event of `name`'s link (waiting at most 10 s for one).
   LinkEvent nextEvent(const std::string& name) {
-    JobLink* link = groups_.at(name)->link();
+    RoundLink* link = groups_.at(name)->link();
     pollfd p{link->fd(), POLLIN, 0};
     EXPECT_EQ(::poll(&p, 1, 10000), 1) << name << ": no link event";
     auto events = link->takeEvents();
@@ -134,7 +134,7 @@ TEST_F(StoreGroupTest, AMemberWhoseAgentDiesIsDroppedAndTheOthersMeetAgainAsTwo)
         << n;
     EXPECT_EQ(e.failure.machine_rank, gammaRank) << n;
   }
-  const auto lost = groups_["alpha"]->link()->lostMachines();
+  const auto lost = groups_["alpha"]->link()->lostMachines();  // the master's link found it
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].machine, gammaRank);
   EXPECT_EQ(lost[0].how, "its agent is gone");

@@ -461,7 +461,7 @@ class NeverFormingGroup : public MachineGroup {
     woken_.notify_all();
   }
   int round() const override { return round_; }
-  JobLink* link() const override { return nullptr; }
+  RoundLink* link() const override { return nullptr; }
   RoundDecision endRound(AttemptReport&, bool) override {
     return {true, "attempt 0 failed; restarting", true, 1, 0};
   }

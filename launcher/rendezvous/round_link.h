@@ -1,0 +1,48 @@
+#pragma once
+// RoundLink: what the supervisor sees of a round's link to the other machines of a job — the
+// job's first failure, wherever it happened, and the group changing — whatever carries it:
+// JobLink (job_link.h) through the master's store, EtcdLink (etcd_link.h) through etcd.
+//
+// Thread-safety: publish, shareStatus, takeEvents and fd may be called from any one thread (the
+// supervisor's); stop, lostMachines and storeLost from any thread. None blocks on the network.
+
+#include <string>
+#include <vector>
+
+#include "launcher/rendezvous/round_end.h"
+#include "launcher/report/job_report.h"
+
+namespace accel::launcher {
+
+struct LinkEvent {
+  enum class Kind {
+    kRemoteFailure,    // the job's first failure is another machine's (or the master is lost)
+    kPublishedFirst,   // this machine's failure was published and is the job's first
+    kAnotherWasFirst,  // publishing found another machine's failure already there
+    kGroupGrows  // no failure: a machine waits to join, the group re-forms (failure.reason: why)
+  };
+  Kind kind;
+  JobFailure failure;  // the job's first failure (for kPublishedFirst: this machine's)
+};
+
+class RoundLink {
+ public:
+  virtual ~RoundLink() = default;
+  // Readable when takeEvents() has something.
+  virtual int fd() const = 0;
+  // Queues this machine's failure for publication; the outcome arrives as an event. Only the
+  // first call of the job counts (false for later ones: no event will come).
+  virtual bool publish(JobFailure mine) = 0;
+  // Queues this machine's `accel status` answer for the agents of the other machines (only the
+  // newest queued one is sent, best effort).
+  virtual void shareStatus(std::string json) = 0;
+  // The events so far (and drains fd()).
+  virtual std::vector<LinkEvent> takeEvents() = 0;
+  // Ends the link's thread (no event after it), within a moment whatever the network does.
+  // Idempotent.
+  virtual void stop() = 0;
+  // The members found lost so far, in the order found.
+  virtual std::vector<LostMachine> lostMachines() const = 0;
+};
+
+}  // namespace accel::launcher
