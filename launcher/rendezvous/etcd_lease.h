@@ -1,0 +1,62 @@
+#pragma once
+// EtcdLease: an agent's lease on etcd for the whole job (issue 34), kept alive by a thread of its
+// own every keep_alive_interval. Its TTL is the keep-alive window (interval x misses, in whole
+// seconds, at least 1; etcd may round it up to its own minimum), and every registration of the
+// agent is attached to it: an agent whose process or machine is gone stops renewing it, and
+// etcd removes its registrations within the window, which every other agent's watch sees.
+//
+// This agent's side: etcd not reached for the window (every endpoint; the client fails over
+// between them), or etcd saying the lease expired (the others have dropped this machine), makes
+// lost() say why — the agent must stop its workers, it is no longer in the job.
+//
+// The constructor blocks to grant the lease (throws accel::NetworkError when etcd cannot be
+// reached, naming its endpoints). Thread-safety: id() and lost() from any thread.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "launcher/rendezvous/etcd_client.h"
+
+namespace accel::launcher {
+
+class EtcdLease {
+ public:
+  // `onLost` (may be empty) is called once, from the lease's thread, when lost() becomes set.
+  EtcdLease(EtcdOptions options, std::chrono::milliseconds interval, int misses,
+            std::function<void()> onLost = {});
+  // Revokes the lease (best effort, bounded by one call's timeout: the job is over, the
+  // agent's registrations go at once) and ends the thread.
+  ~EtcdLease();
+  EtcdLease(const EtcdLease&) = delete;
+  EtcdLease& operator=(const EtcdLease&) = delete;
+
+  int64_t id() const { return id_; }
+  // Why this agent's lease is lost (nullopt: it is not).
+  std::optional<std::string> lost() const;
+  // The keep-alive window, "2 s" (as TTL).
+  std::chrono::seconds ttl() const { return ttl_; }
+
+ private:
+  void run();
+  void renew();
+
+  EtcdClient client_;
+  const std::chrono::milliseconds interval_;
+  const std::chrono::seconds ttl_;
+  int64_t id_ = 0;
+  std::chrono::steady_clock::time_point renewed_;  // the thread's: the last renewal etcd took
+  mutable std::mutex mutex_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::optional<std::string> lost_;
+  const std::function<void()> on_lost_;
+  std::thread thread_;
+};
+
+}  // namespace accel::launcher
