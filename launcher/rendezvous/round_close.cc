@@ -8,27 +8,25 @@
 
 namespace accel::launcher {
 
-RoundCloser::RoundCloser(GroupSettings settings, bool master)
-    : settings_(std::move(settings)), master_(master) {}
+RoundCloser::RoundCloser(GroupSettings settings, bool master, bool everyoneDecides)
+    : settings_(std::move(settings)), master_(master), everyone_decides_(everyoneDecides) {}
 
 RoundDecision RoundCloser::close(store::Store& store, const RoundStart& start,
                                  const RendezvousResult& joined, AttemptReport& last, bool stopping,
                                  const LostNow& lostNow) {
   const int round = start.round;
   readStop(store, round, last);
-  RoundEnd mine{joined.machine_rank, settings_.host, !stopping, ""};
+  RoundEnd mine{joined.machine_rank, settings_.host, !stopping, "", last.max_step >= 2};
   try {
     if (stopping) return leave(store, round, mine, last);
     reportRoundEnd(store, settings_, round, mine);
-    if (!master_) {
+    if (!master_ && !everyone_decides_) {
       const auto& t = settings_.timeouts;
       auto decision = readDecision(store, settings_, round, t.close + t.decision_margin);
       if (!decision) return {false, decision.error()};
       return *decision;
     }
-    RoundDecision decision = decide(store, start, joined, last, lostNow);
-    publishDecision(store, settings_, round, decision);
-    return decision;
+    return publishDecision(store, settings_, round, decide(store, start, joined, last, lostNow));
   } catch (const Error& e) {
     return {false, masterStoreLost(settings_, e.what())};
   }
@@ -39,7 +37,7 @@ RoundDecision RoundCloser::leave(store::Store& store, int round, const RoundEnd&
                                  const AttemptReport& last) {
   RoundEnd leaving = mine;
   leaving.why_not = "its agent was told to stop (" + signalName(last.agent_signal) + ")";
-  if (master_) {
+  if (master_ && !everyone_decides_) {
     publishDecision(store, settings_, round,
                     {false, "machine 0 (" + settings_.host + ") stops: " + leaving.why_not});
   } else {
@@ -61,6 +59,7 @@ RoundDecision RoundCloser::decide(store::Store& store, const RoundStart& start,
                                 return lost;
                               });
   facts.lost = lostNow();
+  for (const auto& e : facts.ends) facts.progress = facts.progress || e.progress;
   // Machines registered for the next round by now (one that arrived during the wait included).
   facts.waiting =
       static_cast<int>(store.add(jobKeys(settings_).round(start.round + 1).arrivals(), 0));

@@ -4,9 +4,11 @@
 // waiting to join), tells the master that this machine's workers all ended, and comes back
 // with the one decision for the whole job — the master makes it from what it saw
 // (decideNextRound) and remembers the round's failure for the next one (no blind retry); the
-// others read it. It works over any store::Store and the settings' clock, so several agents are
-// unit-tested together in simulated time (tests/launcher/rendezvous/round_close_sim_test.cc);
-// StoreGroup runs it over its connection to the master's store.
+// others read it (on etcd, where no agent is in charge, every agent decides and the first
+// decision published stands). It works over any store::Store and the settings' clock, so several
+// agents are unit-tested together in simulated time
+// (tests/launcher/rendezvous/round_close_sim_test.cc); StoreGroup runs it over its connection to
+// the master's store.
 //
 // Not thread-safe: the agent's main thread calls it. Nothing throws: a store that cannot be
 // reached is a decision not to restart, naming the store.
@@ -27,8 +29,10 @@ class RoundCloser {
   // The members found lost so far (the master's link), asked while their ends are missing.
   using LostNow = std::function<std::vector<LostMachine>()>;
 
-  // `master`: this agent hosts the job's store and decides.
-  RoundCloser(GroupSettings settings, bool master);
+  // `master`: this agent hosts the job's store and decides. `everyoneDecides`: there is no
+  // master (rounds on etcd): every agent decides from what the store holds, and the first
+  // decision published stands.
+  RoundCloser(GroupSettings settings, bool master, bool everyoneDecides = false);
 
   // Round `start.round` failed; `joined` is that round as it formed. Fills `last.job_failure`
   // (or `last.regrouped`, a machine waiting to join) from the round's stop record, and returns
@@ -49,6 +53,7 @@ class RoundCloser {
 
   const GroupSettings settings_;
   const bool master_;
+  const bool everyone_decides_;
   // The master's memory of the round before, for the no-blind-retry rule.
   std::optional<JobFailure> previous_failure_;
   bool previous_progress_ = false;

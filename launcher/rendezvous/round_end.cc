@@ -79,7 +79,8 @@ void reportRoundEnd(store::Store& s, const GroupSettings& o, int round, const Ro
   s.set(roundKeys(o, round).end(slot), json{{"machine_rank", mine.machine_rank},
                                             {"host", mine.host},
                                             {"continues", mine.continues},
-                                            {"why_not", mine.why_not}}
+                                            {"why_not", mine.why_not},
+                                            {"progress", mine.progress}}
                                            .dump());
 }
 
@@ -91,7 +92,8 @@ std::optional<RoundEnd> readRoundEnd(store::Store& s, const GroupSettings& o, in
   try {
     json j = json::parse(s.get(roundKeys(o, round).end(slot), o.timeouts.report_record));
     return RoundEnd{j.at("machine_rank").get<int>(), j.at("host").get<std::string>(),
-                    j.at("continues").get<bool>(), j.at("why_not").get<std::string>()};
+                    j.at("continues").get<bool>(), j.at("why_not").get<std::string>(),
+                    j.value("progress", false)};
   } catch (const TimeoutError&) {
   } catch (const json::exception&) {
   }
@@ -127,22 +129,39 @@ std::vector<RoundEnd> awaitRoundEnds(store::Store& s, const GroupSettings& o, in
   return ends;
 }
 
-void publishDecision(store::Store& s, const GroupSettings& o, int round, const RoundDecision& d) {
-  s.set(roundKeys(o, round).decision(), json{{"restart", d.restart},
-                                             {"why", d.why},
-                                             {"counted", d.counted},
-                                             {"restart_count", d.restart_count},
-                                             {"expect_machines", d.expect_machines}}
-                                            .dump());
+namespace {
+
+json decisionToJson(const RoundDecision& d) {
+  return {{"restart", d.restart},
+          {"why", d.why},
+          {"counted", d.counted},
+          {"restart_count", d.restart_count},
+          {"expect_machines", d.expect_machines}};
+}
+
+RoundDecision decisionFromJson(const json& j) {
+  return RoundDecision{j.at("restart").get<bool>(), j.at("why").get<std::string>(),
+                       j.at("counted").get<bool>(), j.at("restart_count").get<int>(),
+                       j.at("expect_machines").get<int>()};
+}
+
+}  // namespace
+
+RoundDecision publishDecision(store::Store& s, const GroupSettings& o, int round,
+                              const RoundDecision& d) {
+  const std::string stored =
+      s.compareSet(roundKeys(o, round).decision(), "", decisionToJson(d).dump());
+  try {
+    return decisionFromJson(json::parse(stored));
+  } catch (const json::exception& e) {
+    throw Error(std::string("malformed restart decision in the store: ") + e.what());
+  }
 }
 
 Expected<RoundDecision> readDecision(store::Store& s, const GroupSettings& o, int round,
                                      std::chrono::milliseconds timeout) {
   try {
-    json j = json::parse(s.get(roundKeys(o, round).decision(), timeout));
-    return RoundDecision{j.at("restart").get<bool>(), j.at("why").get<std::string>(),
-                         j.at("counted").get<bool>(), j.at("restart_count").get<int>(),
-                         j.at("expect_machines").get<int>()};
+    return decisionFromJson(json::parse(s.get(roundKeys(o, round).decision(), timeout)));
   } catch (const TimeoutError&) {
     return makeError("the master agent did not say within " + secondsText(timeout) +
                      " whether the job restarts");

@@ -39,6 +39,9 @@ struct RoundEnd {
   std::string host;
   bool continues = true;  // it will join the next round
   std::string why_not;    // when it will not: "its agent received SIGTERM"
+  // Some rank of the round completed a step, as this agent saw (the agent that hosts the
+  // workers' store sees every rank's heartbeat; the others none).
+  bool progress = false;
 };
 
 struct RoundDecision {
@@ -65,9 +68,11 @@ std::vector<RoundEnd> awaitRoundEnds(store::Store& store, const GroupSettings& s
                                      int machines, std::chrono::milliseconds timeout,
                                      const std::function<std::vector<int>()>& lostNow = {});
 
-// The master publishes the round's decision (one write). Throws accel::Error.
-void publishDecision(store::Store& store, const GroupSettings& settings, int round,
-                     const RoundDecision& decision);
+// Publishes the round's decision unless one is there already (one compare-and-set: the first
+// stands, when every agent decides); returns the round's decision as published. Throws
+// accel::Error.
+RoundDecision publishDecision(store::Store& store, const GroupSettings& settings, int round,
+                              const RoundDecision& decision);
 
 // The others: the master's decision for round `round`, waiting at most `timeout`. An error
 // (never thrown) when it does not come or the store cannot be reached.
