@@ -43,19 +43,21 @@ class Meeting {
         s_(settings),
         round_(round),
         me_(me),
-        round_prefix_(etcdRoundPrefix(settings.prefix, round)),
-        member_prefix_(round_prefix_ + "member/"),
-        record_key_(etcdRoundRecordKey(settings.prefix, round)) {}
+        keys_(etcdRoundKeys(settings, round)),
+        round_prefix_(keys_.prefix()),
+        member_prefix_(keys_.memberPrefix()),
+        record_key_(keys_.record()) {}
 
   Expected<EtcdRound> run() {
-    client_.put(etcdMemberKey(s_.prefix, round_, me_.token), toJson(me_).dump(), s_.lease);
+    client_.put(keys_.member(me_.token), toJson(me_).dump(), s_.lease);
     const time_point joinBy = SteadyClock::now() + s_.join;
     read();
     while (!record_) {
       const time_point now = SteadyClock::now();
       noteLastCall(now);
       const int n = static_cast<int>(registered_.size());
-      if (n >= s_.max_machines ||
+      const bool expected = s_.expect_machines >= s_.min_machines && n >= s_.expect_machines;
+      if (n >= s_.max_machines || expected ||
           (n >= s_.min_machines && (now >= lastCallEnd() || now >= joinBy))) {
         close();
         continue;
@@ -128,7 +130,8 @@ class Meeting {
     if (static_cast<int>(byArrival.size()) > s_.max_machines) byArrival.resize(s_.max_machines);
     json members = json::array();
     for (const auto& r : byArrival) members.push_back(toJson(r.second));
-    const std::string value = json{{"round", round_}, {"members", members}}.dump();
+    const std::string value =
+        json{{"round", round_}, {"restart_count", s_.restart_count}, {"members", members}}.dump();
     if (client_.create(record_key_, value)) {
       record_ = EtcdKeyValue{record_key_, value, client_.revision(), client_.revision(), 1, 0};
     } else {
@@ -144,6 +147,8 @@ class Meeting {
     }
     EtcdRound r;
     r.closed_at = record.mod_revision;
+    r.restart_count = j.value("restart_count", 0);
+    r.closed = j.value("closed", "");
     r.watches = watches_;
     for (const auto& m : j["members"]) {
       r.members.push_back(memberFrom(m, record.key));
@@ -169,6 +174,7 @@ class Meeting {
   const EtcdRoundSettings& s_;
   const int round_;
   const EtcdMember& me_;
+  const RoundKeys keys_;
   const std::string round_prefix_, member_prefix_, record_key_;
   std::map<std::string, std::pair<int64_t, EtcdMember>> registered_;  // by token
   std::optional<EtcdKeyValue> record_;
@@ -180,16 +186,14 @@ class Meeting {
 
 }  // namespace
 
-std::string etcdRoundPrefix(const std::string& prefix, int round) {
-  return prefix + "round/" + std::to_string(round) + "/";
+RoundKeys etcdRoundKeys(const EtcdRoundSettings& settings, int round) {
+  return JobKeys(settings.run_id, settings.root).round(round);
 }
 
-std::string etcdMemberKey(const std::string& prefix, int round, const std::string& token) {
-  return etcdRoundPrefix(prefix, round) + "member/" + token;
-}
-
-std::string etcdRoundRecordKey(const std::string& prefix, int round) {
-  return etcdRoundPrefix(prefix, round) + "record";
+void closeEtcdRound(EtcdClient& client, const EtcdRoundSettings& settings, int round,
+                    const std::string& why) {
+  client.create(etcdRoundKeys(settings, round).record(),
+                json{{"round", round}, {"closed", why}, {"members", json::array()}}.dump());
 }
 
 Expected<EtcdRound> meetOnEtcd(EtcdClient& client, const EtcdRoundSettings& settings, int round,

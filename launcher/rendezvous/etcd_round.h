@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "launcher/rendezvous/etcd_client.h"
+#include "launcher/rendezvous/job_keys.h"
 #include "libaccel/common/expected.h"
 
 namespace accel::launcher {
@@ -45,9 +46,15 @@ struct EtcdMember {
 };
 
 struct EtcdRoundSettings {
-  std::string prefix;  // the job's keys' prefix in etcd, ending in "/" (its --rdzv_id in it)
+  // The job's keys in etcd: JobKeys(run_id, root) (job_keys.h).
+  std::string root;
+  std::string run_id;
   int min_machines = 1;
   int max_machines = 1;
+  // The round closes as soon as this many registered (0: by MIN:MAX and the last call alone) —
+  // a restart's survivors do not wait for a last call.
+  int expect_machines = 0;
+  int restart_count = 0;  // what the record says, when this agent closes the round
   std::chrono::milliseconds last_call{std::chrono::seconds(30)};
   std::chrono::milliseconds join{std::chrono::seconds(900)};
   int64_t lease = 0;  // the agent's lease: its registration goes when it expires
@@ -58,14 +65,19 @@ struct EtcdRound {
   int machine_rank = -1;            // this agent's; -1: a spare (the round was full)
   int rank_offset = 0;              // the global rank of its local rank 0
   int world_size = 0;               // processes over the round's machines
+  int restart_count = 0;            // the round's TORCHELASTIC_RESTART_COUNT
+  std::string closed;               // the job ended instead (why): no round, no members
   int64_t closed_at = 0;            // etcd's revision of the round's record
   int watches = 0;                  // watches this agent opened (for benchmarks: requests)
 };
 
-// The keys of round `round` under `prefix`.
-std::string etcdRoundPrefix(const std::string& prefix, int round);
-std::string etcdMemberKey(const std::string& prefix, int round, const std::string& token);
-std::string etcdRoundRecordKey(const std::string& prefix, int round);
+// Round `round`'s keys in etcd (job_keys.h's under settings.root).
+RoundKeys etcdRoundKeys(const EtcdRoundSettings& settings, int round);
+
+// Ends the job for the agents waiting in round `round` (spares): its record names no member
+// and says `why`, unless the round closed first. Throws as meetOnEtcd does.
+void closeEtcdRound(EtcdClient& client, const EtcdRoundSettings& settings, int round,
+                    const std::string& why);
 
 // Registers `me` for round `round` and returns the round once it closed; an error naming the
 // round, etcd's endpoint and who joined when fewer than MIN did within `settings.join`.

@@ -7,7 +7,7 @@ namespace accel::launcher {
 using SteadyClock = std::chrono::steady_clock;
 
 EtcdStore::EtcdStore(EtcdOptions options, std::string prefix)
-    : client_(std::move(options)), prefix_(std::move(prefix) + "/") {}
+    : client_(std::move(options)), prefix_(prefix.empty() ? "" : std::move(prefix) + "/") {}
 
 void EtcdStore::set(const std::string& key, const std::string& value) {
   client_.put(full(key), value);

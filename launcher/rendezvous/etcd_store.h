@@ -22,7 +22,7 @@ namespace accel::launcher {
 
 class EtcdStore : public store::Store {
  public:
-  // Keys live under `prefix` + "/" in the cluster `options` names.
+  // Keys live under `prefix` + "/" in the cluster `options` names ("": as they are).
   EtcdStore(EtcdOptions options, std::string prefix);
 
   void set(const std::string& key, const std::string& value) override;

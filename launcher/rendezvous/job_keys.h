@@ -14,7 +14,9 @@
 //   accel/rdzv/<id>/status/<M>            machine M's `accel status` answer
 //   accel/rdzv/<id>/round/<R>/            round R: arrivals, agent/<slot>, assignment,
 //                                         alive/<M>, ends, end/<slot>, decision, finished,
-//                                         finished/<M>
+//                                         finished/<M>; on etcd (etcd_round.h) member/<token>
+//                                         (an agent's registration) and record (who is in it)
+//   accel/rdzv/<id>/restarts              on etcd: the restarts used (for a machine arriving)
 //
 // The store's server sees a key as torch's clients store it, with a leading "/" (stored()).
 
@@ -40,6 +42,11 @@ class RoundKeys {
   std::string decision() const { return p_ + "decision"; }       // the master's: restart or not
   std::string finishedCount() const { return p_ + "finished"; }  // the exit barrier's
   std::string finished(int machine) const { return p_ + "finished/" + std::to_string(machine); }
+  // On etcd (etcd_round.h): the round's keys, its agents' registrations, its record.
+  std::string prefix() const { return p_; }
+  std::string memberPrefix() const { return p_ + "member/"; }
+  std::string member(const std::string& token) const { return memberPrefix() + token; }
+  std::string record() const { return p_ + "record"; }
 
  private:
   std::string p_, stop_;
@@ -47,8 +54,9 @@ class RoundKeys {
 
 class JobKeys {
  public:
-  explicit JobKeys(const std::string& jobId)
-      : p_(std::string(kAgentKeyPrefix) + "rdzv/" + jobId + "/") {}
+  // `root`: where the keys live in a store several programs share (etcd; "": the top).
+  explicit JobKeys(const std::string& jobId, const std::string& root = "")
+      : p_(root + kAgentKeyPrefix + "rdzv/" + jobId + "/") {}
 
   static std::string jobId() { return std::string(kAgentKeyPrefix) + "job_id"; }
   std::string openRound() const { return p_ + "open_round"; }
@@ -56,6 +64,7 @@ class JobKeys {
   std::string presence(const std::string& token) const { return presencePrefix() + token; }
   std::string stopPrefix() const { return p_ + "stop/"; }
   std::string statusPrefix() const { return p_ + "status/"; }
+  std::string restarts() const { return p_ + "restarts"; }
   std::string status(int machine) const { return statusPrefix() + std::to_string(machine); }
   RoundKeys round(int r) const { return RoundKeys(p_, r); }
 

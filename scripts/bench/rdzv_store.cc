@@ -144,7 +144,8 @@ std::pair<double, double> overStores(std::vector<std::unique_ptr<store::Store>>&
 std::pair<double, double> etcdRound(int agents, const std::string& endpoint) {
   std::vector<std::unique_ptr<launcher::EtcdClient>> clients;
   launcher::EtcdRoundSettings s;
-  s.prefix = "accel-bench/" + std::to_string(::getpid()) + "/";
+  s.root = "accel-bench/";
+  s.run_id = std::to_string(::getpid());
   s.min_machines = s.max_machines = agents;
   s.join = std::chrono::seconds(600);
   std::vector<int64_t> leases;

@@ -29,15 +29,16 @@ class EtcdRoundTest : public testing::EtcdSuite {
     o.attempt_timeout = 1s;
     return o;
   }
-  // The test's own job prefix (`job` apart).
-  static std::string prefix(const std::string& job = "job") {
+  // The test's own root in etcd.
+  static std::string root() {
     const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    return std::string("accel-test/") + test->name() + "/" + job + "/";
+    return std::string("accel-test/") + test->name() + "/";
   }
   EtcdRoundSettings settings(int min, int max, std::chrono::milliseconds lastCall,
                              const std::string& job = "job") const {
     EtcdRoundSettings s;
-    s.prefix = prefix(job);
+    s.root = root();
+    s.run_id = job;
     s.min_machines = min;
     s.max_machines = max;
     s.last_call = lastCall;
@@ -69,7 +70,7 @@ class EtcdRoundTest : public testing::EtcdSuite {
                           const std::string& endpoint = "") {
     const auto deadline = std::chrono::steady_clock::now() + 20s;
     EtcdWatch watch(*options(endpoint).endpoints.begin(),
-                    etcdRoundPrefix(prefix(job), 0) + "member/", true, 1, deadline);
+                    etcdRoundKeys(settings(1, 1, 1s, job), 0).memberPrefix(), true, 1, deadline);
     int seen = 0;
     while (seen < count && std::chrono::steady_clock::now() < deadline) {
       for (const auto& e : watch.next(deadline)) seen += e.deleted ? 0 : 1;
@@ -143,6 +144,36 @@ TEST_F(EtcdRoundTest, AnAgentWhoseLeaseEndsBeforeTheCloseIsNotInTheRound) {
   EXPECT_EQ(hosts(*ra), (std::vector<std::string>{"alpha", "beta"}));
   EXPECT_EQ(rb->machine_rank, 1);
   EXPECT_EQ(rd->machine_rank, -1);
+}
+
+// After a restart the survivors' round closes once the machines the decision expects are back,
+// without a last call, and carries the restart count.
+TEST_F(EtcdRoundTest, ARestartsRoundClosesWithTheExpectedMachinesAndCarriesItsCount) {
+  auto s = settings(2, 3, 60s);  // without the expectation: closed by the last call, 60 s on
+  s.join = 60s;
+  s.expect_machines = 2;
+  s.restart_count = 1;
+  auto a = start("alpha", s);
+  auto b = start("beta", s);
+  ASSERT_EQ(a.wait_for(15s), std::future_status::ready) << "it waited for the last call";
+  auto ra = a.get(), rb = b.get();
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  EXPECT_EQ(ra->members.size(), 2u);
+  EXPECT_EQ(ra->restart_count, 1);
+  EXPECT_EQ(rb->restart_count, 1);
+}
+
+TEST_F(EtcdRoundTest, AJobThatEndsTellsTheAgentsWaitingInItsNextRound) {
+  const auto s = settings(2, 2, 60s);
+  auto spare = start("spare", s);
+  awaitRegistrations(1);
+  EtcdClient client(options());
+  closeEtcdRound(client, s, 0, "the job finished");
+  auto r = spare.get();
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->closed, "the job finished");
+  EXPECT_EQ(r->machine_rank, -1);
+  EXPECT_TRUE(r->members.empty());
 }
 
 TEST_F(EtcdRoundTest, TwoJobsOnOneEtcdNeverMeet) {
