@@ -1,0 +1,266 @@
+#include "launcher/rendezvous/etcd_link.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "accel/error.h"
+#include "launcher/base/event_fd.h"
+
+namespace accel::launcher {
+
+using SteadyClock = std::chrono::steady_clock;
+
+EtcdLink::EtcdLink(EtcdLinkOptions options)
+    : client_(options.etcd),
+      o_(std::move(options)),
+      keys_(etcdRoundKeys(o_.round_settings, o_.round)),
+      next_keys_(etcdRoundKeys(o_.round_settings, o_.round + 1)),
+      gone_(o_.members.size(), false) {
+  event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  try {
+    readRound();
+    openWatches();
+  } catch (...) {
+    ::close(event_fd_), ::close(wake_fd_);
+    throw;
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+EtcdLink::~EtcdLink() {
+  stop();
+  ::close(event_fd_);
+  ::close(wake_fd_);
+}
+
+void EtcdLink::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stop_ && !thread_.joinable()) return;
+    stop_ = true;
+  }
+  signalEventFd(wake_fd_);
+  if (thread_.joinable()) thread_.join();
+}
+
+bool EtcdLink::publish(JobFailure mine) {
+  {
+    std::lock_guard lock(mutex_);
+    if (publish_requested_) return false;
+    publish_requested_ = true;
+    to_publish_ = std::move(mine);
+  }
+  signalEventFd(wake_fd_);
+  return true;
+}
+
+void EtcdLink::leaseLost(const std::string& why) {
+  {
+    std::lock_guard lock(mutex_);
+    if (lease_lost_) return;
+    lease_lost_ = why;
+  }
+  signalEventFd(wake_fd_);
+}
+
+std::vector<LinkEvent> EtcdLink::takeEvents() {
+  drainEventFd(event_fd_);
+  std::lock_guard lock(mutex_);
+  return std::exchange(events_, {});
+}
+
+std::vector<LostMachine> EtcdLink::lostMachines() const {
+  std::lock_guard lock(mutex_);
+  return lost_;
+}
+
+void EtcdLink::post(LinkEvent event) {
+  {
+    std::lock_guard lock(mutex_);
+    events_.push_back(std::move(event));
+  }
+  signalEventFd(event_fd_);
+}
+
+// Until stopped: what the watches saw, a publication to make, the lease lost; then a wait for
+// the next of them (a watch to open again is tried every 200 ms).
+void EtcdLink::run() {
+  while (true) {
+    if (!drainWatches()) reconnect();
+    std::optional<JobFailure> mine;
+    std::optional<std::string> leaseLost;
+    {
+      std::lock_guard lock(mutex_);
+      if (stop_) return;
+      mine = std::exchange(to_publish_, std::nullopt);
+      if (!lease_lost_posted_) leaseLost = lease_lost_;
+    }
+    drainEventFd(wake_fd_);
+    if (mine) onPublish(*mine);
+    if (leaseLost && !lease_lost_posted_) {
+      lease_lost_posted_ = true;
+      JobFailure lost;
+      lost.machine_rank = o_.machine_rank;
+      lost.reason = *leaseLost;
+      post(LinkEvent{LinkEvent::Kind::kRemoteFailure, std::move(lost)});
+    }
+    waitForWork();
+  }
+}
+
+// Every message the watches hold now; false when one ended (its endpoint gone).
+bool EtcdLink::drainWatches() {
+  if (watches_.empty()) return false;
+  try {
+    for (auto& w : watches_) {
+      while (true) {
+        auto events = w.watch->next(SteadyClock::now());
+        if (events.empty()) break;
+        for (const auto& e : events) onEvent(e, w.what);
+      }
+    }
+    return true;
+  } catch (const Error&) {
+    watches_.clear();
+    return false;
+  }
+}
+
+void EtcdLink::waitForWork() {
+  std::vector<pollfd> fds{{wake_fd_, POLLIN, 0}};
+  for (const auto& w : watches_) fds.push_back({w.watch->fd(), POLLIN, 0});
+  ::poll(fds.data(), fds.size(), watches_.empty() ? 200 : -1);
+}
+
+// The watches again, after a read that catches up on what happened meanwhile.
+void EtcdLink::reconnect() {
+  try {
+    readRound();
+    openWatches();
+  } catch (const Error&) {
+    watches_.clear();  // etcd unreachable: the lease says when that is the job's end
+  }
+}
+
+void EtcdLink::readRound() {
+  std::vector<bool> present(o_.members.size(), false);
+  for (const auto& kv : client_.getPrefix(keys_.memberPrefix())) {
+    const std::string token = kv.key.substr(keys_.memberPrefix().size());
+    for (size_t m = 0; m < o_.members.size(); ++m) present[m] = present[m] || o_.members[m].token == token;
+  }
+  revision_ = client_.revision();
+  if (auto stop = client_.get(keys_.stop())) onStop(stop->value);
+  for (size_t m = 0; m < o_.members.size(); ++m) {
+    if (!present[m]) onMemberGone(o_.members[m].token);
+  }
+  if (client_.countPrefix(next_keys_.memberPrefix()) > 0) onArrival();
+}
+
+void EtcdLink::openWatches() {
+  const auto deadline = SteadyClock::now() + client_.timeout();
+  const EtcdEndpoint at = client_.endpoint();
+  watches_.clear();
+  watches_.push_back({Watched::kStop, std::make_unique<EtcdWatch>(at, keys_.stop(), false,
+                                                                  revision_ + 1, deadline)});
+  watches_.push_back({Watched::kMembers, std::make_unique<EtcdWatch>(at, keys_.memberPrefix(),
+                                                                     true, revision_ + 1, deadline)});
+  watches_.push_back({Watched::kArrivals,
+                      std::make_unique<EtcdWatch>(at, next_keys_.memberPrefix(), true,
+                                                  revision_ + 1, deadline)});
+}
+
+void EtcdLink::onEvent(const EtcdEvent& e, Watched what) {
+  if (what == Watched::kStop && !e.deleted) onStop(e.kv.value);
+  if (what == Watched::kMembers && e.deleted) {
+    onMemberGone(e.kv.key.substr(keys_.memberPrefix().size()));
+  }
+  if (what == Watched::kArrivals && !e.deleted) onArrival();
+}
+
+// The round's stop record, once: another machine's failure, a lost machine (this one's
+// publication included), or the group growing. This machine's own failure was posted when it
+// was published.
+void EtcdLink::onStop(const std::string& value) {
+  if (stop_heard_) return;
+  JobFailure first;
+  try {
+    first = failureFromJson(nlohmann::json::parse(value));
+  } catch (const std::exception&) {
+    return;
+  }
+  stop_heard_ = true;
+  const bool grows = first.cause == kCauseJoined;
+  post(LinkEvent{grows ? LinkEvent::Kind::kGroupGrows : LinkEvent::Kind::kRemoteFailure,
+                 std::move(first)});
+}
+
+// A member's registration went with its lease: lost, unless it said it finished first.
+void EtcdLink::onMemberGone(const std::string& token) {
+  for (size_t m = 0; m < o_.members.size(); ++m) {
+    if (o_.members[m].token != token || gone_[m]) continue;
+    gone_[m] = true;
+    const int machine = static_cast<int>(m);
+    if (machine == o_.machine_rank) return;  // this agent's own: its lease says (leaseLost)
+    try {
+      if (client_.get(keys_.finished(machine))) return;
+    } catch (const Error&) {
+    }
+    LostMachine lost{machine, "its lease expired"};
+    {
+      std::lock_guard lock(mutex_);
+      lost_.push_back(lost);
+    }
+    JobFailure f;
+    f.machine_rank = machine;
+    f.host = o_.members[m].host;
+    f.cause = kCauseLost;
+    f.reason = "lost: " + lost.how + " (no keep-alive reached etcd for " +
+               std::to_string(o_.window.count()) + " s)";
+    change_published_ = true;
+    publishStop(f);  // the watch brings it back, to every link alike
+  }
+}
+
+// A machine registered for the next round while the group has room: re-form to take it.
+void EtcdLink::onArrival() {
+  const int machines = static_cast<int>(o_.members.size());
+  if (machines >= o_.round_settings.max_machines || change_published_) return;
+  change_published_ = true;
+  JobFailure joined;
+  joined.cause = kCauseJoined;
+  joined.reason = "a machine is waiting to join (the group has " + std::to_string(machines) +
+                  " of at most " + std::to_string(o_.round_settings.max_machines) +
+                  "): the group re-forms to take it";
+  publishStop(joined);
+}
+
+void EtcdLink::onPublish(const JobFailure& mine) {
+  auto first = publishStop(mine);
+  stop_heard_ = true;
+  if (!first) {
+    post(LinkEvent{LinkEvent::Kind::kPublishedFirst, mine});
+  } else {
+    const bool grows = first->cause == kCauseJoined;
+    post(LinkEvent{grows ? LinkEvent::Kind::kGroupGrows : LinkEvent::Kind::kAnotherWasFirst,
+                   std::move(*first)});
+  }
+}
+
+// The round's stop record, created unless there is one: nullopt when this one stands (or etcd
+// could not be reached: the lease tells), else the one that was first.
+std::optional<JobFailure> EtcdLink::publishStop(const JobFailure& failure) {
+  try {
+    if (client_.create(keys_.stop(), failureToJson(failure).dump())) return std::nullopt;
+    if (auto stored = client_.get(keys_.stop())) {
+      return failureFromJson(nlohmann::json::parse(stored->value));
+    }
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+}  // namespace accel::launcher

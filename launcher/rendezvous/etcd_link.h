@@ -1,0 +1,104 @@
+#pragma once
+// EtcdLink: a round's link (round_link.h) through etcd, where no machine is in charge. Every
+// agent's link watches the round's keys on a thread of its own:
+//   - the round's stop record (RoundKeys::stop): the first machine whose workers fail creates it
+//     (one transaction: the first stands) and every link hears it — the job's first failure;
+//   - the members' registrations (RoundKeys::member, attached to each agent's lease): one that
+//     etcd removes is a machine whose agent stopped renewing its lease (its process or machine
+//     gone, for the keep-alive window) — lost, unless it said it finished; whichever link sees it
+//     first publishes it as the round's stop record, so machine 0 is lost like any other;
+//   - the next round's registrations: a machine arriving while the group has room stops the
+//     round for the group to re-form (cause kCauseJoined, not a failure).
+// The agent's own lease lost (EtcdLease::lost: etcd gone for the window, or the others dropped
+// this machine) is reported by the agent through leaseLost(): the job's end on this machine.
+//
+// A watch whose endpoint goes away is opened again, after a fresh read, on whichever endpoint
+// the client reaches then; nothing that happened in between is missed.
+//
+// Thread-safety as RoundLink's; leaseLost from any thread. The constructor blocks to read the
+// round's keys and open the watches (throws accel::NetworkError when etcd cannot be reached).
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "launcher/rendezvous/etcd_client.h"
+#include "launcher/rendezvous/etcd_round.h"
+#include "launcher/rendezvous/round_link.h"
+
+namespace accel::launcher {
+
+struct EtcdLinkOptions {
+  EtcdOptions etcd;
+  EtcdRoundSettings round_settings;  // the job's keys (root, run id) and MAX
+  int round = 0;
+  int machine_rank = 0;             // this machine's in the round
+  std::vector<EtcdMember> members;  // the round's, by machine rank
+  std::chrono::seconds window{3};   // the leases' TTL, for messages
+};
+
+class EtcdLink : public RoundLink {
+ public:
+  explicit EtcdLink(EtcdLinkOptions options);
+  ~EtcdLink() override;
+  EtcdLink(const EtcdLink&) = delete;
+  EtcdLink& operator=(const EtcdLink&) = delete;
+
+  int fd() const override { return event_fd_; }
+  bool publish(JobFailure mine) override;
+  // Not carried on etcd yet (`accel status` answers for this machine only).
+  void shareStatus(std::string) override {}
+  std::vector<LinkEvent> takeEvents() override;
+  void stop() override;
+  std::vector<LostMachine> lostMachines() const override;
+  // This agent's lease is lost (`why`): reported as the job's end here, once.
+  void leaseLost(const std::string& why);
+
+ private:
+  // What each watch follows.
+  enum class Watched { kStop, kMembers, kArrivals };
+  struct Watch {
+    Watched what;
+    std::unique_ptr<EtcdWatch> watch;
+  };
+
+  void run();
+  bool drainWatches();
+  void waitForWork();
+  void reconnect();
+  void readRound();
+  void openWatches();
+  void onEvent(const EtcdEvent& e, Watched what);
+  void onStop(const std::string& value);
+  void onMemberGone(const std::string& token);
+  void onArrival();
+  void onPublish(const JobFailure& mine);
+  std::optional<JobFailure> publishStop(const JobFailure& failure);
+  void post(LinkEvent event);
+
+  EtcdClient client_;
+  const EtcdLinkOptions o_;
+  const RoundKeys keys_, next_keys_;
+  int64_t revision_ = 0;
+  std::vector<Watch> watches_;  // empty: to be opened (again)
+  std::vector<bool> gone_;      // the thread's: members whose registration went
+  bool stop_heard_ = false;     // the thread's: the stop record was posted as an event
+  bool change_published_ = false;
+  bool lease_lost_posted_ = false;
+  int event_fd_ = -1;  // link → supervisor
+  int wake_fd_ = -1;   // supervisor → link
+  mutable std::mutex mutex_;
+  std::vector<LostMachine> lost_;
+  std::optional<JobFailure> to_publish_;
+  bool publish_requested_ = false;
+  bool stop_ = false;
+  std::optional<std::string> lease_lost_;
+  std::vector<LinkEvent> events_;
+  std::thread thread_;
+};
+
+}  // namespace accel::launcher

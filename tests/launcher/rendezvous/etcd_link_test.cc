@@ -1,0 +1,171 @@
+// EtcdLink against a real etcd: three machines' links of one round, each agent with a lease of
+// its own. A worker's failure reaches every link once; a member whose lease ends is found lost by
+// the others, machine 0 as any other; an arrival in the next round grows the group; an agent's
+// own lease lost ends the job there. Skipped, saying why, where etcd is not installed.
+
+#include "launcher/rendezvous/etcd_link.h"
+
+#include <poll.h>
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "etcd_member.h"
+
+namespace accel::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+
+class EtcdLinkTest : public testing::EtcdSuite {
+ protected:
+  EtcdOptions etcd() const {
+    EtcdOptions o;
+    o.endpoints = *parseEtcdEndpoints(member_->endpoint());
+    o.timeout = 3s;
+    o.attempt_timeout = 1s;
+    return o;
+  }
+  EtcdRoundSettings round() const {
+    EtcdRoundSettings s;
+    s.root = std::string("accel-test/") +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name() + "/";
+    s.run_id = "job";
+    s.min_machines = 2;
+    s.max_machines = max_;
+    return s;
+  }
+
+  // Machines alpha, beta, gamma registered in round 0 (each under a lease of its own), and a
+  // link for each.
+  void SetUp() override {
+    EtcdSuite::SetUp();
+    if (IsSkipped()) return;
+    EtcdClient client(etcd());
+    for (const std::string name : {"alpha", "beta", "gamma"}) {
+      const int64_t lease = client.grantLease(30s);
+      leases_.push_back(lease);
+      members_.push_back({name + "-token", name, "", 1});
+      client.put(etcdRoundKeys(round(), 0).member(members_.back().token), "{}", lease);
+    }
+    makeLinks();
+  }
+  void makeLinks() {
+    links_.clear();
+    for (int m = 0; m < 3; ++m) {
+      EtcdLinkOptions o;
+      o.etcd = etcd();
+      o.round_settings = round();
+      o.machine_rank = m;
+      o.members = members_;
+      links_.push_back(std::make_unique<EtcdLink>(o));
+    }
+  }
+
+  // The next events of machine `m`'s link (at most 10 s).
+  std::vector<LinkEvent> events(int m) {
+    pollfd p{links_[static_cast<size_t>(m)]->fd(), POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 10000), 1) << "machine " << m << ": no event";
+    return links_[static_cast<size_t>(m)]->takeEvents();
+  }
+
+  int max_ = 3;
+  std::vector<int64_t> leases_;
+  std::vector<EtcdMember> members_;
+  std::vector<std::unique_ptr<EtcdLink>> links_;
+};
+
+TEST_F(EtcdLinkTest, AFailureReachesEveryLinkOnce) {
+  JobFailure mine;
+  mine.machine_rank = 1;
+  mine.host = "beta";
+  mine.rank = 1;
+  mine.exit_code = 7;
+  ASSERT_TRUE(links_[1]->publish(mine));
+  EXPECT_FALSE(links_[1]->publish(mine)) << "only the first publication counts";
+  auto own = events(1);
+  ASSERT_EQ(own.size(), 1u);
+  EXPECT_EQ(own[0].kind, LinkEvent::Kind::kPublishedFirst);
+  for (int m : {0, 2}) {
+    auto e = events(m);
+    ASSERT_EQ(e.size(), 1u) << m;
+    EXPECT_EQ(e[0].kind, LinkEvent::Kind::kRemoteFailure) << m;
+    EXPECT_EQ(e[0].failure.exit_code, 7) << m;
+    EXPECT_EQ(e[0].failure.host, "beta") << m;
+  }
+}
+
+TEST_F(EtcdLinkTest, MachineZeroWhoseLeaseEndsIsLostToTheOthers) {
+  EtcdClient(etcd()).revokeLease(leases_[0]);  // alpha's agent is gone
+  for (int m : {1, 2}) {
+    auto e = events(m);
+    ASSERT_EQ(e.size(), 1u) << m;
+    EXPECT_EQ(e[0].kind, LinkEvent::Kind::kRemoteFailure) << m;
+    EXPECT_EQ(e[0].failure.machine_rank, 0) << m;
+    EXPECT_EQ(e[0].failure.cause, kCauseLost) << m;
+    EXPECT_EQ(e[0].failure.reason,
+              "lost: its lease expired (no keep-alive reached etcd for 3 s)")
+        << m;
+    const auto lost = links_[static_cast<size_t>(m)]->lostMachines();
+    ASSERT_EQ(lost.size(), 1u) << m;
+    EXPECT_EQ(lost[0].machine, 0) << m;
+  }
+}
+
+// Links that start after a member's registration went judge it at once: lost, unless it said
+// it finished.
+TEST_F(EtcdLinkTest, AMachineThatFinishedIsNotLostAndOneThatDidNotIs) {
+  EtcdClient client(etcd());
+  client.put(etcdRoundKeys(round(), 0).finished(2), "1");
+  client.revokeLease(leases_[2]);
+  makeLinks();
+  EXPECT_TRUE(links_[0]->lostMachines().empty()) << "gamma, which finished, was taken for lost";
+  EXPECT_FALSE(client.get(etcdRoundKeys(round(), 0).stop()));
+  client.revokeLease(leases_[1]);
+  makeLinks();
+  ASSERT_EQ(links_[0]->lostMachines().size(), 1u);
+  EXPECT_EQ(links_[0]->lostMachines()[0].machine, 1);
+  auto stop = client.get(etcdRoundKeys(round(), 0).stop());
+  ASSERT_TRUE(stop);
+  EXPECT_EQ(failureFromJson(nlohmann::json::parse(stop->value)).host, "beta");
+}
+
+class EtcdLinkWithRoomTest : public EtcdLinkTest {
+ protected:
+  EtcdLinkWithRoomTest() { max_ = 4; }
+};
+
+TEST_F(EtcdLinkWithRoomTest, AnArrivalGrowsTheGroupAndIsNoFailure) {
+  EtcdClient client(etcd());
+  client.put(etcdRoundKeys(round(), 1).member("delta-token"), "{}");
+  for (int m : {0, 1, 2}) {
+    auto e = events(m);
+    ASSERT_EQ(e.size(), 1u) << m;
+    EXPECT_EQ(e[0].kind, LinkEvent::Kind::kGroupGrows) << m;
+    EXPECT_EQ(e[0].failure.reason,
+              "a machine is waiting to join (the group has 3 of at most 4): the group re-forms "
+              "to take it")
+        << m;
+  }
+}
+
+// A link reads the round when it starts: a machine registered for the next round by then is
+// judged before the constructor returns.
+TEST_F(EtcdLinkTest, AnArrivalIntoAFullGroupStopsNothing) {
+  EtcdClient client(etcd());
+  client.put(etcdRoundKeys(round(), 1).member("delta-token"), "{}");  // a spare
+  makeLinks();
+  EXPECT_FALSE(client.get(etcdRoundKeys(round(), 0).stop())) << "the spare stopped the round";
+}
+
+TEST_F(EtcdLinkTest, ThisAgentsLeaseLostEndsTheJobHere) {
+  links_[2]->leaseLost("etcd was not reached for 3 s");
+  auto e = events(2);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].kind, LinkEvent::Kind::kRemoteFailure);
+  EXPECT_EQ(e[0].failure.reason, "etcd was not reached for 3 s");
+}
+
+}  // namespace
+}  // namespace accel::launcher
