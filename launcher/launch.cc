@@ -18,6 +18,7 @@
 #include "launcher/plan/run_dir.h"
 #include "launcher/plan/worker_env.h"
 #include "launcher/rendezvous/agent_rendezvous.h"
+#include "launcher/rendezvous/etcd_group.h"
 #include "launcher/rendezvous/group_store.h"
 #include "launcher/rendezvous/ports.h"
 #include "launcher/rendezvous/solo_group.h"
@@ -117,6 +118,7 @@ class Agent {
   // supervisor starts, signals keep their default effect: Ctrl-C during the rendezvous simply
   // ends the agent, which has started nothing yet.
   Expected<void> hostStore() {
+    if (plan_.etcd_endpoints) return hostOwnStore();
     if (requested_rank_ != 0) return sayRendezvousRole();
     const store::TcpStoreServerOptions options = storeOptions();
     auto listen = [&] { server_ = store::TcpStoreServer::start(options); };
@@ -136,6 +138,20 @@ class Agent {
                         : flag == "--master_addr" ? "--master_addr/--master_port"
                                                   : "--main_process_ip/--main_process_port") +
                        ")");
+    }
+    store_port_ = server_->port();
+    store_host_ = std::make_unique<TcpStoreHost>(*server_);
+    return sayRendezvousRole();
+  }
+
+  // On etcd every agent hosts a store of its own on a port the kernel picks: the workers' when
+  // its machine is a round's machine 0 (etcd_group.h).
+  Expected<void> hostOwnStore() {
+    store_port_ = 0;  // --master_port names no port here: each agent's is its own
+    try {
+      server_ = store::TcpStoreServer::start(storeOptions());
+    } catch (const Error& e) {
+      return makeError(std::string("cannot host this machine's store: ") + e.what());
     }
     store_port_ = server_->port();
     store_host_ = std::make_unique<TcpStoreHost>(*server_);
@@ -187,6 +203,15 @@ class Agent {
                     "it (this machine's rank comes from the order in which it joins)");
   }
 
+  Expected<std::unique_ptr<EtcdGroup>> makeEtcdGroup(const Notify& notify) {
+    auto endpoints = parseEtcdEndpoints(*plan_.etcd_endpoints);
+    if (!endpoints) return makeError("--rdzv_endpoint: " + endpoints.error());
+    EtcdOptions etcd;
+    etcd.endpoints = *endpoints;
+    return std::make_unique<EtcdGroup>(plan_, parent_env_, notify, etcd, "", store_port_,
+                                       store_host_.get());
+  }
+
   // The machines of the job (one: a SoloGroup; several: a StoreGroup through the job's store),
   // and this machine's placement in round 0.
   Expected<void> placeThisMachine() {
@@ -195,6 +220,12 @@ class Agent {
       SoloSettings solo{plan_.max_restarts, plan_.retry_identical_failures, thisHostName()};
       group_ = std::make_unique<SoloGroup>(solo, staticPlacement(plan_, store_port_),
                                            store_host_.get(), notify);
+    } else if (plan_.etcd_endpoints) {
+      auto group = makeEtcdGroup(notify);
+      if (!group) return std::move(group).takeError();
+      auto connected = (*group)->connect();
+      group_ = std::move(*group);
+      if (!connected) return connected;
     } else {
       auto store = std::make_unique<TcpGroupStore>(plan_.master_addr, store_port_,
                                                    plan_.address_flag, store_host_.get());

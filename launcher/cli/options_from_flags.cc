@@ -146,7 +146,12 @@ Expected<void> machineFlags(const Reader& r, LaunchOptions& o) {
     o.address_flag = "--master_addr";
   }
   if (r.given("master_port")) c.main_process_port = r.value("master_port").get<int>();
-  if (auto endpoint = r.text("rdzv_endpoint"); endpoint && !endpoint->empty()) {
+  const auto backend = r.text("rdzv_backend");
+  const bool etcd = backend && (*backend == "etcd" || *backend == "etcd-v2");
+  if (auto endpoint = r.text("rdzv_endpoint"); etcd && endpoint && !endpoint->empty()) {
+    o.etcd_endpoints = *endpoint;  // etcd's HOST:PORT[,HOST:PORT...] (etcd_client.h parses it)
+    o.address_flag = "--rdzv_endpoint";
+  } else if (endpoint && !endpoint->empty()) {
     auto split = splitEndpoint(*endpoint);
     if (!split) return std::move(split).takeError();
     if (c.main_process_ip && *c.main_process_ip != split->first) {

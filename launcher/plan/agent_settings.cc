@@ -57,6 +57,7 @@ struct RdzvConf {
   std::optional<bool> is_host;
   std::optional<double> last_call_s, keep_alive_interval_s, close_s;
   std::optional<int> keep_alive_attempts;
+  std::optional<std::string> tls;  // the first of protocol=https, cacert, cert, key (etcd's TLS)
 };
 
 // Every key --rdzv_conf takes: accel's (above), then those of torch's rendezvous backends that
@@ -136,6 +137,9 @@ Expected<void> readConfItem(const std::string& item, RdzvConf& conf) {
     }
   } else if (std::find(std::begin(kConfKeys), std::end(kConfKeys), key) == std::end(kConfKeys)) {
     return makeError(unknownConfKey(key));
+  } else if ((key == "protocol" && lowerCase(value) != "http") || key == "cacert" ||
+             key == "cert" || key == "key") {
+    if (!conf.tls) conf.tls = item;
   }
   return {};
 }
@@ -280,18 +284,15 @@ Expected<void> applyRendezvousFlags(LaunchPlan& plan, const LaunchOptions& o) {
   if (conf->keep_alive_interval_s) plan.keep_alive_interval = ms(*conf->keep_alive_interval_s);
   if (conf->keep_alive_attempts) plan.keep_alive_misses = *conf->keep_alive_attempts;
   if (conf->close_s) plan.round_close_timeout = ms(*conf->close_s);
+  if (conf->tls && plan.etcd_endpoints) {
+    return makeError("--rdzv_conf " + *conf->tls +
+                     ": accel speaks to etcd over plain HTTP only for now (TLS is not supported "
+                     "yet); give etcd an http:// client URL on a trusted network");
+  }
   if (plan.num_machines == 1 && (!o.rdzv_conf.empty() || o.rdzv_timeout_s ||
                                  plan.config.sources["rdzv_backend"] == config::Source::Flag)) {
     plan.notices.push_back(
         "--rdzv_backend/--rdzv_conf/--rdzv_timeout have no effect on a single machine");
-  }
-  const std::string& backend = plan.config.config.rdzv_backend;
-  if (plan.num_machines > 1 && (backend == "etcd" || backend == "etcd-v2")) {
-    plan.notices.push_back("rdzv_backend " + backend +
-                           ": accel has no etcd rendezvous; the machines meet at machine 0's "
-                           "store (" +
-                           plan.master_addr + ":" + std::to_string(plan.master_port.value_or(0)) +
-                           "), as with static");
   }
   return {};
 }

@@ -41,6 +41,8 @@ struct LaunchOptions {
   // The flag that named the store's address, for messages: --main_process_ip, --master_addr
   // or --rdzv_endpoint.
   std::string address_flag = "--main_process_ip";
+  // --rdzv_endpoint as given with --rdzv_backend etcd/etcd-v2: etcd's HOST:PORT[,HOST:PORT...].
+  std::optional<std::string> etcd_endpoints;
   std::string nproc_per_node_flag = "--nproc_per_node";  // as the user spelled it, for messages
   bool run_path = false;                  // run the script with python whatever its suffix
   std::optional<std::string> rdzv_id;     // TORCHELASTIC_RUN_ID and the log directory's prefix

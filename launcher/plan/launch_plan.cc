@@ -109,6 +109,7 @@ Expected<void> placeMachines(LaunchPlan& plan, const LaunchOptions& o,
   plan.world_size = c.num_processes;
   if (c.main_process_ip) plan.master_addr = *c.main_process_ip;
   plan.address_flag = o.address_flag;
+  plan.etcd_endpoints = o.etcd_endpoints;
   if (c.main_process_port && *c.main_process_port != 0) plan.master_port = *c.main_process_port;
   if (o.no_spawn && !scheduler) {
     return makeError(
@@ -256,7 +257,7 @@ Expected<void> resolvePerMachine(LaunchPlan& plan, const LaunchOptions& o,
 
 // Agents of several machines meet at one address and port.
 Expected<void> checkMultiMachine(const LaunchPlan& plan) {
-  if (plan.num_machines <= 1 || plan.exec_in_place) return {};
+  if (plan.num_machines <= 1 || plan.exec_in_place || plan.etcd_endpoints) return {};
   if (!plan.config.config.main_process_ip && !plan.master_addr_from_scheduler) {
     return makeError("--main_process_ip: required with --num_machines " +
                      std::to_string(plan.num_machines) +
@@ -269,11 +270,39 @@ Expected<void> checkMultiMachine(const LaunchPlan& plan) {
   return {};
 }
 
+// --rdzv_backend etcd/etcd-v2 across machines: the rounds live in etcd (--rdzv_endpoint), every
+// machine ranked by arrival.
+Expected<void> planEtcd(LaunchPlan& plan) {
+  const std::string& backend = plan.config.config.rdzv_backend;
+  if (!plan.etcd_endpoints) {
+    return makeError("--rdzv_backend " + backend +
+                     " needs --rdzv_endpoint HOST:PORT[,HOST:PORT...]: the client URLs of the etcd "
+                     "cluster the machines meet on");
+  }
+  if (plan.machine_rank && givenAtAll(plan, "machine_rank")) {
+    plan.notices.push_back("--node_rank/--machine_rank " + std::to_string(*plan.machine_rank) +
+                           " has no effect with --rdzv_backend " + backend +
+                           ": the machines are ranked in the order they join");
+  }
+  plan.rank_by_arrival = true;
+  plan.machine_rank = std::nullopt;
+  plan.rendezvous_notice = "--rdzv_backend " + backend + ": the machines meet on etcd at " +
+                           *plan.etcd_endpoints +
+                           " (etcd's v3 API), ranked in the order they join; no machine is a "
+                           "single point of failure";
+  return {};
+}
+
 // torchrun's elastic command line across machines: --rdzv_backend c10d without --node_rank
 // ranks the machines by arrival (the endpoint's host is machine 0; planner.cc decides which that
-// is). etcd has no server here, so its machines need their ranks.
+// is). On etcd every machine is ranked by arrival (as torch's etcd backends do).
 Expected<void> planArrivalRanks(LaunchPlan& plan) {
   const std::string& backend = plan.config.config.rdzv_backend;
+  if (plan.num_machines > 1 && !plan.exec_in_place && !plan.scheduler &&
+      (backend == "etcd" || backend == "etcd-v2")) {
+    return planEtcd(plan);
+  }
+  plan.etcd_endpoints.reset();
   if (backend == "c10d" && !plan.master_port && plan.num_machines > 1)
     plan.master_port = kDefaultC10dPort;
   if (plan.num_machines <= 1 || plan.exec_in_place || plan.scheduler || backend == "static" ||

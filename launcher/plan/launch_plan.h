@@ -71,7 +71,11 @@ struct LaunchPlan {
   std::chrono::milliseconds rdzv_timeout{std::chrono::seconds(900)};
   std::string master_addr = "127.0.0.1";
   std::string address_flag = "--main_process_ip";  // where master_addr came from (messages)
-  std::optional<int> master_port;                  // nullopt: the agent picks a free one
+  // --rdzv_backend etcd/etcd-v2 across machines: etcd's endpoints (--rdzv_endpoint,
+  // HOST:PORT[,...]); the rounds live there and every agent hosts a store of its own, the
+  // workers' when its machine is a round's machine 0 (rendezvous/etcd_group.h).
+  std::optional<std::string> etcd_endpoints;
+  std::optional<int> master_port;  // nullopt: the agent picks a free one
   int max_restarts = 0;
   // Restart even when two attempts in a row failed the same way before any rank completed a
   // step (repeatedFailure, job_report.h); by default such a job stops restarting.

@@ -26,7 +26,7 @@ void resolveSchedulerMaster(LaunchPlan& plan) {
 // torchrun's elastic command line: the agent on the endpoint's host (or the one is_host= in
 // --rdzv_conf names) hosts the store as machine 0; the others join it and are ranked by arrival.
 void decideStoreHost(LaunchPlan& plan) {
-  if (!plan.rank_by_arrival) return;
+  if (!plan.rank_by_arrival || plan.etcd_endpoints) return;
   const bool host = plan.store_host_configured.value_or(probes::isThisMachine(plan.master_addr));
   const std::string endpoint =
       plan.master_addr + ":" + std::to_string(plan.master_port.value_or(0));

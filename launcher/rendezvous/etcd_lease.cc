@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "accel/error.h"
+#include "launcher/base/quiet_thread.h"
 #include "launcher/base/text.h"
 
 namespace accel::launcher {
@@ -25,14 +26,14 @@ EtcdOptions bounded(EtcdOptions o, std::chrono::milliseconds interval) {
 
 // The grant waits as long as any call of the agent's; the renewals, one interval each.
 EtcdLease::EtcdLease(EtcdOptions options, std::chrono::milliseconds interval, int misses,
-                     std::function<void()> onLost)
+                     std::function<void(const std::string&)> onLost)
     : client_(bounded(options, interval)),
       interval_(interval),
       ttl_(windowOf(interval, misses)),
       on_lost_(std::move(onLost)) {
   id_ = EtcdClient(std::move(options)).grantLease(ttl_);
   renewed_ = std::chrono::steady_clock::now();
-  thread_ = std::thread([this] { run(); });
+  thread_ = startQuietThread([this] { run(); });  // signals are the supervisor's
 }
 
 EtcdLease::~EtcdLease() {
@@ -85,7 +86,7 @@ void EtcdLease::renew() {
     std::lock_guard lock(mutex_);
     lost_ = why;
   }
-  if (on_lost_) on_lost_();
+  if (on_lost_) on_lost_(*why);
 }
 
 }  // namespace accel::launcher

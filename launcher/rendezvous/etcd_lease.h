@@ -27,9 +27,10 @@ namespace accel::launcher {
 
 class EtcdLease {
  public:
-  // `onLost` (may be empty) is called once, from the lease's thread, when lost() becomes set.
+  // `onLost` (may be empty) is called once, from the lease's thread, when lost() becomes set,
+  // with why.
   EtcdLease(EtcdOptions options, std::chrono::milliseconds interval, int misses,
-            std::function<void()> onLost = {});
+            std::function<void(const std::string&)> onLost = {});
   // Revokes the lease (best effort, bounded by one call's timeout: the job is over, the
   // agent's registrations go at once) and ends the thread.
   ~EtcdLease();
@@ -55,7 +56,7 @@ class EtcdLease {
   std::condition_variable stop_cv_;
   bool stop_ = false;
   std::optional<std::string> lost_;
-  const std::function<void()> on_lost_;
+  const std::function<void(const std::string&)> on_lost_;
   std::thread thread_;
 };
 

@@ -8,6 +8,7 @@
 
 #include "accel/error.h"
 #include "launcher/base/event_fd.h"
+#include "launcher/base/quiet_thread.h"
 
 namespace accel::launcher {
 
@@ -28,7 +29,7 @@ EtcdLink::EtcdLink(EtcdLinkOptions options)
     ::close(event_fd_), ::close(wake_fd_);
     throw;
   }
-  thread_ = std::thread([this] { run(); });
+  thread_ = startQuietThread([this] { run(); });  // signals are the supervisor's
 }
 
 EtcdLink::~EtcdLink() {
@@ -150,7 +151,8 @@ void EtcdLink::readRound() {
   std::vector<bool> present(o_.members.size(), false);
   for (const auto& kv : client_.getPrefix(keys_.memberPrefix())) {
     const std::string token = kv.key.substr(keys_.memberPrefix().size());
-    for (size_t m = 0; m < o_.members.size(); ++m) present[m] = present[m] || o_.members[m].token == token;
+    for (size_t m = 0; m < o_.members.size(); ++m)
+      present[m] = present[m] || o_.members[m].token == token;
   }
   revision_ = client_.revision();
   if (auto stop = client_.get(keys_.stop())) onStop(stop->value);
@@ -166,11 +168,11 @@ void EtcdLink::openWatches() {
   watches_.clear();
   watches_.push_back({Watched::kStop, std::make_unique<EtcdWatch>(at, keys_.stop(), false,
                                                                   revision_ + 1, deadline)});
-  watches_.push_back({Watched::kMembers, std::make_unique<EtcdWatch>(at, keys_.memberPrefix(),
-                                                                     true, revision_ + 1, deadline)});
-  watches_.push_back({Watched::kArrivals,
-                      std::make_unique<EtcdWatch>(at, next_keys_.memberPrefix(), true,
-                                                  revision_ + 1, deadline)});
+  watches_.push_back({Watched::kMembers, std::make_unique<EtcdWatch>(at, keys_.memberPrefix(), true,
+                                                                     revision_ + 1, deadline)});
+  watches_.push_back(
+      {Watched::kArrivals,
+       std::make_unique<EtcdWatch>(at, next_keys_.memberPrefix(), true, revision_ + 1, deadline)});
 }
 
 void EtcdLink::onEvent(const EtcdEvent& e, Watched what) {

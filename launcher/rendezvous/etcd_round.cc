@@ -21,7 +21,8 @@ json toJson(const EtcdMember& m) {
   return {{"token", m.token},
           {"host", m.host},
           {"address", m.address},
-          {"local_world_size", m.local_world_size}};
+          {"local_world_size", m.local_world_size},
+          {"store_port", m.store_port}};
 }
 
 // A registration or a record's member; throws accel::Error naming `key` when it is not one.
@@ -30,7 +31,8 @@ EtcdMember memberFrom(const json& j, const std::string& key) {
     throw Error("etcd key " + key + " holds no accel agent's registration: " +
                 j.dump().substr(0, 200) + " (another program writes under this --rdzv_id?)");
   }
-  return {j["token"], j.value("host", ""), j.value("address", ""), j.value("local_world_size", 1)};
+  return {j["token"], j.value("host", ""), j.value("address", ""), j.value("local_world_size", 1),
+          j.value("store_port", 0)};
 }
 
 // One agent's part in one round's meeting (etcd_round.h): what it knows of the round — the
@@ -63,7 +65,11 @@ class Meeting {
         continue;
       }
       if (now >= joinBy) return timedOut();
-      awaitChanges(std::min(joinBy, lastCallEnd()));
+      if (s_.cancelled && s_.cancelled()) {
+        return makeError("round " + std::to_string(round_) + ": interrupted while it formed");
+      }
+      // Looks at `cancelled` every 200 ms.
+      awaitChanges(std::min({joinBy, lastCallEnd(), now + std::chrono::milliseconds(200)}));
     }
     return resultOf(*record_);
   }
@@ -111,7 +117,7 @@ class Meeting {
       if (!watch_) {
         ++watches_;
         watch_ = std::make_unique<EtcdWatch>(client_.endpoint(), round_prefix_, true, revision_ + 1,
-                                             deadline);
+                                             SteadyClock::now() + client_.timeout());
       }
       for (const auto& e : watch_->next(deadline)) apply(e.kv, e.deleted);
     } catch (const NetworkError&) {

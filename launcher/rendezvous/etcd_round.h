@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,9 +40,10 @@ struct EtcdMember {
   std::string host;     // for messages
   std::string address;  // where the other machines reach it ("": unknown)
   int local_world_size = 1;
+  int store_port = 0;  // its agent's store: the workers' when it is a round's machine 0
   bool operator==(const EtcdMember& o) const {
     return token == o.token && host == o.host && address == o.address &&
-           local_world_size == o.local_world_size;
+           local_world_size == o.local_world_size && store_port == o.store_port;
   }
 };
 
@@ -58,6 +60,9 @@ struct EtcdRoundSettings {
   std::chrono::milliseconds last_call{std::chrono::seconds(30)};
   std::chrono::milliseconds join{std::chrono::seconds(900)};
   int64_t lease = 0;  // the agent's lease: its registration goes when it expires
+  // Asked every 200 ms while the round forms: true makes meetOnEtcd return an error at once
+  // (the agent was told to stop). Thread-safe, as the caller makes it.
+  std::function<bool()> cancelled;
 };
 
 struct EtcdRound {

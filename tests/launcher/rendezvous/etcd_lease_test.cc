@@ -49,7 +49,7 @@ TEST_F(EtcdLeaseTest, KeptAliveItOutlivesItsTtlAndItsEndTakesItsKeysAtOnce) {
 TEST_F(EtcdLeaseTest, EtcdEndingTheLeaseIsLostOnceSayingWhy) {
   std::promise<void> told;
   int calls = 0;
-  EtcdLease lease(options(member_->endpoint()), 100ms, 3, [&] {
+  EtcdLease lease(options(member_->endpoint()), 100ms, 3, [&](const std::string&) {
     if (++calls == 1) told.set_value();
   });
   EtcdClient(options(member_->endpoint())).revokeLease(lease.id());  // the others dropped it
@@ -66,7 +66,8 @@ TEST_F(EtcdLeaseTest, EtcdGoneForTheWindowIsLostNamingIt) {
   if (!cluster) GTEST_SKIP() << why;
   std::promise<void> told;
   const auto start = std::chrono::steady_clock::now();
-  EtcdLease lease(options(cluster->endpoint()), 200ms, 3, [&] { told.set_value(); });
+  EtcdLease lease(options(cluster->endpoint()), 200ms, 3,
+                  [&](const std::string&) { told.set_value(); });
   cluster->kill(0);
   ASSERT_EQ(told.get_future().wait_for(10s), std::future_status::ready);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 1s) << "lost before the window ended";

@@ -46,7 +46,8 @@ class EtcdRoundTest : public testing::EtcdSuite {
     return s;
   }
   static EtcdMember member(const std::string& name, int localWorldSize = 2) {
-    return {name + "-token", name, "10.0.0." + std::to_string(name.size()), localWorldSize};
+    return {name + "-token", name, "10.0.0." + std::to_string(name.size()), localWorldSize,
+            29500 + static_cast<int>(name.size())};
   }
 
   // Agent `name` meets in round 0 on a thread of its own, with a lease of its own (kept in
@@ -112,6 +113,7 @@ TEST_F(EtcdRoundTest, AFullRoundClosesAtOnceInArrivalOrder) {
     EXPECT_EQ(r.world_size, 6) << name;
     EXPECT_EQ(r.closed_at, got["alpha"].closed_at) << name << ": one record";
     EXPECT_EQ(r.members[1].address, "10.0.0.4") << name;
+    EXPECT_EQ(r.members[1].store_port, 29504) << name;
   }
 }
 

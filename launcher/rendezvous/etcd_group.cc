@@ -1,0 +1,264 @@
+#include "launcher/rendezvous/etcd_group.h"
+
+#include <unistd.h>
+
+#include <random>
+
+#include "accel/error.h"
+#include "launcher/base/text.h"
+#include "launcher/plan/worker_env.h"
+
+namespace accel::launcher {
+namespace {
+
+// Every duration of the job's rounds (as StoreGroup's): what the user asked for, and accel's own.
+RoundTimeouts roundTimeouts(const LaunchPlan& plan) {
+  RoundTimeouts t;
+  t.join = plan.rdzv_timeout;
+  t.last_call = plan.last_call_timeout;
+  t.keep_alive_interval = plan.keep_alive_interval;
+  t.keep_alive_misses = plan.keep_alive_misses;
+  t.close = plan.round_close_timeout.value_or(plan.term_timeout + std::chrono::seconds(30));
+  t.exit_after_failure = plan.term_timeout + std::chrono::seconds(10);
+  return t;
+}
+
+std::string token(const std::string& host) {
+  static std::minstd_rand random(static_cast<unsigned>(::getpid()) ^
+                                 static_cast<unsigned>(std::random_device{}()));
+  return host + "-" + std::to_string(::getpid()) + "-" + std::to_string(random());
+}
+
+}  // namespace
+
+EtcdGroup::EtcdGroup(const LaunchPlan& plan, const probes::Environment& parentEnv, Notify notify,
+                     EtcdOptions etcd, std::string root, int storePort, StoreHost* store)
+    : plan_(plan),
+      parent_env_(parentEnv),
+      notify_(std::move(notify)),
+      etcd_(std::move(etcd)),
+      root_(std::move(root)),
+      store_port_(storePort),
+      store_host_(store) {
+  settings_.run_id = plan_.rendezvous_id;
+  settings_.num_machines = plan_.num_machines;
+  settings_.min_machines = plan_.min_machines;
+  settings_.max_restarts = plan_.max_restarts;
+  settings_.retry_identical_failures = plan_.retry_identical_failures;
+  settings_.local_world_size = plan_.local_world_size;
+  settings_.host = thisHostName();
+  settings_.store_address = etcdText();
+  settings_.timeouts = roundTimeouts(plan_);
+}
+
+EtcdGroup::~EtcdGroup() {
+  {
+    std::lock_guard lock(link_mutex_);
+    link_.reset();
+  }
+  lease_.reset();  // revoked: this agent's registrations go at once
+}
+
+std::string EtcdGroup::etcdText() const {
+  std::string all;
+  for (const auto& e : etcd_.endpoints) all += (all.empty() ? "" : ",") + e.text();
+  return "etcd at " + all;
+}
+
+Expected<void> EtcdGroup::connect() {
+  const std::string& etcdHost = etcd_.endpoints.front().host;
+  auto route = probes::routeTo(etcdHost);
+  me_ = {token(settings_.host), settings_.host,
+         plan_.local_addr.value_or(route ? route->local_ip : ""), plan_.local_world_size,
+         store_port_};
+  try {
+    lease_ = std::make_unique<EtcdLease>(etcd_, plan_.keep_alive_interval,
+                                         plan_.keep_alive_misses,
+                                         [this](const std::string& why) { onLeaseLost(why); });
+    client_ = std::make_unique<EtcdClient>(etcd_);
+    store_ = std::make_unique<EtcdStore>(
+        etcd_, root_.empty() ? "" : root_.substr(0, root_.size() - 1));
+    const JobKeys keys(settings_.run_id, root_);
+    // A machine arriving while the job runs joins the round the members opened last.
+    auto open = client_->get(keys.openRound());
+    auto restarts = client_->get(keys.restarts());
+    next_ = RoundStart{open ? std::stoi(open->value) : 0,
+                       restarts ? std::stoi(restarts->value) : 0, 0};
+  } catch (const std::exception& e) {
+    return makeError("cannot reach " + etcdText() + " (--rdzv_endpoint): " + e.what());
+  }
+  return {};
+}
+
+void EtcdGroup::onLeaseLost(const std::string& why) {
+  std::lock_guard lock(link_mutex_);
+  if (link_) link_->leaseLost(why);
+}
+
+EtcdRoundSettings EtcdGroup::roundSettings() const {
+  EtcdRoundSettings s;
+  s.root = root_;
+  s.run_id = settings_.run_id;
+  s.min_machines = plan_.min_machines;
+  s.max_machines = plan_.num_machines;
+  s.last_call = plan_.last_call_timeout;
+  s.join = plan_.rdzv_timeout;
+  s.expect_machines = round_.expect_machines;
+  s.restart_count = round_.restart_count;
+  s.lease = lease_->id();
+  s.cancelled = [this] { return interrupted_.load(); };
+  return s;
+}
+
+// Joins rounds until one takes this machine: a spare (the round was full) tries the next.
+Expected<EtcdRound> EtcdGroup::joinRound() {
+  while (true) {
+    Expected<EtcdRound> r = makeError("");
+    try {
+      r = meetOnEtcd(*client_, roundSettings(), round_.round, me_);
+    } catch (const std::exception& e) {
+      return makeError("cannot reach " + etcdText() + ": " + e.what());
+    }
+    if (!r) return r;
+    if (!r->closed.empty()) {
+      closed_ = r->closed;
+      return makeError("the job ended before this machine could join it: " + closed_);
+    }
+    if (r->machine_rank >= 0) return r;
+    notify_("round " + std::to_string(round_.round) + " is full (" +
+            std::to_string(r->members.size()) +
+            " machines, the most the job takes): this machine waits as a spare for a later round");
+    round_ = RoundStart{round_.round + 1, r->restart_count, 0};
+  }
+}
+
+Expected<Placement> EtcdGroup::meet() {
+  stopLink();
+  round_ = next_.value_or(RoundStart{round_.round + 1, round_.restart_count, 0});
+  next_.reset();
+  auto joined = joinRound();
+  if (!joined) return std::move(joined).takeError();
+  joined_ = *joined;
+  round_.restart_count = joined_->restart_count;
+  const bool zero = joined_->machine_rank == 0;
+  if (zero && round_.round > 0 && store_host_) clearWorkerKeys(*store_host_, round_.round, notify_);
+  EtcdLinkOptions o;
+  o.etcd = etcd_;
+  o.round_settings = roundSettings();
+  o.round = round_.round;
+  o.machine_rank = joined_->machine_rank;
+  o.members = joined_->members;
+  o.window = lease_->ttl();
+  try {
+    const JobKeys keys(settings_.run_id, root_);
+    client_->put(keys.openRound(), std::to_string(round_.round + 1));
+    client_->put(keys.restarts(), std::to_string(round_.restart_count));
+    auto link = std::make_unique<EtcdLink>(o);
+    std::lock_guard lock(link_mutex_);
+    link_ = std::move(link);
+    if (auto lost = lease_->lost()) link_->leaseLost(*lost);
+  } catch (const std::exception& e) {
+    return makeError("cannot reach " + etcdText() + ": " + e.what());
+  }
+  Placement p = placementOf(*joined_);
+  const auto& zeroMember = joined_->members.front();
+  const int first = p.rank_offset, last = first + plan_.local_world_size - 1;
+  notify_("machine " + std::to_string(p.machine_rank) + " of " + std::to_string(p.num_machines) +
+          ": " +
+          (first == last ? "rank " + std::to_string(first)
+                         : "ranks " + std::to_string(first) + "\u2013" + std::to_string(last)) +
+          " of " + std::to_string(p.world_size) + "; the workers' store is machine 0's (" +
+          zeroMember.host + ", " + p.master_addr + ":" + std::to_string(p.master_port) + ")");
+  return p;
+}
+
+// The round as the workers see it: machine 0's agent's store is theirs.
+Placement EtcdGroup::placementOf(const EtcdRound& r) const {
+  const EtcdMember& zero = r.members.front();
+  Placement p = staticPlacement(plan_, zero.store_port);
+  p.master_addr = zero.address.empty() ? "127.0.0.1" : zero.address;
+  p.master_port = zero.store_port;
+  p.machine_rank = r.machine_rank;
+  p.rank_offset = r.rank_offset;
+  p.world_size = r.world_size;
+  p.num_machines = static_cast<int>(r.members.size());
+  p.restart_count = r.restart_count;
+  auto route = probes::routeTo(r.machine_rank == 0 && r.members.size() > 1 ? r.members[1].address
+                                                                            : p.master_addr);
+  p.socket_interface =
+      chooseSocketInterface(parent_env_, route && !route->interface.empty() ? route->interface : "");
+  return p;
+}
+
+RendezvousResult EtcdGroup::asRendezvousResult(const EtcdRound& r) const {
+  RendezvousResult rr;
+  rr.machine_rank = r.machine_rank;
+  rr.rank_offset = r.rank_offset;
+  rr.world_size = r.world_size;
+  rr.max_restarts = plan_.max_restarts;
+  rr.restart_count = r.restart_count;
+  int offset = 0;
+  for (size_t m = 0; m < r.members.size(); ++m) {
+    const auto& e = r.members[m];
+    rr.machines.push_back(
+        {e.host, e.token, e.address, e.local_world_size, static_cast<int>(m), offset});
+    offset += e.local_world_size;
+  }
+  return rr;
+}
+
+RoundDecision EtcdGroup::endRound(AttemptReport& last, bool stopping) {
+  if (!joined_ || (plan_.max_restarts == 0 && !plan_.elastic())) return {false, ""};
+  if (auto lost = lease_->lost()) return {false, ""};  // the summary names it (the link's event)
+  if (!closer_) closer_.emplace(settings_, false, /*everyoneDecides=*/true);
+  RoundDecision decision =
+      closer_->close(*store_, round_, asRendezvousResult(*joined_), last, stopping, [this] {
+        std::lock_guard lock(link_mutex_);
+        return link_ ? link_->lostMachines() : std::vector<LostMachine>{};
+      });
+  if (decision.restart) next_ = decision.next(round_.round);
+  return decision;
+}
+
+void EtcdGroup::closeJob(const std::string& why) {
+  if (!client_) return;
+  try {
+    EtcdRoundSettings s = roundSettings();
+    closeEtcdRound(*client_, s, round_.round + 1, why);
+  } catch (const std::exception&) {
+  }
+}
+
+// The link stays (stopped) for its lost machines until the next round replaces it.
+void EtcdGroup::stopLink() {
+  std::lock_guard lock(link_mutex_);
+  if (link_) link_->stop();
+}
+
+// Every machine says it finished (so its lease's end is not taken for a loss); machine 0, whose
+// store serves the workers, waits for the others to be done with it.
+void EtcdGroup::awaitOtherMachines() {
+  if (!joined_ || !store_ || lease_->lost()) return;
+  const int machines = static_cast<int>(joined_->members.size());
+  const bool zero = joined_->machine_rank == 0;
+  try {
+    store_->set(roundKeys(settings_, round_.round).finished(joined_->machine_rank), "1");
+  } catch (const std::exception&) {
+  }
+  const RoundKeys keys = etcdRoundKeys(roundSettings(), round_.round);
+  auto othersGone = [this, keys] {
+    try {
+      return client_->countPrefix(keys.memberPrefix()) <= 1;
+    } catch (const std::exception&) {
+      return true;
+    }
+  };
+  const int done = exitBarrier(*store_, settings_, round_.round, machines, zero,
+                               settings_.timeouts.exit_after_failure, othersGone);
+  if (zero && done < machines) {
+    notify_("stopping the workers' store although only " + std::to_string(std::max(done, 0)) +
+            "/" + std::to_string(machines) + " machines reported their workers finished");
+  }
+}
+
+}  // namespace accel::launcher
