@@ -63,14 +63,11 @@ std::optional<std::string> checkPort(const int& p) {
   return "must be between 1 and 65535";
 }
 
-// accel's rendezvous: static, or c10d (machines ranked by arrival). etcd and etcd-v2, which a
-// config file may name (such a job meets as static), are not offered.
+// accel's rendezvous: static, c10d (machines ranked by arrival), or etcd (the rounds live in the
+// etcd cluster at the main process's address and port, etcd's v3 API; etcd-v2 is its alias).
 std::optional<std::string> checkRdzvBackend(const std::string& s) {
-  if (s == "static" || s == "c10d") return std::nullopt;
-  if (s == "etcd" || s == "etcd-v2") {
-    return "'" + s + "' is not supported: accel has no etcd rendezvous; use 'static' or 'c10d'";
-  }
-  return "'" + s + "' is not one of 'static', 'c10d'";
+  if (s == "static" || s == "c10d" || s == "etcd" || s == "etcd-v2") return std::nullopt;
+  return "'" + s + "' is not one of 'static', 'c10d', 'etcd'";
 }
 
 Prompter::Check<int> checkProcessCount(int machines, bool multiGpu) {
@@ -140,9 +137,8 @@ Expected<void> askMainProcess(Session& s) {
   s.config.same_network = sameNetwork;
   if (!sameNetwork) {
     ACCEL_ASK(backend,
-              s.ask.text(
-                  "What rendezvous backend will you use? ('static', 'c10d'; etcd is not supported)",
-                  std::string("static"), checkRdzvBackend));
+              s.ask.text("What rendezvous backend will you use? ('static', 'c10d', 'etcd')",
+                         std::string("static"), checkRdzvBackend));
     s.config.rdzv_backend = backend;
   }
   return {};

@@ -197,7 +197,11 @@ std::vector<FlagSpec> distributed() {
           .torchrunToo()
           .help("Keep every rank's streams in LOG_DIR/<run_id>_<random>/attempt_K/<local_rank>/"),
       F({"--role"}, "role").str("\"default\"").torchrunToo().help("ROLE_NAME of the workers"),
-      F({"--rdzv_backend"}, "rdzv_backend").str("\"static\"").torchrunToo().help("static or c10d"),
+      F({"--rdzv_backend"}, "rdzv_backend")
+          .str("\"static\"")
+          .torchrunToo()
+          .help("static, c10d, or etcd (etcd-v2: the same; the rounds live in the etcd cluster at "
+                "--rdzv_endpoint, v3 API)"),
       F({"--rdzv_conf"}, "rdzv_conf")
           .str("\"\"")
           .torchrunToo()

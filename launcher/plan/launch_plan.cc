@@ -274,6 +274,10 @@ Expected<void> checkMultiMachine(const LaunchPlan& plan) {
 // machine ranked by arrival.
 Expected<void> planEtcd(LaunchPlan& plan) {
   const std::string& backend = plan.config.config.rdzv_backend;
+  if (!plan.etcd_endpoints && plan.config.config.main_process_ip && plan.master_port) {
+    // A config file's etcd job (accelerate's): etcd at the main process's address and port.
+    plan.etcd_endpoints = plan.master_addr + ":" + std::to_string(*plan.master_port);
+  }
   if (!plan.etcd_endpoints) {
     return makeError("--rdzv_backend " + backend +
                      " needs --rdzv_endpoint HOST:PORT[,HOST:PORT...]: the client URLs of the etcd "
@@ -311,11 +315,8 @@ Expected<void> planArrivalRanks(LaunchPlan& plan) {
   }
   if (backend != "c10d") {
     return makeError("--rdzv_backend " + backend + " across " + std::to_string(plan.num_machines) +
-                     " machines needs --node_rank (or --machine_rank) on each: accel has no etcd "
-                     "rendezvous, so the "
-                     "machines meet at machine 0's store as with static (or use --rdzv_backend "
-                     "c10d, which ranks them "
-                     "by arrival)");
+                     " machines needs --node_rank (or --machine_rank) on each (or use "
+                     "--rdzv_backend c10d or etcd, which rank them by arrival)");
   }
   plan.rank_by_arrival = true;
   plan.machine_rank = std::nullopt;  // the rendezvous ranks this machine

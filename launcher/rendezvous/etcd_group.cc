@@ -72,18 +72,17 @@ Expected<void> EtcdGroup::connect() {
          plan_.local_addr.value_or(route ? route->local_ip : ""), plan_.local_world_size,
          store_port_};
   try {
-    lease_ = std::make_unique<EtcdLease>(etcd_, plan_.keep_alive_interval,
-                                         plan_.keep_alive_misses,
+    lease_ = std::make_unique<EtcdLease>(etcd_, plan_.keep_alive_interval, plan_.keep_alive_misses,
                                          [this](const std::string& why) { onLeaseLost(why); });
     client_ = std::make_unique<EtcdClient>(etcd_);
-    store_ = std::make_unique<EtcdStore>(
-        etcd_, root_.empty() ? "" : root_.substr(0, root_.size() - 1));
+    store_ =
+        std::make_unique<EtcdStore>(etcd_, root_.empty() ? "" : root_.substr(0, root_.size() - 1));
     const JobKeys keys(settings_.run_id, root_);
     // A machine arriving while the job runs joins the round the members opened last.
     auto open = client_->get(keys.openRound());
     auto restarts = client_->get(keys.restarts());
-    next_ = RoundStart{open ? std::stoi(open->value) : 0,
-                       restarts ? std::stoi(restarts->value) : 0, 0};
+    next_ =
+        RoundStart{open ? std::stoi(open->value) : 0, restarts ? std::stoi(restarts->value) : 0, 0};
   } catch (const std::exception& e) {
     return makeError("cannot reach " + etcdText() + " (--rdzv_endpoint): " + e.what());
   }
@@ -184,9 +183,9 @@ Placement EtcdGroup::placementOf(const EtcdRound& r) const {
   p.num_machines = static_cast<int>(r.members.size());
   p.restart_count = r.restart_count;
   auto route = probes::routeTo(r.machine_rank == 0 && r.members.size() > 1 ? r.members[1].address
-                                                                            : p.master_addr);
-  p.socket_interface =
-      chooseSocketInterface(parent_env_, route && !route->interface.empty() ? route->interface : "");
+                                                                           : p.master_addr);
+  p.socket_interface = chooseSocketInterface(
+      parent_env_, route && !route->interface.empty() ? route->interface : "");
   return p;
 }
 
@@ -256,8 +255,8 @@ void EtcdGroup::awaitOtherMachines() {
   const int done = exitBarrier(*store_, settings_, round_.round, machines, zero,
                                settings_.timeouts.exit_after_failure, othersGone);
   if (zero && done < machines) {
-    notify_("stopping the workers' store although only " + std::to_string(std::max(done, 0)) +
-            "/" + std::to_string(machines) + " machines reported their workers finished");
+    notify_("stopping the workers' store although only " + std::to_string(std::max(done, 0)) + "/" +
+            std::to_string(machines) + " machines reported their workers finished");
   }
 }
 

@@ -102,17 +102,16 @@ TEST(QuestionnaireTest, MultiCpuAsksForMpirunAndItsHostfile) {
   std::filesystem::remove_all(home);
 }
 
-// The rendezvous backends offered are the ones accel runs; etcd is refused when answered.
-TEST(QuestionnaireTest, RendezvousBackendOffersStaticAndC10dOnly) {
-  auto run = answer("0\n1\n2\n0\nhost-a\n\nn\netcd\nc10d\nn\nn\nn\n4\n0\n");
+// The rendezvous backends offered are the ones accel runs; another is refused when answered.
+TEST(QuestionnaireTest, RendezvousBackendOffersStaticC10dAndEtcd) {
+  auto run = answer("0\n1\n2\n0\nhost-a\n\nn\nzookeeper\netcd\nn\nn\nn\n4\n0\n");
   ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
-  EXPECT_EQ(run.result->rdzv_backend, "c10d");
-  EXPECT_NE(run.transcript.find("What rendezvous backend will you use? ('static', 'c10d'; etcd is "
-                                "not supported) [static]"),
+  EXPECT_EQ(run.result->rdzv_backend, "etcd");
+  EXPECT_NE(run.transcript.find(
+                "What rendezvous backend will you use? ('static', 'c10d', 'etcd') [static]"),
             std::string::npos)
       << run.transcript;
-  EXPECT_NE(run.transcript.find(
-                "'etcd' is not supported: accel has no etcd rendezvous; use 'static' or 'c10d'"),
+  EXPECT_NE(run.transcript.find("'zookeeper' is not one of 'static', 'c10d', 'etcd'"),
             std::string::npos)
       << run.transcript;
 }

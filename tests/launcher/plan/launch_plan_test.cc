@@ -455,14 +455,30 @@ TEST_F(LaunchPlanTest, RendezvousFlagsOnOneMachineAreNoticedAsIgnored) {
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->rdzv_timeout, std::chrono::milliseconds(3000));
   EXPECT_TRUE(p->notices.empty());
-  // etcd across machines runs as static, and says so.
+  // etcd across machines ranks the machines by arrival; a config file's job (no --rdzv_endpoint)
+  // finds etcd at the main process's address and port, as accelerate passes them to torchrun.
   o.config.rdzv_backend = "etcd-v2";
   o.config.machine_rank = 1;
   p = plan(o);
   ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->etcd_endpoints, "h:1");
+  o.etcd_endpoints = "e1:2379,e2:2379";
+  p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_TRUE(p->rank_by_arrival);
+  EXPECT_FALSE(p->machine_rank);
+  EXPECT_EQ(p->etcd_endpoints, "e1:2379,e2:2379");
   EXPECT_EQ(p->notices, std::vector<std::string>{
-                            "rdzv_backend etcd-v2: accel has no etcd rendezvous; the machines meet "
-                            "at machine 0's store (h:1), as with static"});
+                            "--node_rank/--machine_rank 1 has no effect with --rdzv_backend "
+                            "etcd-v2: the machines are ranked in the order they join"});
+  o.rdzv_conf = "protocol=https,cacert=/ca.pem";
+  p = plan(o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error(),
+            "--rdzv_conf protocol=https: accel speaks to etcd over plain HTTP only for now (TLS "
+            "is not supported yet); give etcd an http:// client URL on a trusted network");
+  o.rdzv_conf = "timeout=5";
+  o.etcd_endpoints.reset();
   o.config.rdzv_backend.reset();
   o.config.machine_rank.reset();
   o.rdzv_timeout_s = 0;
@@ -724,16 +740,22 @@ TEST_F(LaunchPlanParadigmTest, C10dWithoutNodeRankRanksMachinesByArrival) {
            0, LaunchMode::Torchrun);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error(), "--rdzv_conf: 'is_host=maybe' is not is_host=true|false");
-  // etcd has no server here: the machines must be given their ranks.
-  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "etcd", "--rdzv_endpoint",
-            "h:2379"},
-           0, LaunchMode::Torchrun);
+  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "etcd"}, 0,
+           LaunchMode::Torchrun);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.error(),
-            "--rdzv_backend etcd across 2 machines needs --node_rank (or --machine_rank) on each: "
-            "accel has "
-            "no etcd rendezvous, so the machines meet at machine 0's store as with static (or use "
-            "--rdzv_backend c10d, which ranks them by arrival)");
+            "--rdzv_backend etcd needs --rdzv_endpoint HOST:PORT[,HOST:PORT...]: the client URLs "
+            "of the etcd cluster the machines meet on");
+  // On etcd (several endpoints of one cluster) the machines meet there, ranked by arrival.
+  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "etcd", "--rdzv_endpoint",
+            "h1:2379,h2:2379"},
+           0, LaunchMode::Torchrun);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_TRUE(p->rank_by_arrival);
+  EXPECT_EQ(p->etcd_endpoints, "h1:2379,h2:2379");
+  EXPECT_EQ(p->rendezvous_notice,
+            "--rdzv_backend etcd: the machines meet on etcd at h1:2379,h2:2379 (etcd's v3 API), "
+            "ranked in the order they join; no machine is a single point of failure");
   // One machine: nothing to rank.
   p = plan({"--nproc_per_node", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint", "h:7000"}, 0,
            LaunchMode::Torchrun);
