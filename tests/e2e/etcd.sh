@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Rounds on etcd (--rdzv_backend etcd): agents on this machine against an etcd member the test
+# starts itself (Debian's etcd-server, loopback, its own data directory; never a system service).
+#   tests/e2e/etcd.sh CASE ACCEL
+# Cases:
+#   static_job      two agents meet, ranked by arrival, and finish
+#   machine0_lost   three agents (--nnodes 2:3); machine 0's agent SIGKILLed mid-run: the two
+#                   others re-form as 2 with a new machine 0 (whose store serves the workers) and
+#                   finish, the restart counted once
+#   unreachable     an endpoint where no etcd listens: one clear error naming it
+# Skipped (77) where etcd is not installed.
+source "$(dirname "$0")/lib.sh"
+CASE=$1
+ACCEL=$2
+command -v etcd >/dev/null || { echo "SKIPPED: etcd is not installed (etcd-server; scripts/setup.sh)"; exit 77; }
+OUT_DIR=$SCRATCH/out
+mkdir -p "$OUT_DIR"
+export OUT_DIR
+
+# One etcd member on a pair of ports picked from this script's pid; a pair taken makes etcd exit
+# saying so, and the next pair is tried (no port is bound and closed to find a free one).
+start_etcd() {
+  local port=$((35000 + ($$ % 1000) * 2)) i
+  for _ in $(seq 1 20); do
+    rm -rf "$SCRATCH/etcd"
+    etcd --data-dir "$SCRATCH/etcd" --listen-client-urls "http://127.0.0.1:$port" \
+      --advertise-client-urls "http://127.0.0.1:$port" \
+      --listen-peer-urls "http://127.0.0.1:$((port + 1))" \
+      --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))" \
+      --initial-cluster "default=http://127.0.0.1:$((port + 1))" >"$SCRATCH/etcd.log" 2>&1 &
+    ETCD_PID=$!
+    for i in $(seq 1 300); do
+      grep -q "ready to serve client requests" "$SCRATCH/etcd.log" && break
+      kill -0 $ETCD_PID 2>/dev/null || break
+      sleep 0.05
+    done
+    if grep -q "ready to serve client requests" "$SCRATCH/etcd.log"; then
+      ETCD=127.0.0.1:$port
+      return 0
+    fi
+    grep -q "address already in use" "$SCRATCH/etcd.log" || fail "etcd did not start: $(tail -3 "$SCRATCH/etcd.log")"
+    port=$((port + 2))
+  done
+  fail "no free pair of ports for etcd"
+}
+trap 'kill -KILL ${ETCD_PID:-} ${AGENTS[@]:-} 2>/dev/null; rm -rf "$SCRATCH"' EXIT
+
+# A worker that writes its environment (and its agent's pid) to r<restart>_rank_<rank>.env; in
+# the first round it stays until stopped, later it ends at once.
+cat >"$SCRATCH/worker.sh" <<'EOF'
+#!/bin/sh
+f="$OUT_DIR/r${TORCHELASTIC_RESTART_COUNT}_rank_$RANK.env"
+{ env | sort; echo "AGENT_PID=$PPID"; } >"$f.tmp" && mv "$f.tmp" "$f"
+[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "${STAY:-1}" = 1 ] && exec sleep 120
+exit 0
+EOF
+chmod +x "$SCRATCH/worker.sh"
+val() { grep "^$2=" "$OUT_DIR/$1.env" | cut -d= -f2-; }
+
+# agent NAME ARGS...: one agent in the background (its pid in AGENTS), output in NAME.log.
+AGENTS=()
+agent() {
+  local name=$1; shift
+  "$ACCEL" run --nproc_per_node 1 --rdzv_backend etcd --rdzv_endpoint "$ETCD" --rdzv_id "e2e-$$" \
+    --no_python "$@" "$SCRATCH/worker.sh" >"$SCRATCH/$name.log" 2>&1 &
+  AGENTS+=($!)
+}
+
+case $CASE in
+  static_job)
+    start_etcd
+    export STAY=0
+    agent a --nnodes 2
+    agent b --nnodes 2
+    for p in "${AGENTS[@]}"; do wait "$p" || fail "an agent failed: $(cat "$SCRATCH"/*.log)"; done
+    [[ $(val r0_rank_0 GROUP_RANK) == 0 && $(val r0_rank_1 GROUP_RANK) == 1 ]] || fail "ranks"
+    [[ $(val r0_rank_0 WORLD_SIZE) == 2 ]] || fail "world size"
+    # Machine 0's own store serves the workers: both see its port.
+    [[ $(val r0_rank_0 MASTER_PORT) == $(val r0_rank_1 MASTER_PORT) ]] || fail "two stores"
+    [[ $(val r0_rank_0 MASTER_PORT) != 0 ]] || fail "no store port"
+    expect_contains "$(cat "$SCRATCH/a.log" "$SCRATCH/b.log")" "machine 0 of 2: rank 0 of 2"
+    ;;
+  machine0_lost)
+    start_etcd
+    for n in a b c; do
+      agent $n --nnodes 2:3 --max_restarts 3 --rdzv_conf last_call_timeout=1
+    done
+    wait_files "r0_rank_*.env" 3
+    zero=$(val r0_rank_0 AGENT_PID)
+    old_port=$(val r0_rank_0 MASTER_PORT)
+    kill -KILL "$zero"  # machine 0: its agent (its worker follows it)
+    wait_files "r1_rank_*.env" 2
+    for r in 0 1; do
+      [[ $(val r1_rank_$r WORLD_SIZE) == 2 ]] || fail "round 1 rank $r: world $(val r1_rank_$r WORLD_SIZE)"
+      [[ $(val r1_rank_$r TORCHELASTIC_RESTART_COUNT) == 1 ]] || fail "restart count"
+      [[ $(val r1_rank_$r AGENT_PID) != "$zero" ]] || fail "the dead agent is in round 1"
+      [[ $(val r1_rank_$r MASTER_PORT) != "$old_port" ]] || fail "round 1 uses the dead machine's store"
+    done
+    [[ $(val r1_rank_0 MASTER_PORT) == $(val r1_rank_1 MASTER_PORT) ]] || fail "two stores"
+    survivors=0
+    for p in "${AGENTS[@]}"; do
+      [[ $p == "$zero" ]] && continue
+      wait "$p" || fail "a survivor failed: $(cat "$SCRATCH"/*.log)"
+      survivors=$((survivors + 1))
+    done
+    [[ $survivors == 2 ]] || fail "survivors: $survivors"
+    logs=$(cat "$SCRATCH"/*.log)
+    expect_contains "$logs" "machine 0 ($(hostname)): lost: its lease expired (no keep-alive reached etcd for 3 s)"
+    expect_contains "$logs" "going on without machine 0 ($(hostname)) lost (its lease expired); restarting every machine (1 of 3 restarts, counted for the whole job)"
+    expect_contains "$logs" "machine 0 of 2: rank 0 of 2"
+    expect_contains "$logs" "machine 1 of 2: rank 1 of 2"
+    ;;
+  unreachable)
+    start_etcd  # for its free port: the next one, where nothing listens
+    dead=127.0.0.1:$((${ETCD##*:} + 100))
+    expect_exit 2 "$ACCEL" run --nnodes 2 --nproc_per_node 1 --rdzv_backend etcd \
+      --rdzv_endpoint "$dead" --no_python /bin/true
+    expect_contains "$ERR" "accel: error: cannot reach etcd at $dead (--rdzv_endpoint): no etcd endpoint answered /v3/lease/grant within 10 s ($dead: cannot connect: Connection refused)"
+    ;;
+  *) fail "unknown case $CASE" ;;
+esac
+echo "PASS: $CASE"
