@@ -22,6 +22,8 @@ packages=(
   dataset-fashion-mnist hyperfine time slurm-wlm munge openmpi-bin libopenmpi-dev iproute2
   # rendezvous on etcd (issue 34): tests start members of their own, never the service
   etcd-server etcd-client
+  # torchrun's etcd-v2 backend, the reference of scripts/bench/etcd_recovery.sh
+  python3-etcd
 )
 
 missing=()

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Machine 0 lost on etcd: accel (--rdzv_backend etcd, etcd's v3 API) against torchrun 1.13
+# (Debian's python3-torch with python3-etcd, through tests/e2e/workers/torchrun113.py: --rdzv_backend
+# etcd-v2) on the same etcd member, in
+# one run. Issue 34's point 7(a). Three agents on this machine, each of
+#   --nnodes 2:3 --nproc_per_node 1 --max_restarts 3 --rdzv_conf last_call_timeout=3
+# whose one worker (torch 1.13) all-reduces with the others over Gloo and records when its first
+# all-reduce went through, in which world and under which agent.
+# Once the group of 3 runs, the agent of global rank 0 (machine 0) and its worker are SIGKILLed:
+# the time until both survivors' workers all-reduce again in a world of 2. Each launcher keeps its
+# default keep-alive settings (accel: 1 s x 3; torch: 5 s x 3). etcd (Debian's etcd-server) is
+# started by this script with --enable-v2 (for torch's backend), loopback, its own data directory.
+#   scripts/bench/etcd_recovery.sh [--runs N] [--quick]
+# --quick (ctest's bench.etcd_recovery_quick): accel only, one run.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+runs=3
+quick=0
+while (($#)); do
+  case $1 in
+    --runs) runs=$2; shift 2 ;;
+    --quick) quick=1; runs=1; shift ;;
+    *) echo "usage: scripts/bench/etcd_recovery.sh [--runs N] [--quick]" >&2; exit 2 ;;
+  esac
+done
+build=${ACCEL_BUILD_DIR:-build}
+[[ "$build" == /* ]] || build=$(pwd)/$build
+accel=$build/apps/accel/accel
+[[ -x "$accel" ]] || { echo "build first: scripts/build" >&2; exit 1; }
+command -v etcd >/dev/null || { echo "SKIPPED: etcd is not installed (etcd-server; scripts/setup.sh)"; exit 77; }
+scratch=$(mktemp -d /tmp/accel-bench-etcd-recovery.XXXXXX)
+pids=()
+trap 'kill -KILL ${etcd_pid:-} 2>/dev/null; for p in "${pids[@]}"; do pkill -KILL -P "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done; [[ -n ${KEEP_SCRATCH:-} ]] || rm -rf "$scratch"' EXIT
+
+port=$((37000 + ($$ % 1000) * 2))
+for _ in $(seq 1 20); do
+  rm -rf "$scratch/data"
+  etcd --enable-v2 --data-dir "$scratch/data" --listen-client-urls "http://127.0.0.1:$port" \
+    --advertise-client-urls "http://127.0.0.1:$port" --listen-peer-urls "http://127.0.0.1:$((port + 1))" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))" \
+    --initial-cluster "default=http://127.0.0.1:$((port + 1))" >"$scratch/etcd.log" 2>&1 &
+  etcd_pid=$!
+  for _ in $(seq 1 300); do
+    grep -q "ready to serve client requests" "$scratch/etcd.log" && break
+    kill -0 $etcd_pid 2>/dev/null || break
+    sleep 0.05
+  done
+  grep -q "ready to serve client requests" "$scratch/etcd.log" && break
+  grep -q "address already in use" "$scratch/etcd.log" || { tail -5 "$scratch/etcd.log"; exit 1; }
+  port=$((port + 2))
+done
+endpoint=127.0.0.1:$port
+
+# The worker: joins the others over Gloo, records once its first all-reduce went through (the
+# job running, in which world, under which agent), then all-reduces every 50 ms (a peer's death
+# fails the collective: torchrun learns of a lost machine only so).
+cat >"$scratch/worker.py" <<EOF
+import os, time
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1)
+dist.all_reduce(t)
+with open("$scratch/starts", "a") as f:
+    f.write(f"{time.time_ns()} {os.environ['WORLD_SIZE']} {os.environ['RANK']} {os.getppid()}\\n")
+while True:
+    dist.all_reduce(t)
+    time.sleep(0.05)
+EOF
+
+# agent LAUNCHER ID: one agent in the background (its pid in pids).
+agent() {
+  local common=(--nnodes 2:3 --nproc_per_node 1 --max_restarts 3 --rdzv_endpoint "$endpoint"
+                --rdzv_id "$2" --rdzv_conf last_call_timeout=3)
+  if [[ $1 == accel ]]; then
+    "$accel" run -q --rdzv_backend etcd "${common[@]}" --python /usr/bin/python3 "$scratch/worker.py" \
+      >>"$scratch/accel.log" 2>&1 &
+  else
+    /usr/bin/python3 tests/e2e/workers/torchrun113.py --rdzv_backend etcd-v2 "${common[@]}" \
+      "$scratch/worker.py" >>"$scratch/torchrun.log" 2>&1 &
+  fi
+  pids+=($!)
+}
+
+# starts_since T N: the lines of workers started after T (ns) in a world of N, once N did (at
+# most 120 s; nothing then).
+starts_since() {
+  local deadline=$(($(date +%s) + ${WAIT_S:-120})) got
+  while (($(date +%s) < deadline)); do
+    got=$(awk -v t="$1" -v n="$2" '$1 > t && $2 == n' "$scratch/starts" 2>/dev/null | sort -n)
+    [[ -n $got ]] && (($(wc -l <<<"$got") >= $2)) && { echo "$got"; return; }
+    sleep 0.05
+  done
+}
+
+# One run: seconds from machine 0's loss to both survivors running again ("never" past 120 s).
+measure() {
+  local launcher=$1 id=$1-$2-$$ t formed zero got
+  rm -f "$scratch/starts"
+  pids=()
+  for _ in 0 1 2; do agent "$launcher" "$id"; done
+  formed=$(starts_since 0 3)
+  [[ -n $formed ]] || { echo "$launcher: the group of 3 never formed" >&2; tail -20 "$scratch/$launcher.log" >&2; return 1; }
+  zero=$(awk '$3 == 0 { print $4 }' <<<"$formed" | head -1)  # the agent of global rank 0
+  t=$(date +%s%N)
+  pkill -KILL -P "$zero" 2>/dev/null || true
+  kill -KILL "$zero"
+  got=$(starts_since "$t" 2)
+  if [[ -z $got ]]; then echo never; else awk -v t="$t" '{ last = $1 } END { printf "%.2f\n", (last - t) / 1e9 }' <<<"$got"; fi
+  for p in "${pids[@]}"; do pkill -KILL -P "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] : "never") }'; }
+echo "etcd $(etcd --version | head -1 | awk '{print $3}') at $endpoint; $(nproc) cores; $runs run(s) each"
+printf '%-9s | %s\n' launcher "machine 0 killed -> survivors running again in a world of 2 (s): runs; median"
+declare -A med
+for launcher in ${LAUNCHERS:-accel torchrun}; do
+  if [[ $launcher == torchrun ]]; then
+    ((quick)) && break
+    /usr/bin/python3 -c 'import etcd, torch' 2>/dev/null || { echo "torchrun: not run (python3-torch and python3-etcd: scripts/setup.sh)"; break; }
+  fi
+  all=()
+  for r in $(seq 1 "$runs"); do all+=("$(measure "$launcher" "$r")"); done
+  med[$launcher]=$(printf '%s\n' "${all[@]}" | median)
+  printf '%-9s | %s; %s\n' "$launcher" "${all[*]}" "${med[$launcher]}"
+done
+if [[ -n ${med[torchrun]:-} && ${med[torchrun]} != never && ${med[accel]} != never ]]; then
+  awk -v a="${med[accel]}" -v t="${med[torchrun]}" 'BEGIN { printf "torchrun / accel: %.1fx\n", t / a }'
+fi
