@@ -114,6 +114,9 @@ Expected<EtcdRound> EtcdGroup::joinRound() {
   while (true) {
     Expected<EtcdRound> r = makeError("");
     try {
+      // Counted as the round's arrivals too: a failed round's end reads how many machines wait
+      // for the next one (RoundFacts::waiting), so that it expects them as well.
+      store_->add(roundKeys(settings_, round_.round).arrivals(), 1);
       r = meetOnEtcd(*client_, roundSettings(), round_.round, me_);
     } catch (const std::exception& e) {
       return makeError("cannot reach " + etcdText() + ": " + e.what());
@@ -207,8 +210,9 @@ RendezvousResult EtcdGroup::asRendezvousResult(const EtcdRound& r) const {
 }
 
 RoundDecision EtcdGroup::endRound(AttemptReport& last, bool stopping) {
+  if (stopping || lease_->lost()) leaving_alone_ = true;  // the others may go on without it
   if (!joined_ || (plan_.max_restarts == 0 && !plan_.elastic())) return {false, ""};
-  if (auto lost = lease_->lost()) return {false, ""};  // the summary names it (the link's event)
+  if (lease_->lost()) return {false, ""};  // the summary names it (the link's event)
   if (!closer_) closer_.emplace(settings_, false, /*everyoneDecides=*/true);
   RoundDecision decision =
       closer_->close(*store_, round_, asRendezvousResult(*joined_), last, stopping, [this] {
@@ -219,8 +223,10 @@ RoundDecision EtcdGroup::endRound(AttemptReport& last, bool stopping) {
   return decision;
 }
 
+// Unless this machine leaves alone (told to stop, or dropped by the others): then the job may go
+// on without it, and its spares are not told it ended.
 void EtcdGroup::closeJob(const std::string& why) {
-  if (!client_) return;
+  if (!client_ || leaving_alone_) return;
   try {
     EtcdRoundSettings s = roundSettings();
     closeEtcdRound(*client_, s, round_.round + 1, why);

@@ -87,6 +87,7 @@ class EtcdGroup : public MachineGroup {
   std::optional<RoundStart> next_;
   std::optional<EtcdRound> joined_;
   std::string closed_;
+  bool leaving_alone_ = false;  // this machine stops while the others may go on
   std::atomic<bool> interrupted_{false};
   mutable std::mutex link_mutex_;  // link_ is swapped by the main thread, told by the lease's
   std::unique_ptr<EtcdLink> link_;

@@ -229,7 +229,7 @@ files_load_in_accelerate)
   expect_contains "$OUT" "in total over all machines? [2]: "
   [[ $OUT != *"Invalid answer"* ]] || fail "the default process count was refused: $OUT"
   echo "host-a slots=2" >"$SCRATCH/hostfile"   # the questionnaire checks it exists
-  ask q_multi_cpu_nodes.yaml "0\\n1\\n2\\n1\\nhost-a\\n\\nn\\netcd-v2\\nc10d\\ny\\ny\\n$SCRATCH/hostfile\\nn\\n4\\n0\\n"
+  ask q_multi_cpu_nodes.yaml "0\\n1\\n2\\n1\\nhost-a\\n\\nn\\nzookeeper\\nc10d\\ny\\ny\\n$SCRATCH/hostfile\\nn\\n4\\n0\\n"
   ask q_multi_gpu_nodes.yaml '0\n4\n2\n1\n10.0.0.1\n29501\nno\nc10d\ny\ny\n2\ny\n1\nn\ny\nn\nn\nn\nn\n16\n0,1\nno\nbf16\n'
   ask q_gpu_dynamo_numa.yaml '0\n0\nn\ny\n0\ny\n2\ny\ny\ny\nn\n1\nyes\nbf16\n'
   ask q_deepspeed_zero3.yaml '0\n4\n2\n0\n10.0.0.1\n\n\nn\nn\ny\nn\n3\n2\n1\n/mnt/nvme\n4\ny\n0.5\ny\ny\ny\nMoeBlock\n\n16\nbf16\n'
