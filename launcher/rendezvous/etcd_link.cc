@@ -4,6 +4,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "accel/error.h"
@@ -14,8 +16,21 @@ namespace accel::launcher {
 
 using SteadyClock = std::chrono::steady_clock;
 
+namespace {
+
+// The link's calls are small and a healthy etcd answers them at once: each is bounded by 2 s in
+// all (1 s an endpoint), so that stop() never waits longer for a call in progress when etcd is
+// gone (the lease says when that ends the job).
+EtcdOptions linkBounds(EtcdOptions o) {
+  o.timeout = std::min(o.timeout, std::chrono::milliseconds(2000));
+  o.attempt_timeout = std::min(o.attempt_timeout, std::chrono::milliseconds(1000));
+  return o;
+}
+
+}  // namespace
+
 EtcdLink::EtcdLink(EtcdLinkOptions options)
-    : client_(options.etcd),
+    : client_(linkBounds(options.etcd)),
       o_(std::move(options)),
       keys_(etcdRoundKeys(o_.round_settings, o_.round)),
       next_keys_(etcdRoundKeys(o_.round_settings, o_.round + 1)),
@@ -147,7 +162,12 @@ void EtcdLink::reconnect() {
   }
 }
 
+// Between two calls, a stop requested meanwhile ends the read (stop() waits for one call at most).
 void EtcdLink::readRound() {
+  auto stopping = [this] {
+    std::lock_guard lock(mutex_);
+    if (stop_) throw Error("the link is stopping");
+  };
   std::vector<bool> present(o_.members.size(), false);
   for (const auto& kv : client_.getPrefix(keys_.memberPrefix())) {
     const std::string token = kv.key.substr(keys_.memberPrefix().size());
@@ -155,7 +175,9 @@ void EtcdLink::readRound() {
       present[m] = present[m] || o_.members[m].token == token;
   }
   revision_ = client_.revision();
+  stopping();
   if (auto stop = client_.get(keys_.stop())) onStop(stop->value);
+  stopping();
   for (size_t m = 0; m < o_.members.size(); ++m) {
     if (!present[m]) onMemberGone(o_.members[m].token);
   }

@@ -8,6 +8,9 @@
 #                   others re-form as 2 with a new machine 0 (whose store serves the workers) and
 #                   finish, the restart counted once
 #   unreachable     an endpoint where no etcd listens: one clear error naming it
+#   etcd_faults     a cluster of three members: the member the agents use first killed, the job
+#                   goes on with no restart; a second killed (no quorum), every agent stops its
+#                   workers once the keep-alive window passed, saying etcd was lost
 # Skipped (77) where etcd is not installed.
 source "$(dirname "$0")/lib.sh"
 CASE=$1
@@ -43,7 +46,42 @@ start_etcd() {
   done
   fail "no free pair of ports for etcd"
 }
-trap 'kill -KILL ${ETCD_PID:-} ${AGENTS[@]:-} 2>/dev/null; rm -rf "$SCRATCH"' EXIT
+# start_cluster: three members on loopback (ETCD: their endpoints, MEMBER_PIDS), as start_etcd.
+start_cluster() {
+  local base=$((36000 + ($$ % 500) * 6)) i m
+  for _ in $(seq 1 10); do
+    local cluster="" ok=1
+    for m in 0 1 2; do cluster+="${cluster:+,}m$m=http://127.0.0.1:$((base + 2 * m + 1))"; done
+    MEMBER_PIDS=()
+    for m in 0 1 2; do
+      rm -rf "$SCRATCH/etcd$m"
+      etcd --name m$m --data-dir "$SCRATCH/etcd$m" \
+        --listen-client-urls "http://127.0.0.1:$((base + 2 * m))" \
+        --advertise-client-urls "http://127.0.0.1:$((base + 2 * m))" \
+        --listen-peer-urls "http://127.0.0.1:$((base + 2 * m + 1))" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$((base + 2 * m + 1))" \
+        --initial-cluster "$cluster" --initial-cluster-token "e2e-$$" >"$SCRATCH/etcd$m.log" 2>&1 &
+      MEMBER_PIDS+=($!)
+    done
+    for i in $(seq 1 400); do
+      ok=1
+      for m in 0 1 2; do grep -q "ready to serve client requests" "$SCRATCH/etcd$m.log" || ok=0; done
+      ((ok)) && break
+      grep -q "address already in use" "$SCRATCH"/etcd?.log && break
+      sleep 0.05
+    done
+    if ((ok)); then
+      ETCD="127.0.0.1:$base,127.0.0.1:$((base + 2)),127.0.0.1:$((base + 4))"
+      return 0
+    fi
+    kill -KILL "${MEMBER_PIDS[@]}" 2>/dev/null || true
+    wait "${MEMBER_PIDS[@]}" 2>/dev/null || true
+    grep -q "address already in use" "$SCRATCH"/etcd?.log || fail "etcd did not start: $(tail -3 "$SCRATCH/etcd0.log")"
+    base=$((base + 6))
+  done
+  fail "no free ports for three etcd members"
+}
+trap 'kill -KILL ${ETCD_PID:-} ${MEMBER_PIDS[@]:-} ${AGENTS[@]:-} 2>/dev/null; rm -rf "$SCRATCH"' EXIT
 
 # A worker that writes its environment (and its agent's pid) to r<restart>_rank_<rank>.env; in
 # the first round it stays until stopped, later it ends at once.
@@ -116,6 +154,28 @@ case $CASE in
     expect_exit 2 "$ACCEL" run --nnodes 2 --nproc_per_node 1 --rdzv_backend etcd \
       --rdzv_endpoint "$dead" --no_python /bin/true
     expect_contains "$ERR" "accel: error: cannot reach etcd at $dead (--rdzv_endpoint): no etcd endpoint answered /v3/lease/grant within 10 s ($dead: cannot connect: Connection refused)"
+    ;;
+  etcd_faults)
+    start_cluster
+    agent a --nnodes 2 --max_restarts 3
+    agent b --nnodes 2 --max_restarts 3
+    wait_files "r0_rank_*.env" 2
+    kill -KILL "${MEMBER_PIDS[0]}"  # the first endpoint: every client's first choice
+    # Past the keep-alive window (3 s) with one member gone: still round 0, nobody lost.
+    sleep 5
+    for p in "${AGENTS[@]}"; do kill -0 "$p" || fail "an agent ended: $(cat "$SCRATCH"/a.log "$SCRATCH"/b.log)"; done
+    [[ -z $(compgen -G "$OUT_DIR/r1_*") ]] || fail "the job restarted after one member of three died"
+    t0=$(date +%s%N)
+    kill -KILL "${MEMBER_PIDS[1]}"  # no quorum
+    for p in "${AGENTS[@]}"; do
+      if wait "$p"; then fail "an agent ended 0 without etcd"; fi
+    done
+    took=$(( ($(date +%s%N) - t0) / 1000000 ))
+    ((took >= 2000)) || fail "the agents stopped ${took} ms after quorum was lost, before the window"
+    echo "the agents stopped ${took} ms after quorum was lost"
+    logs=$(cat "$SCRATCH/a.log" "$SCRATCH/b.log")
+    expect_contains "$logs" "etcd was not reached for 3 s (the keep-alive window)"
+    [[ -z $(compgen -G "$OUT_DIR/r1_*") ]] || fail "a round started without etcd"
     ;;
   *) fail "unknown case $CASE" ;;
 esac
