@@ -11,18 +11,6 @@
 namespace accel::launcher {
 namespace {
 
-// Every duration of the job's rounds (as StoreGroup's): what the user asked for, and accel's own.
-RoundTimeouts roundTimeouts(const LaunchPlan& plan) {
-  RoundTimeouts t;
-  t.join = plan.rdzv_timeout;
-  t.last_call = plan.last_call_timeout;
-  t.keep_alive_interval = plan.keep_alive_interval;
-  t.keep_alive_misses = plan.keep_alive_misses;
-  t.close = plan.round_close_timeout.value_or(plan.term_timeout + std::chrono::seconds(30));
-  t.exit_after_failure = plan.term_timeout + std::chrono::seconds(10);
-  return t;
-}
-
 std::string token(const std::string& host) {
   static std::minstd_rand random(static_cast<unsigned>(::getpid()) ^
                                  static_cast<unsigned>(std::random_device{}()));
@@ -48,7 +36,7 @@ EtcdGroup::EtcdGroup(const LaunchPlan& plan, const probes::Environment& parentEn
   settings_.local_world_size = plan_.local_world_size;
   settings_.host = thisHostName();
   settings_.store_address = etcdText();
-  settings_.timeouts = roundTimeouts(plan_);
+  settings_.timeouts = roundTimeoutsOf(plan_);
 }
 
 EtcdGroup::~EtcdGroup() {
@@ -127,9 +115,7 @@ Expected<EtcdRound> EtcdGroup::joinRound() {
       return makeError("the job ended before this machine could join it: " + closed_);
     }
     if (r->machine_rank >= 0) return r;
-    notify_("round " + std::to_string(round_.round) + " is full (" +
-            std::to_string(r->members.size()) +
-            " machines, the most the job takes): this machine waits as a spare for a later round");
+    notify_(spareNotice(round_.round, static_cast<int>(r->members.size()), plan_.num_machines));
     round_ = RoundStart{round_.round + 1, r->restart_count, 0};
   }
 }

@@ -20,6 +20,29 @@ void clearWorkerKeys(StoreHost& store, int round, const Notify& notify) {
   }
 }
 
+RoundTimeouts roundTimeoutsOf(const LaunchPlan& plan) {
+  RoundTimeouts t;
+  t.join = plan.rdzv_timeout;
+  t.last_call = plan.last_call_timeout;
+  t.keep_alive_interval = plan.keep_alive_interval;
+  t.keep_alive_misses = plan.keep_alive_misses;
+  t.close = plan.round_close_timeout.value_or(plan.term_timeout + std::chrono::seconds(30));
+  t.exit_after_failure = plan.term_timeout + std::chrono::seconds(10);
+  return t;
+}
+
+std::string spareNotice(int round, int roundSize, int maxMachines) {
+  const std::string r = "round " + std::to_string(round);
+  if (roundSize >= maxMachines) {
+    return r + " is full (" + std::to_string(roundSize) +
+           " machines, the most the job takes): this machine waits as a spare for a later round";
+  }
+  return r + " closed with " + std::to_string(roundSize) + " of at most " +
+         std::to_string(maxMachines) +
+         " machines just before this machine joined it: it joins the next round, which the "
+         "group forms to take it";
+}
+
 std::string thisHostName() {
   char buf[256] = {0};
   ::gethostname(buf, sizeof buf - 1);

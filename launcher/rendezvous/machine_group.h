@@ -20,9 +20,11 @@
 #include <functional>
 #include <string>
 
+#include "launcher/plan/launch_plan.h"
 #include "launcher/plan/placement.h"
 #include "launcher/rendezvous/round_end.h"
 #include "launcher/rendezvous/round_link.h"
+#include "launcher/rendezvous/round_timeouts.h"
 #include "launcher/report/job_report.h"
 #include "libaccel/common/expected.h"
 
@@ -75,5 +77,14 @@ void clearWorkerKeys(StoreHost& store, int round, const Notify& notify);
 
 // This machine's name (gethostname).
 std::string thisHostName();
+
+// Every duration of the job's rounds (round_timeouts.h): what the user asked for, and accel's
+// own.
+RoundTimeouts roundTimeoutsOf(const LaunchPlan& plan);
+
+// Why this machine is not in round `round`, which closed with `roundSize` machines of at most
+// `maxMachines`: the group is full (a spare until a member is lost), or the round closed just
+// before (the group re-forms to take it).
+std::string spareNotice(int round, int roundSize, int maxMachines);
 
 }  // namespace accel::launcher

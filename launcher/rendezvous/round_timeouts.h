@@ -2,8 +2,8 @@
 // RoundTimeouts: every duration of a multi-machine job's rounds, in one value (torch's
 // RendezvousTimeout is the model). The first group is the user's — each named by the flag or
 // the --rdzv_conf key it comes from, torch's spelling where torch has one — built once from the
-// plan (StoreGroup) and never changed; the second is accel's own, fixed here so that a reader
-// finds every wait of a round in one place.
+// plan (roundTimeoutsOf, machine_group.h) and never changed; the second is accel's own, fixed here
+// so that a reader finds every wait of a round in one place.
 
 #include <chrono>
 

@@ -29,18 +29,6 @@ std::string interfaceToOthers(const RendezvousResult& joined,
   return "";
 }
 
-// Every duration of the job's rounds: what the user asked for, and accel's own.
-RoundTimeouts roundTimeouts(const LaunchPlan& plan) {
-  RoundTimeouts t;
-  t.join = plan.rdzv_timeout;
-  t.last_call = plan.last_call_timeout;
-  t.keep_alive_interval = plan.keep_alive_interval;
-  t.keep_alive_misses = plan.keep_alive_misses;
-  t.close = plan.round_close_timeout.value_or(plan.term_timeout + std::chrono::seconds(30));
-  t.exit_after_failure = plan.term_timeout + std::chrono::seconds(10);
-  return t;
-}
-
 }  // namespace
 
 StoreGroup::StoreGroup(const LaunchPlan& plan, const probes::Environment& parentEnv, Notify notify,
@@ -62,7 +50,7 @@ StoreGroup::StoreGroup(const LaunchPlan& plan, const probes::Environment& parent
   settings_.local_world_size = plan_.local_world_size;
   settings_.host = thisHostName();
   settings_.store_address = store_->address();
-  settings_.timeouts = roundTimeouts(plan_);
+  settings_.timeouts = roundTimeoutsOf(plan_);
   settings_.progress = [this](const std::string& status) { notify_("rendezvous: " + status); };
 }
 
@@ -178,23 +166,9 @@ Expected<RendezvousResult> StoreGroup::joinAsMember() {
       return makeError("the job ended before this machine could join it: " + closed_);
     }
     if (!joined->spare) return joined;
-    notify_(spareText(*joined));
+    notify_(spareNotice(round_.round, joined->round_size, plan_.num_machines));
     round_ = RoundStart{round_.round + 1, round_.restart_count, 0};
   }
-}
-
-// Why this machine is not in the round it registered for: the group is full (a spare until a
-// member is lost), or the round closed just before (the group re-forms to take it).
-std::string StoreGroup::spareText(const RendezvousResult& joined) const {
-  const std::string round = "round " + std::to_string(round_.round);
-  if (joined.round_size >= plan_.num_machines) {
-    return round + " is full (" + std::to_string(joined.round_size) +
-           " machines, the most the job takes): this machine waits as a spare for a later round";
-  }
-  return round + " closed with " + std::to_string(joined.round_size) + " of at most " +
-         std::to_string(plan_.num_machines) +
-         " machines just before this machine joined it: it joins the next round, which the "
-         "group forms to take it";
 }
 
 LinkOptions StoreGroup::linkOptions() const {

@@ -89,7 +89,6 @@ class StoreGroup : public MachineGroup {
   Expected<RendezvousResult> join();
   Expected<RendezvousResult> joinAsMember();
   LinkOptions linkOptions() const;
-  std::string spareText(const RendezvousResult& joined) const;
   Placement placementOf(const RendezvousResult& joined) const;
   void announce(const RendezvousResult& joined, const Placement& p);
 

@@ -32,24 +32,10 @@ scratch=$(mktemp -d /tmp/accel-bench-etcd-recovery.XXXXXX)
 pids=()
 trap 'kill -KILL ${etcd_pid:-} 2>/dev/null; for p in "${pids[@]}"; do pkill -KILL -P "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done; [[ -n ${KEEP_SCRATCH:-} ]] || rm -rf "$scratch"' EXIT
 
-port=$((37000 + ($$ % 1000) * 2))
-for _ in $(seq 1 20); do
-  rm -rf "$scratch/data"
-  etcd --enable-v2 --data-dir "$scratch/data" --listen-client-urls "http://127.0.0.1:$port" \
-    --advertise-client-urls "http://127.0.0.1:$port" --listen-peer-urls "http://127.0.0.1:$((port + 1))" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))" \
-    --initial-cluster "default=http://127.0.0.1:$((port + 1))" >"$scratch/etcd.log" 2>&1 &
-  etcd_pid=$!
-  for _ in $(seq 1 300); do
-    grep -q "ready to serve client requests" "$scratch/etcd.log" && break
-    kill -0 $etcd_pid 2>/dev/null || break
-    sleep 0.05
-  done
-  grep -q "ready to serve client requests" "$scratch/etcd.log" && break
-  grep -q "address already in use" "$scratch/etcd.log" || { tail -5 "$scratch/etcd.log"; exit 1; }
-  port=$((port + 2))
-done
-endpoint=127.0.0.1:$port
+source tests/e2e/etcd_lib.sh
+etcd_start "$scratch" $((37000 + ($$ % 1000) * 2)) --enable-v2 || exit 1
+etcd_pid=$ETCD_PID
+endpoint=$ETCD_ENDPOINT
 
 # The worker: joins the others over Gloo, records once its first all-reduce went through (the
 # job running, in which world, under which agent), then all-reduces every 50 ms (a peer's death

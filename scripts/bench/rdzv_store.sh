@@ -29,25 +29,10 @@ scratch=$(mktemp -d /tmp/accel-bench-etcd.XXXXXX)
 trap '[[ -n ${etcd_pid:-} ]] && kill -KILL $etcd_pid 2>/dev/null; rm -rf "$scratch"' EXIT
 ulimit -n 65536 2>/dev/null || true
 
-# One member on the next pair of ports from one picked by this script's pid; a pair taken makes
-# etcd exit saying so, and the next is tried (no port is bound and closed to find a free one).
-port=$((33000 + ($$ % 1000) * 2))
-for _ in $(seq 1 20); do
-  rm -rf "$scratch/data"
-  etcd --data-dir "$scratch/data" --listen-client-urls "http://127.0.0.1:$port" \
-    --advertise-client-urls "http://127.0.0.1:$port" --listen-peer-urls "http://127.0.0.1:$((port + 1))" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))" \
-    --initial-cluster "default=http://127.0.0.1:$((port + 1))" >"$scratch/etcd.log" 2>&1 &
-  etcd_pid=$!
-  for _ in $(seq 1 300); do
-    grep -q "ready to serve client requests" "$scratch/etcd.log" && break
-    kill -0 $etcd_pid 2>/dev/null || break
-    sleep 0.05
-  done
-  grep -q "ready to serve client requests" "$scratch/etcd.log" && break
-  grep -q "address already in use" "$scratch/etcd.log" || { tail -5 "$scratch/etcd.log"; exit 1; }
-  port=$((port + 2))
-done
+source tests/e2e/etcd_lib.sh
+etcd_start "$scratch" $((33000 + ($$ % 1000) * 2)) || exit 1
+etcd_pid=$ETCD_PID
+port=${ETCD_ENDPOINT##*:}
 echo "etcd $(etcd --version | head -1 | awk '{print $3}') at 127.0.0.1:$port; $(nproc) cores"
 printf '%-7s | %-18s | %-18s | %-18s | %s\n' agents "store (s, req)" "etcd store (s, req)" \
   "etcd round (s, req)" "etcd store / store, etcd round / store"

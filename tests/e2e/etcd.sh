@@ -20,32 +20,12 @@ OUT_DIR=$SCRATCH/out
 mkdir -p "$OUT_DIR"
 export OUT_DIR
 
-# One etcd member on a pair of ports picked from this script's pid; a pair taken makes etcd exit
-# saying so, and the next pair is tried (no port is bound and closed to find a free one).
+source "$(dirname "$0")/etcd_lib.sh"
 start_etcd() {
-  local port=$((35000 + ($$ % 1000) * 2)) i
-  for _ in $(seq 1 20); do
-    rm -rf "$SCRATCH/etcd"
-    etcd --data-dir "$SCRATCH/etcd" --listen-client-urls "http://127.0.0.1:$port" \
-      --advertise-client-urls "http://127.0.0.1:$port" \
-      --listen-peer-urls "http://127.0.0.1:$((port + 1))" \
-      --initial-advertise-peer-urls "http://127.0.0.1:$((port + 1))" \
-      --initial-cluster "default=http://127.0.0.1:$((port + 1))" >"$SCRATCH/etcd.log" 2>&1 &
-    ETCD_PID=$!
-    for i in $(seq 1 300); do
-      grep -q "ready to serve client requests" "$SCRATCH/etcd.log" && break
-      kill -0 $ETCD_PID 2>/dev/null || break
-      sleep 0.05
-    done
-    if grep -q "ready to serve client requests" "$SCRATCH/etcd.log"; then
-      ETCD=127.0.0.1:$port
-      return 0
-    fi
-    grep -q "address already in use" "$SCRATCH/etcd.log" || fail "etcd did not start: $(tail -3 "$SCRATCH/etcd.log")"
-    port=$((port + 2))
-  done
-  fail "no free pair of ports for etcd"
+  etcd_start "$SCRATCH" $((35000 + ($$ % 1000) * 2)) || fail "etcd did not start"
+  ETCD=$ETCD_ENDPOINT
 }
+
 # start_cluster: three members on loopback (ETCD: their endpoints, MEMBER_PIDS), as start_etcd.
 start_cluster() {
   local base=$((36000 + ($$ % 500) * 6)) i m

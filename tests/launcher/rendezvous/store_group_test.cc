@@ -69,7 +69,9 @@ class StoreGroupTest : public ::testing::Test {
     for (const auto& n : names) {
       bodies.push_back([this, n, first, &placed] {
         StoreGroup& g = *groups_.at(n);
-        if (first) ASSERT_TRUE(g.connect().ok()) << n;
+        if (first) {
+          ASSERT_TRUE(g.connect().ok()) << n;
+        }
         auto p = g.meet();
         ASSERT_TRUE(p.ok()) << n << ": " << p.error();
         std::lock_guard lock(mutex_);
