@@ -212,8 +212,8 @@ class Agent {
                                        store_host_.get());
   }
 
-  // The machines of the job (one: a SoloGroup; several: a StoreGroup through the job's store),
-  // and this machine's placement in round 0.
+  // The machines of the job (one: a SoloGroup; several: a StoreGroup through machine 0's store,
+  // or an EtcdGroup through etcd), and this machine's placement in round 0.
   Expected<void> placeThisMachine() {
     Notify notify = [this](const std::string& text) { console_.notice(text); };
     if (plan_.num_machines == 1) {
