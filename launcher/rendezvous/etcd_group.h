@@ -5,8 +5,9 @@
 //   - the agent holds a lease for the whole job (etcd_lease.h), and every registration of it is
 //     attached to the lease: its death is seen by every other agent within the keep-alive window;
 //   - each round is met on etcd (etcd_round.h): any agent closes it, and its machine 0 is the
-//     earliest arrival, whose agent's own store serves the round's workers (MASTER_ADDR and
-//     MASTER_PORT of that round) — every agent hosts one, so machine 0 can be any of them;
+//     first in its record (the round before's machine 0 while it lives), whose agent's own store
+//     serves the round's workers (MASTER_ADDR and MASTER_PORT of that round) — every agent hosts
+//     one, so machine 0 can be any of them;
 //   - the round's link (etcd_link.h) hears failures, lost machines and arrivals, every agent
 //     alike;
 //   - a failed round's end is decided by every agent from what etcd holds, the first decision

@@ -129,13 +129,21 @@ class Meeting {
   // The record of the round as this agent sees it complete, created unless another agent's
   // came first (then that one is the round's).
   void close() {
-    std::vector<std::pair<int64_t, EtcdMember>> byArrival;
-    for (const auto& [token, r] : registered_) byArrival.push_back(r);
-    std::sort(byArrival.begin(), byArrival.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    if (static_cast<int>(byArrival.size()) > s_.max_machines) byArrival.resize(s_.max_machines);
+    // The machines of the round before keep their order (machine 0 stays machine 0 while it
+    // lives), then the others by arrival; beyond MAX, the last are spares.
+    const std::map<std::string, int> before = previousRanks();
+    auto place = [&before](const std::pair<int64_t, EtcdMember>& r) {
+      auto at = before.find(r.second.token);
+      return at != before.end() ? std::pair<int, int64_t>{0, at->second}
+                                : std::pair<int, int64_t>{1, r.first};
+    };
+    std::vector<std::pair<int64_t, EtcdMember>> ordered;
+    for (const auto& [token, r] : registered_) ordered.push_back(r);
+    std::sort(ordered.begin(), ordered.end(),
+              [&place](const auto& a, const auto& b) { return place(a) < place(b); });
+    if (static_cast<int>(ordered.size()) > s_.max_machines) ordered.resize(s_.max_machines);
     json members = json::array();
-    for (const auto& r : byArrival) members.push_back(toJson(r.second));
+    for (const auto& r : ordered) members.push_back(toJson(r.second));
     const std::string value =
         json{{"round", round_}, {"restart_count", s_.restart_count}, {"members", members}}.dump();
     if (client_.create(record_key_, value)) {
@@ -143,6 +151,22 @@ class Meeting {
     } else {
       record_ = client_.get(record_key_);
     }
+  }
+
+  // The machine ranks of the round before, by token (none in round 0, or when it never formed).
+  std::map<std::string, int> previousRanks() const {
+    std::map<std::string, int> ranks;
+    if (round_ == 0) return ranks;
+    auto record = client_.get(etcdRoundKeys(s_, round_ - 1).record());
+    if (!record) return ranks;
+    const json j = json::parse(record->value, nullptr, false);
+    if (!j.is_object() || !j.contains("members") || !j["members"].is_array()) return ranks;
+    int rank = 0;
+    for (const auto& m : j["members"]) {
+      if (m.is_object() && m.contains("token") && m["token"].is_string()) ranks[m["token"]] = rank;
+      ++rank;
+    }
+    return ranks;
   }
 
   EtcdRound resultOf(const EtcdKeyValue& record) const {

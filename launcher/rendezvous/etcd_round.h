@@ -7,11 +7,12 @@
 // etcd's create revision of that key is its arrival. Every agent then follows the round's keys
 // through one watch (from the revision of one read, so it misses nothing), and whichever agent
 // first sees the round complete closes it with one transaction that creates the round's record
-// unless it exists: the members in arrival order, the first `max_machines` of them when more
+// unless it exists: the members of the round before in their order (machine 0 stays machine 0
+// while it lives), then the others in arrival order, the first `max_machines` of them when more
 // came. Complete means MAX registered, or MIN registered and the last call (`last_call` after
 // this agent saw the MIN-th) ended. So any agent can carry the round, the death of any one loses
 // nothing, and every agent reads the same record: its machine rank is its place there, machine
-// 0 the earliest arrival; a registered agent not in it is a spare.
+// 0 the first in it; a registered agent not in it is a spare.
 //
 // Requests per agent: a put, a read, the watch, a transaction or a read of the record (and a
 // read and a watch again when an endpoint fails) — not growing with the number of agents, where

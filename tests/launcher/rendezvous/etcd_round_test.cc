@@ -53,25 +53,26 @@ class EtcdRoundTest : public testing::EtcdSuite {
   // Agent `name` meets in round 0 on a thread of its own, with a lease of its own (kept in
   // leases_ by name).
   std::future<Expected<EtcdRound>> start(const std::string& name, EtcdRoundSettings s,
-                                         int localWorldSize = 2,
-                                         const std::string& endpoints = "") {
+                                         int localWorldSize = 2, const std::string& endpoints = "",
+                                         int round = 0) {
     EtcdClient leaser(options(endpoints));
     s.lease = leaser.grantLease(30s);
     leases_[name] = s.lease;
     const EtcdOptions o = options(endpoints);
-    return std::async(std::launch::async, [o, s, name, localWorldSize] {
+    return std::async(std::launch::async, [o, s, name, localWorldSize, round] {
       EtcdClient client(o);
-      return meetOnEtcd(client, s, 0, member(name, localWorldSize));
+      return meetOnEtcd(client, s, round, member(name, localWorldSize));
     });
   }
 
   // Blocks until `count` agents have registered in round 0 of `job` since the test began (puts
   // under its member keys, as a watch from the first revision sees them).
   void awaitRegistrations(int count, const std::string& job = "job",
-                          const std::string& endpoint = "") {
+                          const std::string& endpoint = "", int round = 0) {
     const auto deadline = std::chrono::steady_clock::now() + 20s;
     EtcdWatch watch(*options(endpoint).endpoints.begin(),
-                    etcdRoundKeys(settings(1, 1, 1s, job), 0).memberPrefix(), true, 1, deadline);
+                    etcdRoundKeys(settings(1, 1, 1s, job), round).memberPrefix(), true, 1,
+                    deadline);
     int seen = 0;
     while (seen < count && std::chrono::steady_clock::now() < deadline) {
       for (const auto& e : watch.next(deadline)) seen += e.deleted ? 0 : 1;
@@ -146,6 +147,29 @@ TEST_F(EtcdRoundTest, AnAgentWhoseLeaseEndsBeforeTheCloseIsNotInTheRound) {
   EXPECT_EQ(hosts(*ra), (std::vector<std::string>{"alpha", "beta"}));
   EXPECT_EQ(rb->machine_rank, 1);
   EXPECT_EQ(rd->machine_rank, -1);
+}
+
+// After a restart the machines of the round before keep their places (machine 0 stays machine
+// 0), whatever the order in which they come back; a newcomer comes after them, though it
+// registered first.
+TEST_F(EtcdRoundTest, TheMachinesOfTheRoundBeforeKeepTheirPlaces) {
+  auto a = start("alpha", settings(2, 2, 60s));
+  awaitRegistrations(1);
+  auto b = start("beta", settings(2, 2, 60s));
+  ASSERT_EQ(hosts(*a.get()), (std::vector<std::string>{"alpha", "beta"}));
+  b.get();
+  const auto again = settings(3, 3, 60s);
+  auto c = start("gamma", again, 2, "", 1);
+  awaitRegistrations(1, "job", "", 1);
+  auto b1 = start("beta", again, 2, "", 1);
+  awaitRegistrations(2, "job", "", 1);
+  auto a1 = start("alpha", again, 2, "", 1);
+  auto r = a1.get();
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(hosts(*r), (std::vector<std::string>{"alpha", "beta", "gamma"}));
+  EXPECT_EQ(r->machine_rank, 0);
+  EXPECT_EQ(c.get()->machine_rank, 2);
+  EXPECT_EQ(b1.get()->machine_rank, 1);
 }
 
 // After a restart the survivors' round closes once the machines the decision expects are back,
