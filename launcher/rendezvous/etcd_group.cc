@@ -196,9 +196,9 @@ RendezvousResult EtcdGroup::asRendezvousResult(const EtcdRound& r) const {
 }
 
 RoundDecision EtcdGroup::endRound(AttemptReport& last, bool stopping) {
-  if (stopping || lease_->lost()) leaving_alone_ = true;  // the others may go on without it
-  if (!joined_ || (plan_.max_restarts == 0 && !plan_.elastic())) return {false, ""};
-  if (lease_->lost()) return {false, ""};  // the summary names it (the link's event)
+  const bool dropped = lease_->lost().has_value();  // the summary names it (the link's event)
+  if (stopping || dropped) leaving_alone_ = true;   // the others may go on without it
+  if (!joined_ || (plan_.max_restarts == 0 && !plan_.elastic()) || dropped) return {false, ""};
   if (!closer_) closer_.emplace(settings_, false, /*everyoneDecides=*/true);
   RoundDecision decision =
       closer_->close(*store_, round_, asRendezvousResult(*joined_), last, stopping, [this] {
