@@ -157,7 +157,7 @@ TEST_F(EtcdRoundTest, TheMachinesOfTheRoundBeforeKeepTheirPlaces) {
   awaitRegistrations(1);
   auto b = start("beta", settings(2, 2, 60s));
   ASSERT_EQ(hosts(*a.get()), (std::vector<std::string>{"alpha", "beta"}));
-  b.get();
+  ASSERT_TRUE(b.get().ok());
   const auto again = settings(3, 3, 60s);
   auto c = start("gamma", again, 2, "", 1);
   awaitRegistrations(1, "job", "", 1);
