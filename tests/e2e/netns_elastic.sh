@@ -15,7 +15,11 @@
 # host 3 dies mid-training (everything in its namespace SIGKILLed), hosts 1 and 2 re-form as
 # 2 x 2 and resume from the last checkpoint, then host 3's agent is started again and the job
 # scales back to 3 x 2 and finishes: every step done once in the final weights, and the loss of
-# a run that never failed (2 ranks on one machine) within 1e-9. Needs root; skipped otherwise.
+# a run that never failed (2 ranks on one machine) within 1e-9. etcd_training, etcd_example — the
+# same two on etcd (--rdzv_backend etcd, an etcd member on each host, a cluster of three) with
+# host 1 killed instead: machine 0, the workers' store and an etcd member at once; hosts 2 and 3
+# re-form with host 2 as machine 0, and host 1 (its etcd member, then its agent) started again
+# joins as machine 2. Needs root; skipped otherwise.
 source "$(dirname "$0")/lib.sh"
 CASE=$1
 ACCEL=$2
@@ -142,23 +146,92 @@ host() {  # host I LOG [RDZV_CONF]: an agent on host I, in the background; its p
   ip netns exec "${NS3[$1]}" "$ACCEL" launch "${elastic_job[@]}" "${job[@]}" --rdzv_conf "${3:-$conf}" \
     "${run[@]}" >"$SCRATCH/$2" 2>&1 &
 }
-three_hosts() { host 0 h1.out "is_host=1,$conf"; p1=$!; host 1 h2.out; p2=$!; host 2 h3.out; p3=$!; }
-kill_host3() {  # everything in host 3's namespace, its agent and its workers; the time in KILLED_AT
+three_hosts() {  # pids: the three agents' pids
+  local first=$conf
+  [[ -n ${ETCD3:-} ]] || first="is_host=1,$conf"
+  host 0 h1.out "$first"; pids=($!)
+  # On etcd the machines rank by their registrations: host I is machine I once it registered.
+  [[ -z ${ETCD3:-} ]] || etcd_registered 1
+  host 1 h2.out; pids+=($!)
+  [[ -z ${ETCD3:-} ]] || etcd_registered 2
+  host 2 h3.out; pids+=($!)
+}
+# The host the kill-and-rejoin cases kill (index into NS3): host 3 on c10d (host 1 holds the
+# endpoint there), host 1 — machine 0, with its etcd member — on etcd.
+VICTIM=2
+kill_victim() {  # everything in the victim's namespace (agent, workers, etcd member); the time in KILLED_AT
   KILLED_AT=$(date +%s%N)
-  { ip netns pids "${NS3[2]}" | xargs -r kill -KILL 2>/dev/null || true; }
+  { ip netns pids "${NS3[$VICTIM]}" | xargs -r kill -KILL 2>/dev/null || true; }
 }
 ms_since_kill() { echo $((($(date +%s%N) - KILLED_AT) / 1000000)); }
-host3_back() { host 2 h3b.out; p3=$!; }
-# three_hosts_succeed: waits for the three agents (host 3's second one); each must exit 0. Sets $all.
+victim_back() {  # the victim's etcd member (on etcd) and agent started again; its log is hNb.out
+  [[ -z ${ETCD3:-} ]] || etcd_member $VICTIM 2
+  host $VICTIM "h$((VICTIM + 1))b.out"
+  pv=$!
+}
+# three_hosts_succeed: waits for the three agents (the victim's second one); each must exit 0.
+# Sets $all.
 three_hosts_succeed() {
-  local r1 r2 r3
-  set +e; wait $p1; r1=$?; wait $p2; r2=$?; wait $p3; r3=$?; set -e
-  all="$(cat "$SCRATCH/h1.out") $(cat "$SCRATCH/h2.out") $(cat "$SCRATCH/h3b.out")"
-  [[ $r1 == 0 && $r2 == 0 && $r3 == 0 ]] || fail "agents exited $r1 $r2 $r3: $all"
+  local i p r codes="" ok=1
+  all=""
+  for i in 0 1 2; do
+    if ((i == VICTIM)); then p=$pv; else p=${pids[$i]}; fi
+    set +e; wait "$p"; r=$?; set -e
+    codes+="$r "; ((r == 0)) || ok=0
+  done
+  all="$(cat "$SCRATCH"/h*.out)"
+  ((ok)) || fail "agents exited $codes: $all"
 }
 
-case $CASE in
-training)
+# The etcd cases: an etcd member on each host (a cluster of three at ADDR3:2379), the agents
+# given all three endpoints. etcd_member I [N]: host I's member in the background (its data in
+# $SCRATCH/etcdI, kept when it is killed, so that a member started again rejoins; its log
+# etcdI.N.log), waiting until it serves.
+etcd_member() {
+  local i=$1 n=${2:-1} a=${ADDR3[$1]} cluster="" m _
+  for m in 0 1 2; do cluster+="${cluster:+,}h$((m + 1))=http://${ADDR3[$m]}:2380"; done
+  ip netns exec "${NS3[$i]}" etcd --name "h$((i + 1))" --data-dir "$SCRATCH/etcd$i" \
+    --listen-client-urls "http://$a:2379" --advertise-client-urls "http://$a:2379" \
+    --listen-peer-urls "http://$a:2380" --initial-advertise-peer-urls "http://$a:2380" \
+    --initial-cluster "$cluster" --initial-cluster-token "netns-$$" >"$SCRATCH/etcd$i.$n.log" 2>&1 &
+  ((n > 1)) || return 0
+  for _ in $(seq 1 400); do
+    grep -q "ready to serve client requests" "$SCRATCH/etcd$i.$n.log" && return 0
+    sleep 0.05
+  done
+  fail "host $((i + 1))'s etcd member did not serve again: $(tail -3 "$SCRATCH/etcd$i.$n.log")"
+}
+# etcd_registered N: waits (at most 60 s) until N agents registered in the job's round (their
+# member keys, read with etcdctl on host 2).
+etcd_registered() {
+  local _
+  for _ in $(seq 1 1200); do
+    (($(ip netns exec "${NS3[1]}" env ETCDCTL_API=3 etcdctl --endpoints "$ETCD3" get --prefix "" \
+      --keys-only 2>/dev/null | grep -c "/member/") >= $1)) && return 0
+    sleep 0.05
+  done
+  fail "$1 agent(s) did not register in etcd in 60 s: $(cat "$SCRATCH/h1.out")"
+}
+etcd_cluster_up() {  # three members (they wait for each other), then the job's flags for etcd
+  local i _ ok
+  command -v etcd >/dev/null || skip "etcd is not installed (etcd-server; scripts/setup.sh)"
+  for i in 0 1 2; do etcd_member $i; done
+  for _ in $(seq 1 400); do
+    ok=1
+    for i in 0 1 2; do grep -q "ready to serve client requests" "$SCRATCH/etcd$i.1.log" || ok=0; done
+    ((ok)) && break
+    sleep 0.05
+  done
+  ((ok)) || fail "the etcd cluster did not form: $(tail -3 "$SCRATCH"/etcd?.1.log)"
+  ETCD3="${ADDR3[0]}:2379,${ADDR3[1]}:2379,${ADDR3[2]}:2379"
+  VICTIM=0
+  # etcd elects a new leader when host 1's member (maybe the leader) dies: a window of 3 s.
+  conf=keep_alive_interval=1,keep_alive_max_attempt=3
+  elastic_job=(--nnodes 2:3 --nproc_per_node 2 --rdzv_backend etcd --rdzv_endpoint "$ETCD3"
+    --rdzv_id "netns-$$" --max_restarts 2 --rdzv_timeout 120)
+}
+
+elastic_training() {
   steps=80
   TRAIN=$SCRATCH/train CKPT=$SCRATCH/ckpt
   mkdir -p "$TRAIN" "$CKPT" "$SCRATCH/ref" "$SCRATCH/refckpt"
@@ -170,15 +243,16 @@ training)
   run=("$W/elastic_train.py" "$CKPT" $steps 5 "$TRAIN")
   three_hosts
   step_reached "^1[0-9] world=6 restart=0"
-  kill_host3
+  kill_victim
   step_reached "world=4 restart=1"
-  echo "host 3 killed: the survivors' next step, as 2 x 2 from the checkpoint, came $(ms_since_kill) ms later"
-  host3_back
+  echo "host $((VICTIM + 1)) killed: the survivors' next step, as 2 x 2 from the checkpoint, came $(ms_since_kill) ms later"
+  victim_back
   step_reached "world=6 restart=1"
   three_hosts_succeed
-  expect_contains "$(cat "$SCRATCH/h1.out")" "lost (its agent is gone)"
-  expect_contains "$(cat "$SCRATCH/h1.out")" "(1 of 2 restarts, counted for the whole job)"
-  expect_contains "$(cat "$SCRATCH/h1.out")" "a machine is waiting to join (the group has 2 of at most 3): the group re-forms to take it (not counted as a restart)"
+  survivor=$(cat "$SCRATCH/h$((SURVIVOR + 1)).out")
+  expect_contains "$survivor" "lost ($LOST_HOW)"
+  expect_contains "$survivor" "(1 of 2 restarts, counted for the whole job)"
+  expect_contains "$survivor" "a machine is waiting to join (the group has 2 of at most 3): the group re-forms to take it (not counted as a restart)"
   # The worlds in order: 6 ranks, 4 after the loss, 6 again; the last step is the last one.
   worlds=$(awk '{print $2, $3}' "$TRAIN/steps" | uniq | paste -sd,)
   [[ $worlds == "world=6 restart=0,world=4 restart=1,world=6 restart=1" ]] || fail "worlds: $worlds"
@@ -189,12 +263,13 @@ training)
   /usr/bin/python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-9 * abs(b))' "$loss" "$ref" ||
     fail "loss $loss differs from the never-failed run's $ref by more than 1e-9 relative"
   echo "final loss $loss, never-failed run $ref"
-  echo "host 1's agent said:"
-  grep -E "machine [0-9] of|lost|restarting|waiting to join|stopping the workers" "$SCRATCH/h1.out" | sed 's/^/  /'
-  echo "host 3, back:"
-  grep -E "machine [0-9] of|spare" "$SCRATCH/h3b.out" | sed 's/^/  /'
-  ;;
-example)
+  echo "host $((SURVIVOR + 1))'s agent said:"
+  grep -E "machine [0-9] of|lost|restarting|waiting to join|stopping the workers" <<<"$survivor" | sed 's/^/  /'
+  echo "host $((VICTIM + 1)), back:"
+  grep -E "machine [0-9] of|spare" "$SCRATCH/h$((VICTIM + 1))b.out" | sed 's/^/  /'
+}
+
+elastic_example() {
   [[ -x $EXAMPLE ]] || fail "usage: netns_elastic.sh example ACCEL FASHION_MNIST"
   steps=200 CKPT=$SCRATCH/ckpt
   train=(--model mlp --global_batch 48 --steps $steps --checkpoint_every 10 --no-progress)
@@ -204,13 +279,14 @@ example)
   run=("$EXAMPLE" "${train[@]}" --checkpoint_dir "$CKPT")
   three_hosts
   said "checkpoint at step 20 on 6 processes"
-  kill_host3
+  kill_victim
   said "resumed from $CKPT/latest at step [0-9]+ on 4 processes"
-  echo "host 3 killed: the survivors resumed as 2 x 2 from the checkpoint $(ms_since_kill) ms later"
+  echo "host $((VICTIM + 1)) killed: the survivors resumed as 2 x 2 from the checkpoint $(ms_since_kill) ms later"
   said "checkpoint at step [0-9]+ on 4 processes"
-  host3_back
+  victim_back
   said "resumed from $CKPT/latest at step [0-9]+ on 6 processes"
   three_hosts_succeed
+  survivor=$(cat "$SCRATCH/h$((SURVIVOR + 1)).out")
   # Each round resumed where the last checkpoint left off, and the job ended at its last step.
   rounds=$(grep -ohE "resumed from [^ ]+ at step [0-9]+ on [0-9]+ processes" "$SCRATCH"/h*.out | sed 's/.* at //')
   echo "rounds resumed at: $(paste -sd, <<<"$rounds")"
@@ -227,6 +303,26 @@ example)
     fail "final loss $loss differs from the never-failed run's $refloss by more than 1e-3 relative"
   awk -v a="$accuracy" -v b="$refaccuracy" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.3) }' ||
     fail "test accuracy $accuracy% differs from the never-failed run's $refaccuracy% by more than 0.3"
+}
+
+case $CASE in
+training | example)
+  # c10d: host 3 killed; host 1 (the endpoint's host) hears it and says so.
+  SURVIVOR=0 LOST_HOW="its agent is gone"
+  "elastic_$CASE"
+  ;;
+etcd_training | etcd_example)
+  # etcd: host 1 (machine 0, its store, an etcd member) killed; host 2 carries on as machine 0.
+  etcd_cluster_up
+  SURVIVOR=1 LOST_HOW="its lease expired"
+  "elastic_${CASE#etcd_}"
+  # Machine 0 and its store moved to host 2; host 1, back, joined after the members before it.
+  store="the workers' store is machine 0's ($(hostname), "
+  expect_contains "$survivor" "machine 1 of 3: ranks 2–3 of 6; $store${ADDR3[0]}:"
+  expect_contains "$survivor" "going on without machine 0 ($(hostname)) lost (its lease expired)"
+  expect_contains "$survivor" "machine 0 of 2: ranks 0–1 of 4; $store${ADDR3[1]}:"
+  expect_contains "$survivor" "machine 0 of 3: ranks 0–1 of 6; $store${ADDR3[1]}:"
+  expect_contains "$(cat "$SCRATCH/h1b.out")" "machine 2 of 3: ranks 4–5 of 6; $store${ADDR3[1]}:"
   ;;
 store_host|spares|counted_once)
   "elastic_$CASE"
