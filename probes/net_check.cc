@@ -143,6 +143,32 @@ Expected<Route> routeTo(const std::string& host) {
                    (lastError.empty() ? "" : ": " + lastError));
 }
 
+bool isLoopback(const Route& route) {
+  return route.local_ip.rfind("127.", 0) == 0 || route.local_ip == "::1";
+}
+
+Expected<Route> outwardRoute() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0)
+    return makeError(std::string("getifaddrs: ") + std::strerror(errno));
+  std::optional<Route> v4, v6;
+  for (ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) continue;
+    const int family = i->ifa_addr->sa_family;
+    if (family == AF_INET && !v4) {
+      v4 = Route{"", numericHost(i->ifa_addr, sizeof(sockaddr_in)), i->ifa_name};
+    } else if (family == AF_INET6 && !v6 &&
+               !IN6_IS_ADDR_LINKLOCAL(
+                   &reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr)) {
+      v6 = Route{"", numericHost(i->ifa_addr, sizeof(sockaddr_in6)), i->ifa_name};
+    }
+  }
+  ::freeifaddrs(list);
+  if (v4) return *v4;
+  if (v6) return *v6;
+  return makeError("no network interface other than loopback is up here");
+}
+
 std::string describeInterface(const Route& route) {
   if (route.interface.empty()) return route.local_ip.empty() ? "no interface" : route.local_ip;
   return route.interface + " (" + route.local_ip + ")";

@@ -29,6 +29,17 @@ Expected<Route> routeTo(const std::string& host);
 // name that does not resolve is not this machine. Blocks only on name resolution; never throws.
 bool isThisMachine(const std::string& host);
 
+// Whether `route` leaves through loopback (its source address is 127.0.0.0/8 or ::1): the host
+// it reaches is this machine, and its local_ip is no address another machine can reach.
+bool isLoopback(const Route& route);
+
+// The address this machine's peers most likely reach it by when the route at hand is loopback
+// (its etcd runs here and was named "localhost"): the first IPv4 address of an interface that is
+// up and not loopback, else the first such IPv6 address that is not link-local; `address` is
+// left empty and `local_ip`/`interface` are set. An error when no such interface exists. Never
+// blocks; never throws.
+Expected<Route> outwardRoute();
+
 // "vethB (10.200.0.2)", or "no interface" when unknown.
 std::string describeInterface(const Route& route);
 

@@ -53,11 +53,27 @@ std::string EtcdGroup::etcdText() const {
   return "etcd at " + all;
 }
 
-Expected<void> EtcdGroup::connect() {
+// The address the other machines are told to reach this one by: --local_addr, else the source
+// address of the route to etcd — unless that is loopback (etcd runs here and was named so, as
+// TorchX names the first pod's "localhost:2379"): then the first interface that is up and not
+// loopback, said once.
+std::string EtcdGroup::advertisedAddress() const {
+  if (plan_.local_addr) return *plan_.local_addr;
   const std::string& etcdHost = etcd_.endpoints.front().host;
   auto route = probes::routeTo(etcdHost);
-  me_ = {token(settings_.host), settings_.host,
-         plan_.local_addr.value_or(route ? route->local_ip : ""), plan_.local_world_size,
+  if (!route) return "";
+  if (!probes::isLoopback(*route)) return route->local_ip;
+  auto outward = probes::outwardRoute();
+  if (!outward) return route->local_ip;  // no other interface: the job is on this machine alone
+  notify_("etcd (" + etcdHost +
+          ") is reached through loopback here: the other machines are told "
+          "to reach this one at " +
+          probes::describeInterface(*outward) + " (--local_addr names another address)");
+  return outward->local_ip;
+}
+
+Expected<void> EtcdGroup::connect() {
+  me_ = {token(settings_.host), settings_.host, advertisedAddress(), plan_.local_world_size,
          store_port_};
   try {
     lease_ = std::make_unique<EtcdLease>(etcd_, plan_.keep_alive_interval, plan_.keep_alive_misses,

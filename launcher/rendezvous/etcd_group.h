@@ -70,6 +70,7 @@ class EtcdGroup : public MachineGroup {
   Placement placementOf(const EtcdRound& r) const;
   RendezvousResult asRendezvousResult(const EtcdRound& r) const;
   void onLeaseLost(const std::string& why);
+  std::string advertisedAddress() const;
   std::string etcdText() const;
 
   const LaunchPlan& plan_;

@@ -231,6 +231,39 @@ etcd_cluster_up() {  # three members (they wait for each other), then the job's 
     --rdzv_id "netns-$$" --max_restarts 2 --rdzv_timeout 120)
 }
 
+# The Kubernetes cases: pods as the hosts, each with exactly a fixture's environment (and PATH,
+# where `torchrun` is accel under that name), in $SCRATCH (where TorchX's train.py is).
+FIXTURES=$(cd "$(dirname "$0")/../fixtures/kubernetes" && pwd)
+mkdir -p "$SCRATCH/bin"
+ln -s "$(readlink -f "$ACCEL")" "$SCRATCH/bin/torchrun"
+POD_PIDS=()
+pod() {  # pod I FIXTURE CMD...: pod I's command on host I in the background, output in podI.out
+  local i=$1 fixture=$2; shift 2
+  (cd "$SCRATCH" && exec ip netns exec "${NS3[$i]}" env -i PATH="$SCRATCH/bin:/usr/bin:/bin" \
+    $(grep -v '^#' "$FIXTURES/$fixture") PYTHONPATH="$W" "$@") >"$SCRATCH/pod$i.out" 2>&1 &
+  POD_PIDS+=($!)
+}
+pods_formed_one_job() {  # every pod exits 0, its ranks of one 3 x 2 job all-reduced; sets $all
+  local pid codes="" r
+  for pid in "${POD_PIDS[@]}"; do set +e; wait "$pid"; codes+="$? "; set -e; done
+  all=$(cat "$SCRATCH"/pod*.out)
+  [[ $codes == "0 0 0 " ]] || fail "pods exited $codes: $all"
+  for r in 0 1 2 3 4 5; do expect_contains "$all" "ok rank=$r world=6 allreduce=21"; done
+  expect_contains "$(cat "$SCRATCH/pod0.out")" "machine 0 of 3: ranks 0–1 of 6"
+}
+etcd_alone() {  # etcd_alone URLS: one etcd member on host 1 serving clients at URLS
+  ip netns exec "${NS3[0]}" etcd --name pod0 --data-dir "$SCRATCH/etcd-alone" \
+    --listen-client-urls "$1" --advertise-client-urls "${1%%,*}" \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster pod0=http://127.0.0.1:2380 >"$SCRATCH/etcd-alone.log" 2>&1 &
+  local _
+  for _ in $(seq 1 400); do
+    grep -q "ready to serve client requests" "$SCRATCH/etcd-alone.log" && return 0
+    sleep 0.05
+  done
+  fail "etcd did not serve: $(tail -3 "$SCRATCH/etcd-alone.log")"
+}
+
 elastic_training() {
   steps=80
   TRAIN=$SCRATCH/train CKPT=$SCRATCH/ckpt
@@ -333,21 +366,38 @@ kubeflow_elastic)
   # (tests/fixtures/kubernetes/pytorchjob_v1_elastic_worker1.env, and PATH) and the command
   # `torchrun train.py` — torchrun being accel under that name. The rendezvous endpoint is pod
   # train-worker-0's name (host 1 here); the pods form one 3 x 2 job.
-  fixture=$(cd "$(dirname "$0")/../fixtures/kubernetes" && pwd)/pytorchjob_v1_elastic_worker1.env
-  ln -s "$(readlink -f "$ACCEL")" "$SCRATCH/torchrun"
   for ns in "${NS3[@]}"; do netns_hosts "$ns" "${ADDR3[0]} train-worker-0"; done
-  pids=()
+  for i in 0 1 2; do pod $i pytorchjob_v1_elastic_worker1.env "$SCRATCH/bin/torchrun" "$W/ddp_gloo.py"; done
+  pods_formed_one_job
+  ;;
+kubeflow_etcd)
+  # The same PyTorchJob with rdzvBackend etcd, rdzvHost etcd-service, rdzvPort 2379: an etcd pod
+  # (a member on host 1 here, named etcd-service) and three workers that meet on it.
+  command -v etcd >/dev/null || skip "etcd is not installed (etcd-server; scripts/setup.sh)"
+  etcd_alone "http://${ADDR3[0]}:2379"
+  for ns in "${NS3[@]}"; do netns_hosts "$ns" "${ADDR3[0]} etcd-service"; done
   for i in 0 1 2; do
-    ip netns exec "${NS3[$i]}" env -i PATH=/usr/bin:/bin $(grep -v '^#' "$fixture") PYTHONPATH="$W" \
-      "$SCRATCH/torchrun" "$W/ddp_gloo.py" >"$SCRATCH/pod$i.out" 2>&1 &
-    pids+=($!)
+    pod $i pytorchjob_v1_elastic_etcd_worker1.env "$SCRATCH/bin/torchrun" "$W/ddp_gloo.py"
   done
-  codes=""
-  for pid in "${pids[@]}"; do set +e; wait "$pid"; codes+="$? "; set -e; done
-  all=$(cat "$SCRATCH"/pod*.out)
-  [[ $codes == "0 0 0 " ]] || fail "pods exited $codes: $all"
-  for r in 0 1 2 3 4 5; do expect_contains "$all" "ok rank=$r world=6 allreduce=21"; done
-  expect_contains "$(cat "$SCRATCH/pod0.out")" "machine 0 of 3: ranks 0–1 of 6"
+  pods_formed_one_job
+  expect_contains "$all" "the machines meet on etcd at etcd-service:2379"
+  ;;
+torchx_etcd)
+  # TorchX's dist.ddp on Kubernetes with --rdzv_backend etcd, its container command run as
+  # written (`bash -c "torchrun ... --rdzv_endpoint ${TORCHX_RANK0_HOST:=localhost}:2379 ..."`):
+  # etcd on the first pod (host 1, also on its loopback), which reaches it as localhost, the
+  # others by Volcano's name for it. The first pod must tell the others an address they reach.
+  command -v etcd >/dev/null || skip "etcd is not installed (etcd-server; scripts/setup.sh)"
+  etcd_alone "http://${ADDR3[0]}:2379,http://127.0.0.1:2379"
+  for ns in "${NS3[@]}"; do netns_hosts "$ns" "${ADDR3[0]} train-0"; done
+  ln -s "$W/ddp_gloo.py" "$SCRATCH/train.py"
+  for i in 0 1 2; do
+    replica=$((i == 0 ? 0 : 1))
+    pod $i "torchx_ddp_etcd_replica$replica.env" bash -c "$(cat "$FIXTURES/torchx_ddp_etcd_replica$replica.cmd")"
+  done
+  pods_formed_one_job
+  expect_contains "$(cat "$SCRATCH/pod0.out")" "etcd (localhost) is reached through loopback here: the other machines are told to reach this one at v1$$ (${ADDR3[0]})"
+  expect_contains "$(cat "$SCRATCH/pod1.out")" "the workers' store is machine 0's ($(hostname), ${ADDR3[0]}:"
   ;;
 *) fail "unknown case $CASE" ;;
 esac

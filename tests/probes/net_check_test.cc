@@ -93,6 +93,37 @@ TEST(NetCheckTest, UnresolvableNameIsWaitedForUntilTheTimeout) {
       << progress[0];
 }
 
+// etcd named "localhost" on its own machine: the route is loopback, and the address the peers are
+// told is an interface that is up and not loopback (one this machine holds).
+TEST(NetCheckTest, OutwardRouteIsAnUpInterfaceOtherThanLoopback) {
+  auto loop = routeTo("localhost");
+  ASSERT_TRUE(loop) << loop.error();
+  EXPECT_TRUE(isLoopback(*loop));
+  EXPECT_TRUE(isLoopback(Route{"", "::1", "lo"}));
+  EXPECT_FALSE(isLoopback(Route{"", "10.0.0.1", "eth0"}));
+  auto out = outwardRoute();
+  ASSERT_TRUE(out) << out.error();
+  EXPECT_FALSE(isLoopback(*out));
+  EXPECT_NE(out->interface, "lo");
+  EXPECT_NE(out->interface, "");
+  EXPECT_TRUE(isThisMachine(out->local_ip)) << out->local_ip;
+  // A namespace whose only interface is loopback has none.
+  std::optional<Expected<Route>> alone;
+  std::string skipped;
+  std::thread inNamespace([&] {
+    if (::unshare(CLONE_NEWNET) != 0) {
+      skipped = std::string("cannot make a network namespace: ") + std::strerror(errno);
+      return;
+    }
+    alone = outwardRoute();
+  });
+  inNamespace.join();
+  if (!skipped.empty()) GTEST_SKIP() << skipped;
+  ASSERT_TRUE(alone.has_value());
+  ASSERT_FALSE(*alone);
+  EXPECT_EQ(alone->error(), "no network interface other than loopback is up here");
+}
+
 TEST(NetCheckTest, AddressWithNoRouteIsReportedAtOnce) {
   // A network namespace of its own for one thread: only a loopback interface, which is down, so
   // no address has a route. Needs CAP_SYS_ADMIN.

@@ -83,6 +83,20 @@ TEST_F(KubernetesEnvTest, PyTorchJobV1ElasticPolicyIsAnElasticGroupRankedByArriv
   EXPECT_EQ(same->master_addr, "train-worker-0");
 }
 
+// elasticPolicy with rdzvBackend etcd (rdzvHost etcd-service, rdzvPort 2379): rounds on that etcd,
+// under torchrun's default run id ("none": the operator sets PET_RDZV_ID only from rdzvId).
+TEST_F(KubernetesEnvTest, PyTorchJobV1ElasticPolicyOnEtcdMeetsOnIt) {
+  auto p = plan(podEnvironment("pytorchjob_v1_elastic_etcd_worker1.env"));
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_TRUE(p->elastic());
+  EXPECT_EQ(p->min_machines, 2);
+  EXPECT_EQ(p->num_machines, 3);
+  EXPECT_EQ(p->max_restarts, 3);
+  EXPECT_EQ(p->local_world_size, 2);
+  EXPECT_EQ(p->etcd_endpoints, "etcd-service:2379");
+  EXPECT_EQ(p->rendezvous_id, "none");
+}
+
 TEST_F(KubernetesEnvTest, TrainerV2NodeIsMachine1Of2) {
   auto p = plan(podEnvironment("trainjob_v2_node1.env"));
   ASSERT_TRUE(p.ok()) << p.error();
