@@ -11,6 +11,8 @@
 #   etcd_faults     a cluster of three members: the member the agents use first killed, the job
 #                   goes on with no restart; a second killed (no quorum), every agent stops its
 #                   workers once the keep-alive window passed, saying etcd was lost
+#   quorum_back     the same cluster: two members killed and started again within the window;
+#                   the job goes on in its first round and finishes
 # Skipped (77) where etcd is not installed.
 source "$(dirname "$0")/lib.sh"
 CASE=$1
@@ -26,26 +28,34 @@ start_etcd() {
   ETCD=$ETCD_ENDPOINT
 }
 
+# member M LOG: member M of the cluster at $base in the background (its pid in MEMBER_PIDS[M]); its
+# data in etcdM, kept when it is killed, so that it rejoins when started again.
+member() {
+  local m=$1 cluster="" k
+  for k in 0 1 2; do cluster+="${cluster:+,}m$k=http://127.0.0.1:$((base + 2 * k + 1))"; done
+  etcd --name m$m --data-dir "$SCRATCH/etcd$m" \
+    --listen-client-urls "http://127.0.0.1:$((base + 2 * m))" \
+    --advertise-client-urls "http://127.0.0.1:$((base + 2 * m))" \
+    --listen-peer-urls "http://127.0.0.1:$((base + 2 * m + 1))" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$((base + 2 * m + 1))" \
+    --initial-cluster "$cluster" --initial-cluster-token "e2e-$$" >"$SCRATCH/$2" 2>&1 &
+  MEMBER_PIDS[$m]=$!
+}
+serving() { grep -q "ready to serve client requests" "$SCRATCH/$1"; }  # serving LOG
+
 # start_cluster: three members on loopback (ETCD: their endpoints, MEMBER_PIDS), as start_etcd.
 start_cluster() {
-  local base=$((36000 + ($$ % 500) * 6)) i m
+  local i m ok
+  base=$((36000 + ($$ % 500) * 6))
   for _ in $(seq 1 10); do
-    local cluster="" ok=1
-    for m in 0 1 2; do cluster+="${cluster:+,}m$m=http://127.0.0.1:$((base + 2 * m + 1))"; done
     MEMBER_PIDS=()
     for m in 0 1 2; do
       rm -rf "$SCRATCH/etcd$m"
-      etcd --name m$m --data-dir "$SCRATCH/etcd$m" \
-        --listen-client-urls "http://127.0.0.1:$((base + 2 * m))" \
-        --advertise-client-urls "http://127.0.0.1:$((base + 2 * m))" \
-        --listen-peer-urls "http://127.0.0.1:$((base + 2 * m + 1))" \
-        --initial-advertise-peer-urls "http://127.0.0.1:$((base + 2 * m + 1))" \
-        --initial-cluster "$cluster" --initial-cluster-token "e2e-$$" >"$SCRATCH/etcd$m.log" 2>&1 &
-      MEMBER_PIDS+=($!)
+      member $m etcd$m.log
     done
     for i in $(seq 1 400); do
       ok=1
-      for m in 0 1 2; do grep -q "ready to serve client requests" "$SCRATCH/etcd$m.log" || ok=0; done
+      for m in 0 1 2; do serving etcd$m.log || ok=0; done
       ((ok)) && break
       grep -q "address already in use" "$SCRATCH"/etcd?.log && break
       sleep 0.05
@@ -64,12 +74,15 @@ start_cluster() {
 trap 'kill -KILL ${ETCD_PID:-} ${MEMBER_PIDS[@]:-} ${AGENTS[@]:-} 2>/dev/null; rm -rf "$SCRATCH"' EXIT
 
 # A worker that writes its environment (and its agent's pid) to r<restart>_rank_<rank>.env; in
-# the first round it stays until stopped, later it ends at once.
+# the first round it stays until stopped or until $OUT_DIR/go exists (120 s at most), later it
+# ends at once.
 cat >"$SCRATCH/worker.sh" <<'EOF'
 #!/bin/sh
 f="$OUT_DIR/r${TORCHELASTIC_RESTART_COUNT}_rank_$RANK.env"
 { env | sort; echo "AGENT_PID=$PPID"; } >"$f.tmp" && mv "$f.tmp" "$f"
-[ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "${STAY:-1}" = 1 ] && exec sleep 120
+if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "${STAY:-1}" = 1 ]; then
+  for _ in $(seq 1 1200); do [ -e "$OUT_DIR/go" ] && exit 0; sleep 0.1; done
+fi
 exit 0
 EOF
 chmod +x "$SCRATCH/worker.sh"
@@ -156,6 +169,33 @@ case $CASE in
     logs=$(cat "$SCRATCH/a.log" "$SCRATCH/b.log")
     expect_contains "$logs" "etcd was not reached for 3 s (the keep-alive window)"
     [[ -z $(compgen -G "$OUT_DIR/r1_*") ]] || fail "a round started without etcd"
+    ;;
+  quorum_back)
+    # Quorum lost and back within the keep-alive window (8 s): the workers never stop.
+    start_cluster
+    window=keep_alive_interval=1,keep_alive_max_attempt=8
+    agent a --nnodes 2 --max_restarts 3 --rdzv_conf "$window"
+    agent b --nnodes 2 --max_restarts 3 --rdzv_conf "$window"
+    wait_files "r0_rank_*.env" 2
+    t0=$(date +%s%N)
+    kill -KILL "${MEMBER_PIDS[0]}" "${MEMBER_PIDS[1]}"  # no quorum
+    wait "${MEMBER_PIDS[0]}" "${MEMBER_PIDS[1]}" 2>/dev/null || true
+    sleep 4  # half the window without quorum: every keep-alive and watch fails meanwhile
+    member 0 etcd0.back.log
+    member 1 etcd1.back.log
+    for _ in $(seq 1 200); do serving etcd0.back.log && serving etcd1.back.log && break; sleep 0.05; done
+    serving etcd0.back.log && serving etcd1.back.log || fail "the members did not serve again"
+    back=$(( ($(date +%s%N) - t0) / 1000000 ))
+    ((back < 7000)) || fail "quorum came back only after ${back} ms: too close to the 8 s window to test"
+    echo "quorum lost for ${back} ms"
+    # Past the window since quorum was lost: both agents still run round 0's workers.
+    sleep $(( (10000 - back) / 1000 + 1 ))
+    for p in "${AGENTS[@]}"; do kill -0 "$p" || fail "an agent ended: $(cat "$SCRATCH"/a.log "$SCRATCH"/b.log)"; done
+    touch "$OUT_DIR/go"
+    for p in "${AGENTS[@]}"; do wait "$p" || fail "an agent failed: $(cat "$SCRATCH"/a.log "$SCRATCH"/b.log)"; done
+    [[ -z $(compgen -G "$OUT_DIR/r1_*") ]] || fail "the job restarted though quorum came back within the window"
+    logs=$(cat "$SCRATCH/a.log" "$SCRATCH/b.log")
+    [[ $logs != *"etcd was not reached"* ]] || fail "an agent said etcd was lost: $logs"
     ;;
   *) fail "unknown case $CASE" ;;
 esac
