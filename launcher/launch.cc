@@ -206,6 +206,9 @@ class Agent {
   Expected<std::unique_ptr<EtcdGroup>> makeEtcdGroup(const Notify& notify) {
     auto endpoints = parseEtcdEndpoints(*plan_.etcd_endpoints);
     if (!endpoints) return makeError("--rdzv_endpoint: " + endpoints.error());
+    const TlsFiles files{plan_.etcd_cacert, plan_.etcd_cert, plan_.etcd_key};
+    if (auto tls = useTls(*endpoints, plan_.etcd_https, files); !tls)
+      return makeError("--rdzv_conf: etcd over TLS: " + tls.error());
     EtcdOptions etcd;
     etcd.endpoints = *endpoints;
     return std::make_unique<EtcdGroup>(plan_, parent_env_, notify, etcd, "", store_port_,

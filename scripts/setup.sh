@@ -20,8 +20,9 @@ packages=(
   libopenblas0-pthread
   # example data, benchmarks, scheduler and multi-host tests
   dataset-fashion-mnist hyperfine time slurm-wlm munge openmpi-bin libopenmpi-dev iproute2
-  # rendezvous on etcd (issue 34): tests start members of their own, never the service
-  etcd-server etcd-client
+  # rendezvous on etcd (issue 34): tests start members of their own, never the service; TLS to
+  # etcd (libssl-dev) with certificates the tests make (openssl)
+  etcd-server etcd-client libssl-dev openssl
   # torchrun's etcd-v2 backend, the reference of scripts/bench/etcd_recovery.sh
   python3-etcd
 )

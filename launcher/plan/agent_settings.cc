@@ -57,7 +57,8 @@ struct RdzvConf {
   std::optional<bool> is_host;
   std::optional<double> last_call_s, keep_alive_interval_s, close_s;
   std::optional<int> keep_alive_attempts;
-  std::optional<std::string> tls;  // the first of protocol=https, cacert, cert, key (etcd's TLS)
+  std::optional<bool> https;                     // protocol=http|https (etcd's)
+  std::optional<std::string> cacert, cert, key;  // etcd's TLS files
 };
 
 // Every key --rdzv_conf takes: accel's (above), then those of torch's rendezvous backends that
@@ -137,9 +138,13 @@ Expected<void> readConfItem(const std::string& item, RdzvConf& conf) {
     }
   } else if (std::find(std::begin(kConfKeys), std::end(kConfKeys), key) == std::end(kConfKeys)) {
     return makeError(unknownConfKey(key));
-  } else if ((key == "protocol" && lowerCase(value) != "http") || key == "cacert" ||
-             key == "cert" || key == "key") {
-    if (!conf.tls) conf.tls = item;
+  } else if (key == "protocol") {
+    const std::string v = lowerCase(value);
+    if (v != "http" && v != "https")
+      return makeError("--rdzv_conf: '" + item + "' is not protocol=http|https");
+    conf.https = v == "https";
+  } else if (key == "cacert" || key == "cert" || key == "key") {
+    (key == "cacert" ? conf.cacert : key == "cert" ? conf.cert : conf.key) = value;
   }
   return {};
 }
@@ -151,6 +156,31 @@ Expected<RdzvConf> parseRdzvConf(const std::string& text) {
     if (auto ok = readConfItem(std::string(view), conf); !ok) return std::move(ok).takeError();
   }
   return conf;
+}
+
+// etcd's TLS from --rdzv_conf into the plan: protocol=https (or https:// endpoints) with cacert,
+// cert and key as torch's etcd backends take them. TLS files with TLS off are an error: torch
+// would ignore them and speak plain HTTP, which the user did not mean.
+Expected<void> applyEtcdTls(LaunchPlan& plan, const RdzvConf& conf) {
+  if (!plan.etcd_endpoints) return {};
+  const bool httpsEndpoint = plan.etcd_endpoints->find("https://") != std::string::npos;
+  plan.etcd_https = conf.https.value_or(httpsEndpoint);
+  if (!plan.etcd_https && httpsEndpoint) {
+    return makeError("--rdzv_conf protocol=http with an https:// --rdzv_endpoint (" +
+                     *plan.etcd_endpoints + "): say one");
+  }
+  const auto file = conf.cacert ? "cacert=" + *conf.cacert
+                    : conf.cert ? "cert=" + *conf.cert
+                    : conf.key  ? "key=" + *conf.key
+                                : "";
+  if (!plan.etcd_https && !file.empty()) {
+    return makeError("--rdzv_conf " + file +
+                     " is for TLS, which is off: add protocol=https (or give https:// endpoints)");
+  }
+  plan.etcd_cacert = conf.cacert.value_or("");
+  plan.etcd_cert = conf.cert.value_or("");
+  plan.etcd_key = conf.key.value_or("");
+  return {};
 }
 
 // --rdzv_timeout, else timeout= in --rdzv_conf (torchrun's spelling), else 900 s.
@@ -284,11 +314,7 @@ Expected<void> applyRendezvousFlags(LaunchPlan& plan, const LaunchOptions& o) {
   if (conf->keep_alive_interval_s) plan.keep_alive_interval = ms(*conf->keep_alive_interval_s);
   if (conf->keep_alive_attempts) plan.keep_alive_misses = *conf->keep_alive_attempts;
   if (conf->close_s) plan.round_close_timeout = ms(*conf->close_s);
-  if (conf->tls && plan.etcd_endpoints) {
-    return makeError("--rdzv_conf " + *conf->tls +
-                     ": accel speaks to etcd over plain HTTP only for now (TLS is not supported "
-                     "yet); give etcd an http:// client URL on a trusted network");
-  }
+  if (auto tls = applyEtcdTls(plan, *conf); !tls) return tls;
   if (plan.num_machines == 1 && (!o.rdzv_conf.empty() || o.rdzv_timeout_s ||
                                  plan.config.sources["rdzv_backend"] == config::Source::Flag)) {
     plan.notices.push_back(

@@ -75,6 +75,10 @@ struct LaunchPlan {
   // HOST:PORT[,...]); the rounds live there and every agent hosts a store of its own, the
   // workers' when its machine is a round's machine 0 (rendezvous/etcd_group.h).
   std::optional<std::string> etcd_endpoints;
+  // etcd over TLS (--rdzv_conf protocol=https, as torch's etcd backends take it; https://
+  // endpoints too): the CA certificate, this client's certificate and its key (empty: none).
+  bool etcd_https = false;
+  std::string etcd_cacert, etcd_cert, etcd_key;
   std::optional<int> master_port;  // nullopt: the agent picks a free one
   int max_restarts = 0;
   // Restart even when two attempts in a row failed the same way before any rank completed a

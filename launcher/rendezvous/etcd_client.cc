@@ -106,12 +106,14 @@ Expected<std::vector<EtcdEndpoint>> parseEtcdEndpoints(const std::string& text) 
   for (std::string_view part : splitOn(text, ',')) {
     const std::string item(part);
     std::string e(trimmed(part));
-    if (e.rfind("https://", 0) == 0) {
-      return makeError("etcd endpoint '" + e + "': https is not supported yet (use http://)");
-    }
-    if (e.rfind("http://", 0) == 0) e = e.substr(7);
-    if (!e.empty() && e.back() == '/') e.pop_back();
     EtcdEndpoint ep;
+    if (e.rfind("https://", 0) == 0) {
+      ep.https = true;
+      e = e.substr(8);
+    } else if (e.rfind("http://", 0) == 0) {
+      e = e.substr(7);
+    }
+    if (!e.empty() && e.back() == '/') e.pop_back();
     const size_t colon = e.rfind(':');
     const bool bracketed = !e.empty() && e.front() == '[';
     if (colon == std::string::npos || (bracketed && e[colon - 1] != ']')) {
@@ -133,10 +135,25 @@ Expected<std::vector<EtcdEndpoint>> parseEtcdEndpoints(const std::string& text) 
   return out;
 }
 
+Expected<void> useTls(std::vector<EtcdEndpoint>& endpoints, bool https, const TlsFiles& files) {
+  const bool any = https || std::any_of(endpoints.begin(), endpoints.end(),
+                                        [](const EtcdEndpoint& e) { return e.https; });
+  if (!any) return {};
+  std::shared_ptr<const TlsClient> tls;
+  try {
+    tls = std::make_shared<const TlsClient>(files);
+  } catch (const Error& e) {
+    return makeError(e.what());
+  }
+  for (auto& e : endpoints) e.tls = tls;
+  return {};
+}
+
 EtcdClient::EtcdClient(EtcdOptions options) : options_(std::move(options)) {
   if (options_.endpoints.empty()) throw Error("EtcdClient: no endpoint");
   for (const auto& e : options_.endpoints) {
-    connections_.push_back(std::make_unique<HttpConnection>(e.host, e.port));
+    if (e.https && !e.tls) throw Error("EtcdClient: https endpoint " + e.text() + " without TLS");
+    connections_.push_back(std::make_unique<HttpConnection>(e.host, e.port, e.tls));
   }
 }
 
@@ -177,12 +194,24 @@ std::optional<json> EtcdClient::tryEndpoint(size_t at, const std::string& path,
   HttpConnection::Reply reply;
   try {
     reply = path == "/version" ? c.get(path, until) : c.post(path, body, until);
+  } catch (const TlsRefused& e) {
+    throw TlsRefused("etcd at " + c.address() + ": " + e.what());  // no retry mends it
+  } catch (const TimeoutError& e) {
+    if (said.empty()) said = e.what();  // else what it said before the call's time ran out
+    return std::nullopt;
   } catch (const Error& e) {
     said = e.what();
     return std::nullopt;
   }
   json parsed = json::parse(reply.body, nullptr, false);
   if (parsed.is_discarded() || !parsed.is_object()) {
+    // Go's answer to plain HTTP on a TLS port.
+    if (reply.body.find("HTTP request to an HTTPS server") != std::string::npos) {
+      said =
+          "it serves https: add protocol=https to --rdzv_conf (with cacert=, and cert= and "
+          "key= if it asks for a client certificate)";
+      return std::nullopt;
+    }
     said = "HTTP " + std::to_string(reply.status) + " and no JSON: is it etcd's client port?";
     return std::nullopt;
   }
@@ -304,7 +333,7 @@ void EtcdClient::revokeLease(int64_t id) { call("/v3/lease/revoke", {{"ID", std:
 
 EtcdWatch::EtcdWatch(const EtcdEndpoint& endpoint, const std::string& key, bool prefix,
                      int64_t from, HttpConnection::time_point deadline)
-    : connection_(endpoint.host, endpoint.port) {
+    : connection_(endpoint.host, endpoint.port, endpoint.tls) {
   json create{{"key", base64(key)}};
   if (prefix) create["range_end"] = base64(prefixEnd(key));
   if (from > 0) create["start_revision"] = std::to_string(from);

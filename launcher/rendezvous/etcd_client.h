@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/rendezvous/http_connection.h"
+#include "launcher/rendezvous/tls_client.h"
 #include "libaccel/common/expected.h"
 
 namespace accel::launcher {
@@ -32,13 +33,20 @@ namespace accel::launcher {
 struct EtcdEndpoint {
   std::string host;
   int port = 2379;
-  std::string text() const;  // "host:port"
+  bool https = false;                    // given as https://
+  std::shared_ptr<const TlsClient> tls;  // spoken to over TLS through it (null: plain HTTP)
+  std::string text() const;              // "host:port"
 };
 
-// "HOST:PORT[,HOST:PORT...]", each optionally with http:// (torch's etcd backends take
-// `--rdzv_endpoint` so); a missing port is etcd's 2379. An error naming the endpoint that is
-// not one (https:// included: TLS is not supported yet).
+// "HOST:PORT[,HOST:PORT...]", each optionally with http:// or https:// (torch's etcd backends
+// take `--rdzv_endpoint` so); a missing port is etcd's 2379. An error naming the endpoint that is
+// not one.
 Expected<std::vector<EtcdEndpoint>> parseEtcdEndpoints(const std::string& text);
+
+// TLS for every endpoint when `https` (--rdzv_conf protocol=https) or an endpoint was given as
+// https://: one TlsClient reading `files` (cacert, cert, key), shared by them all. An error
+// names the file that cannot serve. Blocks only to read the files.
+Expected<void> useTls(std::vector<EtcdEndpoint>& endpoints, bool https, const TlsFiles& files);
 
 struct EtcdOptions {
   std::vector<EtcdEndpoint> endpoints;

@@ -13,6 +13,10 @@
 #include "accel/error.h"
 #include "libaccel/store/tcp_connect.h"
 
+#if ACCEL_HAVE_OPENSSL
+#include <openssl/ssl.h>
+#endif
+
 namespace accel::launcher {
 namespace {
 
@@ -29,7 +33,8 @@ std::string lowered(std::string s) {
 
 }  // namespace
 
-HttpConnection::HttpConnection(std::string host, int port) : host_(std::move(host)), port_(port) {}
+HttpConnection::HttpConnection(std::string host, int port, std::shared_ptr<const TlsClient> tls)
+    : host_(std::move(host)), port_(port), tls_(std::move(tls)) {}
 
 HttpConnection::~HttpConnection() { close(); }
 
@@ -39,6 +44,10 @@ std::string HttpConnection::address() const {
 }
 
 void HttpConnection::close() {
+#if ACCEL_HAVE_OPENSSL
+  if (ssl_) SSL_free(ssl_);  // no close_notify: the peer learns it from the TCP close
+#endif
+  ssl_ = nullptr;
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
   raw_.clear();
@@ -114,49 +123,116 @@ std::optional<std::string> HttpConnection::nextMessage(time_point deadline) {
 }
 
 bool HttpConnection::buffered() const {
+#if ACCEL_HAVE_OPENSSL
+  if (ssl_ && SSL_pending(ssl_) > 0) return true;  // decrypted, not read yet: poll cannot see it
+#endif
   return decoded_.find('\n') != std::string::npos || !raw_.empty();
 }
 
-void HttpConnection::request(const char* method, const std::string& path, const std::string& body,
-                             time_point deadline) {
-  if (fd_ < 0) {
-    std::string why;
-    fd_ = store::connectTcp(host_, port_, deadline, why);
-    if (fd_ < 0) throw NetworkError("cannot connect: " + why);
+void HttpConnection::connect(time_point deadline) {
+  std::string why;
+  fd_ = store::connectTcp(host_, port_, deadline, why);
+  if (fd_ < 0) throw NetworkError("cannot connect: " + why);
+  if (!tls_) return;
+  try {
+    ssl_ = tls_->handshake(fd_, host_, deadline);
+  } catch (const Error&) {
+    close();
+    throw;
   }
-  raw_.clear();
-  decoded_.clear();
-  const std::string bytes =
-      std::string(method) + " " + path + " HTTP/1.1\r\nHost: " + address() +
-      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-      "\r\n\r\n" + body;
+}
+
+void HttpConnection::send(const std::string& bytes, time_point deadline) {
   size_t off = 0;
   while (off < bytes.size()) {
-    const ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(std::string("sending the request failed: ") + std::strerror(errno));
+    ssize_t n;
+#if ACCEL_HAVE_OPENSSL
+    if (ssl_) {
+      n = SSL_write(ssl_, bytes.data() + off, static_cast<int>(bytes.size() - off));
+      if (n <= 0) {
+        const int err = SSL_get_error(ssl_, static_cast<int>(n));
+        if (err != SSL_ERROR_WANT_WRITE && err != SSL_ERROR_WANT_READ)
+          fail("sending the request failed: " + TlsClient::lastError());
+        pollfd pfd{fd_, static_cast<short>(err == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN), 0};
+        if (::poll(&pfd, 1, static_cast<int>(std::min<long long>(msUntil(deadline), 1 << 30))) == 0)
+          throw TimeoutError("the request was not taken in time");
+        continue;
+      }
+    } else
+#endif
+    {
+      n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) fail(std::string("sending the request failed: ") + std::strerror(errno));
+    }
     off += static_cast<size_t>(n);
     if (msUntil(deadline) == 0 && off < bytes.size())
       throw TimeoutError("the request was not taken in time");
   }
 }
 
-// Appends what arrives before `deadline` to raw_ (at least one byte). TimeoutError leaves the
-// connection as it is (a stream's reader may look again).
-void HttpConnection::fill(time_point deadline) {
+long HttpConnection::receive(char* buf, size_t size) {
+#if ACCEL_HAVE_OPENSSL
+  if (ssl_) {
+    const int n = SSL_read(ssl_, buf, static_cast<int>(size));
+    if (n > 0) return n;
+    const int err = SSL_get_error(ssl_, n);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return -1;
+    if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && errno == 0)) return 0;
+    if (err == SSL_ERROR_SYSCALL) fail(std::string("receiving failed: ") + std::strerror(errno));
+    const std::string why = TlsClient::lastError();  // the server's alert, as a rule
+    close();
+    throw TlsRefused("the server refused this client's TLS: " + why);
+  }
+#endif
   while (true) {
-    pollfd pfd{fd_, POLLIN, 0};
-    const int ready =
-        ::poll(&pfd, 1, static_cast<int>(std::min<long long>(msUntil(deadline), 1 << 30)));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) throw TimeoutError("no reply in time");
-    char buf[16384];
-    const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    const ssize_t n = ::recv(fd_, buf, size, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n == 0) fail("the server closed the connection");
     if (n < 0) fail(std::string("receiving failed: ") + std::strerror(errno));
+    return n;
+  }
+}
+
+void HttpConnection::request(const char* method, const std::string& path, const std::string& body,
+                             time_point deadline) {
+  if (fd_ < 0) connect(deadline);
+  raw_.clear();
+  decoded_.clear();
+  send(std::string(method) + " " + path + " HTTP/1.1\r\nHost: " + address() +
+           "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n\r\n" + body,
+       deadline);
+}
+
+// Appends what arrives before `deadline` to raw_ (at least one byte): true. The server closing
+// the connection is a failure, or false when `endIsFine` (a body that ends with it). TimeoutError
+// leaves the connection as it is (a stream's reader may look again).
+bool HttpConnection::fill(time_point deadline, bool endIsFine) {
+  while (true) {
+    char buf[16384];
+#if ACCEL_HAVE_OPENSSL
+    const bool pending = ssl_ && SSL_pending(ssl_) > 0;
+#else
+    const bool pending = false;
+#endif
+    if (!pending) {
+      pollfd pfd{fd_, POLLIN, 0};
+      const int ready =
+          ::poll(&pfd, 1, static_cast<int>(std::min<long long>(msUntil(deadline), 1 << 30)));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) throw TimeoutError("no reply in time");
+    }
+    const long n = receive(buf, sizeof buf);
+    if (n < 0) continue;  // a TLS record not whole yet
+    if (n == 0 && endIsFine) return false;
+    if (n == 0 && raw_.empty() && !tls_ && awaiting_head_) {
+      fail(
+          "the server closed the connection without a reply (if it serves https: add "
+          "protocol=https to --rdzv_conf)");
+    }
+    if (n == 0) fail("the server closed the connection");
     raw_.append(buf, static_cast<size_t>(n));
-    return;
+    return true;
   }
 }
 
@@ -174,11 +250,14 @@ int HttpConnection::readHead(time_point deadline) {
   length_ = -1;
   ended_ = false;
   keep_ = true;
+  awaiting_head_ = true;
   const std::string status = takeLine(deadline);
+  awaiting_head_ = false;
   if (status.rfind("HTTP/1.", 0) != 0 || status.size() < 12) {
     fail("answers out of protocol (not HTTP/1.x): '" + status.substr(0, 60) + "'");
   }
   const int code = std::atoi(status.c_str() + 9);
+  keep_ = status.rfind("HTTP/1.0", 0) != 0;  // 1.0 closes unless it says otherwise
   for (std::string line = takeLine(deadline); !line.empty(); line = takeLine(deadline)) {
     const size_t colon = line.find(':');
     if (colon == std::string::npos) continue;
@@ -188,7 +267,8 @@ int HttpConnection::readHead(time_point deadline) {
     if (name == "transfer-encoding") chunked_ = value.find("chunked") != std::string::npos;
     if (name == "connection") keep_ = value.find("close") == std::string::npos;
   }
-  if (!chunked_ && length_ < 0) fail("a reply with neither a length nor chunks");
+  // Neither a length nor chunks: the body ends with the connection (HTTP/1.0's way).
+  if (!chunked_ && length_ < 0 && keep_) fail("a reply with neither a length nor chunks");
   return code;
 }
 
@@ -198,6 +278,11 @@ std::string HttpConnection::readBody(time_point deadline) {
     while (decodeChunk(deadline)) {
     }
     body = std::exchange(decoded_, {});
+  } else if (length_ < 0) {
+    while (fill(deadline, true)) {
+    }
+    body = std::exchange(raw_, {});
+    ended_ = true;
   } else {
     while (static_cast<long long>(raw_.size()) < length_) fill(deadline);
     body = raw_.substr(0, static_cast<size_t>(length_));

@@ -1,8 +1,9 @@
 #pragma once
 // HttpConnection: one HTTP/1.1 connection to a server that speaks JSON over POST — etcd's v3
-// gateway (etcd_client.h). A request's reply is read whole (Content-Length or chunked); a
-// streaming reply (etcd's watch) is read one newline-delimited message at a time. The
-// connection is kept for the next request while the server keeps it.
+// gateway (etcd_client.h) — plain, or over TLS when given a TlsClient (https). A request's reply is
+// read whole (Content-Length or chunked); a streaming reply (etcd's watch) is read one
+// newline-delimited message at a time. The connection is kept for the next request while the server
+// keeps it.
 //
 // Blocking, every call bounded by its deadline; not thread-safe (one owner). Throws
 // accel::NetworkError when the server cannot be reached, closes the connection or answers out of
@@ -11,8 +12,11 @@
 // request makes a new one), but a stream's reader whose deadline came first may look again.
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
+
+#include "launcher/rendezvous/tls_client.h"
 
 namespace accel::launcher {
 
@@ -25,7 +29,8 @@ class HttpConnection {
     std::string body;
   };
 
-  HttpConnection(std::string host, int port);
+  // `tls`: speak HTTPS through it (null: plain HTTP).
+  HttpConnection(std::string host, int port, std::shared_ptr<const TlsClient> tls = nullptr);
   ~HttpConnection();
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
@@ -61,19 +66,27 @@ class HttpConnection {
   int readHead(time_point deadline);
   std::string readBody(time_point deadline);
   bool decodeChunk(time_point deadline);
-  void fill(time_point deadline);
+  bool fill(time_point deadline, bool endIsFine = false);
+  void connect(time_point deadline);
+  void send(const std::string& bytes, time_point deadline);
+  // Reads what there is into buf (> 0 bytes), 0 when the server closed, -1 when nothing came
+  // yet (poll again); throws on a failure.
+  long receive(char* buf, size_t size);
   std::string takeLine(time_point deadline);
   [[noreturn]] void fail(const std::string& what);
 
   const std::string host_;
   const int port_;
+  const std::shared_ptr<const TlsClient> tls_;
   int fd_ = -1;
-  std::string raw_;        // bytes received and not yet parsed
-  std::string decoded_;    // body bytes of a chunked stream not yet returned
-  bool chunked_ = false;   // the current reply's body
-  long long length_ = -1;  // its Content-Length (-1: none)
-  bool ended_ = false;     // its last chunk was read
-  bool keep_ = true;       // the server keeps the connection after this reply
+  ssl_st* ssl_ = nullptr;       // the TLS session on fd_ (https)
+  std::string raw_;             // bytes received and not yet parsed
+  std::string decoded_;         // body bytes of a chunked stream not yet returned
+  bool chunked_ = false;        // the current reply's body
+  long long length_ = -1;       // its Content-Length (-1: none)
+  bool ended_ = false;          // its last chunk was read
+  bool keep_ = true;            // the server keeps the connection after this reply
+  bool awaiting_head_ = false;  // reading a reply's status line
 };
 
 }  // namespace accel::launcher

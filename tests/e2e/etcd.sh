@@ -11,6 +11,8 @@
 #   etcd_faults     a cluster of three members: the member the agents use first killed, the job
 #                   goes on with no restart; a second killed (no quorum), every agent stops its
 #                   workers once the keep-alive window passed, saying etcd was lost
+#   tls             etcd over https with client certificates: a job, and one error for each
+#                   wrong setting (wrong CA, no client certificate, a file that is not there)
 #   quorum_back     the same cluster: two members killed and started again within the window;
 #                   the job goes on in its first round and finishes
 # Skipped (77) where etcd is not installed.
@@ -23,8 +25,8 @@ mkdir -p "$OUT_DIR"
 export OUT_DIR
 
 source "$(dirname "$0")/etcd_lib.sh"
-start_etcd() {
-  etcd_start "$SCRATCH" $((35000 + ($$ % 1000) * 2)) || fail "etcd did not start"
+start_etcd() {  # start_etcd [ETCD ARGS...]
+  etcd_start "$SCRATCH" $((35000 + ($$ % 1000) * 2)) "$@" || fail "etcd did not start"
   ETCD=$ETCD_ENDPOINT
 }
 
@@ -196,6 +198,30 @@ case $CASE in
     [[ -z $(compgen -G "$OUT_DIR/r1_*") ]] || fail "the job restarted though quorum came back within the window"
     logs=$(cat "$SCRATCH/a.log" "$SCRATCH/b.log")
     [[ $logs != *"etcd was not reached"* ]] || fail "an agent said etcd was lost: $logs"
+    ;;
+  tls)
+    # etcd serving only https and asking clients for a certificate (--client-cert-auth), with
+    # certificates openssl makes here: two agents with torch's TLS keys meet and finish; a wrong
+    # CA, and no client certificate, are one clear error each.
+    bash "$(dirname "$0")/../fixtures/tls/make_certs.sh" "$SCRATCH/certs" || fail "openssl could not make the certificates"
+    c=$SCRATCH/certs
+    ETCD_SCHEME=https start_etcd --cert-file "$c/server.pem" --key-file "$c/server.key" \
+      --trusted-ca-file "$c/ca.pem" --client-cert-auth
+    tls=protocol=https,cacert=$c/ca.pem,cert=$c/client.pem,key=$c/client.key
+    export STAY=0
+    agent a --nnodes 2 --rdzv_conf "$tls"
+    agent b --nnodes 2 --rdzv_conf "$tls"
+    for p in "${AGENTS[@]}"; do wait "$p" || fail "an agent failed: $(cat "$SCRATCH"/*.log)"; done
+    [[ $(val r0_rank_0 WORLD_SIZE) == 2 && $(val r0_rank_1 GROUP_RANK) == 1 ]] || fail "the job over TLS"
+    expect_exit 2 "$ACCEL" run --nnodes 2 --nproc_per_node 1 --rdzv_backend etcd --rdzv_endpoint "$ETCD" \
+      --rdzv_conf "protocol=https,cacert=$c/other-ca.pem,cert=$c/client.pem,key=$c/client.key" --no_python /bin/true
+    expect_contains "$ERR" "accel: error: cannot reach etcd at $ETCD (--rdzv_endpoint): etcd at $ETCD: TLS handshake failed: the server's certificate: unable to get local issuer certificate"
+    expect_exit 2 "$ACCEL" run --nnodes 2 --nproc_per_node 1 --rdzv_backend etcd --rdzv_endpoint "$ETCD" \
+      --rdzv_conf "protocol=https,cacert=$c/ca.pem" --no_python /bin/true
+    expect_contains "$ERR" "etcd at $ETCD: the server refused this client's TLS: "
+    expect_exit 2 "$ACCEL" run --nnodes 2 --nproc_per_node 1 --rdzv_backend etcd --rdzv_endpoint "$ETCD" \
+      --rdzv_conf "protocol=https,cacert=$c/nope.pem" --no_python /bin/true
+    expect_contains "$ERR" "accel: error: --rdzv_conf: etcd over TLS: cacert=$c/nope.pem: not a PEM CA certificate that can be read"
     ;;
   *) fail "unknown case $CASE" ;;
 esac

@@ -471,12 +471,29 @@ TEST_F(LaunchPlanTest, RendezvousFlagsOnOneMachineAreNoticedAsIgnored) {
   EXPECT_EQ(p->notices, std::vector<std::string>{
                             "--node_rank/--machine_rank 1 has no effect with --rdzv_backend "
                             "etcd-v2: the machines are ranked in the order they join"});
-  o.rdzv_conf = "protocol=https,cacert=/ca.pem";
+  // etcd's TLS as torch's etcd backends take it; TLS files with TLS off are an error.
+  o.rdzv_conf = "protocol=https,cacert=/ca.pem,cert=/c.pem,key=/c.key";
   p = plan(o);
-  ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.error(),
-            "--rdzv_conf protocol=https: accel speaks to etcd over plain HTTP only for now (TLS "
-            "is not supported yet); give etcd an http:// client URL on a trusted network");
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_TRUE(p->etcd_https);
+  EXPECT_EQ(p->etcd_cacert, "/ca.pem");
+  EXPECT_EQ(p->etcd_cert, "/c.pem");
+  EXPECT_EQ(p->etcd_key, "/c.key");
+  o.rdzv_conf = "cacert=/ca.pem";
+  EXPECT_EQ(plan(o).error(),
+            "--rdzv_conf cacert=/ca.pem is for TLS, which is off: add "
+            "protocol=https (or give https:// endpoints)");
+  o.rdzv_conf = "protocol=ftp";
+  EXPECT_EQ(plan(o).error(), "--rdzv_conf: 'protocol=ftp' is not protocol=http|https");
+  o.etcd_endpoints = "https://e1:2379,e2:2379";
+  o.rdzv_conf = "cacert=/ca.pem";
+  p = plan(o);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_TRUE(p->etcd_https);
+  o.rdzv_conf = "protocol=http";
+  EXPECT_EQ(plan(o).error(),
+            "--rdzv_conf protocol=http with an https:// --rdzv_endpoint "
+            "(https://e1:2379,e2:2379): say one");
   o.rdzv_conf = "timeout=5";
   o.etcd_endpoints.reset();
   o.config.rdzv_backend.reset();

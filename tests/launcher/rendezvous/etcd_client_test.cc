@@ -37,8 +37,12 @@ TEST(EtcdEndpoints, ParseAsTorchsEtcdBackendsTakeThem) {
   EXPECT_EQ((*e)[3].text(), "etcd-3:2379");  // etcd's own port
   EXPECT_EQ(parseEtcdEndpoints("a:1,b:x").error(), "etcd endpoint 'b:x': 'x' is not a port");
   EXPECT_EQ(parseEtcdEndpoints("a:1,,b:2").error(), "etcd endpoint '' is not HOST:PORT");
-  EXPECT_EQ(parseEtcdEndpoints("https://a:2379").error(),
-            "etcd endpoint 'https://a:2379': https is not supported yet (use http://)");
+  auto tls = parseEtcdEndpoints("https://a:2379,b");
+  ASSERT_TRUE(tls.ok()) << tls.error();
+  EXPECT_TRUE((*tls)[0].https);
+  EXPECT_EQ((*tls)[0].text(), "a:2379");
+  EXPECT_FALSE((*tls)[1].https);
+  EXPECT_FALSE((*e)[0].https);
 }
 
 TEST_F(EtcdClientTest, KeysAndPrefixes) {

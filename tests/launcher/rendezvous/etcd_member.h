@@ -4,7 +4,8 @@
 // come from a range picked by the test's pid; a port already taken makes a member exit saying
 // so, and the whole cluster is started again on the next ports (no port is bound and closed to
 // find a free one). Ready once a write goes through (the cluster has a leader); the destructor
-// SIGKILLs every member and removes the directories.
+// SIGKILLs every member and removes the directories. With TLS (EtcdTls): clients speak https to
+// members whose certificates tests/fixtures/tls/make_certs.sh made.
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -27,18 +29,40 @@ namespace accel::launcher::testing {
 
 inline const char* kEtcdBinary = "/usr/bin/etcd";
 
+// Certificates of tests/fixtures/tls/make_certs.sh in `dir`; client_cert_auth: etcd asks
+// clients for a certificate signed by the CA.
+struct EtcdTls {
+  std::string dir;
+  bool client_cert_auth = false;
+  std::string file(const std::string& name) const { return dir + "/" + name; }
+  // What a client that trusts the test's CA (and has its client certificate) gives.
+  TlsFiles client() const { return {file("ca.pem"), file("client.pem"), file("client.key")}; }
+};
+
+// Makes the certificates in a new directory under /tmp (its path in `dir`); false with why.
+inline bool makeTestCertificates(std::string& dir, std::string& why) {
+  char tmpl[] = "/tmp/accel-certs-XXXXXX";
+  dir = ::mkdtemp(tmpl);
+  const std::string command =
+      std::string("bash ") + ACCEL_TLS_CERTS_SCRIPT + " " + dir + " >" + dir + "/make.log 2>&1";
+  if (std::system(command.c_str()) == 0) return true;
+  why = "tests/fixtures/tls/make_certs.sh failed (openssl): see " + dir + "/make.log";
+  return false;
+}
+
 class EtcdCluster {
  public:
   // Starts `members` members; nullptr with `why` when it cannot (no etcd installed, or the
   // cluster never answered).
-  static std::unique_ptr<EtcdCluster> start(int members, std::string& why) {
+  static std::unique_ptr<EtcdCluster> start(int members, std::string& why,
+                                            std::optional<EtcdTls> tls = std::nullopt) {
     if (::access(kEtcdBinary, X_OK) != 0) {
       why = std::string(kEtcdBinary) + " is not installed (Debian's etcd-server; scripts/setup.sh)";
       return nullptr;
     }
     const int base = 31000 + static_cast<int>(::getpid() % 1000) * 8;
     for (int port = base; port < base + 10 * 2 * members; port += 2 * members) {
-      auto cluster = std::unique_ptr<EtcdCluster>(new EtcdCluster(members, port));
+      auto cluster = std::unique_ptr<EtcdCluster>(new EtcdCluster(members, port, tls));
       if (cluster->ready(why)) return cluster;
       if (why.find("address already in use") == std::string::npos) return nullptr;
     }
@@ -78,7 +102,8 @@ class EtcdCluster {
   }
 
  private:
-  EtcdCluster(int members, int base) : base_(base) {
+  EtcdCluster(int members, int base, std::optional<EtcdTls> tls)
+      : base_(base), tls_(std::move(tls)) {
     char tmpl[] = "/tmp/accel-etcd-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     std::string cluster;
@@ -94,18 +119,43 @@ class EtcdCluster {
   }
 
   pid_t startMember(int member, const std::string& cluster) {
-    const std::string client = "http://" + endpoint(member), peer = peerUrl(member);
-    const std::string data = dir_ + "/" + name(member), log = data + ".log";
-    const std::string token = "accel-test-" + std::to_string(::getpid());
+    const std::string client = (tls_ ? "https://" : "http://") + endpoint(member),
+                      peer = peerUrl(member);
+    std::vector<std::string> args = {kEtcdBinary,
+                                     "--name",
+                                     name(member),
+                                     "--data-dir",
+                                     dir_ + "/" + name(member),
+                                     "--listen-client-urls",
+                                     client,
+                                     "--advertise-client-urls",
+                                     client,
+                                     "--listen-peer-urls",
+                                     peer,
+                                     "--initial-advertise-peer-urls",
+                                     peer,
+                                     "--initial-cluster",
+                                     cluster,
+                                     "--initial-cluster-state",
+                                     "new",
+                                     "--initial-cluster-token",
+                                     "accel-test-" + std::to_string(::getpid())};
+    if (tls_) {
+      for (const char* a : {"--cert-file", "server.pem", "--key-file", "server.key",
+                            "--trusted-ca-file", "ca.pem"}) {
+        args.push_back(a[0] == '-' ? std::string(a) : tls_->file(a));
+      }
+      if (tls_->client_cert_auth) args.push_back("--client-cert-auth");
+    }
+    const std::string log = dir_ + "/" + name(member) + ".log";
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     const pid_t pid = ::fork();
     if (pid == 0) {
       std::freopen(log.c_str(), "w", stderr);
       std::freopen("/dev/null", "w", stdout);
-      ::execl(kEtcdBinary, kEtcdBinary, "--name", name(member).c_str(), "--data-dir", data.c_str(),
-              "--listen-client-urls", client.c_str(), "--advertise-client-urls", client.c_str(),
-              "--listen-peer-urls", peer.c_str(), "--initial-advertise-peer-urls", peer.c_str(),
-              "--initial-cluster", cluster.c_str(), "--initial-cluster-state", "new",
-              "--initial-cluster-token", token.c_str(), static_cast<char*>(nullptr));
+      ::execv(kEtcdBinary, argv.data());
       ::_exit(127);
     }
     return pid;
@@ -117,6 +167,7 @@ class EtcdCluster {
   bool ready(std::string& why) {
     EtcdOptions o;
     o.endpoints = *parseEtcdEndpoints(endpoints());
+    if (tls_) (void)useTls(o.endpoints, true, tls_->client());
     o.timeout = o.attempt_timeout = std::chrono::milliseconds(500);
     EtcdClient client(o);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -153,6 +204,7 @@ class EtcdCluster {
   }
 
   const int base_;
+  const std::optional<EtcdTls> tls_;
   std::string dir_;
   std::vector<pid_t> pids_;
 };
