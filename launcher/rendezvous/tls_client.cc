@@ -5,14 +5,15 @@
 #if ACCEL_HAVE_OPENSSL
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <poll.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #endif
 
 namespace accel::launcher {
@@ -23,7 +24,8 @@ namespace {
 
 bool isIpAddress(const std::string& host) {
   unsigned char buf[sizeof(in6_addr)];
-  return ::inet_pton(AF_INET, host.c_str(), buf) == 1 || ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
+  return ::inet_pton(AF_INET, host.c_str(), buf) == 1 ||
+         ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
 // Waits until fd is ready for what OpenSSL asked (`want`: SSL_ERROR_WANT_READ or _WRITE), or
@@ -33,7 +35,8 @@ void awaitSocket(int fd, int want, TlsClient::time_point deadline, const char* w
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     pollfd pfd{fd, static_cast<short>(want == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN), 0};
-    const int ready = ::poll(&pfd, 1, static_cast<int>(std::clamp<long long>(left.count(), 0, 1 << 30)));
+    const int ready =
+        ::poll(&pfd, 1, static_cast<int>(std::clamp<long long>(left.count(), 0, 1 << 30)));
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) throw TimeoutError(std::string("no TLS ") + what + " in time");
     return;
@@ -64,10 +67,12 @@ TlsClient::TlsClient(const TlsFiles& files) {
     ctx_ = nullptr;
     throw Error(what + ": " + reason);
   };
-  if (files.cacert.empty() ? SSL_CTX_set_default_verify_paths(ctx_) != 1
-                           : SSL_CTX_load_verify_locations(ctx_, files.cacert.c_str(), nullptr) != 1) {
-    failed(files.cacert.empty() ? "TLS: cannot load the system's CA certificates"
-                                : "cacert=" + files.cacert + ": not a PEM CA certificate that can be read");
+  if (files.cacert.empty()
+          ? SSL_CTX_set_default_verify_paths(ctx_) != 1
+          : SSL_CTX_load_verify_locations(ctx_, files.cacert.c_str(), nullptr) != 1) {
+    failed(files.cacert.empty()
+               ? "TLS: cannot load the system's CA certificates"
+               : "cacert=" + files.cacert + ": not a PEM CA certificate that can be read");
   }
   if (!files.cert.empty() && SSL_CTX_use_certificate_chain_file(ctx_, files.cert.c_str()) != 1) {
     failed("cert=" + files.cert + ": not a PEM certificate that can be read");
@@ -118,9 +123,9 @@ ssl_st* TlsClient::handshake(int fd, const std::string& host, time_point deadlin
         throw NetworkError(std::string("TLS handshake failed: ") +
                            (errno ? std::strerror(errno) : "the server closed the connection"));
       }
-      std::string why = verify != X509_V_OK
-                            ? std::string("the server's certificate: ") + X509_verify_cert_error_string(verify)
-                            : lastError();
+      std::string why = verify != X509_V_OK ? std::string("the server's certificate: ") +
+                                                  X509_verify_cert_error_string(verify)
+                                            : lastError();
       throw TlsRefused("TLS handshake failed: " + why);
     }
   } catch (...) {
