@@ -88,7 +88,7 @@ json absent(const std::string& key) {
 
 // An error etcd answers when this member cannot serve now, while another may.
 bool memberUnavailable(const json& error) {
-  const int code = error.value("code", 0);
+  const int code = error.value("code", error.value("grpc_code", 0));  // a stream's: grpc_code
   const std::string message = error.value("message", error.value("error", std::string()));
   return code == 14 || code == 4 || message.find("no leader") != std::string::npos ||
          message.find("leader changed") != std::string::npos;
@@ -215,6 +215,13 @@ std::optional<json> EtcdClient::tryEndpoint(size_t at, const std::string& path,
     said = "HTTP " + std::to_string(reply.status) + " and no JSON: is it etcd's client port?";
     return std::nullopt;
   }
+  // A streaming call (keepalive, watch) that failed still answers 200: {"error": {...}}.
+  if (reply.status == 200 && parsed.contains("error") && !parsed.contains("result") &&
+      parsed["error"].is_object()) {
+    json inner = parsed["error"];
+    parsed = std::move(inner);
+    reply.status = parsed.value("http_code", 500);
+  }
   if (reply.status == 200) {
     const json& header = parsed.contains("result") ? parsed["result"] : parsed;
     if (header.contains("header")) revision_ = number(header["header"], "revision");
@@ -326,6 +333,7 @@ int64_t EtcdClient::keepAlive(int64_t id) {
   // A stream of one request and one reply: {"result": {"ID", "TTL"}}; TTL 0 (left out) when
   // the lease is gone.
   const json reply = call("/v3/lease/keepalive", {{"ID", std::to_string(id)}});
+  fprintf(stderr, "KA-DEBUG %s %s\n", endpointInUse().c_str(), reply.dump().c_str());
   return std::max<int64_t>(0, number(reply.value("result", json::object()), "TTL"));
 }
 

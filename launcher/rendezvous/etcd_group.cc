@@ -153,6 +153,7 @@ Expected<Placement> EtcdGroup::meet() {
   o.machine_rank = joined_->machine_rank;
   o.members = joined_->members;
   o.window = lease_->ttl();
+  o.check_every = plan_.keep_alive_interval;
   try {
     const JobKeys keys(settings_.run_id, root_);
     client_->put(keys.openRound(), std::to_string(round_.round + 1));

@@ -107,6 +107,10 @@ void EtcdLink::post(LinkEvent event) {
 void EtcdLink::run() {
   while (true) {
     if (!drainWatches()) reconnect();
+    if (!watches_.empty() && SteadyClock::now() >= next_check_ && !watchEndpointServes()) {
+      watches_.clear();
+      reconnect();
+    }
     std::optional<JobFailure> mine;
     std::optional<std::string> leaseLost;
     {
@@ -149,7 +153,23 @@ bool EtcdLink::drainWatches() {
 void EtcdLink::waitForWork() {
   std::vector<pollfd> fds{{wake_fd_, POLLIN, 0}};
   for (const auto& w : watches_) fds.push_back({w.watch->fd(), POLLIN, 0});
-  ::poll(fds.data(), fds.size(), watches_.empty() ? 200 : -1);
+  const auto untilCheck =
+      std::chrono::duration_cast<std::chrono::milliseconds>(next_check_ - SteadyClock::now());
+  ::poll(fds.data(), fds.size(),
+         watches_.empty() ? 200 : static_cast<int>(std::max<long long>(0, untilCheck.count())));
+}
+
+// Whether the watches' endpoint answers a read that needs quorum (a linearizable range of the
+// stop record) within check_every (at most 1 s): a machine cut off keeps its connections silent,
+// and a member cut off from the others' majority serves no such read.
+bool EtcdLink::watchEndpointServes() {
+  next_check_ = SteadyClock::now() + o_.check_every;
+  try {
+    watch_check_->get(keys_.stop());
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 // The watches again, after a read that catches up on what happened meanwhile.
@@ -195,6 +215,12 @@ void EtcdLink::openWatches() {
   watches_.push_back(
       {Watched::kArrivals,
        std::make_unique<EtcdWatch>(at, next_keys_.memberPrefix(), true, revision_ + 1, deadline)});
+  EtcdOptions alone = o_.etcd;
+  alone.endpoints = {at};
+  alone.timeout = alone.attempt_timeout =
+      std::min<std::chrono::milliseconds>(o_.check_every, std::chrono::seconds(1));
+  watch_check_ = std::make_unique<EtcdClient>(alone);
+  next_check_ = SteadyClock::now() + o_.check_every;
 }
 
 void EtcdLink::onEvent(const EtcdEvent& e, Watched what) {

@@ -13,7 +13,9 @@
 // this machine) is reported by the agent through leaseLost(): the job's end on this machine.
 //
 // A watch whose endpoint goes away is opened again, after a fresh read, on whichever endpoint
-// the client reaches then; nothing that happened in between is missed.
+// the client reaches then; nothing that happened in between is missed. An endpoint that goes
+// silent instead (its machine cut off: no reset, no error, no events) is found by asking it every
+// check_every for a read that needs etcd's quorum; one that cannot serve it is left the same way.
 //
 // Thread-safety as RoundLink's; leaseLost from any thread. The constructor blocks to read the
 // round's keys and open the watches (throws accel::NetworkError when etcd cannot be reached).
@@ -40,6 +42,8 @@ struct EtcdLinkOptions {
   int machine_rank = 0;             // this machine's in the round
   std::vector<EtcdMember> members;  // the round's, by machine rank
   std::chrono::seconds window{3};   // the leases' TTL, for messages
+  // How often the watches' endpoint is asked whether it still serves (the keep-alive interval).
+  std::chrono::milliseconds check_every{1000};
 };
 
 class EtcdLink : public RoundLink {
@@ -71,6 +75,7 @@ class EtcdLink : public RoundLink {
   bool drainWatches();
   void waitForWork();
   void reconnect();
+  bool watchEndpointServes();
   void readRound();
   void openWatches();
   void onEvent(const EtcdEvent& e, Watched what);
@@ -85,9 +90,11 @@ class EtcdLink : public RoundLink {
   const EtcdLinkOptions o_;
   const RoundKeys keys_, next_keys_;
   int64_t revision_ = 0;
-  std::vector<Watch> watches_;  // empty: to be opened (again)
-  std::vector<bool> gone_;      // the thread's: members whose registration went
-  bool stop_heard_ = false;     // the thread's: the stop record was posted as an event
+  std::vector<Watch> watches_;               // empty: to be opened (again)
+  std::unique_ptr<EtcdClient> watch_check_;  // a client of the watches' endpoint alone
+  std::chrono::steady_clock::time_point next_check_;
+  std::vector<bool> gone_;   // the thread's: members whose registration went
+  bool stop_heard_ = false;  // the thread's: the stop record was posted as an event
   bool change_published_ = false;
   bool lease_lost_posted_ = false;
   int event_fd_ = -1;  // link → supervisor

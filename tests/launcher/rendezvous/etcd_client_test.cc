@@ -4,6 +4,13 @@
 
 #include "launcher/rendezvous/etcd_client.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include "accel/error.h"
@@ -127,6 +134,80 @@ TEST_F(EtcdClientTest, EndpointsFailOverAndTheErrorNamesEach) {
               "no etcd endpoint answered /v3/kv/range within 0.3 s (127.0.0.1:1: cannot connect: "
               "Connection refused)");
   }
+}
+
+// An HTTP server on loopback (port from the kernel) that answers every request with `body`
+// (status 200, as etcd's gateway answers a streaming call even when it failed): one connection.
+class CannedServer {
+ public:
+  explicit CannedServer(std::string body) : body_(std::move(body)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(fd_, 4) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      throw std::runtime_error("CannedServer: cannot listen");
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~CannedServer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+  }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  void serve() {
+    const int c = ::accept(fd_, nullptr, nullptr);
+    if (c < 0) return;
+    std::string request;
+    char buf[4096];
+    // The whole request: headers, then a body of Content-Length bytes (small here).
+    while (request.find("\r\n\r\n") == std::string::npos ||
+           request.size() - request.find("\r\n\r\n") - 4 <
+               std::stoul(request.substr(request.find("Content-Length: ") + 16))) {
+      const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      request.append(buf, static_cast<size_t>(n));
+    }
+    const std::string reply =
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        "Content-Length: " +
+        std::to_string(body_.size()) + "\r\nConnection: close\r\n\r\n" + body_;
+    (void)::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+    ::close(c);
+  }
+  const std::string body_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// A lease renewal etcd could not serve (no leader: the gateway's 200 with an error) is no answer
+// that the lease is gone; one that says nothing of a TTL is. (Found on network-namespace hosts:
+// machine 0's host cut off with etcd's leader on it, and the survivors took the error for the
+// end of their own leases and stopped.)
+TEST(EtcdClientReplies, ARenewalThatFailedIsNotALeaseThatEnded) {
+  auto renew = [](const std::string& body) {
+    CannedServer server(body);
+    EtcdOptions o;
+    o.endpoints = *parseEtcdEndpoints(server.endpoint());
+    o.timeout = o.attempt_timeout = 300ms;
+    return EtcdClient(o).keepAlive(7);
+  };
+  try {
+    renew(R"({"error":{"grpc_code":14,"http_code":503,"message":"etcdserver: no leader",)"
+          R"("http_status":"Service Unavailable"}})");
+    FAIL() << "a failed renewal read as an answer";
+  } catch (const NetworkError& e) {
+    EXPECT_NE(std::string(e.what()).find(": etcdserver: no leader"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(renew(R"({"result":{"header":{"revision":"3"},"ID":"7","TTL":"3"}})"), 3);
+  EXPECT_EQ(renew(R"({"result":{"header":{"revision":"3"},"ID":"7"}})"), 0);  // gone
 }
 
 // A cluster of three: the member in use killed, the client goes on through another with no

@@ -165,5 +165,51 @@ TEST_F(EtcdLinkTest, ThisAgentsLeaseLostEndsTheJobHere) {
   EXPECT_EQ(e[0].failure.reason, "etcd was not reached for 3 s");
 }
 
+// The member every link watches through goes silent (SIGSTOP: its connections open, no reply,
+// no reset — a machine cut off); a machine whose lease then ends is still found lost, through
+// another member, within a few of the link's checks. (Found on network-namespace hosts: machine
+// 0's host cut off, and with it the etcd member every agent watched; the others took 70 s.)
+TEST(EtcdLinkSilenceTest, AWatchedMemberThatGoesSilentIsLeft) {
+  std::string why;
+  auto cluster = testing::EtcdCluster::start(3, why);
+  if (!cluster) GTEST_SKIP() << why;
+  EtcdRoundSettings round;
+  round.root = "accel-test/silence/";
+  round.run_id = "job";
+  round.min_machines = 2;
+  round.max_machines = 2;
+  EtcdOptions o;
+  o.endpoints = *parseEtcdEndpoints(cluster->endpoints());  // member 0 first: the one watched
+  o.timeout = 10s;
+  o.attempt_timeout = 1s;
+  EtcdClient client(o);
+  std::vector<EtcdMember> members;
+  std::vector<int64_t> leases;
+  for (const std::string name : {"alpha", "beta"}) {
+    leases.push_back(client.grantLease(30s));
+    members.push_back({name + "-token", name, "", 1});
+    client.put(etcdRoundKeys(round, 0).member(members.back().token), "{}", leases.back());
+  }
+  EtcdLinkOptions lo;
+  lo.etcd = o;
+  lo.round_settings = round;
+  lo.members = members;
+  lo.check_every = 500ms;
+  EtcdLink alpha(lo);
+  cluster->pause(0);
+  EtcdOptions others = o;
+  others.endpoints = *parseEtcdEndpoints(cluster->endpoint(1) + "," + cluster->endpoint(2));
+  EtcdClient(others).revokeLease(leases[1]);  // beta's agent is gone (once 1 and 2 have a leader)
+  pollfd p{alpha.fd(), POLLIN, 0};
+  const int ready = ::poll(&p, 1, 15000);
+  cluster->resume(0);
+  ASSERT_EQ(ready, 1) << "beta's loss never reached alpha's link";
+  auto e = alpha.takeEvents();
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].kind, LinkEvent::Kind::kRemoteFailure);
+  EXPECT_EQ(e[0].failure.machine_rank, 1);
+  EXPECT_EQ(e[0].failure.cause, kCauseLost);
+}
+
 }  // namespace
 }  // namespace accel::launcher

@@ -93,6 +93,10 @@ class EtcdCluster {
     }
     return -1;
   }
+  // SIGSTOP / SIGCONT a member: its connections stay open and say nothing, as a machine cut off
+  // from the network does.
+  void pause(int member) { ::kill(pids_[static_cast<size_t>(member)], SIGSTOP); }
+  void resume(int member) { ::kill(pids_[static_cast<size_t>(member)], SIGCONT); }
   void kill(int member) {
     pid_t& pid = pids_[static_cast<size_t>(member)];
     if (pid <= 0) return;
