@@ -109,6 +109,7 @@ EtcdRoundSettings EtcdGroup::roundSettings() const {
   s.expect_machines = round_.expect_machines;
   s.restart_count = round_.restart_count;
   s.lease = lease_->id();
+  s.check_silence = plan_.keep_alive_interval;
   s.cancelled = [this] { return interrupted_.load(); };
   return s;
 }

@@ -118,12 +118,27 @@ class Meeting {
         ++watches_;
         watch_ = std::make_unique<EtcdWatch>(client_.endpoint(), round_prefix_, true, revision_ + 1,
                                              SteadyClock::now() + client_.timeout());
+        watched_at_ = client_.endpoint();
+        heard_ = SteadyClock::now();
       }
-      for (const auto& e : watch_->next(deadline)) apply(e.kv, e.deleted);
+      if (SteadyClock::now() - heard_ >= s_.check_silence) checkWatchedEndpoint();
+      const auto events = watch_->next(deadline);
+      if (!events.empty()) heard_ = SteadyClock::now();
+      for (const auto& e : events) apply(e.kv, e.deleted);
     } catch (const NetworkError&) {
       watch_.reset();
       read();
     }
+  }
+  // The watch's endpoint answers a quorum read (the record's key), or NetworkError.
+  void checkWatchedEndpoint() {
+    EtcdOptions alone{{watched_at_}, s_.check_silence, s_.check_silence};
+    try {
+      EtcdClient(alone).get(record_key_);
+    } catch (const Error& e) {
+      throw NetworkError(e.what());
+    }
+    heard_ = SteadyClock::now();
   }
 
   // The record of the round as this agent sees it complete, created unless another agent's
@@ -211,6 +226,8 @@ class Meeting {
   std::optional<time_point> last_call_from_;
   int64_t revision_ = 0;
   std::unique_ptr<EtcdWatch> watch_;
+  EtcdEndpoint watched_at_;  // watch_'s
+  time_point heard_;         // when it brought something last (or its endpoint answered)
   int watches_ = 0;
 };
 

@@ -61,6 +61,9 @@ struct EtcdRoundSettings {
   std::chrono::milliseconds last_call{std::chrono::seconds(30)};
   std::chrono::milliseconds join{std::chrono::seconds(900)};
   int64_t lease = 0;  // the agent's lease: its registration goes when it expires
+  // A watch silent this long is checked: its endpoint must answer a quorum read (a machine cut
+  // off keeps its connections silent), else the round is read and watched elsewhere.
+  std::chrono::milliseconds check_silence{std::chrono::seconds(1)};
   // Asked every 200 ms while the round forms: true makes meetOnEtcd return an error at once
   // (the agent was told to stop). Thread-safe, as the caller makes it.
   std::function<bool()> cancelled;

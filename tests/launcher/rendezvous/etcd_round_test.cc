@@ -250,5 +250,26 @@ TEST_F(EtcdRoundTest, TheRoundGoesOnWhenTheEndpointInUseDies) {
   EXPECT_EQ(ra->closed_at, rb->closed_at);
 }
 
+// The endpoint alpha watches goes silent (SIGSTOP: open connections, no reply — a machine cut
+// off) while the round forms: alpha's watch is checked, found silent, and the round is read and
+// watched through another member, so alpha sees beta's registration (or the record) and meets it.
+TEST_F(EtcdRoundTest, TheRoundGoesOnWhenTheWatchedEndpointGoesSilent) {
+  std::string why;
+  auto cluster = testing::EtcdCluster::start(3, why);
+  if (!cluster) GTEST_SKIP() << why;
+  auto s = settings(2, 2, 60s);
+  s.check_silence = 500ms;
+  auto a = start("alpha", s, 2, cluster->endpoints());
+  awaitRegistrations(1, "job", cluster->endpoint(1));
+  cluster->pause(0);  // the first endpoint: the one alpha watches
+  auto b = start("beta", s, 2, cluster->endpoint(1) + "," + cluster->endpoint(2));
+  auto ra = a.get(), rb = b.get();
+  cluster->resume(0);
+  ASSERT_TRUE(ra.ok()) << ra.error();
+  ASSERT_TRUE(rb.ok()) << rb.error();
+  EXPECT_EQ(hosts(*ra), (std::vector<std::string>{"alpha", "beta"}));
+  EXPECT_EQ(ra->closed_at, rb->closed_at);
+}
+
 }  // namespace
 }  // namespace accel::launcher
