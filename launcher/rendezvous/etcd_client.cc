@@ -333,7 +333,6 @@ int64_t EtcdClient::keepAlive(int64_t id) {
   // A stream of one request and one reply: {"result": {"ID", "TTL"}}; TTL 0 (left out) when
   // the lease is gone.
   const json reply = call("/v3/lease/keepalive", {{"ID", std::to_string(id)}});
-  fprintf(stderr, "KA-DEBUG %s %s\n", endpointInUse().c_str(), reply.dump().c_str());
   return std::max<int64_t>(0, number(reply.value("result", json::object()), "TTL"));
 }
 
