@@ -87,10 +87,22 @@ Expected<void> EtcdGroup::connect() {
     auto restarts = client_->get(keys.restarts());
     next_ =
         RoundStart{open ? std::stoi(open->value) : 0, restarts ? std::stoi(restarts->value) : 0, 0};
+    if (open && next_->round > 0) noteRunningRound(next_->round - 1);
   } catch (const std::exception& e) {
     return makeError("cannot reach " + etcdText() + " (--rdzv_endpoint): " + e.what());
   }
   return {};
+}
+
+// A machine that comes while the job runs round `running` waits for a later one: said at once,
+// as the spare it is when the group is full (else the group re-forms to take it).
+void EtcdGroup::noteRunningRound(int running) {
+  EtcdRoundSettings keys;
+  keys.root = root_;
+  keys.run_id = settings_.run_id;
+  const int64_t registered = client_->countPrefix(etcdRoundKeys(keys, running).memberPrefix());
+  const int machines = static_cast<int>(std::min<int64_t>(registered, plan_.num_machines));
+  if (machines > 0) notify_(spareNotice(running, machines, plan_.num_machines));
 }
 
 void EtcdGroup::onLeaseLost(const std::string& why) {

@@ -71,6 +71,7 @@ class EtcdGroup : public MachineGroup {
   RendezvousResult asRendezvousResult(const EtcdRound& r) const;
   void onLeaseLost(const std::string& why);
   std::string advertisedAddress() const;
+  void noteRunningRound(int running);
   std::string etcdText() const;
 
   const LaunchPlan& plan_;

@@ -11,6 +11,8 @@
 #   etcd_faults     a cluster of three members: the member the agents use first killed, the job
 #                   goes on with no restart; a second killed (no quorum), every agent stops its
 #                   workers once the keep-alive window passed, saying etcd was lost
+#   spare           a machine that comes while a full group runs says it waits as a spare;
+#                   killed meanwhile, it costs the job nothing
 #   tls             etcd over https with client certificates: a job, and one error for each
 #                   wrong setting (wrong CA, no client certificate, a file that is not there)
 #   quorum_back     the same cluster: two members killed and started again within the window;
@@ -198,6 +200,23 @@ case $CASE in
     [[ -z $(compgen -G "$OUT_DIR/r1_*") ]] || fail "the job restarted though quorum came back within the window"
     logs=$(cat "$SCRATCH/a.log" "$SCRATCH/b.log")
     [[ $logs != *"etcd was not reached"* ]] || fail "an agent said etcd was lost: $logs"
+    ;;
+  spare)
+    # A machine that comes while a full group runs says at once that it waits as a spare; killed
+    # while it waits, it costs the job nothing.
+    start_etcd
+    agent a --nnodes 2 --max_restarts 1
+    agent b --nnodes 2 --max_restarts 1
+    wait_files "r0_rank_*.env" 2
+    agent c --nnodes 2 --max_restarts 1
+    spare=${AGENTS[2]}
+    for _ in $(seq 1 200); do grep -q "spare" "$SCRATCH/c.log" && break; sleep 0.05; done
+    expect_contains "$(cat "$SCRATCH/c.log")" "round 0 is full (2 machines, the most the job takes): this machine waits as a spare for a later round"
+    kill -KILL "$spare"
+    wait "$spare" 2>/dev/null || true
+    touch "$OUT_DIR/go"
+    for p in "${AGENTS[@]:0:2}"; do wait "$p" || fail "an agent failed: $(cat "$SCRATCH"/*.log)"; done
+    [[ -z $(compgen -G "$OUT_DIR/r1_*") ]] || fail "the spare's death restarted the job"
     ;;
   tls)
     # etcd serving only https and asking clients for a certificate (--client-cert-auth), with
