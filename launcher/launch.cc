@@ -304,16 +304,26 @@ class Agent {
   }
 
   // What `accel status` shows of this job besides its ranks.
+  // On etcd, the other machines' answers are read there (with the job's TLS files, if any).
   nlohmann::json statusFacts() const {
     nlohmann::json argv = plan_.argv;
-    return {{"run_id", plan_.run_id},
-            {"command", argv},
-            {"machine_rank", placement_.machine_rank},
-            {"num_machines", plan_.num_machines},
-            {"world_size", placement_.world_size},
-            {"store", plan_.master_addr + ":" + std::to_string(store_port_)},
-            {"run_dir", run_dir_},
-            {"machine_status_key_prefix", group_->statusKeyPrefix()}};
+    nlohmann::json facts = {{"run_id", plan_.run_id},
+                            {"command", argv},
+                            {"machine_rank", placement_.machine_rank},
+                            {"num_machines", plan_.num_machines},
+                            {"world_size", placement_.world_size},
+                            {"store", plan_.master_addr + ":" + std::to_string(store_port_)},
+                            {"run_dir", run_dir_},
+                            {"machine_status_key_prefix", group_->statusKeyPrefix()}};
+    if (plan_.etcd_endpoints) {
+      facts["store"] = placement_.master_addr + ":" + std::to_string(placement_.master_port);
+      facts["etcd"] = {{"endpoints", *plan_.etcd_endpoints},
+                       {"https", plan_.etcd_https},
+                       {"cacert", plan_.etcd_cacert},
+                       {"cert", plan_.etcd_cert},
+                       {"key", plan_.etcd_key}};
+    }
+    return facts;
   }
 
   JobReport superviseAttempts() {

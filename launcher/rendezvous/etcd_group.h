@@ -62,7 +62,9 @@ class EtcdGroup : public MachineGroup {
   bool jobClosed() const override { return !closed_.empty(); }
   void interrupt() override { interrupted_ = true; }
   std::string host() const override { return settings_.host; }
-  std::string statusKeyPrefix() const override { return ""; }  // not carried on etcd yet
+  std::string statusKeyPrefix() const override {
+    return JobKeys(settings_.run_id, root_).statusPrefix();
+  }
 
  private:
   Expected<EtcdRound> joinRound();

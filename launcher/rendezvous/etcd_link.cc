@@ -74,6 +74,14 @@ bool EtcdLink::publish(JobFailure mine) {
   return true;
 }
 
+void EtcdLink::shareStatus(std::string json) {
+  {
+    std::lock_guard lock(mutex_);
+    to_share_ = std::move(json);
+  }
+  signalEventFd(wake_fd_);
+}
+
 void EtcdLink::leaseLost(const std::string& why) {
   {
     std::lock_guard lock(mutex_);
@@ -112,15 +120,17 @@ void EtcdLink::run() {
       reconnect();
     }
     std::optional<JobFailure> mine;
-    std::optional<std::string> leaseLost;
+    std::optional<std::string> leaseLost, status;
     {
       std::lock_guard lock(mutex_);
       if (stop_) return;
       mine = std::exchange(to_publish_, std::nullopt);
+      status = std::exchange(to_share_, std::nullopt);
       if (!lease_lost_posted_) leaseLost = lease_lost_;
     }
     drainEventFd(wake_fd_);
     if (mine) onPublish(*mine);
+    if (status) onShare(*status);
     if (leaseLost && !lease_lost_posted_) {
       lease_lost_posted_ = true;
       JobFailure lost;
@@ -297,6 +307,15 @@ void EtcdLink::onPublish(const JobFailure& mine) {
     const bool grows = first->cause == kCauseJoined;
     post(LinkEvent{grows ? LinkEvent::Kind::kGroupGrows : LinkEvent::Kind::kAnotherWasFirst,
                    std::move(*first)});
+  }
+}
+
+void EtcdLink::onShare(const std::string& json) {
+  try {
+    client_.put(JobKeys(o_.round_settings.run_id, o_.round_settings.root).status(o_.machine_rank),
+                json, o_.round_settings.lease);
+  } catch (const Error&) {
+    // Best effort: etcd gone for the window shows as the lease lost.
   }
 }
 

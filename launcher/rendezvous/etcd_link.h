@@ -55,8 +55,8 @@ class EtcdLink : public RoundLink {
 
   int fd() const override { return event_fd_; }
   bool publish(JobFailure mine) override;
-  // Not carried on etcd yet (`accel status` answers for this machine only).
-  void shareStatus(std::string) override {}
+  // Put under JobKeys::status(machine) with this agent's lease (gone with it).
+  void shareStatus(std::string json) override;
   std::vector<LinkEvent> takeEvents() override;
   void stop() override;
   std::vector<LostMachine> lostMachines() const override;
@@ -83,6 +83,7 @@ class EtcdLink : public RoundLink {
   void onMemberGone(const std::string& token);
   void onArrival();
   void onPublish(const JobFailure& mine);
+  void onShare(const std::string& json);
   std::optional<JobFailure> publishStop(const JobFailure& failure);
   void post(LinkEvent event);
 
@@ -102,6 +103,7 @@ class EtcdLink : public RoundLink {
   mutable std::mutex mutex_;
   std::vector<LostMachine> lost_;
   std::optional<JobFailure> to_publish_;
+  std::optional<std::string> to_share_;  // the newest status not shared yet
   bool publish_requested_ = false;
   bool stop_ = false;
   std::optional<std::string> lease_lost_;

@@ -14,8 +14,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <sstream>
 
+#include "launcher/rendezvous/etcd_client.h"
 #include "libaccel/store/tcp_store_client.h"
 
 namespace accel::launcher {
@@ -124,27 +128,59 @@ void renderRanks(std::ostringstream& out, const nlohmann::json& a) {
   }
 }
 
-// A job on several machines: the other machines' answers, from the job's store (each agent
-// shares its own every 2 s). One that cannot be read is named in `problems`.
+using KeyReader = std::function<std::optional<std::string>(const std::string&)>;
+
+// A reader of the job's store (TCP) at "host:port", bounded by 2 s a call.
+KeyReader storeReader(const std::string& store) {
+  const size_t colon = store.rfind(':');
+  store::TcpStoreClientOptions o;
+  o.host = store.substr(0, colon);
+  o.port = std::atoi(store.c_str() + colon + 1);
+  o.connect_timeout = std::chrono::seconds(2);
+  o.timeout = std::chrono::seconds(2);
+  auto client = std::make_shared<store::TcpStoreClient>(o);
+  return [client](const std::string& key) -> std::optional<std::string> {
+    if (!client->check({key})) return std::nullopt;
+    return client->get(key);
+  };
+}
+
+// A reader of the job's etcd ({"endpoints", "https", "cacert", "cert", "key"}), bounded by 2 s.
+KeyReader etcdReader(const nlohmann::json& etcd) {
+  auto endpoints = parseEtcdEndpoints(etcd.value("endpoints", ""));
+  if (!endpoints) throw Error(endpoints.error());
+  const TlsFiles files{etcd.value("cacert", ""), etcd.value("cert", ""), etcd.value("key", "")};
+  if (auto tls = useTls(*endpoints, etcd.value("https", false), files); !tls)
+    throw Error(tls.error());
+  EtcdOptions o;
+  o.endpoints = *endpoints;
+  o.timeout = std::chrono::seconds(2);
+  o.attempt_timeout = std::chrono::seconds(1);
+  auto client = std::make_shared<EtcdClient>(o);
+  return [client](const std::string& key) -> std::optional<std::string> {
+    auto kv = client->get(key);
+    if (!kv) return std::nullopt;
+    return kv->value;
+  };
+}
+
+// A job on several machines: the other machines' answers, from the job's store or its etcd
+// (each agent shares its own every 2 s). One that cannot be read is named in `problems`.
 void addOtherMachines(nlohmann::json& job, std::vector<std::string>& problems) {
   const std::string prefix = job.value("machine_status_key_prefix", "");
   const int machines = job.value("num_machines", 1);
   const std::string store = job.value("store", "");
-  const size_t colon = store.rfind(':');
-  if (prefix.empty() || machines <= 1 || colon == std::string::npos) return;
+  const bool onEtcd = job.contains("etcd");
+  if (prefix.empty() || machines <= 1 || (!onEtcd && store.rfind(':') == std::string::npos)) return;
+  const std::string where =
+      onEtcd ? "etcd at " + job["etcd"].value("endpoints", "") : "its store " + store;
   nlohmann::json others = nlohmann::json::array();
   try {
-    store::TcpStoreClientOptions o;
-    o.host = store.substr(0, colon);
-    o.port = std::atoi(store.c_str() + colon + 1);
-    o.connect_timeout = std::chrono::seconds(2);
-    o.timeout = std::chrono::seconds(2);
-    store::TcpStoreClient client(o);
+    const KeyReader read = onEtcd ? etcdReader(job["etcd"]) : storeReader(store);
     for (int m = 0; m < machines; ++m) {
       if (m == job.value("machine_rank", -1)) continue;
-      const std::string key = prefix + std::to_string(m);
-      auto answer = client.check({key}) ? nlohmann::json::parse(client.get(key), nullptr, false)
-                                        : nlohmann::json();
+      auto value = read(prefix + std::to_string(m));
+      auto answer = value ? nlohmann::json::parse(*value, nullptr, false) : nlohmann::json();
       if (answer.is_object()) {
         others.push_back(std::move(answer));
       } else {
@@ -154,7 +190,7 @@ void addOtherMachines(nlohmann::json& job, std::vector<std::string>& problems) {
     }
   } catch (const std::exception& e) {
     problems.push_back("cannot read the other machines of job " + job.value("run_id", "") +
-                       " from its store " + store + ": " + e.what());
+                       " from " + where + ": " + e.what());
   }
   job["other_machines"] = std::move(others);
 }

@@ -13,6 +13,7 @@
 #                   workers once the keep-alive window passed, saying etcd was lost
 #   spare           a machine that comes while a full group runs says it waits as a spare;
 #                   killed meanwhile, it costs the job nothing
+#   status          `accel status` shows the other machine's ranks, read from etcd
 #   tls             etcd over https with client certificates: a job, and one error for each
 #                   wrong setting (wrong CA, no client certificate, a file that is not there)
 #   quorum_back     the same cluster: two members killed and started again within the window;
@@ -217,6 +218,33 @@ case $CASE in
     touch "$OUT_DIR/go"
     for p in "${AGENTS[@]:0:2}"; do wait "$p" || fail "an agent failed: $(cat "$SCRATCH"/*.log)"; done
     [[ -z $(compgen -G "$OUT_DIR/r1_*") ]] || fail "the spare's death restarted the job"
+    ;;
+  status)
+    # `accel status` shows the other machine's ranks too, read from etcd (each agent shares its
+    # answer there every 2 s, under its lease).
+    export XDG_RUNTIME_DIR=$SCRATCH/run
+    mkdir -m 700 "$XDG_RUNTIME_DIR"
+    start_etcd
+    agent a --nnodes 2
+    agent b --nnodes 2
+    wait_files "r0_rank_*.env" 2
+    for _ in $(seq 1 100); do
+      "$ACCEL" status --json >"$SCRATCH/status.json" 2>/dev/null && break
+      sleep 0.1
+    done
+    $PY - "$SCRATCH/status.json" "$OUT_DIR" <<'PY' || fail "accel status: $(cat "$SCRATCH/status.json")"
+import json, sys
+status, out = json.load(open(sys.argv[1])), sys.argv[2]
+assert status["problems"] == [], status["problems"]
+jobs = sorted(status["jobs"], key=lambda j: j["machine_rank"])
+assert [j["machine_rank"] for j in jobs] == [0, 1], jobs
+for job, other in ((jobs[0], 1), (jobs[1], 0)):
+    assert job["num_machines"] == 2 and job["world_size"] == 2, job
+    assert [o["machine_rank"] for o in job["other_machines"]] == [other], job["other_machines"]
+    assert [r["rank"] for r in job["other_machines"][0]["ranks"]] == [other], job["other_machines"]
+PY
+    touch "$OUT_DIR/go"
+    for p in "${AGENTS[@]}"; do wait "$p" || fail "an agent failed: $(cat "$SCRATCH"/*.log)"; done
     ;;
   tls)
     # etcd serving only https and asking clients for a certificate (--client-cert-auth), with
