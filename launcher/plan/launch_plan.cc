@@ -306,6 +306,12 @@ Expected<void> planArrivalRanks(LaunchPlan& plan) {
       (backend == "etcd" || backend == "etcd-v2")) {
     return planEtcd(plan);
   }
+  if (plan.scheduler && plan.num_machines > 1 && (backend == "etcd" || backend == "etcd-v2") &&
+      plan.config.sources["rdzv_backend"] == config::Source::Flag) {
+    plan.notices.push_back("--rdzv_backend " + backend + " has no effect under " + *plan.scheduler +
+                           ": " + *plan.scheduler +
+                           " gives each machine its rank, and the job's store is machine 0's");
+  }
   plan.etcd_endpoints.reset();
   if (backend == "c10d" && !plan.master_port && plan.num_machines > 1)
     plan.master_port = kDefaultC10dPort;

@@ -536,6 +536,22 @@ TEST_F(LaunchPlanTest, SlurmAgentPerNodeNeedsNoMachineFlags) {
   EXPECT_FALSE(p->exec_in_place);
 }
 
+// Under SLURM the scheduler ranks the machines: --rdzv_backend etcd is said to have no effect.
+TEST_F(LaunchPlanTest, SlurmSaysEtcdHasNoEffect) {
+  auto o = options();
+  o.config.rdzv_backend = "etcd";
+  o.etcd_endpoints = "e1:2379";
+  auto p = plan(o, 0, slurmStep(1));
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_FALSE(p->etcd_endpoints);
+  EXPECT_EQ(p->machine_rank, 1);
+  EXPECT_NE(std::find(p->notices.begin(), p->notices.end(),
+                      "--rdzv_backend etcd has no effect under SLURM: SLURM gives each machine its "
+                      "rank, and the job's store is machine 0's"),
+            p->notices.end())
+      << ::testing::PrintToString(p->notices);
+}
+
 TEST_F(LaunchPlanTest, SlurmGpuJobsGetOneRankPerGpuAndFlagsWin) {
   auto o = options();
   o.config.multi_gpu = true;
