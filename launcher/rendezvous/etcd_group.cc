@@ -28,15 +28,8 @@ EtcdGroup::EtcdGroup(const LaunchPlan& plan, const probes::Environment& parentEn
       root_(std::move(root)),
       store_port_(storePort),
       store_host_(store) {
-  settings_.run_id = plan_.rendezvous_id;
-  settings_.num_machines = plan_.num_machines;
-  settings_.min_machines = plan_.min_machines;
-  settings_.max_restarts = plan_.max_restarts;
-  settings_.retry_identical_failures = plan_.retry_identical_failures;
-  settings_.local_world_size = plan_.local_world_size;
-  settings_.host = thisHostName();
+  settings_ = groupSettingsOf(plan_);
   settings_.store_address = etcdText();
-  settings_.timeouts = roundTimeoutsOf(plan_);
 }
 
 EtcdGroup::~EtcdGroup() {

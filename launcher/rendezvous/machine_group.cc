@@ -31,6 +31,19 @@ RoundTimeouts roundTimeoutsOf(const LaunchPlan& plan) {
   return t;
 }
 
+GroupSettings groupSettingsOf(const LaunchPlan& plan) {
+  GroupSettings s;
+  s.run_id = plan.rendezvous_id;
+  s.num_machines = plan.num_machines;
+  s.min_machines = plan.min_machines;
+  s.max_restarts = plan.max_restarts;
+  s.retry_identical_failures = plan.retry_identical_failures;
+  s.local_world_size = plan.local_world_size;
+  s.host = thisHostName();
+  s.timeouts = roundTimeoutsOf(plan);
+  return s;
+}
+
 std::string spareNotice(int round, int roundSize, int maxMachines) {
   const std::string r = "round " + std::to_string(round);
   if (roundSize >= maxMachines) {

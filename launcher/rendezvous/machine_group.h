@@ -82,6 +82,11 @@ std::string thisHostName();
 // own.
 RoundTimeouts roundTimeoutsOf(const LaunchPlan& plan);
 
+// What the user asked of the group (the job's id, MIN:MAX, the restart budget, the processes per
+// machine, the timeouts) and this machine's name, as either group starts from; the rest
+// (address, store, presence, progress) is the group's own.
+GroupSettings groupSettingsOf(const LaunchPlan& plan);
+
 // Why this machine is not in round `round`, which closed with `roundSize` machines of at most
 // `maxMachines`: the group is full (a spare until a member is lost), or the round closed just
 // before (the group re-forms to take it).

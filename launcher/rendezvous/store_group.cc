@@ -41,16 +41,9 @@ StoreGroup::StoreGroup(const LaunchPlan& plan, const probes::Environment& parent
       store_port_(storePort),
       store_(std::move(store)),
       host_(store_->host()) {
-  settings_.run_id = plan_.rendezvous_id;
-  settings_.num_machines = plan_.num_machines;
-  settings_.min_machines = plan_.min_machines;
-  settings_.max_restarts = plan_.max_restarts;
-  settings_.retry_identical_failures = plan_.retry_identical_failures;
+  settings_ = groupSettingsOf(plan_);
   settings_.requested_machine_rank = requested_rank_;
-  settings_.local_world_size = plan_.local_world_size;
-  settings_.host = thisHostName();
   settings_.store_address = store_->address();
-  settings_.timeouts = roundTimeoutsOf(plan_);
   settings_.progress = [this](const std::string& status) { notify_("rendezvous: " + status); };
 }
 
