@@ -201,12 +201,12 @@ etcd_member() {
   done
   fail "host $((i + 1))'s etcd member did not serve again: $(tail -3 "$SCRATCH/etcd$i.$n.log")"
 }
-# etcd_registered N: waits (at most 60 s) until N agents registered in the job's round (their
-# member keys, read with etcdctl on host 2).
+# etcd_registered N [ENDPOINTS]: waits (at most 60 s) until N agents registered in the job's
+# round (their member keys, read with etcdctl on host 2; ENDPOINTS: $ETCD3).
 etcd_registered() {
   local _
   for _ in $(seq 1 1200); do
-    (($(ip netns exec "${NS3[1]}" env ETCDCTL_API=3 etcdctl --endpoints "$ETCD3" get --prefix "" \
+    (($(ip netns exec "${NS3[1]}" env ETCDCTL_API=3 etcdctl --endpoints "${2:-$ETCD3}" get --prefix "" \
       --keys-only 2>/dev/null | grep -c "/member/") >= $1)) && return 0
     sleep 0.05
   done
@@ -243,7 +243,9 @@ pod() {  # pod I FIXTURE CMD...: pod I's command on host I in the background, ou
     $(grep -v '^#' "$FIXTURES/$fixture") PYTHONPATH="$W" "$@") >"$SCRATCH/pod$i.out" 2>&1 &
   POD_PIDS+=($!)
 }
-pods_formed_one_job() {  # every pod exits 0, its ranks of one 3 x 2 job all-reduced; sets $all
+# pods_formed_one_job: every pod exits 0, its ranks of one 3 x 2 job all-reduced, pod 0 machine 0;
+# sets $all.
+pods_formed_one_job() {
   local pid codes="" r
   for pid in "${POD_PIDS[@]}"; do set +e; wait "$pid"; codes+="$? "; set -e; done
   all=$(cat "$SCRATCH"/pod*.out)
@@ -378,6 +380,8 @@ kubeflow_etcd)
   for ns in "${NS3[@]}"; do netns_hosts "$ns" "${ADDR3[0]} etcd-service"; done
   for i in 0 1 2; do
     pod $i pytorchjob_v1_elastic_etcd_worker1.env "$SCRATCH/bin/torchrun" "$W/ddp_gloo.py"
+    # On etcd the pods rank by arrival: pod 0 registers first, to be machine 0.
+    ((i > 0)) || etcd_registered 1 "${ADDR3[0]}:2379"
   done
   pods_formed_one_job
   expect_contains "$all" "the machines meet on etcd at etcd-service:2379"
@@ -394,6 +398,7 @@ torchx_etcd)
   for i in 0 1 2; do
     replica=$((i == 0 ? 0 : 1))
     pod $i "torchx_ddp_etcd_replica$replica.env" bash -c "$(cat "$FIXTURES/torchx_ddp_etcd_replica$replica.cmd")"
+    ((i > 0)) || etcd_registered 1 "${ADDR3[0]}:2379"  # pod 0 first: machine 0, whose store is the workers'
   done
   pods_formed_one_job
   expect_contains "$(cat "$SCRATCH/pod0.out")" "etcd (localhost) is reached through loopback here: the other machines are told to reach this one at v1$$ (${ADDR3[0]})"
