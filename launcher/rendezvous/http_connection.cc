@@ -13,10 +13,6 @@
 #include "accel/error.h"
 #include "libaccel/store/tcp_connect.h"
 
-#if ACCEL_HAVE_OPENSSL
-#include <openssl/ssl.h>
-#endif
-
 namespace accel::launcher {
 namespace {
 
@@ -44,9 +40,7 @@ std::string HttpConnection::address() const {
 }
 
 void HttpConnection::close() {
-#if ACCEL_HAVE_OPENSSL
-  if (ssl_) SSL_free(ssl_);  // no close_notify: the peer learns it from the TCP close
-#endif
+  if (ssl_) tls_->free(ssl_);  // no close_notify: the peer learns it from the TCP close
   ssl_ = nullptr;
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
@@ -123,9 +117,7 @@ std::optional<std::string> HttpConnection::nextMessage(time_point deadline) {
 }
 
 bool HttpConnection::buffered() const {
-#if ACCEL_HAVE_OPENSSL
-  if (ssl_ && SSL_pending(ssl_) > 0) return true;  // decrypted, not read yet: poll cannot see it
-#endif
+  if (ssl_ && tls_->pending(ssl_)) return true;  // decrypted, not read yet: poll cannot see it
   return decoded_.find('\n') != std::string::npos || !raw_.empty();
 }
 
@@ -146,21 +138,20 @@ void HttpConnection::send(const std::string& bytes, time_point deadline) {
   size_t off = 0;
   while (off < bytes.size()) {
     ssize_t n;
-#if ACCEL_HAVE_OPENSSL
     if (ssl_) {
-      n = SSL_write(ssl_, bytes.data() + off, static_cast<int>(bytes.size() - off));
-      if (n <= 0) {
-        const int err = SSL_get_error(ssl_, static_cast<int>(n));
-        if (err != SSL_ERROR_WANT_WRITE && err != SSL_ERROR_WANT_READ)
-          fail("sending the request failed: " + TlsClient::lastError());
-        pollfd pfd{fd_, static_cast<short>(err == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN), 0};
+      try {
+        n = tls_->write(ssl_, bytes.data() + off, bytes.size() - off);
+      } catch (const Error&) {
+        close();
+        throw;
+      }
+      if (n == TlsClient::kWantRead || n == TlsClient::kWantWrite) {
+        pollfd pfd{fd_, static_cast<short>(n == TlsClient::kWantWrite ? POLLOUT : POLLIN), 0};
         if (::poll(&pfd, 1, static_cast<int>(std::min<long long>(msUntil(deadline), 1 << 30))) == 0)
           throw TimeoutError("the request was not taken in time");
         continue;
       }
-    } else
-#endif
-    {
+    } else {
       n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) fail(std::string("sending the request failed: ") + std::strerror(errno));
@@ -172,19 +163,15 @@ void HttpConnection::send(const std::string& bytes, time_point deadline) {
 }
 
 long HttpConnection::receive(char* buf, size_t size) {
-#if ACCEL_HAVE_OPENSSL
   if (ssl_) {
-    const int n = SSL_read(ssl_, buf, static_cast<int>(size));
-    if (n > 0) return n;
-    const int err = SSL_get_error(ssl_, n);
-    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return -1;
-    if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && errno == 0)) return 0;
-    if (err == SSL_ERROR_SYSCALL) fail(std::string("receiving failed: ") + std::strerror(errno));
-    const std::string why = TlsClient::lastError();  // the server's alert, as a rule
-    close();
-    throw TlsRefused("the server refused this client's TLS: " + why);
+    try {
+      const long n = tls_->read(ssl_, buf, size);
+      return n == TlsClient::kWantRead || n == TlsClient::kWantWrite ? -1 : n;
+    } catch (const Error&) {
+      close();
+      throw;
+    }
   }
-#endif
   while (true) {
     const ssize_t n = ::recv(fd_, buf, size, 0);
     if (n < 0 && errno == EINTR) continue;
@@ -210,11 +197,7 @@ void HttpConnection::request(const char* method, const std::string& path, const 
 bool HttpConnection::fill(time_point deadline, bool endIsFine) {
   while (true) {
     char buf[16384];
-#if ACCEL_HAVE_OPENSSL
-    const bool pending = ssl_ && SSL_pending(ssl_) > 0;
-#else
-    const bool pending = false;
-#endif
+    const bool pending = ssl_ && tls_->pending(ssl_);
     if (!pending) {
       pollfd pfd{fd_, POLLIN, 0};
       const int ready =
