@@ -25,18 +25,38 @@ namespace {
 
 // The OpenSSL functions accel calls, looked up in libssl.so.3 (and the libcrypto it loads) once.
 struct OpenSsl {
+// clang-format off
 #define ACCEL_SSL_FN(name) decltype(&::name) name = nullptr;
-#define ACCEL_SSL_FUNCTIONS(X)                                                                     \
-  X(TLS_client_method)                                                                             \
-  X(SSL_CTX_new)                                                                                   \
-  X(SSL_CTX_free) X(SSL_CTX_ctrl) X(SSL_CTX_set_verify) X(SSL_CTX_set_default_verify_paths)        \
-      X(SSL_CTX_load_verify_locations) X(SSL_CTX_use_certificate_chain_file)                       \
-          X(SSL_CTX_use_PrivateKey_file) X(SSL_CTX_check_private_key) X(SSL_new) X(SSL_free)       \
-              X(SSL_ctrl) X(SSL_get0_param) X(SSL_set_fd) X(SSL_connect) X(SSL_get_error)          \
-                  X(SSL_get_verify_result) X(SSL_read) X(SSL_write) X(SSL_pending)                 \
-                      X(X509_VERIFY_PARAM_set1_ip_asc) X(X509_VERIFY_PARAM_set1_host)              \
-                          X(X509_verify_cert_error_string) X(ERR_get_error) X(ERR_peek_last_error) \
-                              X(ERR_error_string_n) X(ERR_reason_error_string)
+#define ACCEL_SSL_FUNCTIONS(X) \
+  X(TLS_client_method) \
+  X(SSL_CTX_new) \
+  X(SSL_CTX_free) \
+  X(SSL_CTX_ctrl) \
+  X(SSL_CTX_set_verify) \
+  X(SSL_CTX_set_default_verify_paths) \
+  X(SSL_CTX_load_verify_locations) \
+  X(SSL_CTX_use_certificate_chain_file) \
+  X(SSL_CTX_use_PrivateKey_file) \
+  X(SSL_CTX_check_private_key) \
+  X(SSL_new) \
+  X(SSL_free) \
+  X(SSL_ctrl) \
+  X(SSL_get0_param) \
+  X(SSL_set_fd) \
+  X(SSL_connect) \
+  X(SSL_get_error) \
+  X(SSL_get_verify_result) \
+  X(SSL_read) \
+  X(SSL_write) \
+  X(SSL_pending) \
+  X(X509_VERIFY_PARAM_set1_ip_asc) \
+  X(X509_VERIFY_PARAM_set1_host) \
+  X(X509_verify_cert_error_string) \
+  X(ERR_get_error) \
+  X(ERR_peek_last_error) \
+  X(ERR_error_string_n) \
+  X(ERR_reason_error_string)
+  // clang-format on
   ACCEL_SSL_FUNCTIONS(ACCEL_SSL_FN)
   std::string error;  // why it could not be loaded ("": loaded)
 };
