@@ -13,6 +13,8 @@
 #                   workers once the keep-alive window passed, saying etcd was lost
 #   spare           a machine that comes while a full group runs says it waits as a spare;
 #                   killed meanwhile, it costs the job nothing
+#   sigterm         one agent of three told to stop: it leaves (143), the others go on as 2
+#   no_blind_retry  the same failure at start-up twice: both agents stop, one restart used
 #   status          `accel status` shows the other machine's ranks, read from etcd
 #   tls             etcd over https with client certificates: a job, and one error for each
 #                   wrong setting (wrong CA, no client certificate, a file that is not there)
@@ -245,6 +247,41 @@ for job, other in ((jobs[0], 1), (jobs[1], 0)):
 PY
     touch "$OUT_DIR/go"
     for p in "${AGENTS[@]}"; do wait "$p" || fail "an agent failed: $(cat "$SCRATCH"/*.log)"; done
+    ;;
+  sigterm)
+    # SIGTERM to one agent of three (--nnodes 2:3): it stops its worker and leaves with 143; the
+    # other two re-form as 2 and finish.
+    start_etcd
+    for n in a b c; do agent $n --nnodes 2:3 --max_restarts 3 --rdzv_conf last_call_timeout=1; done
+    wait_files "r0_rank_*.env" 3
+    term=$(val r0_rank_2 AGENT_PID)
+    kill -TERM "$term"
+    set +e; wait "$term"; code=$?; set -e
+    [[ $code == 143 ]] || fail "the agent told to stop exited $code: $(cat "$SCRATCH"/*.log)"
+    for p in "${AGENTS[@]}"; do
+      [[ $p == "$term" ]] && continue
+      wait "$p" || fail "a survivor failed: $(cat "$SCRATCH"/*.log)"
+    done
+    for r in 0 1; do [[ $(val r1_rank_$r WORLD_SIZE) == 2 ]] || fail "round 1 rank $r"; done
+    expect_contains "$(cat "$SCRATCH"/*.log)" "going on without machine 2 ($(hostname)) stops: its agent was told to stop (SIGTERM)"
+    ;;
+  no_blind_retry)
+    # The one restart rule on etcd too: rank 1 fails the same way at start-up twice; both agents
+    # stop there, with one of the three restarts used.
+    start_etcd
+    printf '%s\n' '#!/bin/sh' '[ "$RANK" = 1 ] && { echo "second line" >&2; exit 3; }' 'exec sleep 60' \
+      >"$SCRATCH/fail.sh"
+    chmod +x "$SCRATCH/fail.sh"
+    for n in a b; do
+      "$ACCEL" run --nproc_per_node 1 --rdzv_backend etcd --rdzv_endpoint "$ETCD" --rdzv_id "e2e-$$" \
+        --nnodes 2 --max_restarts 3 --no_python "$SCRATCH/fail.sh" >"$SCRATCH/$n.log" 2>&1 &
+      AGENTS+=($!)
+    done
+    for p in "${AGENTS[@]}"; do if wait "$p"; then fail "an agent ended 0: $(cat "$SCRATCH"/*.log)"; fi; done
+    for n in a b; do
+      expect_contains "$(cat "$SCRATCH/$n.log")" "not restarting: attempts 0 and 1 failed the same way before any rank completed a step (rank 1 on machine 1 ($(hostname)) failed with exit code 3; last stderr line: second line)"
+      expect_contains "$(cat "$SCRATCH/$n.log")" "restarts used: 1"
+    done
     ;;
   tls)
     # etcd serving only https and asking clients for a certificate (--client-cert-auth), with
