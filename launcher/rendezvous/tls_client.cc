@@ -204,29 +204,33 @@ ssl_st* TlsClient::handshake(int fd, const std::string& host, time_point deadlin
   }
 }
 
-long TlsClient::read(ssl_st* session, char* buf, size_t size) const {
-  const OpenSsl& o = ssl();
-  const int n = o.SSL_read(session, buf, static_cast<int>(size));
+namespace {
+
+// What an SSL_read (`reading`) or SSL_write that returned `n` means: n bytes, the socket to wait
+// for, the server's close (a read's 0), or an error thrown.
+long ioOutcome(const OpenSsl& o, ssl_st* session, int n, bool reading) {
   if (n > 0) return n;
   const int err = o.SSL_get_error(session, n);
-  if (err == SSL_ERROR_WANT_READ) return kWantRead;
-  if (err == SSL_ERROR_WANT_WRITE) return kWantWrite;
-  if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && errno == 0)) return 0;
-  if (err == SSL_ERROR_SYSCALL)
-    throw NetworkError(std::string("receiving failed: ") + std::strerror(errno));
-  throw TlsRefused("the server refused this client's TLS: " + lastError());  // its alert
+  if (err == SSL_ERROR_WANT_READ) return TlsClient::kWantRead;
+  if (err == SSL_ERROR_WANT_WRITE) return TlsClient::kWantWrite;
+  if (reading && (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && errno == 0)))
+    return 0;
+  const std::string what = reading ? "receiving failed: " : "sending the request failed: ";
+  if (err == SSL_ERROR_SYSCALL) throw NetworkError(what + std::strerror(errno));
+  throw TlsRefused((reading ? "the server refused this client's TLS: " : what) +
+                   lastError());  // a read's: the server's alert
+}
+
+}  // namespace
+
+long TlsClient::read(ssl_st* session, char* buf, size_t size) const {
+  const OpenSsl& o = ssl();
+  return ioOutcome(o, session, o.SSL_read(session, buf, static_cast<int>(size)), true);
 }
 
 long TlsClient::write(ssl_st* session, const char* buf, size_t size) const {
   const OpenSsl& o = ssl();
-  const int n = o.SSL_write(session, buf, static_cast<int>(size));
-  if (n > 0) return n;
-  const int err = o.SSL_get_error(session, n);
-  if (err == SSL_ERROR_WANT_READ) return kWantRead;
-  if (err == SSL_ERROR_WANT_WRITE) return kWantWrite;
-  if (err == SSL_ERROR_SYSCALL)
-    throw NetworkError(std::string("sending the request failed: ") + std::strerror(errno));
-  throw TlsRefused("sending the request failed: " + lastError());
+  return ioOutcome(o, session, o.SSL_write(session, buf, static_cast<int>(size)), false);
 }
 
 bool TlsClient::pending(ssl_st* session) const { return ssl().SSL_pending(session) > 0; }
