@@ -1,7 +1,10 @@
 #include "libaccel/comm/shm_communicator.h"
 
+#include <sched.h>
+
 #include <functional>
 #include <sstream>
+#include <thread>
 
 #include "accel/error.h"
 #include "libaccel/comm/op_queue.h"
@@ -59,7 +62,8 @@ void checkTensor(const at::Tensor& t, const char* what) {
 
 class ShmCommunicator : public Communicator {
  public:
-  explicit ShmCommunicator(std::unique_ptr<shm::Group> group) : group_(std::move(group)) {}
+  ShmCommunicator(std::unique_ptr<shm::Group> group, bool async)
+      : group_(std::move(group)), async_(async) {}
   ~ShmCommunicator() override { queue_.reset(); }  // finish queued operations before the group goes
 
   int rank() const override { return group_->rank(); }
@@ -67,7 +71,15 @@ class ShmCommunicator : public Communicator {
   const char* backend() const override { return "shm"; }
 
   std::unique_ptr<Work> allreduceAsync(at::Tensor& tensor, ReduceOp op) override {
-    return queue_->start(allreduceOp(tensor, op));
+    if (async_) return queue_->start(allreduceOp(tensor, op));
+    auto outcome = std::make_shared<Outcome>();
+    try {
+      queue_->runBlocking(allreduceOp(tensor, op));
+    } catch (...) {
+      outcome->error = std::current_exception();  // thrown by wait(), as from the thread
+    }
+    outcome->done = true;
+    return std::make_unique<OutcomeWork>(std::move(outcome));
   }
 
   void allreduce(at::Tensor& tensor, ReduceOp op) override {
@@ -112,6 +124,7 @@ class ShmCommunicator : public Communicator {
   void run(std::function<void()> op) { queue_->runBlocking(std::move(op)); }
 
   std::unique_ptr<shm::Group> group_;
+  bool async_;
   std::unique_ptr<OpQueue> queue_ = std::make_unique<OpQueue>();
 };
 
@@ -150,6 +163,16 @@ std::unique_ptr<shm::Group> joinGroup(c10d::Store& store, int rank, int size,
   return std::make_unique<shm::Group>(std::move(segment).value(), rank, size, nonce, group);
 }
 
+// Whether the CPUs this process may run on outnumber the ranks (one left for the thread).
+bool aCpuToSpare(int size) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cpus = ::sched_getaffinity(0, sizeof set, &set) == 0
+                       ? CPU_COUNT(&set)
+                       : static_cast<int>(std::thread::hardware_concurrency());
+  return cpus > size;
+}
+
 }  // namespace
 
 std::unique_ptr<Communicator> makeShmCommunicator(c10::intrusive_ptr<c10d::Store> store, int rank,
@@ -160,7 +183,7 @@ std::unique_ptr<Communicator> makeShmCommunicator(c10::intrusive_ptr<c10d::Store
   auto g =
       rank == 0 ? createGroup(*store, size, options, group) : joinGroup(*store, rank, size, group);
   g->attach();
-  return std::make_unique<ShmCommunicator>(std::move(g));
+  return std::make_unique<ShmCommunicator>(std::move(g), options.async.value_or(aCpuToSpare(size)));
 }
 
 }  // namespace accel::comm

@@ -1,15 +1,18 @@
 #pragma once
 // The shared-memory communicator: the collectives of ranks that all run on one machine, through
-// one POSIX shared-memory segment per job (shm_group.h) instead of loopback TCP. Operations run
-// in the order they were started on one thread of the communicator's, so allreduceAsync returns
-// at once and gradient buckets overlap backward; the blocking calls queue behind what is in
-// flight, or run on the caller's thread when nothing is. Tensors must be contiguous CPU tensors;
-// all-reduce takes float32/64, bfloat16, float16 and 8- to 64-bit integers (bf16 and fp16
+// one POSIX shared-memory segment per job (shm_group.h) instead of loopback TCP. Where the
+// machine has a CPU to spare, operations run in the order they were started on one thread of the
+// communicator's, so allreduceAsync returns at once and gradient buckets overlap backward; the
+// blocking calls queue behind what is in flight, or run on the caller's thread when nothing is.
+// With one CPU per rank or fewer, allreduceAsync runs the all-reduce at once on the caller's
+// thread (ShmOptions::async) and its Work holds the outcome. Tensors must be contiguous CPU
+// tensors; all-reduce takes float32/64, bfloat16, float16 and 8- to 64-bit integers (bf16 and fp16
 // accumulated in fp32). Results are the same on every run. Not thread-safe (one caller thread),
 // like every Communicator.
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -25,6 +28,11 @@ struct ShmOptions {
   // Names the segment, for a human reading /dev/shm (the run id).
   std::string tag;
   shm::GroupOptions group;
+  // Whether allreduceAsync runs on the communicator's thread, overlapping the caller, or on the
+  // caller's before it returns. Unset: on the thread only when the CPUs this process may run on
+  // outnumber the ranks. With one CPU per rank or fewer that thread cannot overlap anything: it
+  // takes its time from some rank's compute, and adds a hand-off and a wake-up per operation.
+  std::optional<bool> async;
 };
 
 // Forms the group of `size` ranks through `store`: rank 0 sweeps stale segments of dead jobs,

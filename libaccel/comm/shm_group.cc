@@ -304,23 +304,38 @@ void Group::reduceSmall(char* data, size_t count, DType dtype, Op op, Clock::tim
   set_ ^= 1;
 }
 
-// Each rank reduces its slice into the result area, then every rank copies the whole result.
+// Each rank reduces its own slice, then copies the others' slices of the result. Only what the
+// others read crosses the segment, with streaming stores (they read it, not this core): a rank
+// publishes the others' slices of its data, reduces its own slice in place in `data` (its own
+// part read from there) while mirroring the result into the result area, and after the second
+// sync point fetches the other slices from there.
 void Group::reduceSplit(char* data, size_t count, DType dtype, Op op, Clock::time_point deadline) {
   const size_t elem = dtypeSize(dtype);
-  std::memcpy(staging(set_, rank_), data, count * elem);
-  sync("all-reduce", deadline);
   const size_t align = kLine / elem;
   const size_t per = roundUp((count + size_ - 1) / size_, align);
-  const size_t lo = std::min(count, per * rank_), hi = std::min(count, lo + per);
-  if (hi > lo) {
-    for (int r = 0; r < size_; ++r) inputs_[r] = staging(set_, r) + lo * elem;
-    reduce(result(set_) + lo * elem, inputs_.data(), size_, hi - lo, dtype, op);
+  const auto slice = [&](int r) {
+    const size_t lo = std::min(count, per * r);
+    return std::pair<size_t, size_t>{lo * elem, (std::min(count, lo + per) - lo) * elem};
+  };
+  char* mine = staging(set_, rank_);
+  for (int r = 0; r < size_; ++r) {
+    const auto [at, bytes] = slice(r);
+    if (r != rank_ && bytes) streamCopy(mine + at, data + at, bytes);
   }
   sync("all-reduce", deadline);
-  std::memcpy(data, result(set_), count * elem);
+  const auto [at, bytes] = slice(rank_);
+  if (bytes) {
+    for (int r = 0; r < size_; ++r) inputs_[r] = r == rank_ ? data + at : staging(set_, r) + at;
+    reduce(data + at, inputs_.data(), size_, bytes / elem, dtype, op, result(set_) + at);
+  }
+  sync("all-reduce", deadline);
+  for (int r = 0; r < size_; ++r) {
+    const auto [from, n] = slice(r);
+    if (r != rank_ && n) std::memcpy(data + from, result(set_) + from, n);
+  }
   // No switch of sets: after the second sync point nobody reads the slots any more, and the
   // result area is written again only after the next sync point, which a rank reaches once it
-  // copied this result out. Staying on one set keeps the working set in cache.
+  // copied this result out.
 }
 
 }  // namespace accel::shm

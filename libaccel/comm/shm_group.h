@@ -8,13 +8,15 @@
 // two sets. Every operation is a sequence of sync points; at each, a rank publishes that it
 // arrived (its counter) and waits until every rank did: a short bounded spin, then a futex wait
 // on the peer's counter (no sleeping polls; the spin is skipped when the ranks outnumber the
-// CPUs). All-reduce: each rank copies its piece into its slot; for small pieces every rank then
-// combines all slots into its own buffer (one sync point); for large ones each reduces its own
-// cache-line-aligned slice into the result area and every rank copies the whole result out
-// (reduce-scatter then all-gather: two sync points). Single-sync-point operations alternate
+// CPUs). All-reduce: for small pieces each rank copies its piece into its slot and every rank
+// then combines all slots into its own buffer (one sync point); for large ones each rank
+// publishes the others' cache-line-aligned slices of its piece, reduces its own slice in place
+// (its own part read from its buffer) and into the result area, and copies the others' slices
+// of the result out (reduce-scatter then all-gather: two sync points). Only bytes another rank
+// reads cross the segment, written with streaming stores. Single-sync-point operations alternate
 // between the two sets, so that a sync point's wait is also the guarantee that a slot is no
 // longer read before it is overwritten; the split all-reduce stays on one set (its second sync
-// point gives that guarantee), which keeps repeated large all-reduces in cache.
+// point gives that guarantee).
 //
 // Never hangs: a wait is bounded by the options' timeout per operation, and a waiting rank
 // checks every 100 ms whether the rank it waits for is still alive (a pidfd of it): a dead peer

@@ -6,6 +6,10 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace accel::shm {
 namespace {
 
@@ -54,8 +58,45 @@ A add(A a, A b) {
   }
 }
 
+// streamCopy without its closing fence (the caller fences once after many).
+void streamStores(void* dst, const void* src, size_t bytes) {
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+#if defined(__SSE2__)
+  // Up to the destination's first 16-byte boundary, and the tail, with memcpy.
+  const size_t head = std::min(bytes, (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16);
+  std::memcpy(d, s, head);
+  size_t i = head;
+  for (; i + 64 <= bytes; i += 64) {
+    const auto* from = reinterpret_cast<const __m128i*>(s + i);
+    auto* to = reinterpret_cast<__m128i*>(d + i);
+    const __m128i a = _mm_loadu_si128(from), b = _mm_loadu_si128(from + 1),
+                  c = _mm_loadu_si128(from + 2), e = _mm_loadu_si128(from + 3);
+    _mm_stream_si128(to, a);
+    _mm_stream_si128(to + 1, b);
+    _mm_stream_si128(to + 2, c);
+    _mm_stream_si128(to + 3, e);
+  }
+  for (; i + 16 <= bytes; i += 16) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
+  }
+  std::memcpy(d + i, s + i, bytes - i);
+#else
+  std::memcpy(d, s, bytes);
+#endif
+}
+
+// Streaming stores are weakly ordered: this makes them visible before whatever this thread
+// publishes next (a sync point's counter).
+void fenceStreams() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
 template <typename T, typename Conv, Op kOp>
-void reduceTyped(T* out, const T* const* in, int n, size_t count) {
+void reduceTyped(T* out, const T* const* in, int n, size_t count, char* mirror) {
   using Acc = typename Conv::Acc;
   Acc acc[kBlock];
   for (size_t start = 0; start < count; start += kBlock) {
@@ -74,26 +115,35 @@ void reduceTyped(T* out, const T* const* in, int n, size_t count) {
           acc[i] = v < acc[i] ? v : acc[i];
       }
     }
+    // Every input of the block is read before its output is written: `out` may alias any.
     T* dst = out + start;
     for (size_t i = 0; i < len; ++i) dst[i] = Conv::store(acc[i]);
+    if (mirror) streamStores(mirror + start * sizeof(T), dst, len * sizeof(T));
   }
+  if (mirror) fenceStreams();
 }
 
 template <typename T, typename Conv>
-void reduceOp(void* out, const void* const* in, int n, size_t count, Op op) {
+void reduceOp(void* out, const void* const* in, int n, size_t count, Op op, void* mirror) {
   auto* o = static_cast<T*>(out);
   auto* i = reinterpret_cast<const T* const*>(in);
+  auto* m = static_cast<char*>(mirror);
   switch (op) {
     case Op::Sum:
-      return reduceTyped<T, Conv, Op::Sum>(o, i, n, count);
+      return reduceTyped<T, Conv, Op::Sum>(o, i, n, count, m);
     case Op::Max:
-      return reduceTyped<T, Conv, Op::Max>(o, i, n, count);
+      return reduceTyped<T, Conv, Op::Max>(o, i, n, count, m);
     case Op::Min:
-      return reduceTyped<T, Conv, Op::Min>(o, i, n, count);
+      return reduceTyped<T, Conv, Op::Min>(o, i, n, count, m);
   }
 }
 
 }  // namespace
+
+void streamCopy(void* dst, const void* src, size_t bytes) {
+  streamStores(dst, src, bytes);
+  fenceStreams();
+}
 
 uint16_t floatToBf16(float value) {
   uint32_t bits;
@@ -174,26 +224,27 @@ const char* dtypeName(DType dtype) {
   return "?";
 }
 
-void reduce(void* out, const void* const* in, int n, size_t count, DType dtype, Op op) {
+void reduce(void* out, const void* const* in, int n, size_t count, DType dtype, Op op,
+            void* mirror) {
   switch (dtype) {
     case DType::F32:
-      return reduceOp<float, Plain<float>>(out, in, n, count, op);
+      return reduceOp<float, Plain<float>>(out, in, n, count, op, mirror);
     case DType::F64:
-      return reduceOp<double, Plain<double>>(out, in, n, count, op);
+      return reduceOp<double, Plain<double>>(out, in, n, count, op, mirror);
     case DType::BF16:
-      return reduceOp<uint16_t, Bf16>(out, in, n, count, op);
+      return reduceOp<uint16_t, Bf16>(out, in, n, count, op, mirror);
     case DType::F16:
-      return reduceOp<uint16_t, F16>(out, in, n, count, op);
+      return reduceOp<uint16_t, F16>(out, in, n, count, op, mirror);
     case DType::I8:
-      return reduceOp<int8_t, Plain<int8_t>>(out, in, n, count, op);
+      return reduceOp<int8_t, Plain<int8_t>>(out, in, n, count, op, mirror);
     case DType::U8:
-      return reduceOp<uint8_t, Plain<uint8_t>>(out, in, n, count, op);
+      return reduceOp<uint8_t, Plain<uint8_t>>(out, in, n, count, op, mirror);
     case DType::I16:
-      return reduceOp<int16_t, Plain<int16_t>>(out, in, n, count, op);
+      return reduceOp<int16_t, Plain<int16_t>>(out, in, n, count, op, mirror);
     case DType::I32:
-      return reduceOp<int32_t, Plain<int32_t>>(out, in, n, count, op);
+      return reduceOp<int32_t, Plain<int32_t>>(out, in, n, count, op, mirror);
     case DType::I64:
-      return reduceOp<int64_t, Plain<int64_t>>(out, in, n, count, op);
+      return reduceOp<int64_t, Plain<int64_t>>(out, in, n, count, op, mirror);
   }
 }
 

@@ -78,16 +78,26 @@ void GradientSync::onGradient(size_t k, const at::Tensor& grad) {
   ready_[k] = true;
   auto [b, slot] = where_[k];
   Bucket& bucket = *buckets_[b];
-  // The hook sees this backward's gradient before it is added to .grad, which may already hold
-  // the steps accumulated without sync: reduce their sum.
-  // Summed in place in the bucket: no temporary per parameter on this hot path.
-  // Divided by the world size before the sum (as DDP's all-reduce hook): a sum of fp16
-  // gradients near their range's top would overflow where DDP's does not.
-  const at::Tensor& accumulated = params_[k].grad();
   at::Tensor view = bucket.flat.narrow(0, bucket.offsets[slot], params_[k].numel());
-  view.copy_(grad.reshape({-1}));
-  if (accumulated.defined()) view.add_(accumulated.reshape({-1}));
-  if (comm_.size() > 1) view.mul_(1.0 / comm_.size());
+  // The hook sees this backward's gradient before it is added to .grad, which may already hold
+  // the steps accumulated without sync: reduce their sum. A .grad that is still the view the
+  // last sync left (nobody cleared it) gets its own storage first: autograd adds to .grad in
+  // place after this hook, and the bucket is about to be all-reduced.
+  at::Tensor& accumulated = params_[k].mutable_grad();
+  if (accumulated.defined() && accumulated.is_alias_of(bucket.flat))
+    accumulated = accumulated.clone();
+  // Written into the bucket in one pass, divided by the world size before the sum (as DDP's
+  // all-reduce hook): a sum of fp16 gradients near their range's top would overflow where DDP's
+  // does not.
+  const at::Tensor flatGrad = grad.reshape({-1});
+  if (accumulated.defined()) {
+    at::add_out(view, flatGrad, accumulated.reshape({-1}));
+    if (comm_.size() > 1) view.mul_(1.0 / comm_.size());
+  } else if (comm_.size() > 1) {
+    at::mul_out(view, flatGrad, at::scalar_tensor(1.0 / comm_.size(), at::kDouble));
+  } else {
+    view.copy_(flatGrad);
+  }
   if (++bucket.ready == bucket.params.size() && b == next_launch_) launchReady();
 }
 
@@ -152,19 +162,16 @@ void GradientSync::failMissing(const std::vector<std::string>& missing) {
 }
 
 // Once its all-reduce finished, each parameter's average (each rank's part was divided before
-// the sum), in full precision, copied into .grad (or its first allocation).
+// the sum), in full precision, becomes its .grad as a view of the bucket: no copy (DDP's
+// gradient_as_bucket_view). The next synced backward writes the bucket again; a .grad not
+// cleared by then is given its own storage first (onGradient).
 void GradientSync::writeBack() {
   for (auto& bucket : buckets_) {
     bucket->work->wait();
-    const at::Tensor& sum =
-        bucket->wire.defined() ? bucket->flat.copy_(bucket->wire) : bucket->flat;
+    if (bucket->wire.defined()) bucket->flat.copy_(bucket->wire);
     for (size_t slot = 0; slot < bucket->params.size(); ++slot) {
       at::Tensor& p = params_[bucket->params[slot]];
-      at::Tensor view = sum.narrow(0, bucket->offsets[slot], p.numel()).view(p.sizes());
-      if (p.grad().defined())
-        p.mutable_grad().copy_(view);
-      else
-        p.mutable_grad() = view.clone();
+      p.mutable_grad() = bucket->flat.narrow(0, bucket->offsets[slot], p.numel()).view(p.sizes());
     }
   }
   startOver();

@@ -43,10 +43,11 @@ class GradientSync {
   bool enabled() const { return enabled_; }
 
   // After loss.backward() on a synced step: starts what is left, waits for every bucket and
-  // replaces each .grad by the average over ranks. Blocks until every rank called it (bounded
-  // by the communicator's timeout). Throws accel::Error naming the parameters that got no
-  // gradient (unless find_unused_parameters, which treats them as zero), or when a collective
-  // fails.
+  // replaces each .grad by the average over ranks, a view of its bucket (no copy; valid until
+  // the next synced backward, which first gives a .grad still held there its own storage). Blocks
+  // until every rank called it (bounded by the communicator's timeout). Throws accel::Error naming
+  // the parameters that got no gradient (unless find_unused_parameters, which treats them as zero),
+  // or when a collective fails.
   void finish();
 
   size_t numBuckets() const { return buckets_.size(); }

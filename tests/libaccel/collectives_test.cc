@@ -1,3 +1,4 @@
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -133,6 +134,72 @@ TEST(CommunicatorsInTurn, EachOnTheSameStoreMeetsItsOwnPeers) {
             << testing::backendName(backend) << " rank " << rank << " turn " << turn;
     }
   }
+}
+
+// Shared memory's allreduceAsync on its thread (a CPU to spare) and on the caller's (one CPU
+// per rank or fewer, as on a 2-core machine with 2 ranks): three in flight, waited for in order,
+// give the same sums; on the caller's thread the result is there when the call returns, and a
+// failure (here: the peer never comes) is thrown by wait(), not by the call.
+TEST(ShmAsyncTest, OnItsThreadAndOnTheCallersTheWorkIsTheSame) {
+  for (bool async : {true, false}) {
+    auto store = c10::make_intrusive<c10d::HashStore>();
+    std::vector<std::thread> ranks;
+    for (int rank = 0; rank < 2; ++rank) {
+      ranks.emplace_back([&, rank] {
+        try {
+          comm::ShmOptions o;
+          o.timeout = std::chrono::seconds(20);
+          o.tag = "libaccel-test";
+          o.async = async;
+          auto comm = comm::makeShmCommunicator(store, rank, 2, o);
+          std::vector<at::Tensor> ts;
+          std::vector<std::unique_ptr<Work>> works;
+          for (int k = 0; k < 3; ++k) {
+            ts.push_back(at::full({20000}, static_cast<float>(rank + 1 + 10 * k)));
+            works.push_back(comm->allreduceAsync(ts.back(), ReduceOp::Sum));
+            if (!async) {
+              EXPECT_EQ(ts.back()[19999].item<float>(), 3.0f + 20 * k);
+            }
+          }
+          for (int k = 0; k < 3; ++k) {
+            works[static_cast<size_t>(k)]->wait();
+            EXPECT_TRUE(torch::equal(ts[static_cast<size_t>(k)], at::full({20000}, 3.0f + 20 * k)))
+                << "async " << async << " rank " << rank << " all-reduce " << k;
+          }
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << "async " << async << " rank " << rank << ": " << e.what();
+        }
+      });
+    }
+    for (auto& t : ranks) t.join();
+  }
+}
+
+TEST(ShmAsyncTest, OnTheCallersThreadAFailureIsThrownByWait) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::atomic<bool> done{false};
+  std::thread peer([&] {  // attaches, then never joins the all-reduce
+    comm::ShmOptions o;
+    o.tag = "libaccel-test";
+    auto comm = comm::makeShmCommunicator(store, 1, 2, o);
+    while (!done) std::this_thread::yield();
+  });
+  comm::ShmOptions o;
+  o.timeout = std::chrono::milliseconds(300);
+  o.tag = "libaccel-test";
+  o.async = false;
+  auto comm = comm::makeShmCommunicator(store, 0, 2, o);
+  at::Tensor t = at::ones({8});
+  std::unique_ptr<Work> work;
+  ASSERT_NO_THROW(work = comm->allreduceAsync(t, ReduceOp::Sum));
+  try {
+    work->wait();
+    ADD_FAILURE() << "wait() did not throw";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("waiting for rank 1"), std::string::npos) << e.what();
+  }
+  done = true;
+  peer.join();
 }
 
 TEST(SingleProcessTest, NoLauncherNoNetworking) {

@@ -361,5 +361,41 @@ TEST(ShmReduce, Bf16RoundsToNearestEven) {
   EXPECT_EQ(bf16ToFloat(out), 258.0f);
 }
 
+// Streaming stores take 16-byte-aligned destinations: every head, body and tail split.
+TEST(ShmReduce, StreamCopyEqualsMemcpyAtEveryAlignment) {
+  std::vector<unsigned char> src(5000), dst(5100);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 31 + 7);
+  for (size_t offset = 0; offset < 17; ++offset) {
+    for (size_t bytes : {size_t{0}, size_t{1}, size_t{15}, size_t{16}, size_t{63}, size_t{64},
+                         size_t{65}, size_t{200}, size_t{4097}}) {
+      std::fill(dst.begin(), dst.end(), 0xee);
+      streamCopy(dst.data() + offset, src.data() + 3, bytes);
+      for (size_t i = 0; i < dst.size(); ++i) {
+        const bool inside = i >= offset && i < offset + bytes;
+        ASSERT_EQ(dst[i], inside ? src[3 + i - offset] : 0xee)
+            << "offset " << offset << " bytes " << bytes << " at " << i;
+      }
+    }
+  }
+}
+
+// In place (out is one of the inputs, not the first) with a mirror: both hold the sum, over
+// several blocks and a tail.
+TEST(ShmReduce, InPlaceIntoAnyInputWithAMirror) {
+  const size_t count = 2500;
+  std::vector<float> a(count), b(count), mirror(count + 16, -1.0f);
+  for (size_t i = 0; i < count; ++i) {
+    a[i] = static_cast<float>(i);
+    b[i] = static_cast<float>(2 * i + 1);
+  }
+  const void* in[2] = {a.data(), b.data()};
+  reduce(b.data(), in, 2, count, DType::F32, Op::Sum, mirror.data());
+  for (size_t i = 0; i < count; ++i) {
+    ASSERT_EQ(b[i], static_cast<float>(3 * i + 1)) << i;
+    ASSERT_EQ(mirror[i], b[i]) << i;
+  }
+  EXPECT_EQ(mirror[count], -1.0f);  // nothing past the end
+}
+
 }  // namespace
 }  // namespace accel::shm

@@ -362,6 +362,32 @@ TEST(GradientSyncTest, BucketsStartDuringBackwardInReverseOrder) {
   EXPECT_TRUE(torch::equal(params[3].grad(), local[3] * 3));
 }
 
+// The averages are views of their bucket, not copies (DDP's gradient_as_bucket_view); a synced
+// backward whose .grad still holds the last average (nobody cleared it) reduces the sum of both
+// and leaves the last average untouched by autograd's in-place add: (2L + L) / 2 × 4 = 6L,
+// where adding into the bucket during its all-reduce would give 7L.
+TEST(GradientSyncTest, GradientsAreViewsOfTheBucketAndASecondSyncDoesNotClobberThem) {
+  auto net = makeNet();
+  std::vector<at::Tensor> params = net->parameters();
+  auto loss = [&] {
+    return torch::mse_loss(net->forward(torch::ones({4, 8})), torch::zeros({4, 2}));
+  };
+  const auto local = localGradients(params, loss);
+  RecordingCommunicator comm;
+  sync::GradientSync gs(comm, params, {}, sync::GradientSyncOptions{});
+  ASSERT_EQ(gs.numBuckets(), 1u);
+  loss().backward();
+  gs.finish();
+  for (size_t i = 1; i < params.size(); ++i)
+    EXPECT_TRUE(params[i].grad().is_alias_of(params[0].grad())) << "parameter " << i;
+  loss().backward();
+  gs.finish();
+  ASSERT_EQ(comm.started.size(), 2u);
+  EXPECT_TRUE(torch::equal(comm.started[1], flat(local, {3, 2, 1, 0}) * 1.5));
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_TRUE(torch::equal(params[i].grad(), local[i] * 6)) << "parameter " << i;
+}
+
 // DDP's rule: a full bucket waits for every earlier bucket to start. Here fc2 (bucket 0) gets
 // no gradient, so buckets 1 and 2, though full during backward, start only in finish(), after
 // bucket 0 (zeros).
