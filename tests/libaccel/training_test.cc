@@ -327,16 +327,23 @@ at::Tensor flat(const std::vector<at::Tensor>& tensors, std::initializer_list<si
   return torch::cat(parts);
 }
 
+// A small net, its parameters, an MSE loss on fixed data, its gradients computed before any hook
+// (local), and a recording communicator: what the GradientSync tests start from.
+struct NetWithLoss {
+  decltype(makeNet()) net = makeNet();
+  std::vector<at::Tensor> params = net->parameters();
+  std::function<at::Tensor()> loss = [this] {
+    return torch::mse_loss(net->forward(torch::ones({4, 8})), torch::zeros({4, 2}));
+  };
+  std::vector<at::Tensor> local = localGradients(params, loss);
+  RecordingCommunicator comm;
+};
+
 // params: fc1.weight (512 bytes), fc1.bias (64), fc2.weight (128), fc2.bias (8). With a cap of
 // 140 bytes, reversed: [fc2.bias, fc2.weight], [fc1.bias], [fc1.weight] (alone, over the cap).
 TEST(GradientSyncTest, BucketsStartDuringBackwardInReverseOrder) {
-  auto net = makeNet();
-  std::vector<at::Tensor> params = net->parameters();
-  auto loss = [&] {
-    return torch::mse_loss(net->forward(torch::ones({4, 8})), torch::zeros({4, 2}));
-  };
-  const auto local = localGradients(params, loss);
-  RecordingCommunicator comm;
+  NetWithLoss t;
+  auto& [net, params, loss, local, comm] = t;
   sync::GradientSync gs(comm, params, {},
                         sync::GradientSyncOptions{/*bucket_cap_bytes=*/140, false});
   ASSERT_EQ(gs.numBuckets(), 3u);
@@ -367,13 +374,8 @@ TEST(GradientSyncTest, BucketsStartDuringBackwardInReverseOrder) {
 // and leaves the last average untouched by autograd's in-place add: (2L + L) / 2 × 4 = 6L,
 // where adding into the bucket during its all-reduce would give 7L.
 TEST(GradientSyncTest, GradientsAreViewsOfTheBucketAndASecondSyncDoesNotClobberThem) {
-  auto net = makeNet();
-  std::vector<at::Tensor> params = net->parameters();
-  auto loss = [&] {
-    return torch::mse_loss(net->forward(torch::ones({4, 8})), torch::zeros({4, 2}));
-  };
-  const auto local = localGradients(params, loss);
-  RecordingCommunicator comm;
+  NetWithLoss t;
+  auto& [net, params, loss, local, comm] = t;
   sync::GradientSync gs(comm, params, {}, sync::GradientSyncOptions{});
   ASSERT_EQ(gs.numBuckets(), 1u);
   loss().backward();
@@ -413,13 +415,8 @@ TEST(GradientSyncTest, AFullBucketWaitsForTheEarlierOnes) {
 // DDP's bf16_compress_hook: the all-reduce moves the bucket as bf16, and the average written
 // back is the bf16-rounded sum (exact here: ×4 of a bf16 value) divided in fp32.
 TEST(GradientSyncTest, Bf16CompressionSendsBf16AndAveragesInFullPrecision) {
-  auto net = makeNet();
-  std::vector<at::Tensor> params = net->parameters();
-  auto loss = [&] {
-    return torch::mse_loss(net->forward(torch::ones({4, 8})), torch::zeros({4, 2}));
-  };
-  const auto local = localGradients(params, loss);
-  RecordingCommunicator comm;
+  NetWithLoss t;
+  auto& [net, params, loss, local, comm] = t;
   sync::GradientSyncOptions o;
   o.bucket_cap_bytes = 1 << 20;
   o.bf16_compression = true;
