@@ -87,7 +87,9 @@ if cmake --build "$build" -j"$(nproc)" --target libaccel_tests >>"$build.log" 2>
   "$build/tests/libaccel_tests" >"$build/libaccel_tests.log" 2>&1
   rc=$?
   result "libaccel_tests on this LibTorch" $rc "$((SECONDS - start)) s, $(grep -E '^\[  PASSED|tests? ran' "$build/libaccel_tests.log" | tr '\n' ' ')"
-  ((rc == 0)) || grep -E 'FAILED|Failure' "$build/libaccel_tests.log" | head -20
+  # A failed test names itself; a crash leaves the test it was running as the last RUN line.
+  ((rc == 0)) || grep -E '^\[  FAILED  \]' "$build/libaccel_tests.log" | head -20
+  ((rc == 0)) || grep -E '^\[ RUN      \]' "$build/libaccel_tests.log" | tail -1 | sed 's/^/last started: /'
 else
   result "libaccel_tests on this LibTorch" 1 "build failed, see $build.log"
 fi

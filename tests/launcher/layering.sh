@@ -3,7 +3,8 @@
 # "launcher/<folder>/..." include of a file in launcher/<folder> is checked against the table
 # below (and launcher/, the agent, may include them all). Also: no libaccel, config or probes
 # file includes the launcher, and no header of the tree has a `using` declaration at namespace
-# scope. Prints each offence as file:line and exits 1 if there is one.
+# scope, and no code linked with LibTorch calls std::filesystem::remove_all (pip's LibTorch
+# exports a broken copy: libaccel/common/remove_tree.h). Prints each offence as file:line and exits 1 if there is one.
 #   tests/launcher/layering.sh [REPO]
 set -euo pipefail
 cd "${1:-$(dirname "$0")/../..}"
@@ -33,6 +34,12 @@ if grep -rn '#include "launcher/' libaccel config probes; then
 fi
 if grep -rnE '^using [a-zA-Z_:]+;|^using namespace' --include=*.h apps config launcher libaccel probes; then
   echo "headers declare no \`using\` at namespace scope"
+  bad=1
+fi
+# Code that links LibTorch: libaccel, its tests and examples (the launcher never links it).
+if grep -rn 'remove_all *(' --include=*.cc --include=*.h libaccel apps/examples tests/libaccel \
+  tests/gpu; then
+  echo "code linked with LibTorch removes trees with accel::removeTree, not remove_all"
   bad=1
 fi
 ((bad == 0)) && echo "layering: launcher folders include only what they may"

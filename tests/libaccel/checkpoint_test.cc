@@ -19,6 +19,7 @@
 
 #include "accel/accelerator.h"
 #include "accel/error.h"
+#include "libaccel/common/remove_tree.h"
 #include "tests/libaccel/world.h"
 
 namespace fs = std::filesystem;
@@ -99,7 +100,7 @@ class CheckpointFilesTest : public ::testing::Test {
     acc_->prepare(*net_, *opt_);
     trainStep(*acc_, *net_);
   }
-  void TearDown() override { fs::remove_all(base_); }
+  void TearDown() override { removeTree(base_.string()); }
 
   // Saves the current state as the "previous" checkpoint, then trains on so that the
   // in-memory state differs from it. Returns the saved parameters.
@@ -321,7 +322,7 @@ TEST(CheckpointRanksTest, EveryRankCreatesWhatItWritesWithoutASharedFileSystem) 
   restored.load(archive);
   EXPECT_TRUE(same(snapshot(restored), saved))
       << "the failed save changed rank 0's previous checkpoint";
-  fs::remove_all(base);
+  removeTree(base.string());
 }
 
 // Ranks as processes (each has its own RNG, unlike threads): `body` runs on `world` forked
@@ -416,7 +417,7 @@ TEST(CheckpointProcessesTest, EveryRankRestoresItsModelOptimizerStepAndRng) {
   }
   EXPECT_FALSE(torch::equal(first[0][0], first[1][0]))
       << "both ranks had the same generator: the test proves little";
-  fs::remove_all(base);
+  removeTree(base.string());
 }
 
 }  // namespace
