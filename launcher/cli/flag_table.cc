@@ -248,8 +248,9 @@ std::vector<FlagSpec> torchrun() {
       F({"--nnodes"}, "nnodes")
           .str()
           .torchrunOnly()
-          .help("Machines: N, or MIN:MAX for an elastic group (c10d: starts once MIN joined, takes "
-                "up to MAX; a lost machine is dropped while MIN remain)"),
+          .help("Machines: N, or MIN:MAX for an elastic group (c10d, etcd: starts "
+                "last_call_timeout after MIN joined, at once with MAX; a lost machine is dropped "
+                "while MIN remain; a later arrival re-forms the group)"),
       F({"--node_rank"}, "node_rank")
           .integer()
           .torchrunOnly()

@@ -19,6 +19,7 @@
 #include "launcher/plan/accelerate_env.h"
 #include "launcher/plan/launch_options.h"
 #include "launcher/plan/placement.h"
+#include "launcher/plan/round_timeouts.h"
 #include "libaccel/common/expected.h"
 #include "probes/environment.h"
 
@@ -51,12 +52,12 @@ struct LaunchPlan {
   // min_machines joined; a group that falls below it ends the job.
   int min_machines = 1;
   bool elastic() const { return min_machines < num_machines; }
-  std::chrono::milliseconds last_call_timeout{std::chrono::seconds(30)};  // torch's default
+  std::chrono::milliseconds last_call_timeout = RoundTimeouts{}.last_call;  // torch's default
   // Every agent writes a keep-alive to the job's store each keep_alive_interval; the master
   // drops a machine after keep_alive_misses intervals without one (--rdzv_conf
   // keep_alive_interval=, keep_alive_max_attempt=; torch's defaults are 5 s and 3).
-  std::chrono::milliseconds keep_alive_interval{std::chrono::seconds(1)};
-  int keep_alive_misses = 3;
+  std::chrono::milliseconds keep_alive_interval = RoundTimeouts{}.keep_alive_interval;
+  int keep_alive_misses = RoundTimeouts{}.keep_alive_misses;
   // A rank per scheduler task (--no_spawn, or under MPI): the agent does not spawn; it execs
   // the command as local rank `exec_local_rank`, and rank 0 hosts the store (torch's env://).
   bool exec_in_place = false;
@@ -68,7 +69,7 @@ struct LaunchPlan {
   bool agent_store = true;               // TORCHELASTIC_USE_AGENT_STORE: the agent hosts the store
   std::optional<std::string> scheduler;  // "SLURM", "Open MPI", "PMI" when one gave the machines
   bool master_addr_from_scheduler = false;  // master_addr is a SLURM node name (may need NodeAddr)
-  std::chrono::milliseconds rdzv_timeout{std::chrono::seconds(900)};
+  std::chrono::milliseconds rdzv_timeout = RoundTimeouts{}.join;
   std::string master_addr = "127.0.0.1";
   std::string address_flag = "--main_process_ip";  // where master_addr came from (messages)
   // --rdzv_backend etcd/etcd-v2 across machines: etcd's endpoints (--rdzv_endpoint,

@@ -237,7 +237,8 @@ Expected<RendezvousResult> readAssignment(store::Store& s, const GroupSettings& 
   // call that began just before the timeout still closes the round (the master itself has
   // published by now, up to a last call after the timeout).
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - o.clock->now()) +
-              o.timeouts.last_call + (master ? std::chrono::seconds(1) : o.timeouts.answer_margin);
+              o.timeouts.last_call +
+              (master ? o.timeouts.master_answer_margin : o.timeouts.answer_margin);
   std::string text;
   try {
     text = s.get(keys.assignment(), std::max(left, std::chrono::milliseconds(1)));

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "launcher/base/clock.h"
+#include "launcher/plan/round_timeouts.h"
 #include "launcher/rendezvous/job_keys.h"
-#include "launcher/rendezvous/round_timeouts.h"
 #include "launcher/report/job_report.h"
 #include "libaccel/common/expected.h"
 #include "libaccel/store/store.h"

@@ -109,12 +109,10 @@ EtcdRoundSettings EtcdGroup::roundSettings() const {
   s.run_id = settings_.run_id;
   s.min_machines = plan_.min_machines;
   s.max_machines = plan_.num_machines;
-  s.last_call = plan_.last_call_timeout;
-  s.join = plan_.rdzv_timeout;
+  s.timeouts = settings_.timeouts;
   s.expect_machines = round_.expect_machines;
   s.restart_count = round_.restart_count;
   s.lease = lease_->id();
-  s.check_silence = plan_.keep_alive_interval;
   s.cancelled = [this] { return interrupted_.load(); };
   return s;
 }
@@ -159,7 +157,6 @@ Expected<Placement> EtcdGroup::meet() {
   o.machine_rank = joined_->machine_rank;
   o.members = joined_->members;
   o.window = lease_->ttl();
-  o.check_every = plan_.keep_alive_interval;
   try {
     const JobKeys keys(settings_.run_id, root_);
     client_->put(keys.openRound(), std::to_string(round_.round + 1));

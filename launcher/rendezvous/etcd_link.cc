@@ -18,19 +18,19 @@ using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
-// The link's calls are small and a healthy etcd answers them at once: each is bounded by 2 s in
-// all (1 s an endpoint), so that stop() never waits longer for a call in progress when etcd is
-// gone (the lease says when that ends the job).
-EtcdOptions linkBounds(EtcdOptions o) {
-  o.timeout = std::min(o.timeout, std::chrono::milliseconds(2000));
-  o.attempt_timeout = std::min(o.attempt_timeout, std::chrono::milliseconds(1000));
+// The link's calls are small and a healthy etcd answers them at once: each is bounded by
+// etcd_link_call in all (etcd_link_try an endpoint), so that stop() never waits longer for a call
+// in progress when etcd is gone (the lease says when that ends the job).
+EtcdOptions linkBounds(EtcdOptions o, const RoundTimeouts& t) {
+  o.timeout = std::min(o.timeout, t.etcd_link_call);
+  o.attempt_timeout = std::min(o.attempt_timeout, t.etcd_link_try);
   return o;
 }
 
 }  // namespace
 
 EtcdLink::EtcdLink(EtcdLinkOptions options)
-    : client_(linkBounds(options.etcd)),
+    : client_(linkBounds(options.etcd, options.round_settings.timeouts)),
       o_(std::move(options)),
       keys_(etcdRoundKeys(o_.round_settings, o_.round)),
       next_keys_(etcdRoundKeys(o_.round_settings, o_.round + 1)),
@@ -170,10 +170,10 @@ void EtcdLink::waitForWork() {
 }
 
 // Whether the watches' endpoint answers a read that needs quorum (a linearizable range of the
-// stop record) within check_every (at most 1 s): a machine cut off keeps its connections silent,
-// and a member cut off from the others' majority serves no such read.
+// stop record) within the keep-alive interval (each check at most etcd_link_try): a machine cut off
+// keeps its connections silent, and a member cut off from the others' majority serves no such read.
 bool EtcdLink::watchEndpointServes() {
-  next_check_ = SteadyClock::now() + o_.check_every;
+  next_check_ = SteadyClock::now() + o_.round_settings.timeouts.keep_alive_interval;
   try {
     watch_check_->get(keys_.stop());
     return true;
@@ -227,10 +227,10 @@ void EtcdLink::openWatches() {
        std::make_unique<EtcdWatch>(at, next_keys_.memberPrefix(), true, revision_ + 1, deadline)});
   EtcdOptions alone = o_.etcd;
   alone.endpoints = {at};
-  alone.timeout = alone.attempt_timeout =
-      std::min<std::chrono::milliseconds>(o_.check_every, std::chrono::seconds(1));
+  alone.timeout = alone.attempt_timeout = std::min(o_.round_settings.timeouts.keep_alive_interval,
+                                                   o_.round_settings.timeouts.etcd_link_try);
   watch_check_ = std::make_unique<EtcdClient>(alone);
-  next_check_ = SteadyClock::now() + o_.check_every;
+  next_check_ = SteadyClock::now() + o_.round_settings.timeouts.keep_alive_interval;
 }
 
 void EtcdLink::onEvent(const EtcdEvent& e, Watched what) {

@@ -15,7 +15,8 @@
 // A watch whose endpoint goes away is opened again, after a fresh read, on whichever endpoint
 // the client reaches then; nothing that happened in between is missed. An endpoint that goes
 // silent instead (its machine cut off: no reset, no error, no events) is found by asking it every
-// check_every for a read that needs etcd's quorum; one that cannot serve it is left the same way.
+// the keep-alive interval for a read that needs etcd's quorum; one that cannot serve it is left the
+// same way.
 //
 // Thread-safety as RoundLink's; leaseLost from any thread. The constructor blocks to read the
 // round's keys and open the watches (throws accel::NetworkError when etcd cannot be reached).
@@ -41,9 +42,9 @@ struct EtcdLinkOptions {
   int round = 0;
   int machine_rank = 0;             // this machine's in the round
   std::vector<EtcdMember> members;  // the round's, by machine rank
-  std::chrono::seconds window{3};   // the leases' TTL, for messages
-  // How often the watches' endpoint is asked whether it still serves (the keep-alive interval).
-  std::chrono::milliseconds check_every{1000};
+  // The leases' TTL, for messages. The watches' endpoint is asked whether it still serves every
+  // round_settings.timeouts.keep_alive_interval.
+  std::chrono::seconds window{3};
 };
 
 class EtcdLink : public RoundLink {

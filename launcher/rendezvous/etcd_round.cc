@@ -52,7 +52,7 @@ class Meeting {
 
   Expected<EtcdRound> run() {
     client_.put(keys_.member(me_.token), toJson(me_).dump(), s_.lease);
-    const time_point joinBy = SteadyClock::now() + s_.join;
+    const time_point joinBy = SteadyClock::now() + s_.timeouts.join;
     read();
     while (!record_) {
       const time_point now = SteadyClock::now();
@@ -69,7 +69,7 @@ class Meeting {
         return makeError("round " + std::to_string(round_) + ": interrupted while it formed");
       }
       // Looks at `cancelled` every 200 ms.
-      awaitChanges(std::min({joinBy, lastCallEnd(), now + std::chrono::milliseconds(200)}));
+      awaitChanges(std::min({joinBy, lastCallEnd(), now + s_.timeouts.etcd_look}));
     }
     return resultOf(*record_);
   }
@@ -107,7 +107,7 @@ class Meeting {
     }
   }
   time_point lastCallEnd() const {
-    return last_call_from_ ? *last_call_from_ + s_.last_call : time_point::max();
+    return last_call_from_ ? *last_call_from_ + s_.timeouts.last_call : time_point::max();
   }
 
   // Waits for the round's next changes until `deadline`; a watch whose endpoint went away is
@@ -121,7 +121,7 @@ class Meeting {
         watched_at_ = client_.endpoint();
         heard_ = SteadyClock::now();
       }
-      if (SteadyClock::now() - heard_ >= s_.check_silence) checkWatchedEndpoint();
+      if (SteadyClock::now() - heard_ >= s_.timeouts.keep_alive_interval) checkWatchedEndpoint();
       const auto events = watch_->next(deadline);
       if (!events.empty()) heard_ = SteadyClock::now();
       for (const auto& e : events) apply(e.kv, e.deleted);
@@ -132,7 +132,8 @@ class Meeting {
   }
   // The watch's endpoint answers a quorum read (the record's key), or NetworkError.
   void checkWatchedEndpoint() {
-    EtcdOptions alone{{watched_at_}, s_.check_silence, s_.check_silence};
+    EtcdOptions alone{
+        {watched_at_}, s_.timeouts.keep_alive_interval, s_.timeouts.keep_alive_interval};
     try {
       EtcdClient(alone).get(record_key_);
     } catch (const Error& e) {
@@ -212,7 +213,7 @@ class Meeting {
     return makeError("round " + std::to_string(round_) + " on etcd at " + client_.endpointInUse() +
                      ": " + std::to_string(registered_.size()) + " of " +
                      std::to_string(s_.min_machines) + " machines joined within " +
-                     secondsText(s_.join) + (hosts.empty() ? "" : " (" + hosts + ")"));
+                     secondsText(s_.timeouts.join) + (hosts.empty() ? "" : " (" + hosts + ")"));
   }
 
   EtcdClient& client_;

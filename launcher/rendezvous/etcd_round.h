@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/plan/round_timeouts.h"
 #include "launcher/rendezvous/etcd_client.h"
 #include "launcher/rendezvous/job_keys.h"
 #include "libaccel/common/expected.h"
@@ -58,14 +59,13 @@ struct EtcdRoundSettings {
   // a restart's survivors do not wait for a last call.
   int expect_machines = 0;
   int restart_count = 0;  // what the record says, when this agent closes the round
-  std::chrono::milliseconds last_call{std::chrono::seconds(30)};
-  std::chrono::milliseconds join{std::chrono::seconds(900)};
+  // join and last_call bound the round; a watch silent for keep_alive_interval is checked: its
+  // endpoint must answer a quorum read (a machine cut off keeps its connections silent), else
+  // the round is read and watched elsewhere.
+  RoundTimeouts timeouts;
   int64_t lease = 0;  // the agent's lease: its registration goes when it expires
-  // A watch silent this long is checked: its endpoint must answer a quorum read (a machine cut
-  // off keeps its connections silent), else the round is read and watched elsewhere.
-  std::chrono::milliseconds check_silence{std::chrono::seconds(1)};
-  // Asked every 200 ms while the round forms: true makes meetOnEtcd return an error at once
-  // (the agent was told to stop). Thread-safe, as the caller makes it.
+  // Asked every timeouts.etcd_look while the round forms: true makes meetOnEtcd return an error
+  // at once (the agent was told to stop). Thread-safe, as the caller makes it.
   std::function<bool()> cancelled;
 };
 

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/plan/round_timeouts.h"
 #include "launcher/rendezvous/round_end.h"
-#include "launcher/rendezvous/round_timeouts.h"
 
 namespace accel::launcher {
 

@@ -26,8 +26,8 @@ RoundTimeouts roundTimeoutsOf(const LaunchPlan& plan) {
   t.last_call = plan.last_call_timeout;
   t.keep_alive_interval = plan.keep_alive_interval;
   t.keep_alive_misses = plan.keep_alive_misses;
-  t.close = plan.round_close_timeout.value_or(plan.term_timeout + std::chrono::seconds(30));
-  t.exit_after_failure = plan.term_timeout + std::chrono::seconds(10);
+  t.close = plan.round_close_timeout.value_or(plan.term_timeout + t.close_margin);
+  t.exit_after_failure = plan.term_timeout + t.exit_margin;
   return t;
 }
 

@@ -22,9 +22,9 @@
 
 #include "launcher/plan/launch_plan.h"
 #include "launcher/plan/placement.h"
+#include "launcher/plan/round_timeouts.h"
 #include "launcher/rendezvous/round_end.h"
 #include "launcher/rendezvous/round_link.h"
-#include "launcher/rendezvous/round_timeouts.h"
 #include "launcher/report/job_report.h"
 #include "libaccel/common/expected.h"
 

@@ -31,8 +31,6 @@ namespace accel::launcher {
 namespace {
 
 constexpr int kHandledSignals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-// How long an attempt whose workers have all ended waits for its failure to be published.
-constexpr auto kPublishGrace = std::chrono::seconds(5);
 
 // Identifiers of the loop's descriptors other than the workers' pipes ((local rank << 1) | stream).
 constexpr uint64_t kSignalsId = ~0ull;
@@ -173,7 +171,7 @@ bool Supervisor::Attempt::spawn(Worker& w) {
 // ---- The loop -----------------------------------------------------------------------------
 
 // Done when every worker has ended and this machine's failure, if any, is published (or the
-// store did not answer within kPublishGrace).
+// store did not answer within RoundTimeouts::publish).
 bool Supervisor::Attempt::finished() const {
   for (const auto& w : workers_) {
     if (w.running) return false;
@@ -450,7 +448,7 @@ void Supervisor::Attempt::publishFirstFailure() {
   if (report_.remote_culprit) return;  // another machine was first; the others know
   if (!link_->publish(myFailure())) return;
   publication_ = Publication::kPending;
-  publish_deadline_ = now() + kPublishGrace;
+  publish_deadline_ = now() + roundTimeoutsOf(plan_).publish;
 }
 
 JobFailure Supervisor::Attempt::myFailure() {

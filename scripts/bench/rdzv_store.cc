@@ -147,7 +147,7 @@ std::pair<double, double> etcdRound(int agents, const std::string& endpoint) {
   s.root = "accel-bench/";
   s.run_id = std::to_string(::getpid());
   s.min_machines = s.max_machines = agents;
-  s.join = std::chrono::seconds(600);
+  s.timeouts.join = std::chrono::seconds(600);
   std::vector<int64_t> leases;
   uint64_t before = 0;
   for (int a = 0; a < agents; ++a) {

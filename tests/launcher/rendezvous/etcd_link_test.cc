@@ -194,7 +194,7 @@ TEST(EtcdLinkSilenceTest, AWatchedMemberThatGoesSilentIsLeft) {
   lo.etcd = o;
   lo.round_settings = round;
   lo.members = members;
-  lo.check_every = 500ms;
+  lo.round_settings.timeouts.keep_alive_interval = 500ms;
   EtcdLink alpha(lo);
   cluster->pause(0);
   EtcdOptions others = o;

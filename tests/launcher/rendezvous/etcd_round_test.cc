@@ -41,8 +41,8 @@ class EtcdRoundTest : public testing::EtcdSuite {
     s.run_id = job;
     s.min_machines = min;
     s.max_machines = max;
-    s.last_call = lastCall;
-    s.join = 20s;
+    s.timeouts.last_call = lastCall;
+    s.timeouts.join = 20s;
     return s;
   }
   static EtcdMember member(const std::string& name, int localWorldSize = 2) {
@@ -176,7 +176,7 @@ TEST_F(EtcdRoundTest, TheMachinesOfTheRoundBeforeKeepTheirPlaces) {
 // without a last call, and carries the restart count.
 TEST_F(EtcdRoundTest, ARestartsRoundClosesWithTheExpectedMachinesAndCarriesItsCount) {
   auto s = settings(2, 3, 60s);  // without the expectation: closed by the last call, 60 s on
-  s.join = 60s;
+  s.timeouts.join = 60s;
   s.expect_machines = 2;
   s.restart_count = 1;
   auto a = start("alpha", s);
@@ -211,7 +211,7 @@ TEST_F(EtcdRoundTest, TwoJobsOnOneEtcdNeverMeet) {
   EXPECT_EQ(hosts(*ra1), hosts(*ra2));
   EXPECT_EQ(ra1->members.size(), 2u);
   EtcdRoundSettings shortJoin = settings(2, 2, 1s, "B");
-  shortJoin.join = 500ms;
+  shortJoin.timeouts.join = 500ms;
   EtcdClient client(options());
   auto b2 = meetOnEtcd(client, shortJoin, 0, member("b2"));
   // b2 and b1 are job B's: they meet (b1 waited), and never with job A's.
@@ -224,7 +224,7 @@ TEST_F(EtcdRoundTest, TwoJobsOnOneEtcdNeverMeet) {
 
 TEST_F(EtcdRoundTest, TooFewMachinesFailNamingTheRoundEtcdAndWhoCame) {
   EtcdRoundSettings s = settings(3, 3, 1s);
-  s.join = 400ms;
+  s.timeouts.join = 400ms;
   EtcdClient client(options());
   auto r = meetOnEtcd(client, s, 0, member("alpha"));
   ASSERT_FALSE(r.ok());
@@ -258,7 +258,7 @@ TEST_F(EtcdRoundTest, TheRoundGoesOnWhenTheWatchedEndpointGoesSilent) {
   auto cluster = testing::EtcdCluster::start(3, why);
   if (!cluster) GTEST_SKIP() << why;
   auto s = settings(2, 2, 60s);
-  s.check_silence = 500ms;
+  s.timeouts.keep_alive_interval = 500ms;
   auto a = start("alpha", s, 2, cluster->endpoints());
   awaitRegistrations(1, "job", cluster->endpoint(1));
   cluster->pause(0);  // the first endpoint: the one alpha watches
