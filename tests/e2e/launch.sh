@@ -50,6 +50,11 @@ run_dir_in() {
   echo "${dirs[0]%/}"
 }
 
+# summary_of LOG_DIR KEY: KEY of the one summary.json kept in log directory LOG_DIR.
+summary_of() {
+  /usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$(run_dir_in "$1")/summary.json" "$2"
+}
+
 case $CASE in
 env_contract)
   export FOO_FROM_PARENT=kept
@@ -763,8 +768,9 @@ multi_machine_restart)
     set -e
     M0=$(cat "$SCRATCH/m0.out") M1=$(cat "$SCRATCH/m1.out")
   }
-  # Rank 3 (machine 1) fails in attempt 0: both machines restart once and finish.
-  BEHAVE_DEFAULT=sleep-until-attempt:1 BEHAVE_3=fail-in-attempt:0:5 run_two_machines
+  # Rank 3 (machine 1) fails in attempt 0: both machines restart once and finish. One count
+  # everywhere: the notices' "1 of 2", TORCHELASTIC_RESTART_COUNT=1, both summary.json files.
+  BEHAVE_DEFAULT=sleep-until-attempt:1 BEHAVE_3=fail-in-attempt:0:5 run_two_machines --log_dir "$SCRATCH/logsf"
   [[ $r0 == 0 && $r1 == 0 ]] || fail "agents exited $r0 $r1: $M0 $M1"
   for M in "$M0" "$M1"; do
     expect_contains "$M" "attempt 0 failed (rank 3 on machine 1 ($(hostname)) failed with exit code 5); restarting every machine (1 of 2 restarts, counted for the whole job)"
@@ -773,6 +779,12 @@ multi_machine_restart)
   expect_contains "$M1" "machine 1 of 2: ranks 2–3 of 4"
   for rank in 0 1 2 3; do [[ $(cat "$OUT_DIR/done.1.$rank") == "world=4 restart=1" ]] || fail "rank $rank: $(cat "$OUT_DIR/done.1.$rank" 2>&1)"; done
   [[ -z $(compgen -G "$OUT_DIR/done.0.*") ]] || fail "attempt 0 finished a rank: $(ls "$OUT_DIR")"
+  # Both agents keep their run directories under the one --log_dir, each its own.
+  for d in "$SCRATCH"/logsf/*/; do
+    used=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["restarts_used"])' "$d/summary.json")
+    [[ $used == 1 ]] || fail "restarts_used in $d: $used"
+  done
+  [[ $(compgen -G "$SCRATCH/logsf/*/summary.json" | wc -l) == 2 ]] || fail "summaries: $(ls "$SCRATCH/logsf")"
   expect_no_leftovers
   # One budget for the job: machine 0 fails attempt 0, machine 1 attempt 1, and with
   # --max_restarts 1 the job ends there on both (per-agent budgets would restart machine 1).
@@ -818,10 +830,6 @@ elastic_membership)
   join_job() {  # join_job LOG: another machine's agent, in the background; sets JOINED
     "$ACCEL" launch "${elastic[@]}" --rdzv_endpoint "127.0.0.1:$PORT" --rdzv_conf "$conf" "${BEH[@]}" >"$1" 2>&1 &
     JOINED=$!
-  }
-  # summary_of DIR KEY: KEY of the one summary.json kept in log directory DIR.
-  summary_of() {
-    /usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$(run_dir_in "$1")/summary.json" "$2"
   }
   export BEHAVE_DEFAULT=sleep-until-attempt:1
   start_master "$SCRATCH/m0.out" "${elastic[@]}" --rdzv_endpoint 127.0.0.1 --rdzv_conf "is_host=1,$conf" \
@@ -921,6 +929,38 @@ print(a["regrouped"], a["job_failure"], a["remote_culprit"], a["culprit"], sep="
   [[ $m0 != *restart* ]] || fail "a restart for a machine that never ran: $m0"
   ((took < 30000)) || fail "the job took $took ms after the joined machine died"
   echo "a machine that joined died: the job of the two others ended $took ms later"
+  # (4) A spare enters after a loss: three machines (MAX) run, a fourth waits as a spare; machine
+  # 2 is SIGKILLed and the group re-forms with the spare, counting one restart — the spare's
+  # workers get TORCHELASTIC_RESTART_COUNT=1 and its summary.json says 1, as the master's does.
+  rm -f "$OUT_DIR"/*
+  elastic=(--nnodes 2:3 --nproc_per_node 2 --rdzv_backend c10d --rdzv_timeout 60 --max_restarts 1)
+  conf=keep_alive_interval=0.5,keep_alive_max_attempt=3
+  export BEHAVE_DEFAULT=sleep-until-attempt:1
+  start_master "$SCRATCH/m0.out" "${elastic[@]}" --rdzv_endpoint 127.0.0.1 --rdzv_conf "is_host=1,$conf" \
+    --log_dir "$SCRATCH/logs4" "${BEH[@]}"
+  wait_registered 0 0
+  join_job "$SCRATCH/j1.out"; j1=$JOINED
+  wait_registered 0 1
+  join_job "$SCRATCH/j2.out"; j2=$JOINED
+  wait_files 'ready.*' 6
+  "$ACCEL" launch "${elastic[@]}" --rdzv_endpoint "127.0.0.1:$PORT" --rdzv_conf "$conf" --log_dir "$SCRATCH/logs4s" \
+    "${BEH[@]}" >"$SCRATCH/j3.out" 2>&1 &
+  j3=$!
+  wait_registered 1 0  # the spare waits for round 1
+  kill -KILL $j2
+  set +e; wait $MASTER; r0=$?; wait $j1; r1=$?; wait $j3; r3=$?; set -e
+  m0=$(cat "$SCRATCH/m0.out") o3=$(cat "$SCRATCH/j3.out")
+  [[ $r0 == 0 && $r1 == 0 && $r3 == 0 ]] || fail "agents exited $r0 $r1 $r3: $m0
+--- spare:
+$o3"
+  expect_contains "$o3" "round 0 is full (3 machines, the most the job takes): this machine waits as a spare for a later round"
+  expect_contains "$m0" "restarting every machine (1 of 1 restarts, counted for the whole job)"
+  expect_contains "$m0" "machine 0 of 3: ranks 0–1 of 6"
+  expect_contains "$o3" "of 3: ranks"
+  for rank in 0 1 2 3 4 5; do [[ $(cat "$OUT_DIR/done.1.$rank") == "world=6 restart=1" ]] || fail "rank $rank: $(cat "$OUT_DIR/done.1.$rank" 2>&1)"; done
+  [[ $(summary_of "$SCRATCH/logs4" restarts_used) == 1 ]] || fail "master's restarts_used: $(summary_of "$SCRATCH/logs4" restarts_used)"
+  [[ $(summary_of "$SCRATCH/logs4s" restarts_used) == 1 ]] || fail "the spare's restarts_used: $(summary_of "$SCRATCH/logs4s" restarts_used)"
+  expect_no_leftovers
   ;;
 multi_machine_failure)
   # Rank 3 on machine 1 fails while every other rank runs: both machines stop, both name it,
