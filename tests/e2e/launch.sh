@@ -827,18 +827,24 @@ elastic_membership)
   # (1) closes when MAX (3) joined: torch's last call of 30 s never ends it first.
   conf=keep_alive_interval=0.5,keep_alive_max_attempt=3
   elastic=(--nnodes 2:3 --nproc_per_node 2 --rdzv_backend c10d --rdzv_timeout 60 --max_restarts 1)
-  join_job() {  # join_job LOG: another machine's agent, in the background; sets JOINED
-    "$ACCEL" launch "${elastic[@]}" --rdzv_endpoint "127.0.0.1:$PORT" --rdzv_conf "$conf" "${BEH[@]}" >"$1" 2>&1 &
+  join_job() {  # join_job LOG [ARGS...]: another machine's agent, in the background; sets JOINED
+    local log=$1; shift
+    "$ACCEL" launch "${elastic[@]}" --rdzv_endpoint "127.0.0.1:$PORT" --rdzv_conf "$conf" "$@" "${BEH[@]}" >"$log" 2>&1 &
     JOINED=$!
   }
+  # start_three LOG_DIR: the master (keeping its logs in LOG_DIR) and two machines joining it in
+  # that order, their 6 workers of attempt 0 running; sets j1 and j2.
+  start_three() {
+    start_master "$SCRATCH/m0.out" "${elastic[@]}" --rdzv_endpoint 127.0.0.1 --rdzv_conf "is_host=1,$conf" \
+      --log_dir "$1" "${BEH[@]}"
+    wait_registered 0 0
+    join_job "$SCRATCH/j1.out"; j1=$JOINED
+    wait_registered 0 1
+    join_job "$SCRATCH/j2.out"; j2=$JOINED
+    wait_files 'ready.*' 6
+  }
   export BEHAVE_DEFAULT=sleep-until-attempt:1
-  start_master "$SCRATCH/m0.out" "${elastic[@]}" --rdzv_endpoint 127.0.0.1 --rdzv_conf "is_host=1,$conf" \
-    --log_dir "$SCRATCH/logs1" "${BEH[@]}"
-  wait_registered 0 0
-  join_job "$SCRATCH/j1.out"; j1=$JOINED
-  wait_registered 0 1
-  join_job "$SCRATCH/j2.out"; j2=$JOINED
-  wait_files 'ready.*' 6
+  start_three "$SCRATCH/logs1"
   start=$(date +%s%N)
   kill -KILL $j2
   wait_files 'done.1.*' 4
@@ -936,16 +942,8 @@ print(a["regrouped"], a["job_failure"], a["remote_culprit"], a["culprit"], sep="
   elastic=(--nnodes 2:3 --nproc_per_node 2 --rdzv_backend c10d --rdzv_timeout 60 --max_restarts 1)
   conf=keep_alive_interval=0.5,keep_alive_max_attempt=3
   export BEHAVE_DEFAULT=sleep-until-attempt:1
-  start_master "$SCRATCH/m0.out" "${elastic[@]}" --rdzv_endpoint 127.0.0.1 --rdzv_conf "is_host=1,$conf" \
-    --log_dir "$SCRATCH/logs4" "${BEH[@]}"
-  wait_registered 0 0
-  join_job "$SCRATCH/j1.out"; j1=$JOINED
-  wait_registered 0 1
-  join_job "$SCRATCH/j2.out"; j2=$JOINED
-  wait_files 'ready.*' 6
-  "$ACCEL" launch "${elastic[@]}" --rdzv_endpoint "127.0.0.1:$PORT" --rdzv_conf "$conf" --log_dir "$SCRATCH/logs4s" \
-    "${BEH[@]}" >"$SCRATCH/j3.out" 2>&1 &
-  j3=$!
+  start_three "$SCRATCH/logs4"
+  join_job "$SCRATCH/j3.out" --log_dir "$SCRATCH/logs4s"; j3=$JOINED
   wait_registered 1 0  # the spare waits for round 1
   kill -KILL $j2
   set +e; wait $MASTER; r0=$?; wait $j1; r1=$?; wait $j3; r3=$?; set -e
