@@ -4,7 +4,8 @@
 # below (and launcher/, the agent, may include them all). Also: no libaccel, config or probes
 # file includes the launcher, and no header of the tree has a `using` declaration at namespace
 # scope, and no code linked with LibTorch calls std::filesystem::remove_all (pip's LibTorch
-# exports a broken copy: libaccel/common/remove_tree.h). Prints each offence as file:line and exits 1 if there is one.
+# exports a broken copy: libaccel/common/remove_tree.h). Prints each offence as file:line and
+# exits 1 if there is one.
 #   tests/launcher/layering.sh [REPO]
 set -euo pipefail
 cd "${1:-$(dirname "$0")/../..}"
