@@ -279,6 +279,11 @@ Expected<RendezvousResult> readAssignment(store::Store& s, const GroupSettings& 
 
 }  // namespace
 
+int presentRegistrations(store::Store& s, const GroupSettings& o, int round) {
+  const int count = static_cast<int>(s.add(roundKeys(o, round).arrivals(), 0));
+  return presentCount(s, o, RoundStart{round, 0, 0}, count);
+}
+
 bool RoundClosing::ready(const GroupSettings& o, const RoundStart& r, int count, time_point now) {
   if (count >= o.num_machines) return true;
   if (count < leastMachines(o)) return false;

@@ -115,6 +115,11 @@ struct RoundClosing {
 Expected<RendezvousResult> rendezvous(store::Store& store, const GroupSettings& settings,
                                       const RoundStart& start);
 
+// How many machines registered for round `round` so far whose agents are still there
+// (GroupSettings::present; without it, every registration): one that registered and died is not
+// waited for. Throws accel::Error when the store cannot be reached.
+int presentRegistrations(store::Store& store, const GroupSettings& settings, int round);
+
 // The round the master opened last (it writes it before registering in each round): where a
 // machine that arrives while the job runs joins. Throws accel::Error (TimeoutError when the
 // master opened none within `timeout`).

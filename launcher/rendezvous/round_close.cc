@@ -60,9 +60,9 @@ RoundDecision RoundCloser::decide(store::Store& store, const RoundStart& start,
                               });
   facts.lost = lostNow();
   for (const auto& e : facts.ends) facts.progress = facts.progress || e.progress;
-  // Machines registered for the next round by now (one that arrived during the wait included).
-  facts.waiting =
-      static_cast<int>(store.add(jobKeys(settings_).round(start.round + 1).arrivals(), 0));
+  // Machines registered for the next round by now (one that arrived during the wait included),
+  // not those whose agents died waiting: the next round would wait for them.
+  facts.waiting = presentRegistrations(store, settings_, start.round + 1);
   RoundDecision decision = decideNextRound(facts);
   previous_failure_ = facts.failure;
   previous_progress_ = facts.progress;

@@ -959,6 +959,28 @@ $o3"
   [[ $(summary_of "$SCRATCH/logs4" restarts_used) == 1 ]] || fail "master's restarts_used: $(summary_of "$SCRATCH/logs4" restarts_used)"
   [[ $(summary_of "$SCRATCH/logs4s" restarts_used) == 1 ]] || fail "the spare's restarts_used: $(summary_of "$SCRATCH/logs4s" restarts_used)"
   expect_no_leftovers
+  # (5) A spare that dies while it waits is no member of the next round: as (4), but the spare's
+  # agent is SIGKILLed before machine 2. The survivors re-form as 2 x 2 at once — with a last
+  # call of 60 s, counting the dead spare would leave the round waiting for it.
+  rm -f "$OUT_DIR"/*
+  conf=keep_alive_interval=0.5,keep_alive_max_attempt=3,last_call_timeout=60
+  start_three "$SCRATCH/logs5"
+  join_job "$SCRATCH/j3.out"; j3=$JOINED
+  wait_registered 1 0
+  kill -KILL $j3
+  wait $j3 || true
+  start=$(date +%s%N)
+  kill -KILL $j2
+  set +e; wait $MASTER; r0=$?; wait $j1; r1=$?; set -e
+  took=$((($(date +%s%N) - start) / 1000000))
+  m0=$(cat "$SCRATCH/m0.out")
+  [[ $r0 == 0 && $r1 == 0 ]] || fail "survivors exited $r0 $r1: $m0"
+  expect_contains "$m0" "machine 0 of 2: ranks 0–1 of 4"
+  expect_contains "$m0" "restarting every machine (1 of 1 restarts, counted for the whole job)"
+  for rank in 0 1 2 3; do [[ $(cat "$OUT_DIR/done.1.$rank") == "world=4 restart=1" ]] || fail "rank $rank: $(cat "$OUT_DIR/done.1.$rank" 2>&1)"; done
+  ((took < 30000)) || fail "the survivors took $took ms: the dead spare was waited for"
+  echo "a spare died, then machine 2: the survivors' job ended $took ms after machine 2's kill"
+  expect_no_leftovers
   ;;
 multi_machine_failure)
   # Rank 3 on machine 1 fails while every other rank runs: both machines stop, both name it,
