@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <random>
+#include <set>
 
 #include "accel/error.h"
 #include "launcher/base/text.h"
@@ -122,9 +123,6 @@ Expected<EtcdRound> EtcdGroup::joinRound() {
   while (true) {
     Expected<EtcdRound> r = makeError("");
     try {
-      // Counted as the round's arrivals too: a failed round's end reads how many machines wait
-      // for the next one (RoundFacts::waiting), so that it expects them as well.
-      store_->add(roundKeys(settings_, round_.round).arrivals(), 1);
       r = meetOnEtcd(*client_, roundSettings(), round_.round, me_);
     } catch (const std::exception& e) {
       return makeError("cannot reach " + etcdText() + ": " + e.what());
@@ -220,13 +218,34 @@ RoundDecision EtcdGroup::endRound(AttemptReport& last, bool stopping) {
   if (stopping || dropped) leaving_alone_ = true;   // the others may go on without it
   if (!joined_ || (plan_.max_restarts == 0 && !plan_.elastic()) || dropped) return {false, ""};
   if (!closer_) closer_.emplace(settings_, false, /*everyoneDecides=*/true);
+  RoundCloser::GroupNow now;
+  now.lost = [this] {
+    std::lock_guard lock(link_mutex_);
+    return link_ ? link_->lostMachines() : std::vector<LostMachine>{};
+  };
+  now.waiting = [this] { return waitingForNextRound(); };
   RoundDecision decision =
-      closer_->close(*store_, round_, asRendezvousResult(*joined_), last, stopping, [this] {
-        std::lock_guard lock(link_mutex_);
-        return link_ ? link_->lostMachines() : std::vector<LostMachine>{};
-      });
+      closer_->close(*store_, round_, asRendezvousResult(*joined_), last, stopping, now);
   if (decision.restart) next_ = decision.next(round_.round);
   return decision;
+}
+
+// The machines registered for the next round that are not this round's members (a member may
+// have registered already, having decided first): a registration lives as long as its agent's
+// lease, so one whose agent died waiting is gone once the lease window passed.
+int EtcdGroup::waitingForNextRound() const {
+  std::set<std::string> members;
+  for (const auto& m : joined_->members) members.insert(m.token);
+  const std::string prefix = etcdRoundKeys(roundSettings(), round_.round + 1).memberPrefix();
+  try {
+    int waiting = 0;
+    for (const auto& kv : client_->getPrefix(prefix)) {
+      if (!members.count(kv.key.substr(prefix.size()))) ++waiting;
+    }
+    return waiting;
+  } catch (const std::exception&) {
+    return 0;  // etcd unreachable: the lease tells, and the next round does not wait for anyone
+  }
 }
 
 // Unless this machine leaves alone (told to stop, or dropped by the others): then the job may go

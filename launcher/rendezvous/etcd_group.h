@@ -68,6 +68,7 @@ class EtcdGroup : public MachineGroup {
 
  private:
   Expected<EtcdRound> joinRound();
+  int waitingForNextRound() const;
   EtcdRoundSettings roundSettings() const;
   Placement placementOf(const EtcdRound& r) const;
   RendezvousResult asRendezvousResult(const EtcdRound& r) const;

@@ -13,7 +13,7 @@ RoundCloser::RoundCloser(GroupSettings settings, bool master, bool everyoneDecid
 
 RoundDecision RoundCloser::close(store::Store& store, const RoundStart& start,
                                  const RendezvousResult& joined, AttemptReport& last, bool stopping,
-                                 const LostNow& lostNow) {
+                                 const GroupNow& now) {
   const int round = start.round;
   readStop(store, round, last);
   RoundEnd mine{joined.machine_rank, settings_.host, !stopping, "", last.max_step >= 2};
@@ -26,7 +26,7 @@ RoundDecision RoundCloser::close(store::Store& store, const RoundStart& start,
       if (!decision) return {false, decision.error()};
       return *decision;
     }
-    return publishDecision(store, settings_, round, decide(store, start, joined, last, lostNow));
+    return publishDecision(store, settings_, round, decide(store, start, joined, last, now));
   } catch (const Error& e) {
     return {false, masterStoreLost(settings_, e.what())};
   }
@@ -49,20 +49,19 @@ RoundDecision RoundCloser::leave(store::Store& store, int round, const RoundEnd&
 // The master: once every machine's workers ended, the decision for the whole job.
 RoundDecision RoundCloser::decide(store::Store& store, const RoundStart& start,
                                   const RendezvousResult& joined, const AttemptReport& last,
-                                  const LostNow& lostNow) {
+                                  const GroupNow& now) {
   RoundFacts facts = factsOf(start, joined, last);
   // The link still watches the members: one lost meanwhile is not waited for.
   facts.ends = awaitRoundEnds(store, settings_, start.round, facts.machines,
-                              settings_.timeouts.close, [&lostNow] {
+                              settings_.timeouts.close, [&now] {
                                 std::vector<int> lost;
-                                for (const auto& l : lostNow()) lost.push_back(l.machine);
+                                for (const auto& l : now.lost()) lost.push_back(l.machine);
                                 return lost;
                               });
-  facts.lost = lostNow();
+  facts.lost = now.lost();
   for (const auto& e : facts.ends) facts.progress = facts.progress || e.progress;
-  // Machines registered for the next round by now (one that arrived during the wait included),
-  // not those whose agents died waiting: the next round would wait for them.
-  facts.waiting = presentRegistrations(store, settings_, start.round + 1);
+  // Machines registered for the next round by now (one that arrived during the wait included).
+  facts.waiting = now.waiting();
   RoundDecision decision = decideNextRound(facts);
   previous_failure_ = facts.failure;
   previous_progress_ = facts.progress;

@@ -26,8 +26,15 @@ namespace accel::launcher {
 
 class RoundCloser {
  public:
-  // The members found lost so far (the master's link), asked while their ends are missing.
-  using LostNow = std::function<std::vector<LostMachine>()>;
+  // What the group's link and store say of the machines now, asked while the round closes.
+  struct GroupNow {
+    // The members found lost so far (the master's link), asked while their ends are missing.
+    std::function<std::vector<LostMachine>()> lost;
+    // How many machines registered for the next round whose agents are still there, this round's
+    // members not counted: the next round expects them (one that died waiting would stall it
+    // until its last call). Asked once, after every member's end is in.
+    std::function<int()> waiting;
+  };
 
   // `master`: this agent hosts the job's store and decides. `everyoneDecides`: there is no
   // master (rounds on etcd): every agent decides from what the store holds, and the first
@@ -40,13 +47,13 @@ class RoundCloser {
   // decision for it). Blocks on `store`, each wait bounded by the settings' timeouts; calls
   // without a timeout of their own are bounded by the store's (the caller's to set).
   RoundDecision close(store::Store& store, const RoundStart& start, const RendezvousResult& joined,
-                      AttemptReport& last, bool stopping, const LostNow& lostNow);
+                      AttemptReport& last, bool stopping, const GroupNow& now);
 
  private:
   RoundDecision leave(store::Store& store, int round, const RoundEnd& mine,
                       const AttemptReport& last);
   RoundDecision decide(store::Store& store, const RoundStart& start, const RendezvousResult& joined,
-                       const AttemptReport& last, const LostNow& lostNow);
+                       const AttemptReport& last, const GroupNow& now);
   RoundFacts factsOf(const RoundStart& start, const RendezvousResult& joined,
                      const AttemptReport& last) const;
   void readStop(store::Store& store, int round, AttemptReport& last) const;

@@ -252,9 +252,11 @@ RoundDecision StoreGroup::endRound(AttemptReport& last, bool stopping) {
   client_->setTimeout(stopping ? timeouts().stop_said
                                : timeouts().close + timeouts().decision_margin);
   if (!closer_) closer_.emplace(settings_, master());  // the settings are complete by now
-  RoundDecision decision = closer_->close(*client_, round_, *joined_, last, stopping, [this] {
-    return link_ ? link_->lostMachines() : std::vector<LostMachine>{};
-  });
+  RoundCloser::GroupNow now;
+  now.lost = [this] { return link_ ? link_->lostMachines() : std::vector<LostMachine>{}; };
+  // Not those whose agents died waiting (the master sees who is present).
+  now.waiting = [this] { return presentRegistrations(*client_, settings_, round_.round + 1); };
+  RoundDecision decision = closer_->close(*client_, round_, *joined_, last, stopping, now);
   if (decision.restart) next_ = decision.next(round_.round);  // the next round's assignment
   return decision;
 }

@@ -15,6 +15,8 @@
 #                   killed meanwhile, it costs the job nothing
 #   sigterm         one agent of three told to stop: it leaves (143), the others go on as 2
 #   no_blind_retry  the same failure at start-up twice: both agents stop, one restart used
+#   dead_spare      a spare killed while it waits, then a member: the survivors re-form as 2 at
+#                   once, not after the last call (the dead spare is not expected)
 #   status          `accel status` shows the other machine's ranks, read from etcd
 #   tls             etcd over https with client certificates: a job, and one error for each
 #                   wrong setting (wrong CA, no client certificate, a file that is not there)
@@ -220,6 +222,44 @@ case $CASE in
     touch "$OUT_DIR/go"
     for p in "${AGENTS[@]:0:2}"; do wait "$p" || fail "an agent failed: $(cat "$SCRATCH"/*.log)"; done
     [[ -z $(compgen -G "$OUT_DIR/r1_*") ]] || fail "the spare's death restarted the job"
+    ;;
+  dead_spare)
+    # A spare killed while it waits, then a member: the survivors re-form as 2 at once. With a
+    # last call of 60 s, counting the dead spare would leave the next round waiting for it.
+    start_etcd
+    conf=last_call_timeout=60
+    for n in a b c; do agent $n --nnodes 2:3 --max_restarts 1 --rdzv_conf $conf; done
+    wait_files "r0_rank_*.env" 3
+    agent d --nnodes 2:3 --max_restarts 1 --rdzv_conf $conf
+    spare=${AGENTS[3]}
+    for _ in $(seq 1 200); do grep -q "spare" "$SCRATCH/d.log" && break; sleep 0.05; done
+    expect_contains "$(cat "$SCRATCH/d.log")" "round 0 is full (3 machines, the most the job takes): this machine waits as a spare for a later round"
+    kill -KILL "$spare"
+    wait "$spare" 2>/dev/null || true
+    # Its registration for round 1 goes with its lease (the 3 s window).
+    for _ in $(seq 1 200); do
+      [[ -z $(etcdctl --endpoints "$ETCD" get --prefix --keys-only "" | grep "/1/member/") ]] && break
+      sleep 0.05
+    done
+    [[ -z $(etcdctl --endpoints "$ETCD" get --prefix --keys-only "" | grep "/1/member/") ]] || fail "the dead spare's registration outlived its lease"
+    start=$(date +%s%N)
+    lost=$(val r0_rank_2 AGENT_PID)  # machine 2: ranked by arrival, any of the three
+    kill -KILL "$lost"
+    for _ in $(seq 1 1800); do [[ $(compgen -G "$OUT_DIR/r1_rank_*.env" | wc -l) == 2 ]] && break; sleep 0.05; done
+    took=$((($(date +%s%N) - start) / 1000000))
+    for r in 0 1; do
+      [[ $(val r1_rank_$r WORLD_SIZE) == 2 ]] || fail "round 1 rank $r: world $(val r1_rank_$r WORLD_SIZE)"
+      [[ $(val r1_rank_$r TORCHELASTIC_RESTART_COUNT) == 1 ]] || fail "restart count"
+    done
+    ((took < 30000)) || fail "the survivors' workers started again $took ms after machine 2's kill: the dead spare was waited for"
+    echo "a spare died, then machine 2: the survivors' workers started again $took ms after its kill"
+    survivors=0
+    for p in "${AGENTS[@]:0:3}"; do
+      [[ $p == "$lost" ]] && continue
+      wait "$p" || fail "a survivor failed: $(cat "$SCRATCH"/[abc].log)"
+      survivors=$((survivors + 1))
+    done
+    [[ $survivors == 2 ]] || fail "survivors: $survivors"
     ;;
   status)
     # `accel status` shows the other machine's ranks too, read from etcd (each agent shares its

@@ -100,8 +100,10 @@ class RoundCloseSimTest : public ::testing::Test {
       world_->sleepUntil(SimWorld::at(endsAt));
       if (fails) publishStop(store, o, start.round, *fails);
       AttemptReport last;
-      RoundDecision d =
-          mine.close(store, start, round, last, false, [] { return std::vector<LostMachine>{}; });
+      RoundCloser::GroupNow now;
+      now.lost = [] { return std::vector<LostMachine>{}; };
+      now.waiting = [&store, o, start] { return presentRegistrations(store, o, start.round + 1); };
+      RoundDecision d = mine.close(store, start, round, last, false, now);
       std::lock_guard lock(heard_mutex_);
       heard_[host] = Heard{world_->nowMs(), d, last.job_failure};
     };
