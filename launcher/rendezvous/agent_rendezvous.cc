@@ -330,14 +330,13 @@ void closeRound(store::Store& s, const GroupSettings& o, int round, const std::s
   s.compareSet(roundKeys(o, round).assignment(), "", json{{"closed", why}}.dump());
 }
 
-std::optional<JobFailure> publishStop(store::Store& s, const GroupSettings& o, int round,
-                                      const JobFailure& mine) {
+std::optional<RoundStop> publishStop(store::Store& s, const GroupSettings& o, int round,
+                                     const RoundStop& mine) {
   try {
-    const std::string stored =
-        s.compareSet(roundKeys(o, round).stop(), "", failureToJson(mine).dump());
-    JobFailure first = failureFromJson(json::parse(stored));
-    if (first.machine_rank == mine.machine_rank) return std::nullopt;
-    return first;
+    const std::string record = encodeRoundStop(mine);
+    const std::string stored = s.compareSet(roundKeys(o, round).stop(), "", record);
+    if (stored == record) return std::nullopt;
+    return decodeRoundStop(stored);
   } catch (const Error&) {
     return std::nullopt;
   } catch (const json::exception&) {
@@ -345,12 +344,12 @@ std::optional<JobFailure> publishStop(store::Store& s, const GroupSettings& o, i
   }
 }
 
-std::optional<JobFailure> readStop(store::Store& s, const GroupSettings& o, int round,
-                                   int machineRank) {
-  JobFailure first =
-      failureFromJson(json::parse(s.get(roundKeys(o, round).stop(), o.timeouts.record)));
+std::optional<RoundStop> readStop(store::Store& s, const GroupSettings& o, int round,
+                                  int machineRank) {
+  RoundStop first = decodeRoundStop(s.get(roundKeys(o, round).stop(), o.timeouts.record));
   // This machine's own publication, unless the master found it lost.
-  if (first.machine_rank == machineRank && first.cause != kCauseLost) return std::nullopt;
+  const auto& f = first.failure;
+  if (f && f->machine_rank == machineRank && f->cause != kCauseLost) return std::nullopt;
   return first;
 }
 

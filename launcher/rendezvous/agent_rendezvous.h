@@ -23,6 +23,7 @@
 #include "launcher/base/clock.h"
 #include "launcher/plan/round_timeouts.h"
 #include "launcher/rendezvous/job_keys.h"
+#include "launcher/rendezvous/round_stop.h"
 #include "launcher/report/job_report.h"
 #include "libaccel/common/expected.h"
 #include "libaccel/store/store.h"
@@ -140,21 +141,21 @@ inline RoundKeys roundKeys(const GroupSettings& settings, int round) {
 // job's one point of failure, whichever wait noticed it.
 std::string masterStoreLost(const GroupSettings& settings, const std::string& why);
 
-// Publishes `mine` as round `round`'s stop record unless one is there already (one
-// compare-and-set, so exactly one machine's failure — or loss, or arrival — stops the round).
-// Returns the first failure when it is another machine's, nullopt when it is `mine` (or the store
-// cannot be reached: then nobody else can be told either). Blocks for one round trip to the store,
-// bounded only by the store client's own timeout; never throws.
-std::optional<JobFailure> publishStop(store::Store& store, const GroupSettings& settings, int round,
-                                      const JobFailure& mine);
+// Publishes `mine` as round `round`'s stop record (round_stop.h) unless one is there already
+// (one compare-and-set, so exactly one machine's failure — or loss, or the group's growth — stops
+// the round). Returns the record that stands when it is not `mine`, nullopt when it is (or the
+// store cannot be reached: then nobody else can be told either). Blocks for one round trip to the
+// store, bounded only by the store client's own timeout; never throws.
+std::optional<RoundStop> publishStop(store::Store& store, const GroupSettings& settings, int round,
+                                     const RoundStop& mine);
 
-// Reads round `round`'s stop record; nullopt when it is `machineRank`'s own (not when it says
-// the master found this machine lost). Blocks until the stop key exists, at most 30 s (call it
+// Reads round `round`'s stop record; nullopt when it is `machineRank`'s own failure (not when it
+// says the master found this machine lost). Blocks until the stop key exists, at most 30 s (call it
 // once the key is known to exist, e.g. after a watch fired). Throws accel::Error when the store
 // cannot be read (accel::TimeoutError when no failure was published within 30 s),
 // nlohmann::json::exception when the record is malformed.
-std::optional<JobFailure> readStop(store::Store& store, const GroupSettings& settings, int round,
-                                   int machineRank);
+std::optional<RoundStop> readStop(store::Store& store, const GroupSettings& settings, int round,
+                                  int machineRank);
 
 // The exit barrier of round `round`, which has `machines` members: records that this machine's
 // workers are done; the master then waits until every machine has, or until `othersGone()` says no

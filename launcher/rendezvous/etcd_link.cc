@@ -246,16 +246,14 @@ void EtcdLink::onEvent(const EtcdEvent& e, Watched what) {
 // was published.
 void EtcdLink::onStop(const std::string& value) {
   if (stop_heard_) return;
-  JobFailure first;
+  std::optional<RoundStop> first;
   try {
-    first = failureFromJson(nlohmann::json::parse(value));
+    first = decodeRoundStop(value);
   } catch (const std::exception&) {
     return;
   }
   stop_heard_ = true;
-  const bool grows = first.cause == kCauseJoined;
-  post(LinkEvent{grows ? LinkEvent::Kind::kGroupGrows : LinkEvent::Kind::kRemoteFailure,
-                 std::move(first)});
+  post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kRemoteFailure));
 }
 
 // A member's registration went with its lease: lost, unless it said it finished first.
@@ -281,7 +279,7 @@ void EtcdLink::onMemberGone(const std::string& token) {
     f.reason = "lost: " + lost.how + " (no keep-alive reached etcd for " +
                std::to_string(o_.window.count()) + " s)";
     change_published_ = true;
-    publishStop(f);  // the watch brings it back, to every link alike
+    publishStop(RoundStop::failed(std::move(f)));  // the watch brings it back, to every link alike
   }
 }
 
@@ -290,23 +288,16 @@ void EtcdLink::onArrival() {
   const int machines = static_cast<int>(o_.members.size());
   if (machines >= o_.round_settings.max_machines || change_published_) return;
   change_published_ = true;
-  JobFailure joined;
-  joined.cause = kCauseJoined;
-  joined.reason = "a machine is waiting to join (the group has " + std::to_string(machines) +
-                  " of at most " + std::to_string(o_.round_settings.max_machines) +
-                  "): the group re-forms to take it";
-  publishStop(joined);
+  publishStop(RoundStop::growing(growthReason(machines, o_.round_settings.max_machines)));
 }
 
 void EtcdLink::onPublish(const JobFailure& mine) {
-  auto first = publishStop(mine);
+  auto first = publishStop(RoundStop::failed(mine));
   stop_heard_ = true;
   if (!first) {
     post(LinkEvent{LinkEvent::Kind::kPublishedFirst, mine});
   } else {
-    const bool grows = first->cause == kCauseJoined;
-    post(LinkEvent{grows ? LinkEvent::Kind::kGroupGrows : LinkEvent::Kind::kAnotherWasFirst,
-                   std::move(*first)});
+    post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kAnotherWasFirst));
   }
 }
 
@@ -321,12 +312,10 @@ void EtcdLink::onShare(const std::string& json) {
 
 // The round's stop record, created unless there is one: nullopt when this one stands (or etcd
 // could not be reached: the lease tells), else the one that was first.
-std::optional<JobFailure> EtcdLink::publishStop(const JobFailure& failure) {
+std::optional<RoundStop> EtcdLink::publishStop(const RoundStop& stop) {
   try {
-    if (client_.create(keys_.stop(), failureToJson(failure).dump())) return std::nullopt;
-    if (auto stored = client_.get(keys_.stop())) {
-      return failureFromJson(nlohmann::json::parse(stored->value));
-    }
+    if (client_.create(keys_.stop(), encodeRoundStop(stop))) return std::nullopt;
+    if (auto stored = client_.get(keys_.stop())) return decodeRoundStop(stored->value);
   } catch (const std::exception&) {
   }
   return std::nullopt;

@@ -8,7 +8,7 @@
 //     gone, for the keep-alive window) — lost, unless it said it finished; whichever link sees it
 //     first publishes it as the round's stop record, so machine 0 is lost like any other;
 //   - the next round's registrations: a machine arriving while the group has room stops the
-//     round for the group to re-form (cause kCauseJoined, not a failure).
+//     round for the group to re-form (the group's growth, round_stop.h: not a failure).
 // The agent's own lease lost (EtcdLease::lost: etcd gone for the window, or the others dropped
 // this machine) is reported by the agent through leaseLost(): the job's end on this machine.
 //
@@ -85,7 +85,7 @@ class EtcdLink : public RoundLink {
   void onArrival();
   void onPublish(const JobFailure& mine);
   void onShare(const std::string& json);
-  std::optional<JobFailure> publishStop(const JobFailure& failure);
+  std::optional<RoundStop> publishStop(const RoundStop& stop);
   void post(LinkEvent event);
 
   EtcdClient client_;

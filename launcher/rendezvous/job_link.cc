@@ -222,32 +222,26 @@ void JobLink::markLost(const LostMachine& machine, const std::string& detail) {
   lost.host = at < options_.hosts.size() ? options_.hosts[at] : "";
   lost.cause = kCauseLost;
   lost.reason = "lost: " + machine.how + (detail.empty() ? "" : " (" + detail + ")");
-  publishMembershipChange(std::move(lost));
+  publishMembershipChange(RoundStop::failed(std::move(lost)));
 }
 
 // A machine registered for the next round while the group has room: re-form to take it.
 void JobLink::checkArrivals() {
   if (options_.machines >= options_.max_machines || change_published_) return;
   if (publisher_->add(jobKeys(settings_).round(round_ + 1).arrivals(), 0) == 0) return;
-  JobFailure joined;
-  joined.cause = kCauseJoined;
-  joined.reason = "a machine is waiting to join (the group has " +
-                  std::to_string(options_.machines) + " of at most " +
-                  std::to_string(options_.max_machines) + "): the group re-forms to take it";
-  publishMembershipChange(std::move(joined));
+  publishMembershipChange(
+      RoundStop::growing(growthReason(options_.machines, options_.max_machines)));
 }
 
-// Published as the round's failure (the first one stands): every member's watch fires.
-void JobLink::publishMembershipChange(JobFailure change) {
+// Published as the round's stop record (the first one stands): every member's watch fires.
+void JobLink::publishMembershipChange(const RoundStop& change) {
   change_published_ = true;
   publishStop(*publisher_, settings_, round_, change);
 }
 
 void JobLink::onPublish(const JobFailure& mine) {
-  if (auto first = publishStop(*publisher_, settings_, round_, mine)) {
-    const bool grows = first->cause == kCauseJoined;
-    post(LinkEvent{grows ? LinkEvent::Kind::kGroupGrows : LinkEvent::Kind::kAnotherWasFirst,
-                   std::move(*first)});
+  if (auto first = publishStop(*publisher_, settings_, round_, RoundStop::failed(mine))) {
+    post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kAnotherWasFirst));
   } else {
     post(LinkEvent{LinkEvent::Kind::kPublishedFirst, mine});
   }
@@ -264,10 +258,8 @@ void JobLink::onShare(const std::string& json) {
 void JobLink::onWatchFired() {
   try {
     watch_->finishWait();
-    if (auto failure = readStop(*watch_, settings_, round_, machine_rank_)) {
-      const bool grows = failure->cause == kCauseJoined;
-      post(LinkEvent{grows ? LinkEvent::Kind::kGroupGrows : LinkEvent::Kind::kRemoteFailure,
-                     std::move(*failure)});
+    if (auto stop = readStop(*watch_, settings_, round_, machine_rank_)) {
+      post(LinkEvent::heard(std::move(*stop), LinkEvent::Kind::kRemoteFailure));
     }
   } catch (const std::exception& e) {
     {

@@ -28,8 +28,8 @@
 // (RoundKeys::finished, job_keys.h) — the link publishes that as the round's failure (cause
 // kCauseLost), so every machine stops its workers at once, and lostMachines() names it. While the
 // group is smaller than max_machines, the master's link also publishes a machine registered for the
-// next round (cause kCauseJoined, on the same key, so that one thing stops the round): every link
-// reports that as kGroupGrows, not as a failure, and the group re-forms.
+// next round (the group's growth, round_stop.h, on the same key, so that one thing stops the
+// round): every link reports that as kGroupGrows, not as a failure, and the group re-forms.
 //
 // Thread-safety: publish, takeEvents and fd may be called from any one thread (the supervisor's);
 // lostMachines and masterLost from any thread.
@@ -115,7 +115,7 @@ class JobLink : public RoundLink {
   bool finished(int machine);
   Clock::time_point nextCheck() const;
   void checkArrivals();
-  void publishMembershipChange(JobFailure change);
+  void publishMembershipChange(const RoundStop& change);
 
   std::unique_ptr<LinkStore> watch_, publisher_, keep_alive_;
   const int watch_fd_;

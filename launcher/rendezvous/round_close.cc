@@ -89,18 +89,18 @@ RoundFacts RoundCloser::factsOf(const RoundStart& start, const RendezvousResult&
 }
 
 // What stopped the round, as published (every stopped round has it, unless the store went):
-// its first failure, or a machine waiting to join (no failure: the group re-forms).
+// its first failure, or the group's growth (no failure: the group re-forms).
 void RoundCloser::readStop(store::Store& store, int round, AttemptReport& last) const {
-  std::optional<JobFailure> stop;
+  std::optional<RoundStop> stop;
   try {
-    stop = failureFromJson(nlohmann::json::parse(
-        store.get(roundKeys(settings_, round).stop(), settings_.timeouts.failure_read)));
+    stop = decodeRoundStop(
+        store.get(roundKeys(settings_, round).stop(), settings_.timeouts.failure_read));
   } catch (const std::exception&) {
   }
-  if (stop && stop->cause == kCauseJoined) {
-    if (!last.regrouped) last.regrouped = stop->reason;
+  if (stop && stop->isGrowth()) {
+    if (!last.regrouped) last.regrouped = std::move(stop->grows);
   } else {
-    last.job_failure = std::move(stop);
+    last.job_failure = stop ? std::move(stop->failure) : std::nullopt;
   }
 }
 

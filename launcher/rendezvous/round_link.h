@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "launcher/rendezvous/round_end.h"
+#include "launcher/rendezvous/round_stop.h"
 #include "launcher/report/job_report.h"
 
 namespace accel::launcher {
@@ -19,10 +20,18 @@ struct LinkEvent {
     kRemoteFailure,    // the job's first failure is another machine's (or the master is lost)
     kPublishedFirst,   // this machine's failure was published and is the job's first
     kAnotherWasFirst,  // publishing found another machine's failure already there
-    kGroupGrows  // no failure: a machine waits to join, the group re-forms (failure.reason: why)
+    kGroupGrows        // no failure: a machine waits to join, the group re-forms (`grows`: why)
   };
   Kind kind;
-  JobFailure failure;  // the job's first failure (for kPublishedFirst: this machine's)
+  JobFailure failure;  // the job's first failure (for kPublishedFirst: this machine's); not for
+                       // kGroupGrows
+  std::string grows;   // kGroupGrows: why the group re-forms
+
+  // The round's stop record as heard: kGroupGrows for the group's growth, else `failureKind`.
+  static LinkEvent heard(RoundStop stop, Kind failureKind) {
+    if (stop.isGrowth()) return {Kind::kGroupGrows, {}, std::move(stop.grows)};
+    return {failureKind, std::move(*stop.failure), ""};
+  }
 };
 
 class RoundLink {

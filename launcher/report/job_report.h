@@ -53,9 +53,7 @@ struct JobFailure {
   std::string reason;  // for failures that are not a worker's: "its agent received SIGTERM"
   // Why the group changes, for failures that are not a worker's: "" (a worker, an agent told
   // to stop, the master lost) or kCauseLost (the machine's agent is gone, or it stopped sending
-  // keep-alives). The round's stop record also carries kCauseJoined (a machine waits to join:
-  // the group re-forms): that one is not a failure, and becomes AttemptReport::regrouped, never
-  // a JobFailure of an attempt.
+  // keep-alives). A machine waiting to join is no failure (AttemptReport::regrouped).
   std::string cause;
   bool hung = false;  // the agent stopped the job because it hung (exit_code is kHungExitCode)
   double ended_after_s = 0;
@@ -64,7 +62,6 @@ struct JobFailure {
 };
 
 inline constexpr const char* kCauseLost = "lost";
-inline constexpr const char* kCauseJoined = "joined";
 
 // "rank 3 on machine 1 (hostB): exit code 7", "machine 1 (hostB): its agent received SIGTERM".
 std::string describeFailure(const JobFailure& failure);

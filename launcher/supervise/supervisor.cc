@@ -348,7 +348,7 @@ void Supervisor::Attempt::onLinkEvents() {
         onRemoteFailure(std::move(event.failure));
         break;
       case LinkEvent::Kind::kGroupGrows:
-        onGroupGrows(std::move(event.failure.reason));
+        onGroupGrows(std::move(event.grows));
         break;
     }
   }

@@ -278,14 +278,14 @@ TEST_F(AgentRendezvousTest, ExitBarrierAfterAFailureIsBounded) {
   auto a = client();
   JobFailure f;
   f.machine_rank = 1;
-  EXPECT_FALSE(publishStop(*a, o, 0, f).has_value());  // the job's first failure
+  EXPECT_FALSE(publishStop(*a, o, 0, RoundStop::failed(f)).has_value());  // the job's first
   const auto start = std::chrono::steady_clock::now();
   Polls polls;
   EXPECT_EQ(exitBarrier(*a, o, 0, o.num_machines, true, 200ms, polls.never()), 1);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   // The other agents all gone after the failure: no reason to keep the store for them (a lost
   // machine never reports; waiting out the deadline kept the master ~15 s after its summary).
-  EXPECT_FALSE(publishStop(*a, o, 1, f).has_value());
+  EXPECT_FALSE(publishStop(*a, o, 1, RoundStop::failed(f)).has_value());
   int looks = 0;
   EXPECT_EQ(exitBarrier(*a, o, 1, o.num_machines, true, 60s, [&looks] { return ++looks > 0; }), 1);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
@@ -302,14 +302,42 @@ TEST_F(AgentRendezvousTest, OnlyTheFirstFailureIsPublished) {
   first.stderr_tail = {"boom"};
   second.machine_rank = 0;
   second.rank = 0;
-  EXPECT_FALSE(publishStop(*b, o, 0, first).has_value());
-  auto winner = publishStop(*a, o, 0, second);
-  ASSERT_TRUE(winner.has_value());
-  EXPECT_EQ(winner->rank, 3);
-  EXPECT_EQ(winner->exit_code, 7);
-  EXPECT_EQ(winner->stderr_tail, std::vector<std::string>{"boom"});
+  EXPECT_FALSE(publishStop(*b, o, 0, RoundStop::failed(first)).has_value());
+  auto winner = publishStop(*a, o, 0, RoundStop::failed(second));
+  ASSERT_TRUE(winner.has_value() && winner->failure.has_value());
+  EXPECT_EQ(winner->failure->rank, 3);
+  EXPECT_EQ(winner->failure->exit_code, 7);
+  EXPECT_EQ(winner->failure->stderr_tail, std::vector<std::string>{"boom"});
   EXPECT_FALSE(readStop(*b, o, 0, 1).has_value());  // machine 1's own
-  EXPECT_EQ(readStop(*a, o, 0, 0)->rank, 3);
+  EXPECT_EQ(readStop(*a, o, 0, 0)->failure->rank, 3);
+  // The group's growth published later does not replace the failure (one record per round).
+  auto stands = publishStop(*a, o, 0, RoundStop::growing(growthReason(2, 3)));
+  ASSERT_TRUE(stands.has_value());
+  EXPECT_FALSE(stands->isGrowth());
+  EXPECT_EQ(stands->failure->rank, 3);
+}
+
+// The group's growth is a record of its own, no failure: every machine reads it as such (the
+// publisher's own included, unlike its own failure), and it survives its encoding.
+TEST_F(AgentRendezvousTest, TheGroupsGrowthIsNoFailure) {
+  auto o = options(2, 0, 1);
+  auto a = client(), b = client();
+  EXPECT_FALSE(publishStop(*a, o, 0, RoundStop::growing(growthReason(2, 3))).has_value());
+  JobFailure late;
+  late.machine_rank = 1;
+  late.rank = 2;
+  auto first = publishStop(*b, o, 0, RoundStop::failed(late));
+  ASSERT_TRUE(first.has_value());
+  EXPECT_TRUE(first->isGrowth());
+  EXPECT_EQ(first->grows,
+            "a machine is waiting to join (the group has 2 of at most 3): the group re-forms to "
+            "take it");
+  for (int machine : {0, 1}) {
+    auto heard = readStop(*a, o, 0, machine);
+    ASSERT_TRUE(heard.has_value()) << machine;
+    EXPECT_TRUE(heard->isGrowth()) << machine;
+  }
+  EXPECT_THROW(decodeRoundStop("not json"), nlohmann::json::exception);
 }
 
 }  // namespace

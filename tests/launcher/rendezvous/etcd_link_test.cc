@@ -141,7 +141,7 @@ TEST_F(EtcdLinkWithRoomTest, AnArrivalGrowsTheGroupAndIsNoFailure) {
     auto e = events(m);
     ASSERT_EQ(e.size(), 1u) << m;
     EXPECT_EQ(e[0].kind, LinkEvent::Kind::kGroupGrows) << m;
-    EXPECT_EQ(e[0].failure.reason,
+    EXPECT_EQ(e[0].grows,
               "a machine is waiting to join (the group has 3 of at most 4): the group re-forms "
               "to take it")
         << m;

@@ -175,9 +175,10 @@ TEST_F(JobLinkTest, AnArrivalRegroupsAtTheNextTickAndIsNotAFailure) {
   const auto events = eventsOf(link);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, LinkEvent::Kind::kGroupGrows);
-  EXPECT_EQ(events[0].failure.cause, kCauseJoined);
-  EXPECT_NE(events[0].failure.reason.find("the group has 1 of at most 2"), std::string::npos)
-      << events[0].failure.reason;
+  EXPECT_EQ(events[0].grows,
+            "a machine is waiting to join (the group has 1 of at most 2): the group re-forms to "
+            "take it");
+  EXPECT_EQ(events[0].failure.machine_rank, -1);  // no failure
   EXPECT_TRUE(link.lostMachines().empty());
   link.stop();
 }

@@ -195,7 +195,7 @@ TEST_F(RendezvousSimTest, TheExitBarrierAfterAFailureLastsItsBound) {
                  JobFailure f;
                  f.machine_rank = 1;
                  f.host = "beta";
-                 publishStop(client("beta"), settings("beta", 1), 0, f);
+                 publishStop(client("beta"), settings("beta", 1), 0, RoundStop::failed(f));
                }});
   EXPECT_EQ(done, 1);
   EXPECT_GE(masterLeft, 17000);

@@ -98,7 +98,7 @@ class RoundCloseSimTest : public ::testing::Test {
     const RendezvousResult round = joined(order, host, start.restart_count, max_restarts_);
     return [this, &store, &mine, o, round, start, endsAt, fails, host] {
       world_->sleepUntil(SimWorld::at(endsAt));
-      if (fails) publishStop(store, o, start.round, *fails);
+      if (fails) publishStop(store, o, start.round, RoundStop::failed(*fails));
       AttemptReport last;
       RoundCloser::GroupNow now;
       now.lost = [] { return std::vector<LostMachine>{}; };
