@@ -25,7 +25,8 @@ JobLink::JobLink(LinkConnections connections, GroupSettings settings, int round,
       master_host_(std::move(masterHost)),
       options_(std::move(options)),
       clock_(*settings_.clock),
-      liveness_(options_.machines, machineRank, settings_.timeouts, clock_.now()) {
+      liveness_(options_.machines, options_.max_machines, machineRank, settings_.timeouts,
+                clock_.now()) {
   next_tick_ = next_presence_check_ = clock_.now();
   const auto& t = settings_.timeouts;
   keep_alive_->setTimeout(t.keep_alive_interval);
@@ -154,8 +155,8 @@ void JobLink::checkPresence() {
   try {
     for (int m = 0; m < options_.machines && options_.present; ++m) {
       if (!liveness_.watching(m)) continue;
-      auto lost = liveness_.presence(m, options_.present(m), [this, m] { return finished(m); });
-      if (lost) markLost(*lost, "its connection to the job's store closed");
+      auto change = liveness_.presence(m, options_.present(m), [this, m] { return finished(m); });
+      if (change) onChange(*change, "its connection to the job's store closed");
     }
     checkMembers();
   } catch (const std::exception&) {
@@ -199,8 +200,8 @@ void JobLink::checkMembers() {
   for (int m = 0; m < options_.machines; ++m) {
     if (!liveness_.watching(m)) continue;
     const int64_t count = publisher_->add(roundKeys(settings_, round_).alive(m), 0);
-    auto lost = liveness_.keepAlive(m, count, now, [this, m] { return finished(m); });
-    if (lost) markLost(*lost, liveness_.windowText());
+    auto change = liveness_.keepAlive(m, count, now, [this, m] { return finished(m); });
+    if (change) onChange(*change, liveness_.windowText());
   }
 }
 
@@ -208,6 +209,16 @@ void JobLink::checkMembers() {
 // left the job): then it is not lost.
 bool JobLink::finished(int machine) {
   return publisher_->check({roundKeys(settings_, round_).finished(machine)});
+}
+
+// What Liveness found: a member lost (`detail` explains how it was found) or a machine joining
+// is published as the round's stop record, the first change of the round only (the record
+// stands); a member that left changes nothing.
+void JobLink::onChange(const GroupChange& change, const std::string& detail) {
+  if (change.kind == GroupChange::Kind::kLost) markLost(change.lost(), detail);
+  if (change.kind == GroupChange::Kind::kJoined && !change_published_) {
+    publishMembershipChange(RoundStop::growing(change.how));
+  }
 }
 
 // A member lost (how, and what explains it, `detail`): published as the round's failure.
@@ -228,9 +239,8 @@ void JobLink::markLost(const LostMachine& machine, const std::string& detail) {
 // A machine registered for the next round while the group has room: re-form to take it.
 void JobLink::checkArrivals() {
   if (options_.machines >= options_.max_machines || change_published_) return;
-  if (publisher_->add(jobKeys(settings_).round(round_ + 1).arrivals(), 0) == 0) return;
-  publishMembershipChange(
-      RoundStop::growing(growthReason(options_.machines, options_.max_machines)));
+  const int64_t registered = publisher_->add(jobKeys(settings_).round(round_ + 1).arrivals(), 0);
+  if (auto change = liveness_.arrivals(registered)) onChange(*change, "");
 }
 
 // Published as the round's stop record (the first one stands): every member's watch fires.

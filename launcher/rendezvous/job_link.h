@@ -111,6 +111,7 @@ class JobLink : public RoundLink {
   void sendKeepAlive();
   void checkMembers();
   void checkPresence();
+  void onChange(const GroupChange& change, const std::string& detail);
   void markLost(const LostMachine& machine, const std::string& detail);
   bool finished(int machine);
   Clock::time_point nextCheck() const;

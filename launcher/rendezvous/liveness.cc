@@ -8,8 +8,10 @@
 
 namespace accel::launcher {
 
-Liveness::Liveness(int machines, int self, const RoundTimeouts& timeouts, time_point start)
+Liveness::Liveness(int machines, int maxMachines, int self, const RoundTimeouts& timeouts,
+                   time_point start)
     : timeouts_(timeouts),
+      max_machines_(maxMachines),
       state_(static_cast<size_t>(machines), State::kWatched),
       count_(static_cast<size_t>(machines), -1),
       moved_(static_cast<size_t>(machines), start) {
@@ -21,13 +23,13 @@ bool Liveness::watching(int machine) const {
          state_[static_cast<size_t>(machine)] == State::kWatched;
 }
 
-std::optional<LostMachine> Liveness::presence(int machine, bool present,
+std::optional<GroupChange> Liveness::presence(int machine, bool present,
                                               const std::function<bool()>& finished) {
   if (!watching(machine) || present) return std::nullopt;
   return judge(machine, "its agent is gone", finished);
 }
 
-std::optional<LostMachine> Liveness::keepAlive(int machine, int64_t count, time_point now,
+std::optional<GroupChange> Liveness::keepAlive(int machine, int64_t count, time_point now,
                                                const std::function<bool()>& finished) {
   if (!watching(machine)) return std::nullopt;
   const auto at = static_cast<size_t>(machine);
@@ -41,16 +43,22 @@ std::optional<LostMachine> Liveness::keepAlive(int machine, int64_t count, time_
   return judge(machine, "no keep-alive for " + secondsText(window), finished);
 }
 
-// A member about to be called lost that said it finished is finished instead.
-std::optional<LostMachine> Liveness::judge(int machine, std::string how,
-                                           const std::function<bool()>& finished) {
+// A member about to be called lost that said it finished left instead.
+GroupChange Liveness::judge(int machine, std::string how, const std::function<bool()>& finished) {
   const auto at = static_cast<size_t>(machine);
   if (finished && finished()) {
     state_[at] = State::kFinished;
-    return std::nullopt;
+    return {GroupChange::Kind::kLeft, machine, ""};
   }
   state_[at] = State::kLost;
-  return LostMachine{machine, std::move(how)};
+  return {GroupChange::Kind::kLost, machine, std::move(how)};
+}
+
+std::optional<GroupChange> Liveness::arrivals(int64_t registered) {
+  const int machines = static_cast<int>(state_.size());
+  if (joined_ || registered <= 0 || machines >= max_machines_) return std::nullopt;
+  joined_ = true;
+  return GroupChange{GroupChange::Kind::kJoined, -1, growthReason(machines, max_machines_)};
 }
 
 std::string Liveness::windowText() const {

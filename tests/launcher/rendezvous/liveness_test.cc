@@ -31,7 +31,7 @@ const std::function<bool()> kNotFinished = [] { return false; };
 // reads every member each second. Lost at the first look 3 s after the counter last moved
 // (7 s), not a look earlier; the others are never judged lost.
 TEST(LivenessTest, ASilentMemberIsLostAtTheFirstLookPastTheWindow) {
-  Liveness l(3, 0, timeouts(), kStart);
+  Liveness l(3, 3, 0, timeouts(), kStart);
   for (int s = 0; s <= 10; ++s) {
     const int64_t machine2 = std::min(s, 4);
     auto lost1 = l.keepAlive(1, s, at(s * 1000ms), kNotFinished);
@@ -41,7 +41,8 @@ TEST(LivenessTest, ASilentMemberIsLostAtTheFirstLookPastTheWindow) {
       EXPECT_FALSE(lost2) << "at " << s << " s";
     } else if (s == 7) {
       ASSERT_TRUE(lost2) << "3 s after its last keep-alive (4 s)";
-      EXPECT_EQ(*lost2, (LostMachine{2, "no keep-alive for 3 s"}));
+      EXPECT_EQ(lost2->kind, GroupChange::Kind::kLost);
+      EXPECT_EQ(lost2->lost(), (LostMachine{2, "no keep-alive for 3 s"}));
     } else {
       EXPECT_FALSE(lost2) << "found once: at " << s << " s";
     }
@@ -53,7 +54,7 @@ TEST(LivenessTest, ASilentMemberIsLostAtTheFirstLookPastTheWindow) {
 
 // A pause shorter than the window (a 2 s partition) is not a loss.
 TEST(LivenessTest, APauseShorterThanTheWindowIsNotALoss) {
-  Liveness l(2, 0, timeouts(), kStart);
+  Liveness l(2, 2, 0, timeouts(), kStart);
   EXPECT_FALSE(l.keepAlive(1, 1, at(0ms), kNotFinished));
   EXPECT_FALSE(l.keepAlive(1, 1, at(1000ms), kNotFinished));
   EXPECT_FALSE(l.keepAlive(1, 1, at(2900ms), kNotFinished));  // silent for 2.9 s
@@ -65,22 +66,23 @@ TEST(LivenessTest, APauseShorterThanTheWindowIsNotALoss) {
 // An agent whose process died is lost at the first look after its presence went, whatever its
 // keep-alives said a moment ago; the master's own machine is never judged.
 TEST(LivenessTest, AGoneAgentIsLostAtOnce) {
-  Liveness l(3, 1, timeouts(), kStart);
+  Liveness l(3, 3, 1, timeouts(), kStart);
   EXPECT_FALSE(l.keepAlive(2, 7, at(900ms), kNotFinished));
   EXPECT_FALSE(l.presence(2, true, kNotFinished));
   auto lost = l.presence(2, false, kNotFinished);
   ASSERT_TRUE(lost);
-  EXPECT_EQ(*lost, (LostMachine{2, "its agent is gone"}));
+  EXPECT_EQ(lost->kind, GroupChange::Kind::kLost);
+  EXPECT_EQ(lost->lost(), (LostMachine{2, "its agent is gone"}));
   EXPECT_FALSE(l.presence(2, false, kNotFinished));           // once
   EXPECT_FALSE(l.keepAlive(2, 7, at(9000ms), kNotFinished));  // not again by keep-alives
   EXPECT_FALSE(l.presence(1, false, kNotFinished));           // the master itself
   EXPECT_FALSE(l.watching(1));
 }
 
-// A member that said it finished before it left is not lost, whichever way it went; asking
-// whether it finished happens only when it would otherwise be lost.
-TEST(LivenessTest, AMemberThatFinishedIsNotLost) {
-  Liveness l(3, 0, timeouts(), kStart);
+// A member that said it finished before it went left (no failure), whichever way it went;
+// asking whether it finished happens only when it would otherwise be lost.
+TEST(LivenessTest, AMemberThatFinishedLeftAndIsNotLost) {
+  Liveness l(3, 3, 0, timeouts(), kStart);
   int asked = 0;
   auto finished = [&asked] {
     ++asked;
@@ -89,8 +91,13 @@ TEST(LivenessTest, AMemberThatFinishedIsNotLost) {
   EXPECT_FALSE(l.presence(1, true, finished));
   EXPECT_FALSE(l.keepAlive(2, 1, at(100ms), finished));
   EXPECT_EQ(asked, 0);
-  EXPECT_FALSE(l.presence(1, false, finished));
-  EXPECT_FALSE(l.keepAlive(2, 1, at(3200ms), finished));
+  auto left1 = l.presence(1, false, finished);
+  auto left2 = l.keepAlive(2, 1, at(3200ms), finished);
+  ASSERT_TRUE(left1 && left2);
+  EXPECT_EQ(left1->kind, GroupChange::Kind::kLeft);
+  EXPECT_EQ(left1->machine, 1);
+  EXPECT_EQ(left2->kind, GroupChange::Kind::kLeft);
+  EXPECT_EQ(left2->machine, 2);
   EXPECT_EQ(asked, 2);
   EXPECT_FALSE(l.watching(1));
   EXPECT_FALSE(l.watching(2));
@@ -101,12 +108,29 @@ TEST(LivenessTest, AMemberThatFinishedIsNotLost) {
 TEST(LivenessTest, TheWindowIsWhatTheSettingsSay) {
   RoundTimeouts t = timeouts();
   t.keep_alive_interval = 5s;
-  Liveness l(2, 0, t, kStart);
+  Liveness l(2, 2, 0, t, kStart);
   EXPECT_FALSE(l.keepAlive(1, 0, at(0ms), kNotFinished));
   EXPECT_FALSE(l.keepAlive(1, 0, at(14999ms), kNotFinished));
   auto lost = l.keepAlive(1, 0, at(15000ms), kNotFinished);
   ASSERT_TRUE(lost);
   EXPECT_EQ(lost->how, "no keep-alive for 15 s");
+}
+
+// A machine registered for the next round while the group has room is the group growing, once;
+// with the group full it is a spare, no change.
+TEST(LivenessTest, AnArrivalGrowsAGroupWithRoomOnce) {
+  Liveness room(2, 3, 0, timeouts(), kStart);
+  EXPECT_FALSE(room.arrivals(0));
+  auto joined = room.arrivals(1);
+  ASSERT_TRUE(joined);
+  EXPECT_EQ(joined->kind, GroupChange::Kind::kJoined);
+  EXPECT_EQ(joined->how,
+            "a machine is waiting to join (the group has 2 of at most 3): the group re-forms to "
+            "take it");
+  EXPECT_FALSE(room.arrivals(2));  // once
+  EXPECT_TRUE(room.watching(1));   // nobody lost
+  Liveness full(3, 3, 0, timeouts(), kStart);
+  EXPECT_FALSE(full.arrivals(1));
 }
 
 // --nnodes 2:4 with a last call of 30 s: closed at once with 4; with 2 or 3, 30 s after the
