@@ -108,7 +108,8 @@ class Agent {
     JobReport report = superviseAttempts();
     addHints(report);
     reportOutcome(report);
-    group_->awaitOtherMachines();
+    group_->awaitOtherMachines();            // machine 0 may wait for the others here, and says why
+    writeSummary(renderSummaryEnd(report));  // "accel launch exits with N": it does, now
     return report;
   }
 
@@ -349,14 +350,19 @@ class Agent {
     if (auto hint = noLibuvHint(report)) report.hints.push_back(*hint);
   }
 
+  // The summary (but its last lines, written once this agent is about to exit) and summary.json.
   void reportOutcome(const JobReport& report) {
-    const std::string summary = renderFailureSummary(report, plan_.keepsFiles() ? run_dir_ : "");
-    console_.write(2, console_.colour() ? colourSummary(summary) : summary);
-    console_.flush();  // supervision is over: now the summary may wait for the terminal
+    writeSummary(renderSummaryBody(report, plan_.keepsFiles() ? run_dir_ : ""));
     if (!plan_.keepsFiles()) return;
     auto ok = config::writeFileAtomically(run_dir_ + "/summary.json",
                                           renderReportJson(report).dump(2) + "\n");
     if (!ok) console_.notice("could not write summary.json: " + ok.error());
+  }
+
+  void writeSummary(const std::string& text) {
+    if (text.empty()) return;
+    console_.write(2, console_.colour() ? colourSummary(text) : text);
+    console_.flush();  // supervision is over: now the summary may wait for the terminal
   }
 
   const LaunchPlan& plan_;

@@ -51,6 +51,7 @@ struct RoundTimeouts {
   ms stop_said = s(2);          // an agent told to stop says so in passing, at most this long
   ms round_end_poll = ms(100);  // the master's look at lost members while ends are missing
   ms exit_poll = ms(20);        // the exit barrier's look at the finished count
+  ms exit_notice = s(1);        // the master says it waits in the exit barrier after this long
   ms failure_read = s(5);       // the round's failure, read once the round ended
   // On etcd: the round's look at whether the agent was told to stop, while it forms; a link's
   // call, in all and on one endpoint (so that stopping it never waits longer when etcd is gone).

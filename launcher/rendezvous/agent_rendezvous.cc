@@ -353,18 +353,41 @@ std::optional<RoundStop> readStop(store::Store& s, const GroupSettings& o, int r
   return first;
 }
 
+namespace {
+
+// "1/2 machines reported their workers finished: this machine keeps the job's store up for the
+// others, at most 14 s more"
+std::string exitWaitText(int done, int machines, const std::optional<Clock::time_point>& deadline,
+                         Clock::time_point now) {
+  const std::string head = std::to_string(done) + "/" + std::to_string(machines) +
+                           " machines reported their workers finished: this machine keeps the "
+                           "job's store up for the others, ";
+  if (!deadline) return head + "until they finish or leave";
+  return head + "at most " + secondsText(std::chrono::ceil<std::chrono::seconds>(*deadline - now)) +
+         " more";
+}
+
+}  // namespace
+
 int exitBarrier(store::Store& s, const GroupSettings& o, int round, int machines, bool master,
-                std::chrono::milliseconds afterFailure, const std::function<bool()>& othersGone) {
+                std::chrono::milliseconds afterFailure, const std::function<bool()>& othersGone,
+                const std::function<void(const std::string&)>& say) {
   const std::string key = roundKeys(o, round).finishedCount();
   try {
     int done = static_cast<int>(s.add(key, 1));
     if (!master) return done;
     std::optional<Clock::time_point> failureDeadline;
+    std::optional<Clock::time_point> notice = o.clock->now() + o.timeouts.exit_notice;
     while (done < machines) {
+      const auto now = o.clock->now();
       if (!failureDeadline && s.check({roundKeys(o, round).stop()}))
-        failureDeadline = o.clock->now() + afterFailure;
-      if ((othersGone && othersGone()) || (failureDeadline && o.clock->now() >= *failureDeadline)) {
+        failureDeadline = now + afterFailure;
+      if ((othersGone && othersGone()) || (failureDeadline && now >= *failureDeadline)) {
         return static_cast<int>(s.add(key, 0));
+      }
+      if (notice && now >= *notice) {
+        notice.reset();
+        if (say) say(exitWaitText(done, machines, failureDeadline, now));
       }
       o.clock->sleepUntil(o.clock->now() + o.timeouts.exit_poll);
       done = static_cast<int>(s.add(key, 0));

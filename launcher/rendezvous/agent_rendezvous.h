@@ -164,9 +164,12 @@ std::optional<RoundStop> readStop(store::Store& store, const GroupSettings& sett
 // store to read it). Returns how many finished, or -1 when the store cannot be reached; never
 // throws. A non-master returns after one round trip. The master polls the store every 20 ms and
 // calls `othersGone` (on the calling thread) each time; with `othersGone` empty and no failure, it
-// waits for every machine without a time limit.
+// waits for every machine without a time limit. A master still waiting after the settings'
+// exit_notice says so once through `say` (on the calling thread): how many finished, and how
+// long it may still wait — so that an agent is never silent between its summary and its exit.
 int exitBarrier(store::Store& store, const GroupSettings& settings, int round, int machines,
                 bool master, std::chrono::milliseconds afterFailure,
-                const std::function<bool()>& othersGone);
+                const std::function<bool()>& othersGone,
+                const std::function<void(const std::string&)>& say = {});
 
 }  // namespace accel::launcher

@@ -284,7 +284,7 @@ void EtcdGroup::awaitOtherMachines() {
     }
   };
   const int done = exitBarrier(*store_, settings_, round_.round, machines, zero,
-                               settings_.timeouts.exit_after_failure, othersGone);
+                               settings_.timeouts.exit_after_failure, othersGone, notify_);
   if (zero && done < machines) {
     notify_("stopping the workers' store although only " + std::to_string(std::max(done, 0)) + "/" +
             std::to_string(machines) + " machines reported their workers finished");

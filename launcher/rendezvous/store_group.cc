@@ -290,8 +290,8 @@ void StoreGroup::awaitOtherMachines() {
       client_->set(roundKeys(settings_, round_.round).finished(joined_->machine_rank), "1");
   } catch (const Error&) {
   }
-  int done =
-      exitBarrier(*client_, settings_, round_.round, machines, master(), afterFailure, othersGone);
+  int done = exitBarrier(*client_, settings_, round_.round, machines, master(), afterFailure,
+                         othersGone, notify_);
   if (master() && done < machines) {
     notify_("stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +
             std::to_string(machines) + " machines reported their workers finished");

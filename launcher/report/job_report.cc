@@ -229,6 +229,10 @@ std::string banner(const AttemptReport& last) {
 }  // namespace
 
 std::string renderFailureSummary(const JobReport& report, const std::string& logDir) {
+  return renderSummaryBody(report, logDir) + renderSummaryEnd(report);
+}
+
+std::string renderSummaryBody(const JobReport& report, const std::string& logDir) {
   if (report.attempts.empty() || report.attempts.back().succeeded()) return "";
   std::ostringstream out;
   out << "\n" << banner(report.attempts.back()) << "\n";
@@ -255,9 +259,13 @@ std::string renderFailureSummary(const JobReport& report, const std::string& log
   out << (logDir.empty() ? "no logs kept (--log_dir DIR keeps each rank's output and summary.json)"
                          : "logs: " + logDir + " (each rank's output, summary.json)")
       << "\n";
-  out << "accel launch exits with " << report.exit_code << "\n";
-  out << "====================================================================\n";
   return out.str();
+}
+
+std::string renderSummaryEnd(const JobReport& report) {
+  if (report.attempts.empty() || report.attempts.back().succeeded()) return "";
+  return "accel launch exits with " + std::to_string(report.exit_code) +
+         "\n====================================================================\n";
 }
 
 std::string colourSummary(const std::string& summary) {

@@ -1024,6 +1024,22 @@ multi_machine_failure)
   set +e; wait $MASTER; r0=$?; set -e
   [[ $r0 == 0 ]] || fail "machine 0 exited $r0: $(cat "$SCRATCH/m0.out")"
   [[ "$(cat "$SCRATCH/m0.out")" != *"stopping the store although"* ]] || fail "the master did not wait: $(cat "$SCRATCH/m0.out")"
+  # The master exits when it says it exits: its summary comes at once, but machine 1 needs its
+  # --term_timeout (4 s) to stop a rank that ignores SIGTERM, so the master says why it waits, and
+  # "accel launch exits with 5" is its last line but the rule, written when it goes.
+  rm -f "$OUT_DIR"/*
+  BEHAVE_DEFAULT=ready-sleep BEHAVE_0=exit-when-ready:5 start_master "$SCRATCH/m0.out" "${common[@]}" --term_timeout 4 --machine_rank 0 "${BEH[@]}"
+  BEHAVE_DEFAULT=sleep-ignore-term expect_exit 5 \
+    "$ACCEL" launch "${common[@]}" --main_process_port "$PORT" --term_timeout 4 --machine_rank 1 "${BEH[@]}"
+  set +e; wait $MASTER; r0=$?; set -e
+  m0=$(cat "$SCRATCH/m0.out")
+  [[ $r0 == 5 ]] || fail "machine 0 exited $r0: $m0"
+  waited=$(grep -n "1/2 machines reported their workers finished: this machine keeps the job's store up for the others, at most" <<<"$m0" | cut -d: -f1)
+  exits=$(grep -n "accel launch exits with 5" <<<"$m0" | cut -d: -f1)
+  [[ -n $waited && -n $exits ]] || fail "the master did not say why it waits, or how it exits: $m0"
+  ((waited < exits)) || fail "the master said it exits before it waited: $m0"
+  [[ $(tail -n 2 <<<"$m0" | head -n 1) == "accel launch exits with 5" ]] || fail "the master wrote after its exit line: $m0"
+  expect_no_leftovers
   ;;
 rendezvous_timeout)
   start_master "$SCRATCH/m0.out" --num_machines 3 --machine_rank 0 --main_process_ip 127.0.0.1 -n 3 --rdzv_timeout 1 "${BEH[@]}"

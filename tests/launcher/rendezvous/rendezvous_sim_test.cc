@@ -202,6 +202,32 @@ TEST_F(RendezvousSimTest, TheExitBarrierAfterAFailureLastsItsBound) {
   EXPECT_LE(masterLeft, 17040);
 }
 
+// The master is never silent between its summary and its exit: with machine 1's failure
+// published before the barrier and machine 1 never finishing, it says once, at its first look
+// past exit_notice (1 s), how many finished and how long it may still wait, then goes at 15 s.
+TEST_F(RendezvousSimTest, TheExitBarrierSaysWhyItWaitsOnce) {
+  min_ = max_ = 2;
+  JobFailure f;
+  f.machine_rank = 1;
+  publishStop(client("beta"), settings("beta", 1), 0, RoundStop::failed(f));
+  std::vector<std::pair<int64_t, std::string>> said;
+  int64_t masterLeft = -1;
+  world_->run({[&] {
+    GroupSettings o = settings("alpha", 0);
+    exitBarrier(client("alpha"), o, 0, 2, true, 15s, {},
+                [&](const std::string& text) { said.emplace_back(world_->nowMs(), text); });
+    masterLeft = world_->nowMs();
+  }});
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_GE(said[0].first, 1000);
+  EXPECT_LE(said[0].first, 1020);
+  EXPECT_EQ(said[0].second,
+            "1/2 machines reported their workers finished: this machine keeps the job's store up "
+            "for the others, at most 14 s more");
+  EXPECT_GE(masterLeft, 15000);
+  EXPECT_LE(masterLeft, 15040);
+}
+
 // The master waits for the members' ends of a failed round: machine 1 reports at 1 s; machine 2
 // never does and is found lost at 3 s, so the master goes on at 3.0–3.1 s (its looks at the lost
 // are 100 ms apart) instead of waiting out the close timeout (35 s) — which it does, exactly,

@@ -124,6 +124,12 @@ TEST(JobReportTest, FailureNamesCulpritTailOomAndCollateral) {
       << s;
   EXPECT_NE(s.find("finished before the failure: rank 3\n"), std::string::npos) << s;
   EXPECT_NE(s.find("accel launch exits with 137\n"), std::string::npos) << s;
+  // In two parts for an agent that waits between them: the exit line and the rule come last.
+  EXPECT_EQ(renderSummaryBody(r) + renderSummaryEnd(r), s);
+  EXPECT_EQ(renderSummaryBody(r).find("accel launch exits with"), std::string::npos);
+  EXPECT_EQ(renderSummaryEnd(r),
+            "accel launch exits with 137\n"
+            "====================================================================\n");
 
   auto j = renderReportJson(r);
   EXPECT_EQ(j.at("attempts").at(0).at("culprit").at("rank"), 1);
