@@ -53,6 +53,13 @@ std::string StoreGroup::presenceWaitPrefix(const std::string& rendezvousId) {
   return JobKeys::stored(JobKeys(rendezvousId).presencePrefix());
 }
 
+// "cannot reach the master agent (machine_rank 0) at HOST:PORT (--rdzv_endpoint): ..." — named
+// by the flag the user gave.
+std::string StoreGroup::unreachable(const std::exception& e) const {
+  return "cannot reach the master agent (machine_rank 0) at " + settings_.store_address + " (" +
+         plan_.address_flag + "): " + e.what();
+}
+
 std::string StoreGroup::trackedWaitPrefix(const std::string& rendezvousId) {
   return JobKeys::stored(JobKeys(rendezvousId).stopPrefix());
 }
@@ -69,7 +76,7 @@ Expected<void> StoreGroup::connect() {
     if (master()) client_->set(JobKeys::jobId(), settings_.run_id);
     parkPresence();
   } catch (const Error& e) {
-    return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
+    return makeError(unreachable(e));
   }
   if (master()) {
     next_ = RoundStart{};
@@ -79,7 +86,7 @@ Expected<void> StoreGroup::connect() {
   try {  // a machine that arrives while the job runs joins the round the master opened last
     next_ = RoundStart{openRound(*client_, settings_, timeouts().join)};
   } catch (const Error& e) {
-    return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
+    return makeError(unreachable(e));
   }
   return {};
 }
@@ -117,7 +124,7 @@ Expected<void> StoreGroup::checkJobId() {
                      secondsText(timeouts().join) +
                      ": it is not hosted by an accel agent of this job");
   } catch (const Error& e) {
-    return makeError(std::string("cannot reach the master agent (machine_rank 0): ") + e.what());
+    return makeError(unreachable(e));
   }
   if (theirs == settings_.run_id) return {};
   return makeError("the store at " + settings_.store_address + " serves job '" + theirs +

@@ -84,6 +84,7 @@ class StoreGroup : public MachineGroup {
   const RoundTimeouts& timeouts() const { return settings_.timeouts; }
   Expected<void> parkFailureWatch();
   Expected<void> checkJobId();
+  std::string unreachable(const std::exception& e) const;
   void parkPresence();
   bool present(const std::string& token, std::chrono::milliseconds grace) const;
   Expected<RendezvousResult> join();

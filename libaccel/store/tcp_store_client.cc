@@ -259,14 +259,29 @@ void TcpStoreClient::cancelWait(const std::string& label) {
   }
 }
 
+namespace {
+
+// A "length" that is text ('ion: clo' from an HTTP server's headers): what it says, quoted.
+std::string asTextIfPrintable(uint64_t word) {
+  char bytes[sizeof word];
+  std::memcpy(bytes, &word, sizeof word);
+  for (char c : bytes) {
+    if (c < 0x20 || c > 0x7e) return "";
+  }
+  return " (\"" + std::string(bytes, sizeof bytes) + "\" as text: another kind of server?)";
+}
+
+}  // namespace
+
 std::string TcpStoreClient::recvBytes(Clock::time_point deadline, const char* what,
                                       const std::string& key) {
   uint64_t size = 0;
   recvAll(&size, sizeof size, deadline, what, key);
   if (size > (1ull << 36)) {
     breakConnection();
-    throw NetworkError(std::string(what) + " '" + key + "': the store at " + address() +
-                       " sent a value of " + std::to_string(size) + " bytes");
+    throw NetworkError(std::string(what) + " '" + key + "': what listens at " + address() +
+                       " is no TCPStore: it sent a value of " + std::to_string(size) + " bytes" +
+                       asTextIfPrintable(size));
   }
   std::string out(static_cast<size_t>(size), '\0');
   if (size) recvAll(out.data(), out.size(), deadline, what, key);

@@ -1055,8 +1055,26 @@ s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1], flush=T
   held=$(cat "$SCRATCH/held")
   expect_exit 2 "$ACCEL" launch --num_machines 2 --machine_rank 1 --main_process_ip 127.0.0.1 \
     --main_process_port "$held" -n 2 --rdzv_timeout 1 "${BEH[@]}"
-  kill $holder
   expect_contains "$ERR" "cannot reach the master agent (machine_rank 0) at 127.0.0.1:$held from local interface lo (127.0.0.1): Connection refused (tried for 1 s"
+  expect_contains "$ERR" "is --main_process_ip an address the other machines can reach?"
+  # The same with torchrun's flags: the error names the flag the user gave.
+  expect_exit 2 "$ACCEL" run --nnodes 2 --nproc_per_node 1 --rdzv_backend c10d \
+    --rdzv_endpoint "127.0.0.1:$held" --rdzv_conf is_host=0 --rdzv_timeout 1 /bin/true
+  kill $holder
+  expect_contains "$ERR" "Connection refused (tried for 1 s; is machine 0's agent running, and is --rdzv_endpoint an address the other machines can reach?)"
+  # An endpoint where another kind of server answers (an HTTP server's 400, then it closes): the
+  # error names the endpoint and its flag.
+  $PY -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8); print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept(); c.recv(4096)
+    c.sendall(b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"); c.close()' >"$SCRATCH/http" &
+  server=$!
+  until [[ -s "$SCRATCH/http" ]]; do sleep 0.02; done
+  expect_exit 2 "$ACCEL" run --nnodes 2 --nproc_per_node 1 --rdzv_backend c10d \
+    --rdzv_endpoint "127.0.0.1:$(cat "$SCRATCH/http")" --rdzv_conf is_host=0 --rdzv_timeout 1 /bin/true
+  kill $server
+  expect_contains "$ERR" "cannot reach the master agent (machine_rank 0) at 127.0.0.1:$(cat "$SCRATCH/http") (--rdzv_endpoint): "
   [[ -z "$(ls "$OUT_DIR")" ]] || fail "workers started: $(ls "$OUT_DIR")"
   # SIGTERM (or Ctrl-C) while the agents wait for each other ends the agent at once.
   start_master /dev/null --num_machines 2 --machine_rank 0 --main_process_ip 127.0.0.1 -n 2 "${BEH[@]}"

@@ -465,5 +465,48 @@ TEST_F(PresenceTest, AParkedWaitIsPresenceUntilItsConnectionCloses) {
   EXPECT_FALSE(server_->waiting("/here/b", 50ms));  // nobody parks it again within the grace
 }
 
+// An endpoint where another kind of server listens (an HTTP server answering 400 and keeping the
+// connection): its bytes read as a length (after the first, read as a status) are not taken for
+// one, and the error says what they look like.
+TEST(TcpStoreClientTest, AnotherKindOfServerIsNamedAsSuch) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  std::thread http([listener] {
+    const int c = ::accept(listener, nullptr, nullptr);
+    char request[4096];
+    (void)::recv(c, request, sizeof request, 0);
+    const std::string answer = "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n";
+    (void)::send(c, answer.data(), answer.size(), MSG_NOSIGNAL);
+    char rest[4096];
+    while (::recv(c, rest, sizeof rest, 0) > 0) {
+    }
+    ::close(c);
+  });
+  TcpStoreClientOptions o;
+  o.port = ntohs(a.sin_port);
+  o.generation = wire::Generation::Validated;
+  o.timeout = 5s;
+  {
+    TcpStoreClient c(o);
+    try {
+      c.get("accel/job_id");
+      FAIL() << "an HTTP server's answer was taken for a value";
+    } catch (const NetworkError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "get 'accel/job_id': what listens at 127.0.0.1:" + std::to_string(o.port) +
+                    " is no TCPStore: it sent a value of 2319686071854584916 bytes (\"TTP/1.1 \" "
+                    "as text: another kind of server?)");
+    }
+  }
+  http.join();
+  ::close(listener);
+}
+
 }  // namespace
 }  // namespace accel::store
