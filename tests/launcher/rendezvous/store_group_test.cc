@@ -171,6 +171,30 @@ TEST_F(StoreGroupTest, AMemberWhoseAgentDiesIsDroppedAndTheOthersMeetAgainAsTwo)
   EXPECT_TRUE(saidLine("alpha", "attempt 1: removed"));  // the workers' keys of round 0 went
 }
 
+// Ctrl-C or SIGTERM while an agent waits in a later round's rendezvous: the supervisor turns
+// either into interrupt() (SignalWhileMeeting, supervisor_test.cc); here the real group's side.
+// The master waits in round 1 for a machine that never comes (MIN is 2, --rdzv_timeout 10 s);
+// interrupted once its registration is in, its meet() returns an error at once — not the
+// rendezvous' timeout, and not a placement.
+TEST_F(StoreGroupTest, AnInterruptEndsTheMeetingOfALaterRoundAtOnce) {
+  agent("alpha", true), agent("beta", false);
+  meetAll({"alpha", "beta"}, true);
+  groups_["alpha"]->stopLink();
+  const std::string registered = JobKeys("mem").round(1).arrivals();
+  std::optional<Expected<Placement>> met;
+  const auto start = std::chrono::steady_clock::now();
+  together({[&] { met.emplace(groups_["alpha"]->meet()); },
+            [&] {
+              while (server_.data().add(registered, 0) < 1) std::this_thread::yield();
+              groups_["alpha"]->interrupt();
+            }});
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(met.has_value());
+  ASSERT_FALSE(met->ok()) << "round 1 formed without beta";
+  EXPECT_EQ(met->error().find("timed out"), std::string::npos) << met->error();
+  EXPECT_LT(took, plan_.rdzv_timeout / 2) << met->error();
+}
+
 TEST_F(StoreGroupTest, TheExitBarrierHoldsTheStoreUntilTheMembersLeft) {
   agent("alpha", true), agent("beta", false), agent("gamma", false);
   meetAll({"alpha", "beta", "gamma"}, true);
