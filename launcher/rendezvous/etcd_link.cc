@@ -35,79 +35,25 @@ EtcdLink::EtcdLink(EtcdLinkOptions options)
       keys_(etcdRoundKeys(o_.round_settings, o_.round)),
       next_keys_(etcdRoundKeys(o_.round_settings, o_.round + 1)),
       gone_(o_.members.size(), false) {
-  event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  try {
-    readRound();
-    openWatches();
-  } catch (...) {
-    ::close(event_fd_), ::close(wake_fd_);
-    throw;
-  }
+  readRound();
+  openWatches();
   thread_ = startQuietThread([this] { run(); });  // signals are the supervisor's
 }
 
-EtcdLink::~EtcdLink() {
-  stop();
-  ::close(event_fd_);
-  ::close(wake_fd_);
-}
+EtcdLink::~EtcdLink() { stop(); }
 
 void EtcdLink::stop() {
-  {
-    std::lock_guard lock(mutex_);
-    if (stop_ && !thread_.joinable()) return;
-    stop_ = true;
-  }
-  signalEventFd(wake_fd_);
+  mailbox_.requestStop();
   if (thread_.joinable()) thread_.join();
-}
-
-bool EtcdLink::publish(JobFailure mine) {
-  {
-    std::lock_guard lock(mutex_);
-    if (publish_requested_) return false;
-    publish_requested_ = true;
-    to_publish_ = std::move(mine);
-  }
-  signalEventFd(wake_fd_);
-  return true;
-}
-
-void EtcdLink::shareStatus(std::string json) {
-  {
-    std::lock_guard lock(mutex_);
-    to_share_ = std::move(json);
-  }
-  signalEventFd(wake_fd_);
 }
 
 void EtcdLink::leaseLost(const std::string& why) {
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(lease_mutex_);
     if (lease_lost_) return;
     lease_lost_ = why;
   }
-  signalEventFd(wake_fd_);
-}
-
-std::vector<LinkEvent> EtcdLink::takeEvents() {
-  drainEventFd(event_fd_);
-  std::lock_guard lock(mutex_);
-  return std::exchange(events_, {});
-}
-
-std::vector<LostMachine> EtcdLink::lostMachines() const {
-  std::lock_guard lock(mutex_);
-  return lost_;
-}
-
-void EtcdLink::post(LinkEvent event) {
-  {
-    std::lock_guard lock(mutex_);
-    events_.push_back(std::move(event));
-  }
-  signalEventFd(event_fd_);
+  signalEventFd(mailbox_.wakeFd());
 }
 
 // Until stopped: what the watches saw, a publication to make, the lease lost; then a wait for
@@ -119,16 +65,13 @@ void EtcdLink::run() {
       watches_.clear();
       reconnect();
     }
-    std::optional<JobFailure> mine;
-    std::optional<std::string> leaseLost, status;
+    std::optional<std::string> leaseLost;
     {
-      std::lock_guard lock(mutex_);
-      if (stop_) return;
-      mine = std::exchange(to_publish_, std::nullopt);
-      status = std::exchange(to_share_, std::nullopt);
+      std::lock_guard lock(lease_mutex_);
       if (!lease_lost_posted_) leaseLost = lease_lost_;
     }
-    drainEventFd(wake_fd_);
+    auto [mine, status, stopping] = mailbox_.take();
+    if (stopping) return;
     if (mine) onPublish(*mine);
     if (status) onShare(*status);
     if (leaseLost && !lease_lost_posted_) {
@@ -136,7 +79,7 @@ void EtcdLink::run() {
       JobFailure lost;
       lost.machine_rank = o_.machine_rank;
       lost.reason = *leaseLost;
-      post(LinkEvent{LinkEvent::Kind::kRemoteFailure, std::move(lost)});
+      mailbox_.post(LinkEvent{LinkEvent::Kind::kRemoteFailure, std::move(lost)});
     }
     waitForWork();
   }
@@ -161,7 +104,7 @@ bool EtcdLink::drainWatches() {
 }
 
 void EtcdLink::waitForWork() {
-  std::vector<pollfd> fds{{wake_fd_, POLLIN, 0}};
+  std::vector<pollfd> fds{{mailbox_.wakeFd(), POLLIN, 0}};
   for (const auto& w : watches_) fds.push_back({w.watch->fd(), POLLIN, 0});
   const auto untilCheck =
       std::chrono::duration_cast<std::chrono::milliseconds>(next_check_ - SteadyClock::now());
@@ -195,8 +138,7 @@ void EtcdLink::reconnect() {
 // Between two calls, a stop requested meanwhile ends the read (stop() waits for one call at most).
 void EtcdLink::readRound() {
   auto stopping = [this] {
-    std::lock_guard lock(mutex_);
-    if (stop_) throw Error("the link is stopping");
+    if (mailbox_.stopping()) throw Error("the link is stopping");
   };
   std::vector<bool> present(o_.members.size(), false);
   for (const auto& kv : client_.getPrefix(keys_.memberPrefix())) {
@@ -253,7 +195,7 @@ void EtcdLink::onStop(const std::string& value) {
     return;
   }
   stop_heard_ = true;
-  post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kRemoteFailure));
+  mailbox_.post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kRemoteFailure));
 }
 
 // A member's registration went with its lease: lost, unless it said it finished first.
@@ -268,10 +210,7 @@ void EtcdLink::onMemberGone(const std::string& token) {
     } catch (const Error&) {
     }
     LostMachine lost{machine, "its lease expired"};
-    {
-      std::lock_guard lock(mutex_);
-      lost_.push_back(lost);
-    }
+    mailbox_.addLost(lost);
     JobFailure f;
     f.machine_rank = machine;
     f.host = o_.members[m].host;
@@ -295,9 +234,9 @@ void EtcdLink::onPublish(const JobFailure& mine) {
   auto first = publishStop(RoundStop::failed(mine));
   stop_heard_ = true;
   if (!first) {
-    post(LinkEvent{LinkEvent::Kind::kPublishedFirst, mine});
+    mailbox_.post(LinkEvent{LinkEvent::Kind::kPublishedFirst, mine});
   } else {
-    post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kAnotherWasFirst));
+    mailbox_.post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kAnotherWasFirst));
   }
 }
 

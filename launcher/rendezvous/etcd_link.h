@@ -32,6 +32,7 @@
 
 #include "launcher/rendezvous/etcd_client.h"
 #include "launcher/rendezvous/etcd_round.h"
+#include "launcher/rendezvous/link_mailbox.h"
 #include "launcher/rendezvous/round_link.h"
 
 namespace accel::launcher {
@@ -54,13 +55,13 @@ class EtcdLink : public RoundLink {
   EtcdLink(const EtcdLink&) = delete;
   EtcdLink& operator=(const EtcdLink&) = delete;
 
-  int fd() const override { return event_fd_; }
-  bool publish(JobFailure mine) override;
+  int fd() const override { return mailbox_.fd(); }
+  bool publish(JobFailure mine) override { return mailbox_.publish(std::move(mine)); }
   // Put under JobKeys::status(machine) with this agent's lease (gone with it).
-  void shareStatus(std::string json) override;
-  std::vector<LinkEvent> takeEvents() override;
+  void shareStatus(std::string json) override { mailbox_.shareStatus(std::move(json)); }
+  std::vector<LinkEvent> takeEvents() override { return mailbox_.takeEvents(); }
   void stop() override;
-  std::vector<LostMachine> lostMachines() const override;
+  std::vector<LostMachine> lostMachines() const override { return mailbox_.lost(); }
   // This agent's lease is lost (`why`): reported as the job's end here, once.
   void leaseLost(const std::string& why);
 
@@ -86,7 +87,6 @@ class EtcdLink : public RoundLink {
   void onPublish(const JobFailure& mine);
   void onShare(const std::string& json);
   std::optional<RoundStop> publishStop(const RoundStop& stop);
-  void post(LinkEvent event);
 
   EtcdClient client_;
   const EtcdLinkOptions o_;
@@ -99,16 +99,9 @@ class EtcdLink : public RoundLink {
   bool stop_heard_ = false;  // the thread's: the stop record was posted as an event
   bool change_published_ = false;
   bool lease_lost_posted_ = false;
-  int event_fd_ = -1;  // link → supervisor
-  int wake_fd_ = -1;   // supervisor → link
-  mutable std::mutex mutex_;
-  std::vector<LostMachine> lost_;
-  std::optional<JobFailure> to_publish_;
-  std::optional<std::string> to_share_;  // the newest status not shared yet
-  bool publish_requested_ = false;
-  bool stop_ = false;
-  std::optional<std::string> lease_lost_;
-  std::vector<LinkEvent> events_;
+  LinkMailbox mailbox_;  // the supervisor's side
+  std::mutex lease_mutex_;
+  std::optional<std::string> lease_lost_;  // leaseLost's, for the thread
   std::thread thread_;
 };
 

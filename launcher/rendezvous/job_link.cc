@@ -32,10 +32,8 @@ JobLink::JobLink(LinkConnections connections, GroupSettings settings, int round,
   keep_alive_->setTimeout(t.keep_alive_interval);
   keep_alive_->setConnectTimeouts(t.keep_alive_interval,
                                   std::min(t.keep_alive_retry, t.keep_alive_interval));
-  event_fd_ = makeEventFd();
-  wake_fd_ = makeEventFd();
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  for (int fd : {wake_fd_, watch_fd_}) {
+  for (int fd : {mailbox_.wakeFd(), watch_fd_}) {
     epoll_event interest{};
     interest.events = EPOLLIN;
     interest.data.fd = fd;
@@ -46,59 +44,18 @@ JobLink::JobLink(LinkConnections connections, GroupSettings settings, int round,
 
 JobLink::~JobLink() {
   stop();
-  ::close(event_fd_);
-  ::close(wake_fd_);
   ::close(epoll_fd_);
 }
 
 void JobLink::stop() {
   if (!thread_.joinable()) return;
-  bool watchInUse;
-  {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-    watchInUse = watch_fired_;
-  }
-  signalEventFd(wake_fd_);
+  const bool watchInUse = mailbox_.requestStop();  // the thread reads (or read) the watch
   // A publication (or a read of the failure) blocked on an unreachable master fails at once; a
   // watch still parked is left as it is.
   publisher_->interrupt();
   keep_alive_->interrupt();
   if (watchInUse) watch_->interrupt();
   thread_.join();
-}
-
-bool JobLink::publish(JobFailure mine) {
-  {
-    std::lock_guard lock(mutex_);
-    if (publish_requested_) return false;
-    publish_requested_ = true;
-    to_publish_ = std::move(mine);
-  }
-  signalEventFd(wake_fd_);
-  return true;
-}
-
-void JobLink::shareStatus(std::string json) {
-  {
-    std::lock_guard lock(mutex_);
-    to_share_ = std::move(json);
-  }
-  signalEventFd(wake_fd_);
-}
-
-std::vector<LinkEvent> JobLink::takeEvents() {
-  drainEventFd(event_fd_);
-  std::lock_guard lock(mutex_);
-  return std::exchange(events_, {});
-}
-
-void JobLink::post(LinkEvent event) {
-  {
-    std::lock_guard lock(mutex_);
-    events_.push_back(std::move(event));
-  }
-  signalEventFd(event_fd_);
 }
 
 // Waits for the watch to fire or for a publication to do, until stopped. The watch fires once.
@@ -111,26 +68,15 @@ void JobLink::run() {
     if (n < 0 && errno != EINTR) return;
     bool watchFired = false;
     for (int i = 0; i < n; ++i) watchFired |= ready[i].data.fd == watch_fd_;
-    std::optional<JobFailure> mine;
-    std::optional<std::string> status;
-    {
-      std::lock_guard lock(mutex_);
-      if (stop_) return;
-      mine = std::exchange(to_publish_, std::nullopt);
-      status = std::exchange(to_share_, std::nullopt);
-    }
-    drainEventFd(wake_fd_);
+    auto [mine, status, stopping] = mailbox_.take();
+    if (stopping) return;
     if (mine) onPublish(*mine);
     // The watch before the status: a share to a master gone quiet blocks for the publisher's
     // timeout, and shares keep coming; the watch must not wait behind them.
     if (watching && watchFired) {
       watching = false;
       ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, watch_fd_, nullptr);
-      {
-        std::lock_guard lock(mutex_);
-        if (stop_) return;
-        watch_fired_ = true;
-      }
+      if (!mailbox_.markBusy()) return;  // stopping: the watch is not read
       onWatchFired();
     }
     if (status && !master_lost_) onShare(*status);
@@ -164,10 +110,7 @@ void JobLink::checkPresence() {
   }
 }
 
-std::vector<LostMachine> JobLink::lostMachines() const {
-  std::lock_guard lock(mutex_);
-  return lost_;
-}
+std::vector<LostMachine> JobLink::lostMachines() const { return mailbox_.lost(); }
 
 // Every keep_alive_interval: this machine's keep-alive, and the master's look for machines
 // waiting to join.
@@ -224,10 +167,7 @@ void JobLink::onChange(const GroupChange& change, const std::string& detail) {
 // A member lost (how, and what explains it, `detail`): published as the round's failure.
 void JobLink::markLost(const LostMachine& machine, const std::string& detail) {
   const auto at = static_cast<size_t>(machine.machine);
-  {
-    std::lock_guard lock(mutex_);
-    lost_.push_back(machine);
-  }
+  mailbox_.addLost(machine);
   JobFailure lost;
   lost.machine_rank = machine.machine;
   lost.host = at < options_.hosts.size() ? options_.hosts[at] : "";
@@ -251,9 +191,9 @@ void JobLink::publishMembershipChange(const RoundStop& change) {
 
 void JobLink::onPublish(const JobFailure& mine) {
   if (auto first = publishStop(*publisher_, settings_, round_, RoundStop::failed(mine))) {
-    post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kAnotherWasFirst));
+    mailbox_.post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kAnotherWasFirst));
   } else {
-    post(LinkEvent{LinkEvent::Kind::kPublishedFirst, mine});
+    mailbox_.post(LinkEvent{LinkEvent::Kind::kPublishedFirst, mine});
   }
 }
 
@@ -269,19 +209,16 @@ void JobLink::onWatchFired() {
   try {
     watch_->finishWait();
     if (auto stop = readStop(*watch_, settings_, round_, machine_rank_)) {
-      post(LinkEvent::heard(std::move(*stop), LinkEvent::Kind::kRemoteFailure));
+      mailbox_.post(LinkEvent::heard(std::move(*stop), LinkEvent::Kind::kRemoteFailure));
     }
   } catch (const std::exception& e) {
-    {
-      std::lock_guard lock(mutex_);
-      if (stop_) return;  // interrupted by the destructor, not lost
-    }
+    if (mailbox_.stopping()) return;  // interrupted by the destructor, not lost
     master_lost_ = true;
     JobFailure lost;
     lost.machine_rank = 0;
     lost.host = master_host_;
     lost.reason = masterStoreLost(settings_, e.what());
-    post(LinkEvent{LinkEvent::Kind::kRemoteFailure, std::move(lost)});
+    mailbox_.post(LinkEvent{LinkEvent::Kind::kRemoteFailure, std::move(lost)});
   }
 }
 

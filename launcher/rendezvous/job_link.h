@@ -46,6 +46,7 @@
 
 #include "launcher/base/clock.h"
 #include "launcher/rendezvous/agent_rendezvous.h"
+#include "launcher/rendezvous/link_mailbox.h"
 #include "launcher/rendezvous/link_store.h"
 #include "launcher/rendezvous/liveness.h"
 #include "launcher/rendezvous/round_end.h"
@@ -88,10 +89,10 @@ class JobLink : public RoundLink {
   JobLink& operator=(const JobLink&) = delete;
 
   // RoundLink's (round_link.h); the status goes to JobKeys::status(machine rank).
-  int fd() const override { return event_fd_; }
-  bool publish(JobFailure mine) override;
-  void shareStatus(std::string json) override;
-  std::vector<LinkEvent> takeEvents() override;
+  int fd() const override { return mailbox_.fd(); }
+  bool publish(JobFailure mine) override { return mailbox_.publish(std::move(mine)); }
+  void shareStatus(std::string json) override { mailbox_.shareStatus(std::move(json)); }
+  std::vector<LinkEvent> takeEvents() override { return mailbox_.takeEvents(); }
   void stop() override;
   // True once the watch's connection to the master failed (its machine or link gone): nothing
   // of the master's store can be reached any more.
@@ -106,7 +107,6 @@ class JobLink : public RoundLink {
   void onWatchFired();
   void onPublish(const JobFailure& mine);
   void onShare(const std::string& json);
-  void post(LinkEvent event);
   void onTick();
   void sendKeepAlive();
   void checkMembers();
@@ -131,18 +131,9 @@ class JobLink : public RoundLink {
   Clock::time_point next_tick_, next_presence_check_;
   Liveness liveness_;
   bool change_published_ = false;
-  int event_fd_ = -1;  // link → supervisor
-  int wake_fd_ = -1;   // supervisor → link (a publication is queued, or stop)
-  int epoll_fd_ = -1;  // the link thread's wait: wake_fd_ and the watch's descriptor
-  mutable std::mutex mutex_;
-  std::vector<LostMachine> lost_;
-  std::optional<JobFailure> to_publish_;
-  std::optional<std::string> to_share_;
-  bool publish_requested_ = false;
-  bool stop_ = false;
-  bool watch_fired_ = false;  // the thread reads (or read) the watch's connection
+  LinkMailbox mailbox_;  // the supervisor's side (busy: the thread reads the watch)
+  int epoll_fd_ = -1;    // the link thread's wait: the mailbox's wake fd and the watch's descriptor
   std::atomic<bool> master_lost_{false};
-  std::vector<LinkEvent> events_;
   std::thread thread_;
 };
 
