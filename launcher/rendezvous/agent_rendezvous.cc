@@ -142,7 +142,7 @@ Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const Round
   // MIN); past it, MAX.
   const int firstClose =
       r.expect_machines > 0 ? std::max(leastMachines(o), r.expect_machines) : leastMachines(o);
-  RoundClosing closing;
+  RoundClosing closing = roundClosing(o, r);
   for (bool firstLook = true;; firstLook = false) {
     const int count = static_cast<int>(s.add(keys.arrivals(), 0));
     const int here = presentCount(s, o, r, count);
@@ -153,24 +153,24 @@ Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const Round
       s.set(keys.assignment(), json{{"error", message}}.dump());
       return makeError(message);
     }
-    if (closing.ready(o, r, here, o.clock->now())) return std::min(here, o.num_machines);
+    if (closing.ready(here, o.clock->now())) return std::min(here, o.num_machines);
     std::string status =
         std::to_string(here) + "/" + std::to_string(o.num_machines) + " machines joined" +
         (here < count ? " (" + std::to_string(count - here) + " left again)" : std::string()) +
         (elastic ? " (" + std::to_string(leastMachines(o)) + " needed)"
                  : missingText(registrations(s, o, r, count), o.num_machines));
     // Once MIN joined, the round closes at the last call, whatever the rendezvous timeout.
-    if (o.clock->now() >= deadline && !closing.last_call) {
+    if (o.clock->now() >= deadline && !closing.lastCallEnd()) {
       std::string message = "rendezvous at " + o.store_address + " timed out after " +
                             secondsText(o.timeouts.join) + ": " + status;
       s.set(keys.assignment(), json{{"error", message}}.dump());
       return makeError(message);
     }
-    if (o.progress && !closing.last_call && !firstLook) o.progress(status);
+    if (o.progress && !closing.lastCallEnd() && !firstLook) o.progress(status);
     // The next arrival that matters: the one that reaches the first close, then MAX.
     const std::string lastSlot = keys.agent((count < firstClose ? firstClose : o.num_machines) - 1);
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        (closing.last_call ? *closing.last_call : deadline) - o.clock->now());
+        closing.lastCallEnd().value_or(deadline) - o.clock->now());
     try {
       s.wait({lastSlot}, std::clamp(left, std::chrono::milliseconds(1), o.timeouts.progress));
     } catch (const TimeoutError&) {
@@ -284,12 +284,8 @@ int presentRegistrations(store::Store& s, const GroupSettings& o, int round) {
   return presentCount(s, o, RoundStart{round, 0, 0}, count);
 }
 
-bool RoundClosing::ready(const GroupSettings& o, const RoundStart& r, int count, time_point now) {
-  if (count >= o.num_machines) return true;
-  if (count < leastMachines(o)) return false;
-  if (r.expect_machines > 0 && count >= r.expect_machines) return true;
-  if (!last_call) last_call = now + o.timeouts.last_call;
-  return now >= *last_call;
+RoundClosing roundClosing(const GroupSettings& o, const RoundStart& r) {
+  return RoundClosing(leastMachines(o), o.num_machines, r.expect_machines, o.timeouts.last_call);
 }
 
 Expected<RendezvousResult> rendezvous(store::Store& s, const GroupSettings& o,

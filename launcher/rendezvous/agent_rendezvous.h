@@ -23,6 +23,7 @@
 #include "launcher/base/clock.h"
 #include "launcher/plan/round_timeouts.h"
 #include "launcher/rendezvous/job_keys.h"
+#include "launcher/rendezvous/round_closing.h"
 #include "launcher/rendezvous/round_stop.h"
 #include "launcher/report/job_report.h"
 #include "libaccel/common/expected.h"
@@ -98,15 +99,8 @@ struct RendezvousResult {
   std::string closed;  // not empty: the job ended before this round formed (why)
 };
 
-// The master's rule for when a round may close with `count` machines joined: at once with
-// num_machines (or the expect_machines of a re-forming group), else timeouts.last_call after
-// min_machines joined (the last call starts at the first look that sees them). Pure: the
-// caller passes the instant (unit-tested in fake time).
-struct RoundClosing {
-  using time_point = Clock::time_point;
-  std::optional<time_point> last_call;  // set once min_machines joined
-  bool ready(const GroupSettings& settings, const RoundStart& start, int count, time_point now);
-};
+// The master's rule for when round `start` may close (round_closing.h), from the settings.
+RoundClosing roundClosing(const GroupSettings& settings, const RoundStart& start);
 
 // Joins the rendezvous. Blocks until every machine joined or the timeout (an agent other than
 // the master waits 2 s longer, so that the master's reason for giving up reaches it); the error

@@ -9,6 +9,7 @@
 
 #include "accel/error.h"
 #include "launcher/base/text.h"
+#include "launcher/rendezvous/round_closing.h"
 
 namespace accel::launcher {
 namespace {
@@ -48,7 +49,9 @@ class Meeting {
         keys_(etcdRoundKeys(settings, round)),
         round_prefix_(keys_.prefix()),
         member_prefix_(keys_.memberPrefix()),
-        record_key_(keys_.record()) {}
+        record_key_(keys_.record()),
+        closing_(settings.min_machines, settings.max_machines, settings.expect_machines,
+                 settings.timeouts.last_call) {}
 
   Expected<EtcdRound> run() {
     client_.put(keys_.member(me_.token), toJson(me_).dump(), s_.lease);
@@ -56,20 +59,17 @@ class Meeting {
     read();
     while (!record_) {
       const time_point now = SteadyClock::now();
-      noteLastCall(now);
-      const int n = static_cast<int>(registered_.size());
-      const bool expected = s_.expect_machines >= s_.min_machines && n >= s_.expect_machines;
-      if (n >= s_.max_machines || expected ||
-          (n >= s_.min_machines && (now >= lastCallEnd() || now >= joinBy))) {
+      if (closing_.ready(static_cast<int>(registered_.size()), now)) {
         close();
         continue;
       }
-      if (now >= joinBy) return timedOut();
+      // Once MIN joined, the round closes at the last call, whatever the join timeout.
+      if (now >= joinBy && !closing_.lastCallEnd()) return timedOut();
       if (s_.cancelled && s_.cancelled()) {
         return makeError("round " + std::to_string(round_) + ": interrupted while it formed");
       }
       // Looks at `cancelled` every 200 ms.
-      awaitChanges(std::min({joinBy, lastCallEnd(), now + s_.timeouts.etcd_look}));
+      awaitChanges(std::min(closing_.lastCallEnd().value_or(joinBy), now + s_.timeouts.etcd_look));
     }
     return resultOf(*record_);
   }
@@ -95,19 +95,6 @@ class Meeting {
                               memberFrom(json::parse(kv.value, nullptr, false), kv.key)};
       }
     }
-  }
-
-  // The last call starts when this agent sees MIN registered, and starts again should the
-  // group fall below MIN meanwhile.
-  void noteLastCall(time_point now) {
-    if (static_cast<int>(registered_.size()) < s_.min_machines) {
-      last_call_from_.reset();
-    } else if (!last_call_from_) {
-      last_call_from_ = now;
-    }
-  }
-  time_point lastCallEnd() const {
-    return last_call_from_ ? *last_call_from_ + s_.timeouts.last_call : time_point::max();
   }
 
   // Waits for the round's next changes until `deadline`; a watch whose endpoint went away is
@@ -224,7 +211,7 @@ class Meeting {
   const std::string round_prefix_, member_prefix_, record_key_;
   std::map<std::string, std::pair<int64_t, EtcdMember>> registered_;  // by token
   std::optional<EtcdKeyValue> record_;
-  std::optional<time_point> last_call_from_;
+  RoundClosing closing_;  // when the round may close (round_closing.h)
   int64_t revision_ = 0;
   std::unique_ptr<EtcdWatch> watch_;
   EtcdEndpoint watched_at_;  // watch_'s

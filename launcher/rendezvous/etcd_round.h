@@ -9,17 +9,19 @@
 // first sees the round complete closes it with one transaction that creates the round's record
 // unless it exists: the members of the round before in their order (machine 0 stays machine 0
 // while it lives), then the others in arrival order, the first `max_machines` of them when more
-// came. Complete means MAX registered, or MIN registered and the last call (`last_call` after
-// this agent saw the MIN-th) ended. So any agent can carry the round, the death of any one loses
-// nothing, and every agent reads the same record: its machine rank is its place there, machine
-// 0 the first in it; a registered agent not in it is a spare.
+// came. Complete is the rule of the master's store too (RoundClosing, round_closing.h): MAX
+// registered (or the machines a re-forming group expects), or MIN registered and the last call
+// (`last_call` after this agent saw the MIN-th) ended. So any agent can carry the round, the death
+// of any one loses nothing, and every agent reads the same record: its machine rank is its place
+// there, machine 0 the first in it; a registered agent not in it is a spare.
 //
 // Requests per agent: a put, a read, the watch, a transaction or a read of the record (and a
 // read and a watch again when an endpoint fails) — not growing with the number of agents, where
 // the rounds' rules over a Store (agent_rendezvous.h on EtcdStore) fight over one counter and
 // grow with it (scripts/bench/rdzv_store.sh).
 //
-// Blocking (at most `join` in all, each etcd call bounded by the client's timeout); uses
+// Blocking (at most `join` in all, or until the last call when MIN joined before it; each etcd
+// call bounded by the client's timeout); uses
 // `client` from the calling thread only. Throws accel::NetworkError when etcd cannot be reached
 // and accel::Error when it refuses a request.
 

@@ -137,31 +137,51 @@ TEST(LivenessTest, AnArrivalGrowsAGroupWithRoomOnce) {
 // first look that saw 2 — not before, and not later; a re-forming group that expects 3 closes
 // as soon as 3 are there.
 TEST(RoundClosingTest, TheLastCallClosesTheFirstRound) {
+  RoundClosing c(2, 4, 0, 30s);
+  EXPECT_FALSE(c.ready(1, at(0ms)));
+  EXPECT_FALSE(c.lastCallEnd());  // MIN not met: no last call yet
+  EXPECT_FALSE(c.ready(2, at(1000ms)));
+  ASSERT_TRUE(c.lastCallEnd());
+  EXPECT_EQ(*c.lastCallEnd(), at(31000ms));
+  EXPECT_FALSE(c.ready(3, at(20000ms)));
+  EXPECT_FALSE(c.ready(3, at(30999ms)));
+  EXPECT_TRUE(c.ready(3, at(31000ms)));
+  RoundClosing full(2, 4, 0, 30s);
+  EXPECT_TRUE(full.ready(4, at(0ms)));   // MAX: at once
+  RoundClosing survivors(2, 4, 3, 30s);  // a re-forming group that expects 3
+  EXPECT_FALSE(survivors.ready(2, at(0ms)));
+  EXPECT_TRUE(survivors.ready(3, at(10ms)));  // no last call for the expected
+  RoundClosing all(0, 3, 0, 30s);             // a static job: all of them
+  EXPECT_FALSE(all.ready(2, at(3600000ms)));
+  EXPECT_TRUE(all.ready(3, at(3600001ms)));
+}
+
+// A group that falls below MIN during the last call (a machine that joined died) starts a new
+// last call when MIN is back, as torch's dynamic rendezvous does: it does not close at once on
+// the old one.
+TEST(RoundClosingTest, FallingBelowMinStartsTheLastCallAgain) {
+  RoundClosing c(2, 4, 0, 30s);
+  EXPECT_FALSE(c.ready(2, at(1000ms)));
+  EXPECT_EQ(*c.lastCallEnd(), at(31000ms));
+  EXPECT_FALSE(c.ready(1, at(5000ms)));
+  EXPECT_FALSE(c.lastCallEnd());
+  EXPECT_FALSE(c.ready(2, at(40000ms)));  // past the old last call: not closed
+  EXPECT_EQ(*c.lastCallEnd(), at(70000ms));
+  EXPECT_TRUE(c.ready(2, at(70000ms)));
+}
+
+// The master's rule from its settings: MIN:MAX, the survivors expected, the last call.
+TEST(RoundClosingTest, TheMastersRuleComesFromItsSettings) {
   GroupSettings o;
   o.num_machines = 4;
   o.min_machines = 2;
   o.timeouts.last_call = 30s;
-  RoundClosing c;
-  EXPECT_FALSE(c.ready(o, {}, 1, at(0ms)));
-  EXPECT_FALSE(c.last_call);  // MIN not met: no last call yet
-  EXPECT_FALSE(c.ready(o, {}, 2, at(1000ms)));
-  ASSERT_TRUE(c.last_call);
-  EXPECT_EQ(*c.last_call, at(31000ms));
-  EXPECT_FALSE(c.ready(o, {}, 3, at(20000ms)));
-  EXPECT_FALSE(c.ready(o, {}, 3, at(30999ms)));
-  EXPECT_TRUE(c.ready(o, {}, 3, at(31000ms)));
-  RoundClosing full;
-  EXPECT_TRUE(full.ready(o, {}, 4, at(0ms)));  // MAX: at once
   RoundStart reforming;
   reforming.expect_machines = 3;
-  RoundClosing survivors;
-  EXPECT_FALSE(survivors.ready(o, reforming, 2, at(0ms)));
-  EXPECT_TRUE(survivors.ready(o, reforming, 3, at(10ms)));  // no last call for the expected
-  GroupSettings fixed;
-  fixed.num_machines = 3;  // a static job: all of them
-  RoundClosing all;
-  EXPECT_FALSE(all.ready(fixed, {}, 2, at(3600000ms)));
-  EXPECT_TRUE(all.ready(fixed, {}, 3, at(3600001ms)));
+  RoundClosing c = roundClosing(o, reforming);
+  EXPECT_FALSE(c.ready(2, at(0ms)));
+  EXPECT_EQ(*c.lastCallEnd(), at(30000ms));
+  EXPECT_TRUE(c.ready(3, at(1ms)));
 }
 
 }  // namespace

@@ -1,0 +1,34 @@
+#pragma once
+// RoundClosing: the rule for when a forming round may close, the same on the master's store
+// (awaitMachines, agent_rendezvous.cc) and on etcd (meetOnEtcd, etcd_round.cc): at once with MAX
+// machines (or, for a re-forming group, the machines it expects), else `last_call` after MIN
+// joined — the last call starts at the first look that sees MIN and starts again should the
+// group fall below MIN meanwhile (torch's dynamic rendezvous does the same). Pure: the caller
+// passes the count and the instant, so it is unit-tested in fake time (liveness_test.cc). Not
+// thread-safe: one thread looks.
+
+#include <chrono>
+#include <optional>
+
+namespace accel::launcher {
+
+class RoundClosing {
+ public:
+  using time_point = std::chrono::steady_clock::time_point;
+
+  // A round of `minMachines` (0: all) to `maxMachines` that expects `expectMachines` (0: none).
+  RoundClosing(int minMachines, int maxMachines, int expectMachines,
+               std::chrono::milliseconds lastCall);
+
+  // With `count` machines joined at `now`: whether the round may close.
+  bool ready(int count, time_point now);
+  // When the current last call ends (nullopt: MIN has not joined).
+  std::optional<time_point> lastCallEnd() const { return last_call_end_; }
+
+ private:
+  const int least_, most_, expect_;
+  const std::chrono::milliseconds last_call_;
+  std::optional<time_point> last_call_end_;
+};
+
+}  // namespace accel::launcher
