@@ -130,7 +130,7 @@ int leastMachines(const GroupSettings& o) {
   return o.min_machines > 0 ? std::min(o.min_machines, o.num_machines) : o.num_machines;
 }
 
-// The master, parked on the store until the round can close (Closing); woken every progress
+// The master, parked on the store until the round can close (RoundClosing); woken every progress
 // interval to say who is missing. It looks before it first waits, so a master that is MIN by
 // itself starts the last call as it registers. On timeout the reason is published, so the
 // others fail now. Returns how many machines the round has.
@@ -149,7 +149,8 @@ Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const Round
     if (here > o.num_machines && !elastic) {  // said to the others too: they fail at once
       const std::string message = std::to_string(here) + " machines joined a rendezvous for " +
                                   std::to_string(o.num_machines) +
-                                  " (is another job using the same --main_process_port?)";
+                                  " at " + o.store_address +
+                                  " (is another job using the same port?)";
       s.set(keys.assignment(), json{{"error", message}}.dump());
       return makeError(message);
     }

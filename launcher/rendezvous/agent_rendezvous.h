@@ -5,7 +5,8 @@
 // apart (accel/rdzv/<run_id>/round/<R>/...; run_id: --rdzv_id), so nothing of an earlier round is
 // read again. In each round every agent registers (host, local world size, requested machine rank)
 // under a slot it gets from one atomic add. The master agent (requested machine rank 0, the store's
-// host) waits until all have joined, assigns machine ranks (requested ones honoured, the rest in
+// host) waits until the round may close (RoundClosing, round_closing.h: MAX, or the machines a
+// re-forming group expects, else the last call after MIN), assigns machine ranks (requested ones honoured, the rest in
 // arrival order) and global rank offsets in one pass, and publishes them with one write; the others
 // wait for that key. After the job, every agent reports in an exit barrier so the master keeps
 // the store up until the last machine is done.
@@ -102,7 +103,8 @@ struct RendezvousResult {
 // The master's rule for when round `start` may close (round_closing.h), from the settings.
 RoundClosing roundClosing(const GroupSettings& settings, const RoundStart& start);
 
-// Joins the rendezvous. Blocks until every machine joined or the timeout (an agent other than
+// Joins the rendezvous. Blocks until the round closes (RoundClosing; once MIN joined, at the last
+// call even past the timeout) or the timeout (an agent other than
 // the master waits 2 s longer, so that the master's reason for giving up reaches it); the error
 // names what is missing ("timed out after 900 s: 3/4 machines joined; waiting for machine_rank
 // 2"). Store failures (the master unreachable) and malformed records are errors naming the

@@ -15,7 +15,7 @@
 // A watch whose endpoint goes away is opened again, after a fresh read, on whichever endpoint
 // the client reaches then; nothing that happened in between is missed. An endpoint that goes
 // silent instead (its machine cut off: no reset, no error, no events) is found by asking it every
-// the keep-alive interval for a read that needs etcd's quorum; one that cannot serve it is left the
+// keep-alive interval for a read that needs etcd's quorum; one that cannot serve it is left the
 // same way.
 //
 // Thread-safety as RoundLink's; leaseLost from any thread. The constructor blocks to read the

@@ -5,13 +5,15 @@
 // machine (a Placement: its ranks, the job's size, TORCHELASTIC_RESTART_COUNT), the supervisor
 // runs the workers, and when the attempt failed, endRound() returns the one decision for the
 // whole job — restart or not, and why — from the one restart rule (decideNextRound,
-// round_end.h). The agent's loop (launch.cc) is the same for every job:
+// round_end.h). The agent's loop (Supervisor::runRounds, supervise/supervisor.cc) is the same for
+// every job:
 //
 //   meet → run the attempt → (failed) endRound → restart? meet again : stop
 //
-// Two implementations: SoloGroup (solo_group.h), the one machine of a job that has no other
-// (nothing to meet, no store needed for it), and StoreGroup (store_group.h), one agent among
-// several that meet through the job's store. Every notice goes through the group's Notify
+// Three implementations: SoloGroup (solo_group.h), the one machine of a job that has no other
+// (nothing to meet, no store needed for it), StoreGroup (store_group.h), one agent among several
+// that meet through the job's store, and EtcdGroup (etcd_group.h), one among several that meet on
+// etcd. Every notice goes through the group's Notify
 // callback, never to a console of its own.
 //
 // Every method is called from the agent's main thread; each may block on the job's store

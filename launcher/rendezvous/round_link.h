@@ -4,7 +4,8 @@
 // JobLink (job_link.h) through the master's store, EtcdLink (etcd_link.h) through etcd.
 //
 // Thread-safety: publish, shareStatus, takeEvents and fd may be called from any one thread (the
-// supervisor's); stop, lostMachines and storeLost from any thread. None blocks on the network.
+// supervisor's); stop and lostMachines from any thread. None blocks on the network. Both links
+// hold their supervisor's side in a LinkMailbox (link_mailbox.h).
 
 #include <string>
 #include <vector>

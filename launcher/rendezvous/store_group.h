@@ -41,8 +41,7 @@ class StoreGroup : public MachineGroup {
   ~StoreGroup() override;
 
   // What the master's store counts the agents' failure watches by (awaitWatches, before a
-  // round's attempt starts): the prefix of the WAITs each agent parks on its round's failure
-  // key.
+  // round's attempt starts): the prefix of the WAITs each agent parks on its round's stop key.
   static std::string trackedWaitPrefix(const std::string& rendezvousId);
   // What the presence keys of the job's agents start with (the store's presence_key_prefix).
   static std::string presenceWaitPrefix(const std::string& rendezvousId);
@@ -63,8 +62,8 @@ class StoreGroup : public MachineGroup {
   void closeJob(const std::string& why) override;
   // The round's link, for the supervisor (nullptr before meet succeeded).
   RoundLink* link() const override { return link_.get(); }
-  // After the round's attempt failed: reads the round's first failure into `last.job_failure`
-  // and, while the job may restart, takes part in the round's end (the master decides, the
+  // After the round's attempt failed: reads the round's stop record into `last.job_failure` (or
+  // `last.regrouped`, the group's growth) and, while the job may restart, takes part in the round's end (the master decides, the
   // others wait for it). `stopping`: this agent was told to stop, so it will not go on.
   RoundDecision endRound(AttemptReport& last, bool stopping) override;
   // Ends the link's thread (within a moment, whatever the network does: JobLink::stop).

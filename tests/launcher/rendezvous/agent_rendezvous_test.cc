@@ -150,9 +150,8 @@ TEST_F(AgentRendezvousTest, MoreMachinesThanExpectedIsAnError) {
   awaitRegistered(2);
   auto master = join(options(2, 0, 1));
   ASSERT_FALSE(master.ok());
-  EXPECT_EQ(
-      master.error(),
-      "3 machines joined a rendezvous for 2 (is another job using the same --main_process_port?)");
+  EXPECT_EQ(master.error(), "3 machines joined a rendezvous for 2 at " + o.store_address +
+                                " (is another job using the same port?)");
   for (auto* other : {&a, &b}) {
     ASSERT_EQ(other->wait_for(10s), std::future_status::ready);
     auto r = other->get();
