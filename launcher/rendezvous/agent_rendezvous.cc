@@ -148,8 +148,7 @@ Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const Round
     const int here = presentCount(s, o, r, count);
     if (here > o.num_machines && !elastic) {  // said to the others too: they fail at once
       const std::string message = std::to_string(here) + " machines joined a rendezvous for " +
-                                  std::to_string(o.num_machines) +
-                                  " at " + o.store_address +
+                                  std::to_string(o.num_machines) + " at " + o.store_address +
                                   " (is another job using the same port?)";
       s.set(keys.assignment(), json{{"error", message}}.dump());
       return makeError(message);

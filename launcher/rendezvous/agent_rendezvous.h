@@ -6,10 +6,10 @@
 // read again. In each round every agent registers (host, local world size, requested machine rank)
 // under a slot it gets from one atomic add. The master agent (requested machine rank 0, the store's
 // host) waits until the round may close (RoundClosing, round_closing.h: MAX, or the machines a
-// re-forming group expects, else the last call after MIN), assigns machine ranks (requested ones honoured, the rest in
-// arrival order) and global rank offsets in one pass, and publishes them with one write; the others
-// wait for that key. After the job, every agent reports in an exit barrier so the master keeps
-// the store up until the last machine is done.
+// re-forming group expects, else the last call after MIN), assigns machine ranks (requested ones
+// honoured, the rest in arrival order) and global rank offsets in one pass, and publishes them with
+// one write; the others wait for that key. After the job, every agent reports in an exit barrier so
+// the master keeps the store up until the last machine is done.
 //
 // Every function here uses `store` from the calling thread only, for its whole call: a store
 // client is not thread-safe, so no other thread may use the same client meanwhile.

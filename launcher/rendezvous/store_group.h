@@ -63,8 +63,9 @@ class StoreGroup : public MachineGroup {
   // The round's link, for the supervisor (nullptr before meet succeeded).
   RoundLink* link() const override { return link_.get(); }
   // After the round's attempt failed: reads the round's stop record into `last.job_failure` (or
-  // `last.regrouped`, the group's growth) and, while the job may restart, takes part in the round's end (the master decides, the
-  // others wait for it). `stopping`: this agent was told to stop, so it will not go on.
+  // `last.regrouped`, the group's growth) and, while the job may restart, takes part in the round's
+  // end (the master decides, the others wait for it). `stopping`: this agent was told to stop, so
+  // it will not go on.
   RoundDecision endRound(AttemptReport& last, bool stopping) override;
   // Ends the link's thread (within a moment, whatever the network does: JobLink::stop).
   void stopLink() override;

@@ -16,9 +16,9 @@
 // stays unreaped (a zombie) until the attempt ends, so its process-group id, signalled at the
 // end, cannot have been given to a stranger.
 //
-// The supervisor acts on the world through Processes (processes.h) and Clock (base/clock.h): the rules above
-// are unit-tested with a fake of both (tests/launcher/supervise/supervisor_test.cc), the real
-// ones end to end.
+// The supervisor acts on the world through Processes (processes.h) and Clock (base/clock.h): the
+// rules above are unit-tested with a fake of both (tests/launcher/supervise/supervisor_test.cc),
+// the real ones end to end.
 
 #include <sys/types.h>
 
