@@ -79,7 +79,7 @@ void EtcdLink::run() {
       JobFailure lost;
       lost.machine_rank = o_.machine_rank;
       lost.reason = *leaseLost;
-      mailbox_.post(LinkEvent{LinkEvent::Kind::kRemoteFailure, std::move(lost)});
+      mailbox_.post(LinkEvent::of(LinkEvent::Kind::kRemoteFailure, std::move(lost)));
     }
     waitForWork();
   }
@@ -234,7 +234,7 @@ void EtcdLink::onPublish(const JobFailure& mine) {
   auto first = publishStop(RoundStop::failed(mine));
   stop_heard_ = true;
   if (!first) {
-    mailbox_.post(LinkEvent{LinkEvent::Kind::kPublishedFirst, mine});
+    mailbox_.post(LinkEvent::of(LinkEvent::Kind::kPublishedFirst, mine));
   } else {
     mailbox_.post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kAnotherWasFirst));
   }

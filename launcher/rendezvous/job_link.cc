@@ -193,7 +193,7 @@ void JobLink::onPublish(const JobFailure& mine) {
   if (auto first = publishStop(*publisher_, settings_, round_, RoundStop::failed(mine))) {
     mailbox_.post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kAnotherWasFirst));
   } else {
-    mailbox_.post(LinkEvent{LinkEvent::Kind::kPublishedFirst, mine});
+    mailbox_.post(LinkEvent::of(LinkEvent::Kind::kPublishedFirst, mine));
   }
 }
 
@@ -218,7 +218,7 @@ void JobLink::onWatchFired() {
     lost.machine_rank = 0;
     lost.host = master_host_;
     lost.reason = masterStoreLost(settings_, e.what());
-    mailbox_.post(LinkEvent{LinkEvent::Kind::kRemoteFailure, std::move(lost)});
+    mailbox_.post(LinkEvent::of(LinkEvent::Kind::kRemoteFailure, std::move(lost)));
   }
 }
 

@@ -28,6 +28,8 @@ struct LinkEvent {
                        // kGroupGrows
   std::string grows;   // kGroupGrows: why the group re-forms
 
+  // A failure's event (every kind but kGroupGrows).
+  static LinkEvent of(Kind kind, JobFailure failure) { return {kind, std::move(failure), ""}; }
   // The round's stop record as heard: kGroupGrows for the group's growth, else `failureKind`.
   static LinkEvent heard(RoundStop stop, Kind failureKind) {
     if (stop.isGrowth()) return {Kind::kGroupGrows, {}, std::move(stop.grows)};
