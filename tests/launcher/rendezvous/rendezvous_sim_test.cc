@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include <gtest/gtest.h>
@@ -41,11 +42,13 @@ class RendezvousSimTest : public ::testing::Test {
     o.store_address = "sim:29500";
     o.timeouts.last_call = 8s;
     o.clock = world_;
-    o.present = [this](const std::string& token) { return clients_.at(token)->present(); };
+    o.present = [this](const std::string& token) { return client(token).present(); };
     return o;
   }
 
+  // Thread-safe: agents look at each other's presence.
   SimClient& client(const std::string& host) {
+    std::lock_guard lock(clients_mutex_);
     auto& c = clients_[host];
     if (!c) c = std::make_unique<SimClient>(*world_, data_);
     return *c;
@@ -56,10 +59,10 @@ class RendezvousSimTest : public ::testing::Test {
                               std::chrono::milliseconds arrive, RoundStart start = {}) {
     GroupSettings o = settings(host, rank);
     SimClient& store = client(host);
-    return [this, o, &store, host, arrive, start] {
+    Outcome& out = outcomes_[host];  // made here: the agents' threads must not insert at once
+    return [this, o, &store, &out, arrive, start] {
       world_->sleepUntil(SimWorld::at(arrive));
       auto r = rendezvous(store, o, start);
-      Outcome& out = outcomes_[host];
       out.at_ms = world_->nowMs();
       if (r) {
         out.result = *r;
@@ -72,8 +75,9 @@ class RendezvousSimTest : public ::testing::Test {
   int min_ = 2, max_ = 4;
   std::shared_ptr<SimWorld> world_ = std::make_shared<SimWorld>();
   store::MemoryStore data_;
+  std::mutex clients_mutex_;
   std::map<std::string, std::unique_ptr<SimClient>> clients_;
-  std::map<std::string, Outcome> outcomes_;  // each written by its agent's thread only
+  std::map<std::string, Outcome> outcomes_;  // made before run(); each written by its agent only
 };
 
 // --nnodes 2:4, last_call_timeout=8: MIN is there at 1 s (the second machine), so the round
@@ -163,9 +167,11 @@ TEST_F(RendezvousSimTest, AMissingMachineFailsEveryoneAtTheJoinTimeout) {
     EXPECT_EQ(status, "2/3 machines joined");
     progressAt.push_back(world_->nowMs());
   };
+  Outcome& alpha = outcomes_["alpha"];
+  SimClient& alphaStore = client("alpha");
   world_->run({[&] {
-                 auto r = rendezvous(client("alpha"), withProgress, {});
-                 outcomes_["alpha"] = {world_->nowMs(), std::nullopt, r ? "" : r.error()};
+                 auto r = rendezvous(alphaStore, withProgress, {});
+                 alpha = {world_->nowMs(), std::nullopt, r ? "" : r.error()};
                },
                agent("beta", std::nullopt, 0ms)});
   const std::string why = "rendezvous at sim:29500 timed out after 900 s: 2/3 machines joined";
