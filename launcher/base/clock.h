@@ -1,13 +1,17 @@
 #pragma once
-// Clock: the time, and waiting for descriptors until a deadline, behind one seam. The supervisor,
-// the rendezvous's link (rendezvous/job_link.h) and the rounds' rules (GroupSettings::clock) take
-// one, so that they run in fake time in the tests (tests/launcher/supervise/fake_world.h,
-// tests/launcher/rendezvous/job_link_test.cc and sim_world.h); MonotonicClock is the real one.
+// Clock: the time, waiting for descriptors until a deadline, and the threads whose waits those are,
+// behind one seam. The supervisor, the rendezvous's link (rendezvous/job_link.h) and the rounds'
+// rules (GroupSettings::clock) take one, so that they run in fake time in the tests
+// (tests/launcher/supervise/fake_world.h, tests/launcher/rendezvous/job_link_test.cc and
+// sim_world.h); MonotonicClock is the real one.
 
 #include <sys/epoll.h>
 
 #include <chrono>
+#include <functional>
 #include <thread>
+
+#include "launcher/base/quiet_thread.h"
 
 namespace accel::launcher {
 
@@ -22,6 +26,12 @@ class Clock {
   virtual int wait(int epollFd, epoll_event* events, int maxEvents, time_point deadline) = 0;
   // Returns at `deadline` (at once when it passed): a pause between two looks at something.
   virtual void sleepUntil(time_point deadline) = 0;
+  // Starts `body` on a thread of its own (signals blocked: startQuietThread) whose waits and
+  // pauses are this clock's. A simulated clock counts it among the threads it lets finish what is
+  // due before the time moves, from its start to its end.
+  virtual std::thread startThread(std::function<void()> body) {
+    return startQuietThread(std::move(body));
+  }
 };
 
 // The real clock: std::chrono::steady_clock and epoll_wait.

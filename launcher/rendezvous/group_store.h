@@ -6,8 +6,8 @@
 // others have no StoreHost.
 //
 // TcpGroupStore and TcpStoreHost are the agents' (the TCP client, the agent's TcpStoreServer);
-// tests run whole rounds of several StoreGroups over an in-memory pair
-// (tests/launcher/rendezvous/memory_group_store.h), an agent's death included.
+// tests run whole rounds of several StoreGroups over a simulated pair in simulated time
+// (tests/launcher/rendezvous/sim_group_store.h), an agent's death and freezing included.
 //
 // Keys are given as the agents write them (job_keys.h); the TCP host translates them to what its
 // server holds.

@@ -7,8 +7,6 @@
 #include <cerrno>
 #include <cstdint>
 
-#include "launcher/base/event_fd.h"
-#include "launcher/base/quiet_thread.h"
 #include "launcher/base/text.h"
 
 namespace accel::launcher {
@@ -39,7 +37,7 @@ JobLink::JobLink(LinkConnections connections, GroupSettings settings, int round,
     interest.data.fd = fd;
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &interest);
   }
-  thread_ = startQuietThread([this] { run(); });
+  thread_ = clock_.startThread([this] { run(); });
 }
 
 JobLink::~JobLink() {

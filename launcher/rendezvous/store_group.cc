@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <mutex>
 #include <random>
 
 #include "accel/error.h"
@@ -29,11 +30,21 @@ std::string interfaceToOthers(const RendezvousResult& joined,
   return "";
 }
 
+// Tells this process's agents apart (the tests run several in one process, on threads of their
+// own): a random number, drawn under a lock.
+std::string presenceNonce() {
+  static std::mutex mutex;
+  static std::minstd_rand random(static_cast<unsigned>(::getpid()) ^
+                                 static_cast<unsigned>(std::random_device{}()));
+  std::lock_guard lock(mutex);
+  return std::to_string(random());
+}
+
 }  // namespace
 
 StoreGroup::StoreGroup(const LaunchPlan& plan, const probes::Environment& parentEnv, Notify notify,
                        std::optional<int> requestedRank, int storePort,
-                       std::unique_ptr<GroupStore> store)
+                       std::unique_ptr<GroupStore> store, std::shared_ptr<Clock> clock)
     : plan_(plan),
       parent_env_(parentEnv),
       notify_(std::move(notify)),
@@ -42,6 +53,7 @@ StoreGroup::StoreGroup(const LaunchPlan& plan, const probes::Environment& parent
       store_(std::move(store)),
       host_(store_->host()) {
   settings_ = groupSettingsOf(plan_);
+  settings_.clock = std::move(clock);
   settings_.requested_machine_rank = requested_rank_;
   settings_.store_address = store_->address();
   settings_.progress = [this](const std::string& status) { notify_("rendezvous: " + status); };
@@ -95,10 +107,7 @@ Expected<void> StoreGroup::connect() {
 // registers anywhere, on a connection that lives as long as the agent (its process's death
 // closes it). The master, whose store it is, tells which registered agents are still there.
 void StoreGroup::parkPresence() {
-  static std::minstd_rand random(static_cast<unsigned>(::getpid()) ^
-                                 static_cast<unsigned>(std::random_device{}()));
-  settings_.presence =
-      settings_.host + "-" + std::to_string(::getpid()) + "-" + std::to_string(random());
+  settings_.presence = settings_.host + "-" + std::to_string(::getpid()) + "-" + presenceNonce();
   presence_store_ = store_->connect(timeouts().connect);
   presence_store_->startWait({jobKeys(settings_).presence(settings_.presence)});
   if (!master()) return;

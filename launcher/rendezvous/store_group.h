@@ -35,9 +35,11 @@ class StoreGroup : public MachineGroup {
   // `store`: how this agent reaches the job's store (its port, `storePort`, is the workers'
   // MASTER_PORT); the agent whose `store` has a host() hosts it and is the master, machine 0 of
   // every round, so `requestedRank` is then 0. Another agent asks for `requestedRank`
-  // (nullopt: by arrival).
+  // (nullopt: by arrival). `clock` times the rounds' rules and runs the link's thread (a
+  // simulated one in the tests: tests/launcher/rendezvous/sim_group_store.h).
   StoreGroup(const LaunchPlan& plan, const probes::Environment& parentEnv, Notify notify,
-             std::optional<int> requestedRank, int storePort, std::unique_ptr<GroupStore> store);
+             std::optional<int> requestedRank, int storePort, std::unique_ptr<GroupStore> store,
+             std::shared_ptr<Clock> clock = std::make_shared<MonotonicClock>());
   ~StoreGroup() override;
 
   // What the master's store counts the agents' failure watches by (awaitWatches, before a

@@ -3,11 +3,6 @@
 // test's machines share — every call as the MemoryStore makes it, and watches: startWait's
 // descriptor (an eventfd) becomes readable once the keys exist, or at once when the connection
 // is cut (interrupt()), as a TCP connection's does when its peer goes.
-//
-// Optionally a ParkedWaits is told of each wait while it is parked (as a TCP store's server
-// counts a client's WAIT until it is answered or the connection closes), and a connection can
-// share its agent's death (`dead`): once set, it is cut as every connection of a process that
-// died is.
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -24,18 +19,9 @@
 
 namespace accel::launcher::testing {
 
-// Told when a wait is parked on `keys` (+1) and when it ends (-1). Thread-safe.
-class ParkedWaits {
- public:
-  virtual ~ParkedWaits() = default;
-  virtual void parked(const std::vector<std::string>& keys, int delta) = 0;
-};
-
 class MemoryLinkStore : public LinkStore {
  public:
-  explicit MemoryLinkStore(store::MemoryStore& data, ParkedWaits* parked = nullptr,
-                           std::shared_ptr<const std::atomic<bool>> dead = nullptr)
-      : data_(data), parked_(parked), dead_(std::move(dead)) {}
+  explicit MemoryLinkStore(store::MemoryStore& data) : data_(data) {}
   ~MemoryLinkStore() override {
     cut_ = true;
     if (watcher_.joinable()) watcher_.join();
@@ -81,7 +67,6 @@ class MemoryLinkStore : public LinkStore {
   // waits cannot be cancelled) and signals the descriptor.
   int startWait(const std::vector<std::string>& keys) override {
     event_fd_ = ::eventfd(0, EFD_CLOEXEC);
-    if (parked_) parked_->parked(keys, +1);
     watcher_ = std::thread([this, keys] {
       while (!cut()) {
         try {
@@ -90,7 +75,6 @@ class MemoryLinkStore : public LinkStore {
         } catch (const TimeoutError&) {
         }
       }
-      if (parked_) parked_->parked(keys, -1);
       const uint64_t one = 1;
       [[maybe_unused]] ssize_t n = ::write(event_fd_, &one, sizeof one);
     });
@@ -105,14 +89,12 @@ class MemoryLinkStore : public LinkStore {
   void setConnectTimeouts(std::chrono::milliseconds, std::chrono::milliseconds) override {}
 
  private:
-  bool cut() const { return cut_ || (dead_ && *dead_); }
+  bool cut() const { return cut_; }
   void open() const {
     if (cut()) throw NetworkError("the connection to the in-memory store was cut");
   }
 
   store::MemoryStore& data_;
-  ParkedWaits* const parked_;
-  const std::shared_ptr<const std::atomic<bool>> dead_;
   std::atomic<bool> cut_{false};
   int event_fd_ = -1;
   std::thread watcher_;

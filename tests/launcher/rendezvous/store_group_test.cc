@@ -1,239 +1,370 @@
-// Whole StoreGroups — connect, meet, the link, a round's end, meeting again, the exit barrier —
-// as three agents (threads) of one job over the job's store in memory (memory_group_store.h):
-// no server, no socket, no port. What each agent is told and decides is asserted, in order;
-// the instants are the rules' (sim_world.h, job_link_test.cc), so here time is real but short
-// and no assertion depends on it.
+// Whole StoreGroups — connect, meet, the link and its thread, a round's end, meeting again, the
+// exit barrier — as agents of one job over the job's store in simulated time (sim_world.h,
+// sim_group_store.h): no server, no socket, no port, and the exact instant of everything every
+// agent does and is told. The rules alone are tested in rendezvous_sim_test.cc,
+// round_close_sim_test.cc and job_link_test.cc; here they work together, as the agent runs them.
 
 #include "launcher/rendezvous/store_group.h"
 
-#include <poll.h>
-
+#include <map>
+#include <memory>
 #include <mutex>
 #include <set>
-#include <thread>
 
 #include <gtest/gtest.h>
 
-#include "memory_group_store.h"
+#include "sim_group_store.h"
 
 namespace accel::launcher {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::MemoryGroupStore;
-using testing::MemoryStoreServer;
+using testing::SimGroupStore;
+using testing::SimStoreHost;
+using testing::SimWorld;
+
+// What an agent heard on its round's link, and when.
+struct Heard {
+  int64_t at_ms = -1;
+  LinkEvent event{};
+};
 
 class StoreGroupTest : public ::testing::Test {
  protected:
-  // A job of 2 to 3 machines with 2 ranks each, windows of a tenth of a second.
+  // A job of 2 to 3 machines with 2 ranks each: keep-alives every 250 ms, a member silent for 4 of
+  // them (1 s) is lost; the master looks at the members every 100 ms (presence_check).
   StoreGroupTest() {
-    plan_.rendezvous_id = "mem";
+    plan_.rendezvous_id = "sim";
     plan_.num_machines = 3;
     plan_.min_machines = 2;
     plan_.local_world_size = 2;
     plan_.world_size = 6;
     plan_.max_restarts = 3;
-    plan_.rdzv_timeout = 10s;
+    plan_.rdzv_timeout = 900s;
     plan_.last_call_timeout = 300ms;
-    plan_.keep_alive_interval = 100ms;
-    plan_.keep_alive_misses = 3;
-    plan_.round_close_timeout = 5s;
+    plan_.keep_alive_interval = 250ms;
+    plan_.keep_alive_misses = 4;
+  }
+  ~StoreGroupTest() override {
+    for (auto& [name, group] : groups_) {
+      if (group) group->stopLink();
+    }  // their threads are the world's
   }
 
   // Agent `name`: machine 0 (the store's host) when `master`, else ranked by arrival.
   StoreGroup& agent(const std::string& name, bool master, const LaunchPlan* plan = nullptr) {
-    auto store = std::make_unique<MemoryGroupStore>(server_, master);
+    auto store = std::make_unique<SimGroupStore>(host_, master);
     stores_[name] = store.get();
     Notify notify = [this, name](const std::string& line) {
+      const int64_t at = world_->nowMs();
       std::lock_guard lock(mutex_);
-      said_[name].push_back(line);
+      said_[name].push_back(std::to_string(at) + " ms: " + line);
     };
     auto& group = groups_[name];
     group = std::make_unique<StoreGroup>(plan ? *plan : plan_, env_, notify,
                                          master ? std::optional<int>(0) : std::nullopt, 29500,
-                                         std::move(store));
+                                         std::move(store), world_);
     return *group;
   }
+  StoreGroup& group(const std::string& name) { return *groups_.at(name); }
 
-  // Runs each agent's `body` on a thread of its own; returns when all did.
-  void together(const std::vector<std::function<void()>>& bodies) {
-    std::vector<std::thread> threads;
-    for (const auto& b : bodies) threads.emplace_back(b);
-    for (auto& t : threads) t.join();
+  // `name` connects (when `first`) at `arrive` and meets the others in its next round.
+  std::function<void()> meets(const std::string& name, bool first,
+                              std::chrono::milliseconds arrive = 0ms) {
+    return [this, name, first, arrive] {
+      world_->sleepUntil(SimWorld::at(arrive));
+      if (first) {
+        ASSERT_TRUE(group(name).connect().ok()) << name;
+      }
+      auto p = group(name).meet();
+      ASSERT_TRUE(p.ok()) << name << ": " << p.error();
+      std::lock_guard lock(mutex_);
+      placed_[name] = *p;
+      met_ms_[name] = world_->nowMs();
+    };
   }
 
-  // Every agent of `names` meets in the next round (connecting first in round 0).
-  std::map<std::string, Placement> meetAll(const std::vector<std::string>& names, bool first) {
-    std::map<std::string, Placement> placed;
-    std::vector<std::function<void()>> bodies;
-    for (const auto& n : names) {
-      bodies.push_back([this, n, first, &placed] {
-        StoreGroup& g = *groups_.at(n);
-        if (first) {
-          ASSERT_TRUE(g.connect().ok()) << n;
-        }
-        auto p = g.meet();
-        ASSERT_TRUE(p.ok()) << n << ": " << p.error();
-        std::lock_guard lock(mutex_);
-        placed[n] = *p;
-      });
-    }
-    together(bodies);
-    return placed;
+  // `name` waits (at most 60 s) for its link's first event, then takes part in the round's end.
+  std::function<void()> hearsAndEnds(const std::string& name) {
+    return [this, name] {
+      RoundLink* link = group(name).link();
+      ASSERT_TRUE(world_->awaitReadable(link->fd(), world_->now() + 60s)) << name << ": nothing";
+      auto events = link->takeEvents();
+      ASSERT_FALSE(events.empty()) << name;
+      const Heard heard{world_->nowMs(), events.front()};
+      AttemptReport last;
+      RoundDecision decided = group(name).endRound(last, false);
+      std::lock_guard lock(mutex_);
+      heard_[name] = heard;
+      decided_[name] = decided;
+      decided_ms_[name] = world_->nowMs();
+    };
   }
 
-  // The first event of `name`'s link (waiting at most 10 s for one).
-  LinkEvent nextEvent(const std::string& name) {
-    RoundLink* link = groups_.at(name)->link();
-    pollfd p{link->fd(), POLLIN, 0};
-    EXPECT_EQ(::poll(&p, 1, 10000), 1) << name << ": no link event";
-    auto events = link->takeEvents();
-    EXPECT_FALSE(events.empty());
-    return events.empty() ? LinkEvent{} : events.front();
+  // At `t`, `what` (as a body of the world).
+  std::function<void()> at(std::chrono::milliseconds t, std::function<void()> what) {
+    return [this, t, what] {
+      world_->sleepUntil(SimWorld::at(t));
+      what();
+    };
   }
 
-  bool saidLine(const std::string& name, const std::string& part) {
+  // `steps` one after the other, as one body.
+  static std::function<void()> then(std::vector<std::function<void()>> steps) {
+    return [steps] {
+      for (const auto& step : steps) step();
+    };
+  }
+
+  bool said(const std::string& name, const std::string& line) {
     std::lock_guard lock(mutex_);
-    for (const auto& line : said_[name]) {
-      if (line.find(part) != std::string::npos) return true;
+    for (const auto& l : said_[name]) {
+      if (l == line) return true;
     }
+    ADD_FAILURE() << name << " did not say \"" << line << "\"; it said:\n"
+                  << [&] {
+                       std::string all;
+                       for (const auto& l : said_[name]) all += "  " + l + "\n";
+                       return all;
+                     }();
     return false;
   }
 
   LaunchPlan plan_;
   probes::Environment env_;
-  MemoryStoreServer server_{"mem"};
-  std::map<std::string, MemoryGroupStore*> stores_;
+  std::shared_ptr<SimWorld> world_ = std::make_shared<SimWorld>();
+  SimStoreHost host_{*world_, "sim"};
+  std::map<std::string, SimGroupStore*> stores_;
   std::map<std::string, std::unique_ptr<StoreGroup>> groups_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // what the bodies record:
   std::map<std::string, std::vector<std::string>> said_;
+  std::map<std::string, Placement> placed_;
+  std::map<std::string, int64_t> met_ms_, decided_ms_;
+  std::map<std::string, Heard> heard_;
+  std::map<std::string, RoundDecision> decided_;
 };
 
+// Three machines meet at 0 ms (MAX: at once). gamma's agent dies at 1.05 s: its connections close,
+// and the master's next look at the members' presence (every 100 ms from the round's start) finds
+// it gone at 1.100 s — not after the keep-alive window. That look publishes the loss; both
+// survivors hear it at that instant, agree on one decision there (a restart, counted once, for a
+// group of two) and meet again as two, at once, in round 1.
 TEST_F(StoreGroupTest, AMemberWhoseAgentDiesIsDroppedAndTheOthersMeetAgainAsTwo) {
   agent("alpha", true), agent("beta", false), agent("gamma", false);
-  auto placed = meetAll({"alpha", "beta", "gamma"}, true);
-  EXPECT_EQ(placed["alpha"].machine_rank, 0);
-  EXPECT_EQ(placed["alpha"].rank_offset, 0);
-  const std::set<int> members{placed["beta"].machine_rank, placed["gamma"].machine_rank};
-  EXPECT_EQ(members, (std::set<int>{1, 2}));
-  for (const auto& [name, p] : placed) {
-    EXPECT_EQ(p.world_size, 6) << name;
-    EXPECT_EQ(p.num_machines, 3) << name;
-    EXPECT_EQ(p.rank_offset, 2 * p.machine_rank) << name;
-    EXPECT_EQ(p.restart_count, 0) << name;
-    EXPECT_EQ(groups_[name]->round(), 0) << name;
+  world_->run({meets("alpha", true), meets("beta", true), meets("gamma", true)});
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_EQ(met_ms_[n], 0) << n;
+    EXPECT_EQ(placed_[n].world_size, 6) << n;
+    EXPECT_EQ(placed_[n].rank_offset, 2 * placed_[n].machine_rank) << n;
+    EXPECT_EQ(placed_[n].restart_count, 0) << n;
   }
-  const int gammaRank = placed["gamma"].machine_rank;
+  EXPECT_EQ(placed_["alpha"].machine_rank, 0);
+  const std::set<int> members{placed_["beta"].machine_rank, placed_["gamma"].machine_rank};
+  EXPECT_EQ(members, (std::set<int>{1, 2}));
+  const int gammaRank = placed_["gamma"].machine_rank;
 
-  // gamma's agent dies: its connections close, and the master finds it gone by its presence
-  // (not after the keep-alive window); every link hears it as the job's failure.
-  stores_["gamma"]->kill();
+  world_->run({hearsAndEnds("alpha"), hearsAndEnds("beta"),
+               at(1050ms, [this] { stores_["gamma"]->kill(); })});
   for (const std::string n : {"alpha", "beta"}) {
-    LinkEvent e = nextEvent(n);
-    EXPECT_EQ(e.kind, LinkEvent::Kind::kRemoteFailure) << n;
-    EXPECT_EQ(e.failure.reason,
+    EXPECT_EQ(heard_[n].at_ms, 1100) << n;
+    EXPECT_EQ(heard_[n].event.kind, LinkEvent::Kind::kRemoteFailure) << n;
+    EXPECT_EQ(heard_[n].event.failure.reason,
               "lost: its agent is gone (its connection to the job's store closed)")
         << n;
-    EXPECT_EQ(e.failure.machine_rank, gammaRank) << n;
+    EXPECT_EQ(heard_[n].event.failure.machine_rank, gammaRank) << n;
+    EXPECT_EQ(decided_ms_[n], 1100) << n;
+    EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
+    EXPECT_TRUE(decided_[n].counted) << n;
+    EXPECT_EQ(decided_[n].restart_count, 1) << n;
+    EXPECT_EQ(decided_[n].expect_machines, 2) << n;
   }
-  const auto lost = groups_["alpha"]->link()->lostMachines();  // the master's link found it
+  EXPECT_EQ(decided_["alpha"].why, decided_["beta"].why);
+  const auto lost = group("alpha").link()->lostMachines();
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].machine, gammaRank);
-  EXPECT_EQ(lost[0].how, "its agent is gone");
 
-  // The two that are left agree on one decision: a restart, counted once, as a group of two.
-  std::map<std::string, RoundDecision> decided;
-  together({[&] {
-              AttemptReport last;
-              decided["alpha"] = groups_["alpha"]->endRound(last, false);
-            },
-            [&] {
-              AttemptReport last;
-              decided["beta"] = groups_["beta"]->endRound(last, false);
-            }});
+  group("alpha").stopLink(), group("beta").stopLink();
+  world_->run({meets("alpha", false), meets("beta", false)});
   for (const std::string n : {"alpha", "beta"}) {
-    EXPECT_TRUE(decided[n].restart) << n << ": " << decided[n].why;
-    EXPECT_TRUE(decided[n].counted) << n;
-    EXPECT_EQ(decided[n].restart_count, 1) << n;
-    EXPECT_EQ(decided[n].expect_machines, 2) << n;
+    EXPECT_EQ(met_ms_[n], 1100) << n;
+    EXPECT_EQ(placed_[n].world_size, 4) << n;
+    EXPECT_EQ(placed_[n].restart_count, 1) << n;
+    EXPECT_EQ(group(n).round(), 1) << n;
   }
-  EXPECT_EQ(decided["alpha"].why, decided["beta"].why);
+  EXPECT_EQ(placed_["alpha"].machine_rank, 0);
+  EXPECT_EQ(placed_["beta"].machine_rank, 1);
+  EXPECT_TRUE(said("alpha", "1100 ms: machine 0 of 2: ranks 0\u20131 of 4"));
+}
 
-  groups_["alpha"]->stopLink(), groups_["beta"]->stopLink();
-  auto again = meetAll({"alpha", "beta"}, false);
-  EXPECT_EQ(again["alpha"].machine_rank, 0);
-  EXPECT_EQ(again["beta"].machine_rank, 1);
+// gamma's machine goes silent at 0.8 s (SIGSTOP, or its link down: its connections stay open, so
+// its presence does not go). Its last keep-alive was at 0.75 s (every 250 ms from the round's
+// start), which the master's look at 0.8 s saw move; 4 missed keep-alives (1 s) after that look,
+// the look at 1.800 s finds it lost — not before — and both survivors hear it then and decide.
+TEST_F(StoreGroupTest, ASilentMemberIsLostOneKeepAliveWindowAfterItsKeepAlivesStopped) {
+  agent("alpha", true), agent("beta", false), agent("gamma", false);
+  world_->run({meets("alpha", true), meets("beta", true), meets("gamma", true)});
+  world_->run({hearsAndEnds("alpha"), hearsAndEnds("beta"),
+               at(800ms, [this] { stores_["gamma"]->freeze(true); })});
   for (const std::string n : {"alpha", "beta"}) {
-    EXPECT_EQ(again[n].world_size, 4) << n;
-    EXPECT_EQ(again[n].restart_count, 1) << n;
-    EXPECT_EQ(groups_[n]->round(), 1) << n;
+    EXPECT_EQ(heard_[n].at_ms, 1800) << n;
+    EXPECT_EQ(heard_[n].event.kind, LinkEvent::Kind::kRemoteFailure) << n;
+    EXPECT_EQ(heard_[n].event.failure.reason,
+              "lost: no keep-alive for 1 s (keep_alive_interval 0.25 s x keep_alive_max_attempt 4)")
+        << n;
+    EXPECT_EQ(heard_[n].event.failure.machine_rank, placed_["gamma"].machine_rank) << n;
+    EXPECT_EQ(decided_ms_[n], 1800) << n;
+    EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
+    EXPECT_EQ(decided_[n].expect_machines, 2) << n;
   }
-  EXPECT_TRUE(saidLine("alpha", "attempt 1: removed"));  // the workers' keys of round 0 went
+}
+
+// --nnodes 2:3: alpha and beta close round 0 at the last call (0.3 s after MIN). delta arrives at
+// 1 s and registers for round 1; the master's link looks for arrivals at its keep-alive ticks
+// (0.3, 0.55, 0.8, 1.05 s) and at 1.050 s publishes the group's growth — no failure, no restart
+// counted: both members hear it then and the group re-forms as three at that instant, every
+// worker told restart count 0. Ranks beyond the master's go by arrival in the round: delta
+// registered for round 1 at 1 s, before beta came back, so delta is machine 1 and beta machine 2.
+TEST_F(StoreGroupTest, AMachineArrivingGrowsTheGroupWithoutARestart) {
+  agent("alpha", true), agent("beta", false);
+  world_->run({meets("alpha", true), meets("beta", true)});
+  EXPECT_EQ(met_ms_["alpha"], 300);
+  EXPECT_EQ(placed_["alpha"].world_size, 4);
+  agent("delta", false);
+  world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}),
+               then({hearsAndEnds("beta"), meets("beta", false)}), meets("delta", true, 1000ms)});
+  for (const std::string n : {"alpha", "beta"}) {
+    EXPECT_EQ(heard_[n].at_ms, 1050) << n;
+    EXPECT_EQ(heard_[n].event.kind, LinkEvent::Kind::kGroupGrows) << n;
+    EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
+    EXPECT_FALSE(decided_[n].counted) << n;
+    EXPECT_EQ(decided_[n].restart_count, 0) << n;
+  }
+  for (const std::string n : {"alpha", "beta", "delta"}) {
+    EXPECT_EQ(met_ms_[n], 1050) << n;
+    EXPECT_EQ(placed_[n].world_size, 6) << n;
+    EXPECT_EQ(placed_[n].restart_count, 0) << n;
+    EXPECT_EQ(group(n).round(), 1) << n;
+  }
+  EXPECT_EQ(placed_["delta"].machine_rank, 1);
+  EXPECT_EQ(placed_["delta"].rank_offset, 2);
+  EXPECT_EQ(placed_["beta"].machine_rank, 2);
+}
+
+// A group of three is full (MAX). delta arrives at 0.5 s and waits for the next round: the
+// master's link does not re-form a full group for it. gamma's agent dies at 1.05 s, found at
+// 1.100 s; the round's end counts delta among those waiting, so round 1 expects three and closes
+// at 1.100 s with delta — one restart, for the loss. delta registered first (it waited), so it
+// is machine 1 and beta machine 2.
+TEST_F(StoreGroupTest, AMachineBeyondMaxWaitsAndTakesTheLostMachinesPlace) {
+  agent("alpha", true), agent("beta", false), agent("gamma", false);
+  world_->run({meets("alpha", true), meets("beta", true), meets("gamma", true)});
+  agent("delta", false);
+  world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}),
+               then({hearsAndEnds("beta"), meets("beta", false)}), meets("delta", true, 500ms),
+               at(1050ms, [this] { stores_["gamma"]->kill(); })});
+  for (const std::string n : {"alpha", "beta"}) {
+    EXPECT_EQ(heard_[n].at_ms, 1100) << n;
+    EXPECT_EQ(heard_[n].event.kind, LinkEvent::Kind::kRemoteFailure) << n;
+    EXPECT_TRUE(decided_[n].counted) << n;
+    EXPECT_EQ(decided_[n].restart_count, 1) << n;
+    EXPECT_EQ(decided_[n].expect_machines, 3) << n;
+  }
+  for (const std::string n : {"alpha", "beta", "delta"}) {
+    EXPECT_EQ(met_ms_[n], 1100) << n;
+    EXPECT_EQ(placed_[n].world_size, 6) << n;
+    EXPECT_EQ(placed_[n].restart_count, 1) << n;
+  }
+  EXPECT_TRUE(said("delta",
+                   "500 ms: round 0 is full (3 machines, the most the job takes): this machine "
+                   "waits as a spare for a later round"));
+  EXPECT_TRUE(said("delta", "1100 ms: machine 1 of 3: ranks 2\u20133 of 6"));
+  EXPECT_TRUE(said("beta", "1100 ms: machine 2 of 3: ranks 4\u20135 of 6"));
+}
+
+// The master's machine dies at 1.05 s, and the job's store with it: the others' failure watches
+// end at that instant (their connections close), both hear that the store is lost, and neither
+// waits for a decision that cannot come — the job ends there.
+TEST_F(StoreGroupTest, TheStoresHostLostEndsTheOthersAtOnce) {
+  agent("alpha", true), agent("beta", false), agent("gamma", false);
+  world_->run({meets("alpha", true), meets("beta", true), meets("gamma", true)});
+  world_->run({hearsAndEnds("beta"), hearsAndEnds("gamma"),
+               at(1050ms, [this] { stores_["alpha"]->kill(); })});
+  for (const std::string n : {"beta", "gamma"}) {
+    EXPECT_EQ(heard_[n].at_ms, 1050) << n;
+    EXPECT_EQ(heard_[n].event.kind, LinkEvent::Kind::kRemoteFailure) << n;
+    EXPECT_EQ(heard_[n].event.failure.machine_rank, 0) << n;
+    EXPECT_NE(heard_[n].event.failure.reason.find("sim:29500"), std::string::npos)
+        << heard_[n].event.failure.reason;
+    EXPECT_EQ(decided_ms_[n], 1050) << n;
+    EXPECT_FALSE(decided_[n].restart) << n;
+  }
 }
 
 // Ctrl-C or SIGTERM while an agent waits in a later round's rendezvous: the supervisor turns
 // either into interrupt() (SignalWhileMeeting, supervisor_test.cc); here the real group's side.
-// The master waits in round 1 for a machine that never comes (MIN is 2, --rdzv_timeout 10 s);
-// interrupted once its registration is in, its meet() returns an error at once — not the
-// rendezvous' timeout, and not a placement.
+// The master waits in round 1 for a machine that never comes (MIN is 2, --rdzv_timeout 900 s);
+// interrupted at 2 s, its meet() returns an error at that instant — not the rendezvous' timeout,
+// and not a placement.
 TEST_F(StoreGroupTest, AnInterruptEndsTheMeetingOfALaterRoundAtOnce) {
   agent("alpha", true), agent("beta", false);
-  meetAll({"alpha", "beta"}, true);
-  groups_["alpha"]->stopLink();
-  const std::string registered = JobKeys("mem").round(1).arrivals();
+  world_->run({meets("alpha", true), meets("beta", true)});
   std::optional<Expected<Placement>> met;
-  const auto start = std::chrono::steady_clock::now();
-  together({[&] { met.emplace(groups_["alpha"]->meet()); },
-            [&] {
-              while (server_.data().add(registered, 0) < 1) std::this_thread::yield();
-              groups_["alpha"]->interrupt();
-            }});
-  const auto took = std::chrono::steady_clock::now() - start;
+  int64_t metMs = -1;
+  world_->run({[&] {
+                 met.emplace(group("alpha").meet());
+                 metMs = world_->nowMs();
+               },
+               at(2000ms, [this] { group("alpha").interrupt(); })});
   ASSERT_TRUE(met.has_value());
   ASSERT_FALSE(met->ok()) << "round 1 formed without beta";
   EXPECT_EQ(met->error().find("timed out"), std::string::npos) << met->error();
-  EXPECT_LT(took, plan_.rdzv_timeout / 2) << met->error();
+  EXPECT_EQ(metMs, 2000) << met->error();
 }
 
+// The exit barrier: beta leaves at 0.5 s, gamma at 0.81 s (each reports its workers finished,
+// then its process ends). The master, which looks every 20 ms, sees every machine finished at
+// 0.820 s and passes the barrier then — after both left, and without saying it stops the store
+// early.
 TEST_F(StoreGroupTest, TheExitBarrierHoldsTheStoreUntilTheMembersLeft) {
   agent("alpha", true), agent("beta", false), agent("gamma", false);
-  meetAll({"alpha", "beta", "gamma"}, true);
-  std::mutex order_mutex;
-  std::vector<std::string> order;
+  world_->run({meets("alpha", true), meets("beta", true), meets("gamma", true)});
+  std::vector<std::string> order;  // guarded by mutex_
   auto note = [&](const std::string& what) {
-    std::lock_guard lock(order_mutex);
-    order.push_back(what);
+    std::lock_guard lock(mutex_);
+    order.push_back(std::to_string(world_->nowMs()) + " ms: " + what);
   };
-  auto member = [&](const std::string& n) {
-    return [&, n] {
-      groups_.at(n)->stopLink();
-      groups_.at(n)->awaitOtherMachines();
-      note(n + " left");
-      groups_.at(n).reset();  // its process ends: its presence goes
-    };
+  auto leaves = [&](const std::string& n) {
+    group(n).stopLink();
+    group(n).awaitOtherMachines();
+    note(n + " left");
+    groups_.at(n).reset();  // its process ends: its presence goes
   };
-  together({[&] {
-              groups_.at("alpha")->stopLink();
-              groups_.at("alpha")->awaitOtherMachines();
-              note("alpha passed the barrier");
-            },
-            member("beta"), member("gamma")});
-  ASSERT_EQ(order.size(), 3u);
-  EXPECT_EQ(order.back(), "alpha passed the barrier");
-  EXPECT_EQ(server_.presentCount(), 1u);  // alpha's own presence, until its group goes
-  EXPECT_FALSE(saidLine("alpha", "stopping the store although"));
+  world_->run({[&] {
+                 group("alpha").stopLink();
+                 group("alpha").awaitOtherMachines();
+                 note("alpha passed the barrier");
+               },
+               at(500ms, [&] { leaves("beta"); }), at(810ms, [&] { leaves("gamma"); })});
+  EXPECT_EQ(order, (std::vector<std::string>{"500 ms: beta left", "810 ms: gamma left",
+                                             "820 ms: alpha passed the barrier"}));
+  EXPECT_EQ(host_.presentCount(), 1u);  // alpha's own presence, until its group goes
+  for (const auto& line : said_["alpha"]) {
+    EXPECT_EQ(line.find("stopping the store although"), std::string::npos) << line;
+  }
 }
 
 TEST_F(StoreGroupTest, AnAgentOfAnotherJobOnTheSameStoreIsRefusedNamingBothJobs) {
-  StoreGroup& master = agent("alpha", true);
-  ASSERT_TRUE(master.connect().ok());
   LaunchPlan other = plan_;
   other.rendezvous_id = "other";
-  auto refused = agent("intruder", false, &other).connect();
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.error().find("serves job 'mem'"), std::string::npos) << refused.error();
-  EXPECT_NE(refused.error().find("this machine's job is 'other'"), std::string::npos)
-      << refused.error();
+  agent("alpha", true), agent("intruder", false, &other);
+  std::optional<Expected<void>> refused;
+  world_->run({[this] { ASSERT_TRUE(group("alpha").connect().ok()); },
+               at(10ms, [&] { refused.emplace(group("intruder").connect()); })});
+  ASSERT_TRUE(refused.has_value());
+  ASSERT_FALSE(refused->ok());
+  EXPECT_NE(refused->error().find("serves job 'sim'"), std::string::npos) << refused->error();
+  EXPECT_NE(refused->error().find("this machine's job is 'other'"), std::string::npos)
+      << refused->error();
 }
 
 }  // namespace

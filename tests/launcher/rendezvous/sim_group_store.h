@@ -1,0 +1,242 @@
+#pragma once
+// The job's store for whole StoreGroups (store_group.h) in simulated time (sim_world.h): a
+// SimStoreHost is the store and what its host knows (StoreHost: the presence waits and the failure
+// watches parked, clearing the workers' keys), and each agent reaches it through a SimGroupStore
+// of its own, whose connections are SimLinkStores — every call, wait and watch in the world's
+// time. Each agent is a SimProcess the test can freeze (its threads stop where they next reach the
+// store; its connections stay open, as a SIGSTOPped agent's or one behind a dead link do) or kill
+// (every connection it made closes at once, its parked waits end, and the master sees it absent —
+// as when a process dies and the kernel closes its sockets). With a SimWorld as the group's clock
+// (StoreGroup's `clock`), the link's thread is a thread of the world too.
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "launcher/rendezvous/group_store.h"
+#include "launcher/rendezvous/job_keys.h"
+#include "sim_world.h"
+
+namespace accel::launcher::testing {
+
+// An agent's process as the store sees it. Its state is read and changed with the world's mutex
+// held (SimGroupStore::kill, freeze).
+struct SimProcess {
+  bool dead = false;
+  bool frozen = false;
+};
+
+class SimStoreHost : public StoreHost {
+ public:
+  SimStoreHost(SimWorld& world, const std::string& runId)
+      : world_(world),
+        presence_prefix_(JobKeys(runId).presencePrefix()),
+        stop_prefix_(JobKeys(runId).stopPrefix()) {}
+
+  SimWorld& world() { return world_; }
+  // With the world's mutex held: the store's host died (every connection to it is cut), or not.
+  void downLocked() { down_ = true; }
+  bool isDownLocked() const { return down_; }
+  store::MemoryStore& data() { return data_; }
+  // With the world's mutex held: a wait on `keys` was parked (+1) or ended (-1).
+  void parkedLocked(const std::vector<std::string>& keys, int delta) {
+    for (const auto& k : keys) parked_[k] += delta;
+  }
+
+  bool waiting(const std::string& presenceKey, std::chrono::milliseconds grace) const override {
+    std::unique_lock lock(world_.mutex());
+    return world_.block(lock, world_.nowLocked() + grace, [&] { return count(presenceKey) > 0; });
+  }
+  size_t presentCount() const override {
+    std::lock_guard lock(world_.mutex());
+    return under(presence_prefix_);
+  }
+  bool awaitPresentAtMost(size_t n, std::chrono::milliseconds timeout) const override {
+    std::unique_lock lock(world_.mutex());
+    return world_.block(lock, world_.nowLocked() + timeout,
+                        [&] { return under(presence_prefix_) <= n; });
+  }
+  bool awaitWatches(size_t n, std::chrono::milliseconds timeout) const override {
+    std::unique_lock lock(world_.mutex());
+    return world_.block(lock, world_.nowLocked() + timeout,
+                        [&] { return under(stop_prefix_) >= n; });
+  }
+  size_t clearKeysExcept(const std::vector<std::string>& keep) override {
+    std::lock_guard lock(world_.mutex());
+    const size_t removed = data_.clearKeysExcept(keep);
+    world_.changed();
+    return removed;
+  }
+
+ private:
+  int count(const std::string& key) const {
+    auto it = parked_.find(key);
+    return it == parked_.end() ? 0 : it->second;
+  }
+  // The waits parked on keys under `prefix`.
+  size_t under(const std::string& prefix) const {
+    size_t n = 0;
+    for (const auto& [key, waits] : parked_) {
+      if (key.rfind(prefix, 0) == 0 && waits > 0) n += static_cast<size_t>(waits);
+    }
+    return n;
+  }
+
+  SimWorld& world_;
+  const std::string presence_prefix_, stop_prefix_;
+  store::MemoryStore data_;
+  std::map<std::string, int> parked_;  // with the world's mutex held
+  bool down_ = false;                  // with the world's mutex held
+};
+
+// One connection of an agent to the store.
+class SimLinkStore : public LinkStore {
+ public:
+  SimLinkStore(SimStoreHost& host, std::shared_ptr<const SimProcess> process)
+      : host_(host),
+        world_(host.world()),
+        process_(std::move(process)),
+        state_(std::make_shared<State>()),
+        client_(world_, host.data(), [this] { return cut(); }) {}
+  // Closes the connection: a watch still parked ends.
+  ~SimLinkStore() override {
+    std::lock_guard lock(world_.mutex());
+    state_->closed = true;
+    world_.changed();
+  }
+
+  void set(const std::string& key, const std::string& value) override {
+    run(), client_.set(key, value);
+  }
+  std::string get(const std::string& key, std::chrono::milliseconds timeout) override {
+    return run(), client_.get(key, timeout);
+  }
+  int64_t add(const std::string& key, int64_t delta) override {
+    return run(), client_.add(key, delta);
+  }
+  std::string compareSet(const std::string& key, const std::string& expected,
+                         const std::string& desired) override {
+    return run(), client_.compareSet(key, expected, desired);
+  }
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    run(), client_.wait(keys, timeout);
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    return run(), client_.check(keys);
+  }
+  bool deleteKey(const std::string& key) override { return run(), client_.deleteKey(key); }
+  int64_t numKeys() override { return run(), client_.numKeys(); }
+
+  // The watch: counted as parked by the host until the keys exist or the connection is cut or
+  // closed; then its eventfd becomes readable.
+  int startWait(const std::vector<std::string>& keys) override {
+    std::lock_guard lock(world_.mutex());
+    auto state = state_;
+    state->watch_fd = ::eventfd(0, EFD_CLOEXEC);
+    host_.parkedLocked(keys, +1);
+    world_.onChange([host = &host_, state, process = process_, keys] {
+      if (!state->closed && !cut(*host, *state, *process) && !host->data().check(keys)) {
+        return false;
+      }
+      host->parkedLocked(keys, -1);
+      const uint64_t one = 1;
+      [[maybe_unused]] ssize_t n = ::write(state->watch_fd, &one, sizeof one);
+      return true;
+    });
+    return state->watch_fd;
+  }
+  void finishWait() override {
+    std::lock_guard lock(world_.mutex());
+    if (cut()) throw NetworkError("connection to the store closed");
+  }
+  void interrupt() override {
+    std::lock_guard lock(world_.mutex());
+    state_->interrupted = true;
+    world_.changed();
+  }
+  // Calls block only in waits, which take their own timeouts (a frozen agent's calls never end
+  // anyway).
+  void setTimeout(std::chrono::milliseconds) override {}
+  void setConnectTimeouts(std::chrono::milliseconds, std::chrono::milliseconds) override {}
+
+ private:
+  struct State {  // shared with the watch's hook, which may outlive the connection by a change
+    bool interrupted = false;
+    bool closed = false;
+    int watch_fd = -1;
+    ~State() {
+      if (watch_fd >= 0) ::close(watch_fd);
+    }
+  };
+  // Interrupted, or its agent died, or the store's did.
+  static bool cut(const SimStoreHost& h, const State& s, const SimProcess& p) {
+    return s.interrupted || p.dead || h.isDownLocked();
+  }
+  bool cut() const { return cut(host_, *state_, *process_); }
+  // A frozen agent's call waits here (in no time) until it thaws or is cut.
+  void run() {
+    std::unique_lock lock(world_.mutex());
+    world_.block(lock, Clock::time_point::max(),
+                 [&] { return !process_->frozen || cut(); });
+  }
+
+  SimStoreHost& host_;
+  SimWorld& world_;
+  const std::shared_ptr<const SimProcess> process_;
+  const std::shared_ptr<State> state_;
+  SimClient client_;
+};
+
+// One agent's way to the store; `master`: it hosts the store.
+class SimGroupStore : public GroupStore {
+ public:
+  SimGroupStore(SimStoreHost& host, bool master)
+      : host_(host), master_(master), process_(std::make_shared<SimProcess>()) {}
+
+  // The agent's process died: every connection it made is cut, now and later — and every other
+  // agent's too when it hosted the store. From any thread.
+  void kill() {
+    change([this](SimProcess& p) {
+      p.dead = true;
+      if (master_) host_.downLocked();
+    });
+  }
+  // The agent's process stops (SIGSTOP) or thaws, its connections open.
+  void freeze(bool frozen) {
+    change([frozen](SimProcess& p) { p.frozen = frozen; });
+  }
+
+  Expected<std::optional<probes::Route>> reach(std::chrono::milliseconds, std::chrono::milliseconds,
+                                               const Notify&) override {
+    return std::optional<probes::Route>();  // simulated: no route to name
+  }
+  std::unique_ptr<LinkStore> connect(std::chrono::milliseconds) override {
+    {
+      std::lock_guard lock(host_.world().mutex());
+      if (process_->dead) throw NetworkError("the agent's process is gone");
+      if (host_.isDownLocked()) throw NetworkError("connection refused: the store is gone");
+    }
+    return std::make_unique<SimLinkStore>(host_, process_);
+  }
+  StoreHost* host() const override { return master_ ? &host_ : nullptr; }
+  std::string address() const override { return "sim:29500"; }
+
+ private:
+  template <class F>
+  void change(F f) {
+    std::lock_guard lock(host_.world().mutex());
+    f(*process_);
+    host_.world().changed();
+  }
+
+  SimStoreHost& host_;
+  const bool master_;
+  const std::shared_ptr<SimProcess> process_;
+};
+
+}  // namespace accel::launcher::testing
