@@ -1,6 +1,7 @@
 #include "launcher/rendezvous/agent_rendezvous.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -68,7 +69,7 @@ struct Assignment {
   std::vector<int> slot_rank;         // registration slot → machine rank
 };
 
-// The master's single pass: honour requested ranks, give the rest out in arrival order.
+// The master's single pass: honour requested ranks, give the rest out in the order of `joined`.
 Expected<Assignment> assign(const std::vector<json>& joined, int machines) {
   std::vector<MachineInfo> byRank(static_cast<size_t>(machines));
   std::vector<bool> taken(static_cast<size_t>(machines), false);
@@ -178,20 +179,47 @@ Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const Round
   }
 }
 
-// The round's members among the `count` registrations of agents still there: those that asked
-// for a rank (the master), then the others in arrival order, `machines` in all. The rest are
-// spares (or gone).
-std::vector<int> members(const std::vector<json>& joined, int machines, const GroupSettings& o) {
-  std::vector<int> chosen;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (size_t slot = 0; slot < joined.size(); ++slot) {
-      if (!isPresent(joined[slot], o)) continue;
-      const bool asked = joined[slot].at("requested_rank").get<int>() >= 0;
-      if (asked == (pass == 0) && static_cast<int>(chosen.size()) < machines)
-        chosen.push_back(static_cast<int>(slot));
+// The machine ranks of the round before's members, by presence token (none in round 0, or when
+// that round never formed): they keep their order in this one.
+std::map<std::string, int> previousRanks(store::Store& s, const GroupSettings& o,
+                                         const RoundStart& r) {
+  std::map<std::string, int> ranks;
+  if (r.round == 0) return ranks;
+  const std::string before = roundKeys(o, r.round - 1).assignment();
+  if (!s.check({before})) return ranks;
+  const json j = json::parse(s.get(before, o.timeouts.request), nullptr, false);
+  if (!j.is_object() || !j.contains("machines") || !j["machines"].is_array()) return ranks;
+  for (const auto& m : j["machines"]) {
+    const std::string token = m.value("presence", "");
+    if (!token.empty()) ranks[token] = m.value("machine_rank", 0);
+  }
+  return ranks;
+}
+
+// The round's members among the registrations of agents still there, `machines` at most, in the
+// order they are ranked: those that asked for a rank (the master), then the members of the round
+// before in their order (`before`), then the others in arrival order. The rest are spares (or
+// gone).
+std::vector<int> members(const std::vector<json>& joined, int machines, const GroupSettings& o,
+                         const std::map<std::string, int>& before) {
+  std::vector<std::pair<std::pair<int, int>, int>> ranked;  // ((group, order), slot)
+  for (size_t slot = 0; slot < joined.size(); ++slot) {
+    if (!isPresent(joined[slot], o)) continue;
+    const int at = static_cast<int>(slot);
+    auto was = before.find(joined[slot].value("presence", ""));
+    if (joined[slot].at("requested_rank").get<int>() >= 0) {
+      ranked.push_back({{0, at}, at});
+    } else if (was != before.end()) {
+      ranked.push_back({{1, was->second}, at});
+    } else {
+      ranked.push_back({{2, at}, at});
     }
   }
-  std::sort(chosen.begin(), chosen.end());
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<int> chosen;
+  for (const auto& [order, slot] : ranked) {
+    if (static_cast<int>(chosen.size()) < machines) chosen.push_back(slot);
+  }
   return chosen;
 }
 
@@ -200,7 +228,7 @@ std::vector<int> members(const std::vector<json>& joined, int machines, const Gr
 Expected<void> publishAssignment(store::Store& s, const GroupSettings& o, const RoundStart& r,
                                  int machines, int count) {
   const std::vector<json> joined = registrations(s, o, r, count);
-  const std::vector<int> chosen = members(joined, machines, o);
+  const std::vector<int> chosen = members(joined, machines, o, previousRanks(s, o, r));
   std::vector<json> memberRecords;
   for (int slot : chosen) memberRecords.push_back(joined[static_cast<size_t>(slot)]);
   auto assigned = assign(memberRecords, machines);

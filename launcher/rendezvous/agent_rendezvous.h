@@ -7,8 +7,9 @@
 // under a slot it gets from one atomic add. The master agent (requested machine rank 0, the store's
 // host) waits until the round may close (RoundClosing, round_closing.h: MAX, or the machines a
 // re-forming group expects, else the last call after MIN), assigns machine ranks (requested ones
-// honoured, the rest in arrival order) and global rank offsets in one pass, and publishes them with
-// one write; the others wait for that key. After the job, every agent reports in an exit barrier so
+// honoured; then the members of the round before, in their order, as on etcd; the rest in arrival
+// order, beyond MAX spares) and global rank offsets in one pass, and publishes them with one write;
+// the others wait for that key. After the job, every agent reports in an exit barrier so
 // the master keeps the store up until the last machine is done.
 //
 // Every function here uses `store` from the calling thread only, for its whole call: a store

@@ -156,6 +156,31 @@ TEST_F(RendezvousSimTest, AReformingGroupClosesWhenTheSurvivorsAreBack) {
   }
 }
 
+// The members of the round before keep their order: beta (machine 1) and gamma (machine 2) of
+// round 0 register for round 1 the other way round, with delta, a newcomer, first of all; round 1
+// ranks alpha 0, beta 1, gamma 2, delta 3 — as on etcd — not by arrival.
+TEST_F(RendezvousSimTest, TheRoundBeforesMembersKeepTheirOrder) {
+  min_ = 1;
+  max_ = 3;  // round 0 closes as the third registers (200 ms); then a fourth has room
+  world_->run({agent("alpha", 0, 0ms), agent("beta", std::nullopt, 100ms),
+               agent("gamma", std::nullopt, 200ms)});
+  ASSERT_TRUE(outcomes_.at("gamma").result);
+  EXPECT_EQ(outcomes_.at("gamma").result->machine_rank, 2);
+  max_ = 4;
+  const RoundStart next{1, 1, 4};
+  world_->run({agent("delta", std::nullopt, 1000ms, next),
+               agent("gamma", std::nullopt, 1100ms, next),
+               agent("beta", std::nullopt, 1200ms, next), agent("alpha", 0, 1300ms, next)});
+  const std::map<std::string, int> expected{{"alpha", 0}, {"beta", 1}, {"gamma", 2}, {"delta", 3}};
+  for (const auto& [host, rank] : expected) {
+    const Outcome& o = outcomes_.at(host);
+    ASSERT_TRUE(o.result) << host << ": " << o.error;
+    EXPECT_EQ(o.at_ms, 1300) << host;
+    EXPECT_EQ(o.result->machine_rank, rank) << host;
+    EXPECT_EQ(o.result->rank_offset, 2 * rank) << host;
+  }
+}
+
 // A static job of 3 whose third machine never comes: the master gives up at exactly the join
 // timeout (900 s) and the other machine learns why at that instant, not after its own timeout.
 // Meanwhile the master said who is missing every 5 s.

@@ -126,9 +126,7 @@ class SimLinkStore : public LinkStore {
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
     run(), client_.wait(keys, timeout);
   }
-  bool check(const std::vector<std::string>& keys) override {
-    return run(), client_.check(keys);
-  }
+  bool check(const std::vector<std::string>& keys) override { return run(), client_.check(keys); }
   bool deleteKey(const std::string& key) override { return run(), client_.deleteKey(key); }
   int64_t numKeys() override { return run(), client_.numKeys(); }
 
@@ -181,8 +179,7 @@ class SimLinkStore : public LinkStore {
   // A frozen agent's call waits here (in no time) until it thaws or is cut.
   void run() {
     std::unique_lock lock(world_.mutex());
-    world_.block(lock, Clock::time_point::max(),
-                 [&] { return !process_->frozen || cut(); });
+    world_.block(lock, Clock::time_point::max(), [&] { return !process_->frozen || cut(); });
   }
 
   SimStoreHost& host_;

@@ -222,8 +222,8 @@ TEST_F(StoreGroupTest, ASilentMemberIsLostOneKeepAliveWindowAfterItsKeepAlivesSt
 // 1 s and registers for round 1; the master's link looks for arrivals at its keep-alive ticks
 // (0.3, 0.55, 0.8, 1.05 s) and at 1.050 s publishes the group's growth — no failure, no restart
 // counted: both members hear it then and the group re-forms as three at that instant, every
-// worker told restart count 0. Ranks beyond the master's go by arrival in the round: delta
-// registered for round 1 at 1 s, before beta came back, so delta is machine 1 and beta machine 2.
+// worker told restart count 0. beta keeps its place (machine 1) although delta registered for
+// round 1 first: the members of the round before come before newcomers, as on etcd.
 TEST_F(StoreGroupTest, AMachineArrivingGrowsTheGroupWithoutARestart) {
   agent("alpha", true), agent("beta", false);
   world_->run({meets("alpha", true), meets("beta", true)});
@@ -245,16 +245,16 @@ TEST_F(StoreGroupTest, AMachineArrivingGrowsTheGroupWithoutARestart) {
     EXPECT_EQ(placed_[n].restart_count, 0) << n;
     EXPECT_EQ(group(n).round(), 1) << n;
   }
-  EXPECT_EQ(placed_["delta"].machine_rank, 1);
-  EXPECT_EQ(placed_["delta"].rank_offset, 2);
-  EXPECT_EQ(placed_["beta"].machine_rank, 2);
+  EXPECT_EQ(placed_["beta"].machine_rank, 1);
+  EXPECT_EQ(placed_["delta"].machine_rank, 2);
+  EXPECT_EQ(placed_["delta"].rank_offset, 4);
 }
 
 // A group of three is full (MAX). delta arrives at 0.5 s and waits for the next round: the
 // master's link does not re-form a full group for it. gamma's agent dies at 1.05 s, found at
 // 1.100 s; the round's end counts delta among those waiting, so round 1 expects three and closes
-// at 1.100 s with delta — one restart, for the loss. delta registered first (it waited), so it
-// is machine 1 and beta machine 2.
+// at 1.100 s with delta — one restart, for the loss. The survivors keep their order (alpha 0,
+// beta 1, whichever beta was) and delta, although it registered first, comes after them.
 TEST_F(StoreGroupTest, AMachineBeyondMaxWaitsAndTakesTheLostMachinesPlace) {
   agent("alpha", true), agent("beta", false), agent("gamma", false);
   world_->run({meets("alpha", true), meets("beta", true), meets("gamma", true)});
@@ -277,8 +277,8 @@ TEST_F(StoreGroupTest, AMachineBeyondMaxWaitsAndTakesTheLostMachinesPlace) {
   EXPECT_TRUE(said("delta",
                    "500 ms: round 0 is full (3 machines, the most the job takes): this machine "
                    "waits as a spare for a later round"));
-  EXPECT_TRUE(said("delta", "1100 ms: machine 1 of 3: ranks 2\u20133 of 6"));
-  EXPECT_TRUE(said("beta", "1100 ms: machine 2 of 3: ranks 4\u20135 of 6"));
+  EXPECT_TRUE(said("beta", "1100 ms: machine 1 of 3: ranks 2\u20133 of 6"));
+  EXPECT_TRUE(said("delta", "1100 ms: machine 2 of 3: ranks 4\u20135 of 6"));
 }
 
 // The master's machine dies at 1.05 s, and the job's store with it: the others' failure watches
