@@ -13,6 +13,10 @@ namespace {
 using json = nlohmann::json;
 using SteadyClock = std::chrono::steady_clock;
 
+// A call's pause after every endpoint failed at once (refused, no leader), before it tries them
+// again: not a busy loop against a cluster that is starting.
+constexpr std::chrono::milliseconds kRetryPause{50};
+
 const char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 std::string base64(const std::string& in) {
@@ -158,7 +162,7 @@ EtcdClient::EtcdClient(EtcdOptions options) : options_(std::move(options)) {
 }
 
 // Endpoint after endpoint, from the one that answered last, until one answers or the time is
-// up; a round of them all that failed at once pauses 50 ms before the next.
+// up; a round of them all that failed at once pauses kRetryPause before the next.
 json EtcdClient::call(const std::string& path, const json& body) {
   const auto deadline = SteadyClock::now() + options_.timeout;
   const std::string text = body.dump();
@@ -170,8 +174,7 @@ json EtcdClient::call(const std::string& path, const json& body) {
       return *reply;
     }
     if (SteadyClock::now() >= deadline) break;
-    if ((tries + 1) % connections_.size() == 0)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if ((tries + 1) % connections_.size() == 0) std::this_thread::sleep_for(kRetryPause);
   }
   std::string all;
   for (size_t i = 0; i < connections_.size(); ++i) {

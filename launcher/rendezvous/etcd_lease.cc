@@ -14,10 +14,13 @@ std::chrono::seconds windowOf(std::chrono::milliseconds interval, int misses) {
   return std::chrono::seconds(std::max<int64_t>(1, (ms + 999) / 1000));
 }
 
+// The least a renewal may take, whatever the interval: a round trip to etcd under load.
+constexpr std::chrono::milliseconds kLeastRenewalBound{200};
+
 // Every call of the lease's thread ends within one interval: a renewal that cannot land in it
 // is tried afresh at the next tick (on the next endpoint when this one is gone).
 EtcdOptions bounded(EtcdOptions o, std::chrono::milliseconds interval) {
-  o.timeout = std::min(o.timeout, std::max(interval, std::chrono::milliseconds(200)));
+  o.timeout = std::min(o.timeout, std::max(interval, kLeastRenewalBound));
   o.attempt_timeout = std::min(o.attempt_timeout, o.timeout);
   return o;
 }

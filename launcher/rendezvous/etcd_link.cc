@@ -1,7 +1,6 @@
 #include "launcher/rendezvous/etcd_link.h"
 
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include "accel/error.h"
-#include "launcher/base/event_fd.h"
 #include "launcher/base/quiet_thread.h"
 
 namespace accel::launcher {
@@ -53,7 +51,7 @@ void EtcdLink::leaseLost(const std::string& why) {
     if (lease_lost_) return;
     lease_lost_ = why;
   }
-  signalEventFd(mailbox_.wakeFd());
+  mailbox_.wake();
 }
 
 // Until stopped: what the watches saw, a publication to make, the lease lost; then a wait for

@@ -26,6 +26,8 @@ bool LinkMailbox::publish(JobFailure mine) {
   return true;
 }
 
+void LinkMailbox::wake() { signalEventFd(wake_fd_); }
+
 void LinkMailbox::shareStatus(std::string json) {
   {
     std::lock_guard lock(mutex_);

@@ -31,6 +31,8 @@ class LinkMailbox {
   // Asks the link's thread to stop and wakes it; returns whether the thread had said it is busy
   // (markBusy), read in the same step.
   bool requestStop();
+  // Wakes the link's thread for something it keeps outside the mailbox (EtcdLink's lost lease).
+  void wake();
 
   // --- the link thread's side ---
   int wakeFd() const { return wake_fd_; }  // readable when something was queued
