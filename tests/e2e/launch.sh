@@ -892,9 +892,10 @@ $o3"
   expect_contains "$m0" "machine 0 of 2: ranks 0–1 of 4"
   expect_contains "$m0" "a machine is waiting to join (the group has 2 of at most 3): the group re-forms to take it (not counted as a restart)"
   expect_contains "$m0" "machine 0 of 3: ranks 0–1 of 6"
-  # The round's ranks follow arrival in it: the newcomer registered first, as a spare.
-  expect_contains "$o2" "machine 1 of 3: ranks 2–3 of 6"
-  expect_contains "$(cat "$SCRATCH/j1.out")" "machine 2 of 3: ranks 4–5 of 6"
+  # The round before's members keep their order (machine 1 stays machine 1); the newcomer, which
+  # registered for the round first, follows them.
+  expect_contains "$(cat "$SCRATCH/j1.out")" "machine 1 of 3: ranks 2–3 of 6"
+  expect_contains "$o2" "machine 2 of 3: ranks 4–5 of 6"
   for rank in 0 1 2 3 4 5; do [[ $(cat "$OUT_DIR/done.0.$rank") == "world=6 restart=0" ]] || fail "rank $rank: $(cat "$OUT_DIR/done.0.$rank" 2>&1)"; done
   # "spare" only for a full group; a round that closed with room is joined in the next one.
   expect_contains "$o2" "round 0 closed with 2 of at most 3 machines just before this machine joined it: it joins the next round, which the group forms to take it"
