@@ -11,6 +11,7 @@ namespace accel::launcher {
 void clearWorkerKeys(StoreHost& store, int round, const Notify& notify) {
   try {
     const size_t removed = store.clearKeysExcept({kAgentKeyPrefix});
+    if (removed == 0) return;  // nothing to say: the workers left nothing behind
     notify("attempt " + std::to_string(round) + ": removed " + std::to_string(removed) +
            (removed == 1 ? " value" : " values") +
            " that earlier attempts' workers left in the job's store, so none is read as this "

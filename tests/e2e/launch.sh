@@ -775,7 +775,9 @@ multi_machine_restart)
   for M in "$M0" "$M1"; do
     expect_contains "$M" "attempt 0 failed (rank 3 on machine 1 ($(hostname)) failed with exit code 5); restarting every machine (1 of 2 restarts, counted for the whole job)"
   done
-  expect_contains "$M0" "that earlier attempts' workers left in the job's store, so none is read as this attempt's"
+  # These workers keep nothing in the job's store: clearing it between attempts says nothing
+  # (e2e.torch2.restart's workers do, and are told how many values went).
+  [[ $M0 != *"earlier attempts' workers left"* ]] || fail "a clearing that removed nothing was announced: $M0"
   expect_contains "$M1" "machine 1 of 2: ranks 2–3 of 4"
   for rank in 0 1 2 3; do [[ $(cat "$OUT_DIR/done.1.$rank") == "world=4 restart=1" ]] || fail "rank $rank: $(cat "$OUT_DIR/done.1.$rank" 2>&1)"; done
   [[ -z $(compgen -G "$OUT_DIR/done.0.*") ]] || fail "attempt 0 finished a rank: $(ls "$OUT_DIR")"

@@ -47,6 +47,12 @@ TEST_F(ClearWorkerKeysTest, RemovesWorkerKeysAndSaysHowManyPlainly) {
   EXPECT_FALSE(client_->check({"rank_0_ready"}));
 }
 
+TEST_F(ClearWorkerKeysTest, NothingToRemoveSaysNothing) {
+  client_->set(JobKeys::jobId(), "job-1");
+  EXPECT_EQ(clear(1), "");
+  EXPECT_EQ(client_->get(JobKeys::jobId(), 1s), "job-1");
+}
+
 TEST_F(ClearWorkerKeysTest, OneValueIsSingular) {
   client_->set("only", "1");
   EXPECT_EQ(clear(2),
