@@ -17,6 +17,12 @@ std::chrono::seconds windowOf(std::chrono::milliseconds interval, int misses) {
 // The least a renewal may take, whatever the interval: a round trip to etcd under load.
 constexpr std::chrono::milliseconds kLeastRenewalBound{200};
 
+// How much longer than the window etcd may go unanswered before this agent calls its lease lost:
+// while etcd elects a leader (1-3 s after the leader's member dies) no lease expires, and the new
+// leader extends them all by their TTL, so silence for the window alone does not mean the others
+// dropped this machine. (etcd saying the lease ended is believed at once.)
+constexpr std::chrono::seconds kElectionAllowance{5};
+
 // Every call of the lease's thread ends within one interval: a renewal that cannot land in it
 // is tried afresh at the next tick (on the next endpoint when this one is gone).
 EtcdOptions bounded(EtcdOptions o, std::chrono::milliseconds interval) {
@@ -81,9 +87,11 @@ void EtcdLease::renew() {
     why = "etcd ended this agent's lease: no keep-alive reached it for " +
           std::to_string(ttl_.count()) + " s, so the other machines dropped this one";
   } catch (const Error& e) {
-    if (now - renewed_ < ttl_) return;  // within the window: the next tick tries again
-    why = "etcd was not reached for " + std::to_string(ttl_.count()) +
-          " s (the keep-alive window): " + e.what();
+    if (now - renewed_ < ttl_ + kElectionAllowance) return;  // the next tick tries again
+    why = "etcd was not reached for " + std::to_string((ttl_ + kElectionAllowance).count()) +
+          " s (the keep-alive window, " + std::to_string(ttl_.count()) + " s, and " +
+          std::to_string(kElectionAllowance.count()) +
+          " s for etcd to elect a leader): " + e.what();
   }
   {
     std::lock_guard lock(mutex_);

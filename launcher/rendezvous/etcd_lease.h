@@ -5,9 +5,11 @@
 // agent is attached to it: an agent whose process or machine is gone stops renewing it, and
 // etcd removes its registrations within the window, which every other agent's watch sees.
 //
-// This agent's side: etcd not reached for the window (every endpoint; the client fails over
-// between them), or etcd saying the lease expired (the others have dropped this machine), makes
-// lost() say why — the agent must stop its workers, it is no longer in the job.
+// This agent's side: etcd saying the lease expired (the others have dropped this machine), or
+// etcd not reached (every endpoint; the client fails over between them) for the window and 5 s
+// more — while etcd elects a leader no lease expires, and the new leader extends them all, so a
+// leader's death must not cost a living agent its place — makes lost() say why: the agent must
+// stop its workers, it is no longer in the job.
 //
 // The constructor blocks to grant the lease (throws accel::NetworkError when etcd cannot be
 // reached, naming its endpoints). Thread-safety: id() and lost() from any thread.
