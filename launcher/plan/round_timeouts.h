@@ -53,9 +53,8 @@ struct RoundTimeouts {
   ms exit_poll = ms(20);        // the exit barrier's look at the finished count
   ms exit_notice = s(1);        // the master says it waits in the exit barrier after this long
   ms failure_read = s(5);       // the round's failure, read once the round ended
-  // On etcd: the round's look at whether the agent was told to stop, while it forms; a link's
-  // call, in all and on one endpoint (so that stopping it never waits longer when etcd is gone).
-  ms etcd_look = ms(200);
+  // On etcd: a link's call, in all and on one endpoint (so that stopping it never waits longer
+  // when etcd is gone).
   ms etcd_link_call = s(2), etcd_link_try = s(1);
   // TCP keep-alives on the failure watch (its connection waits on the master for the whole
   // round): a master whose machine or link vanishes without closing it is noticed after

@@ -196,30 +196,20 @@ std::map<std::string, int> previousRanks(store::Store& s, const GroupSettings& o
   return ranks;
 }
 
-// The round's members among the registrations of agents still there, `machines` at most, in the
-// order they are ranked: those that asked for a rank (the master), then the members of the round
-// before in their order (`before`), then the others in arrival order. The rest are spares (or
-// gone).
+// The round's members among the registrations of agents still there, `machines` at most, ranked
+// as rankMembers says (round_closing.h); returns their slots. The rest are spares (or gone).
 std::vector<int> members(const std::vector<json>& joined, int machines, const GroupSettings& o,
                          const std::map<std::string, int>& before) {
-  std::vector<std::pair<std::pair<int, int>, int>> ranked;  // ((group, order), slot)
+  std::vector<Registrant> present;
+  std::vector<int> slots;
   for (size_t slot = 0; slot < joined.size(); ++slot) {
     if (!isPresent(joined[slot], o)) continue;
-    const int at = static_cast<int>(slot);
-    auto was = before.find(joined[slot].value("presence", ""));
-    if (joined[slot].at("requested_rank").get<int>() >= 0) {
-      ranked.push_back({{0, at}, at});
-    } else if (was != before.end()) {
-      ranked.push_back({{1, was->second}, at});
-    } else {
-      ranked.push_back({{2, at}, at});
-    }
+    present.push_back({joined[slot].value("presence", ""), static_cast<int64_t>(slot),
+                       joined[slot].at("requested_rank").get<int>() >= 0});
+    slots.push_back(static_cast<int>(slot));
   }
-  std::sort(ranked.begin(), ranked.end());
   std::vector<int> chosen;
-  for (const auto& [order, slot] : ranked) {
-    if (static_cast<int>(chosen.size()) < machines) chosen.push_back(slot);
-  }
+  for (size_t i : rankMembers(present, before, machines)) chosen.push_back(slots[i]);
   return chosen;
 }
 

@@ -161,18 +161,19 @@ EtcdClient::EtcdClient(EtcdOptions options) : options_(std::move(options)) {
   }
 }
 
-// Endpoint after endpoint, from the one that answered last, until one answers or the time is
-// up; a round of them all that failed at once pauses kRetryPause before the next.
+// Endpoint after endpoint, from the one that answered last (or the one after the last that
+// failed), until one answers or the time is up; a round of them all that failed at once pauses
+// kRetryPause before the next.
 json EtcdClient::call(const std::string& path, const json& body) {
   const auto deadline = SteadyClock::now() + options_.timeout;
   const std::string text = body.dump();
   std::vector<std::string> said(connections_.size());
   for (size_t tries = 0;; ++tries) {
-    const size_t at = (current_ + tries) % connections_.size();
-    if (auto reply = tryEndpoint(at, path, text, deadline, said[at])) {
-      current_ = at;
-      return *reply;
-    }
+    const size_t at = current_;
+    if (auto reply = tryEndpoint(at, path, text, deadline, said[at])) return *reply;
+    // The next try, and the next call, start at the next endpoint: a call whose time ran out on
+    // a silent one must not leave the calls after it to the same fate.
+    current_ = (at + 1) % connections_.size();
     if (SteadyClock::now() >= deadline) break;
     if ((tries + 1) % connections_.size() == 0) std::this_thread::sleep_for(kRetryPause);
   }
@@ -341,6 +342,26 @@ int64_t EtcdClient::keepAlive(int64_t id) {
 
 void EtcdClient::revokeLease(int64_t id) { call("/v3/lease/revoke", {{"ID", std::to_string(id)}}); }
 
+std::unique_ptr<EtcdWatchStream> EtcdClient::watch(const std::string& key, bool prefix,
+                                                   int64_t from, Clock::time_point deadline) {
+  return std::make_unique<EtcdWatch>(endpoint(), key, prefix, from, deadline);
+}
+
+std::unique_ptr<EtcdApi> EtcdClient::pinned(std::chrono::milliseconds timeout) const {
+  EtcdOptions alone = options_;
+  alone.endpoints = {endpoint()};
+  alone.timeout = alone.attempt_timeout = timeout;
+  return std::make_unique<EtcdClient>(std::move(alone));
+}
+
+EtcdAccess realEtcd() {
+  static const auto clock = std::make_shared<MonotonicClock>();
+  return {[](const EtcdOptions& o) -> std::unique_ptr<EtcdApi> {
+            return std::make_unique<EtcdClient>(o);
+          },
+          clock};
+}
+
 EtcdWatch::EtcdWatch(const EtcdEndpoint& endpoint, const std::string& key, bool prefix,
                      int64_t from, HttpConnection::time_point deadline)
     : connection_(endpoint.host, endpoint.port, endpoint.tls) {
@@ -364,7 +385,7 @@ EtcdWatch::EtcdWatch(const EtcdEndpoint& endpoint, const std::string& key, bool 
   }
 }
 
-std::vector<EtcdEvent> EtcdWatch::next(HttpConnection::time_point deadline) {
+std::vector<EtcdEvent> EtcdWatch::next(Clock::time_point deadline) {
   std::optional<std::string> message;
   try {
     message = connection_.nextMessage(deadline);

@@ -2,36 +2,47 @@
 
 #include <unistd.h>
 
+#include <mutex>
 #include <random>
 #include <set>
 
 #include "accel/error.h"
+#include "launcher/base/event_fd.h"
 #include "launcher/base/text.h"
 #include "launcher/plan/worker_env.h"
 
 namespace accel::launcher {
 namespace {
 
+// Drawn under a lock: agents in one process (the tests') draw at once, and must differ.
 std::string token(const std::string& host) {
+  static std::mutex mutex;
   static std::minstd_rand random(static_cast<unsigned>(::getpid()) ^
                                  static_cast<unsigned>(std::random_device{}()));
+  std::lock_guard lock(mutex);
   return host + "-" + std::to_string(::getpid()) + "-" + std::to_string(random());
 }
 
 }  // namespace
 
 EtcdGroup::EtcdGroup(const LaunchPlan& plan, const probes::Environment& parentEnv, Notify notify,
-                     EtcdOptions etcd, std::string root, int storePort, StoreHost* store)
+                     EtcdOptions etcd, std::string root, int storePort, StoreHost* store,
+                     EtcdAccess access)
     : plan_(plan),
       parent_env_(parentEnv),
       notify_(std::move(notify)),
       etcd_(std::move(etcd)),
+      access_(std::move(access)),
       root_(std::move(root)),
       store_port_(storePort),
       store_host_(store) {
   settings_ = groupSettingsOf(plan_);
+  settings_.clock = access_.clock;
   settings_.store_address = etcdText();
+  interrupt_fd_ = makeEventFd();  // (-1: an interrupt is acted on when the round forms)
 }
+
+void EtcdGroup::interrupt() { signalEventFd(interrupt_fd_); }
 
 EtcdGroup::~EtcdGroup() {
   {
@@ -39,6 +50,7 @@ EtcdGroup::~EtcdGroup() {
     link_.reset();
   }
   lease_.reset();  // revoked: this agent's registrations go at once
+  if (interrupt_fd_ >= 0) ::close(interrupt_fd_);
 }
 
 std::string EtcdGroup::etcdText() const {
@@ -70,11 +82,12 @@ Expected<void> EtcdGroup::connect() {
   me_ = {token(settings_.host), settings_.host, advertisedAddress(), plan_.local_world_size,
          store_port_};
   try {
-    lease_ = std::make_unique<EtcdLease>(etcd_, plan_.keep_alive_interval, plan_.keep_alive_misses,
+    lease_ = std::make_unique<EtcdLease>(access_, etcd_, plan_.keep_alive_interval,
+                                         plan_.keep_alive_misses,
                                          [this](const std::string& why) { onLeaseLost(why); });
-    client_ = std::make_unique<EtcdClient>(etcd_);
-    store_ =
-        std::make_unique<EtcdStore>(etcd_, root_.empty() ? "" : root_.substr(0, root_.size() - 1));
+    client_ = access_.connect(etcd_);
+    store_ = std::make_unique<EtcdStore>(
+        etcd_, root_.empty() ? "" : root_.substr(0, root_.size() - 1), access_);
     const JobKeys keys(settings_.run_id, root_);
     // A machine arriving while the job runs joins the round the members opened last.
     auto open = client_->get(keys.openRound());
@@ -114,7 +127,8 @@ EtcdRoundSettings EtcdGroup::roundSettings() const {
   s.expect_machines = round_.expect_machines;
   s.restart_count = round_.restart_count;
   s.lease = lease_->id();
-  s.cancelled = [this] { return interrupted_.load(); };
+  s.clock = access_.clock;
+  s.cancel_fd = interrupt_fd_;
   return s;
 }
 
@@ -150,6 +164,7 @@ Expected<Placement> EtcdGroup::meet() {
   if (zero && round_.round > 0 && store_host_) clearWorkerKeys(*store_host_, round_.round, notify_);
   EtcdLinkOptions o;
   o.etcd = etcd_;
+  o.connect = access_.connect;
   o.round_settings = roundSettings();
   o.round = round_.round;
   o.machine_rank = joined_->machine_rank;

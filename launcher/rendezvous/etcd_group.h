@@ -17,7 +17,6 @@
 // As MachineGroup: called from the agent's main thread (interrupt() from any), each method
 // bounded by the settings' timeouts, nothing throws.
 
-#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,9 +42,12 @@ class EtcdGroup : public MachineGroup {
   // `etcd`: the cluster (--rdzv_endpoint); `root`: where the job's keys live in it ("" in
   // production; the tests' own prefix). `storePort` and `store`: this agent's own store, which
   // serves the workers in every round where this machine is machine 0. `store` outlives the
-  // group.
+  // group. `access`: how etcd is reached, and the clock of the rounds, the lease's and the
+  // link's threads and the round's end (tests/launcher/rendezvous/etcd_group_test.cc: a simulated
+  // cluster in simulated time).
   EtcdGroup(const LaunchPlan& plan, const probes::Environment& parentEnv, Notify notify,
-            EtcdOptions etcd, std::string root, int storePort, StoreHost* store);
+            EtcdOptions etcd, std::string root, int storePort, StoreHost* store,
+            EtcdAccess access = realEtcd());
   ~EtcdGroup() override;
 
   // Takes the lease and finds the round to join (the one forming, or the next after the last
@@ -60,7 +62,8 @@ class EtcdGroup : public MachineGroup {
   void stopLink() override;
   void awaitOtherMachines() override;
   bool jobClosed() const override { return !closed_.empty(); }
-  void interrupt() override { interrupted_ = true; }
+  // Wakes a meeting in progress (etcd_round.h's cancel_fd) and fails the meetings after it.
+  void interrupt() override;
   std::string host() const override { return settings_.host; }
   std::string statusKeyPrefix() const override {
     return JobKeys(settings_.run_id, root_).statusPrefix();
@@ -81,20 +84,21 @@ class EtcdGroup : public MachineGroup {
   const probes::Environment& parent_env_;
   const Notify notify_;
   const EtcdOptions etcd_;
+  const EtcdAccess access_;
   const std::string root_;
   const int store_port_;
   StoreHost* const store_host_;
   GroupSettings settings_;  // the round end's and the exit barrier's (its store: store_)
   EtcdMember me_;
-  std::unique_ptr<EtcdClient> client_;  // the main thread's
-  std::unique_ptr<EtcdStore> store_;    // the main thread's, for the round's end
+  std::unique_ptr<EtcdApi> client_;   // the main thread's
+  std::unique_ptr<EtcdStore> store_;  // the main thread's, for the round's end
   std::unique_ptr<EtcdLease> lease_;
   RoundStart round_;
   std::optional<RoundStart> next_;
   std::optional<EtcdRound> joined_;
   std::string closed_;
-  bool leaving_alone_ = false;  // this machine stops while the others may go on
-  std::atomic<bool> interrupted_{false};
+  bool leaving_alone_ = false;     // this machine stops while the others may go on
+  int interrupt_fd_ = -1;          // readable once interrupted (an eventfd; never drained)
   mutable std::mutex link_mutex_;  // link_ is swapped by the main thread, told by the lease's
   std::unique_ptr<EtcdLink> link_;
   std::optional<RoundCloser> closer_;

@@ -1,9 +1,13 @@
 #include "launcher/rendezvous/etcd_lease.h"
 
+#include <sys/epoll.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 
 #include "accel/error.h"
-#include "launcher/base/quiet_thread.h"
+#include "launcher/base/event_fd.h"
 #include "launcher/base/text.h"
 
 namespace accel::launcher {
@@ -34,26 +38,35 @@ EtcdOptions bounded(EtcdOptions o, std::chrono::milliseconds interval) {
 }  // namespace
 
 // The grant waits as long as any call of the agent's; the renewals, one interval each.
-EtcdLease::EtcdLease(EtcdOptions options, std::chrono::milliseconds interval, int misses,
+EtcdLease::EtcdLease(const EtcdAccess& access, EtcdOptions options,
+                     std::chrono::milliseconds interval, int misses,
                      std::function<void(const std::string&)> onLost)
-    : client_(bounded(options, interval)),
+    : clock_(access.clock),
+      client_(access.connect(bounded(options, interval))),
       interval_(interval),
       ttl_(windowOf(interval, misses)),
       on_lost_(std::move(onLost)) {
-  id_ = EtcdClient(std::move(options)).grantLease(ttl_);
-  renewed_ = std::chrono::steady_clock::now();
-  thread_ = startQuietThread([this] { run(); });  // signals are the supervisor's
+  id_ = access.connect(options)->grantLease(ttl_);
+  renewed_ = clock_->now();
+  stop_fd_ = makeEventFd();
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  if (stop_fd_ < 0 || epoll_fd_ < 0 || ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, stop_fd_, &ev) != 0) {
+    if (stop_fd_ >= 0) ::close(stop_fd_);
+    if (epoll_fd_ >= 0) ::close(epoll_fd_);
+    throw Error("etcd lease: no eventfd or epoll for its thread");
+  }
+  thread_ = clock_->startThread([this] { run(); });  // signals are the supervisor's
 }
 
 EtcdLease::~EtcdLease() {
-  {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-  }
-  stop_cv_.notify_all();
+  signalEventFd(stop_fd_);
   thread_.join();
+  ::close(epoll_fd_);
+  ::close(stop_fd_);
   try {
-    client_.revokeLease(id_);
+    client_->revokeLease(id_);
   } catch (const Error&) {
     // Gone already, or etcd is: then it expires by itself.
   }
@@ -64,23 +77,25 @@ std::optional<std::string> EtcdLease::lost() const {
   return lost_;
 }
 
+// A renewal every interval (after the last one ended) until stopped or the lease is lost.
 void EtcdLease::run() {
-  std::unique_lock lock(mutex_);
-  while (!stop_ && !lost_) {
-    stop_cv_.wait_for(lock, interval_, [this] { return stop_; });
-    if (stop_) return;
-    lock.unlock();
+  while (true) {
+    epoll_event ev;
+    const int n = clock_->wait(epoll_fd_, &ev, 1, clock_->now() + interval_);
+    if (n > 0) return;  // stop_fd_
+    if (n < 0 && errno == EINTR) continue;
     renew();
-    lock.lock();
+    std::lock_guard lock(mutex_);
+    if (lost_) return;
   }
 }
 
 // One renewal: etcd's answer, or no answer for the whole window.
 void EtcdLease::renew() {
   std::optional<std::string> why;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = clock_->now();
   try {
-    if (client_.keepAlive(id_) > 0) {
+    if (client_->keepAlive(id_) > 0) {
       renewed_ = now;
       return;
     }

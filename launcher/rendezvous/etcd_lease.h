@@ -12,18 +12,19 @@
 // stop its workers, it is no longer in the job.
 //
 // The constructor blocks to grant the lease (throws accel::NetworkError when etcd cannot be
-// reached, naming its endpoints). Thread-safety: id() and lost() from any thread.
+// reached, naming its endpoints); the renewals' thread is started, and waits, through
+// `access.clock`. Thread-safety: id() and lost() from any thread.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
-#include "launcher/rendezvous/etcd_client.h"
+#include "launcher/rendezvous/etcd_api.h"
 
 namespace accel::launcher {
 
@@ -31,8 +32,8 @@ class EtcdLease {
  public:
   // `onLost` (may be empty) is called once, from the lease's thread, when lost() becomes set,
   // with why.
-  EtcdLease(EtcdOptions options, std::chrono::milliseconds interval, int misses,
-            std::function<void(const std::string&)> onLost = {});
+  EtcdLease(const EtcdAccess& access, EtcdOptions options, std::chrono::milliseconds interval,
+            int misses, std::function<void(const std::string&)> onLost = {});
   // Revokes the lease (best effort, bounded by one call's timeout: the job is over, the
   // agent's registrations go at once) and ends the thread.
   ~EtcdLease();
@@ -49,14 +50,15 @@ class EtcdLease {
   void run();
   void renew();
 
-  EtcdClient client_;
+  const std::shared_ptr<Clock> clock_;
+  const std::unique_ptr<EtcdApi> client_;
   const std::chrono::milliseconds interval_;
   const std::chrono::seconds ttl_;
   int64_t id_ = 0;
-  std::chrono::steady_clock::time_point renewed_;  // the thread's: the last renewal etcd took
+  Clock::time_point renewed_;  // the thread's: the last renewal etcd took
+  int stop_fd_ = -1;           // readable: the thread ends
+  int epoll_fd_ = -1;          // the thread's wait: stop_fd_
   mutable std::mutex mutex_;
-  std::condition_variable stop_cv_;
-  bool stop_ = false;
   std::optional<std::string> lost_;
   const std::function<void(const std::string&)> on_lost_;
   std::thread thread_;

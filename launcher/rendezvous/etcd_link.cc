@@ -1,6 +1,6 @@
 #include "launcher/rendezvous/etcd_link.h"
 
-#include <poll.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,13 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "accel/error.h"
-#include "launcher/base/quiet_thread.h"
 
 namespace accel::launcher {
 
-using SteadyClock = std::chrono::steady_clock;
-
 namespace {
+
+// How a member is lost on etcd, in the summary's list of lost machines.
+constexpr const char* kLeaseExpired = "its lease expired";
 
 // The link's calls are small and a healthy etcd answers them at once: each is bounded by
 // etcd_link_call in all (etcd_link_try an endpoint), so that stop() never waits longer for a call
@@ -28,14 +28,15 @@ EtcdOptions linkBounds(EtcdOptions o, const RoundTimeouts& t) {
 }  // namespace
 
 EtcdLink::EtcdLink(EtcdLinkOptions options)
-    : client_(linkBounds(options.etcd, options.round_settings.timeouts)),
-      o_(std::move(options)),
+    : o_(std::move(options)),
+      clock_(*o_.round_settings.clock),
+      client_(o_.connect(linkBounds(o_.etcd, o_.round_settings.timeouts))),
       keys_(etcdRoundKeys(o_.round_settings, o_.round)),
       next_keys_(etcdRoundKeys(o_.round_settings, o_.round + 1)),
       gone_(o_.members.size(), false) {
   readRound();
   openWatches();
-  thread_ = startQuietThread([this] { run(); });  // signals are the supervisor's
+  thread_ = clock_.startThread([this] { run(); });  // signals are the supervisor's
 }
 
 EtcdLink::~EtcdLink() { stop(); }
@@ -45,40 +46,33 @@ void EtcdLink::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+// Posted from the caller's thread (the lease's), not the link's: that one may be in an etcd call
+// that takes its whole bound while etcd is gone.
 void EtcdLink::leaseLost(const std::string& why) {
   {
     std::lock_guard lock(lease_mutex_);
     if (lease_lost_) return;
-    lease_lost_ = why;
+    lease_lost_ = true;
   }
-  mailbox_.wake();
+  JobFailure lost;
+  lost.machine_rank = o_.machine_rank;
+  lost.reason = why;
+  mailbox_.post(LinkEvent::of(LinkEvent::Kind::kRemoteFailure, std::move(lost)));
 }
 
-// Until stopped: what the watches saw, a publication to make, the lease lost; then a wait for
-// the next of them (a watch to open again is tried every 200 ms).
+// Until stopped: what the watches saw, a publication to make; then a wait for the next of them (a
+// watch to open again is tried every 200 ms).
 void EtcdLink::run() {
   while (true) {
     if (!drainWatches()) reconnect();
-    if (!watches_.empty() && SteadyClock::now() >= next_check_ && !watchEndpointServes()) {
+    if (!watches_.empty() && clock_.now() >= next_check_ && !watchEndpointServes()) {
       watches_.clear();
       reconnect();
-    }
-    std::optional<std::string> leaseLost;
-    {
-      std::lock_guard lock(lease_mutex_);
-      if (!lease_lost_posted_) leaseLost = lease_lost_;
     }
     auto [mine, status, stopping] = mailbox_.take();
     if (stopping) return;
     if (mine) onPublish(*mine);
     if (status) onShare(*status);
-    if (leaseLost && !lease_lost_posted_) {
-      lease_lost_posted_ = true;
-      JobFailure lost;
-      lost.machine_rank = o_.machine_rank;
-      lost.reason = *leaseLost;
-      mailbox_.post(LinkEvent::of(LinkEvent::Kind::kRemoteFailure, std::move(lost)));
-    }
     waitForWork();
   }
 }
@@ -89,7 +83,7 @@ bool EtcdLink::drainWatches() {
   try {
     for (auto& w : watches_) {
       while (true) {
-        auto events = w.watch->next(SteadyClock::now());
+        auto events = w.watch->next(clock_.now());
         if (events.empty()) break;
         for (const auto& e : events) onEvent(e, w.what);
       }
@@ -101,20 +95,31 @@ bool EtcdLink::drainWatches() {
   }
 }
 
+// Until the mailbox or a watch has something, or the next check of the watches' endpoint is due
+// (a watch to open again: 200 ms).
 void EtcdLink::waitForWork() {
-  std::vector<pollfd> fds{{mailbox_.wakeFd(), POLLIN, 0}};
-  for (const auto& w : watches_) fds.push_back({w.watch->fd(), POLLIN, 0});
-  const auto untilCheck =
-      std::chrono::duration_cast<std::chrono::milliseconds>(next_check_ - SteadyClock::now());
-  ::poll(fds.data(), fds.size(),
-         watches_.empty() ? 200 : static_cast<int>(std::max<long long>(0, untilCheck.count())));
+  const int epollFd = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epollFd < 0) return;
+  auto add = [epollFd](int fd) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    ::epoll_ctl(epollFd, EPOLL_CTL_ADD, fd, &ev);
+  };
+  add(mailbox_.wakeFd());
+  for (const auto& w : watches_) add(w.watch->fd());
+  const auto deadline =
+      watches_.empty() ? clock_.now() + std::chrono::milliseconds(200) : next_check_;
+  epoll_event ev;
+  clock_.wait(epollFd, &ev, 1, deadline);
+  ::close(epollFd);
 }
 
 // Whether the watches' endpoint answers a read that needs quorum (a linearizable range of the
 // stop record) within the keep-alive interval (each check at most etcd_link_try): a machine cut off
 // keeps its connections silent, and a member cut off from the others' majority serves no such read.
 bool EtcdLink::watchEndpointServes() {
-  next_check_ = SteadyClock::now() + o_.round_settings.timeouts.keep_alive_interval;
+  next_check_ = clock_.now() + o_.round_settings.timeouts.keep_alive_interval;
   try {
     watch_check_->get(keys_.stop());
     return true;
@@ -139,38 +144,33 @@ void EtcdLink::readRound() {
     if (mailbox_.stopping()) throw Error("the link is stopping");
   };
   std::vector<bool> present(o_.members.size(), false);
-  for (const auto& kv : client_.getPrefix(keys_.memberPrefix())) {
+  for (const auto& kv : client_->getPrefix(keys_.memberPrefix())) {
     const std::string token = kv.key.substr(keys_.memberPrefix().size());
     for (size_t m = 0; m < o_.members.size(); ++m)
       present[m] = present[m] || o_.members[m].token == token;
   }
-  revision_ = client_.revision();
+  revision_ = client_->revision();
   stopping();
-  if (auto stop = client_.get(keys_.stop())) onStop(stop->value);
+  if (auto stop = client_->get(keys_.stop())) onStop(stop->value);
   stopping();
   for (size_t m = 0; m < o_.members.size(); ++m) {
     if (!present[m]) onMemberGone(o_.members[m].token);
   }
-  if (client_.countPrefix(next_keys_.memberPrefix()) > 0) onArrival();
+  if (client_->countPrefix(next_keys_.memberPrefix()) > 0) onArrival();
 }
 
 void EtcdLink::openWatches() {
-  const auto deadline = SteadyClock::now() + client_.timeout();
-  const EtcdEndpoint at = client_.endpoint();
+  const auto deadline = clock_.now() + client_->timeout();
   watches_.clear();
-  watches_.push_back({Watched::kStop, std::make_unique<EtcdWatch>(at, keys_.stop(), false,
-                                                                  revision_ + 1, deadline)});
-  watches_.push_back({Watched::kMembers, std::make_unique<EtcdWatch>(at, keys_.memberPrefix(), true,
-                                                                     revision_ + 1, deadline)});
   watches_.push_back(
-      {Watched::kArrivals,
-       std::make_unique<EtcdWatch>(at, next_keys_.memberPrefix(), true, revision_ + 1, deadline)});
-  EtcdOptions alone = o_.etcd;
-  alone.endpoints = {at};
-  alone.timeout = alone.attempt_timeout = std::min(o_.round_settings.timeouts.keep_alive_interval,
-                                                   o_.round_settings.timeouts.etcd_link_try);
-  watch_check_ = std::make_unique<EtcdClient>(alone);
-  next_check_ = SteadyClock::now() + o_.round_settings.timeouts.keep_alive_interval;
+      {Watched::kStop, client_->watch(keys_.stop(), false, revision_ + 1, deadline)});
+  watches_.push_back(
+      {Watched::kMembers, client_->watch(keys_.memberPrefix(), true, revision_ + 1, deadline)});
+  watches_.push_back({Watched::kArrivals,
+                      client_->watch(next_keys_.memberPrefix(), true, revision_ + 1, deadline)});
+  watch_check_ = client_->pinned(std::min(o_.round_settings.timeouts.keep_alive_interval,
+                                          o_.round_settings.timeouts.etcd_link_try));
+  next_check_ = clock_.now() + o_.round_settings.timeouts.keep_alive_interval;
 }
 
 void EtcdLink::onEvent(const EtcdEvent& e, Watched what) {
@@ -193,27 +193,43 @@ void EtcdLink::onStop(const std::string& value) {
     return;
   }
   stop_heard_ = true;
+  // A member lost, as another link saw it first: lost here too before the event is told (this
+  // link's own watch may bring the registration's end a moment later), so the round's end that
+  // the event starts counts it at once.
+  if (first->failure && first->failure->cause == kCauseLost) markLost(first->failure->machine_rank);
   mailbox_.post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kRemoteFailure));
+}
+
+// Member `machine` lost (its lease expired), once; false when it was known already.
+bool EtcdLink::markLost(int machine) {
+  if (machine < 0 || machine >= static_cast<int>(gone_.size()) || gone_[machine]) return false;
+  gone_[machine] = true;
+  mailbox_.addLost({machine, kLeaseExpired});
+  return true;
 }
 
 // A member's registration went with its lease: lost, unless it said it finished first.
 void EtcdLink::onMemberGone(const std::string& token) {
   for (size_t m = 0; m < o_.members.size(); ++m) {
     if (o_.members[m].token != token || gone_[m]) continue;
-    gone_[m] = true;
     const int machine = static_cast<int>(m);
-    if (machine == o_.machine_rank) return;  // this agent's own: its lease says (leaseLost)
+    if (machine == o_.machine_rank) {  // this agent's own: its lease says (leaseLost)
+      gone_[m] = true;
+      return;
+    }
     try {
-      if (client_.get(keys_.finished(machine))) return;
+      if (client_->get(keys_.finished(machine))) {
+        gone_[m] = true;
+        return;
+      }
     } catch (const Error&) {
     }
-    LostMachine lost{machine, "its lease expired"};
-    mailbox_.addLost(lost);
+    if (!markLost(machine)) return;
     JobFailure f;
     f.machine_rank = machine;
     f.host = o_.members[m].host;
     f.cause = kCauseLost;
-    f.reason = "lost: " + lost.how + " (no keep-alive reached etcd for " +
+    f.reason = std::string("lost: ") + kLeaseExpired + " (no keep-alive reached etcd for " +
                std::to_string(o_.window.count()) + " s)";
     change_published_ = true;
     publishStop(RoundStop::failed(std::move(f)));  // the watch brings it back, to every link alike
@@ -240,8 +256,8 @@ void EtcdLink::onPublish(const JobFailure& mine) {
 
 void EtcdLink::onShare(const std::string& json) {
   try {
-    client_.put(JobKeys(o_.round_settings.run_id, o_.round_settings.root).status(o_.machine_rank),
-                json, o_.round_settings.lease);
+    client_->put(JobKeys(o_.round_settings.run_id, o_.round_settings.root).status(o_.machine_rank),
+                 json, o_.round_settings.lease);
   } catch (const Error&) {
     // Best effort: etcd gone for the window shows as the lease lost.
   }
@@ -251,8 +267,8 @@ void EtcdLink::onShare(const std::string& json) {
 // could not be reached: the lease tells), else the one that was first.
 std::optional<RoundStop> EtcdLink::publishStop(const RoundStop& stop) {
   try {
-    if (client_.create(keys_.stop(), encodeRoundStop(stop))) return std::nullopt;
-    if (auto stored = client_.get(keys_.stop())) return decodeRoundStop(stored->value);
+    if (client_->create(keys_.stop(), encodeRoundStop(stop))) return std::nullopt;
+    if (auto stored = client_->get(keys_.stop())) return decodeRoundStop(stored->value);
   } catch (const std::exception&) {
   }
   return std::nullopt;

@@ -18,7 +18,8 @@
 // keep-alive interval for a read that needs etcd's quorum; one that cannot serve it is left the
 // same way.
 //
-// Thread-safety as RoundLink's; leaseLost from any thread. The constructor blocks to read the
+// Thread-safety as RoundLink's; leaseLost from any thread. The thread is started, and waits,
+// through round_settings.clock. The constructor blocks to read the
 // round's keys and open the watches (throws accel::NetworkError when etcd cannot be reached).
 // Each etcd call of the link is bounded by 2 s, and so is stop() when etcd is gone.
 
@@ -30,7 +31,7 @@
 #include <thread>
 #include <vector>
 
-#include "launcher/rendezvous/etcd_client.h"
+#include "launcher/rendezvous/etcd_api.h"
 #include "launcher/rendezvous/etcd_round.h"
 #include "launcher/rendezvous/link_mailbox.h"
 #include "launcher/rendezvous/round_link.h"
@@ -39,7 +40,8 @@ namespace accel::launcher {
 
 struct EtcdLinkOptions {
   EtcdOptions etcd;
-  EtcdRoundSettings round_settings;  // the job's keys (root, run id) and MAX
+  EtcdConnect connect = realEtcd().connect;  // the clock is round_settings.clock
+  EtcdRoundSettings round_settings;          // the job's keys (root, run id) and MAX
   int round = 0;
   int machine_rank = 0;             // this machine's in the round
   std::vector<EtcdMember> members;  // the round's, by machine rank
@@ -62,7 +64,7 @@ class EtcdLink : public RoundLink {
   std::vector<LinkEvent> takeEvents() override { return mailbox_.takeEvents(); }
   void stop() override;
   std::vector<LostMachine> lostMachines() const override { return mailbox_.lost(); }
-  // This agent's lease is lost (`why`): reported as the job's end here, once.
+  // This agent's lease is lost (`why`): reported as the job's end here, once, at once.
   void leaseLost(const std::string& why);
 
  private:
@@ -70,7 +72,7 @@ class EtcdLink : public RoundLink {
   enum class Watched { kStop, kMembers, kArrivals };
   struct Watch {
     Watched what;
-    std::unique_ptr<EtcdWatch> watch;
+    std::unique_ptr<EtcdWatchStream> watch;
   };
 
   void run();
@@ -83,25 +85,26 @@ class EtcdLink : public RoundLink {
   void onEvent(const EtcdEvent& e, Watched what);
   void onStop(const std::string& value);
   void onMemberGone(const std::string& token);
+  bool markLost(int machine);
   void onArrival();
   void onPublish(const JobFailure& mine);
   void onShare(const std::string& json);
   std::optional<RoundStop> publishStop(const RoundStop& stop);
 
-  EtcdClient client_;
   const EtcdLinkOptions o_;
+  Clock& clock_;
+  const std::unique_ptr<EtcdApi> client_;
   const RoundKeys keys_, next_keys_;
   int64_t revision_ = 0;
-  std::vector<Watch> watches_;               // empty: to be opened (again)
-  std::unique_ptr<EtcdClient> watch_check_;  // a client of the watches' endpoint alone
-  std::chrono::steady_clock::time_point next_check_;
+  std::vector<Watch> watches_;            // empty: to be opened (again)
+  std::unique_ptr<EtcdApi> watch_check_;  // a client of the watches' endpoint alone
+  Clock::time_point next_check_;
   std::vector<bool> gone_;   // the thread's: members whose registration went
   bool stop_heard_ = false;  // the thread's: the stop record was posted as an event
   bool change_published_ = false;
-  bool lease_lost_posted_ = false;
   LinkMailbox mailbox_;  // the supervisor's side
   std::mutex lease_mutex_;
-  std::optional<std::string> lease_lost_;  // leaseLost's, for the thread
+  bool lease_lost_ = false;  // leaseLost's: said once
   std::thread thread_;
 };
 

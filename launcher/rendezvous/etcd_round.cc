@@ -1,6 +1,12 @@
 #include "launcher/rendezvous/etcd_round.h"
 
+#include <poll.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -15,8 +21,12 @@ namespace accel::launcher {
 namespace {
 
 using json = nlohmann::json;
-using SteadyClock = std::chrono::steady_clock;
-using time_point = SteadyClock::time_point;
+using time_point = Clock::time_point;
+
+bool readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return fd >= 0 && ::poll(&p, 1, 0) > 0;
+}
 
 json toJson(const EtcdMember& m) {
   return {{"token", m.token},
@@ -41,9 +51,10 @@ EtcdMember memberFrom(const json& j, const std::string& key) {
 // revision_, kept current by one watch.
 class Meeting {
  public:
-  Meeting(EtcdClient& client, const EtcdRoundSettings& settings, int round, const EtcdMember& me)
+  Meeting(EtcdApi& client, const EtcdRoundSettings& settings, int round, const EtcdMember& me)
       : client_(client),
         s_(settings),
+        clock_(*settings.clock),
         round_(round),
         me_(me),
         keys_(etcdRoundKeys(settings, round)),
@@ -54,22 +65,23 @@ class Meeting {
                  settings.timeouts.last_call) {}
 
   Expected<EtcdRound> run() {
-    client_.put(keys_.member(me_.token), toJson(me_).dump(), s_.lease);
-    const time_point joinBy = SteadyClock::now() + s_.timeouts.join;
+    json registration = toJson(me_);
+    registration["restart_count"] = s_.restart_count;
+    client_.put(keys_.member(me_.token), registration.dump(), s_.lease);
+    const time_point joinBy = clock_.now() + s_.timeouts.join;
     read();
     while (!record_) {
-      const time_point now = SteadyClock::now();
+      const time_point now = clock_.now();
       if (closing_.ready(static_cast<int>(registered_.size()), now)) {
         close();
         continue;
       }
       // Once MIN joined, the round closes at the last call, whatever the join timeout.
       if (now >= joinBy && !closing_.lastCallEnd()) return timedOut();
-      if (s_.cancelled && s_.cancelled()) {
+      if (readable(s_.cancel_fd)) {
         return makeError("round " + std::to_string(round_) + ": interrupted while it formed");
       }
-      // Looks at `cancelled` every 200 ms.
-      awaitChanges(std::min(closing_.lastCallEnd().value_or(joinBy), now + s_.timeouts.etcd_look));
+      awaitChanges(closing_.lastCallEnd().value_or(joinBy));
     }
     return resultOf(*record_);
   }
@@ -91,64 +103,79 @@ class Meeting {
       if (deleted) {
         registered_.erase(token);  // its lease expired, or it was revoked: the agent left
       } else {
-        registered_[token] = {kv.create_revision,
-                              memberFrom(json::parse(kv.value, nullptr, false), kv.key)};
+        const json j = json::parse(kv.value, nullptr, false);
+        registered_[token] = {kv.create_revision, memberFrom(j, kv.key),
+                              j.is_object() ? j.value("restart_count", 0) : 0};
       }
     }
   }
 
-  // Waits for the round's next changes until `deadline`; a watch whose endpoint went away is
-  // replaced after a fresh read (on whichever endpoint answers then).
+  // Waits for the round's next changes until `deadline` (or the watch's endpoint is to be asked
+  // whether it serves, or the agent is told to stop); a watch whose endpoint went away is replaced
+  // after a fresh read (on whichever endpoint answers then).
   void awaitChanges(time_point deadline) {
     try {
       if (!watch_) {
         ++watches_;
-        watch_ = std::make_unique<EtcdWatch>(client_.endpoint(), round_prefix_, true, revision_ + 1,
-                                             SteadyClock::now() + client_.timeout());
-        watched_at_ = client_.endpoint();
-        heard_ = SteadyClock::now();
+        watch_ =
+            client_.watch(round_prefix_, true, revision_ + 1, clock_.now() + client_.timeout());
+        watched_at_ = client_.pinned(s_.timeouts.keep_alive_interval);
+        heard_ = clock_.now();
       }
-      if (SteadyClock::now() - heard_ >= s_.timeouts.keep_alive_interval) checkWatchedEndpoint();
-      const auto events = watch_->next(deadline);
-      if (!events.empty()) heard_ = SteadyClock::now();
+      if (clock_.now() - heard_ >= s_.timeouts.keep_alive_interval) checkWatchedEndpoint();
+      if (!awaitWatchOrCancel(std::min(deadline, heard_ + s_.timeouts.keep_alive_interval))) return;
+      const auto events = watch_->next(clock_.now());
+      if (!events.empty()) heard_ = clock_.now();
       for (const auto& e : events) apply(e.kv, e.deleted);
     } catch (const NetworkError&) {
       watch_.reset();
       read();
     }
   }
+  // Whether the watch or the cancel descriptor became readable by `deadline`.
+  bool awaitWatchOrCancel(time_point deadline) {
+    const int epollFd = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epollFd < 0) throw Error(std::string("epoll_create1: ") + std::strerror(errno));
+    for (int fd : {watch_->fd(), s_.cancel_fd}) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      if (fd >= 0) ::epoll_ctl(epollFd, EPOLL_CTL_ADD, fd, &ev);
+    }
+    epoll_event ev;
+    const int n = clock_.wait(epollFd, &ev, 1, deadline);
+    ::close(epollFd);
+    return n > 0;
+  }
   // The watch's endpoint answers a quorum read (the record's key), or NetworkError.
   void checkWatchedEndpoint() {
-    EtcdOptions alone{
-        {watched_at_}, s_.timeouts.keep_alive_interval, s_.timeouts.keep_alive_interval};
     try {
-      EtcdClient(alone).get(record_key_);
+      watched_at_->get(record_key_);
     } catch (const Error& e) {
       throw NetworkError(e.what());
     }
-    heard_ = SteadyClock::now();
+    heard_ = clock_.now();
   }
 
   // The record of the round as this agent sees it complete, created unless another agent's
-  // came first (then that one is the round's).
+  // came first (then that one is the round's): the members ranked by rankMembers
+  // (round_closing.h), and the highest restart count a registrant brought — a spare knows the
+  // count of the round it waited through, the survivors the one they decided since, whichever of
+  // them closes the round.
   void close() {
-    // The machines of the round before keep their order (machine 0 stays machine 0 while it
-    // lives), then the others by arrival; beyond MAX, the last are spares.
-    const std::map<std::string, int> before = previousRanks();
-    auto place = [&before](const std::pair<int64_t, EtcdMember>& r) {
-      auto at = before.find(r.second.token);
-      return at != before.end() ? std::pair<int, int64_t>{0, at->second}
-                                : std::pair<int, int64_t>{1, r.first};
-    };
-    std::vector<std::pair<int64_t, EtcdMember>> ordered;
-    for (const auto& [token, r] : registered_) ordered.push_back(r);
-    std::sort(ordered.begin(), ordered.end(),
-              [&place](const auto& a, const auto& b) { return place(a) < place(b); });
-    if (static_cast<int>(ordered.size()) > s_.max_machines) ordered.resize(s_.max_machines);
+    std::vector<Registrant> registrants;
+    std::vector<const Registration*> of;
+    int restartCount = s_.restart_count;
+    for (const auto& [token, r] : registered_) {
+      registrants.push_back({token, r.arrival, false});
+      of.push_back(&r);
+      restartCount = std::max(restartCount, r.restart_count);
+    }
     json members = json::array();
-    for (const auto& r : ordered) members.push_back(toJson(r.second));
+    for (size_t i : rankMembers(registrants, previousRanks(), s_.max_machines)) {
+      members.push_back(toJson(of[i]->member));
+    }
     const std::string value =
-        json{{"round", round_}, {"restart_count", s_.restart_count}, {"members", members}}.dump();
+        json{{"round", round_}, {"restart_count", restartCount}, {"members", members}}.dump();
     if (client_.create(record_key_, value)) {
       record_ = EtcdKeyValue{record_key_, value, client_.revision(), client_.revision(), 1, 0};
     } else {
@@ -196,26 +223,32 @@ class Meeting {
 
   Expected<EtcdRound> timedOut() const {
     std::string hosts;
-    for (const auto& [token, r] : registered_) hosts += (hosts.empty() ? "" : ", ") + r.second.host;
+    for (const auto& [token, r] : registered_) hosts += (hosts.empty() ? "" : ", ") + r.member.host;
     return makeError("round " + std::to_string(round_) + " on etcd at " + client_.endpointInUse() +
                      ": " + std::to_string(registered_.size()) + " of " +
                      std::to_string(s_.min_machines) + " machines joined within " +
                      secondsText(s_.timeouts.join) + (hosts.empty() ? "" : " (" + hosts + ")"));
   }
 
-  EtcdClient& client_;
+  EtcdApi& client_;
   const EtcdRoundSettings& s_;
+  Clock& clock_;
   const int round_;
   const EtcdMember& me_;
   const RoundKeys keys_;
   const std::string round_prefix_, member_prefix_, record_key_;
-  std::map<std::string, std::pair<int64_t, EtcdMember>> registered_;  // by token
+  struct Registration {
+    int64_t arrival = 0;  // its key's create revision
+    EtcdMember member;
+    int restart_count = 0;  // what its agent knew when it registered
+  };
+  std::map<std::string, Registration> registered_;  // by token
   std::optional<EtcdKeyValue> record_;
   RoundClosing closing_;  // when the round may close (round_closing.h)
   int64_t revision_ = 0;
-  std::unique_ptr<EtcdWatch> watch_;
-  EtcdEndpoint watched_at_;  // watch_'s
-  time_point heard_;         // when it brought something last (or its endpoint answered)
+  std::unique_ptr<EtcdWatchStream> watch_;
+  std::unique_ptr<EtcdApi> watched_at_;  // a client of watch_'s endpoint alone
+  time_point heard_;  // when it brought something last (or its endpoint answered)
   int watches_ = 0;
 };
 
@@ -225,13 +258,13 @@ RoundKeys etcdRoundKeys(const EtcdRoundSettings& settings, int round) {
   return JobKeys(settings.run_id, settings.root).round(round);
 }
 
-void closeEtcdRound(EtcdClient& client, const EtcdRoundSettings& settings, int round,
+void closeEtcdRound(EtcdApi& client, const EtcdRoundSettings& settings, int round,
                     const std::string& why) {
   client.create(etcdRoundKeys(settings, round).record(),
                 json{{"round", round}, {"closed", why}, {"members", json::array()}}.dump());
 }
 
-Expected<EtcdRound> meetOnEtcd(EtcdClient& client, const EtcdRoundSettings& settings, int round,
+Expected<EtcdRound> meetOnEtcd(EtcdApi& client, const EtcdRoundSettings& settings, int round,
                                const EtcdMember& me) {
   return Meeting(client, settings, round, me).run();
 }

@@ -20,14 +20,15 @@
 // the rounds' rules over a Store (agent_rendezvous.h on EtcdStore) fight over one counter and
 // grow with it (scripts/bench/rdzv_store.sh).
 //
-// Blocking (at most `join` in all, or until the last call when MIN joined before it; each etcd
-// call bounded by the client's timeout); uses
+// Blocking (at most `join` in all, or until the last call when MIN joined before it, or until
+// settings.cancel_fd; each etcd call bounded by the client's timeout); uses
 // `client` from the calling thread only. Throws accel::NetworkError when etcd cannot be reached
 // and accel::Error when it refuses a request.
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -66,9 +67,11 @@ struct EtcdRoundSettings {
   // the round is read and watched elsewhere.
   RoundTimeouts timeouts;
   int64_t lease = 0;  // the agent's lease: its registration goes when it expires
-  // Asked every timeouts.etcd_look while the round forms: true makes meetOnEtcd return an error
-  // at once (the agent was told to stop). Thread-safe, as the caller makes it.
-  std::function<bool()> cancelled;
+  // The time and the waits of the meeting.
+  std::shared_ptr<Clock> clock = realEtcd().clock;
+  // Readable once the agent was told to stop (-1: never): meetOnEtcd returns an error at that
+  // instant, however long the round would take to form. The caller's descriptor.
+  int cancel_fd = -1;
 };
 
 struct EtcdRound {
@@ -87,12 +90,12 @@ RoundKeys etcdRoundKeys(const EtcdRoundSettings& settings, int round);
 
 // Ends the job for the agents waiting in round `round` (spares): its record names no member
 // and says `why`, unless the round closed first. Throws as meetOnEtcd does.
-void closeEtcdRound(EtcdClient& client, const EtcdRoundSettings& settings, int round,
+void closeEtcdRound(EtcdApi& client, const EtcdRoundSettings& settings, int round,
                     const std::string& why);
 
 // Registers `me` for round `round` and returns the round once it closed; an error naming the
 // round, etcd's endpoint and who joined when fewer than MIN did within `settings.join`.
-Expected<EtcdRound> meetOnEtcd(EtcdClient& client, const EtcdRoundSettings& settings, int round,
+Expected<EtcdRound> meetOnEtcd(EtcdApi& client, const EtcdRoundSettings& settings, int round,
                                const EtcdMember& me);
 
 }  // namespace accel::launcher

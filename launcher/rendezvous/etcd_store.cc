@@ -4,36 +4,36 @@
 
 namespace accel::launcher {
 
-using SteadyClock = std::chrono::steady_clock;
-
-EtcdStore::EtcdStore(EtcdOptions options, std::string prefix)
-    : client_(std::move(options)), prefix_(prefix.empty() ? "" : std::move(prefix) + "/") {}
+EtcdStore::EtcdStore(EtcdOptions options, std::string prefix, const EtcdAccess& access)
+    : clock_(access.clock),
+      client_(access.connect(options)),
+      prefix_(prefix.empty() ? "" : std::move(prefix) + "/") {}
 
 void EtcdStore::set(const std::string& key, const std::string& value) {
-  client_.put(full(key), value);
+  client_->put(full(key), value);
 }
 
 // One read when the key is there; else its value as the watch saw it put.
 std::string EtcdStore::get(const std::string& key, std::chrono::milliseconds timeout) {
-  if (auto value = awaitKey(key, SteadyClock::now() + timeout)) return *value;
+  if (auto value = awaitKey(key, clock_->now() + timeout)) return *value;
   throw timedOut(key, timeout);
 }
 
 // A compare-and-swap on the value read, again until no other agent wrote in between — for at
 // most the client's timeout in all.
 int64_t EtcdStore::add(const std::string& key, int64_t delta) {
-  const auto deadline = SteadyClock::now() + client_.timeout();
+  const auto deadline = clock_->now() + client_->timeout();
   for (int tries = 1;; ++tries) {
-    if (SteadyClock::now() >= deadline) {
-      throw TimeoutError("add to '" + key + "' on etcd at " + client_.endpointInUse() + ": " +
+    if (clock_->now() >= deadline) {
+      throw TimeoutError("add to '" + key + "' on etcd at " + client_->endpointInUse() + ": " +
                          std::to_string(tries - 1) + " tries in " +
-                         std::to_string(client_.timeout().count()) +
+                         std::to_string(client_->timeout().count()) +
                          " ms, each lost to another writer");
     }
-    const auto kv = client_.get(full(key));
+    const auto kv = client_->get(full(key));
     if (delta == 0 && kv) return std::stoll(kv->value);  // a read (it writes only when absent)
     const int64_t now = kv ? std::stoll(kv->value) + delta : delta;
-    if (client_.compareAndSwap(full(key), kv ? kv->mod_revision : 0, std::to_string(now))) {
+    if (client_->compareAndSwap(full(key), kv ? kv->mod_revision : 0, std::to_string(now))) {
       return now;
     }
   }
@@ -42,17 +42,17 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
 // torch's semantics (store.h): an absent key with a non-empty `expected` answers `expected`.
 std::string EtcdStore::compareSet(const std::string& key, const std::string& expected,
                                   const std::string& desired) {
-  const auto now = client_.compareValueAndSet(full(key), expected, desired);
+  const auto now = client_->compareValueAndSet(full(key), expected, desired);
   return now ? now->value : expected;
 }
 
 void EtcdStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  const auto deadline = SteadyClock::now() + timeout;
+  const auto deadline = clock_->now() + timeout;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (awaitKey(keys[i], deadline)) continue;
     std::string missing;
     for (size_t j = i; j < keys.size(); ++j) {
-      if (!client_.get(full(keys[j]))) missing += (missing.empty() ? "" : ", ") + keys[j];
+      if (!client_->get(full(keys[j]))) missing += (missing.empty() ? "" : ", ") + keys[j];
     }
     throw timedOut(missing, timeout);
   }
@@ -62,42 +62,41 @@ TimeoutError EtcdStore::timedOut(const std::string& missing,
                                  std::chrono::milliseconds timeout) const {
   return TimeoutError("wait for " + missing + " timed out after " +
                       std::to_string(timeout.count()) + " ms on etcd at " +
-                      client_.endpointInUse());
+                      client_->endpointInUse());
 }
 
 // `key`'s value once it exists, nullopt if not by `deadline`: read it; missing, watch it from the
 // revision after that read (so a put in between is seen), on the endpoint that answered; a watch
 // that ends (its endpoint gone) is opened again after another read, wherever the client then
 // reaches.
-std::optional<std::string> EtcdStore::awaitKey(const std::string& key,
-                                               HttpConnection::time_point deadline) {
+std::optional<std::string> EtcdStore::awaitKey(const std::string& key, Clock::time_point deadline) {
   while (true) {
-    if (auto kv = client_.get(full(key))) return kv->value;
-    if (SteadyClock::now() >= deadline) return std::nullopt;
+    if (auto kv = client_->get(full(key))) return kv->value;
+    if (clock_->now() >= deadline) return std::nullopt;
     try {
       ++watches_;
-      EtcdWatch watch(client_.endpoint(), full(key), false, client_.revision() + 1, deadline);
-      while (SteadyClock::now() < deadline) {
-        for (const auto& e : watch.next(deadline)) {
+      auto watch = client_->watch(full(key), false, client_->revision() + 1, deadline);
+      while (clock_->now() < deadline) {
+        for (const auto& e : watch->next(deadline)) {
           if (!e.deleted) return e.kv.value;
         }
       }
       return std::nullopt;
     } catch (const NetworkError&) {
-      if (SteadyClock::now() >= deadline) return std::nullopt;
+      if (clock_->now() >= deadline) return std::nullopt;
     }
   }
 }
 
 bool EtcdStore::check(const std::vector<std::string>& keys) {
   for (const auto& k : keys) {
-    if (!client_.get(full(k))) return false;
+    if (!client_->get(full(k))) return false;
   }
   return true;
 }
 
-bool EtcdStore::deleteKey(const std::string& key) { return client_.remove(full(key)); }
+bool EtcdStore::deleteKey(const std::string& key) { return client_->remove(full(key)); }
 
-int64_t EtcdStore::numKeys() { return client_.countPrefix(prefix_); }
+int64_t EtcdStore::numKeys() { return client_->countPrefix(prefix_); }
 
 }  // namespace accel::launcher

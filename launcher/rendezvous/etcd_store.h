@@ -10,20 +10,22 @@
 // client's timeout; waits their own) and throws as store.h says: accel::TimeoutError naming the
 // keys still missing, accel::NetworkError when no endpoint of the cluster answers.
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "accel/error.h"
-#include "launcher/rendezvous/etcd_client.h"
+#include "launcher/rendezvous/etcd_client.h"  // realEtcd()
 #include "libaccel/store/store.h"
 
 namespace accel::launcher {
 
 class EtcdStore : public store::Store {
  public:
-  // Keys live under `prefix` + "/" in the cluster `options` names ("": as they are).
-  EtcdStore(EtcdOptions options, std::string prefix);
+  // Keys live under `prefix` + "/" in the cluster `options` names ("": as they are), reached
+  // and waited for through `access`.
+  EtcdStore(EtcdOptions options, std::string prefix, const EtcdAccess& access = realEtcd());
 
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
@@ -36,16 +38,17 @@ class EtcdStore : public store::Store {
   // The keys under this store's prefix (etcd holds other jobs' too).
   int64_t numKeys() override;
 
-  EtcdClient& client() { return client_; }
+  EtcdApi& client() { return *client_; }
   // The requests this store sent: the client's, and one per watch opened (for benchmarks).
-  uint64_t requests() const { return client_.requests() + watches_; }
+  uint64_t requests() const { return client_->requests() + watches_; }
 
  private:
   std::string full(const std::string& key) const { return prefix_ + key; }
-  std::optional<std::string> awaitKey(const std::string& key, HttpConnection::time_point deadline);
+  std::optional<std::string> awaitKey(const std::string& key, Clock::time_point deadline);
   TimeoutError timedOut(const std::string& missing, std::chrono::milliseconds timeout) const;
 
-  EtcdClient client_;
+  const std::shared_ptr<Clock> clock_;
+  const std::unique_ptr<EtcdApi> client_;
   const std::string prefix_;
   uint64_t watches_ = 0;
 };

@@ -22,4 +22,26 @@ bool RoundClosing::ready(int count, time_point now) {
   return now >= *last_call_end_;
 }
 
+std::vector<size_t> rankMembers(const std::vector<Registrant>& registrants,
+                                const std::map<std::string, int>& before, int machines) {
+  std::vector<std::pair<std::pair<int, int64_t>, size_t>> ranked;  // ((group, order), index)
+  for (size_t i = 0; i < registrants.size(); ++i) {
+    const Registrant& r = registrants[i];
+    auto was = before.find(r.token);
+    if (r.asked_first) {
+      ranked.push_back({{0, r.arrival}, i});
+    } else if (was != before.end()) {
+      ranked.push_back({{1, was->second}, i});
+    } else {
+      ranked.push_back({{2, r.arrival}, i});
+    }
+  }
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<size_t> chosen;
+  for (const auto& [order, index] : ranked) {
+    if (static_cast<int>(chosen.size()) < machines) chosen.push_back(index);
+  }
+  return chosen;
+}
+
 }  // namespace accel::launcher

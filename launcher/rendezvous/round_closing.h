@@ -8,7 +8,11 @@
 // thread-safe: one thread looks.
 
 #include <chrono>
+#include <cstdint>
+#include <map>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace accel::launcher {
 
@@ -30,5 +34,20 @@ class RoundClosing {
   const std::chrono::milliseconds last_call_;
   std::optional<time_point> last_call_end_;
 };
+
+// One agent registered for a round, as the rule that ranks the round's machines sees it.
+struct Registrant {
+  std::string token;         // its agent's, the same in every round
+  int64_t arrival = 0;       // its registration's order
+  bool asked_first = false;  // it asked to be machine 0 (the master's store's host)
+};
+
+// The round's members among `registrants`, `machines` at most, by machine rank: any that asked to
+// be first, then the members of the round before in their order there (`before`: machine rank
+// by token), then the others by arrival. Those left out are spares. Returns indices into
+// `registrants`. The one rule of both stores (agent_rendezvous.cc, etcd_round.cc): machine 0
+// stays machine 0 while it lives, a survivor keeps its place, a newcomer follows.
+std::vector<size_t> rankMembers(const std::vector<Registrant>& registrants,
+                                const std::map<std::string, int>& before, int machines);
 
 }  // namespace accel::launcher

@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
       } else {
         auto e = std::make_unique<launcher::EtcdStore>(etcdOptions(endpoint),
                                                        "accel-bench/" + std::to_string(::getpid()));
-        e->client().serverVersion();  // connected before the start, as the TCP clients are
+        e->client().get("accel-bench/connect");  // connected before the start, as TCP clients are
         stores.push_back(std::move(e));
       }
     }

@@ -136,6 +136,32 @@ TEST_F(EtcdClientTest, EndpointsFailOverAndTheErrorNamesEach) {
   }
 }
 
+// A silent endpoint — a socket that listens (the kernel completes the handshake) and never
+// answers, as a member cut off mid-connection looks — holds a call for its whole time when the
+// call's time is one attempt (the lease's renewals are so bounded); the next call must start at
+// the next endpoint, not at the silent one again, or every renewal dies there.
+TEST_F(EtcdClientTest, ACallThatRanOutOnASilentEndpointLeavesItForTheNextCall) {
+  const int silent = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(silent, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(silent, 8), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(silent, reinterpret_cast<sockaddr*>(&a), &len);
+  EtcdOptions o;
+  o.endpoints = *parseEtcdEndpoints("127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + "," +
+                                    member_->endpoint());
+  o.timeout = o.attempt_timeout = 300ms;
+  EtcdClient c(o);
+  EXPECT_THROW(c.get("silent/k"), NetworkError);  // its one attempt, spent on the silent one
+  c.put("silent/k", "v");                         // on the member
+  EXPECT_EQ(c.endpointInUse(), member_->endpoint());
+  EXPECT_EQ(c.get("silent/k")->value, "v");
+  ::close(silent);
+}
+
 // An HTTP server on loopback (port from the kernel) that answers every request with `body`
 // (status 200, as etcd's gateway answers a streaming call even when it failed): one connection.
 class CannedServer {

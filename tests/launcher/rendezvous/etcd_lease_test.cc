@@ -32,7 +32,7 @@ class EtcdLeaseTest : public testing::EtcdSuite {
 
 TEST_F(EtcdLeaseTest, KeptAliveItOutlivesItsTtlAndItsEndTakesItsKeysAtOnce) {
   EtcdClient client(options(member_->endpoint()));
-  auto lease = std::make_unique<EtcdLease>(options(member_->endpoint()), 200ms, 3);
+  auto lease = std::make_unique<EtcdLease>(realEtcd(), options(member_->endpoint()), 200ms, 3);
   EXPECT_EQ(lease->ttl(), 1s);  // 0.2 s x 3, in whole seconds
   const int64_t from = client.put(key(), "registered", lease->id()) + 1;
   // Nothing may delete the key for longer than its TTL (etcd may raise 1 s to its minimum, 2 s).
@@ -49,7 +49,7 @@ TEST_F(EtcdLeaseTest, KeptAliveItOutlivesItsTtlAndItsEndTakesItsKeysAtOnce) {
 TEST_F(EtcdLeaseTest, EtcdEndingTheLeaseIsLostOnceSayingWhy) {
   std::promise<void> told;
   int calls = 0;
-  EtcdLease lease(options(member_->endpoint()), 100ms, 3, [&](const std::string&) {
+  EtcdLease lease(realEtcd(), options(member_->endpoint()), 100ms, 3, [&](const std::string&) {
     if (++calls == 1) told.set_value();
   });
   EtcdClient(options(member_->endpoint())).revokeLease(lease.id());  // the others dropped it
@@ -66,7 +66,7 @@ TEST_F(EtcdLeaseTest, EtcdGoneForTheWindowIsLostNamingIt) {
   if (!cluster) GTEST_SKIP() << why;
   std::promise<void> told;
   const auto start = std::chrono::steady_clock::now();
-  EtcdLease lease(options(cluster->endpoint()), 200ms, 3,
+  EtcdLease lease(realEtcd(), options(cluster->endpoint()), 200ms, 3,
                   [&](const std::string&) { told.set_value(); });
   cluster->kill(0);
   ASSERT_EQ(told.get_future().wait_for(15s), std::future_status::ready);

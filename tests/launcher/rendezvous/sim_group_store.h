@@ -24,13 +24,6 @@
 
 namespace accel::launcher::testing {
 
-// An agent's process as the store sees it. Its state is read and changed with the world's mutex
-// held (SimGroupStore::kill, freeze).
-struct SimProcess {
-  bool dead = false;
-  bool frozen = false;
-};
-
 class SimStoreHost : public StoreHost {
  public:
   SimStoreHost(SimWorld& world, const std::string& runId)

@@ -192,6 +192,13 @@ class SimWorld : public Clock {
   std::list<std::function<bool()>> hooks_;
 };
 
+// An agent's process as the store (sim_group_store.h) or etcd (sim_etcd.h) sees it. Its state is
+// read and changed with the world's mutex held.
+struct SimProcess {
+  bool dead = false;    // every connection it made is closed
+  bool frozen = false;  // its threads stop where they next reach the store or etcd
+};
+
 // The job's store: a MemoryStore's data and semantics, its blocking waits in the world's time.
 class SimClient : public store::Store {
  public:

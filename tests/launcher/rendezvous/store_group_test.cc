@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "sim_agents.h"
 #include "sim_group_store.h"
 
 namespace accel::launcher {
@@ -23,125 +24,33 @@ using testing::SimGroupStore;
 using testing::SimStoreHost;
 using testing::SimWorld;
 
-// What an agent heard on its round's link, and when.
-struct Heard {
-  int64_t at_ms = -1;
-  LinkEvent event{};
-};
-
-class StoreGroupTest : public ::testing::Test {
+// The master looks at the members every 100 ms (presence_check).
+class StoreGroupTest : public testing::SimAgents {
  protected:
-  // A job of 2 to 3 machines with 2 ranks each: keep-alives every 250 ms, a member silent for 4 of
-  // them (1 s) is lost; the master looks at the members every 100 ms (presence_check).
-  StoreGroupTest() {
-    plan_.rendezvous_id = "sim";
-    plan_.num_machines = 3;
-    plan_.min_machines = 2;
-    plan_.local_world_size = 2;
-    plan_.world_size = 6;
-    plan_.max_restarts = 3;
-    plan_.rdzv_timeout = 900s;
-    plan_.last_call_timeout = 300ms;
-    plan_.keep_alive_interval = 250ms;
-    plan_.keep_alive_misses = 4;
-  }
   ~StoreGroupTest() override {
     for (auto& [name, group] : groups_) {
       if (group) group->stopLink();
-    }  // their threads are the world's
+    }                 // their threads are the world's
+    groups_.clear();  // before the store they reach
   }
 
   // Agent `name`: machine 0 (the store's host) when `master`, else ranked by arrival.
   StoreGroup& agent(const std::string& name, bool master, const LaunchPlan* plan = nullptr) {
     auto store = std::make_unique<SimGroupStore>(host_, master);
     stores_[name] = store.get();
-    Notify notify = [this, name](const std::string& line) {
-      const int64_t at = world_->nowMs();
-      std::lock_guard lock(mutex_);
-      said_[name].push_back(std::to_string(at) + " ms: " + line);
-    };
-    auto& group = groups_[name];
-    group = std::make_unique<StoreGroup>(plan ? *plan : plan_, env_, notify,
-                                         master ? std::optional<int>(0) : std::nullopt, 29500,
-                                         std::move(store), world_);
-    return *group;
+    auto made = std::make_unique<StoreGroup>(plan ? *plan : plan_, env_, notifier(name),
+                                             master ? std::optional<int>(0) : std::nullopt, 29500,
+                                             std::move(store), world_);
+    StoreGroup& g = *made;
+    groups_[name] = std::move(made);
+    return g;
   }
-  StoreGroup& group(const std::string& name) { return *groups_.at(name); }
-
-  // `name` connects (when `first`) at `arrive` and meets the others in its next round.
-  std::function<void()> meets(const std::string& name, bool first,
-                              std::chrono::milliseconds arrive = 0ms) {
-    return [this, name, first, arrive] {
-      world_->sleepUntil(SimWorld::at(arrive));
-      if (first) {
-        ASSERT_TRUE(group(name).connect().ok()) << name;
-      }
-      auto p = group(name).meet();
-      ASSERT_TRUE(p.ok()) << name << ": " << p.error();
-      std::lock_guard lock(mutex_);
-      placed_[name] = *p;
-      met_ms_[name] = world_->nowMs();
-    };
+  Expected<void> connect(const std::string& name) override {
+    return static_cast<StoreGroup&>(group(name)).connect();
   }
 
-  // `name` waits (at most 60 s) for its link's first event, then takes part in the round's end.
-  std::function<void()> hearsAndEnds(const std::string& name) {
-    return [this, name] {
-      RoundLink* link = group(name).link();
-      ASSERT_TRUE(world_->awaitReadable(link->fd(), world_->now() + 60s)) << name << ": nothing";
-      auto events = link->takeEvents();
-      ASSERT_FALSE(events.empty()) << name;
-      const Heard heard{world_->nowMs(), events.front()};
-      AttemptReport last;
-      RoundDecision decided = group(name).endRound(last, false);
-      std::lock_guard lock(mutex_);
-      heard_[name] = heard;
-      decided_[name] = decided;
-      decided_ms_[name] = world_->nowMs();
-    };
-  }
-
-  // At `t`, `what` (as a body of the world).
-  std::function<void()> at(std::chrono::milliseconds t, std::function<void()> what) {
-    return [this, t, what] {
-      world_->sleepUntil(SimWorld::at(t));
-      what();
-    };
-  }
-
-  // `steps` one after the other, as one body.
-  static std::function<void()> then(std::vector<std::function<void()>> steps) {
-    return [steps] {
-      for (const auto& step : steps) step();
-    };
-  }
-
-  bool said(const std::string& name, const std::string& line) {
-    std::lock_guard lock(mutex_);
-    for (const auto& l : said_[name]) {
-      if (l == line) return true;
-    }
-    ADD_FAILURE() << name << " did not say \"" << line << "\"; it said:\n"
-                  << [&] {
-                       std::string all;
-                       for (const auto& l : said_[name]) all += "  " + l + "\n";
-                       return all;
-                     }();
-    return false;
-  }
-
-  LaunchPlan plan_;
-  probes::Environment env_;
-  std::shared_ptr<SimWorld> world_ = std::make_shared<SimWorld>();
   SimStoreHost host_{*world_, "sim"};
   std::map<std::string, SimGroupStore*> stores_;
-  std::map<std::string, std::unique_ptr<StoreGroup>> groups_;
-  std::mutex mutex_;  // what the bodies record:
-  std::map<std::string, std::vector<std::string>> said_;
-  std::map<std::string, Placement> placed_;
-  std::map<std::string, int64_t> met_ms_, decided_ms_;
-  std::map<std::string, Heard> heard_;
-  std::map<std::string, RoundDecision> decided_;
 };
 
 // Three machines meet at 0 ms (MAX: at once). gamma's agent dies at 1.05 s: its connections close,
@@ -358,8 +267,8 @@ TEST_F(StoreGroupTest, AnAgentOfAnotherJobOnTheSameStoreIsRefusedNamingBothJobs)
   other.rendezvous_id = "other";
   agent("alpha", true), agent("intruder", false, &other);
   std::optional<Expected<void>> refused;
-  world_->run({[this] { ASSERT_TRUE(group("alpha").connect().ok()); },
-               at(10ms, [&] { refused.emplace(group("intruder").connect()); })});
+  world_->run({[this] { ASSERT_TRUE(connect("alpha").ok()); },
+               at(10ms, [&] { refused.emplace(connect("intruder")); })});
   ASSERT_TRUE(refused.has_value());
   ASSERT_FALSE(refused->ok());
   EXPECT_NE(refused->error().find("serves job 'sim'"), std::string::npos) << refused->error();
