@@ -7,13 +7,13 @@
 
 #include "launcher/rendezvous/etcd_group.h"
 
-#include "launcher/rendezvous/job_keys.h"
 #include <map>
 #include <memory>
 #include <optional>
 
 #include <gtest/gtest.h>
 
+#include "launcher/rendezvous/job_keys.h"
 #include "sim_agents.h"
 #include "sim_etcd.h"
 
@@ -38,8 +38,8 @@ class EtcdGroupTest : public testing::SimAgents {
   EtcdGroup& agent(const std::string& name, int port) {
     auto process = std::make_shared<SimProcess>();
     processes_[name] = process;
-    auto made = std::make_unique<EtcdGroup>(plan_, env_, notifier(name), etcd_.options(), "",
-                                            port, nullptr, etcd_.access(process));
+    auto made = std::make_unique<EtcdGroup>(plan_, env_, notifier(name), etcd_.options(), "", port,
+                                            nullptr, etcd_.access(process));
     EtcdGroup& g = *made;
     groups_[name] = std::move(made);
     return g;
@@ -61,6 +61,24 @@ class EtcdGroupTest : public testing::SimAgents {
       EXPECT_EQ(placed_[n].restart_count, 0) << n;
       EXPECT_EQ(placed_[n].master_port, 29500) << n;
     }
+  }
+
+  // At `t`, `name`'s workers fail (local rank 0, exit `code`, `line` last): its link publishes
+  // the failure; when the link says it stands (or another came first), the agent takes part in
+  // the round's end.
+  std::function<void()> failsAndEnds(const std::string& name, std::chrono::milliseconds t, int code,
+                                     const std::string& line) {
+    return at(t, [this, name, code, line] {
+      JobFailure f;
+      f.machine_rank = placed_.at(name).machine_rank;
+      f.host = thisHostName();
+      f.local_rank = 0;
+      f.rank = placed_.at(name).rank_offset;
+      f.exit_code = code;
+      f.stderr_tail = {"Traceback (most recent call last):", line};
+      ASSERT_TRUE(group(name).link()->publish(f)) << name;
+      hearsAndEnds(name)();
+    });
   }
 
   SimEtcd etcd_{world_, 3};
@@ -126,7 +144,8 @@ TEST_F(EtcdGroupTest, MachineZeroLostIsLikeAnyOtherAndTheNextServesTheWorkers) {
   }
   EXPECT_TRUE(said("gamma",
                    "2000 ms: machine 1 of 2: ranks 2\u20133 of 4; the workers' store is machine "
-                   "0's (" + thisHostName() + ", 127.0.0.1:29501)"));
+                   "0's (" +
+                       thisHostName() + ", 127.0.0.1:29501)"));
 }
 
 // --nnodes 2:3: alpha and beta are MIN at 10 ms and the last call (300 ms) closes round 0 at
@@ -250,6 +269,66 @@ TEST_F(EtcdGroupTest, ASilentEndpointIsLeftAndALossIsStillSeenOnTime) {
     EXPECT_EQ(heard_[n].event.failure.reason,
               "lost: its lease expired (no keep-alive reached etcd for 1 s)")
         << n;
+  }
+}
+
+// No blind retry on etcd, where every agent decides from what etcd holds: gamma's rank 4 fails at
+// 2 s (exit 1, a missing module): everyone hears it then and decides one counted restart there,
+// and round 1 forms at once. In round 1 beta's rank 2 — another machine, another rank — fails
+// the same way at 3 s before any step: every agent decides, at 3.000 s, not to restart, naming
+// both attempts.
+TEST_F(EtcdGroupTest, TheSameFailureOnAnotherMachineIsNotRetried) {
+  const std::string line = "ModuleNotFoundError: No module named 'missing'";
+  threeMeet();
+  world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}),
+               then({hearsAndEnds("beta"), meets("beta", false)}),
+               then({failsAndEnds("gamma", 2000ms, 1, line), meets("gamma", false)})});
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_EQ(decided_ms_[n], 2000) << n;
+    EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
+    EXPECT_EQ(decided_[n].restart_count, 1) << n;
+    EXPECT_EQ(met_ms_[n], 2000) << n;
+    EXPECT_EQ(placed_[n].restart_count, 1) << n;
+  }
+  EXPECT_EQ(heard_["gamma"].event.kind, LinkEvent::Kind::kPublishedFirst);
+  EXPECT_EQ(heard_["alpha"].event.failure.rank, 4);
+
+  world_->run(
+      {hearsAndEnds("alpha"), failsAndEnds("beta", 3000ms, 1, line), hearsAndEnds("gamma")});
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_EQ(decided_ms_[n], 3000) << n;
+    EXPECT_FALSE(decided_[n].restart) << n;
+    EXPECT_EQ(decided_[n].why, decided_["alpha"].why) << n;
+  }
+  const std::string why = decided_["alpha"].why;
+  EXPECT_NE(why.find("attempts 0 and 1 failed the same way before any rank completed a step"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find(", as rank 4 did; last stderr line: " + line), std::string::npos) << why;
+}
+
+// --max_restarts 1: round 0's failure (alpha, exit 1) is restarted, 1 of 1; round 1's (gamma,
+// exit 2: another failure) finds the budget spent, and every agent hears so at that instant.
+TEST_F(EtcdGroupTest, ASpentBudgetStopsEveryMachineWithOneCount) {
+  plan_.max_restarts = 1;
+  threeMeet();
+  world_->run({then({failsAndEnds("alpha", 1000ms, 1, "first"), meets("alpha", false)}),
+               then({hearsAndEnds("beta"), meets("beta", false)}),
+               then({hearsAndEnds("gamma"), meets("gamma", false)})});
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_EQ(decided_ms_[n], 1000) << n;
+    EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
+    EXPECT_NE(decided_[n].why.find("(1 of 1 restarts"), std::string::npos) << decided_[n].why;
+    EXPECT_EQ(placed_[n].restart_count, 1) << n;
+  }
+  world_->run(
+      {hearsAndEnds("alpha"), hearsAndEnds("beta"), failsAndEnds("gamma", 5000ms, 2, "second")});
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_EQ(decided_ms_[n], 5000) << n;
+    EXPECT_FALSE(decided_[n].restart) << n;
+    EXPECT_NE(decided_[n].why.find("the job's 1 restart is spent"), std::string::npos)
+        << decided_[n].why;
+    EXPECT_EQ(heard_[n].event.failure.exit_code, 2) << n;
   }
 }
 

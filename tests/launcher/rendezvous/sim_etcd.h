@@ -182,8 +182,12 @@ class SimEtcd {
     auto [it, created] = kv_.try_emplace(key);
     EtcdKeyValue& kv = it->second;
     if (!created && kv.lease != 0 && leases_.count(kv.lease)) leases_[kv.lease].keys.erase(key);
-    kv = {key, value, created ? revision_ : kv.create_revision, revision_,
-          created ? 1 : kv.version + 1, lease};
+    kv = {key,
+          value,
+          created ? revision_ : kv.create_revision,
+          revision_,
+          created ? 1 : kv.version + 1,
+          lease};
     if (lease != 0) leases_[lease].keys.insert(key);
     emitLocked({false, kv});
     changedLocked();
@@ -211,7 +215,8 @@ class SimEtcd {
   }
   std::vector<std::string> keysUnderLocked(const std::string& prefix) const {
     std::vector<std::string> keys;
-    for (auto it = kv_.lower_bound(prefix); it != kv_.end() && it->first.rfind(prefix, 0) == 0; ++it)
+    for (auto it = kv_.lower_bound(prefix); it != kv_.end() && it->first.rfind(prefix, 0) == 0;
+         ++it)
       keys.push_back(it->first);
     return keys;
   }
@@ -412,7 +417,8 @@ class SimEtcd::Client : public EtcdApi {
  private:
   // A frozen process's call waits until it thaws; a dead one's fails.
   void awaitRunning(std::unique_lock<std::mutex>& lock) {
-    world_.block(lock, Clock::time_point::max(), [&] { return !process_->frozen || process_->dead; });
+    world_.block(lock, Clock::time_point::max(),
+                 [&] { return !process_->frozen || process_->dead; });
     if (process_->dead) throw NetworkError("the agent's process is gone");
   }
   // `f` on the first endpoint that serves, from the one that answered last (or the one after the
