@@ -93,31 +93,20 @@ class EtcdGroupTest : public testing::SimAgents {
 TEST_F(EtcdGroupTest, AMemberWhoseAgentDiesIsLostWhenItsLeaseEnds) {
   threeMeet();
   world_->run({hearsAndEnds("alpha"), hearsAndEnds("beta"), at(1050ms, [this] { kill("gamma"); })});
+  expectRestart({"alpha", "beta"}, 2020, LinkEvent::Kind::kRemoteFailure, /*counted=*/true, 1);
   for (const std::string n : {"alpha", "beta"}) {
-    EXPECT_EQ(heard_[n].at_ms, 2020) << n;
-    EXPECT_EQ(heard_[n].event.kind, LinkEvent::Kind::kRemoteFailure) << n;
     EXPECT_EQ(heard_[n].event.failure.reason,
               "lost: its lease expired (no keep-alive reached etcd for 1 s)")
         << n;
     EXPECT_EQ(heard_[n].event.failure.machine_rank, 2) << n;
-    EXPECT_EQ(decided_ms_[n], 2020) << n;
-    EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
-    EXPECT_TRUE(decided_[n].counted) << n;
-    EXPECT_EQ(decided_[n].restart_count, 1) << n;
     EXPECT_EQ(decided_[n].expect_machines, 2) << n;
   }
-  EXPECT_EQ(decided_["alpha"].why, decided_["beta"].why);
   const auto lost = group("alpha").link()->lostMachines();
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].machine, 2);
 
   world_->run({meets("alpha", false), meets("beta", false)});
-  for (const std::string n : {"alpha", "beta"}) {
-    EXPECT_EQ(met_ms_[n], 2020) << n;
-    EXPECT_EQ(placed_[n].world_size, 4) << n;
-    EXPECT_EQ(placed_[n].restart_count, 1) << n;
-    EXPECT_EQ(group(n).round(), 1) << n;
-  }
+  expectMet({"alpha", "beta"}, 2020, 1, 4, 1);
   EXPECT_EQ(placed_["alpha"].machine_rank, 0);
   EXPECT_EQ(placed_["beta"].machine_rank, 1);
 }
@@ -161,19 +150,8 @@ TEST_F(EtcdGroupTest, AMachineArrivingGrowsTheGroupWithoutARestart) {
   agent("delta", 29503);
   world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}),
                then({hearsAndEnds("beta"), meets("beta", false)}), meets("delta", true, 1000ms)});
-  for (const std::string n : {"alpha", "beta"}) {
-    EXPECT_EQ(heard_[n].at_ms, 1000) << n;
-    EXPECT_EQ(heard_[n].event.kind, LinkEvent::Kind::kGroupGrows) << n;
-    EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
-    EXPECT_FALSE(decided_[n].counted) << n;
-    EXPECT_EQ(decided_[n].restart_count, 0) << n;
-  }
-  for (const std::string n : {"alpha", "beta", "delta"}) {
-    EXPECT_EQ(met_ms_[n], 1000) << n;
-    EXPECT_EQ(placed_[n].world_size, 6) << n;
-    EXPECT_EQ(placed_[n].restart_count, 0) << n;
-    EXPECT_EQ(group(n).round(), 1) << n;
-  }
+  expectRestart({"alpha", "beta"}, 1000, LinkEvent::Kind::kGroupGrows, /*counted=*/false, 0);
+  expectMet({"alpha", "beta", "delta"}, 1000, 1, 6, 0);
   EXPECT_EQ(placed_["alpha"].machine_rank, 0);
   EXPECT_EQ(placed_["beta"].machine_rank, 1);
   EXPECT_EQ(placed_["delta"].machine_rank, 2);
@@ -192,18 +170,9 @@ TEST_F(EtcdGroupTest, AMachineBeyondMaxWaitsAndTakesTheLostMachinesPlace) {
   world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}),
                then({hearsAndEnds("beta"), meets("beta", false)}), meets("delta", true, 500ms),
                at(1050ms, [this] { kill("gamma"); })});
-  for (const std::string n : {"alpha", "beta"}) {
-    EXPECT_EQ(heard_[n].at_ms, 2020) << n;
-    EXPECT_EQ(heard_[n].event.kind, LinkEvent::Kind::kRemoteFailure) << n;
-    EXPECT_TRUE(decided_[n].counted) << n;
-    EXPECT_EQ(decided_[n].restart_count, 1) << n;
-    EXPECT_EQ(decided_[n].expect_machines, 3) << n;
-  }
-  for (const std::string n : {"alpha", "beta", "delta"}) {
-    EXPECT_EQ(met_ms_[n], 2020) << n;
-    EXPECT_EQ(placed_[n].world_size, 6) << n;
-    EXPECT_EQ(placed_[n].restart_count, 1) << n;
-  }
+  expectRestart({"alpha", "beta"}, 2020, LinkEvent::Kind::kRemoteFailure, /*counted=*/true, 1);
+  EXPECT_EQ(decided_["alpha"].expect_machines, 3);
+  expectMet({"alpha", "beta", "delta"}, 2020, 1, 6, 1);
   EXPECT_EQ(placed_["delta"].machine_rank, 2);
   EXPECT_TRUE(said("delta",
                    "500 ms: round 0 is full (3 machines, the most the job takes): this machine "
@@ -338,17 +307,8 @@ TEST_F(EtcdGroupTest, ASpentBudgetStopsEveryMachineWithOneCount) {
 TEST_F(EtcdGroupTest, AnInterruptEndsTheMeetingOfALaterRoundAtOnce) {
   agent("alpha", 29500), agent("beta", 29501);
   world_->run({meets("alpha", true), meets("beta", true, 10ms)});
-  std::optional<Expected<Placement>> met;
-  int64_t metMs = -1;
-  world_->run({[&] {
-                 met.emplace(group("alpha").meet());
-                 metMs = world_->nowMs();
-               },
-               at(2000ms, [this] { group("alpha").interrupt(); })});
-  ASSERT_TRUE(met.has_value());
-  ASSERT_FALSE(met->ok()) << "round 1 formed without beta";
-  EXPECT_NE(met->error().find("interrupted"), std::string::npos) << met->error();
-  EXPECT_EQ(metMs, 2000) << met->error();
+  const std::string error = interruptedWhileMeeting("alpha", 2000ms);
+  EXPECT_NE(error.find("interrupted"), std::string::npos) << error;
 }
 
 }  // namespace

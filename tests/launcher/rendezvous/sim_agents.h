@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,50 @@ class SimAgents : public ::testing::Test {
     return [steps] {
       for (const auto& step : steps) step();
     };
+  }
+
+  // Each of `names` heard the round's first event at `atMs`, of `kind`, and decided then — the
+  // same decision — to restart, `counted` or not, as restart count `restartCount`.
+  void expectRestart(const std::vector<std::string>& names, int64_t atMs, LinkEvent::Kind kind,
+                     bool counted, int restartCount) {
+    for (const auto& n : names) {
+      EXPECT_EQ(heard_[n].at_ms, atMs) << n;
+      EXPECT_EQ(heard_[n].event.kind, kind) << n;
+      EXPECT_EQ(decided_ms_[n], atMs) << n;
+      EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
+      EXPECT_EQ(decided_[n].counted, counted) << n;
+      EXPECT_EQ(decided_[n].restart_count, restartCount) << n;
+      EXPECT_EQ(decided_[n].why, decided_[names.front()].why) << n;
+    }
+  }
+  // Each of `names` met at `atMs` in round `round`, `worldSize` ranks in all, told restart count
+  // `restartCount`.
+  void expectMet(const std::vector<std::string>& names, int64_t atMs, int round, int worldSize,
+                 int restartCount) {
+    for (const auto& n : names) {
+      EXPECT_EQ(met_ms_[n], atMs) << n;
+      EXPECT_EQ(group(n).round(), round) << n;
+      EXPECT_EQ(placed_[n].world_size, worldSize) << n;
+      EXPECT_EQ(placed_[n].restart_count, restartCount) << n;
+    }
+  }
+
+  // `name` meets its next round, which cannot form, and is interrupted at `t`: its meet() must
+  // fail at that instant (not at a timeout, and not with a placement). Returns the error.
+  std::string interruptedWhileMeeting(const std::string& name, std::chrono::milliseconds t) {
+    std::optional<Expected<Placement>> met;
+    int64_t metMs = -1;
+    world_->run({[&] {
+                   met.emplace(group(name).meet());
+                   metMs = world_->nowMs();
+                 },
+                 at(t, [this, name] { group(name).interrupt(); })});
+    if (!met.has_value()) return "no meet()";
+    EXPECT_FALSE(met->ok()) << "round " << group(name).round() << " formed";
+    if (met->ok()) return "";
+    EXPECT_EQ(met->error().find("timed out"), std::string::npos) << met->error();
+    EXPECT_EQ(metMs, t.count()) << met->error();
+    return met->error();
   }
 
   bool said(const std::string& name, const std::string& line) {

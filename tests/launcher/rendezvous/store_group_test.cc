@@ -74,32 +74,21 @@ TEST_F(StoreGroupTest, AMemberWhoseAgentDiesIsDroppedAndTheOthersMeetAgainAsTwo)
 
   world_->run({hearsAndEnds("alpha"), hearsAndEnds("beta"),
                at(1050ms, [this] { stores_["gamma"]->kill(); })});
+  expectRestart({"alpha", "beta"}, 1100, LinkEvent::Kind::kRemoteFailure, /*counted=*/true, 1);
   for (const std::string n : {"alpha", "beta"}) {
-    EXPECT_EQ(heard_[n].at_ms, 1100) << n;
-    EXPECT_EQ(heard_[n].event.kind, LinkEvent::Kind::kRemoteFailure) << n;
     EXPECT_EQ(heard_[n].event.failure.reason,
               "lost: its agent is gone (its connection to the job's store closed)")
         << n;
     EXPECT_EQ(heard_[n].event.failure.machine_rank, gammaRank) << n;
-    EXPECT_EQ(decided_ms_[n], 1100) << n;
-    EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
-    EXPECT_TRUE(decided_[n].counted) << n;
-    EXPECT_EQ(decided_[n].restart_count, 1) << n;
     EXPECT_EQ(decided_[n].expect_machines, 2) << n;
   }
-  EXPECT_EQ(decided_["alpha"].why, decided_["beta"].why);
   const auto lost = group("alpha").link()->lostMachines();
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].machine, gammaRank);
 
   group("alpha").stopLink(), group("beta").stopLink();
   world_->run({meets("alpha", false), meets("beta", false)});
-  for (const std::string n : {"alpha", "beta"}) {
-    EXPECT_EQ(met_ms_[n], 1100) << n;
-    EXPECT_EQ(placed_[n].world_size, 4) << n;
-    EXPECT_EQ(placed_[n].restart_count, 1) << n;
-    EXPECT_EQ(group(n).round(), 1) << n;
-  }
+  expectMet({"alpha", "beta"}, 1100, 1, 4, 1);
   EXPECT_EQ(placed_["alpha"].machine_rank, 0);
   EXPECT_EQ(placed_["beta"].machine_rank, 1);
   EXPECT_TRUE(said("alpha", "1100 ms: machine 0 of 2: ranks 0\u20131 of 4"));
@@ -141,19 +130,8 @@ TEST_F(StoreGroupTest, AMachineArrivingGrowsTheGroupWithoutARestart) {
   agent("delta", false);
   world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}),
                then({hearsAndEnds("beta"), meets("beta", false)}), meets("delta", true, 1000ms)});
-  for (const std::string n : {"alpha", "beta"}) {
-    EXPECT_EQ(heard_[n].at_ms, 1050) << n;
-    EXPECT_EQ(heard_[n].event.kind, LinkEvent::Kind::kGroupGrows) << n;
-    EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
-    EXPECT_FALSE(decided_[n].counted) << n;
-    EXPECT_EQ(decided_[n].restart_count, 0) << n;
-  }
-  for (const std::string n : {"alpha", "beta", "delta"}) {
-    EXPECT_EQ(met_ms_[n], 1050) << n;
-    EXPECT_EQ(placed_[n].world_size, 6) << n;
-    EXPECT_EQ(placed_[n].restart_count, 0) << n;
-    EXPECT_EQ(group(n).round(), 1) << n;
-  }
+  expectRestart({"alpha", "beta"}, 1050, LinkEvent::Kind::kGroupGrows, /*counted=*/false, 0);
+  expectMet({"alpha", "beta", "delta"}, 1050, 1, 6, 0);
   EXPECT_EQ(placed_["beta"].machine_rank, 1);
   EXPECT_EQ(placed_["delta"].machine_rank, 2);
   EXPECT_EQ(placed_["delta"].rank_offset, 4);
@@ -171,18 +149,9 @@ TEST_F(StoreGroupTest, AMachineBeyondMaxWaitsAndTakesTheLostMachinesPlace) {
   world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}),
                then({hearsAndEnds("beta"), meets("beta", false)}), meets("delta", true, 500ms),
                at(1050ms, [this] { stores_["gamma"]->kill(); })});
-  for (const std::string n : {"alpha", "beta"}) {
-    EXPECT_EQ(heard_[n].at_ms, 1100) << n;
-    EXPECT_EQ(heard_[n].event.kind, LinkEvent::Kind::kRemoteFailure) << n;
-    EXPECT_TRUE(decided_[n].counted) << n;
-    EXPECT_EQ(decided_[n].restart_count, 1) << n;
-    EXPECT_EQ(decided_[n].expect_machines, 3) << n;
-  }
-  for (const std::string n : {"alpha", "beta", "delta"}) {
-    EXPECT_EQ(met_ms_[n], 1100) << n;
-    EXPECT_EQ(placed_[n].world_size, 6) << n;
-    EXPECT_EQ(placed_[n].restart_count, 1) << n;
-  }
+  expectRestart({"alpha", "beta"}, 1100, LinkEvent::Kind::kRemoteFailure, /*counted=*/true, 1);
+  EXPECT_EQ(decided_["alpha"].expect_machines, 3);
+  expectMet({"alpha", "beta", "delta"}, 1100, 1, 6, 1);
   EXPECT_TRUE(said("delta",
                    "500 ms: round 0 is full (3 machines, the most the job takes): this machine "
                    "waits as a spare for a later round"));
@@ -217,17 +186,7 @@ TEST_F(StoreGroupTest, TheStoresHostLostEndsTheOthersAtOnce) {
 TEST_F(StoreGroupTest, AnInterruptEndsTheMeetingOfALaterRoundAtOnce) {
   agent("alpha", true), agent("beta", false);
   world_->run({meets("alpha", true), meets("beta", true)});
-  std::optional<Expected<Placement>> met;
-  int64_t metMs = -1;
-  world_->run({[&] {
-                 met.emplace(group("alpha").meet());
-                 metMs = world_->nowMs();
-               },
-               at(2000ms, [this] { group("alpha").interrupt(); })});
-  ASSERT_TRUE(met.has_value());
-  ASSERT_FALSE(met->ok()) << "round 1 formed without beta";
-  EXPECT_EQ(met->error().find("timed out"), std::string::npos) << met->error();
-  EXPECT_EQ(metMs, 2000) << met->error();
+  interruptedWhileMeeting("alpha", 2000ms);
 }
 
 // The exit barrier: beta leaves at 0.5 s, gamma at 0.81 s (each reports its workers finished,
