@@ -105,7 +105,8 @@ class EtcdApi {
   // endpoint whether it still serves (a read that needs etcd's quorum).
   virtual std::unique_ptr<EtcdApi> pinned(std::chrono::milliseconds timeout) const = 0;
 
-  // "host:port" of the endpoint that answered last.
+  // "host:port" of the endpoint the next call tries first (the one that answered last, unless one
+  // failed since).
   virtual std::string endpointInUse() const = 0;
   // The store's revision when the last reply was made (its header's).
   virtual int64_t revision() const = 0;

@@ -69,7 +69,8 @@ class EtcdClient : public EtcdApi {
   std::chrono::milliseconds timeout() const override { return options_.timeout; }
   uint64_t requests() const override { return requests_; }
 
-  // The endpoint that answered last.
+  // The endpoint the next call tries first: the one that answered last, or the one after an
+  // endpoint that failed since.
   const EtcdEndpoint& endpoint() const { return options_.endpoints[current_]; }
 
  private:

@@ -123,14 +123,27 @@ class Meeting {
         heard_ = clock_.now();
       }
       if (clock_.now() - heard_ >= s_.timeouts.keep_alive_interval) checkWatchedEndpoint();
-      if (!awaitWatchOrCancel(std::min(deadline, heard_ + s_.timeouts.keep_alive_interval))) return;
-      const auto events = watch_->next(clock_.now());
-      if (!events.empty()) heard_ = clock_.now();
-      for (const auto& e : events) apply(e.kv, e.deleted);
+      // What the watch holds already (a message read with an earlier one) is not on its
+      // descriptor: taken first, and after every wait.
+      if (drainWatch()) return;
+      if (awaitWatchOrCancel(std::min(deadline, heard_ + s_.timeouts.keep_alive_interval))) {
+        drainWatch();
+      }
     } catch (const NetworkError&) {
       watch_.reset();
       read();
     }
+  }
+  // Applies every event the watch has now; whether there was any.
+  bool drainWatch() {
+    bool any = false;
+    for (auto events = watch_->next(clock_.now()); !events.empty();
+         events = watch_->next(clock_.now())) {
+      for (const auto& e : events) apply(e.kv, e.deleted);
+      heard_ = clock_.now();
+      any = true;
+    }
+    return any;
   }
   // Whether the watch or the cancel descriptor became readable by `deadline`.
   bool awaitWatchOrCancel(time_point deadline) {
