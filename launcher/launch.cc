@@ -13,6 +13,7 @@
 #include "accel/error.h"
 #include "config/config_file.h"
 #include "launcher/base/posix.h"
+#include "launcher/base/stop_signals.h"
 #include "launcher/plan/launch_plan.h"
 #include "launcher/plan/planner.h"
 #include "launcher/plan/run_dir.h"
@@ -99,6 +100,12 @@ class Agent {
   Expected<JobReport> run() {
     if (auto ok = hostStore(); !ok) return std::move(ok).takeError();
     if (auto ok = placeThisMachine(); !ok) {
+      if (stopped_by_) {  // Ctrl-C or SIGTERM while round 0 formed
+        console_.notice("stopped by " + signalName(stopped_by_) + " while the machines met");
+        JobReport stopped;
+        stopped.exit_code = 128 + stopped_by_;
+        return stopped;
+      }
       if (!group_ || !group_->jobClosed()) return std::move(ok).takeError();
       console_.notice(ok.error());  // a spare: the job did not need this machine
       return JobReport{};
@@ -115,9 +122,9 @@ class Agent {
 
  private:
   // Machine 0's agent hosts the job's store on the port it keeps for the whole job (port 0: the
-  // kernel picks a free one, so nobody else can take it); the others connect to it. Until the
-  // supervisor starts, signals keep their default effect: Ctrl-C during the rendezvous simply
-  // ends the agent, which has started nothing yet.
+  // kernel picks a free one, so nobody else can take it); the others connect to it. Until round
+  // 0's meeting (meetFirstRound), signals keep their default effect: Ctrl-C while the agent
+  // hosts or connects simply ends it, which has started nothing yet.
   Expected<void> hostStore() {
     if (plan_.etcd_endpoints) return hostOwnStore();
     if (requested_rank_ != 0) return sayRendezvousRole();
@@ -239,10 +246,23 @@ class Agent {
       group_ = std::move(group);
       if (!connected) return connected;
     }
-    auto placed = group_->meet();
+    auto placed = meetFirstRound();
     if (!placed) return std::move(placed).takeError();
     placement_ = *placed;
     return {};
+  }
+
+  // Round 0's meeting, with Ctrl-C, SIGTERM, SIGHUP and SIGQUIT turned into the group's interrupt
+  // (no worker runs yet to forward them to): the meeting ends at once, and the group, destroyed
+  // with the agent, takes this machine out as it goes (on etcd: its lease revoked, so that no
+  // round closes with a machine that left). Later rounds are the supervisor's
+  // (meetWatchingSignals).
+  Expected<Placement> meetFirstRound() {
+    MachineGroup& group = *group_;
+    StopSignalWatch watch([&group] { group.interrupt(); });
+    auto placed = group.meet();
+    stopped_by_ = watch.caught();
+    return placed;
   }
 
   // The run directory, made once the machines have met (an agent stopped while it waits leaves
@@ -373,6 +393,7 @@ class Agent {
   std::optional<int> requested_rank_;
   int store_port_;
   Placement placement_;         // this machine's in the current round
+  int stopped_by_ = 0;          // the signal that stopped round 0's meeting (0: none)
   std::string run_dir_;         // BASE/<run_id>_<random>
   std::string base_to_remove_;  // the temporary BASE (no --log_dir)
   bool temp_run_dir_ = false;   // remove base_to_remove_ at the end

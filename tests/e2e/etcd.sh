@@ -14,6 +14,8 @@
 #   spare           a machine that comes while a full group runs says it waits as a spare;
 #                   killed meanwhile, it costs the job nothing
 #   sigterm         one agent of three told to stop: it leaves (143), the others go on as 2
+#   interrupted     Ctrl-C to an agent waiting in round 0's meeting: it says so and exits 130 at
+#                   once, its registration gone with it (not left for its lease's window)
 #   no_blind_retry  the same failure at start-up twice: both agents stop, one restart used
 #   dead_spare      a spare killed while it waits, then a member: the survivors re-form as 2 at
 #                   once, not after the last call (the dead spare is not expected)
@@ -307,6 +309,22 @@ PY
     done
     for r in 0 1; do [[ $(val r1_rank_$r WORLD_SIZE) == 2 ]] || fail "round 1 rank $r"; done
     expect_contains "$(cat "$SCRATCH"/*.log)" "going on without machine 2 ($(hostname)) stops: its agent was told to stop (SIGTERM)"
+    ;;
+  interrupted)
+    # One agent of two waits in round 0 (keep-alive window 15 s); once its registration is in
+    # etcd, Ctrl-C: it stops meeting at once and revokes its lease, so no round can close with it.
+    start_etcd
+    agent a --nnodes 2 --rdzv_conf keep_alive_interval=5,keep_alive_max_attempt=3
+    for _ in $(seq 1 200); do
+      [[ -n $(etcdctl --endpoints "$ETCD" get --prefix --keys-only "" | grep "/0/member/") ]] && break
+      sleep 0.05
+    done
+    [[ -n $(etcdctl --endpoints "$ETCD" get --prefix --keys-only "" | grep "/0/member/") ]] || fail "no registration: $(cat "$SCRATCH/a.log")"
+    kill -INT "${AGENTS[0]}"
+    set +e; wait "${AGENTS[0]}"; code=$?; set -e
+    [[ $code == 130 ]] || fail "the interrupted agent exited $code: $(cat "$SCRATCH/a.log")"
+    expect_contains "$(cat "$SCRATCH/a.log")" "stopped by SIGINT while the machines met"
+    [[ -z $(etcdctl --endpoints "$ETCD" get --prefix --keys-only "" | grep "/0/member/") ]] || fail "its registration outlived the agent"
     ;;
   no_blind_retry)
     # The one restart rule on etcd too: rank 1 fails the same way at start-up twice; both agents

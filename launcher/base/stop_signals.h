@@ -1,0 +1,43 @@
+#pragma once
+// StopSignalWatch: while it lives, the signals that end a job — SIGINT (Ctrl-C), SIGTERM, SIGHUP,
+// SIGQUIT — are blocked in the calling thread and waited for on a thread of their own, which calls
+// `onSignal` at the first (from that thread) and keeps it. For a wait that no supervisor watches
+// yet (round 0's meeting): the wait is interrupted at once and the agent says why it stops,
+// instead of dying on the signal's default action with what it holds (an etcd registration)
+// left behind. Every other thread of the agent blocks these signals already (startQuietThread),
+// so the process-directed signal reaches the watch.
+//
+// Construct and destroy on one thread; caught() from that thread. The destructor ends the watch's
+// thread and restores the calling thread's signal mask (a signal caught is consumed; one that
+// comes after the destructor has its default effect).
+
+#include <signal.h>
+
+#include <atomic>
+#include <functional>
+#include <thread>
+
+namespace accel::launcher {
+
+class StopSignalWatch {
+ public:
+  explicit StopSignalWatch(std::function<void()> onSignal);
+  ~StopSignalWatch();
+  StopSignalWatch(const StopSignalWatch&) = delete;
+  StopSignalWatch& operator=(const StopSignalWatch&) = delete;
+
+  // The signal caught (0: none yet).
+  int caught() const { return caught_.load(); }
+
+ private:
+  void watch();
+
+  const std::function<void()> on_signal_;
+  sigset_t old_mask_;
+  int signal_fd_ = -1;
+  int stop_fd_ = -1;
+  std::atomic<int> caught_{0};
+  std::thread thread_;
+};
+
+}  // namespace accel::launcher
