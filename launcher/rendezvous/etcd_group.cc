@@ -228,9 +228,22 @@ RendezvousResult EtcdGroup::asRendezvousResult(const EtcdRound& r) const {
   return rr;
 }
 
+// Whether the others dropped this machine: its lease is lost, or the round's link heard this
+// machine named lost (an agent that was frozen past its lease's end may hear that before its next
+// renewal is refused).
+bool EtcdGroup::droppedByOthers() const {
+  if (lease_->lost()) return true;
+  std::lock_guard lock(link_mutex_);
+  if (!link_ || !joined_) return false;
+  for (const auto& m : link_->lostMachines()) {
+    if (m.machine == joined_->machine_rank) return true;
+  }
+  return false;
+}
+
 RoundDecision EtcdGroup::endRound(AttemptReport& last, bool stopping) {
-  const bool dropped = lease_->lost().has_value();  // the summary names it (the link's event)
-  if (stopping || dropped) leaving_alone_ = true;   // the others may go on without it
+  const bool dropped = droppedByOthers();          // the summary names it (the link's event)
+  if (stopping || dropped) leaving_alone_ = true;  // the others may go on without it
   if (!joined_ || (plan_.max_restarts == 0 && !plan_.elastic()) || dropped) return {false, ""};
   if (!closer_) closer_.emplace(settings_, false, /*everyoneDecides=*/true);
   RoundCloser::GroupNow now;

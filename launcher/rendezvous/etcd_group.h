@@ -76,6 +76,7 @@ class EtcdGroup : public MachineGroup {
   Placement placementOf(const EtcdRound& r) const;
   RendezvousResult asRendezvousResult(const EtcdRound& r) const;
   void onLeaseLost(const std::string& why);
+  bool droppedByOthers() const;
   std::string advertisedAddress() const;
   void noteRunningRound(int running);
   std::string etcdText() const;

@@ -213,8 +213,8 @@ void EtcdLink::onMemberGone(const std::string& token) {
   for (size_t m = 0; m < o_.members.size(); ++m) {
     if (o_.members[m].token != token || gone_[m]) continue;
     const int machine = static_cast<int>(m);
-    if (machine == o_.machine_rank) {  // this agent's own: its lease says (leaseLost)
-      gone_[m] = true;
+    if (machine == o_.machine_rank) {  // this agent's own: dropped (its lease says why)
+      markLost(machine);
       return;
     }
     try {

@@ -58,15 +58,16 @@ bool LinkMailbox::requestStop() {
   return busy;
 }
 
+// The descriptor is drained before the queue is read: a publication queued in between then
+// leaves the descriptor readable (a wake-up to spare), where draining after the read could take
+// its wake-up and leave it queued until the link's next timeout.
 LinkMailbox::Work LinkMailbox::take() {
-  Work work;
-  {
-    std::lock_guard lock(mutex_);
-    work.publish = std::exchange(to_publish_, std::nullopt);
-    work.share = std::exchange(to_share_, std::nullopt);
-    work.stop = stop_;
-  }
   drainEventFd(wake_fd_);
+  Work work;
+  std::lock_guard lock(mutex_);
+  work.publish = std::exchange(to_publish_, std::nullopt);
+  work.share = std::exchange(to_share_, std::nullopt);
+  work.stop = stop_;
   return work;
 }
 

@@ -111,6 +111,24 @@ TEST_F(EtcdGroupTest, AMemberWhoseAgentDiesIsLostWhenItsLeaseEnds) {
   EXPECT_EQ(placed_["beta"].machine_rank, 1);
 }
 
+// gamma's agent stops (SIGSTOP) at 1.05 s: its renewals stop with it, its lease ends at 2.02 s
+// and the others drop it then, as if it had died. It thaws at 3 s: its next renewal is told the
+// lease ended, so it knows at that instant that it is no longer in the job — its workers stop and
+// its round's end restarts nothing here (the others re-formed without it).
+TEST_F(EtcdGroupTest, AFrozenAgentIsDroppedWhenItsLeaseEndsAndStopsWhenItThaws) {
+  threeMeet();
+  world_->run({hearsAndEnds("alpha"), hearsAndEnds("beta"), hearsAndEnds("gamma"),
+               at(1050ms, [this] { etcd_.freeze(*processes_.at("gamma"), true); }),
+               at(3000ms, [this] { etcd_.freeze(*processes_.at("gamma"), false); })});
+  expectRestart({"alpha", "beta"}, 2020, LinkEvent::Kind::kRemoteFailure, /*counted=*/true, 1);
+  EXPECT_EQ(heard_["alpha"].event.failure.machine_rank, 2);
+  EXPECT_EQ(heard_["gamma"].at_ms, 3000);
+  EXPECT_EQ(heard_["gamma"].event.kind, LinkEvent::Kind::kRemoteFailure);
+  EXPECT_EQ(heard_["gamma"].event.failure.machine_rank, 2);
+  EXPECT_EQ(decided_ms_["gamma"], 3000);
+  EXPECT_FALSE(decided_["gamma"].restart) << decided_["gamma"].why;
+}
+
 // No machine is the job's single point of failure: machine 0 (alpha, whose store serves the
 // workers) dies at 1.05 s, its lease ends at 2 s (renewed last at 1 s), and the others hear it
 // then like any loss and re-form at once: beta, machine 1 before, is machine 0 of round 1 and its
