@@ -129,6 +129,26 @@ TEST_F(EtcdGroupTest, AFrozenAgentIsDroppedWhenItsLeaseEndsAndStopsWhenItThaws) 
   EXPECT_FALSE(decided_["gamma"].restart) << decided_["gamma"].why;
 }
 
+// beta and gamma die together at 1.05 s; their leases end at 2.01 and 2.02 s (renewed last at
+// 1.01 and 1.02 s). alpha hears the first loss at 2.010 s; its round's end waits until every
+// member is reported or lost, looking at the lost machines every 100 ms (round_end_poll) while
+// one is missing, so it decides at 2.110 s: one machine is fewer than the job's MIN of two, so no
+// restart.
+TEST_F(EtcdGroupTest, BelowMinTheSurvivorStopsOnceEveryLossIsKnown) {
+  threeMeet();
+  world_->run({hearsAndEnds("alpha"), at(1050ms, [this] {
+                 kill("beta");
+                 kill("gamma");
+               })});
+  EXPECT_EQ(heard_["alpha"].at_ms, 2010);
+  EXPECT_EQ(heard_["alpha"].event.failure.machine_rank, 1);
+  EXPECT_EQ(decided_ms_["alpha"], 2110);
+  EXPECT_FALSE(decided_["alpha"].restart);
+  EXPECT_EQ(group("alpha").link()->lostMachines().size(), 2u);
+  EXPECT_NE(decided_["alpha"].why.find("1 of the 2 machines the job needs"), std::string::npos)
+      << decided_["alpha"].why;
+}
+
 // No machine is the job's single point of failure: machine 0 (alpha, whose store serves the
 // workers) dies at 1.05 s, its lease ends at 2 s (renewed last at 1 s), and the others hear it
 // then like any loss and re-form at once: beta, machine 1 before, is machine 0 of round 1 and its
