@@ -1,5 +1,7 @@
 #include "libaccel/store/heartbeat.h"
 
+#include <pthread.h>
+
 #include <cstdlib>
 #include <iostream>
 
@@ -26,7 +28,9 @@ std::unique_ptr<Heartbeat> Heartbeat::fromEnvironment() {
 }
 
 Heartbeat::Heartbeat(TcpStoreClientOptions options, std::string key)
-    : options_(std::move(options)), key_(std::move(key)), thread_([this] { run(); }) {}
+    : options_(std::move(options)), key_(std::move(key)), thread_([this] { run(); }) {
+  ::pthread_setname_np(thread_.native_handle(), kThreadName);  // what `top -H` shows
+}
 
 Heartbeat::~Heartbeat() {
   {
@@ -37,12 +41,16 @@ Heartbeat::~Heartbeat() {
   thread_.join();
 }
 
+// Wakes the sending thread only when it waits for steps: between two ADDs it sleeps out the
+// interval, and a wake-up per step there would cost each rank a context switch per step (on a
+// machine with a CPU per rank, one that preempts a rank, and in lock-step both).
 void Heartbeat::beat() {
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    ++pending_;
+    wake = ++pending_ == 1 && idle_;
   }
-  wake_.notify_one();
+  if (wake) wake_.notify_one();
 }
 
 // Sends each batch of counted steps as one ADD; stops at the first error (after saying so).
@@ -51,7 +59,9 @@ void Heartbeat::run() {
     TcpStoreClient client(options_);
     std::unique_lock<std::mutex> lock(mutex_);
     while (true) {
+      idle_ = true;
       wake_.wait(lock, [this] { return pending_ > 0 || stopping_; });
+      idle_ = false;
       if (pending_ == 0) return;  // stopping, nothing left
       const int64_t steps = pending_;
       pending_ = 0;

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 
@@ -51,6 +53,58 @@ TEST(Heartbeat, EachBeatReachesTheStoreAsOneStepAndTheObserverSeesIt) {
   EXPECT_EQ(seen.writes.size(), 1u);
   TcpStoreClient reader(client);
   EXPECT_EQ(reader.get("accel_step/3"), "5");
+}
+
+// Voluntary context switches of this process's thread named `name` so far; -1 when none is.
+long voluntarySwitches(const std::string& name) {
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    if (!std::getline(comm, line) || line != name) continue;
+    std::ifstream status(task.path() / "status");
+    while (std::getline(status, line)) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return std::stol(line.substr(24));
+    }
+  }
+  return -1;
+}
+
+// Between two ADDs the sending thread sleeps out the interval: a rank's steps then only count,
+// they must not wake it (with a CPU per rank, each wake-up is a context switch that preempts a
+// rank, once per step).
+TEST(Heartbeat, StepsBetweenTwoSendsDoNotWakeTheSendingThread) {
+  Observed seen;
+  TcpStoreServerOptions options;
+  options.observed_key_prefix = "/accel_step/";
+  options.on_observed_write = [&seen](const std::string& key, const std::string& value) {
+    std::lock_guard<std::mutex> lock(seen.mutex);
+    seen.writes[key].push_back(value);
+    seen.changed.notify_all();
+  };
+  auto server = TcpStoreServer::start(options);
+  TcpStoreClientOptions client;
+  client.port = server->port();
+  Heartbeat heartbeat(client, "accel_step/0");
+  heartbeat.beat();
+  {
+    std::unique_lock<std::mutex> lock(seen.mutex);
+    ASSERT_TRUE(seen.changed.wait_for(lock, 10s, [&] { return !seen.writes.empty(); }));
+  }
+  // The first ADD arrived: the thread now sleeps out its 100 ms. 1000 steps 20 µs apart.
+  const long before = voluntarySwitches(Heartbeat::kThreadName);
+  ASSERT_GE(before, 0) << "no thread named " << Heartbeat::kThreadName;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1000; ++i) {
+    heartbeat.beat();
+    const auto next = std::chrono::steady_clock::now() + 20us;
+    while (std::chrono::steady_clock::now() < next) {
+    }
+  }
+  const long woken = voluntarySwitches(Heartbeat::kThreadName) - before;
+  // What a thread that sends every 100 ms may do meanwhile: a few switches per send (the
+  // interval's sleep, the ADD's reply), however slow this machine made the loop.
+  const auto intervals = (std::chrono::steady_clock::now() - start) / 100ms;
+  EXPECT_LE(woken, 5 + 5 * intervals) << "over " << intervals << " send intervals";
 }
 
 TEST(Heartbeat, NoneWithoutTheAgentsKey) {
