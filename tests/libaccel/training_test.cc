@@ -205,6 +205,48 @@ TEST(TrainingTest, StepTimesSayWhereTheStepWent) {
   });
 }
 
+// noSync(): each rank's gradient is its own loss's (no all-reduce) and step() still steps; once
+// the guard is gone the next backward averages again.
+TEST(TrainingTest, NoSyncLeavesEachRanksGradientItsOwnAndStillSteps) {
+  const auto data = makeData(8);
+  // Made here, not in the ranks' threads: torch's seed is one for the whole process.
+  std::vector<std::shared_ptr<Net>> nets{makeNet(), makeNet()}, twins{makeNet(), makeNet()};
+  testing::runRanks(2, [&](std::shared_ptr<Communicator> comm, int rank) {
+    Accelerator acc(options(comm, rank));
+    auto net = nets[static_cast<size_t>(rank)], twin = twins[static_cast<size_t>(rank)];
+    torch::optim::SGD opt(net->parameters(), 0.1);
+    acc.prepare(*net, opt);
+    const auto x = data.x.narrow(0, 4 * rank, 4), y = data.y.narrow(0, 4 * rank, 4);
+    torch::mse_loss(twin->forward(x), y).backward();  // this rank's own gradient
+    const auto own = twin->parameters();
+    const auto before = snapshot(*net);
+    EXPECT_TRUE(acc.accumulate());
+    {
+      auto noSync = acc.noSync();
+      acc.backward(torch::mse_loss(net->forward(x), y));
+      const auto params = net->parameters();
+      for (size_t i = 0; i < params.size(); ++i) {
+        EXPECT_TRUE(torch::allclose(params[i].grad(), own[i].grad(), 1e-6, 1e-6))
+            << "rank " << rank << ", parameter " << i << ": not this rank's own gradient";
+      }
+      EXPECT_TRUE(acc.step());
+    }
+    const auto after = snapshot(*net);
+    for (size_t i = 0; i < after.size(); ++i) {
+      // SGD with lr 0.1 on this rank's own gradient.
+      EXPECT_TRUE(torch::allclose(after[i], before[i] - 0.1 * own[i].grad(), 1e-6, 1e-6))
+          << "rank " << rank << ", parameter " << i;
+    }
+    // The guard is gone: the next backward averages, so both ranks hold the same gradient.
+    EXPECT_TRUE(acc.accumulate());
+    acc.backward(torch::mse_loss(net->forward(x), y));
+    for (const auto& p : net->parameters()) {
+      const at::Tensor both = acc.gather(p.grad().unsqueeze(0));
+      EXPECT_TRUE(torch::equal(both[0], both[1])) << "rank " << rank << ": gradients not averaged";
+    }
+  });
+}
+
 // step() releases .grad (zero_grad(set_to_none=True)) so the next backward stores its gradient;
 // accumulation steps keep adding to it.
 TEST(TrainingTest, StepReleasesGradientsAndAccumulationKeepsThem) {

@@ -86,6 +86,21 @@ class AutocastGuard {
   at::ScalarType previous_dtype_ = at::kFloat;
 };
 
+class Accelerator;
+
+// Accelerator::noSync()'s scope; restores the state before it on exit.
+class NoSyncGuard {
+ public:
+  explicit NoSyncGuard(Accelerator& acc);
+  ~NoSyncGuard();
+  NoSyncGuard(const NoSyncGuard&) = delete;
+  NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+ private:
+  Accelerator& acc_;
+  bool previous_;
+};
+
 class Accelerator {
  public:
   // Blocks while joining the process group (at most options.timeout). Throws accel::Error on a
@@ -130,6 +145,12 @@ class Accelerator {
   // step, and the last batch of the dataloader (`lastBatch`), after which counting restarts.
   bool accumulate(bool lastBatch = false);
   bool syncGradients() const { return sync_gradients_; }
+
+  // accelerate's no_sync(model): backward() calls made while the returned guard lives leave each
+  // rank's gradients its own — no all-reduce, no collective — while step() still steps on sync
+  // steps. For gradient accumulation by hand, or to measure a step without the averaging (the
+  // example's --barrier_only). Not a collective; guards nest.
+  [[nodiscard]] NoSyncGuard noSync() { return NoSyncGuard(*this); }
 
   AutocastGuard autocast() const;
 
@@ -213,6 +234,9 @@ class Accelerator {
   int64_t stepCount() const { return optimizer_steps_; }
 
  private:
+  friend class NoSyncGuard;
+  void enableGradientSync();  // the hooks on when this step syncs and no noSync() is in force
+
   std::vector<at::Tensor> gradients() const;
   void clearGradients();
   torch::Device chooseDevice(bool cpuOnly);
@@ -236,6 +260,7 @@ class Accelerator {
   int64_t micro_step_ = 0;
   int64_t optimizer_steps_ = 0;
   bool sync_gradients_ = true;
+  bool no_sync_ = false;  // a noSync() guard lives
   bool unscaled_ = false;
   StepTimes step_times_;
   bool step_skipped_ = false;
