@@ -7,7 +7,10 @@
 # (ACCEL_CPU_BACKEND=gloo). Reports samples/s, scaling efficiency (N=2 / 2×N=1), time to the
 # first step, whole-command wall time and peak RSS per rank. With N=2, also the ceiling: two
 # independent 1-rank C++ runs at once (no communication), and the 2-rank runs' share of it
-# (C++: the median of --rounds rounds, each measuring the ceiling and the 2-rank run together).
+# (C++: the median of --rounds rounds, each measuring the ceiling and the 2-rank run together),
+# and the lock-step bound: the 2-rank C++ job with --barrier_only (gradients not averaged, the
+# ranks meeting at one barrier per step), what any synchronous data parallelism can reach here
+# at best — lock-step runs at the slower CPU's pace and waits out each step's jitter.
 #   scripts/bench/train.sh [--steps S] [--ranks "N..."] [--rounds R]   (200 steps, N = 1 2, R = 3)
 #   scripts/bench/train.sh --quick          (ctest's bench.train_quick: MLP, 10 steps, 1 round)
 set -euo pipefail
@@ -38,6 +41,7 @@ run() {
   [[ $impl == cppgloo ]] && backend=gloo
   if [[ $impl == cpp* ]]; then
     cmd=("$example" --model "$model" --steps "$steps" --no-shuffle --no-progress --no-eval)
+    [[ $impl == cppbarrier ]] && cmd+=(--barrier_only)
   else
     cmd=(/usr/bin/python3 scripts/bench/support/ddp_fashion_mnist.py --model "$model" --steps "$steps")
   fi
@@ -61,26 +65,29 @@ run() {
 # by tens of percent within minutes); the share is each round's ratio, the median printed with
 # the rounds'. Over Gloo and Python DDP: their runs in the table against the median ceiling.
 ceiling() {
-  local precision=$1 model=$2 p2=$3 g2=$4 a b c r ceil=() share=()
+  local precision=$1 model=$2 p2=$3 g2=$4 a b c l r ceil=() share=() lock=()
   for ((r = 0; r < rounds; r++)); do
     exec 3< <(run cpp 1 "$precision" "$model")
     exec 4< <(run cpp 1 "$precision" "$model")
     read -r a _ <&3; read -r b _ <&4
     exec 3<&- 4<&-
     read -r c _ < <(run cpp 2 "$precision" "$model")
+    read -r l _ < <(run cppbarrier 2 "$precision" "$model")
     ceil+=($((a + b)))
     share+=("$(awk -v c="$c" -v t=$((a + b)) 'BEGIN{printf "%.1f", 100*c/t}')")
+    lock+=("$(awk -v c="$l" -v t=$((a + b)) 'BEGIN{printf "%.1f", 100*c/t}')")
   done
-  awk -v m="$model" -v p="$precision" -v ceils="${ceil[*]}" -v shares="${share[*]}" -v py="$p2" -v g="$g2" '
+  awk -v m="$model" -v p="$precision" -v ceils="${ceil[*]}" -v shares="${share[*]}" -v locks="${lock[*]}" -v py="$p2" -v g="$g2" '
     function median(list, v, n, i, j, t) {
       n = split(list, v, " ")
       for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j-1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j-1]; v[j-1] = t }
       return n % 2 ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2
     }
     BEGIN {
-      ceil = median(ceils); c = median(shares)
-      gsub(/ /, "% ", shares)
-      printf "%-5s %-5s ceiling (2 x 1 rank at once, no communication): %d samples/s; 2 ranks reach C++ %.0f%% (the rounds: %s%%), over Gloo %.0f%%, Python DDP %.0f%%\n", m, p, ceil, c, shares, 100*g/ceil, 100*py/ceil }'
+      ceil = median(ceils); c = median(shares); l = median(locks)
+      gsub(/ /, "% ", shares); gsub(/ /, "% ", locks)
+      printf "%-5s %-5s ceiling (2 x 1 rank at once, no communication): %d samples/s; 2 ranks reach C++ %.0f%% (the rounds: %s%%), over Gloo %.0f%%, Python DDP %.0f%%\n", m, p, ceil, c, shares, 100*g/ceil, 100*py/ceil
+      printf "%-5s %-5s lock-step bound (2 ranks, one barrier per step, gradients not averaged): %.0f%% of the ceiling (the rounds: %s%%); C++ reaches %.0f%% of it\n", m, p, l, locks, 100*c/l }'
 }
 
 printf '%-5s %-5s %-2s | %9s %9s %6s | %6s %6s | %6s %6s | %6s %6s | %5s %5s | %9s %5s\n' \

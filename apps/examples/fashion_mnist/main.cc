@@ -45,6 +45,9 @@ struct Options {
   std::string checkpoint_dir;  // DIR/latest: written every checkpoint_every steps, resumed from
   int64_t checkpoint_every = 50;
   bool profile = false;  // each rank prints where a step's time went, averaged over the run
+  // A benchmark's reference, not training: gradients are not averaged (each rank trains its own
+  // copy), the ranks only meet at one barrier per step (scripts/bench/train.sh).
+  bool barrier_only = false;
 };
 
 // Every step allocates and frees the same activation and gradient buffers, a few MB each.
@@ -178,7 +181,7 @@ void checkpointIfDue(const Options& o, accel::Accelerator& acc) {
 template <typename Model>
 torch::Tensor trainBatch(Model& model, accel::Accelerator& acc, const torch::Tensor& trainX,
                          const torch::Tensor& trainY, const std::vector<size_t>& batch,
-                         bool lastOfEpoch, Phases* phases) {
+                         bool lastOfEpoch, bool barrierOnly, Phases* phases) {
   const auto start = Clock::now();
   auto idx = acc.toDevice(torch::tensor(std::vector<int64_t>(batch.begin(), batch.end())));
   auto x = normalise(trainX.index_select(0, idx)), y = trainY.index_select(0, idx);
@@ -191,7 +194,15 @@ torch::Tensor trainBatch(Model& model, accel::Accelerator& acc, const torch::Ten
   }
   auto loss = torch::cross_entropy_loss(logits.to(torch::kFloat), y);
   const auto forwardDone = Clock::now();
-  acc.backward(loss);
+  if (barrierOnly) {
+    {
+      auto noSync = acc.noSync();
+      acc.backward(loss);
+    }
+    acc.waitForEveryone();
+  } else {
+    acc.backward(loss);
+  }
   acc.step();
   if (phases) {
     const auto seconds = [](auto a, auto b) {
@@ -236,8 +247,8 @@ TrainStats train(Model& model, const Options& o, accel::Accelerator& acc,
     for (; i < batches.size() && !finished(); ++i) {
       // The first step (allocations, the communicator's first use) is not in the profile.
       Phases* phases = o.profile && stats.steps > 0 ? &stats.phases : nullptr;
-      stats.last_loss =
-          trainBatch(model, acc, trainX, trainY, batches[i], i + 1 == batches.size(), phases);
+      stats.last_loss = trainBatch(model, acc, trainX, trainY, batches[i], i + 1 == batches.size(),
+                                   o.barrier_only, phases);
       ++stats.steps;
       if (stats.first_step_s < 0) {
         stats.first_step_s = std::chrono::duration<double>(Clock::now() - start).count();
@@ -301,13 +312,14 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
   std::snprintf(line, sizeof line,
                 "model %s, %d processes (%s), %s: %lld steps (job step %lld), first loss %.4f, "
                 "final loss %.6f, test accuracy %.2f%% (%lld/%lld), "
-                "%.0f samples/s, first step after %.2f s, on %s",
+                "%.0f samples/s, first step after %.2f s, on %s%s",
                 o.model.c_str(), acc.numProcesses(), acc.communicator().backend(),
                 precisionName(acc.mixedPrecision()), static_cast<long long>(stats.steps),
                 static_cast<long long>(acc.stepCount()), stats.first_loss, finalLoss,
                 100.0 * static_cast<double>(correct) / static_cast<double>(total),
                 static_cast<long long>(correct), static_cast<long long>(total), samplesPerSecond,
-                stats.first_step_s, acc.device().str().c_str());
+                stats.first_step_s, acc.device().str().c_str(),
+                o.barrier_only ? " (--barrier_only: gradients not averaged)" : "");
   acc.print(line);
   if (o.profile) printPhases(stats.phases, acc.processIndex());
   return 0;
@@ -343,6 +355,9 @@ int main(int argc, char** argv) {
   app.add_flag("--profile", o.profile,
                "Each rank prints where a step's time went (data, forward, backward, waiting for "
                "the gradients' all-reduces, optimizer), averaged over the steps after the first");
+  app.add_flag("--barrier_only", o.barrier_only,
+               "Benchmark reference, not training: gradients are not averaged (each rank trains "
+               "its own copy); the ranks only meet at one barrier per step");
   app.add_option("--save_state", o.save_state, "Save a checkpoint here after training");
   app.add_option("--load_state", o.load_state, "Resume from this checkpoint");
   app.add_option("--checkpoint_dir", o.checkpoint_dir,
