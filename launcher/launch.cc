@@ -261,7 +261,7 @@ class Agent {
     MachineGroup& group = *group_;
     StopSignalWatch watch([&group] { group.interrupt(); });
     auto placed = group.meet();
-    stopped_by_ = watch.caught();
+    stopped_by_ = watch.finish();
     return placed;
   }
 

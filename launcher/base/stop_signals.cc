@@ -37,7 +37,9 @@ StopSignalWatch::StopSignalWatch(std::function<void()> onSignal) : on_signal_(st
   thread_ = startQuietThread([this] { watch(); });
 }
 
-StopSignalWatch::~StopSignalWatch() {
+StopSignalWatch::~StopSignalWatch() { finish(); }
+
+int StopSignalWatch::finish() {
   if (thread_.joinable()) {
     signalEventFd(stop_fd_);
     thread_.join();
@@ -45,6 +47,7 @@ StopSignalWatch::~StopSignalWatch() {
     ::close(stop_fd_);
     ::pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
   }
+  return caught_.load();
 }
 
 // Until the first stop signal (kept, then on_signal_) or the destructor's word.

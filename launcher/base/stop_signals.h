@@ -7,9 +7,9 @@
 // left behind. Every other thread of the agent blocks these signals already (startQuietThread),
 // so the process-directed signal reaches the watch.
 //
-// Construct and destroy on one thread; caught() from that thread. The destructor ends the watch's
-// thread and restores the calling thread's signal mask (a signal caught is consumed; one that
-// comes after the destructor has its default effect).
+// Construct, finish() and destroy on one thread. finish() (or the destructor) ends the watch's
+// thread and restores the calling thread's signal mask: a signal caught is consumed and told by
+// finish(); one that comes after it has the effect the restored mask gives it.
 
 #include <signal.h>
 
@@ -26,8 +26,9 @@ class StopSignalWatch {
   StopSignalWatch(const StopSignalWatch&) = delete;
   StopSignalWatch& operator=(const StopSignalWatch&) = delete;
 
-  // The signal caught (0: none yet).
-  int caught() const { return caught_.load(); }
+  // Ends the watch; returns the signal it caught (0: none). Idempotent. Read only after the
+  // thread ended, so a signal caught while the watched wait returned is never lost.
+  int finish();
 
  private:
   void watch();

@@ -1,7 +1,6 @@
 #include "launcher/supervise/supervisor.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -14,11 +13,9 @@
 #include <deque>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "config/paths.h"
-#include "launcher/base/event_fd.h"
-#include "launcher/base/quiet_thread.h"
+#include "launcher/base/stop_signals.h"
 #include "launcher/base/text.h"
 #include "launcher/plan/run_dir.h"
 #include "launcher/plan/worker_env.h"
@@ -642,20 +639,14 @@ AttemptReport Supervisor::runAttempt(int attempt, const Placement& placement, Ro
   return report;
 }
 
-// The next round's meeting, with the agent's signals watched on a thread of their own: one that
-// ends the job (Ctrl-C, SIGTERM, SIGHUP, SIGQUIT) interrupts the meeting at once — no worker
-// runs to forward it to — and is kept in stop_signal_.
+// The next round's meeting under a StopSignalWatch: a signal that ends the job (Ctrl-C, SIGTERM,
+// SIGHUP, SIGQUIT) interrupts the meeting at once — no worker runs to forward it to — and is kept
+// in stop_signal_. What else came meanwhile had nobody to reach and is dropped (dropPendingSignals).
 Expected<Placement> Supervisor::meetWatchingSignals(MachineGroup& group) {
-  const int stopFd = makeEventFd();
-  int caught = 0;
-  std::thread watcher = startQuietThread([&] {
-    caught = awaitStopSignal(stopFd);
-    if (caught) group.interrupt();
-  });
+  StopSignalWatch watch([&group] { group.interrupt(); });
   auto placed = group.meet();
-  signalEventFd(stopFd);
-  watcher.join();
-  ::close(stopFd);
+  int caught = watch.finish();
+  if (const int late = dropPendingSignals(); !caught) caught = late;
   if (caught) {
     stop_requested_ = true;
     stop_signal_ = caught;
@@ -663,19 +654,17 @@ Expected<Placement> Supervisor::meetWatchingSignals(MachineGroup& group) {
   return placed;
 }
 
-// The watcher's wait: the first signal that ends the job (0 once `stopFd` is signalled). With no
-// worker running, SIGUSR1/SIGUSR2 and a stray SIGCHLD have nobody to reach.
-int Supervisor::awaitStopSignal(int stopFd) {
-  while (true) {
-    pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {stopFd, POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0 && errno != EINTR) return 0;
-    if (fds[1].revents & POLLIN) return 0;
-    signalfd_siginfo info;
-    while (::read(signal_fd_, &info, sizeof info) == sizeof info) {
-      const int sig = static_cast<int>(info.ssi_signo);
-      if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT) return sig;
-    }
+// Empties the signalfd: SIGUSR1/SIGUSR2 sent while no worker ran must not reach the next round's
+// workers, a stray SIGCHLD has nothing to reap. Returns the first signal there that ends the job
+// (one that came after the watch ended), else 0.
+int Supervisor::dropPendingSignals() {
+  int stop = 0;
+  signalfd_siginfo info;
+  while (::read(signal_fd_, &info, sizeof info) == sizeof info) {
+    const int sig = static_cast<int>(info.ssi_signo);
+    if (!stop && (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT)) stop = sig;
   }
+  return stop;
 }
 
 JobReport Supervisor::runRounds(MachineGroup& group, Placement placement) {

@@ -104,7 +104,7 @@ class Supervisor {
   Supervisor(const LaunchPlan& plan, SupervisorParts parts);
   Expected<void> openDescriptors();
   Expected<Placement> meetWatchingSignals(MachineGroup& group);
-  int awaitStopSignal(int stopFd);
+  int dropPendingSignals();
 
   const LaunchPlan& plan_;
   SupervisorParts parts_;

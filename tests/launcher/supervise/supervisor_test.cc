@@ -440,15 +440,17 @@ TEST_F(SupervisorTest, DuplicateFiltersCopyMatchingTeedLinesToTheAttemptsFile) {
   EXPECT_FALSE(std::ifstream(dir_.path() + "/attempt_0/filtered_stderr.log"));  // no filter
 }
 
-// A group whose meeting for round 1 never forms (the other machines are gone): meet() blocks
-// until interrupt(), or gives up after 10 s.
-class NeverFormingGroup : public MachineGroup {
+// A group whose meeting for round 1 brings the agent `signal` and then never forms (the other
+// machines are gone): meet() blocks until interrupt(), or gives up after 10 s. With `forms`, the
+// round forms at once after the signal.
+class SignalledWhileMeetingGroup : public MachineGroup {
  public:
-  NeverFormingGroup(Placement placement, int signal)
-      : placement_(std::move(placement)), signal_(signal) {}
+  SignalledWhileMeetingGroup(Placement placement, int signal, bool forms = false)
+      : placement_(std::move(placement)), signal_(signal), forms_(forms) {}
   Expected<Placement> meet() override {
     if (++round_ == 0) return placement_;
-    ::kill(::getpid(), signal_);  // Ctrl-C (or SIGTERM) while this agent waits for the others
+    ::kill(::getpid(), signal_);  // e.g. Ctrl-C while this agent waits for the others
+    if (forms_) return placement_;
     std::unique_lock lock(mutex_);
     if (!woken_.wait_for(lock, std::chrono::seconds(10), [this] { return interrupted_; })) {
       return makeError("round 1 did not form within 10 s");
@@ -474,6 +476,7 @@ class NeverFormingGroup : public MachineGroup {
  private:
   Placement placement_;
   const int signal_;
+  const bool forms_;
   int round_ = -1;
   std::mutex mutex_;
   std::condition_variable woken_;
@@ -493,7 +496,7 @@ TEST_P(SignalWhileMeeting, EndsTheJobAtOnce) {
   parts.run_dir = dir_.path();
   auto supervisor = Supervisor::create(plan_, std::move(parts));
   ASSERT_TRUE(supervisor.ok()) << supervisor.error();
-  NeverFormingGroup group(placement_, sig);
+  SignalledWhileMeetingGroup group(placement_, sig);
   JobReport report = (*supervisor)->runRounds(group, *group.meet());
   console.flush();
   EXPECT_EQ(report.exit_code, 128 + sig);
@@ -504,6 +507,26 @@ TEST_P(SignalWhileMeeting, EndsTheJobAtOnce) {
   EXPECT_EQ(said[0], "accel: attempt 0 failed; restarting");
   EXPECT_EQ(said[1],
             "accel: stopped by " + signalName(sig) + " while the machines met for the next round");
+}
+
+// SIGUSR1 (SLURM's preemption warning) while no worker runs reaches nobody: not the next
+// round's workers either, for which it would come unannounced (its default action ends them).
+TEST_F(SupervisorTest, SigusrWhileTheMachinesMeetIsNotSentToTheNextRoundsWorkers) {
+  ranks(1);
+  world_.script(0, Script().exits(10, 3), 0);
+  world_.script(0, Script().exits(100), 1);
+  Console console(false, notices_fd_, notices_fd_);
+  SupervisorParts parts(console, world_, world_);
+  parts.run_dir = dir_.path();
+  auto supervisor = Supervisor::create(plan_, std::move(parts));
+  ASSERT_TRUE(supervisor.ok()) << supervisor.error();
+  SignalledWhileMeetingGroup group(placement_, SIGUSR1, /*forms=*/true);
+  JobReport report = (*supervisor)->runRounds(group, *group.meet());
+  EXPECT_EQ(report.exit_code, 0);
+  ASSERT_EQ(report.attempts.size(), 2u);
+  EXPECT_TRUE(report.attempts[1].succeeded());
+  EXPECT_FALSE((*supervisor)->stopRequested());
+  EXPECT_TRUE(signalsToTheLiving().empty()) << signalsToTheLiving().front().what;
 }
 
 INSTANTIATE_TEST_SUITE_P(CtrlCAndSigterm, SignalWhileMeeting, ::testing::Values(SIGINT, SIGTERM),
