@@ -10,6 +10,7 @@
 #include <chrono>
 #include <functional>
 #include <thread>
+#include <vector>
 
 #include "launcher/base/quiet_thread.h"
 
@@ -33,6 +34,11 @@ class Clock {
     return startQuietThread(std::move(body));
   }
 };
+
+// Waits with `clock` until one of `fds` is readable (negative ones are left out) or `deadline`
+// passes, through an epoll set made for the call: 1 when one is readable, 0 at the deadline, -1
+// with errno when no epoll set could be made. A wait interrupted by a signal goes on.
+int waitReadable(Clock& clock, const std::vector<int>& fds, Clock::time_point deadline);
 
 // The real clock: std::chrono::steady_clock and epoll_wait.
 class MonotonicClock : public Clock {

@@ -1,10 +1,10 @@
 #include "launcher/rendezvous/etcd_lease.h"
 
-#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "accel/error.h"
 #include "launcher/base/event_fd.h"
@@ -49,21 +49,13 @@ EtcdLease::EtcdLease(const EtcdAccess& access, EtcdOptions options,
   id_ = access.connect(options)->grantLease(ttl_);
   renewed_ = clock_->now();
   stop_fd_ = makeEventFd();
-  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  if (stop_fd_ < 0 || epoll_fd_ < 0 || ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, stop_fd_, &ev) != 0) {
-    if (stop_fd_ >= 0) ::close(stop_fd_);
-    if (epoll_fd_ >= 0) ::close(epoll_fd_);
-    throw Error("etcd lease: no eventfd or epoll for its thread");
-  }
+  if (stop_fd_ < 0) throw Error("etcd lease: no eventfd for its thread");
   thread_ = clock_->startThread([this] { run(); });  // signals are the supervisor's
 }
 
 EtcdLease::~EtcdLease() {
   signalEventFd(stop_fd_);
   thread_.join();
-  ::close(epoll_fd_);
   ::close(stop_fd_);
   try {
     client_->revokeLease(id_);
@@ -80,10 +72,12 @@ std::optional<std::string> EtcdLease::lost() const {
 // A renewal every interval (after the last one ended) until stopped or the lease is lost.
 void EtcdLease::run() {
   while (true) {
-    epoll_event ev;
-    const int n = clock_->wait(epoll_fd_, &ev, 1, clock_->now() + interval_);
-    if (n > 0) return;  // stop_fd_
-    if (n < 0 && errno == EINTR) continue;
+    const int woken = waitReadable(*clock_, {stop_fd_}, clock_->now() + interval_);
+    if (woken > 0) return;  // stopped
+    if (woken < 0) {
+      return markLost(std::string("the keep-alive thread cannot wait (epoll_create1: ") +
+                      std::strerror(errno) + "): no renewal can be timed");
+    }
     renew();
     std::lock_guard lock(mutex_);
     if (lost_) return;
@@ -108,11 +102,15 @@ void EtcdLease::renew() {
           std::to_string(kElectionAllowance.count()) +
           " s for etcd to elect a leader): " + e.what();
   }
+  markLost(*why);
+}
+
+void EtcdLease::markLost(const std::string& why) {
   {
     std::lock_guard lock(mutex_);
     lost_ = why;
   }
-  if (on_lost_) on_lost_(*why);
+  if (on_lost_) on_lost_(why);
 }
 
 }  // namespace accel::launcher

@@ -49,6 +49,7 @@ class EtcdLease {
  private:
   void run();
   void renew();
+  void markLost(const std::string& why);  // lost_, then on_lost_
 
   const std::shared_ptr<Clock> clock_;
   const std::unique_ptr<EtcdApi> client_;
@@ -57,7 +58,6 @@ class EtcdLease {
   int64_t id_ = 0;
   Clock::time_point renewed_;  // the thread's: the last renewal etcd took
   int stop_fd_ = -1;           // readable: the thread ends
-  int epoll_fd_ = -1;          // the thread's wait: stop_fd_
   mutable std::mutex mutex_;
   std::optional<std::string> lost_;
   const std::function<void(const std::string&)> on_lost_;

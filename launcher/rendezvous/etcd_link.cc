@@ -1,8 +1,5 @@
 #include "launcher/rendezvous/etcd_link.h"
 
-#include <sys/epoll.h>
-#include <unistd.h>
-
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
@@ -98,21 +95,11 @@ bool EtcdLink::drainWatches() {
 // Until the mailbox or a watch has something, or the next check of the watches' endpoint is due
 // (a watch to open again: 200 ms).
 void EtcdLink::waitForWork() {
-  const int epollFd = ::epoll_create1(EPOLL_CLOEXEC);
-  if (epollFd < 0) return;
-  auto add = [epollFd](int fd) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = fd;
-    ::epoll_ctl(epollFd, EPOLL_CTL_ADD, fd, &ev);
-  };
-  add(mailbox_.wakeFd());
-  for (const auto& w : watches_) add(w.watch->fd());
+  std::vector<int> fds{mailbox_.wakeFd()};
+  for (const auto& w : watches_) fds.push_back(w.watch->fd());
   const auto deadline =
       watches_.empty() ? clock_.now() + std::chrono::milliseconds(200) : next_check_;
-  epoll_event ev;
-  clock_.wait(epollFd, &ev, 1, deadline);
-  ::close(epollFd);
+  waitReadable(clock_, fds, deadline);
 }
 
 // Whether the watches' endpoint answers a read that needs quorum (a linearizable range of the

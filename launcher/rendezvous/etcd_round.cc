@@ -1,8 +1,6 @@
 #include "launcher/rendezvous/etcd_round.h"
 
 #include <poll.h>
-#include <sys/epoll.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -147,16 +145,8 @@ class Meeting {
   }
   // Whether the watch or the cancel descriptor became readable by `deadline`.
   bool awaitWatchOrCancel(time_point deadline) {
-    const int epollFd = ::epoll_create1(EPOLL_CLOEXEC);
-    if (epollFd < 0) throw Error(std::string("epoll_create1: ") + std::strerror(errno));
-    for (int fd : {watch_->fd(), s_.cancel_fd}) {
-      epoll_event ev{};
-      ev.events = EPOLLIN;
-      if (fd >= 0) ::epoll_ctl(epollFd, EPOLL_CTL_ADD, fd, &ev);
-    }
-    epoll_event ev;
-    const int n = clock_.wait(epollFd, &ev, 1, deadline);
-    ::close(epollFd);
+    const int n = waitReadable(clock_, {watch_->fd(), s_.cancel_fd}, deadline);
+    if (n < 0) throw Error(std::string("epoll_create1: ") + std::strerror(errno));
     return n > 0;
   }
   // The watch's endpoint answers a quorum read (the record's key), or NetworkError.

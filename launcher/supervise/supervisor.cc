@@ -641,7 +641,8 @@ AttemptReport Supervisor::runAttempt(int attempt, const Placement& placement, Ro
 
 // The next round's meeting under a StopSignalWatch: a signal that ends the job (Ctrl-C, SIGTERM,
 // SIGHUP, SIGQUIT) interrupts the meeting at once — no worker runs to forward it to — and is kept
-// in stop_signal_. What else came meanwhile had nobody to reach and is dropped (dropPendingSignals).
+// in stop_signal_. What else came meanwhile had nobody to reach and is dropped
+// (dropPendingSignals).
 Expected<Placement> Supervisor::meetWatchingSignals(MachineGroup& group) {
   StopSignalWatch watch([&group] { group.interrupt(); });
   auto placed = group.meet();
