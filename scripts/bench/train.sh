@@ -11,11 +11,13 @@
 # and the lock-step bound: the 2-rank C++ job with --barrier_only (gradients not averaged, the
 # ranks meeting at one barrier per step), what any synchronous data parallelism can reach here
 # at best — lock-step runs at the slower CPU's pace and waits out each step's jitter.
-#   scripts/bench/train.sh [--steps S] [--ranks "N..."] [--rounds R]   (200 steps, N = 1 2, R = 3)
+#   scripts/bench/train.sh [--steps S] [--ranks "N..."] [--rounds R]
+#     (steps: 900 for the MLP — a 3 ms step, so that a run lasts seconds, not the VM's noise — and
+#     200 for the CNN; an epoch at most; N = 1 2, R = 3)
 #   scripts/bench/train.sh --quick          (ctest's bench.train_quick: MLP, 10 steps, 1 round)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-steps=200
+steps=
 ranks="1 2"
 rounds=3
 while (($#)); do
@@ -30,6 +32,7 @@ while (($#)); do
     *) echo "train.sh: unknown argument '$1' (usage: train.sh [--steps S] [--ranks \"N...\"] [--rounds R] [--quick])" >&2; exit 2 ;;
   esac
 done
+declare -A default_steps=([mlp]=900 [cnn]=200)
 source scripts/bench/support/example_build.sh
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -37,13 +40,13 @@ trap 'rm -rf "$scratch"' EXIT
 # run NAME N PRECISION MODEL: prints "samples/s first_step wall_s rss_mib"
 run() {
   local impl=$1 n=$2 precision=$3 model=$4 out=$scratch/out.$BASHPID
-  local cmd backend=auto
+  local cmd backend=auto n_steps=${steps:-${default_steps[$model]}}
   [[ $impl == cppgloo ]] && backend=gloo
   if [[ $impl == cpp* ]]; then
-    cmd=("$example" --model "$model" --steps "$steps" --no-shuffle --no-progress --no-eval)
+    cmd=("$example" --model "$model" --steps "$n_steps" --no-shuffle --no-progress --no-eval)
     [[ $impl == cppbarrier ]] && cmd+=(--barrier_only)
   else
-    cmd=(/usr/bin/python3 scripts/bench/support/ddp_fashion_mnist.py --model "$model" --steps "$steps")
+    cmd=(/usr/bin/python3 scripts/bench/support/ddp_fashion_mnist.py --model "$model" --steps "$n_steps")
   fi
   local start end
   start=$(date +%s.%N)

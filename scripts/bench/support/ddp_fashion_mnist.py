@@ -71,8 +71,10 @@ if world > 1:
 opt = (torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if args.model == "mlp"
        else torch.optim.Adam(model.parameters(), lr=1e-3))
 # File order, batch i to rank i mod N (the C++ example with --no-shuffle).
+# The same number of steps on every rank (DDP's all-reduces must pair up): the uneven last
+# batches of an epoch are left out.
 n_batches = len(x) // args.batch
-mine = list(range(rank, n_batches, world))
+mine = list(range(rank, n_batches, world))[:n_batches // world]
 if args.steps:
     mine = mine[:args.steps]
 bf16, fp16 = args.mixed_precision == "bf16", args.mixed_precision == "fp16"
