@@ -25,8 +25,8 @@ struct Observed {
   std::map<std::string, std::vector<std::string>> writes;  // key → every value written, in order
 };
 
-TEST(Heartbeat, EachBeatReachesTheStoreAsOneStepAndTheObserverSeesIt) {
-  Observed seen;
+// Our store server, telling `seen` every write to a heartbeat key (as it tells the agent).
+std::unique_ptr<TcpStoreServer> observingServer(Observed& seen) {
   TcpStoreServerOptions options;
   options.observed_key_prefix = "/accel_step/";
   options.on_observed_write = [&seen](const std::string& key, const std::string& value) {
@@ -34,7 +34,12 @@ TEST(Heartbeat, EachBeatReachesTheStoreAsOneStepAndTheObserverSeesIt) {
     seen.writes[key].push_back(value);
     seen.changed.notify_all();
   };
-  auto server = TcpStoreServer::start(options);
+  return TcpStoreServer::start(options);
+}
+
+TEST(Heartbeat, EachBeatReachesTheStoreAsOneStepAndTheObserverSeesIt) {
+  Observed seen;
+  auto server = observingServer(seen);
   TcpStoreClientOptions client;
   client.port = server->port();
   {
@@ -74,14 +79,7 @@ long voluntarySwitches(const std::string& name) {
 // rank, once per step).
 TEST(Heartbeat, StepsBetweenTwoSendsDoNotWakeTheSendingThread) {
   Observed seen;
-  TcpStoreServerOptions options;
-  options.observed_key_prefix = "/accel_step/";
-  options.on_observed_write = [&seen](const std::string& key, const std::string& value) {
-    std::lock_guard<std::mutex> lock(seen.mutex);
-    seen.writes[key].push_back(value);
-    seen.changed.notify_all();
-  };
-  auto server = TcpStoreServer::start(options);
+  auto server = observingServer(seen);
   TcpStoreClientOptions client;
   client.port = server->port();
   Heartbeat heartbeat(client, "accel_step/0");
