@@ -12,14 +12,23 @@
 namespace accel::launcher {
 namespace {
 
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
 sigset_t stopSignals() {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set, sig);
+  for (int sig : kStopSignals) sigaddset(&set, sig);
   return set;
 }
 
 }  // namespace
+
+bool isStopSignal(int sig) {
+  for (int stop : kStopSignals) {
+    if (sig == stop) return true;
+  }
+  return false;
+}
 
 // Without a signalfd or an eventfd the signals keep their default effect (nothing is blocked).
 StopSignalWatch::StopSignalWatch(std::function<void()> onSignal) : on_signal_(std::move(onSignal)) {

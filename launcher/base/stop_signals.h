@@ -19,6 +19,9 @@
 
 namespace accel::launcher {
 
+// Whether `sig` is one of the signals that end a job (the ones a StopSignalWatch waits for).
+bool isStopSignal(int sig);
+
 class StopSignalWatch {
  public:
   explicit StopSignalWatch(std::function<void()> onSignal);

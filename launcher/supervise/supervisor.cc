@@ -663,7 +663,7 @@ int Supervisor::dropPendingSignals() {
   signalfd_siginfo info;
   while (::read(signal_fd_, &info, sizeof info) == sizeof info) {
     const int sig = static_cast<int>(info.ssi_signo);
-    if (!stop && (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT)) stop = sig;
+    if (!stop && isStopSignal(sig)) stop = sig;
   }
   return stop;
 }
