@@ -239,7 +239,7 @@ void Accelerator::prepare(torch::nn::Module& model, torch::optim::Optimizer& opt
     so.find_unused_parameters = options_.find_unused_parameters;
     so.bf16_compression = compression_ == GradientCompression::Bf16;
     grad_sync_ = std::make_unique<sync::GradientSync>(*comm_, params, names, so);
-    enableGradientSync();
+    applyGradientSyncState();
   }
 }
 
@@ -247,22 +247,22 @@ bool Accelerator::accumulate(bool lastBatch) {
   ++micro_step_;
   sync_gradients_ = lastBatch || micro_step_ % accumulation_steps_ == 0;
   if (lastBatch) micro_step_ = 0;
-  enableGradientSync();
+  applyGradientSyncState();
   return sync_gradients_;
 }
 
-void Accelerator::enableGradientSync() {
+void Accelerator::applyGradientSyncState() {
   if (grad_sync_) grad_sync_->setEnabled(sync_gradients_ && !no_sync_);
 }
 
 NoSyncGuard::NoSyncGuard(Accelerator& acc) : acc_(acc), previous_(acc.no_sync_) {
   acc_.no_sync_ = true;
-  acc_.enableGradientSync();
+  acc_.applyGradientSyncState();
 }
 
 NoSyncGuard::~NoSyncGuard() {
   acc_.no_sync_ = previous_;
-  acc_.enableGradientSync();
+  acc_.applyGradientSyncState();
 }
 
 AutocastGuard Accelerator::autocast() const {

@@ -235,7 +235,7 @@ class Accelerator {
 
  private:
   friend class NoSyncGuard;
-  void enableGradientSync();  // the hooks on when this step syncs and no noSync() is in force
+  void applyGradientSyncState();  // hooks on when this step syncs and no noSync() lives, else off
 
   std::vector<at::Tensor> gradients() const;
   void clearGradients();
