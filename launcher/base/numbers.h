@@ -1,6 +1,8 @@
 #pragma once
 // The one parser of the launcher's plain counts: ports, ranks, job ids, CPU numbers.
 
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <string_view>
 
@@ -18,6 +20,16 @@ inline std::optional<long long> parseDigits(std::string_view text, long long max
     value = value * 10 + digit;
   }
   return value;
+}
+
+// `text` as a 64-bit integer: an optional '-', then decimal digits (parseDigits); nullopt for
+// anything else.
+inline std::optional<int64_t> parseInteger(std::string_view text) {
+  const bool negative = !text.empty() && text[0] == '-';
+  const auto digits =
+      parseDigits(text.substr(negative ? 1 : 0), std::numeric_limits<int64_t>::max());
+  if (!digits) return std::nullopt;
+  return negative ? -*digits : *digits;
 }
 
 }  // namespace accel::launcher

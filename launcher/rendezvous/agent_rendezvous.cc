@@ -9,6 +9,7 @@
 
 #include "accel/error.h"
 #include "launcher/base/text.h"
+#include "launcher/rendezvous/stored_number.h"
 
 namespace accel::launcher {
 namespace {
@@ -302,6 +303,14 @@ int presentRegistrations(store::Store& s, const GroupSettings& o, int round) {
   return presentCount(s, o, RoundStart{round, 0, 0}, count);
 }
 
+bool registrationPresent(store::Store& s, const GroupSettings& o, int round, int slot) {
+  if (!o.present) return true;
+  const std::string key = roundKeys(o, round).agent(slot);
+  const json j = json::parse(s.get(key, o.timeouts.record), nullptr, false);
+  if (!j.is_object()) throw Error("the key '" + key + "' holds no agent's registration");
+  return isPresent(j, o);
+}
+
 RoundClosing roundClosing(const GroupSettings& o, const RoundStart& r) {
   return RoundClosing(leastMachines(o), o.num_machines, r.expect_machines, o.timeouts.last_call);
 }
@@ -330,14 +339,20 @@ Expected<RendezvousResult> rendezvous(store::Store& s, const GroupSettings& o,
   }
 }
 
-std::string masterStoreLost(const GroupSettings& o, const std::string& why) {
+std::string storeLost(const GroupSettings& o, const std::string& why) {
+  if (o.leaderless) {
+    return "lost contact with " + o.store_address + " (" + why +
+           ") while the machines agreed on the round's end; this machine stops (the others, if "
+           "they still reach etcd, decide without it)";
+  }
   return "lost contact with the master agent's store at " + o.store_address + " (" + why +
          "); this machine cannot go on without it (if machine 0 is still up, this machine was "
          "cut off from it and the others go on without this one)";
 }
 
 int openRound(store::Store& s, const GroupSettings& o, std::chrono::milliseconds timeout) {
-  return std::stoi(s.get(jobKeys(o).openRound(), timeout));
+  const std::string key = jobKeys(o).openRound();
+  return storedInt(key, s.get(key, timeout));
 }
 
 void closeRound(store::Store& s, const GroupSettings& o, int round, const std::string& why) {

@@ -50,7 +50,10 @@ struct GroupSettings {
   std::string host;           // this machine's name, for messages
   std::string address;        // this machine's address as seen on the way to the master
   std::string store_address;  // "host:port" of the store, for messages
-  RoundTimeouts timeouts;     // join bounds the rendezvous; progress paces its notices
+  // Rounds on etcd: no agent hosts the store or decides alone (every agent decides, the first
+  // decision published stands), and store_address names etcd's endpoints.
+  bool leaderless = false;
+  RoundTimeouts timeouts;  // join bounds the rendezvous; progress paces its notices
   // This agent's presence key (JobKeys::presence): it keeps a WAIT parked on it, on a connection of
   // its own, for as long as it lives; registered with it, so the master can tell which
   // registered agents are still there.
@@ -117,6 +120,10 @@ Expected<RendezvousResult> rendezvous(store::Store& store, const GroupSettings& 
 // (GroupSettings::present; without it, every registration): one that registered and died is not
 // waited for. Throws accel::Error when the store cannot be reached.
 int presentRegistrations(store::Store& store, const GroupSettings& settings, int round);
+// Whether the agent of round `round`'s registration `slot` (counted already) is still there, as
+// presentRegistrations judges it. Throws accel::Error when the store cannot be reached, and when
+// the record is malformed.
+bool registrationPresent(store::Store& store, const GroupSettings& settings, int round, int slot);
 
 // The round the master opened last (it writes it before registering in each round): where a
 // machine that arrives while the job runs joins. Throws accel::Error (TimeoutError when the
@@ -134,9 +141,10 @@ inline RoundKeys roundKeys(const GroupSettings& settings, int round) {
   return jobKeys(settings).round(round);
 }
 
-// Why a machine stops when the master's store is gone (`why`: what the store client said): the
-// job's one point of failure, whichever wait noticed it.
-std::string masterStoreLost(const GroupSettings& settings, const std::string& why);
+// Why a machine stops when the store the rounds meet in is gone (`why`: what its client said):
+// the master's store, the job's one point of failure, whichever wait noticed it; or etcd
+// (settings.leaderless), which has no master.
+std::string storeLost(const GroupSettings& settings, const std::string& why);
 
 // Publishes `mine` as round `round`'s stop record (round_stop.h) unless one is there already
 // (one compare-and-set, so exactly one machine's failure — or loss, or the group's growth — stops

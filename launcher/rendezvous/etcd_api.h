@@ -36,6 +36,9 @@ struct EtcdOptions {
   std::vector<EtcdEndpoint> endpoints;
   std::chrono::milliseconds timeout{std::chrono::seconds(10)};         // a call, in all
   std::chrono::milliseconds attempt_timeout{std::chrono::seconds(2)};  // one endpoint's try
+  // The endpoint a client tries first (modulo their number): the agents of a job spread over
+  // them, so that one endpoint gone is every agent's problem only for its share of them.
+  size_t first_endpoint = 0;
 };
 
 struct EtcdKeyValue {

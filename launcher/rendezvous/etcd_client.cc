@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "accel/error.h"
+#include "launcher/base/numbers.h"
 #include "launcher/base/text.h"
 
 namespace accel::launcher {
@@ -58,7 +59,11 @@ std::string unbase64(const std::string& in) {
 int64_t number(const json& j, const char* field) {
   if (!j.contains(field)) return 0;
   const json& v = j.at(field);
-  return v.is_string() ? std::stoll(v.get<std::string>()) : v.get<int64_t>();
+  if (!v.is_string()) return v.get<int64_t>();
+  const std::string text = v.get<std::string>();
+  if (auto n = parseInteger(text)) return *n;
+  throw NetworkError(std::string("etcd's reply has ") + field + " '" + text.substr(0, 40) +
+                     "', not a number");
 }
 
 EtcdKeyValue keyValueOf(const json& kv) {
@@ -159,6 +164,7 @@ EtcdClient::EtcdClient(EtcdOptions options) : options_(std::move(options)) {
     if (e.https && !e.tls) throw Error("EtcdClient: https endpoint " + e.text() + " without TLS");
     connections_.push_back(std::make_unique<HttpConnection>(e.host, e.port, e.tls));
   }
+  current_ = options_.first_endpoint % connections_.size();
 }
 
 // Endpoint after endpoint, from the one that answered last (or the one after the last that
@@ -351,6 +357,7 @@ std::unique_ptr<EtcdApi> EtcdClient::pinned(std::chrono::milliseconds timeout) c
   EtcdOptions alone = options_;
   alone.endpoints = {endpoint()};
   alone.timeout = alone.attempt_timeout = timeout;
+  alone.first_endpoint = 0;
   return std::make_unique<EtcdClient>(std::move(alone));
 }
 

@@ -10,6 +10,7 @@
 #include "launcher/base/event_fd.h"
 #include "launcher/base/text.h"
 #include "launcher/plan/worker_env.h"
+#include "launcher/rendezvous/stored_number.h"
 
 namespace accel::launcher {
 namespace {
@@ -39,6 +40,7 @@ EtcdGroup::EtcdGroup(const LaunchPlan& plan, const probes::Environment& parentEn
   settings_ = groupSettingsOf(plan_);
   settings_.clock = access_.clock;
   settings_.store_address = etcdText();
+  settings_.leaderless = true;
   interrupt_fd_ = makeEventFd();  // (-1: an interrupt is acted on when the round forms)
 }
 
@@ -81,10 +83,13 @@ std::string EtcdGroup::advertisedAddress() const {
 Expected<void> EtcdGroup::connect() {
   me_ = {token(settings_.host), settings_.host, advertisedAddress(), plan_.local_world_size,
          store_port_};
+  // The agents spread over etcd's endpoints (each client starts at this agent's own, and goes on
+  // to the next when it fails), so that one member gone is not every agent's problem at once.
+  etcd_.first_endpoint = std::hash<std::string>{}(me_.token);
   try {
-    lease_ = std::make_unique<EtcdLease>(access_, etcd_, plan_.keep_alive_interval,
-                                         plan_.keep_alive_misses,
-                                         [this](const std::string& why) { onLeaseLost(why); });
+    lease_ = std::make_unique<EtcdLease>(
+        access_, etcd_, plan_.keep_alive_interval, plan_.keep_alive_misses,
+        [this](const std::string& why) { onLeaseLost(why); }, notify_);
     client_ = access_.connect(etcd_);
     store_ = std::make_unique<EtcdStore>(
         etcd_, root_.empty() ? "" : root_.substr(0, root_.size() - 1), access_);
@@ -92,11 +97,14 @@ Expected<void> EtcdGroup::connect() {
     // A machine arriving while the job runs joins the round the members opened last.
     auto open = client_->get(keys.openRound());
     auto restarts = client_->get(keys.restarts());
-    next_ =
-        RoundStart{open ? std::stoi(open->value) : 0, restarts ? std::stoi(restarts->value) : 0, 0};
+    next_ = RoundStart{open ? storedInt(open->key, open->value) : 0,
+                       restarts ? storedInt(restarts->key, restarts->value) : 0, 0};
     if (open && next_->round > 0) noteRunningRound(next_->round - 1);
-  } catch (const std::exception& e) {
+  } catch (const NetworkError& e) {
     return makeError("cannot reach " + etcdText() + " (--rdzv_endpoint): " + e.what());
+  } catch (const std::exception& e) {
+    return makeError(etcdText() + " (--rdzv_endpoint), job '" + settings_.run_id +
+                     "': " + e.what());
   }
   return {};
 }
@@ -156,12 +164,14 @@ Expected<Placement> EtcdGroup::meet() {
   stopLink();
   round_ = next_.value_or(RoundStart{round_.round + 1, round_.restart_count, 0});
   next_.reset();
+  // Before it registers: should this machine be the round's machine 0, the members' workers
+  // write to its store from the instant the round closes. Every worker that used it before has
+  // ended (the round before's end waited for them all).
+  if (round_.round > 0 && store_host_) clearWorkerKeys(*store_host_, round_.round, notify_);
   auto joined = joinRound();
   if (!joined) return std::move(joined).takeError();
   joined_ = *joined;
   round_.restart_count = joined_->restart_count;
-  const bool zero = joined_->machine_rank == 0;
-  if (zero && round_.round > 0 && store_host_) clearWorkerKeys(*store_host_, round_.round, notify_);
   EtcdLinkOptions o;
   o.etcd = etcd_;
   o.connect = access_.connect;
@@ -172,6 +182,9 @@ Expected<Placement> EtcdGroup::meet() {
   o.window = lease_->ttl();
   try {
     const JobKeys keys(settings_.run_id, root_);
+    // Not under the lease: it tells the others, once the lease ended, that this agent lived past
+    // the round's close (etcd_link.h).
+    client_->put(keys.round(round_.round).started(joined_->machine_rank), "1");
     client_->put(keys.openRound(), std::to_string(round_.round + 1));
     client_->put(keys.restarts(), std::to_string(round_.restart_count));
     auto link = std::make_unique<EtcdLink>(o);
@@ -244,8 +257,12 @@ bool EtcdGroup::droppedByOthers() const {
 RoundDecision EtcdGroup::endRound(AttemptReport& last, bool stopping) {
   const bool dropped = droppedByOthers();          // the summary names it (the link's event)
   if (stopping || dropped) leaving_alone_ = true;  // the others may go on without it
-  if (!joined_ || (plan_.max_restarts == 0 && !plan_.elastic()) || dropped) return {false, ""};
-  if (!closer_) closer_.emplace(settings_, false, /*everyoneDecides=*/true);
+  if (!joined_ || (plan_.max_restarts == 0 && !plan_.elastic()) || dropped) {
+    // Nothing to agree on; the summary still names the round's first failure (etcd permitting).
+    if (joined_) readRoundStop(*store_, settings_, round_.round, last, {});
+    return {false, ""};
+  }
+  if (!closer_) closer_.emplace(settings_, false);
   RoundCloser::GroupNow now;
   now.lost = [this] {
     std::lock_guard lock(link_mutex_);
@@ -280,6 +297,7 @@ int EtcdGroup::waitingForNextRound() const {
 // on without it, and its spares are not told it ended.
 void EtcdGroup::closeJob(const std::string& why) {
   if (!client_ || leaving_alone_) return;
+  job_over_ = true;
   try {
     EtcdRoundSettings s = roundSettings();
     closeEtcdRound(*client_, s, round_.round + 1, why);
@@ -316,6 +334,20 @@ void EtcdGroup::awaitOtherMachines() {
   if (zero && done < machines) {
     notify_("stopping the workers' store although only " + std::to_string(std::max(done, 0)) + "/" +
             std::to_string(machines) + " machines reported their workers finished");
+  }
+  if (zero && job_over_) removeJob();
+}
+
+// Machine 0, the last to leave a job that ended everywhere: the job's keys go (the spares waiting
+// for a later round heard its end through their watches when closeJob put it), so that the same
+// command, run again with the same --rdzv_id, is a new job and not one that "ended before this
+// machine could join it".
+void EtcdGroup::removeJob() {
+  try {
+    client_->deletePrefix(JobKeys(settings_.run_id, root_).prefix());
+  } catch (const std::exception& e) {
+    notify_("could not remove the job's keys from " + etcdText() + " (" + e.what() +
+            "): a job run again with --rdzv_id " + settings_.run_id + " would find it ended");
   }
 }
 

@@ -11,7 +11,7 @@
 //   - the round's link (etcd_link.h) hears failures, lost machines and arrivals, every agent
 //     alike;
 //   - a failed round's end is decided by every agent from what etcd holds, the first decision
-//     published standing (RoundCloser with everyoneDecides, over an EtcdStore).
+//     published standing (RoundCloser with settings.leaderless, over an EtcdStore).
 // Losing machine 0 is then like losing any machine: the survivors re-form and choose another.
 //
 // As MachineGroup: called from the agent's main thread (interrupt() from any), each method
@@ -79,12 +79,13 @@ class EtcdGroup : public MachineGroup {
   bool droppedByOthers() const;
   std::string advertisedAddress() const;
   void noteRunningRound(int running);
+  void removeJob();
   std::string etcdText() const;
 
   const LaunchPlan& plan_;
   const probes::Environment& parent_env_;
   const Notify notify_;
-  const EtcdOptions etcd_;
+  EtcdOptions etcd_;  // first_endpoint set by connect(), then never changed
   const EtcdAccess access_;
   const std::string root_;
   const int store_port_;
@@ -99,6 +100,7 @@ class EtcdGroup : public MachineGroup {
   std::optional<EtcdRound> joined_;
   std::string closed_;
   bool leaving_alone_ = false;     // this machine stops while the others may go on
+  bool job_over_ = false;          // closeJob: the job ended on every machine
   int interrupt_fd_ = -1;          // readable once interrupted (an eventfd; never drained)
   mutable std::mutex link_mutex_;  // link_ is swapped by the main thread, told by the lease's
   std::unique_ptr<EtcdLink> link_;

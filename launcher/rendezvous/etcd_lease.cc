@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "accel/error.h"
 #include "launcher/base/event_fd.h"
@@ -18,20 +19,20 @@ std::chrono::seconds windowOf(std::chrono::milliseconds interval, int misses) {
   return std::chrono::seconds(std::max<int64_t>(1, (ms + 999) / 1000));
 }
 
-// The least a renewal may take, whatever the interval: a round trip to etcd under load.
+// The least a renewal may take, whatever the interval: a round trip to etcd under load; and the
+// least one endpoint's share of it.
 constexpr std::chrono::milliseconds kLeastRenewalBound{200};
+constexpr std::chrono::milliseconds kLeastEndpointTry{100};
+// A renewal that failed is tried again after this (or the interval, when shorter).
+constexpr std::chrono::milliseconds kRenewalRetry{200};
 
-// How much longer than the window etcd may go unanswered before this agent calls its lease lost:
-// while etcd elects a leader (1-3 s after the leader's member dies) no lease expires, and the new
-// leader extends them all by their TTL, so silence for the window alone does not mean the others
-// dropped this machine. (etcd saying the lease ended is believed at once.)
-constexpr std::chrono::seconds kElectionAllowance{5};
-
-// Every call of the lease's thread ends within one interval: a renewal that cannot land in it
-// is tried afresh at the next tick (on the next endpoint when this one is gone).
+// Every call of the lease's thread ends within one interval, and each endpoint gets an equal share
+// of it: a silent endpoint costs that share, and the call goes on to the next one.
 EtcdOptions bounded(EtcdOptions o, std::chrono::milliseconds interval) {
   o.timeout = std::min(o.timeout, std::max(interval, kLeastRenewalBound));
-  o.attempt_timeout = std::min(o.attempt_timeout, o.timeout);
+  const auto endpoints = static_cast<int64_t>(std::max<size_t>(o.endpoints.size(), 1));
+  o.attempt_timeout =
+      std::min(o.attempt_timeout, std::max(o.timeout / endpoints, kLeastEndpointTry));
   return o;
 }
 
@@ -40,12 +41,14 @@ EtcdOptions bounded(EtcdOptions o, std::chrono::milliseconds interval) {
 // The grant waits as long as any call of the agent's; the renewals, one interval each.
 EtcdLease::EtcdLease(const EtcdAccess& access, EtcdOptions options,
                      std::chrono::milliseconds interval, int misses,
-                     std::function<void(const std::string&)> onLost)
+                     std::function<void(const std::string&)> onLost,
+                     std::function<void(const std::string&)> say)
     : clock_(access.clock),
       client_(access.connect(bounded(options, interval))),
       interval_(interval),
       ttl_(windowOf(interval, misses)),
-      on_lost_(std::move(onLost)) {
+      on_lost_(std::move(onLost)),
+      say_(std::move(say)) {
   id_ = access.connect(options)->grantLease(ttl_);
   renewed_ = clock_->now();
   stop_fd_ = makeEventFd();
@@ -69,40 +72,79 @@ std::optional<std::string> EtcdLease::lost() const {
   return lost_;
 }
 
-// A renewal every interval (after the last one ended) until stopped or the lease is lost.
+bool EtcdLease::outOfReach() const {
+  std::lock_guard lock(mutex_);
+  return out_of_reach_;
+}
+
+// A renewal every interval (after the last one ended; kRenewalRetry after one that failed) until
+// stopped or the lease is lost.
 void EtcdLease::run() {
+  bool renewed = true;
   while (true) {
-    const int woken = waitReadable(*clock_, {stop_fd_}, clock_->now() + interval_);
+    const auto pause = renewed ? interval_ : std::min(interval_, kRenewalRetry);
+    const int woken = waitReadable(*clock_, {stop_fd_}, clock_->now() + pause);
     if (woken > 0) return;  // stopped
     if (woken < 0) {
       return markLost(std::string("the keep-alive thread cannot wait (epoll_create1: ") +
                       std::strerror(errno) + "): no renewal can be timed");
     }
-    renew();
+    renewed = renew();
     std::lock_guard lock(mutex_);
     if (lost_) return;
   }
 }
 
-// One renewal: etcd's answer, or no answer for the whole window.
-void EtcdLease::renew() {
-  std::optional<std::string> why;
+// One renewal: whether etcd took it. etcd saying the lease is gone loses it; etcd not answering
+// loses nothing, and is said once the window passed without a renewal.
+bool EtcdLease::renew() {
   const auto now = clock_->now();
   try {
-    if (client_->keepAlive(id_) > 0) {
-      renewed_ = now;
-      return;
+    if (client_->keepAlive(id_) <= 0) {
+      markLost(endedText(now));
+      return false;
     }
-    why = "etcd ended this agent's lease: no keep-alive reached it for " +
-          std::to_string(ttl_.count()) + " s, so the other machines dropped this one";
   } catch (const Error& e) {
-    if (now - renewed_ < ttl_ + kElectionAllowance) return;  // the next tick tries again
-    why = "etcd was not reached for " + std::to_string((ttl_ + kElectionAllowance).count()) +
-          " s (the keep-alive window, " + std::to_string(ttl_.count()) + " s, and " +
-          std::to_string(kElectionAllowance.count()) +
-          " s for etcd to elect a leader): " + e.what();
+    if (now - renewed_ < ttl_) return false;
+    bool said;
+    {
+      std::lock_guard lock(mutex_);
+      said = std::exchange(out_of_reach_, true);
+    }
+    if (!said && say_) {
+      say_("etcd is out of reach (no keep-alive landed for " + std::to_string(ttl_.count()) +
+           " s: " + e.what() +
+           "); the workers go on, and this agent keeps trying: while etcd has no leader no "
+           "lease ends");
+    }
+    return false;
   }
-  markLost(*why);
+  bool wasOut;
+  {
+    std::lock_guard lock(mutex_);
+    wasOut = std::exchange(out_of_reach_, false);
+  }
+  if (wasOut && say_) {
+    say_("etcd answers again after " +
+         secondsText(std::chrono::duration_cast<std::chrono::milliseconds>(now - renewed_)) +
+         "; this agent's lease lived on");
+  }
+  renewed_ = now;
+  return true;
+}
+
+// Why the lease is gone, as far as this agent can tell: expired (the window passed since the last
+// renewal etcd took), or unknown to etcd well inside its window (revoked by someone else, or
+// etcd's data was lost: wiped, or restored from an older snapshot) — not a keep-alive's fault.
+std::string EtcdLease::endedText(Clock::time_point now) const {
+  if (now - renewed_ < ttl_) {
+    return "etcd no longer knows this agent's lease, renewed " +
+           secondsText(std::chrono::duration_cast<std::chrono::milliseconds>(now - renewed_)) +
+           " ago (revoked, or etcd's data was lost: wiped, or restored from an older snapshot), "
+           "so this machine is no longer in the job";
+  }
+  return "etcd ended this agent's lease: no keep-alive reached it for " +
+         std::to_string(ttl_.count()) + " s, so the other machines dropped this one";
 }
 
 void EtcdLease::markLost(const std::string& why) {

@@ -5,15 +5,22 @@
 // agent is attached to it: an agent whose process or machine is gone stops renewing it, and
 // etcd removes its registrations within the window, which every other agent's watch sees.
 //
-// This agent's side: etcd saying the lease expired (the others have dropped this machine), or
-// etcd not reached (every endpoint; the client fails over between them) for the window and 5 s
-// more — while etcd elects a leader no lease expires, and the new leader extends them all, so a
-// leader's death must not cost a living agent its place — makes lost() say why: the agent must
-// stop its workers, it is no longer in the job.
+// This agent's side: etcd saying the lease ended (the others have dropped this machine; or etcd
+// no longer knows it at all, its data lost) makes lost() say why: the agent must stop its
+// workers, it is no longer in the job. etcd out of reach, for however long, ends nothing: while
+// etcd has no leader no lease expires, and a new leader extends them all; the workers do not need
+// etcd to train. The agent says once that etcd is out of reach (no renewal landed for the window)
+// and once that it answers again; whether the others dropped this machine meanwhile is etcd's to
+// say when it answers.
+//
+// Each renewal is bounded by one interval in all, and every endpoint gets a share of it: one
+// that is silent (its machine cut off) costs a third of the interval of three, not the lease
+// (the client goes on to the next endpoint within the call). A renewal that failed is tried
+// again after keep_alive_retry, not a whole interval later.
 //
 // The constructor blocks to grant the lease (throws accel::NetworkError when etcd cannot be
 // reached, naming its endpoints); the renewals' thread is started, and waits, through
-// `access.clock`. Thread-safety: id() and lost() from any thread.
+// `access.clock`. Thread-safety: id(), lost() and outOfReach() from any thread.
 
 #include <chrono>
 #include <cstdint>
@@ -31,9 +38,10 @@ namespace accel::launcher {
 class EtcdLease {
  public:
   // `onLost` (may be empty) is called once, from the lease's thread, when lost() becomes set,
-  // with why.
+  // with why. `say` (may be empty), from the lease's thread too: etcd out of reach, and back.
   EtcdLease(const EtcdAccess& access, EtcdOptions options, std::chrono::milliseconds interval,
-            int misses, std::function<void(const std::string&)> onLost = {});
+            int misses, std::function<void(const std::string&)> onLost = {},
+            std::function<void(const std::string&)> say = {});
   // Revokes the lease (best effort, bounded by one call's timeout: the job is over, the
   // agent's registrations go at once) and ends the thread.
   ~EtcdLease();
@@ -43,12 +51,15 @@ class EtcdLease {
   int64_t id() const { return id_; }
   // Why this agent's lease is lost (nullopt: it is not).
   std::optional<std::string> lost() const;
+  // No renewal has landed for the window: etcd is out of reach (the lease may live on).
+  bool outOfReach() const;
   // The keep-alive window, "2 s" (as TTL).
   std::chrono::seconds ttl() const { return ttl_; }
 
  private:
   void run();
-  void renew();
+  bool renew();
+  std::string endedText(Clock::time_point now) const;
   void markLost(const std::string& why);  // lost_, then on_lost_
 
   const std::shared_ptr<Clock> clock_;
@@ -60,7 +71,8 @@ class EtcdLease {
   int stop_fd_ = -1;           // readable: the thread ends
   mutable std::mutex mutex_;
   std::optional<std::string> lost_;
-  const std::function<void(const std::string&)> on_lost_;
+  bool out_of_reach_ = false;
+  const std::function<void(const std::string&)> on_lost_, say_;
   std::thread thread_;
 };
 

@@ -204,14 +204,17 @@ void EtcdLink::onMemberGone(const std::string& token) {
       markLost(machine);
       return;
     }
+    bool started = true;
     try {
       if (client_->get(keys_.finished(machine))) {
         gone_[m] = true;
         return;
       }
+      started = client_->get(keys_.started(machine)).has_value();
     } catch (const Error&) {
     }
     if (!markLost(machine)) return;
+    if (!started) return neverStarted(machine);
     JobFailure f;
     f.machine_rank = machine;
     f.host = o_.members[m].host;
@@ -221,6 +224,19 @@ void EtcdLink::onMemberGone(const std::string& token) {
     change_published_ = true;
     publishStop(RoundStop::failed(std::move(f)));  // the watch brings it back, to every link alike
   }
+}
+
+// Member `machine`'s agent died between its registration and the round's close (it never said it
+// took its place): etcd could not tell it from a living one until its lease ended. It was never
+// part of the job's work, so the group re-forms without it as for a machine joining — no
+// failure, no restart counted (on the master's store such a registration never becomes a
+// member: its presence is seen at once).
+void EtcdLink::neverStarted(int machine) {
+  change_published_ = true;
+  const auto at = static_cast<size_t>(machine);
+  publishStop(RoundStop::growing("machine " + std::to_string(machine) + " (" + o_.members[at].host +
+                                 ") was gone before the round started (its agent died after it "
+                                 "registered): the group re-forms without it"));
 }
 
 // A machine registered for the next round while the group has room: re-form to take it.

@@ -6,7 +6,9 @@
 //   - the members' registrations (RoundKeys::member, attached to each agent's lease): one that
 //     etcd removes is a machine whose agent stopped renewing its lease (its process or machine
 //     gone, for the keep-alive window) — lost, unless it said it finished; whichever link sees it
-//     first publishes it as the round's stop record, so machine 0 is lost like any other;
+//     first publishes it as the round's stop record, so machine 0 is lost like any other (one that
+//     never said it started the round — it died between its registration and the close — stops
+//     the round as the group's growth does: re-formed without it, no restart counted);
 //   - the next round's registrations: a machine arriving while the group has room stops the
 //     round for the group to re-form (the group's growth, round_stop.h: not a failure).
 // The agent's own lease lost (EtcdLease::lost: etcd gone for the window, or the others dropped
@@ -86,6 +88,7 @@ class EtcdLink : public RoundLink {
   void onStop(const std::string& value);
   void onMemberGone(const std::string& token);
   bool markLost(int machine);
+  void neverStarted(int machine);
   void onArrival();
   void onPublish(const JobFailure& mine);
   void onShare(const std::string& json);

@@ -67,10 +67,12 @@ class Meeting {
     registration["restart_count"] = s_.restart_count;
     client_.put(keys_.member(me_.token), registration.dump(), s_.lease);
     const time_point joinBy = clock_.now() + s_.timeouts.join;
+    before_ = previousRanks();
     read();
     while (!record_) {
       const time_point now = clock_.now();
-      if (closing_.ready(static_cast<int>(registered_.size()), now)) {
+      const bool ready = closing_.ready(placesTaken(), now);
+      if (ready && !previousMembersDecide()) {
         close();
         continue;
       }
@@ -79,12 +81,82 @@ class Meeting {
       if (readable(s_.cancel_fd)) {
         return makeError("round " + std::to_string(round_) + ": interrupted while it formed");
       }
-      awaitChanges(closing_.lastCallEnd().value_or(joinBy));
+      if (ready) {
+        awaitPreviousMembers();
+      } else {
+        awaitChanges(closing_.lastCallEnd().value_or(joinBy));
+      }
     }
     return resultOf(*record_);
   }
 
  private:
+  // How many of the round's places its registrants take now, as the closing rule counts them:
+  // every survivor of the round before that registered; the others only for the places the
+  // survivors still alive (registered in the round before) leave free — so that spares that came
+  // first do not close the round before the survivors are in, taking their places.
+  int placesTaken() const {
+    int survivors = 0;
+    for (const auto& [token, r] : registered_) survivors += before_.count(token) ? 1 : 0;
+    const int others = static_cast<int>(registered_.size()) - survivors;
+    if (others == 0 || before_.empty()) return static_cast<int>(registered_.size());
+    int alive = 0;
+    const RoundKeys previous = etcdRoundKeys(s_, round_ - 1);
+    for (const auto& kv : client_.getPrefix(previous.memberPrefix())) {
+      alive += before_.count(kv.key.substr(previous.memberPrefix().size())) ? 1 : 0;
+    }
+    return survivors + std::min(others, std::max(0, s_.max_machines - alive));
+  }
+
+  // Whether this round is the round before's members' to close: it formed, this agent was not
+  // one of them (a spare, or a newcomer), and one of them is still registered there (its agent
+  // alive). A spare that closed it at MIN and the last call would train beside the running group
+  // (a second group, writing the same checkpoints), or take the places of its survivors while
+  // they decide. So it waits: the members re-form here (they stopped for a failure, a loss or
+  // this arrival) and take it, by the rule of their decision; the job's end closes the round for
+  // it; or, their agents all gone, it may close the round itself.
+  bool previousMembersDecide() const {
+    if (before_.empty() || before_.count(me_.token)) return false;
+    const RoundKeys previous = etcdRoundKeys(s_, round_ - 1);
+    for (const auto& kv : client_.getPrefix(previous.memberPrefix())) {
+      if (before_.count(kv.key.substr(previous.memberPrefix().size()))) return true;
+    }
+    return false;
+  }
+
+  // While the round before's members decide: waits until one of their registrations goes, this
+  // round's keys change, the agent is told to stop, or keep_alive_interval passed (then it looks
+  // again: a watch's endpoint may have gone silent).
+  void awaitPreviousMembers() {
+    try {
+      ensureWatch();
+      if (!held_members_) {
+        const RoundKeys before = etcdRoundKeys(s_, round_ - 1);
+        held_members_ = client_.watch(before.memberPrefix(), true, revision_ + 1,
+                                      clock_.now() + client_.timeout());
+      }
+      if (drainWatch()) return;
+      waitReadable(clock_, {held_members_->fd(), watch_->fd(), s_.cancel_fd},
+                   clock_.now() + s_.timeouts.keep_alive_interval);
+      // previousMembersDecide() reads what they say afresh; the events only wake this agent.
+      while (!held_members_->next(clock_.now()).empty()) {
+      }
+      drainWatch();
+    } catch (const NetworkError&) {
+      held_members_.reset(), watch_.reset();
+      read();
+    }
+  }
+
+  // The watch of the round's keys, opened (again) from the last revision read.
+  void ensureWatch() {
+    if (watch_) return;
+    ++watches_;
+    watch_ = client_.watch(round_prefix_, true, revision_ + 1, clock_.now() + client_.timeout());
+    watched_at_ = client_.pinned(s_.timeouts.keep_alive_interval);
+    heard_ = clock_.now();
+  }
+
   // The round's keys at one revision (the client fails over between endpoints).
   void read() {
     registered_.clear();
@@ -113,13 +185,7 @@ class Meeting {
   // after a fresh read (on whichever endpoint answers then).
   void awaitChanges(time_point deadline) {
     try {
-      if (!watch_) {
-        ++watches_;
-        watch_ =
-            client_.watch(round_prefix_, true, revision_ + 1, clock_.now() + client_.timeout());
-        watched_at_ = client_.pinned(s_.timeouts.keep_alive_interval);
-        heard_ = clock_.now();
-      }
+      ensureWatch();
       if (clock_.now() - heard_ >= s_.timeouts.keep_alive_interval) checkWatchedEndpoint();
       // What the watch holds already (a message read with an earlier one) is not on its
       // descriptor: taken first, and after every wait.
@@ -174,7 +240,7 @@ class Meeting {
       restartCount = std::max(restartCount, r.restart_count);
     }
     json members = json::array();
-    for (size_t i : rankMembers(registrants, previousRanks(), s_.max_machines)) {
+    for (size_t i : rankMembers(registrants, before_, s_.max_machines)) {
       members.push_back(toJson(of[i]->member));
     }
     const std::string value =
@@ -246,10 +312,13 @@ class Meeting {
     int restart_count = 0;  // what its agent knew when it registered
   };
   std::map<std::string, Registration> registered_;  // by token
+  std::map<std::string, int> before_;               // the round before's machine ranks, by token
   std::optional<EtcdKeyValue> record_;
   RoundClosing closing_;  // when the round may close (round_closing.h)
   int64_t revision_ = 0;
   std::unique_ptr<EtcdWatchStream> watch_;
+  // While the round before's members decide: a watch of their registrations.
+  std::unique_ptr<EtcdWatchStream> held_members_;
   std::unique_ptr<EtcdApi> watched_at_;  // a client of watch_'s endpoint alone
   time_point heard_;  // when it brought something last (or its endpoint answered)
   int watches_ = 0;

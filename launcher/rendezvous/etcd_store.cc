@@ -1,6 +1,7 @@
 #include "launcher/rendezvous/etcd_store.h"
 
 #include "accel/error.h"
+#include "launcher/rendezvous/stored_number.h"
 
 namespace accel::launcher {
 
@@ -31,8 +32,9 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
                          " ms, each lost to another writer");
     }
     const auto kv = client_->get(full(key));
-    if (delta == 0 && kv) return std::stoll(kv->value);  // a read (it writes only when absent)
-    const int64_t now = kv ? std::stoll(kv->value) + delta : delta;
+    const int64_t was = kv ? storedNumber(full(key), kv->value) : 0;
+    if (delta == 0 && kv) return was;  // a read (it writes only when absent)
+    const int64_t now = was + delta;
     if (client_->compareAndSwap(full(key), kv ? kv->mod_revision : 0, std::to_string(now))) {
       return now;
     }

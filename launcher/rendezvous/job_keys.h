@@ -15,7 +15,8 @@
 //   accel/rdzv/<id>/round/<R>/            round R: arrivals, agent/<slot>, assignment,
 //                                         alive/<M>, ends, end/<slot>, decision, finished,
 //                                         finished/<M>; on etcd (etcd_round.h) member/<token>
-//                                         (an agent's registration) and record (who is in it)
+//                                         (an agent's registration), record (who is in it) and
+//                                         started/<M> (its agent lived past the close)
 //   accel/rdzv/<id>/restarts              on etcd: the restarts used (for a machine arriving)
 //
 // The store's server sees a key as torch's clients store it, with a leading "/" (stored()).
@@ -42,6 +43,8 @@ class RoundKeys {
   std::string decision() const { return p_ + "decision"; }       // the master's: restart or not
   std::string finishedCount() const { return p_ + "finished"; }  // the exit barrier's
   std::string finished(int machine) const { return p_ + "finished/" + std::to_string(machine); }
+  // On etcd: machine M's agent took its place in the round (it lived past the round's close).
+  std::string started(int machine) const { return p_ + "started/" + std::to_string(machine); }
   // On etcd (etcd_round.h): the round's keys, its agents' registrations, its record.
   std::string prefix() const { return p_; }
   std::string memberPrefix() const { return p_ + "member/"; }
@@ -67,6 +70,8 @@ class JobKeys {
   std::string restarts() const { return p_ + "restarts"; }
   std::string status(int machine) const { return statusPrefix() + std::to_string(machine); }
   RoundKeys round(int r) const { return RoundKeys(p_, r); }
+  // Every key of the job starts with it (on etcd, what a finished job removes).
+  std::string prefix() const { return p_; }
 
   // `key` as the store's server holds it (torch's clients prefix "/").
   static std::string stored(const std::string& key) { return "/" + key; }

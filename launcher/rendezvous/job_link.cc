@@ -174,11 +174,17 @@ void JobLink::markLost(const LostMachine& machine, const std::string& detail) {
   publishMembershipChange(RoundStop::failed(std::move(lost)));
 }
 
-// A machine registered for the next round while the group has room: re-form to take it.
+// A machine registered for the next round while the group has room: re-form to take it — if its
+// agent is still there. One that registered and died is judged once (its slot is passed over
+// from then on), not re-formed for: the next round would not wait for it either.
 void JobLink::checkArrivals() {
   if (options_.machines >= options_.max_machines || change_published_) return;
-  const int64_t registered = publisher_->add(jobKeys(settings_).round(round_ + 1).arrivals(), 0);
-  if (auto change = liveness_.arrivals(registered)) onChange(*change, "");
+  const int registered =
+      static_cast<int>(publisher_->add(jobKeys(settings_).round(round_ + 1).arrivals(), 0));
+  for (; arrivals_gone_ < registered; ++arrivals_gone_) {
+    if (registrationPresent(*publisher_, settings_, round_ + 1, arrivals_gone_)) break;
+  }
+  if (auto change = liveness_.arrivals(registered - arrivals_gone_)) onChange(*change, "");
 }
 
 // Published as the round's stop record (the first one stands): every member's watch fires.
@@ -215,7 +221,7 @@ void JobLink::onWatchFired() {
     JobFailure lost;
     lost.machine_rank = 0;
     lost.host = master_host_;
-    lost.reason = masterStoreLost(settings_, e.what());
+    lost.reason = storeLost(settings_, e.what());
     mailbox_.post(LinkEvent::of(LinkEvent::Kind::kRemoteFailure, std::move(lost)));
   }
 }

@@ -131,8 +131,9 @@ class JobLink : public RoundLink {
   Clock::time_point next_tick_, next_presence_check_;
   Liveness liveness_;
   bool change_published_ = false;
-  LinkMailbox mailbox_;  // the supervisor's side (busy: the thread reads the watch)
-  int epoll_fd_ = -1;    // the link thread's wait: the mailbox's wake fd and the watch's descriptor
+  int arrivals_gone_ = 0;  // the next round's first registrations, whose agents died
+  LinkMailbox mailbox_;    // the supervisor's side (busy: the thread reads the watch)
+  int epoll_fd_ = -1;  // the link thread's wait: the mailbox's wake fd and the watch's descriptor
   std::atomic<bool> master_lost_{false};
   std::thread thread_;
 };

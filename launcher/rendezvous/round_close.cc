@@ -8,14 +8,15 @@
 
 namespace accel::launcher {
 
-RoundCloser::RoundCloser(GroupSettings settings, bool master, bool everyoneDecides)
-    : settings_(std::move(settings)), master_(master), everyone_decides_(everyoneDecides) {}
+RoundCloser::RoundCloser(GroupSettings settings, bool master)
+    : settings_(std::move(settings)), master_(master), everyone_decides_(settings_.leaderless) {}
 
 RoundDecision RoundCloser::close(store::Store& store, const RoundStart& start,
                                  const RendezvousResult& joined, AttemptReport& last, bool stopping,
                                  const GroupNow& now) {
   const int round = start.round;
-  readStop(store, round, last);
+  last.job_failure.reset();
+  readRoundStop(store, settings_, round, last, settings_.timeouts.failure_read);
   RoundEnd mine{joined.machine_rank, settings_.host, !stopping, "", last.max_step >= 2};
   try {
     if (stopping) return leave(store, round, mine, last);
@@ -28,7 +29,7 @@ RoundDecision RoundCloser::close(store::Store& store, const RoundStart& start,
     }
     return publishDecision(store, settings_, round, decide(store, start, joined, last, now));
   } catch (const Error& e) {
-    return {false, masterStoreLost(settings_, e.what())};
+    return {false, storeLost(settings_, e.what())};
   }
 }
 
@@ -90,17 +91,21 @@ RoundFacts RoundCloser::factsOf(const RoundStart& start, const RendezvousResult&
 
 // What stopped the round, as published (every stopped round has it, unless the store went):
 // its first failure, or the group's growth (no failure: the group re-forms).
-void RoundCloser::readStop(store::Store& store, int round, AttemptReport& last) const {
+void readRoundStop(store::Store& store, const GroupSettings& settings, int round,
+                   AttemptReport& last, std::chrono::milliseconds wait) {
+  const std::string key = roundKeys(settings, round).stop();
   std::optional<RoundStop> stop;
   try {
-    stop = decodeRoundStop(
-        store.get(roundKeys(settings_, round).stop(), settings_.timeouts.failure_read));
+    if (wait.count() > 0 || store.check({key})) {
+      stop = decodeRoundStop(store.get(key, std::max(wait, std::chrono::milliseconds(1))));
+    }
   } catch (const std::exception&) {
   }
-  if (stop && stop->isGrowth()) {
+  if (!stop) return;
+  if (stop->isGrowth()) {
     if (!last.regrouped) last.regrouped = std::move(stop->grows);
   } else {
-    last.job_failure = stop ? std::move(stop->failure) : std::nullopt;
+    last.job_failure = std::move(stop->failure);
   }
 }
 

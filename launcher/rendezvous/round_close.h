@@ -13,6 +13,7 @@
 // Not thread-safe: the agent's main thread calls it. Nothing throws: a store that cannot be
 // reached is a decision not to restart, naming the store.
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <vector>
@@ -23,6 +24,13 @@
 #include "libaccel/store/store.h"
 
 namespace accel::launcher {
+
+// Fills `last.job_failure` (or `last.regrouped`, the group's growth) from round `round`'s stop
+// record when there is one (waiting for it at most `wait` once it is known to exist; 0: only when
+// it is there now). Leaves `last` as it is when there is none or the store cannot be read; never
+// throws.
+void readRoundStop(store::Store& store, const GroupSettings& settings, int round,
+                   AttemptReport& last, std::chrono::milliseconds wait);
 
 class RoundCloser {
  public:
@@ -36,10 +44,10 @@ class RoundCloser {
     std::function<int()> waiting;
   };
 
-  // `master`: this agent hosts the job's store and decides. `everyoneDecides`: there is no
-  // master (rounds on etcd): every agent decides from what the store holds, and the first
+  // `master`: this agent hosts the job's store and decides. With settings.leaderless there is
+  // no master (rounds on etcd): every agent decides from what the store holds, and the first
   // decision published stands.
-  RoundCloser(GroupSettings settings, bool master, bool everyoneDecides = false);
+  RoundCloser(GroupSettings settings, bool master);
 
   // Round `start.round` failed; `joined` is that round as it formed. Fills `last.job_failure`
   // (or `last.regrouped`, a machine waiting to join) from the round's stop record, and returns
@@ -56,7 +64,6 @@ class RoundCloser {
                        const AttemptReport& last, const GroupNow& now);
   RoundFacts factsOf(const RoundStart& start, const RendezvousResult& joined,
                      const AttemptReport& last) const;
-  void readStop(store::Store& store, int round, AttemptReport& last) const;
 
   const GroupSettings settings_;
   const bool master_;

@@ -166,7 +166,7 @@ Expected<RoundDecision> readDecision(store::Store& s, const GroupSettings& o, in
     return makeError("the master agent did not say within " + secondsText(timeout) +
                      " whether the job restarts");
   } catch (const Error& e) {
-    return makeError(masterStoreLost(o, e.what()));
+    return makeError(storeLost(o, e.what()));
   } catch (const json::exception& e) {
     return makeError(std::string("malformed restart decision in the store: ") + e.what());
   }

@@ -118,8 +118,18 @@ void StoreGroup::parkPresence() {
   };
 }
 
+// An agent found gone never comes back (a new one has a new token): remembered, so that a dead
+// registration costs the presence grace once, not at every look of every round.
 bool StoreGroup::present(const std::string& token, std::chrono::milliseconds grace) const {
-  return token.empty() || host_->waiting(jobKeys(settings_).presence(token), grace);
+  if (token.empty()) return true;
+  {
+    std::lock_guard lock(gone_mutex_);
+    if (gone_.count(token)) return false;
+  }
+  if (host_->waiting(jobKeys(settings_).presence(token), grace)) return true;
+  std::lock_guard lock(gone_mutex_);
+  gone_.insert(token);
+  return false;
 }
 
 // The store this agent reached serves this job, not another one that uses the same endpoint
@@ -148,6 +158,9 @@ Expected<Placement> StoreGroup::meet() {
   next_.reset();
   if (master() && round_.round > 0) clearWorkerKeys(*host_, round_.round, notify_);
   auto joined = joinAsMember();
+  if (!joined && interrupted_) {
+    return makeError("round " + std::to_string(round_.round) + ": interrupted while it formed");
+  }
   if (!joined) return std::move(joined).takeError();
   joined_ = *joined;
   // No member's attempt starts before every member would hear of a failure: their failure
@@ -261,8 +274,11 @@ void StoreGroup::announce(const RendezvousResult& joined, const Placement& p) {
 RoundDecision StoreGroup::endRound(AttemptReport& last, bool stopping) {
   if (link_ && link_->masterLost()) return {false, ""};  // the summary names the lost master
   // Without restarts or a changing group there is nothing to agree on (the budget is the
-  // master's, published with each round).
-  if (!joined_ || (joined_->max_restarts == 0 && !plan_.elastic())) return {false, ""};
+  // master's, published with each round): the summary still names the round's first failure.
+  if (!joined_ || (joined_->max_restarts == 0 && !plan_.elastic())) {
+    if (joined_) readRoundStop(*client_, settings_, round_.round, last, {});
+    return {false, ""};
+  }
   // A master gone quiet holds this agent no longer than it would wait for the master; one told
   // to stop says so in passing (the master may be gone too).
   client_->setTimeout(stopping ? timeouts().stop_said
@@ -287,6 +303,7 @@ void StoreGroup::closeJob(const std::string& why) {
 
 // The rendezvous blocks on client_ alone (made before the supervisor's loop, never replaced).
 void StoreGroup::interrupt() {
+  interrupted_ = true;
   if (client_) client_->interrupt();
 }
 

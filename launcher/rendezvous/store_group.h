@@ -11,8 +11,11 @@
 // Nothing throws: a store that cannot be reached is an error or a decision not to restart, naming
 // the store.
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "launcher/plan/launch_plan.h"
@@ -117,6 +120,11 @@ class StoreGroup : public MachineGroup {
   std::unique_ptr<JobLink> link_;
   // Its part in each failed round's end (the master's memory of the round before included).
   std::optional<RoundCloser> closer_;
+  std::atomic<bool> interrupted_{false};  // interrupt() was called (from any thread)
+  // The master's: the presence tokens of agents found gone (asked by the main thread and the
+  // link's).
+  mutable std::mutex gone_mutex_;
+  mutable std::set<std::string> gone_;
 };
 
 }  // namespace accel::launcher

@@ -20,5 +20,15 @@ TEST(ParseDigitsTest, DigitsOnlyUpToTheLimit) {
   }
 }
 
+TEST(ParseIntegerTest, ASignThenDigits) {
+  EXPECT_EQ(parseInteger("0"), 0);
+  EXPECT_EQ(parseInteger("-3"), -3);
+  EXPECT_EQ(parseInteger("9223372036854775807"), INT64_MAX);
+  EXPECT_EQ(parseInteger("-9223372036854775807"), -INT64_MAX);
+  for (const char* bad : {"", "-", "+1", "--1", " 1", "1-", "abc", "9223372036854775808"}) {
+    EXPECT_EQ(parseInteger(bad), std::nullopt) << "'" << bad << "'";
+  }
+}
+
 }  // namespace
 }  // namespace accel::launcher

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "accel/error.h"
 #include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
 
@@ -51,6 +52,37 @@ class AgentRendezvousTest : public ::testing::Test {
 
   std::unique_ptr<store::TcpStoreServer> server_;
 };
+
+// A value that is not a number where the agents keep one (another program writes under the job's
+// keys) is an accel::Error naming the key and the value — which every caller catches — not
+// std::invalid_argument ending the agent.
+TEST_F(AgentRendezvousTest, AMalformedOpenRoundIsAnErrorNamingKeyAndValue) {
+  GroupSettings o = options(2, 1, 1);
+  client()->set(jobKeys(o).openRound(), "twelve");
+  try {
+    openRound(*client(), o, 1s);
+    FAIL() << "a round number 'twelve' was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "the key '" + jobKeys(o).openRound() +
+                  "' holds 'twelve', not a number (another program writes under this job's keys?)");
+  }
+}
+
+// The store the rounds meet in, lost: the master's names the master; etcd, which has none,
+// names etcd and no master.
+TEST(StoreLostTest, NamesTheMastersStoreOrEtcd) {
+  GroupSettings o;
+  o.store_address = "10.0.0.1:29500";
+  EXPECT_EQ(storeLost(o, "reset")
+                .rfind("lost contact with the master agent's store at 10.0.0.1:29500 (reset); ", 0),
+            0u);
+  o.leaderless = true;
+  o.store_address = "etcd at e1:2379,e2:2379";
+  const std::string etcd = storeLost(o, "timed out");
+  EXPECT_EQ(etcd.rfind("lost contact with etcd at e1:2379,e2:2379 (timed out) ", 0), 0u) << etcd;
+  EXPECT_EQ(etcd.find("master"), std::string::npos) << etcd;
+}
 
 TEST_F(AgentRendezvousTest, RequestedRanksAndOffsets) {
   // Machines of different sizes join in an order unrelated to their ranks: 2, then 1, then 0.

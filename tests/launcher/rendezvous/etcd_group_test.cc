@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "launcher/rendezvous/group_store.h"
 #include "launcher/rendezvous/job_keys.h"
 #include "sim_agents.h"
 #include "sim_etcd.h"
@@ -34,12 +35,13 @@ class EtcdGroupTest : public testing::SimAgents {
     groups_.clear();                                                // before etcd
   }
 
-  // Agent `name`, whose own store (machine 0's serves the workers) is at `port`.
-  EtcdGroup& agent(const std::string& name, int port) {
+  // Agent `name`, whose own store (machine 0's serves the workers) is at `port`; `store`, its
+  // host's view (nullptr: none to look at).
+  EtcdGroup& agent(const std::string& name, int port, StoreHost* store = nullptr) {
     auto process = std::make_shared<SimProcess>();
     processes_[name] = process;
     auto made = std::make_unique<EtcdGroup>(plan_, env_, notifier(name), etcd_.options(), "", port,
-                                            nullptr, etcd_.access(process));
+                                            store, etcd_.access(process));
     EtcdGroup& g = *made;
     groups_[name] = std::move(made);
     return g;
@@ -63,26 +65,31 @@ class EtcdGroupTest : public testing::SimAgents {
     }
   }
 
-  // At `t`, `name`'s workers fail (local rank 0, exit `code`, `line` last): its link publishes
-  // the failure; when the link says it stands (or another came first), the agent takes part in
-  // the round's end.
-  std::function<void()> failsAndEnds(const std::string& name, std::chrono::milliseconds t, int code,
-                                     const std::string& line) {
-    return at(t, [this, name, code, line] {
-      JobFailure f;
-      f.machine_rank = placed_.at(name).machine_rank;
-      f.host = thisHostName();
-      f.local_rank = 0;
-      f.rank = placed_.at(name).rank_offset;
-      f.exit_code = code;
-      f.stderr_tail = {"Traceback (most recent call last):", line};
-      ASSERT_TRUE(group(name).link()->publish(f)) << name;
-      hearsAndEnds(name)();
-    });
-  }
-
   SimEtcd etcd_{world_, 3};
   std::map<std::string, std::shared_ptr<SimProcess>> processes_;
+};
+
+// An agent's own store, as far as clearing it between rounds goes: each clear notes the instant
+// and whether round 1's record was on etcd by then (its members' workers may write to machine 0's
+// store from that instant on).
+class ClearedStore : public StoreHost {
+ public:
+  ClearedStore(SimWorld& world, const SimEtcd& etcd) : world_(world), etcd_(etcd) {}
+  bool waiting(const std::string&, std::chrono::milliseconds) const override { return true; }
+  size_t presentCount() const override { return 0; }
+  bool awaitPresentAtMost(size_t, std::chrono::milliseconds) const override { return true; }
+  bool awaitWatches(size_t, std::chrono::milliseconds) const override { return true; }
+  size_t clearKeysExcept(const std::vector<std::string>&) override {
+    const bool closed = !etcd_.keysUnder(JobKeys("sim").round(1).record()).empty();
+    cleared.push_back(std::to_string(world_.nowMs()) + " ms" +
+                      (closed ? ", round 1 closed" : ", before round 1 closed"));
+    return 0;
+  }
+  std::vector<std::string> cleared;
+
+ private:
+  SimWorld& world_;
+  const SimEtcd& etcd_;
 };
 
 // Three machines arrive at 0, 10 and 20 ms and meet at 20 ms (MAX: at once), in arrival order.
@@ -239,39 +246,51 @@ TEST_F(EtcdGroupTest, ALeaderElectionLongerThanTheWindowCostsNoMachine) {
   EXPECT_EQ(etcd_.keysUnder(JobKeys("sim").round(0).memberPrefix()).size(), 3u);
 }
 
-// etcd out of reach for good from 1.1 s (every endpoint refuses): alpha's last renewal landed at
-// 1 s; its renewals (one interval each, 250 ms, then the next tick 250 ms on) fail from 1.25 s,
-// and the one that starts at 7.25 s — the window (1 s) and 5 s more after the last that landed —
-// ends at 7.5 s with the lease called lost. Its link says so as this machine's end; its round's
-// end restarts nothing (the others, if etcd comes back, have dropped it).
-TEST_F(EtcdGroupTest, EtcdOutOfReachForTheWindowAndTheElectionAllowanceEndsTheJobHere) {
+// etcd loses its quorum for 60 s (no leader from 1.1 s to 61.1 s) while the workers train: no
+// renewal lands and no lease ends meanwhile, and the new leader gives every lease its TTL again.
+// Nothing stops: no link hears anything, every registration is there at 70 s, and each agent
+// says once that etcd is out of reach and once that it answers again.
+TEST_F(EtcdGroupTest, EtcdOutOfReachForAMinuteCostsNoMachineAndIsSaidOnce) {
   threeMeet();
-  world_->run({hearsAndEnds("alpha"), at(1100ms, [this] {
-                 for (size_t e = 0; e < 3; ++e) etcd_.setEndpoint(e, SimEtcd::Endpoint::kDown);
-               })});
-  EXPECT_EQ(heard_["alpha"].at_ms, 7500);
-  EXPECT_EQ(heard_["alpha"].event.kind, LinkEvent::Kind::kRemoteFailure);
-  EXPECT_EQ(heard_["alpha"].event.failure.machine_rank, 0);
-  EXPECT_EQ(heard_["alpha"].event.failure.reason.rfind(
-                "etcd was not reached for 6 s (the keep-alive window, 1 s, and 5 s for etcd to "
-                "elect a leader): ",
-                0),
-            0u)
-      << heard_["alpha"].event.failure.reason;
-  EXPECT_FALSE(decided_["alpha"].restart);
+  bool anyHeard = false;
+  auto quiet = [&](const std::string& n) {
+    return [&, n] {
+      if (world_->awaitReadable(group(n).link()->fd(), SimWorld::at(70s))) anyHeard = true;
+    };
+  };
+  world_->run({quiet("alpha"), quiet("beta"), quiet("gamma"),
+               at(1100ms, [this] { etcd_.loseLeader(); }),
+               at(61100ms, [this] { etcd_.electLeader(); })});
+  EXPECT_FALSE(anyHeard);
+  EXPECT_EQ(etcd_.keysUnder(JobKeys("sim").round(0).memberPrefix()).size(), 3u);
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    int out = 0, back = 0;
+    for (const auto& line : said_[n]) {
+      out += line.find("etcd is out of reach (no keep-alive landed for 1 s") != std::string::npos;
+      back += line.find("etcd answers again after 6") != std::string::npos;
+    }
+    EXPECT_EQ(out, 1) << n << ":\n" << saidText(n);
+    EXPECT_EQ(back, 1) << n << ":\n" << saidText(n);
+  }
 }
 
 // etcd's first endpoint goes silent at 0.5 s (its machine cut off: no answer, no error), where
-// every agent's client, lease and watches were. Each leaves it for the next endpoint — the
-// renewals keep landing, the watches are opened again elsewhere — so no one is lost for it, and a
-// real loss later is seen at the instant its lease ends: gamma dies at 1.05 s, heard at 2.02 s.
+// some agents' clients, leases and watches were (each starts at an endpoint of its own). Each
+// leaves it for the next endpoint — a renewal within the same call, after that endpoint's share of
+// it; the watches are opened again elsewhere — so no one is lost for it, and a real loss later is
+// seen at the instant its lease ends: gamma dies at 1.05 s, its last renewal landed at most an
+// interval (250 ms) before, so its lease ends within a window (1 s) of its death, and both
+// survivors hear it at that instant.
 TEST_F(EtcdGroupTest, ASilentEndpointIsLeftAndALossIsStillSeenOnTime) {
   threeMeet();
   world_->run({hearsAndEnds("alpha"), hearsAndEnds("beta"),
                at(500ms, [this] { etcd_.setEndpoint(0, SimEtcd::Endpoint::kSilent); }),
                at(1050ms, [this] { kill("gamma"); })});
+  const int64_t ended = etcd_.leaseEndedMs(*processes_.at("gamma"));
+  EXPECT_GE(ended, 1800);
+  EXPECT_LE(ended, 2050);
   for (const std::string n : {"alpha", "beta"}) {
-    EXPECT_EQ(heard_[n].at_ms, 2020) << n;
+    EXPECT_EQ(heard_[n].at_ms, ended) << n;
     EXPECT_EQ(heard_[n].event.failure.machine_rank, 2) << n;
     EXPECT_EQ(heard_[n].event.failure.reason,
               "lost: its lease expired (no keep-alive reached etcd for 1 s)")
@@ -336,6 +355,162 @@ TEST_F(EtcdGroupTest, ASpentBudgetStopsEveryMachineWithOneCount) {
     EXPECT_NE(decided_[n].why.find("the job's 1 restart is spent"), std::string::npos)
         << decided_[n].why;
     EXPECT_EQ(heard_[n].event.failure.exit_code, 2) << n;
+  }
+}
+
+// Every agent clears its own store's worker keys before it registers for the next round — not
+// once the round closed, when the other members' workers may already write to machine 0's store.
+// gamma fails at 1 s; all three decide a restart then and meet again in round 1: each cleared its
+// store once, at 1 s, before round 1's record was made.
+TEST_F(EtcdGroupTest, EveryAgentClearsItsStoreBeforeItRegistersForTheNextRound) {
+  std::map<std::string, std::unique_ptr<ClearedStore>> stores;
+  int port = 29500;
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    stores[n] = std::make_unique<ClearedStore>(*world_, etcd_);
+    agent(n, port++, stores[n].get());
+  }
+  world_->run({meets("alpha", true), meets("beta", true, 10ms), meets("gamma", true, 20ms)});
+  world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}),
+               then({hearsAndEnds("beta"), meets("beta", false)}),
+               then({failsAndEnds("gamma", 1000ms, 1, "boom"), meets("gamma", false)})});
+  expectMet({"alpha", "beta", "gamma"}, 1000, 1, 6, 1);
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_EQ(stores[n]->cleared, (std::vector<std::string>{"1000 ms, before round 1 closed"}))
+        << n;
+  }
+}
+
+// Spares never form a second group beside a running one (split brain): a full group of three
+// trains; delta and epsilon arrive at 0.5 s, wait as spares and register for round 1 — two, the
+// job's MIN, whose last call ends at 0.8 s. Round 1 does not close while round 0 runs: at 10 s
+// neither was placed (both interrupted then, as Ctrl-C would), and round 1 has no record.
+TEST_F(EtcdGroupTest, SparesDoNotFormASecondGroupWhileTheGroupRuns) {
+  threeMeet();
+  agent("delta", 29503), agent("epsilon", 29504);
+  std::map<std::string, std::string> met;  // guarded by mutex_
+  std::map<std::string, int64_t> metAt;
+  auto spare = [&](const std::string& n) {
+    return at(500ms, [&, n] {
+      ASSERT_TRUE(connect(n).ok()) << n;
+      auto p = group(n).meet();
+      std::lock_guard lock(mutex_);
+      met[n] = p.ok() ? "placed as machine " + std::to_string(p->machine_rank) : p.error();
+      metAt[n] = world_->nowMs();
+    });
+  };
+  world_->run({spare("delta"), spare("epsilon"), at(10s, [this] {
+                 group("delta").interrupt();
+                 group("epsilon").interrupt();
+               })});
+  for (const std::string n : {"delta", "epsilon"}) {
+    EXPECT_EQ(met[n], "round 1: interrupted while it formed") << n;
+    EXPECT_EQ(metAt[n], 10000) << n;
+  }
+  EXPECT_TRUE(etcd_.keysUnder(JobKeys("sim").round(1).record()).empty());
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_TRUE(group(n).link()->takeEvents().empty()) << n << ": the running group was stopped";
+  }
+}
+
+// The full group stops (gamma's workers fail at 2 s) while delta and epsilon wait in round 1 as
+// spares (MIN is 2: they could close it alone). They do not take the round: its members decide
+// (one counted restart, expecting the three of them and the two waiting, at most three) and
+// re-form there at 2 s — alpha, beta, gamma keep their places — and the spares wait on.
+TEST_F(EtcdGroupTest, SparesLeaveARoundToTheMembersWhoStoppedAndReForm) {
+  threeMeet();
+  agent("delta", 29503), agent("epsilon", 29504);
+  std::map<std::string, std::string> met;  // guarded by mutex_
+  auto spare = [&](const std::string& n) {
+    return at(500ms, [&, n] {
+      ASSERT_TRUE(connect(n).ok()) << n;
+      auto p = group(n).meet();
+      std::lock_guard lock(mutex_);
+      met[n] = p.ok() ? "placed as machine " + std::to_string(p->machine_rank) : p.error();
+    });
+  };
+  world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}),
+               then({hearsAndEnds("beta"), meets("beta", false)}),
+               then({failsAndEnds("gamma", 2000ms, 1, "boom"), meets("gamma", false)}),
+               spare("delta"), spare("epsilon"), at(10s, [this] {
+                 group("delta").interrupt();
+                 group("epsilon").interrupt();
+               })});
+  expectMet({"alpha", "beta", "gamma"}, 2000, 1, 6, 1);
+  EXPECT_EQ(placed_["alpha"].machine_rank, 0);
+  EXPECT_EQ(placed_["beta"].machine_rank, 1);
+  EXPECT_EQ(placed_["gamma"].machine_rank, 2);
+  for (const std::string n : {"delta", "epsilon"}) {
+    EXPECT_EQ(met[n], "round 2: interrupted while it formed") << n;
+  }
+}
+
+// --nnodes 2:4: alpha and beta register at 0 and 10 ms; gamma registers at 11 ms and its agent
+// dies at 12 ms; delta arrives at 20 ms, and the round closes at MAX with all four — etcd cannot
+// tell gamma's registration from a living one until its lease ends (1.011 s). Then every link
+// sees that gamma never took its place: the group re-forms without it, as for a machine joining
+// — no failure, no restart counted (--max_restarts 0 would otherwise end the job with three
+// healthy machines present) — as three, delta after the two before it.
+TEST_F(EtcdGroupTest, AJoinerThatDiedBeforeTheRoundStartedCostsNoRestart) {
+  plan_.max_restarts = 0;
+  plan_.num_machines = 4;
+  plan_.world_size = 8;
+  agent("alpha", 29500), agent("beta", 29501), agent("gamma", 29502), agent("delta", 29503);
+  world_->run({then({meets("alpha", true), hearsAndEnds("alpha"), meets("alpha", false)}),
+               then({meets("beta", true, 10ms), hearsAndEnds("beta"), meets("beta", false)}),
+               at(11ms,
+                  [this] {
+                    ASSERT_TRUE(connect("gamma").ok());
+                    EXPECT_FALSE(group("gamma").meet().ok());  // its agent dies meanwhile
+                  }),
+               at(12ms, [this] { kill("gamma"); }),
+               then({meets("delta", true, 20ms), hearsAndEnds("delta"), meets("delta", false)})});
+  for (const std::string n : {"alpha", "beta", "delta"}) {
+    EXPECT_EQ(heard_[n].at_ms, 1011) << n;
+    EXPECT_EQ(heard_[n].event.kind, LinkEvent::Kind::kGroupGrows) << n;
+    EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
+    EXPECT_FALSE(decided_[n].counted) << n;
+    EXPECT_EQ(decided_[n].restart_count, 0) << n;
+    EXPECT_NE(decided_[n].why.find("machine 2 ("), std::string::npos) << decided_[n].why;
+  }
+  expectMet({"alpha", "beta", "delta"}, 1011, 1, 6, 0);
+  EXPECT_EQ(placed_["delta"].machine_rank, 2);
+}
+
+// A job that finished leaves no key behind on etcd, and the same command run again with the same
+// --rdzv_id is a new job — round 0, restart count 0 — not one that "ended before this machine
+// could join it".
+TEST_F(EtcdGroupTest, AFinishedJobLeavesNoKeyAndItsIdStartsANewJob) {
+  threeMeet();
+  auto finishes = [this](const std::string& n, std::chrono::milliseconds t) {
+    return at(t, [this, n] {
+      group(n).stopLink();
+      group(n).closeJob("the job finished");
+      group(n).awaitOtherMachines();
+      groups_.at(n).reset();  // its process ends: its lease is revoked
+    });
+  };
+  world_->run({finishes("alpha", 1000ms), finishes("beta", 1200ms), finishes("gamma", 1300ms)});
+  EXPECT_EQ(etcd_.keysUnder("accel/rdzv/sim/"), std::vector<std::string>{});
+
+  agent("alpha", 29500), agent("beta", 29501), agent("gamma", 29502);
+  world_->run(
+      {meets("alpha", true, 2000ms), meets("beta", true, 2010ms), meets("gamma", true, 2020ms)});
+  expectMet({"alpha", "beta", "gamma"}, 2020, 0, 6, 0);
+}
+
+// Without restarts (--max_restarts 0, a fixed size) every agent's report still names the round's
+// first failure as etcd holds it: beta's rank 2, exit 3.
+TEST_F(EtcdGroupTest, WithoutRestartsEveryMachineStillNamesTheRoundsFirstFailure) {
+  plan_.max_restarts = 0;
+  plan_.min_machines = 3;
+  threeMeet();
+  world_->run({hearsAndEnds("alpha"), failsAndEnds("beta", 1000ms, 3, "RuntimeError: boom"),
+               hearsAndEnds("gamma")});
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_FALSE(decided_[n].restart) << n;
+    ASSERT_TRUE(ended_[n].job_failure.has_value()) << n;
+    EXPECT_EQ(ended_[n].job_failure->rank, 2) << n;
+    EXPECT_EQ(ended_[n].job_failure->exit_code, 3) << n;
   }
 }
 

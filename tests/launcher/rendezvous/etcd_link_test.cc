@@ -36,8 +36,9 @@ class EtcdLinkTest : public testing::EtcdSuite {
     return s;
   }
 
-  // Machines alpha, beta, gamma registered in round 0 (each under a lease of its own), and a
-  // link for each.
+  // Machines alpha, beta, gamma registered in round 0 (each under a lease of its own), each
+  // having taken its place (the key EtcdGroup::meet puts once the round formed), and a link for
+  // each.
   void SetUp() override {
     EtcdSuite::SetUp();
     if (IsSkipped()) return;
@@ -47,6 +48,7 @@ class EtcdLinkTest : public testing::EtcdSuite {
       leases_.push_back(lease);
       members_.push_back({name + "-token", name, "", 1});
       client.put(etcdRoundKeys(round(), 0).member(members_.back().token), "{}", lease);
+      client.put(etcdRoundKeys(round(), 0).started(static_cast<int>(members_.size()) - 1), "1");
     }
     makeLinks();
   }
@@ -189,6 +191,7 @@ TEST(EtcdLinkSilenceTest, AWatchedMemberThatGoesSilentIsLeft) {
     leases.push_back(client.grantLease(30s));
     members.push_back({name + "-token", name, "", 1});
     client.put(etcdRoundKeys(round, 0).member(members.back().token), "{}", leases.back());
+    client.put(etcdRoundKeys(round, 0).started(static_cast<int>(members.size()) - 1), "1");
   }
   EtcdLinkOptions lo;
   lo.etcd = o;

@@ -89,9 +89,28 @@ class SimAgents : public ::testing::Test {
       RoundDecision decided = group(name).endRound(last, false);
       std::lock_guard lock(mutex_);
       heard_[name] = heard;
+      ended_[name] = last;
       decided_[name] = decided;
       decided_ms_[name] = world_->nowMs();
     };
+  }
+
+  // At `t`, `name`'s workers fail (local rank 0, exit `code`, `line` last): its link publishes
+  // the failure; when the link says it stands (or another came first), the agent takes part in
+  // the round's end.
+  std::function<void()> failsAndEnds(const std::string& name, std::chrono::milliseconds t, int code,
+                                     const std::string& line) {
+    return at(t, [this, name, code, line] {
+      JobFailure f;
+      f.machine_rank = placed_.at(name).machine_rank;
+      f.host = thisHostName();
+      f.local_rank = 0;
+      f.rank = placed_.at(name).rank_offset;
+      f.exit_code = code;
+      f.stderr_tail = {"Traceback (most recent call last):", line};
+      ASSERT_TRUE(group(name).link()->publish(f)) << name;
+      hearsAndEnds(name)();
+    });
   }
 
   // At `t`, `what` (as a body of the world).
@@ -176,6 +195,7 @@ class SimAgents : public ::testing::Test {
   std::map<std::string, int64_t> met_ms_, decided_ms_;
   std::map<std::string, Heard> heard_;
   std::map<std::string, RoundDecision> decided_;
+  std::map<std::string, AttemptReport> ended_;  // what endRound() filled in
   // The groups, made by the subclass (declared last among what they use, so destroyed first).
   std::map<std::string, std::unique_ptr<MachineGroup>> groups_;
 };

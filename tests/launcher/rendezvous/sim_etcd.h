@@ -103,6 +103,15 @@ class SimEtcd {
     auto it = kv_.find(key);
     return it == kv_.end() ? std::nullopt : std::optional<std::string>(it->second.value);
   }
+  // When the last lease `process` was granted ended (expired or revoked), in ms of the world's
+  // time; -1: none ended.
+  int64_t leaseEndedMs(const SimProcess& process) const {
+    std::lock_guard lock(world_->mutex());
+    auto it = ended_.find(&process);
+    if (it == ended_.end()) return -1;
+    return std::chrono::duration_cast<std::chrono::milliseconds>(it->second - SimWorld::at({}))
+        .count();
+  }
   std::vector<std::string> keysUnder(const std::string& prefix) const {
     std::lock_guard lock(world_->mutex());
     std::vector<std::string> keys;
@@ -129,6 +138,7 @@ class SimEtcd {
     std::chrono::seconds ttl{};
     Clock::time_point expires;
     std::set<std::string> keys;
+    const SimProcess* owner = nullptr;  // the process whose client was granted it
   };
 
   static std::string name(size_t at) { return "etcd-" + std::to_string(at); }
@@ -223,6 +233,7 @@ class SimEtcd {
   void endLeaseLocked(int64_t id) {
     auto it = leases_.find(id);
     if (it == leases_.end()) return;
+    if (it->second.owner) ended_[it->second.owner] = world_->nowLocked();
     const std::vector<std::string> keys(it->second.keys.begin(), it->second.keys.end());
     leases_.erase(it);
     removeLocked(keys);
@@ -257,6 +268,7 @@ class SimEtcd {
   std::map<std::string, EtcdKeyValue> kv_;
   int64_t revision_ = 1;
   std::map<int64_t, Lease> leases_;
+  std::map<const SimProcess*, Clock::time_point> ended_;  // when each process's lease ended
   int64_t next_lease_ = 7000;
   std::vector<EtcdEvent> log_;  // every event, in revision order
   std::list<std::shared_ptr<Watcher>> watchers_;
@@ -304,7 +316,8 @@ class SimEtcd::Client : public EtcdApi {
         world_(*etcd.world_),
         process_(std::move(process)),
         options_(std::move(options)),
-        reach_(std::move(reach)) {}
+        reach_(std::move(reach)),
+        current_(options_.first_endpoint % reach_.size()) {}
 
   int64_t put(const std::string& key, const std::string& value, int64_t lease = 0) override {
     return call([&] { return etcd_.putLocked(key, value, lease); });
@@ -357,7 +370,7 @@ class SimEtcd::Client : public EtcdApi {
   int64_t grantLease(std::chrono::seconds ttl) override {
     return call([&] {
       const int64_t id = etcd_.next_lease_++;
-      etcd_.leases_[id] = {ttl, world_.nowLocked() + ttl, {}};
+      etcd_.leases_[id] = {ttl, world_.nowLocked() + ttl, {}, process_.get()};
       ++etcd_.changes_;
       etcd_.changedLocked();
       return id;
@@ -407,6 +420,7 @@ class SimEtcd::Client : public EtcdApi {
   std::unique_ptr<EtcdApi> pinned(std::chrono::milliseconds timeout) const override {
     EtcdOptions alone = options_;
     alone.timeout = alone.attempt_timeout = timeout;
+    alone.first_endpoint = 0;
     return std::make_unique<Client>(etcd_, process_, alone, std::vector<size_t>{reach_[current_]});
   }
   std::string endpointInUse() const override { return name(reach_[current_]) + ":2379"; }
@@ -459,7 +473,7 @@ class SimEtcd::Client : public EtcdApi {
   const std::shared_ptr<const SimProcess> process_;
   const EtcdOptions options_;
   const std::vector<size_t> reach_;  // indices into the cluster's endpoints
-  size_t current_ = 0;               // into reach_
+  size_t current_;                   // into reach_
   int64_t revision_ = 0;
   uint64_t requests_ = 0;
 };
