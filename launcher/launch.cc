@@ -21,7 +21,6 @@
 #include "launcher/rendezvous/agent_rendezvous.h"
 #include "launcher/rendezvous/etcd_group.h"
 #include "launcher/rendezvous/group_store.h"
-#include "launcher/rendezvous/ports.h"
 #include "launcher/rendezvous/solo_group.h"
 #include "launcher/rendezvous/store_group.h"
 #include "launcher/report/dry_run.h"
@@ -32,6 +31,7 @@
 #include "libaccel/common/remove_tree.h"
 #include "libaccel/store/tcp_store_server.h"
 #include "probes/net_check.h"
+#include "probes/ports.h"
 #include "probes/python_probe.h"
 
 namespace accel::launcher {
@@ -133,9 +133,9 @@ class Agent {
     try {
       if (!guessedStoreHost(plan_)) {
         listen();
-      } else if (hostOrJoin(
-                     listen, [this] { return portHasListener(store_port_); }, jitteredPause(),
-                     50) == HostOutcome::Join) {
+      } else if (probes::hostOrJoin(
+                     listen, [this] { return probes::portHasListener(store_port_); },
+                     jitteredPause(), 50) == probes::HostOutcome::Join) {
         joinInsteadOfHosting();
         return {};
       }
@@ -429,7 +429,7 @@ Expected<void> preflight(const LaunchPlan& plan, const Environment& env, Console
   // The other machines connect to it instead. An agent that only guessed it hosts the c10d
   // rendezvous joins whoever listens on the port (hostStore).
   if (plan.master_port && plan.machine_rank == 0 && !guessedStoreHost(plan)) {
-    if (auto ok = checkPortFree(*plan.master_port, portOrigin(plan)); !ok) return ok;
+    if (auto ok = probes::checkPortFree(*plan.master_port, portOrigin(plan)); !ok) return ok;
   }
   // --log_dir (else the temporary directory) must be usable before anything starts; the run's
   // own directory in it is made later, once the machines have met.

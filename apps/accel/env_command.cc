@@ -5,9 +5,9 @@
 
 #include "accel_build_info.h"
 #include "accel_git_revision.h"
-#include "launcher/rendezvous/ports.h"
 #include "probes/env_report.h"
 #include "probes/net_check.h"
+#include "probes/ports.h"
 #include "probes/preflight.h"
 
 namespace accel::apps {
@@ -26,7 +26,7 @@ std::string compilerName() {
 // The launcher's network checks, for the port and network items.
 probes::NetworkProbes launcherNetwork() {
   probes::NetworkProbes net;
-  net.port_free = [](int port) { return launcher::checkPortFree(port); };
+  net.port_free = [](int port) { return probes::checkPortFree(port); };
   net.route = [](const std::string& host) -> Expected<std::string> {
     auto route = probes::routeTo(host);
     if (!route) return std::move(route).takeError();

@@ -305,15 +305,18 @@ Expected<void> applyRendezvousFlags(LaunchPlan& plan, const LaunchOptions& o) {
   if (!conf) return std::move(conf).takeError();
   auto timeout = rdzvTimeout(o, *conf);
   if (!timeout) return std::move(timeout).takeError();
-  plan.rdzv_timeout = *timeout;
   plan.store_host_configured = conf->is_host;
   auto ms = [](double seconds) {
     return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
   };
-  if (conf->last_call_s) plan.last_call_timeout = ms(*conf->last_call_s);
-  if (conf->keep_alive_interval_s) plan.keep_alive_interval = ms(*conf->keep_alive_interval_s);
-  if (conf->keep_alive_attempts) plan.keep_alive_misses = *conf->keep_alive_attempts;
-  if (conf->close_s) plan.round_close_timeout = ms(*conf->close_s);
+  // After applyShutdownTimeoutEnv: --term_timeout is final.
+  RoundTimeouts& t = plan.round_timeouts;
+  t.join = *timeout;
+  if (conf->last_call_s) t.last_call = ms(*conf->last_call_s);
+  if (conf->keep_alive_interval_s) t.keep_alive_interval = ms(*conf->keep_alive_interval_s);
+  if (conf->keep_alive_attempts) t.keep_alive_misses = *conf->keep_alive_attempts;
+  t.close = conf->close_s ? ms(*conf->close_s) : plan.term_timeout + t.close_margin;
+  t.exit_after_failure = plan.term_timeout + t.exit_margin;
   if (auto tls = applyEtcdTls(plan, *conf); !tls) return tls;
   if (plan.num_machines == 1 && (!o.rdzv_conf.empty() || o.rdzv_timeout_s ||
                                  plan.config.sources["rdzv_backend"] == config::Source::Flag)) {

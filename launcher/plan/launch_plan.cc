@@ -516,6 +516,7 @@ Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEn
   if (auto ok = setCommonEnv(plan, o, env, *devices); !ok) return std::move(ok).takeError();
   if (auto ok = assignVirtualDevices(plan, o, env); !ok) return std::move(ok).takeError();
   chooseOmpThreads(plan, o, env, scheduler);
+  // After applyShutdownTimeoutEnv: the round's close and exit bounds follow --term_timeout.
   if (auto ok = applyRendezvousFlags(plan, o); !ok) return std::move(ok).takeError();
   applyWatchdogTimeouts(plan, o);
   plan.dry_run_json = o.dry_run_json;

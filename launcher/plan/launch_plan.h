@@ -48,16 +48,15 @@ struct LaunchPlan {
   std::optional<bool> store_host_configured;  // is_host= in --rdzv_conf (torch's override)
   int num_machines = 1;                       // the most machines (MAX of --nnodes MIN:MAX)
   // The fewest machines the job runs on: MIN of --nnodes MIN:MAX (elastic membership), else
-  // num_machines. A round closes at once with num_machines, or last_call_timeout after
+  // num_machines. A round closes at once with num_machines, or the last call after
   // min_machines joined; a group that falls below it ends the job.
   int min_machines = 1;
   bool elastic() const { return min_machines < num_machines; }
-  std::chrono::milliseconds last_call_timeout = RoundTimeouts{}.last_call;  // torch's default
-  // Every agent writes a keep-alive to the job's store each keep_alive_interval; the master
-  // drops a machine after keep_alive_misses intervals without one (--rdzv_conf
-  // keep_alive_interval=, keep_alive_max_attempt=; torch's defaults are 5 s and 3).
-  std::chrono::milliseconds keep_alive_interval = RoundTimeouts{}.keep_alive_interval;
-  int keep_alive_misses = RoundTimeouts{}.keep_alive_misses;
+  // Every duration of the job's rounds, one value (round_timeouts.h), filled once by planning:
+  // --rdzv_timeout and --rdzv_conf's timeout=, last_call_timeout=, keep_alive_interval=,
+  // keep_alive_max_attempt= and close_timeout= (else --term_timeout + close_margin), the exit
+  // barrier's bound from --term_timeout, and accel's own waits.
+  RoundTimeouts round_timeouts;
   // A rank per scheduler task (--no_spawn, or under MPI): the agent does not spawn; it execs
   // the command as local rank `exec_local_rank`, and rank 0 hosts the store (torch's env://).
   bool exec_in_place = false;
@@ -69,7 +68,6 @@ struct LaunchPlan {
   bool agent_store = true;               // TORCHELASTIC_USE_AGENT_STORE: the agent hosts the store
   std::optional<std::string> scheduler;  // "SLURM", "Open MPI", "PMI" when one gave the machines
   bool master_addr_from_scheduler = false;  // master_addr is a SLURM node name (may need NodeAddr)
-  std::chrono::milliseconds rdzv_timeout = RoundTimeouts{}.join;
   std::string master_addr = "127.0.0.1";
   std::string address_flag = "--main_process_ip";  // where master_addr came from (messages)
   // --rdzv_backend etcd/etcd-v2 across machines: etcd's endpoints (--rdzv_endpoint,
@@ -94,9 +92,6 @@ struct LaunchPlan {
   // planned ("" for other jobs). The agent says it once it knows: an agent that only guessed it
   // hosts (the endpoint is this machine) joins instead when another agent here holds the port.
   std::string rendezvous_notice;
-  // close_timeout= in --rdzv_conf: how long the master waits for every machine's end of a
-  // failed round (nullopt: --term_timeout + 30 s).
-  std::optional<std::chrono::milliseconds> round_close_timeout;
   std::string role = "default";
   std::optional<int> omp_num_threads;  // set for workers unless already in the environment
   bool omp_notice = false;             // say so once: OMP_NUM_THREADS was unset and N > 1

@@ -1,10 +1,9 @@
 #pragma once
 // RoundTimeouts: every duration of a multi-machine job's rounds, in one value (torch's
 // RendezvousTimeout is the model). The first group is the user's — each named by the flag or
-// the --rdzv_conf key it comes from, torch's spelling where torch has one; its defaults here are
-// the plan's (launch_plan.h takes them from this struct) — built once from the plan
-// (roundTimeoutsOf, machine_group.h) and never changed; the second is accel's own, fixed here
-// so that a reader finds every wait of a round in one place.
+// the --rdzv_conf key it comes from, torch's spelling where torch has one — filled once by
+// planning (LaunchPlan::round_timeouts, applyRendezvousFlags) and never changed; the second is
+// accel's own, fixed here so that a reader finds every wait of a round in one place.
 
 #include <chrono>
 
@@ -56,6 +55,13 @@ struct RoundTimeouts {
   // On etcd: a link's call, in all and on one endpoint (so that stopping it never waits longer
   // when etcd is gone).
   ms etcd_link_call = s(2), etcd_link_try = s(1);
+  // On etcd: a watch that ended is opened again after this (the link's thread).
+  ms etcd_watch_retry = ms(200);
+  // On etcd, the lease's renewals: each bounded by keep_alive_interval in all, but never less
+  // than etcd_renewal_least (a round trip under load), each endpoint's share of it at least
+  // etcd_endpoint_try_least; a renewal that failed tried again after etcd_renewal_retry (or the
+  // interval, when shorter).
+  ms etcd_renewal_least = ms(200), etcd_endpoint_try_least = ms(100), etcd_renewal_retry = ms(200);
   // TCP keep-alives on the failure watch (its connection waits on the master for the whole
   // round): a master whose machine or link vanishes without closing it is noticed after
   // idle + probes x interval.

@@ -88,8 +88,8 @@ Expected<void> EtcdGroup::connect() {
   etcd_.first_endpoint = std::hash<std::string>{}(me_.token);
   try {
     lease_ = std::make_unique<EtcdLease>(
-        access_, etcd_, plan_.keep_alive_interval, plan_.keep_alive_misses,
-        [this](const std::string& why) { onLeaseLost(why); }, notify_);
+        access_, etcd_, settings_.timeouts, [this](const std::string& why) { onLeaseLost(why); },
+        notify_);
     client_ = access_.connect(etcd_);
     store_ = std::make_unique<EtcdStore>(
         etcd_, root_.empty() ? "" : root_.substr(0, root_.size() - 1), access_);

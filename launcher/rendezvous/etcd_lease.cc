@@ -19,34 +19,27 @@ std::chrono::seconds windowOf(std::chrono::milliseconds interval, int misses) {
   return std::chrono::seconds(std::max<int64_t>(1, (ms + 999) / 1000));
 }
 
-// The least a renewal may take, whatever the interval: a round trip to etcd under load; and the
-// least one endpoint's share of it.
-constexpr std::chrono::milliseconds kLeastRenewalBound{200};
-constexpr std::chrono::milliseconds kLeastEndpointTry{100};
-// A renewal that failed is tried again after this (or the interval, when shorter).
-constexpr std::chrono::milliseconds kRenewalRetry{200};
-
 // Every call of the lease's thread ends within one interval, and each endpoint gets an equal share
 // of it: a silent endpoint costs that share, and the call goes on to the next one.
-EtcdOptions bounded(EtcdOptions o, std::chrono::milliseconds interval) {
-  o.timeout = std::min(o.timeout, std::max(interval, kLeastRenewalBound));
+EtcdOptions bounded(EtcdOptions o, const RoundTimeouts& t) {
+  o.timeout = std::min(o.timeout, std::max(t.keep_alive_interval, t.etcd_renewal_least));
   const auto endpoints = static_cast<int64_t>(std::max<size_t>(o.endpoints.size(), 1));
   o.attempt_timeout =
-      std::min(o.attempt_timeout, std::max(o.timeout / endpoints, kLeastEndpointTry));
+      std::min(o.attempt_timeout, std::max(o.timeout / endpoints, t.etcd_endpoint_try_least));
   return o;
 }
 
 }  // namespace
 
 // The grant waits as long as any call of the agent's; the renewals, one interval each.
-EtcdLease::EtcdLease(const EtcdAccess& access, EtcdOptions options,
-                     std::chrono::milliseconds interval, int misses,
+EtcdLease::EtcdLease(const EtcdAccess& access, EtcdOptions options, const RoundTimeouts& timeouts,
                      std::function<void(const std::string&)> onLost,
                      std::function<void(const std::string&)> say)
     : clock_(access.clock),
-      client_(access.connect(bounded(options, interval))),
-      interval_(interval),
-      ttl_(windowOf(interval, misses)),
+      client_(access.connect(bounded(options, timeouts))),
+      interval_(timeouts.keep_alive_interval),
+      retry_(std::min(interval_, timeouts.etcd_renewal_retry)),
+      ttl_(windowOf(interval_, timeouts.keep_alive_misses)),
       on_lost_(std::move(onLost)),
       say_(std::move(say)) {
   id_ = access.connect(options)->grantLease(ttl_);
@@ -77,12 +70,12 @@ bool EtcdLease::outOfReach() const {
   return out_of_reach_;
 }
 
-// A renewal every interval (after the last one ended; kRenewalRetry after one that failed) until
+// A renewal every interval (after the last one ended; retry_ after one that failed) until
 // stopped or the lease is lost.
 void EtcdLease::run() {
   bool renewed = true;
   while (true) {
-    const auto pause = renewed ? interval_ : std::min(interval_, kRenewalRetry);
+    const auto pause = renewed ? interval_ : retry_;
     const int woken = waitReadable(*clock_, {stop_fd_}, clock_->now() + pause);
     if (woken > 0) return;  // stopped
     if (woken < 0) {

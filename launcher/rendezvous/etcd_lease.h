@@ -16,7 +16,7 @@
 // Each renewal is bounded by one interval in all, and every endpoint gets a share of it: one
 // that is silent (its machine cut off) costs a third of the interval of three, not the lease
 // (the client goes on to the next endpoint within the call). A renewal that failed is tried
-// again after keep_alive_retry, not a whole interval later.
+// again after etcd_renewal_retry, not a whole interval later.
 //
 // The constructor blocks to grant the lease (throws accel::NetworkError when etcd cannot be
 // reached, naming its endpoints); the renewals' thread is started, and waits, through
@@ -31,6 +31,7 @@
 #include <string>
 #include <thread>
 
+#include "launcher/plan/round_timeouts.h"
 #include "launcher/rendezvous/etcd_api.h"
 
 namespace accel::launcher {
@@ -39,8 +40,10 @@ class EtcdLease {
  public:
   // `onLost` (may be empty) is called once, from the lease's thread, when lost() becomes set,
   // with why. `say` (may be empty), from the lease's thread too: etcd out of reach, and back.
-  EtcdLease(const EtcdAccess& access, EtcdOptions options, std::chrono::milliseconds interval,
-            int misses, std::function<void(const std::string&)> onLost = {},
+  // `timeouts`: keep_alive_interval and keep_alive_misses (the window), and the etcd_renewal_*
+  // bounds (round_timeouts.h).
+  EtcdLease(const EtcdAccess& access, EtcdOptions options, const RoundTimeouts& timeouts,
+            std::function<void(const std::string&)> onLost = {},
             std::function<void(const std::string&)> say = {});
   // Revokes the lease (best effort, bounded by one call's timeout: the job is over, the
   // agent's registrations go at once) and ends the thread.
@@ -64,7 +67,7 @@ class EtcdLease {
 
   const std::shared_ptr<Clock> clock_;
   const std::unique_ptr<EtcdApi> client_;
-  const std::chrono::milliseconds interval_;
+  const std::chrono::milliseconds interval_, retry_;
   const std::chrono::seconds ttl_;
   int64_t id_ = 0;
   Clock::time_point renewed_;  // the thread's: the last renewal etcd took

@@ -58,7 +58,7 @@ void EtcdLink::leaseLost(const std::string& why) {
 }
 
 // Until stopped: what the watches saw, a publication to make; then a wait for the next of them (a
-// watch to open again is tried every 200 ms).
+// watch to open again is tried every etcd_watch_retry).
 void EtcdLink::run() {
   while (true) {
     if (!drainWatches()) reconnect();
@@ -93,12 +93,12 @@ bool EtcdLink::drainWatches() {
 }
 
 // Until the mailbox or a watch has something, or the next check of the watches' endpoint is due
-// (a watch to open again: 200 ms).
+// (a watch to open again: etcd_watch_retry).
 void EtcdLink::waitForWork() {
   std::vector<int> fds{mailbox_.wakeFd()};
   for (const auto& w : watches_) fds.push_back(w.watch->fd());
   const auto deadline =
-      watches_.empty() ? clock_.now() + std::chrono::milliseconds(200) : next_check_;
+      watches_.empty() ? clock_.now() + o_.round_settings.timeouts.etcd_watch_retry : next_check_;
   waitReadable(clock_, fds, deadline);
 }
 

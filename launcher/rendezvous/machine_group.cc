@@ -21,17 +21,6 @@ void clearWorkerKeys(StoreHost& store, int round, const Notify& notify) {
   }
 }
 
-RoundTimeouts roundTimeoutsOf(const LaunchPlan& plan) {
-  RoundTimeouts t;
-  t.join = plan.rdzv_timeout;
-  t.last_call = plan.last_call_timeout;
-  t.keep_alive_interval = plan.keep_alive_interval;
-  t.keep_alive_misses = plan.keep_alive_misses;
-  t.close = plan.round_close_timeout.value_or(plan.term_timeout + t.close_margin);
-  t.exit_after_failure = plan.term_timeout + t.exit_margin;
-  return t;
-}
-
 GroupSettings groupSettingsOf(const LaunchPlan& plan) {
   GroupSettings s;
   s.run_id = plan.rendezvous_id;
@@ -41,7 +30,7 @@ GroupSettings groupSettingsOf(const LaunchPlan& plan) {
   s.retry_identical_failures = plan.retry_identical_failures;
   s.local_world_size = plan.local_world_size;
   s.host = thisHostName();
-  s.timeouts = roundTimeoutsOf(plan);
+  s.timeouts = plan.round_timeouts;
   return s;
 }
 

@@ -80,10 +80,6 @@ void clearWorkerKeys(StoreHost& store, int round, const Notify& notify);
 // This machine's name (gethostname).
 std::string thisHostName();
 
-// Every duration of the job's rounds (round_timeouts.h): what the user asked for, and accel's
-// own.
-RoundTimeouts roundTimeoutsOf(const LaunchPlan& plan);
-
 // What the user asked of the group (the job's id, MIN:MAX, the restart budget, the processes per
 // machine, the timeouts) and this machine's name, as either group starts from; the rest
 // (address, store, presence, progress) is the group's own.

@@ -1,9 +1,10 @@
 #pragma once
 // The inside of Supervisor::runAttempt (supervisor.h): one attempt's workers and the loop that
-// supervises them. Private to supervise/: supervisor.cc has the spawning, the loop, the
-// handlers and the tear-down; attempt_watch.cc what watches a running job (progress samples,
-// hang detection, the exit guard, `accel status` answers). Time comes from the supervisor's
-// Clock and processes are reached through its Processes (processes.h), never directly.
+// supervises them. Private to supervise/: attempt.cc has the spawning, the loop, the handlers and
+// the tear-down; attempt_watch.cc what watches a running job (progress samples, hang detection,
+// the exit guard, `accel status` answers); supervisor.cc the rounds around the attempts. Time comes
+// from the supervisor's Clock and processes are reached through its Processes (processes.h), never
+// directly.
 
 #include <chrono>
 #include <deque>
@@ -88,6 +89,17 @@ struct Worker {
 inline uint64_t pipeId(const Worker& w, int stream) {
   return (static_cast<uint64_t>(w.local_rank) << 1) | static_cast<uint64_t>(stream);
 }
+
+// Identifiers of the loop's descriptors other than the workers' pipes (pipeId): the supervisor
+// adds them, the attempt dispatches them.
+inline constexpr uint64_t kSignalsId = ~0ull;
+inline constexpr uint64_t kLinkId = ~1ull;
+inline constexpr uint64_t kConsoleId = ~2ull;
+inline constexpr uint64_t kStatusId = ~3ull;
+
+// Adds `fd` to the loop `epollFd` as `id`, waiting for `events` (or changes them when it is
+// there already). Never fails loudly: a descriptor that cannot be watched stays silent.
+void watchFd(int epollFd, int fd, uint64_t id, uint32_t events);
 
 class Supervisor::Attempt {
  public:

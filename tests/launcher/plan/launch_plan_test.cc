@@ -439,7 +439,7 @@ TEST_F(LaunchPlanTest, RendezvousFlagsOnOneMachineAreNoticedAsIgnored) {
   o.monitor_interval = 1;
   auto p = plan(o);
   ASSERT_TRUE(p.ok()) << p.error();
-  EXPECT_EQ(p->rdzv_timeout, std::chrono::milliseconds(12500));
+  EXPECT_EQ(p->round_timeouts.join, std::chrono::milliseconds(12500));
   EXPECT_EQ(p->notices,
             (std::vector<std::string>{
                 "--monitor_interval is ignored: accel reacts to worker exits as they happen",
@@ -453,7 +453,7 @@ TEST_F(LaunchPlanTest, RendezvousFlagsOnOneMachineAreNoticedAsIgnored) {
   o.config.main_process_port = 1;
   p = plan(o);
   ASSERT_TRUE(p.ok()) << p.error();
-  EXPECT_EQ(p->rdzv_timeout, std::chrono::milliseconds(3000));
+  EXPECT_EQ(p->round_timeouts.join, std::chrono::milliseconds(3000));
   EXPECT_TRUE(p->notices.empty());
   // etcd across machines ranks the machines by arrival; a config file's job (no --rdzv_endpoint)
   // finds etcd at the main process's address and port, as accelerate passes them to torchrun.
@@ -759,7 +759,7 @@ TEST_F(LaunchPlanParadigmTest, C10dWithoutNodeRankRanksMachinesByArrival) {
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->master_port, 7000);
   EXPECT_EQ(p->store_host_configured, false);
-  EXPECT_EQ(p->rdzv_timeout, std::chrono::seconds(30));
+  EXPECT_EQ(p->round_timeouts.join, std::chrono::seconds(30));
   // A given --node_rank is honoured (static ranks through the same rendezvous).
   p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--node_rank", "1", "--rdzv_backend", "c10d",
             "--rdzv_endpoint", "h:7000"},
@@ -811,19 +811,27 @@ TEST_F(LaunchPlanParadigmTest, NnodesMinMaxIsAnElasticGroup) {
   EXPECT_TRUE(p->elastic());
   EXPECT_EQ(p->min_machines, 2);
   EXPECT_EQ(p->num_machines, 3);
-  EXPECT_EQ(p->last_call_timeout, std::chrono::milliseconds(2500));
-  EXPECT_EQ(p->keep_alive_interval, std::chrono::milliseconds(500));
-  EXPECT_EQ(p->keep_alive_misses, 4);
-  EXPECT_EQ(p->round_close_timeout, std::chrono::milliseconds(12000));
+  EXPECT_EQ(p->round_timeouts.last_call, std::chrono::milliseconds(2500));
+  EXPECT_EQ(p->round_timeouts.keep_alive_interval, std::chrono::milliseconds(500));
+  EXPECT_EQ(p->round_timeouts.keep_alive_misses, 4);
+  EXPECT_EQ(p->round_timeouts.close, std::chrono::milliseconds(12000));
+  EXPECT_EQ(p->round_timeouts.exit_after_failure, std::chrono::seconds(15));  // 5 s + 10 s
   p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
             "h:7000"},
            0, LaunchMode::Torchrun);
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_FALSE(p->elastic());
-  EXPECT_EQ(p->keep_alive_interval, std::chrono::seconds(1));  // accel's defaults
-  EXPECT_EQ(p->keep_alive_misses, 3);
-  EXPECT_EQ(p->last_call_timeout, std::chrono::seconds(30));  // torch's
-  EXPECT_FALSE(p->round_close_timeout.has_value());           // --term_timeout + 30 s
+  EXPECT_EQ(p->round_timeouts.keep_alive_interval, std::chrono::seconds(1));  // accel's defaults
+  EXPECT_EQ(p->round_timeouts.keep_alive_misses, 3);
+  EXPECT_EQ(p->round_timeouts.last_call, std::chrono::seconds(30));  // torch's
+  EXPECT_EQ(p->round_timeouts.close, std::chrono::seconds(35));      // --term_timeout + 30 s
+  // --term_timeout (here from TORCH_ELASTIC_SHUTDOWN_TIMEOUT's place: the flag) moves both bounds.
+  p = plan({"--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
+            "h:7000", "--term_timeout", "9"},
+           0, LaunchMode::Torchrun);
+  ASSERT_TRUE(p.ok()) << p.error();
+  EXPECT_EQ(p->round_timeouts.close, std::chrono::seconds(39));
+  EXPECT_EQ(p->round_timeouts.exit_after_failure, std::chrono::seconds(19));
   // Machine ranks that are asked for cannot follow a group that changes.
   p = plan({"--nproc_per_node", "2", "--nnodes", "1:3", "--node_rank", "1", "--rdzv_backend",
             "c10d", "--rdzv_endpoint", "h:7000"},

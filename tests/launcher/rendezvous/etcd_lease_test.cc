@@ -27,6 +27,13 @@ class EtcdLeaseTest : public testing::EtcdSuite {
     o.attempt_timeout = 1s;
     return o;
   }
+  // Renewals every `interval`, 3 of them the window.
+  static RoundTimeouts every(std::chrono::milliseconds interval) {
+    RoundTimeouts t;
+    t.keep_alive_interval = interval;
+    t.keep_alive_misses = 3;
+    return t;
+  }
   static std::string key() {
     return std::string("accel-test/") +
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
@@ -35,7 +42,7 @@ class EtcdLeaseTest : public testing::EtcdSuite {
 
 TEST_F(EtcdLeaseTest, KeptAliveItOutlivesItsTtlAndItsEndTakesItsKeysAtOnce) {
   EtcdClient client(options(member_->endpoint()));
-  auto lease = std::make_unique<EtcdLease>(realEtcd(), options(member_->endpoint()), 200ms, 3);
+  auto lease = std::make_unique<EtcdLease>(realEtcd(), options(member_->endpoint()), every(200ms));
   EXPECT_EQ(lease->ttl(), 1s);  // 0.2 s x 3, in whole seconds
   const int64_t from = client.put(key(), "registered", lease->id()) + 1;
   // Nothing may delete the key for longer than its TTL (etcd may raise 1 s to its minimum, 2 s).
@@ -54,7 +61,7 @@ TEST_F(EtcdLeaseTest, KeptAliveItOutlivesItsTtlAndItsEndTakesItsKeysAtOnce) {
 TEST_F(EtcdLeaseTest, EtcdEndingTheLeaseIsLostOnceSayingWhy) {
   std::promise<void> told;
   int calls = 0;
-  EtcdLease lease(realEtcd(), options(member_->endpoint()), 100ms, 3, [&](const std::string&) {
+  EtcdLease lease(realEtcd(), options(member_->endpoint()), every(100ms), [&](const std::string&) {
     if (++calls == 1) told.set_value();
   });
   EtcdClient(options(member_->endpoint())).revokeLease(lease.id());  // the others dropped it
@@ -81,7 +88,7 @@ TEST_F(EtcdLeaseTest, EtcdGoneIsSaidOnceAndLosesNothingByItself) {
   int lost = 0;
   const auto start = std::chrono::steady_clock::now();
   EtcdLease lease(
-      realEtcd(), options(cluster->endpoint()), 200ms, 3,
+      realEtcd(), options(cluster->endpoint()), every(200ms),
       [&](const std::string&) {
         std::lock_guard lock(mutex);
         ++lost;

@@ -41,10 +41,10 @@ class SimAgents : public ::testing::Test {
     plan_.local_world_size = 2;
     plan_.world_size = 6;
     plan_.max_restarts = 3;
-    plan_.rdzv_timeout = 900s;
-    plan_.last_call_timeout = 300ms;
-    plan_.keep_alive_interval = 250ms;
-    plan_.keep_alive_misses = 4;
+    plan_.round_timeouts.join = 900s;
+    plan_.round_timeouts.last_call = 300ms;
+    plan_.round_timeouts.keep_alive_interval = 250ms;
+    plan_.round_timeouts.keep_alive_misses = 4;
   }
 
   // The group's connect() (not MachineGroup's: each kind has its own).

@@ -1,13 +1,15 @@
 #pragma once
-// A check that the port the user gave for the job's store is free, naming who holds it when
-// it is not. (With no port given, the store binds port 0 and keeps the socket: no check needed.)
+// Who holds a TCP port of this machine: a check that the port the user gave for the job's store is
+// free, naming who holds it when it is not (with no port given, the store binds port 0 and keeps
+// the socket: no check needed), and the rule of agents of one machine that may host the same
+// port.
 
 #include <functional>
 #include <string>
 
 #include "libaccel/common/expected.h"
 
-namespace accel::launcher {
+namespace accel::probes {
 
 // Fails when a TCP socket already listens on `port` (or it cannot be bound), with a message
 // naming the port, where it came from (`origin`: the flag as the user spelled it, or the config
@@ -30,4 +32,4 @@ HostOutcome hostOrJoin(const std::function<void()>& listen,
                        const std::function<bool()>& hasListener, const std::function<void()>& pause,
                        int attempts);
 
-}  // namespace accel::launcher
+}  // namespace accel::probes

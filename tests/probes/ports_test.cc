@@ -1,5 +1,5 @@
 // The port checks and the choice between hosting a c10d rendezvous and joining it.
-#include "launcher/rendezvous/ports.h"
+#include "probes/ports.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -13,7 +13,7 @@
 
 #include "accel/error.h"
 
-namespace accel::launcher {
+namespace accel::probes {
 namespace {
 
 // A scripted listen(): each call takes the next outcome ("ok" or "taken"); the log records every
@@ -92,4 +92,4 @@ TEST(PortsTest, PortHasListenerSeesAListeningSocket) {
 }
 
 }  // namespace
-}  // namespace accel::launcher
+}  // namespace accel::probes

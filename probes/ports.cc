@@ -1,4 +1,4 @@
-#include "launcher/rendezvous/ports.h"
+#include "probes/ports.h"
 
 #include <dirent.h>
 #include <netinet/in.h>
@@ -14,7 +14,7 @@
 
 #include "accel/error.h"
 
-namespace accel::launcher {
+namespace accel::probes {
 namespace {
 
 // Inodes of sockets listening on `port`, from /proc/net/tcp{,6}.
@@ -111,4 +111,4 @@ Expected<void> checkPortFree(int port, const std::string& origin) {
   return {};
 }
 
-}  // namespace accel::launcher
+}  // namespace accel::probes
