@@ -18,11 +18,12 @@
 #include "launcher/plan/planner.h"
 #include "launcher/plan/run_dir.h"
 #include "launcher/plan/worker_env.h"
-#include "launcher/rendezvous/agent_rendezvous.h"
-#include "launcher/rendezvous/etcd_group.h"
-#include "launcher/rendezvous/group_store.h"
+#include "launcher/rendezvous/c10d/group_store.h"
+#include "launcher/rendezvous/c10d/rendezvous.h"
+#include "launcher/rendezvous/c10d/store_group.h"
+#include "launcher/rendezvous/etcd/group.h"
 #include "launcher/rendezvous/solo_group.h"
-#include "launcher/rendezvous/store_group.h"
+#include "launcher/rendezvous/store_host.h"
 #include "launcher/report/dry_run.h"
 #include "launcher/supervise/console.h"
 #include "launcher/supervise/posix_processes.h"
@@ -153,7 +154,7 @@ class Agent {
   }
 
   // On etcd every agent hosts a store of its own on a port the kernel picks: the workers' when
-  // its machine is a round's machine 0 (etcd_group.h).
+  // its machine is a round's machine 0 (etcd/group.h).
   Expected<void> hostOwnStore() {
     store_port_ = 0;  // --master_port names no port here: each agent's is its own
     try {

@@ -1,8 +1,8 @@
 #pragma once
 // LinkMailbox: what passes between the supervisor's thread and a round link's own thread
-// (job_link.h, etcd_link.h), whatever carries the link: to the link, the failure to publish (once
-// per job), the newest `accel status` answer to share and the request to stop; back, the events
-// and the machines found lost — each way with an eventfd that wakes the other side.
+// (c10d/job_link.h, etcd/link.h), whatever carries the link: to the link, the failure to publish
+// (once per job), the newest `accel status` answer to share and the request to stop; back, the
+// events and the machines found lost — each way with an eventfd that wakes the other side.
 //
 // Thread-safety: every method may be called from any thread.
 

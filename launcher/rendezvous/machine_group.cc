@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include "accel/error.h"
-#include "launcher/rendezvous/group_store.h"
-#include "launcher/rendezvous/job_keys.h"
+#include "launcher/rendezvous/round/keys.h"
+#include "launcher/rendezvous/store_host.h"
 
 namespace accel::launcher {
 

@@ -11,10 +11,10 @@
 //   meet → run the attempt → (failed) endRound → restart? meet again : stop
 //
 // Three implementations: SoloGroup (solo_group.h), the one machine of a job that has no other
-// (nothing to meet, no store needed for it), StoreGroup (store_group.h), one agent among several
-// that meet through the job's store, and EtcdGroup (etcd_group.h), one among several that meet on
-// etcd. Every notice goes through the group's Notify
-// callback, never to a console of its own.
+// (nothing to meet, no store needed for it), StoreGroup (c10d/store_group.h), one agent among
+// several that meet through the job's store, and EtcdGroup (etcd/group.h), one among several that
+// meet on etcd. Every notice goes through the group's Notify callback, never to a console of its
+// own.
 //
 // Every method is called from the agent's main thread; each may block on the job's store
 // (bounded by the settings' timeouts); none throws.
@@ -32,7 +32,7 @@
 
 namespace accel::launcher {
 
-class StoreHost;  // group_store.h
+class StoreHost;  // store_host.h
 
 // Where a group's notices go (the agent's console): one line each, without "accel: ".
 using Notify = std::function<void(const std::string&)>;

@@ -18,7 +18,6 @@
 #include <optional>
 #include <vector>
 
-#include "launcher/rendezvous/agent_rendezvous.h"
 #include "launcher/rendezvous/round_end.h"
 #include "launcher/report/job_report.h"
 #include "libaccel/store/store.h"

@@ -1,7 +1,7 @@
 #pragma once
 // RoundLink: what the supervisor sees of a round's link to the other machines of a job — the
 // job's first failure, wherever it happened, and the group changing — whatever carries it:
-// JobLink (job_link.h) through the master's store, EtcdLink (etcd_link.h) through etcd.
+// JobLink (c10d/job_link.h) through the master's store, EtcdLink (etcd/link.h) through etcd.
 //
 // Thread-safety: publish, shareStatus, takeEvents and fd may be called from any one thread (the
 // supervisor's); stop and lostMachines from any thread. None blocks on the network. Both links
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/rendezvous/round/stop.h"
 #include "launcher/rendezvous/round_end.h"
-#include "launcher/rendezvous/round_stop.h"
 #include "launcher/report/job_report.h"
 
 namespace accel::launcher {

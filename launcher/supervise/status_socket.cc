@@ -19,7 +19,7 @@
 #include <optional>
 #include <sstream>
 
-#include "launcher/rendezvous/etcd_client.h"
+#include "launcher/rendezvous/etcd/client/etcd_client.h"
 #include "libaccel/store/tcp_store_client.h"
 
 namespace accel::launcher {

@@ -2,7 +2,7 @@
 //   --tcp              the rounds' own rules (launcher/rendezvous/agent_rendezvous.h) over
 //                      accel's own TCP store (a TcpStoreServer in this process)
 //   --etcd HOST:PORT   the same rules over etcd (EtcdStore)
-//   --etcd-round HOST:PORT  the meeting made for etcd (etcd_round.h: a put under a lease, one
+//   --etcd-round HOST:PORT  the meeting made for etcd (etcd/meeting.h: a put under a lease, one
 //                      watch, one transaction closes the round)
 // Every agent connects first (and, for --etcd-round, holds its lease, as an agent does for the
 // whole job); then all start at once. Prints one line:
@@ -26,9 +26,9 @@
 #include <thread>
 #include <vector>
 
-#include "launcher/rendezvous/agent_rendezvous.h"
-#include "launcher/rendezvous/etcd_round.h"
-#include "launcher/rendezvous/etcd_store.h"
+#include "launcher/rendezvous/c10d/rendezvous.h"
+#include "launcher/rendezvous/etcd/meeting.h"
+#include "launcher/rendezvous/etcd/store.h"
 #include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
 

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-#include "launcher/rendezvous/job_keys.h"
+#include "launcher/rendezvous/round/keys.h"
 #include "libaccel/store/tcp_store_client.h"
 
 int main(int argc, char** argv) {

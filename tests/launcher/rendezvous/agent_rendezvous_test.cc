@@ -1,7 +1,5 @@
 // Agents as threads, rendezvousing through a real store server on loopback.
 
-#include "launcher/rendezvous/agent_rendezvous.h"
-
 #include <condition_variable>
 #include <future>
 #include <mutex>
@@ -9,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "accel/error.h"
+#include "launcher/rendezvous/c10d/rendezvous.h"
 #include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
 

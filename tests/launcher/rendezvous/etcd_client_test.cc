@@ -2,7 +2,7 @@
 // keys, prefixes, the transactions a round will decide with, leases, endpoints that fail over,
 // and the errors a user sees. Skipped, saying why, where etcd is not installed.
 
-#include "launcher/rendezvous/etcd_client.h"
+#include "launcher/rendezvous/etcd/client/etcd_client.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -5,16 +5,15 @@
 // it. The same pieces against a real etcd: etcd_round_test.cc, etcd_lease_test.cc,
 // etcd_link_test.cc, and e2e netns_elastic.sh's etcd cases.
 
-#include "launcher/rendezvous/etcd_group.h"
-
 #include <map>
 #include <memory>
 #include <optional>
 
 #include <gtest/gtest.h>
 
-#include "launcher/rendezvous/group_store.h"
-#include "launcher/rendezvous/job_keys.h"
+#include "launcher/rendezvous/etcd/group.h"
+#include "launcher/rendezvous/round/keys.h"
+#include "launcher/rendezvous/store_host.h"
 #include "sim_agents.h"
 #include "sim_etcd.h"
 

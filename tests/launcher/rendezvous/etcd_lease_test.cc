@@ -2,8 +2,6 @@
 // TTL; the lease's end takes its keys at once; etcd ending it, or etcd gone for the window,
 // makes the agent's side say so, once. Skipped, saying why, where etcd is not installed.
 
-#include "launcher/rendezvous/etcd_lease.h"
-
 #include <future>
 #include <mutex>
 #include <thread>
@@ -12,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "etcd_member.h"
+#include "launcher/rendezvous/etcd/lease.h"
 
 namespace accel::launcher {
 namespace {

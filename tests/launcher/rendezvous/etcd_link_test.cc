@@ -3,14 +3,13 @@
 // the others, machine 0 as any other; an arrival in the next round grows the group; an agent's
 // own lease lost ends the job there. Skipped, saying why, where etcd is not installed.
 
-#include "launcher/rendezvous/etcd_link.h"
-
 #include <poll.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "etcd_member.h"
+#include "launcher/rendezvous/etcd/link.h"
 
 namespace accel::launcher {
 namespace {

@@ -23,7 +23,7 @@
 
 #include <gtest/gtest.h>
 
-#include "launcher/rendezvous/etcd_client.h"
+#include "launcher/rendezvous/etcd/client/etcd_client.h"
 
 namespace accel::launcher::testing {
 

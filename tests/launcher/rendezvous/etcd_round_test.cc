@@ -4,8 +4,6 @@
 // round that goes on when the endpoint in use dies. Skipped, saying why, where etcd is not
 // installed. The tests wait on etcd's events (a watch on the round's keys), never on sleeps.
 
-#include "launcher/rendezvous/etcd_round.h"
-
 #include <future>
 #include <map>
 #include <thread>
@@ -14,6 +12,7 @@
 
 #include "accel/error.h"
 #include "etcd_member.h"
+#include "launcher/rendezvous/etcd/meeting.h"
 
 namespace accel::launcher {
 namespace {

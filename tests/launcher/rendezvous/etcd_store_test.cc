@@ -3,8 +3,6 @@
 // kept apart per job — and a whole rendezvous of three agents run over it unchanged. Skipped,
 // saying why, where etcd is not installed.
 
-#include "launcher/rendezvous/etcd_store.h"
-
 #include <atomic>
 #include <future>
 #include <thread>
@@ -13,7 +11,8 @@
 
 #include "accel/error.h"
 #include "etcd_member.h"
-#include "launcher/rendezvous/agent_rendezvous.h"
+#include "launcher/rendezvous/c10d/rendezvous.h"
+#include "launcher/rendezvous/etcd/store.h"
 
 namespace accel::launcher {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "accel/error.h"
 #include "etcd_member.h"
-#include "launcher/rendezvous/etcd_client.h"
+#include "launcher/rendezvous/etcd/client/etcd_client.h"
 
 namespace accel::launcher {
 namespace {

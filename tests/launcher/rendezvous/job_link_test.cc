@@ -4,7 +4,7 @@
 // advanceTo(t) lets the thread do everything due up to t (each wait's deadline in turn) and returns
 // once it waits for a later one, so what the test reads then is what the link did by t.
 
-#include "launcher/rendezvous/job_link.h"
+#include "launcher/rendezvous/c10d/job_link.h"
 
 #include <poll.h>
 #include <sys/epoll.h>
@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "launcher/rendezvous/job_keys.h"
+#include "launcher/rendezvous/round/keys.h"
 #include "memory_link_store.h"
 
 namespace accel::launcher {

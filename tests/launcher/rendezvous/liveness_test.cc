@@ -2,11 +2,11 @@
 // found lost (gone, or silent for the keep-alive window), and those at which it is not (moving,
 // finished, a pause shorter than the window). Time is a steady_clock origin plus milliseconds.
 
-#include "launcher/rendezvous/liveness.h"
+#include "launcher/rendezvous/round/liveness.h"
 
 #include <gtest/gtest.h>
 
-#include "launcher/rendezvous/agent_rendezvous.h"
+#include "launcher/rendezvous/c10d/rendezvous.h"
 
 namespace accel::launcher {
 namespace {

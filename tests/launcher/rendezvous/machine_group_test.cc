@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "launcher/rendezvous/group_store.h"
-#include "launcher/rendezvous/job_keys.h"
+#include "launcher/rendezvous/c10d/group_store.h"
+#include "launcher/rendezvous/round/keys.h"
 #include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
 

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "accel/error.h"
-#include "launcher/rendezvous/link_store.h"
+#include "launcher/rendezvous/c10d/link_store.h"
 #include "libaccel/store/memory_store.h"
 
 namespace accel::launcher::testing {

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "launcher/rendezvous/agent_rendezvous.h"
+#include "launcher/rendezvous/c10d/rendezvous.h"
 #include "launcher/rendezvous/round_end.h"
 #include "sim_world.h"
 

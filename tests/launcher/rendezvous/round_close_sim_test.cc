@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "launcher/rendezvous/c10d/rendezvous.h"
 #include "launcher/rendezvous/round_close.h"
 #include "sim_world.h"
 

@@ -1,6 +1,6 @@
 #pragma once
-// SimEtcd: an etcd cluster in simulated time (sim_world.h), for the rounds on etcd (etcd_round.h,
-// etcd_lease.h, etcd_link.h, etcd_store.h, whole EtcdGroups) with the exact instants of what every
+// SimEtcd: an etcd cluster in simulated time (sim_world.h), for the rounds on etcd (etcd/meeting.h,
+// etcd/lease.h, etcd/link.h, etcd/store.h, whole EtcdGroups) with the exact instants of what every
 // agent does. What the rounds rely on is etcd's, kept here:
 //   - one revision for the whole store, each write one more (a deletion of several keys at once —
 //     a lease's end — one revision); a key's create and mod revisions;
@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "accel/error.h"
-#include "launcher/rendezvous/etcd_api.h"
+#include "launcher/rendezvous/etcd/api.h"
 #include "sim_world.h"
 
 namespace accel::launcher::testing {

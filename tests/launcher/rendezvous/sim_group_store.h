@@ -1,5 +1,5 @@
 #pragma once
-// The job's store for whole StoreGroups (store_group.h) in simulated time (sim_world.h): a
+// The job's store for whole StoreGroups (c10d/store_group.h) in simulated time (sim_world.h): a
 // SimStoreHost is the store and what its host knows (StoreHost: the presence waits and the failure
 // watches parked, clearing the workers' keys), and each agent reaches it through a SimGroupStore
 // of its own, whose connections are SimLinkStores — every call, wait and watch in the world's
@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/rendezvous/group_store.h"
-#include "launcher/rendezvous/job_keys.h"
+#include "launcher/rendezvous/c10d/group_store.h"
+#include "launcher/rendezvous/round/keys.h"
 #include "sim_world.h"
 
 namespace accel::launcher::testing {

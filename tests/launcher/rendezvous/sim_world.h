@@ -1,6 +1,6 @@
 #pragma once
 // SimWorld: the agents of a job as threads in simulated time, meeting through one in-memory
-// store, for the rendezvous's rules (agent_rendezvous.h, round_end.h) and whole groups
+// store, for the rendezvous's rules (c10d/rendezvous.h, round_end.h) and whole groups
 // (sim_group_store.h) with the exact instants of what every agent does.
 //
 // Time moves only when every thread of the world is blocked — in a store wait, a pause, or a wait

@@ -4,7 +4,7 @@
 // agent does and is told. The rules alone are tested in rendezvous_sim_test.cc,
 // round_close_sim_test.cc and job_link_test.cc; here they work together, as the agent runs them.
 
-#include "launcher/rendezvous/store_group.h"
+#include "launcher/rendezvous/c10d/store_group.h"
 
 #include <map>
 #include <memory>

@@ -1,0 +1,418 @@
+#include "launcher/rendezvous/etcd/client/etcd_client.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "accel/error.h"
+#include "launcher/base/numbers.h"
+#include "launcher/base/text.h"
+
+namespace accel::launcher {
+namespace {
+
+using json = nlohmann::json;
+using SteadyClock = std::chrono::steady_clock;
+
+// A call's pause after every endpoint failed at once (refused, no leader), before it tries them
+// again: not a busy loop against a cluster that is starting.
+constexpr std::chrono::milliseconds kRetryPause{50};
+
+const char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string base64(const std::string& in) {
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
+    for (int s : {18, 12, 6, 0}) out += kBase64[(v >> s) & 63];
+  }
+  if (i + 1 == in.size()) {
+    const uint32_t v = uint8_t(in[i]) << 16;
+    out += std::string{kBase64[(v >> 18) & 63], kBase64[(v >> 12) & 63], '=', '='};
+  } else if (i + 2 == in.size()) {
+    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
+    out +=
+        std::string{kBase64[(v >> 18) & 63], kBase64[(v >> 12) & 63], kBase64[(v >> 6) & 63], '='};
+  }
+  return out;
+}
+
+std::string unbase64(const std::string& in) {
+  std::string out;
+  uint32_t v = 0;
+  int bits = 0;
+  for (char c : in) {
+    const char* at = std::strchr(kBase64, c);
+    if (c == '=' || !c || !at) break;
+    v = (v << 6) | static_cast<uint32_t>(at - kBase64);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((v >> bits) & 0xff);
+    }
+  }
+  return out;
+}
+
+// etcd's 64-bit numbers come as JSON strings; proto3 leaves out zeros and false.
+int64_t number(const json& j, const char* field) {
+  if (!j.contains(field)) return 0;
+  const json& v = j.at(field);
+  if (!v.is_string()) return v.get<int64_t>();
+  const std::string text = v.get<std::string>();
+  if (auto n = parseInteger(text)) return *n;
+  throw NetworkError(std::string("etcd's reply has ") + field + " '" + text.substr(0, 40) +
+                     "', not a number");
+}
+
+EtcdKeyValue keyValueOf(const json& kv) {
+  EtcdKeyValue out;
+  out.key = unbase64(kv.value("key", ""));
+  out.value = unbase64(kv.value("value", ""));
+  out.create_revision = number(kv, "create_revision");
+  out.mod_revision = number(kv, "mod_revision");
+  out.version = number(kv, "version");
+  out.lease = number(kv, "lease");
+  return out;
+}
+
+// The first key after every key that starts with `prefix` (etcd's range_end for a prefix).
+std::string prefixEnd(std::string prefix) {
+  while (!prefix.empty()) {
+    if (static_cast<uint8_t>(prefix.back()) < 0xff) {
+      prefix.back() = static_cast<char>(static_cast<uint8_t>(prefix.back()) + 1);
+      return prefix;
+    }
+    prefix.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+// A transaction's comparison that holds while `key` does not exist.
+json absent(const std::string& key) {
+  return {
+      {"key", base64(key)}, {"result", "EQUAL"}, {"target", "CREATE"}, {"create_revision", "0"}};
+}
+
+// An error etcd answers when this member cannot serve now, while another may.
+bool memberUnavailable(const json& error) {
+  const int code = error.value("code", error.value("grpc_code", 0));  // a stream's: grpc_code
+  const std::string message = error.value("message", error.value("error", std::string()));
+  return code == 14 || code == 4 || message.find("no leader") != std::string::npos ||
+         message.find("leader changed") != std::string::npos;
+}
+
+}  // namespace
+
+std::string EtcdEndpoint::text() const {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+Expected<std::vector<EtcdEndpoint>> parseEtcdEndpoints(const std::string& text) {
+  std::vector<EtcdEndpoint> out;
+  for (std::string_view part : splitOn(text, ',')) {
+    const std::string item(part);
+    std::string e(trimmed(part));
+    EtcdEndpoint ep;
+    if (e.rfind("https://", 0) == 0) {
+      ep.https = true;
+      e = e.substr(8);
+    } else if (e.rfind("http://", 0) == 0) {
+      e = e.substr(7);
+    }
+    if (!e.empty() && e.back() == '/') e.pop_back();
+    const size_t colon = e.rfind(':');
+    const bool bracketed = !e.empty() && e.front() == '[';
+    if (colon == std::string::npos || (bracketed && e[colon - 1] != ']')) {
+      ep.host = bracketed ? e.substr(1, e.size() - 2) : e;
+    } else {
+      ep.host = bracketed ? e.substr(1, colon - 2) : e.substr(0, colon);
+      const std::string port = e.substr(colon + 1);
+      char* end = nullptr;
+      const long p = std::strtol(port.c_str(), &end, 10);
+      if (port.empty() || *end || p < 1 || p > 65535) {
+        return makeError("etcd endpoint '" + item + "': '" + port + "' is not a port");
+      }
+      ep.port = static_cast<int>(p);
+    }
+    if (ep.host.empty()) return makeError("etcd endpoint '" + item + "' is not HOST:PORT");
+    out.push_back(ep);
+  }
+  if (out.empty()) return makeError("no etcd endpoint given");
+  return out;
+}
+
+Expected<void> useTls(std::vector<EtcdEndpoint>& endpoints, bool https, const TlsFiles& files) {
+  const bool any = https || std::any_of(endpoints.begin(), endpoints.end(),
+                                        [](const EtcdEndpoint& e) { return e.https; });
+  if (!any) return {};
+  std::shared_ptr<const TlsClient> tls;
+  try {
+    tls = std::make_shared<const TlsClient>(files);
+  } catch (const Error& e) {
+    return makeError(e.what());
+  }
+  for (auto& e : endpoints) e.tls = tls;
+  return {};
+}
+
+EtcdClient::EtcdClient(EtcdOptions options) : options_(std::move(options)) {
+  if (options_.endpoints.empty()) throw Error("EtcdClient: no endpoint");
+  for (const auto& e : options_.endpoints) {
+    if (e.https && !e.tls) throw Error("EtcdClient: https endpoint " + e.text() + " without TLS");
+    connections_.push_back(std::make_unique<HttpConnection>(e.host, e.port, e.tls));
+  }
+  current_ = options_.first_endpoint % connections_.size();
+}
+
+// Endpoint after endpoint, from the one that answered last (or the one after the last that
+// failed), until one answers or the time is up; a round of them all that failed at once pauses
+// kRetryPause before the next.
+json EtcdClient::call(const std::string& path, const json& body) {
+  const auto deadline = SteadyClock::now() + options_.timeout;
+  const std::string text = body.dump();
+  std::vector<std::string> said(connections_.size());
+  for (size_t tries = 0;; ++tries) {
+    const size_t at = current_;
+    if (auto reply = tryEndpoint(at, path, text, deadline, said[at])) return *reply;
+    // The next try, and the next call, start at the next endpoint: a call whose time ran out on
+    // a silent one must not leave the calls after it to the same fate.
+    current_ = (at + 1) % connections_.size();
+    if (SteadyClock::now() >= deadline) break;
+    if ((tries + 1) % connections_.size() == 0) std::this_thread::sleep_for(kRetryPause);
+  }
+  std::string all;
+  for (size_t i = 0; i < connections_.size(); ++i) {
+    all += (all.empty() ? "" : "; ") + options_.endpoints[i].text() + ": " +
+           (said[i].empty() ? "not tried" : said[i]);
+  }
+  throw NetworkError("no etcd endpoint answered " + path + " within " +
+                     secondsText(options_.timeout) + " (" + all + ")");
+}
+
+// One endpoint's try: its reply, or nullopt with what went wrong in `said` (it could not be
+// reached, or it cannot serve now). Throws accel::Error when etcd refuses the request.
+std::optional<json> EtcdClient::tryEndpoint(size_t at, const std::string& path,
+                                            const std::string& body,
+                                            HttpConnection::time_point deadline,
+                                            std::string& said) {
+  HttpConnection& c = *connections_[at];
+  ++requests_;
+  const auto until = std::min(deadline, SteadyClock::now() + options_.attempt_timeout);
+  HttpConnection::Reply reply;
+  try {
+    reply = path == "/version" ? c.get(path, until) : c.post(path, body, until);
+  } catch (const TlsRefused& e) {
+    throw TlsRefused("etcd at " + c.address() + ": " + e.what());  // no retry mends it
+  } catch (const TimeoutError& e) {
+    if (said.empty()) said = e.what();  // else what it said before the call's time ran out
+    return std::nullopt;
+  } catch (const Error& e) {
+    said = e.what();
+    return std::nullopt;
+  }
+  json parsed = json::parse(reply.body, nullptr, false);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    // Go's answer to plain HTTP on a TLS port.
+    if (reply.body.find("HTTP request to an HTTPS server") != std::string::npos) {
+      said =
+          "it serves https: add protocol=https to --rdzv_conf (with cacert=, and cert= and "
+          "key= if it asks for a client certificate)";
+      return std::nullopt;
+    }
+    said = "HTTP " + std::to_string(reply.status) + " and no JSON: is it etcd's client port?";
+    return std::nullopt;
+  }
+  // A streaming call (keepalive, watch) that failed still answers 200: {"error": {...}}.
+  if (reply.status == 200 && parsed.contains("error") && !parsed.contains("result") &&
+      parsed["error"].is_object()) {
+    json inner = parsed["error"];
+    parsed = std::move(inner);
+    reply.status = parsed.value("http_code", 500);
+  }
+  if (reply.status == 200) {
+    const json& header = parsed.contains("result") ? parsed["result"] : parsed;
+    if (header.contains("header")) revision_ = number(header["header"], "revision");
+    return parsed;
+  }
+  if (memberUnavailable(parsed)) {
+    said = parsed.value("message", parsed.value("error", std::string("unavailable")));
+    return std::nullopt;
+  }
+  throw Error("etcd at " + c.address() + " refused " + path + ": " +
+              parsed.value("message", parsed.value("error", reply.body)));
+}
+
+std::string EtcdClient::serverVersion() {
+  return call("/version", json::object()).value("etcdserver", "");
+}
+
+int64_t EtcdClient::put(const std::string& key, const std::string& value, int64_t lease) {
+  json body{{"key", base64(key)}, {"value", base64(value)}};
+  if (lease) body["lease"] = std::to_string(lease);
+  return number(call("/v3/kv/put", body).value("header", json::object()), "revision");
+}
+
+std::optional<EtcdKeyValue> EtcdClient::get(const std::string& key) {
+  const json reply = call("/v3/kv/range", {{"key", base64(key)}});
+  if (!reply.contains("kvs") || reply["kvs"].empty()) return std::nullopt;
+  return keyValueOf(reply["kvs"][0]);
+}
+
+std::vector<EtcdKeyValue> EtcdClient::getPrefix(const std::string& prefix) {
+  const json reply =
+      call("/v3/kv/range", {{"key", base64(prefix)}, {"range_end", base64(prefixEnd(prefix))}});
+  std::vector<EtcdKeyValue> out;
+  for (const auto& kv : reply.value("kvs", json::array())) out.push_back(keyValueOf(kv));
+  return out;
+}
+
+std::pair<bool, std::optional<EtcdKeyValue>> EtcdClient::txnPut(const json& compare,
+                                                                const std::string& key,
+                                                                const std::string& value,
+                                                                int64_t lease) {
+  json put{{"key", base64(key)}, {"value", base64(value)}};
+  if (lease) put["lease"] = std::to_string(lease);
+  const json reply =
+      call("/v3/kv/txn", {{"compare", json::array({compare})},
+                          {"success", json::array({{{"request_put", put}}})},
+                          {"failure", json::array({{{"request_range", {{"key", base64(key)}}}}})}});
+  if (reply.value("succeeded", false)) return {true, std::nullopt};
+  for (const auto& r : reply.value("responses", json::array())) {
+    const json range = r.value("response_range", json::object());
+    if (range.contains("kvs") && !range["kvs"].empty()) return {false, keyValueOf(range["kvs"][0])};
+  }
+  return {false, std::nullopt};
+}
+
+bool EtcdClient::create(const std::string& key, const std::string& value, int64_t lease) {
+  return compareAndSwap(key, 0, value, lease);
+}
+
+bool EtcdClient::compareAndSwap(const std::string& key, int64_t revision, const std::string& value,
+                                int64_t lease) {
+  const json compare = revision == 0 ? absent(key)
+                                     : json{{"key", base64(key)},
+                                            {"result", "EQUAL"},
+                                            {"target", "MOD"},
+                                            {"mod_revision", std::to_string(revision)}};
+  return txnPut(compare, key, value, lease).first;
+}
+
+std::optional<EtcdKeyValue> EtcdClient::compareValueAndSet(const std::string& key,
+                                                           const std::string& expected,
+                                                           const std::string& desired) {
+  const json compare = expected.empty() ? absent(key)
+                                        : json{{"key", base64(key)},
+                                               {"result", "EQUAL"},
+                                               {"target", "VALUE"},
+                                               {"value", base64(expected)}};
+  auto [put, current] = txnPut(compare, key, desired, 0);
+  if (!put) return current;
+  EtcdKeyValue now;
+  now.key = key;
+  now.value = desired;
+  now.mod_revision = revision_;
+  return now;
+}
+
+int64_t EtcdClient::countPrefix(const std::string& prefix) {
+  return number(call("/v3/kv/range", {{"key", base64(prefix)},
+                                      {"range_end", base64(prefixEnd(prefix))},
+                                      {"count_only", true}}),
+                "count");
+}
+
+bool EtcdClient::remove(const std::string& key) {
+  return number(call("/v3/kv/deleterange", {{"key", base64(key)}}), "deleted") > 0;
+}
+
+int64_t EtcdClient::deletePrefix(const std::string& prefix) {
+  return number(call("/v3/kv/deleterange",
+                     {{"key", base64(prefix)}, {"range_end", base64(prefixEnd(prefix))}}),
+                "deleted");
+}
+
+int64_t EtcdClient::grantLease(std::chrono::seconds ttl) {
+  return number(call("/v3/lease/grant", {{"TTL", std::to_string(ttl.count())}}), "ID");
+}
+
+int64_t EtcdClient::keepAlive(int64_t id) {
+  // A stream of one request and one reply: {"result": {"ID", "TTL"}}; TTL 0 (left out) when
+  // the lease is gone.
+  const json reply = call("/v3/lease/keepalive", {{"ID", std::to_string(id)}});
+  return std::max<int64_t>(0, number(reply.value("result", json::object()), "TTL"));
+}
+
+void EtcdClient::revokeLease(int64_t id) { call("/v3/lease/revoke", {{"ID", std::to_string(id)}}); }
+
+std::unique_ptr<EtcdWatchStream> EtcdClient::watch(const std::string& key, bool prefix,
+                                                   int64_t from, Clock::time_point deadline) {
+  return std::make_unique<EtcdWatch>(endpoint(), key, prefix, from, deadline);
+}
+
+std::unique_ptr<EtcdApi> EtcdClient::pinned(std::chrono::milliseconds timeout) const {
+  EtcdOptions alone = options_;
+  alone.endpoints = {endpoint()};
+  alone.timeout = alone.attempt_timeout = timeout;
+  alone.first_endpoint = 0;
+  return std::make_unique<EtcdClient>(std::move(alone));
+}
+
+EtcdAccess realEtcd() {
+  static const auto clock = std::make_shared<MonotonicClock>();
+  return {[](const EtcdOptions& o) -> std::unique_ptr<EtcdApi> {
+            return std::make_unique<EtcdClient>(o);
+          },
+          clock};
+}
+
+EtcdWatch::EtcdWatch(const EtcdEndpoint& endpoint, const std::string& key, bool prefix,
+                     int64_t from, HttpConnection::time_point deadline)
+    : connection_(endpoint.host, endpoint.port, endpoint.tls) {
+  json create{{"key", base64(key)}};
+  if (prefix) create["range_end"] = base64(prefixEnd(key));
+  if (from > 0) create["start_revision"] = std::to_string(from);
+  int status = 0;
+  std::optional<std::string> first;
+  try {
+    status = connection_.openStream("/v3/watch", json{{"create_request", create}}.dump(), deadline);
+    first = connection_.nextMessage(deadline);
+  } catch (const Error& e) {
+    throw NetworkError("etcd at " + endpoint.text() + " did not open a watch of '" + key +
+                       "': " + e.what());
+  }
+  const json reply = first ? json::parse(*first, nullptr, false) : json();
+  if (status != 200 || !reply.is_object() ||
+      !reply.value("result", json::object()).value("created", false)) {
+    throw NetworkError("etcd at " + endpoint.text() + " did not open a watch of '" + key + "'" +
+                       (first ? ": " + first->substr(0, 200) : std::string()));
+  }
+}
+
+std::vector<EtcdEvent> EtcdWatch::next(Clock::time_point deadline) {
+  std::optional<std::string> message;
+  try {
+    message = connection_.nextMessage(deadline);
+  } catch (const TimeoutError&) {
+    return {};
+  } catch (const NetworkError& e) {
+    throw NetworkError("etcd at " + connection_.address() + " ended the watch: " + e.what());
+  }
+  if (!message) throw NetworkError("etcd at " + connection_.address() + " ended the watch");
+  const json reply = json::parse(*message, nullptr, false);
+  if (!reply.is_object() || !reply.contains("result")) {
+    throw NetworkError("etcd at " + connection_.address() +
+                       " ended the watch: " + message->substr(0, 200));
+  }
+  std::vector<EtcdEvent> events;
+  for (const auto& e : reply["result"].value("events", json::array())) {
+    events.push_back(
+        {e.value("type", "PUT") == "DELETE", keyValueOf(e.value("kv", json::object()))});
+  }
+  return events;
+}
+
+}  // namespace accel::launcher

@@ -1,0 +1,280 @@
+#include "launcher/rendezvous/etcd/link.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "accel/error.h"
+
+namespace accel::launcher {
+
+namespace {
+
+// How a member is lost on etcd, in the summary's list of lost machines.
+constexpr const char* kLeaseExpired = "its lease expired";
+
+// The link's calls are small and a healthy etcd answers them at once: each is bounded by
+// etcd_link_call in all (etcd_link_try an endpoint), so that stop() never waits longer for a call
+// in progress when etcd is gone (the lease says when that ends the job).
+EtcdOptions linkBounds(EtcdOptions o, const RoundTimeouts& t) {
+  o.timeout = std::min(o.timeout, t.etcd_link_call);
+  o.attempt_timeout = std::min(o.attempt_timeout, t.etcd_link_try);
+  return o;
+}
+
+}  // namespace
+
+EtcdLink::EtcdLink(EtcdLinkOptions options)
+    : o_(std::move(options)),
+      clock_(*o_.round_settings.clock),
+      client_(o_.connect(linkBounds(o_.etcd, o_.round_settings.timeouts))),
+      keys_(etcdRoundKeys(o_.round_settings, o_.round)),
+      next_keys_(etcdRoundKeys(o_.round_settings, o_.round + 1)),
+      gone_(o_.members.size(), false) {
+  readRound();
+  openWatches();
+  thread_ = clock_.startThread([this] { run(); });  // signals are the supervisor's
+}
+
+EtcdLink::~EtcdLink() { stop(); }
+
+void EtcdLink::stop() {
+  mailbox_.requestStop();
+  if (thread_.joinable()) thread_.join();
+}
+
+// Posted from the caller's thread (the lease's), not the link's: that one may be in an etcd call
+// that takes its whole bound while etcd is gone.
+void EtcdLink::leaseLost(const std::string& why) {
+  {
+    std::lock_guard lock(lease_mutex_);
+    if (lease_lost_) return;
+    lease_lost_ = true;
+  }
+  JobFailure lost;
+  lost.machine_rank = o_.machine_rank;
+  lost.reason = why;
+  mailbox_.post(LinkEvent::of(LinkEvent::Kind::kRemoteFailure, std::move(lost)));
+}
+
+// Until stopped: what the watches saw, a publication to make; then a wait for the next of them (a
+// watch to open again is tried every etcd_watch_retry).
+void EtcdLink::run() {
+  while (true) {
+    if (!drainWatches()) reconnect();
+    if (!watches_.empty() && clock_.now() >= next_check_ && !watchEndpointServes()) {
+      watches_.clear();
+      reconnect();
+    }
+    auto [mine, status, stopping] = mailbox_.take();
+    if (stopping) return;
+    if (mine) onPublish(*mine);
+    if (status) onShare(*status);
+    waitForWork();
+  }
+}
+
+// Every message the watches hold now; false when one ended (its endpoint gone).
+bool EtcdLink::drainWatches() {
+  if (watches_.empty()) return false;
+  try {
+    for (auto& w : watches_) {
+      while (true) {
+        auto events = w.watch->next(clock_.now());
+        if (events.empty()) break;
+        for (const auto& e : events) onEvent(e, w.what);
+      }
+    }
+    return true;
+  } catch (const Error&) {
+    watches_.clear();
+    return false;
+  }
+}
+
+// Until the mailbox or a watch has something, or the next check of the watches' endpoint is due
+// (a watch to open again: etcd_watch_retry).
+void EtcdLink::waitForWork() {
+  std::vector<int> fds{mailbox_.wakeFd()};
+  for (const auto& w : watches_) fds.push_back(w.watch->fd());
+  const auto deadline =
+      watches_.empty() ? clock_.now() + o_.round_settings.timeouts.etcd_watch_retry : next_check_;
+  waitReadable(clock_, fds, deadline);
+}
+
+// Whether the watches' endpoint answers a read that needs quorum (a linearizable range of the
+// stop record) within the keep-alive interval (each check at most etcd_link_try): a machine cut off
+// keeps its connections silent, and a member cut off from the others' majority serves no such read.
+bool EtcdLink::watchEndpointServes() {
+  next_check_ = clock_.now() + o_.round_settings.timeouts.keep_alive_interval;
+  try {
+    watch_check_->get(keys_.stop());
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// The watches again, after a read that catches up on what happened meanwhile.
+void EtcdLink::reconnect() {
+  try {
+    readRound();
+    openWatches();
+  } catch (const Error&) {
+    watches_.clear();  // etcd unreachable: the lease says when that is the job's end
+  }
+}
+
+// Between two calls, a stop requested meanwhile ends the read (stop() waits for one call at most).
+void EtcdLink::readRound() {
+  auto stopping = [this] {
+    if (mailbox_.stopping()) throw Error("the link is stopping");
+  };
+  std::vector<bool> present(o_.members.size(), false);
+  for (const auto& kv : client_->getPrefix(keys_.memberPrefix())) {
+    const std::string token = kv.key.substr(keys_.memberPrefix().size());
+    for (size_t m = 0; m < o_.members.size(); ++m)
+      present[m] = present[m] || o_.members[m].token == token;
+  }
+  revision_ = client_->revision();
+  stopping();
+  if (auto stop = client_->get(keys_.stop())) onStop(stop->value);
+  stopping();
+  for (size_t m = 0; m < o_.members.size(); ++m) {
+    if (!present[m]) onMemberGone(o_.members[m].token);
+  }
+  if (client_->countPrefix(next_keys_.memberPrefix()) > 0) onArrival();
+}
+
+void EtcdLink::openWatches() {
+  const auto deadline = clock_.now() + client_->timeout();
+  watches_.clear();
+  watches_.push_back(
+      {Watched::kStop, client_->watch(keys_.stop(), false, revision_ + 1, deadline)});
+  watches_.push_back(
+      {Watched::kMembers, client_->watch(keys_.memberPrefix(), true, revision_ + 1, deadline)});
+  watches_.push_back({Watched::kArrivals,
+                      client_->watch(next_keys_.memberPrefix(), true, revision_ + 1, deadline)});
+  watch_check_ = client_->pinned(std::min(o_.round_settings.timeouts.keep_alive_interval,
+                                          o_.round_settings.timeouts.etcd_link_try));
+  next_check_ = clock_.now() + o_.round_settings.timeouts.keep_alive_interval;
+}
+
+void EtcdLink::onEvent(const EtcdEvent& e, Watched what) {
+  if (what == Watched::kStop && !e.deleted) onStop(e.kv.value);
+  if (what == Watched::kMembers && e.deleted) {
+    onMemberGone(e.kv.key.substr(keys_.memberPrefix().size()));
+  }
+  if (what == Watched::kArrivals && !e.deleted) onArrival();
+}
+
+// The round's stop record, once: another machine's failure, a lost machine (this one's
+// publication included), or the group growing. This machine's own failure was posted when it
+// was published.
+void EtcdLink::onStop(const std::string& value) {
+  if (stop_heard_) return;
+  std::optional<RoundStop> first;
+  try {
+    first = decodeRoundStop(value);
+  } catch (const std::exception&) {
+    return;
+  }
+  stop_heard_ = true;
+  // A member lost, as another link saw it first: lost here too before the event is told (this
+  // link's own watch may bring the registration's end a moment later), so the round's end that
+  // the event starts counts it at once.
+  if (first->failure && first->failure->cause == kCauseLost) markLost(first->failure->machine_rank);
+  mailbox_.post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kRemoteFailure));
+}
+
+// Member `machine` lost (its lease expired), once; false when it was known already.
+bool EtcdLink::markLost(int machine) {
+  if (machine < 0 || machine >= static_cast<int>(gone_.size()) || gone_[machine]) return false;
+  gone_[machine] = true;
+  mailbox_.addLost({machine, kLeaseExpired});
+  return true;
+}
+
+// A member's registration went with its lease: lost, unless it said it finished first.
+void EtcdLink::onMemberGone(const std::string& token) {
+  for (size_t m = 0; m < o_.members.size(); ++m) {
+    if (o_.members[m].token != token || gone_[m]) continue;
+    const int machine = static_cast<int>(m);
+    if (machine == o_.machine_rank) {  // this agent's own: dropped (its lease says why)
+      markLost(machine);
+      return;
+    }
+    bool started = true;
+    try {
+      if (client_->get(keys_.finished(machine))) {
+        gone_[m] = true;
+        return;
+      }
+      started = client_->get(keys_.started(machine)).has_value();
+    } catch (const Error&) {
+    }
+    if (!markLost(machine)) return;
+    if (!started) return neverStarted(machine);
+    JobFailure f;
+    f.machine_rank = machine;
+    f.host = o_.members[m].host;
+    f.cause = kCauseLost;
+    f.reason = std::string("lost: ") + kLeaseExpired + " (no keep-alive reached etcd for " +
+               std::to_string(o_.window.count()) + " s)";
+    change_published_ = true;
+    publishStop(RoundStop::failed(std::move(f)));  // the watch brings it back, to every link alike
+  }
+}
+
+// Member `machine`'s agent died between its registration and the round's close (it never said it
+// took its place): etcd could not tell it from a living one until its lease ended. It was never
+// part of the job's work, so the group re-forms without it as for a machine joining — no
+// failure, no restart counted (on the master's store such a registration never becomes a
+// member: its presence is seen at once).
+void EtcdLink::neverStarted(int machine) {
+  change_published_ = true;
+  const auto at = static_cast<size_t>(machine);
+  publishStop(RoundStop::growing("machine " + std::to_string(machine) + " (" + o_.members[at].host +
+                                 ") was gone before the round started (its agent died after it "
+                                 "registered): the group re-forms without it"));
+}
+
+// A machine registered for the next round while the group has room: re-form to take it.
+void EtcdLink::onArrival() {
+  const int machines = static_cast<int>(o_.members.size());
+  if (machines >= o_.round_settings.max_machines || change_published_) return;
+  change_published_ = true;
+  publishStop(RoundStop::growing(growthReason(machines, o_.round_settings.max_machines)));
+}
+
+void EtcdLink::onPublish(const JobFailure& mine) {
+  auto first = publishStop(RoundStop::failed(mine));
+  stop_heard_ = true;
+  if (!first) {
+    mailbox_.post(LinkEvent::of(LinkEvent::Kind::kPublishedFirst, mine));
+  } else {
+    mailbox_.post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kAnotherWasFirst));
+  }
+}
+
+void EtcdLink::onShare(const std::string& json) {
+  try {
+    client_->put(JobKeys(o_.round_settings.run_id, o_.round_settings.root).status(o_.machine_rank),
+                 json, o_.round_settings.lease);
+  } catch (const Error&) {
+    // Best effort: etcd gone for the window shows as the lease lost.
+  }
+}
+
+// The round's stop record, created unless there is one: nullopt when this one stands (or etcd
+// could not be reached: the lease tells), else the one that was first.
+std::optional<RoundStop> EtcdLink::publishStop(const RoundStop& stop) {
+  try {
+    if (client_->create(keys_.stop(), encodeRoundStop(stop))) return std::nullopt;
+    if (auto stored = client_->get(keys_.stop())) return decodeRoundStop(stored->value);
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+}  // namespace accel::launcher

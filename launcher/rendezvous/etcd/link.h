@@ -1,0 +1,114 @@
+#pragma once
+// EtcdLink: a round's link (round_link.h) through etcd, where no machine is in charge. Every
+// agent's link watches the round's keys on a thread of its own:
+//   - the round's stop record (RoundKeys::stop): the first machine whose workers fail creates it
+//     (one transaction: the first stands) and every link hears it — the job's first failure;
+//   - the members' registrations (RoundKeys::member, attached to each agent's lease): one that
+//     etcd removes is a machine whose agent stopped renewing its lease (its process or machine
+//     gone, for the keep-alive window) — lost, unless it said it finished; whichever link sees it
+//     first publishes it as the round's stop record, so machine 0 is lost like any other (one that
+//     never said it started the round — it died between its registration and the close — stops
+//     the round as the group's growth does: re-formed without it, no restart counted);
+//   - the next round's registrations: a machine arriving while the group has room stops the
+//     round for the group to re-form (the group's growth, round/stop.h: not a failure).
+// The agent's own lease lost (EtcdLease::lost: etcd gone for the window, or the others dropped
+// this machine) is reported by the agent through leaseLost(): the job's end on this machine.
+//
+// A watch whose endpoint goes away is opened again, after a fresh read, on whichever endpoint
+// the client reaches then; nothing that happened in between is missed. An endpoint that goes
+// silent instead (its machine cut off: no reset, no error, no events) is found by asking it every
+// keep-alive interval for a read that needs etcd's quorum; one that cannot serve it is left the
+// same way.
+//
+// Thread-safety as RoundLink's; leaseLost from any thread. The thread is started, and waits,
+// through round_settings.clock. The constructor blocks to read the
+// round's keys and open the watches (throws accel::NetworkError when etcd cannot be reached).
+// Each etcd call of the link is bounded by 2 s, and so is stop() when etcd is gone.
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "launcher/rendezvous/etcd/api.h"
+#include "launcher/rendezvous/etcd/meeting.h"
+#include "launcher/rendezvous/link_mailbox.h"
+#include "launcher/rendezvous/round_link.h"
+
+namespace accel::launcher {
+
+struct EtcdLinkOptions {
+  EtcdOptions etcd;
+  EtcdConnect connect = realEtcd().connect;  // the clock is round_settings.clock
+  EtcdRoundSettings round_settings;          // the job's keys (root, run id) and MAX
+  int round = 0;
+  int machine_rank = 0;             // this machine's in the round
+  std::vector<EtcdMember> members;  // the round's, by machine rank
+  // The leases' TTL, for messages. The watches' endpoint is asked whether it still serves every
+  // round_settings.timeouts.keep_alive_interval.
+  std::chrono::seconds window{3};
+};
+
+class EtcdLink : public RoundLink {
+ public:
+  explicit EtcdLink(EtcdLinkOptions options);
+  ~EtcdLink() override;
+  EtcdLink(const EtcdLink&) = delete;
+  EtcdLink& operator=(const EtcdLink&) = delete;
+
+  int fd() const override { return mailbox_.fd(); }
+  bool publish(JobFailure mine) override { return mailbox_.publish(std::move(mine)); }
+  // Put under JobKeys::status(machine) with this agent's lease (gone with it).
+  void shareStatus(std::string json) override { mailbox_.shareStatus(std::move(json)); }
+  std::vector<LinkEvent> takeEvents() override { return mailbox_.takeEvents(); }
+  void stop() override;
+  std::vector<LostMachine> lostMachines() const override { return mailbox_.lost(); }
+  // This agent's lease is lost (`why`): reported as the job's end here, once, at once.
+  void leaseLost(const std::string& why);
+
+ private:
+  // What each watch follows.
+  enum class Watched { kStop, kMembers, kArrivals };
+  struct Watch {
+    Watched what;
+    std::unique_ptr<EtcdWatchStream> watch;
+  };
+
+  void run();
+  bool drainWatches();
+  void waitForWork();
+  void reconnect();
+  bool watchEndpointServes();
+  void readRound();
+  void openWatches();
+  void onEvent(const EtcdEvent& e, Watched what);
+  void onStop(const std::string& value);
+  void onMemberGone(const std::string& token);
+  bool markLost(int machine);
+  void neverStarted(int machine);
+  void onArrival();
+  void onPublish(const JobFailure& mine);
+  void onShare(const std::string& json);
+  std::optional<RoundStop> publishStop(const RoundStop& stop);
+
+  const EtcdLinkOptions o_;
+  Clock& clock_;
+  const std::unique_ptr<EtcdApi> client_;
+  const RoundKeys keys_, next_keys_;
+  int64_t revision_ = 0;
+  std::vector<Watch> watches_;            // empty: to be opened (again)
+  std::unique_ptr<EtcdApi> watch_check_;  // a client of the watches' endpoint alone
+  Clock::time_point next_check_;
+  std::vector<bool> gone_;   // the thread's: members whose registration went
+  bool stop_heard_ = false;  // the thread's: the stop record was posted as an event
+  bool change_published_ = false;
+  LinkMailbox mailbox_;  // the supervisor's side
+  std::mutex lease_mutex_;
+  bool lease_lost_ = false;  // leaseLost's: said once
+  std::thread thread_;
+};
+
+}  // namespace accel::launcher

@@ -1,0 +1,47 @@
+#include "launcher/rendezvous/round/closing.h"
+
+#include <algorithm>
+
+namespace accel::launcher {
+
+RoundClosing::RoundClosing(int minMachines, int maxMachines, int expectMachines,
+                           std::chrono::milliseconds lastCall)
+    : least_(minMachines > 0 ? std::min(minMachines, maxMachines) : maxMachines),
+      most_(maxMachines),
+      expect_(expectMachines),
+      last_call_(lastCall) {}
+
+bool RoundClosing::ready(int count, time_point now) {
+  if (count >= most_) return true;
+  if (count < least_) {
+    last_call_end_.reset();  // below MIN again: a later MIN starts a new last call
+    return false;
+  }
+  if (expect_ > 0 && count >= expect_) return true;
+  if (!last_call_end_) last_call_end_ = now + last_call_;
+  return now >= *last_call_end_;
+}
+
+std::vector<size_t> rankMembers(const std::vector<Registrant>& registrants,
+                                const std::map<std::string, int>& before, int machines) {
+  std::vector<std::pair<std::pair<int, int64_t>, size_t>> ranked;  // ((group, order), index)
+  for (size_t i = 0; i < registrants.size(); ++i) {
+    const Registrant& r = registrants[i];
+    auto was = before.find(r.token);
+    if (r.asked_first) {
+      ranked.push_back({{0, r.arrival}, i});
+    } else if (was != before.end()) {
+      ranked.push_back({{1, was->second}, i});
+    } else {
+      ranked.push_back({{2, r.arrival}, i});
+    }
+  }
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<size_t> chosen;
+  for (const auto& [order, index] : ranked) {
+    if (static_cast<int>(chosen.size()) < machines) chosen.push_back(index);
+  }
+  return chosen;
+}
+
+}  // namespace accel::launcher

@@ -1,0 +1,53 @@
+#pragma once
+// RoundClosing: the rule for when a forming round may close, the same on the master's store
+// (awaitMachines, c10d/rendezvous.cc) and on etcd (meetOnEtcd, etcd/meeting.cc): at once with MAX
+// machines (or, for a re-forming group, the machines it expects), else `last_call` after MIN
+// joined — the last call starts at the first look that sees MIN and starts again should the
+// group fall below MIN meanwhile (torch's dynamic rendezvous does the same). Pure: the caller
+// passes the count and the instant, so it is unit-tested in fake time (liveness_test.cc). Not
+// thread-safe: one thread looks.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace accel::launcher {
+
+class RoundClosing {
+ public:
+  using time_point = std::chrono::steady_clock::time_point;
+
+  // A round of `minMachines` (0: all) to `maxMachines` that expects `expectMachines` (0: none).
+  RoundClosing(int minMachines, int maxMachines, int expectMachines,
+               std::chrono::milliseconds lastCall);
+
+  // With `count` machines joined at `now`: whether the round may close.
+  bool ready(int count, time_point now);
+  // When the current last call ends (nullopt: MIN has not joined).
+  std::optional<time_point> lastCallEnd() const { return last_call_end_; }
+
+ private:
+  const int least_, most_, expect_;
+  const std::chrono::milliseconds last_call_;
+  std::optional<time_point> last_call_end_;
+};
+
+// One agent registered for a round, as the rule that ranks the round's machines sees it.
+struct Registrant {
+  std::string token;         // its agent's, the same in every round
+  int64_t arrival = 0;       // its registration's order
+  bool asked_first = false;  // it asked to be machine 0 (the master's store's host)
+};
+
+// The round's members among `registrants`, `machines` at most, by machine rank: any that asked to
+// be first, then the members of the round before in their order there (`before`: machine rank
+// by token), then the others by arrival. Those left out are spares. Returns indices into
+// `registrants`. The one rule of both stores (c10d/rendezvous.cc, etcd/meeting.cc): machine 0
+// stays machine 0 while it lives, a survivor keeps its place, a newcomer follows.
+std::vector<size_t> rankMembers(const std::vector<Registrant>& registrants,
+                                const std::map<std::string, int>& before, int machines);
+
+}  // namespace accel::launcher

@@ -1,0 +1,37 @@
+#pragma once
+// RoundStop: what stopped a round, as the round's stop record (RoundKeys::stop) holds it. One
+// record per round, first come first served (a compare-and-set), so that exactly one thing stops
+// a round on every machine alike. It is one of two things:
+//   - a failure (JobFailure): a worker's end, an agent told to stop, or a member lost (cause
+//     kCauseLost) — the round failed, and the restart rule decides whether a restart is spent;
+//   - the group growing: no failure; a machine waits to join while the group has room, and the
+//     group re-forms to take it without counting a restart (`grows`: why, for the notices).
+// Liveness (round/liveness.h) and the links (c10d/job_link.h, etcd/link.h) make them; the
+// supervisor hears them as LinkEvents; RoundCloser reads the record when the round ends.
+
+#include <optional>
+#include <string>
+
+#include "launcher/report/job_report.h"
+
+namespace accel::launcher {
+
+struct RoundStop {
+  std::optional<JobFailure> failure;  // set: the round failed
+  std::string grows;                  // no failure: why the group re-forms
+
+  static RoundStop failed(JobFailure failure) { return {std::move(failure), ""}; }
+  static RoundStop growing(std::string why) { return {std::nullopt, std::move(why)}; }
+  bool isGrowth() const { return !failure.has_value(); }
+};
+
+// Why a group of `machines` (at most `maxMachines`) grows: "a machine is waiting to join (the
+// group has 2 of at most 3): the group re-forms to take it".
+std::string growthReason(int machines, int maxMachines);
+
+// The record as stored, and back. decodeRoundStop throws nlohmann::json::exception on a
+// malformed record.
+std::string encodeRoundStop(const RoundStop& stop);
+RoundStop decodeRoundStop(const std::string& record);
+
+}  // namespace accel::launcher

@@ -1,0 +1,93 @@
+#include "launcher/rendezvous/round_records.h"
+
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "accel/error.h"
+#include "launcher/base/text.h"
+
+namespace accel::launcher {
+
+using nlohmann::json;
+
+std::string storeLost(const GroupSettings& o, const std::string& why) {
+  if (o.leaderless) {
+    return "lost contact with " + o.store_address + " (" + why +
+           ") while the machines agreed on the round's end; this machine stops (the others, if "
+           "they still reach etcd, decide without it)";
+  }
+  return "lost contact with the master agent's store at " + o.store_address + " (" + why +
+         "); this machine cannot go on without it (if machine 0 is still up, this machine was "
+         "cut off from it and the others go on without this one)";
+}
+
+std::optional<RoundStop> publishStop(store::Store& s, const GroupSettings& o, int round,
+                                     const RoundStop& mine) {
+  try {
+    const std::string record = encodeRoundStop(mine);
+    const std::string stored = s.compareSet(roundKeys(o, round).stop(), "", record);
+    if (stored == record) return std::nullopt;
+    return decodeRoundStop(stored);
+  } catch (const Error&) {
+    return std::nullopt;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<RoundStop> readStop(store::Store& s, const GroupSettings& o, int round,
+                                  int machineRank) {
+  RoundStop first = decodeRoundStop(s.get(roundKeys(o, round).stop(), o.timeouts.record));
+  // This machine's own publication, unless the master found it lost.
+  const auto& f = first.failure;
+  if (f && f->machine_rank == machineRank && f->cause != kCauseLost) return std::nullopt;
+  return first;
+}
+
+namespace {
+
+// "1/2 machines reported their workers finished: this machine keeps the job's store up for the
+// others, at most 14 s more"
+std::string exitWaitText(int done, int machines, const std::optional<Clock::time_point>& deadline,
+                         Clock::time_point now) {
+  const std::string head = std::to_string(done) + "/" + std::to_string(machines) +
+                           " machines reported their workers finished: this machine keeps the "
+                           "job's store up for the others, ";
+  if (!deadline) return head + "until they finish or leave";
+  return head + "at most " + secondsText(std::chrono::ceil<std::chrono::seconds>(*deadline - now)) +
+         " more";
+}
+
+}  // namespace
+
+int exitBarrier(store::Store& s, const GroupSettings& o, int round, int machines, bool master,
+                std::chrono::milliseconds afterFailure, const std::function<bool()>& othersGone,
+                const std::function<void(const std::string&)>& say) {
+  const std::string key = roundKeys(o, round).finishedCount();
+  try {
+    int done = static_cast<int>(s.add(key, 1));
+    if (!master) return done;
+    std::optional<Clock::time_point> failureDeadline;
+    std::optional<Clock::time_point> notice = o.clock->now() + o.timeouts.exit_notice;
+    while (done < machines) {
+      const auto now = o.clock->now();
+      if (!failureDeadline && s.check({roundKeys(o, round).stop()}))
+        failureDeadline = now + afterFailure;
+      if ((othersGone && othersGone()) || (failureDeadline && now >= *failureDeadline)) {
+        return static_cast<int>(s.add(key, 0));
+      }
+      if (notice && now >= *notice) {
+        notice.reset();
+        if (say) say(exitWaitText(done, machines, failureDeadline, now));
+      }
+      o.clock->sleepUntil(o.clock->now() + o.timeouts.exit_poll);
+      done = static_cast<int>(s.add(key, 0));
+    }
+    return done;
+  } catch (const Error&) {
+    return -1;
+  }
+}
+
+}  // namespace accel::launcher
