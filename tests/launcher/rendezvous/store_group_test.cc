@@ -137,53 +137,6 @@ TEST_F(StoreGroupTest, AMachineArrivingGrowsTheGroupWithoutARestart) {
   EXPECT_EQ(placed_["delta"].rank_offset, 4);
 }
 
-// A machine that registers for the next round and dies before the master's link looks restarts
-// nothing: delta registers for round 1 at 1 s and its agent dies at 1.01 s. The master's tick at
-// 1.05 s finds its registration, whose agent is gone (after the presence grace, 0.5 s, in which a
-// registration may come before its agent's presence is seen): no growth is published, and
-// alpha and beta train on. epsilon arrives at 3 s, alive: the group grows at the next tick and
-// re-forms as three with epsilon, no restart counted.
-TEST_F(StoreGroupTest, ADeadArrivalDoesNotRestartTheGroup) {
-  agent("alpha", true), agent("beta", false);
-  world_->run({meets("alpha", true), meets("beta", true)});
-  agent("delta", false), agent("epsilon", false);
-  world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}),
-               then({hearsAndEnds("beta"), meets("beta", false)}),
-               at(1000ms,
-                  [this] {
-                    ASSERT_TRUE(connect("delta").ok());
-                    EXPECT_FALSE(group("delta").meet().ok());  // its agent dies meanwhile
-                  }),
-               at(1010ms, [this] { stores_["delta"]->kill(); }), meets("epsilon", true, 3000ms)});
-  for (const std::string n : {"alpha", "beta"}) {
-    EXPECT_GT(heard_[n].at_ms, 3000) << n << ": re-formed for a dead arrival";
-    EXPECT_EQ(heard_[n].event.kind, LinkEvent::Kind::kGroupGrows) << n;
-    EXPECT_FALSE(decided_[n].counted) << n;
-  }
-  expectMet({"alpha", "beta", "epsilon"}, heard_["alpha"].at_ms, 1, 6, 0);
-  EXPECT_EQ(placed_["epsilon"].machine_rank, 2);
-}
-
-// Without restarts (--max_restarts 0, a fixed size) there is nothing to agree on after a failure,
-// yet every machine's report names the round's first failure as the store holds it — beta's
-// rank 2 — alpha's and gamma's too, which only heard of it.
-TEST_F(StoreGroupTest, WithoutRestartsEveryMachineStillNamesTheRoundsFirstFailure) {
-  plan_.max_restarts = 0;
-  plan_.min_machines = 3;
-  agent("alpha", true), agent("beta", false), agent("gamma", false);
-  world_->run({meets("alpha", true), meets("beta", true), meets("gamma", true)});
-  const std::string beta = placed_["beta"].machine_rank == 1 ? "beta" : "gamma";
-  world_->run({hearsAndEnds("alpha"), failsAndEnds(beta, 1000ms, 3, "RuntimeError: boom"),
-               hearsAndEnds(beta == "beta" ? "gamma" : "beta")});
-  for (const std::string n : {"alpha", "beta", "gamma"}) {
-    EXPECT_FALSE(decided_[n].restart) << n;
-    EXPECT_EQ(decided_[n].why, "") << n;
-    ASSERT_TRUE(ended_[n].job_failure.has_value()) << n;
-    EXPECT_EQ(ended_[n].job_failure->rank, 2) << n;
-    EXPECT_EQ(ended_[n].job_failure->exit_code, 3) << n;
-  }
-}
-
 // A group of three is full (MAX). delta arrives at 0.5 s and waits for the next round: the
 // master's link does not re-form a full group for it. gamma's agent dies at 1.05 s, found at
 // 1.100 s; the round's end counts delta among those waiting, so round 1 expects three and closes

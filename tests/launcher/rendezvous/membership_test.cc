@@ -1,0 +1,371 @@
+// The membership rules of a job's rounds, each written once and run against both backends (the
+// test names end in /Store and /Etcd): whole groups — StoreGroups over the master's store
+// (sim_group_store.h), EtcdGroups over a 3-member etcd (sim_etcd.h) — as the agents of one job in
+// simulated time (sim_agents.h). What a rule decides is asserted the same way on both: who is
+// lost, what every survivor decides, who meets again with what ranks and restart count. Where the
+// backends differ by design (the store's host is the job's one point of failure; etcd tells a
+// dead registration from a living one only when its lease ends), the test says so and asserts
+// each. The exact instants of each backend are store_group_test.cc's and etcd_group_test.cc's.
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "launcher/rendezvous/c10d/store_group.h"
+#include "launcher/rendezvous/etcd/group.h"
+#include "launcher/rendezvous/round/keys.h"
+#include "sim_agents.h"
+#include "sim_etcd.h"
+#include "sim_group_store.h"
+
+namespace accel::launcher {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::SimEtcd;
+using testing::SimGroupStore;
+using testing::SimProcess;
+using testing::SimStoreHost;
+using testing::SimWorld;
+
+enum class Backend { kStore, kEtcd };
+
+std::string backendName(const ::testing::TestParamInfo<Backend>& info) {
+  return info.param == Backend::kStore ? "Store" : "Etcd";
+}
+
+// A job of 2 to 3 machines, 2 ranks each, keep-alives every 250 ms, 4 of them the window (1 s),
+// a last call of 300 ms (SimAgents). On the store alpha is the master (it hosts the store).
+class MembershipTest : public testing::SimAgents, public ::testing::WithParamInterface<Backend> {
+ protected:
+  MembershipTest() {
+    plan_.local_addr = "127.0.0.1";
+    if (etcd()) etcd_ = std::make_unique<SimEtcd>(world_, 3);
+  }
+  ~MembershipTest() override {
+    for (auto& [name, group] : groups_) {
+      if (group) group->stopLink();
+    }
+    if (etcd_) {
+      for (auto& [name, process] : processes_) etcd_->kill(*process);
+    }
+    groups_.clear();  // before the store or etcd they reach
+  }
+
+  bool etcd() const { return GetParam() == Backend::kEtcd; }
+
+  // Agent `name` (its own store, machine 0's for the workers on etcd, on `port`).
+  MachineGroup& agent(const std::string& name, int port) {
+    if (etcd()) {
+      auto process = std::make_shared<SimProcess>();
+      processes_[name] = process;
+      groups_[name] = std::make_unique<EtcdGroup>(plan_, env_, notifier(name), etcd_->options(),
+                                                  "", port, nullptr, etcd_->access(process));
+    } else {
+      const bool master = name == "alpha";
+      auto store = std::make_unique<SimGroupStore>(host_, master);
+      stores_[name] = store.get();
+      groups_[name] = std::make_unique<StoreGroup>(plan_, env_, notifier(name),
+                                                   master ? std::optional<int>(0) : std::nullopt,
+                                                   port, std::move(store), world_);
+    }
+    return *groups_[name];
+  }
+  Expected<void> connect(const std::string& name) override {
+    if (etcd()) return static_cast<EtcdGroup&>(group(name)).connect();
+    return static_cast<StoreGroup&>(group(name)).connect();
+  }
+  // The agent's process dies (its connections close; on etcd its lease is renewed no more).
+  void kill(const std::string& name) {
+    if (etcd()) return etcd_->kill(*processes_.at(name));
+    stores_.at(name)->kill();
+  }
+  // The agent's process stops (SIGSTOP) or goes on.
+  void freeze(const std::string& name, bool frozen) {
+    if (etcd()) return etcd_->freeze(*processes_.at(name), frozen);
+    stores_.at(name)->freeze(frozen);
+  }
+
+  // alpha, beta and gamma arrive at 0, 10 and 20 ms and meet at 20 ms (MAX): machines 0, 1, 2.
+  void threeMeet() {
+    agent("alpha", 29500), agent("beta", 29501), agent("gamma", 29502);
+    world_->run({meets("alpha", true), meets("beta", true, 10ms), meets("gamma", true, 20ms)});
+    int rank = 0;
+    for (const std::string n : {"alpha", "beta", "gamma"}) {
+      EXPECT_EQ(placed_[n].machine_rank, rank++) << n;
+      EXPECT_EQ(placed_[n].world_size, 6) << n;
+    }
+  }
+  // alpha and beta arrive at 0 and 10 ms: MIN, so they meet at the last call's end (310 ms).
+  void twoMeet() {
+    agent("alpha", 29500), agent("beta", 29501);
+    world_->run({meets("alpha", true), meets("beta", true, 10ms)});
+  }
+
+  // A body: `name` takes part in every round's end and meets again until it met a group of
+  // `machines` machines at `from` or later (at most `rounds` rounds). counted_ is set when one of
+  // its decisions counts a restart.
+  std::function<void()> followsUntil(const std::string& name, int machines,
+                                     std::chrono::milliseconds from, int rounds = 4) {
+    return [this, name, machines, from, rounds] {
+      auto done = [&] {
+        std::lock_guard lock(mutex_);
+        return placed_[name].num_machines == machines && met_ms_[name] >= from.count();
+      };
+      for (int r = 0; r < rounds && !done(); ++r) {
+        hearsAndEnds(name)();
+        if (decided_[name].counted && decided_[name].restart) counted_ = true;
+        ASSERT_TRUE(decided_[name].restart) << name << ": " << decided_[name].why;
+        meets(name, false)();
+      }
+    };
+  }
+  // A body: `name` connects at `t` and meets; records what meet() said (a placement or why not).
+  std::function<void()> tries(const std::string& name, std::chrono::milliseconds t) {
+    return at(t, [this, name] {
+      ASSERT_TRUE(connect(name).ok()) << name;
+      auto p = group(name).meet();
+      std::lock_guard lock(mutex_);
+      tried_[name] = p.ok() ? "machine " + std::to_string(p->machine_rank) : p.error();
+      if (p.ok()) placed_[name] = *p;
+    });
+  }
+
+  SimStoreHost host_{*world_, "sim"};
+  std::map<std::string, SimGroupStore*> stores_;
+  std::unique_ptr<SimEtcd> etcd_;
+  std::map<std::string, std::shared_ptr<SimProcess>> processes_;
+  std::map<std::string, std::string> tried_;  // guarded by mutex_
+  std::atomic<bool> counted_{false};
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, MembershipTest, ::testing::Values(Backend::kStore, Backend::kEtcd),
+                         backendName);
+
+// A member whose agent dies is found lost (on the store at the master's next look at its
+// presence; on etcd when its lease ends, at most a window after its death); both survivors hear
+// it at one instant, decide one counted restart for a group of two, and meet again in their
+// order.
+TEST_P(MembershipTest, ALostMemberIsDroppedAndTheRestMeetAgainCountedOnce) {
+  threeMeet();
+  world_->run({hearsAndEnds("alpha"), hearsAndEnds("beta"), at(1050ms, [this] { kill("gamma"); })});
+  expectRestart({"alpha", "beta"}, heard_["alpha"].at_ms, LinkEvent::Kind::kRemoteFailure,
+                /*counted=*/true, 1);
+  EXPECT_GT(heard_["alpha"].at_ms, 1050);
+  EXPECT_LE(heard_["alpha"].at_ms, 1050 + 1000);
+  for (const std::string n : {"alpha", "beta"}) {
+    EXPECT_EQ(heard_[n].event.failure.machine_rank, 2) << n;
+    EXPECT_EQ(heard_[n].event.failure.cause, kCauseLost) << n;
+    EXPECT_EQ(decided_[n].expect_machines, 2) << n;
+  }
+  ASSERT_EQ(group("alpha").link()->lostMachines().size(), 1u);
+  EXPECT_EQ(group("alpha").link()->lostMachines()[0].machine, 2);
+  world_->run({meets("alpha", false), meets("beta", false)});
+  expectMet({"alpha", "beta"}, heard_["alpha"].at_ms, 1, 4, 1);
+  EXPECT_EQ(placed_["alpha"].machine_rank, 0);
+  EXPECT_EQ(placed_["beta"].machine_rank, 1);
+}
+
+// A member that goes silent (SIGSTOP: its connections stay open) is lost once a keep-alive window
+// (1 s) passed without a sign of it — not before, and not much after.
+TEST_P(MembershipTest, ASilentMemberIsLostAfterTheKeepAliveWindow) {
+  threeMeet();
+  world_->run({hearsAndEnds("alpha"), hearsAndEnds("beta"),
+               at(800ms, [this] { freeze("gamma", true); })});
+  for (const std::string n : {"alpha", "beta"}) {
+    EXPECT_GE(heard_[n].at_ms, 800 + 1000 - 250) << n;  // its last sign: at most 250 ms before
+    EXPECT_LE(heard_[n].at_ms, 800 + 1000 + 100) << n;
+    EXPECT_EQ(heard_[n].event.failure.machine_rank, 2) << n;
+    EXPECT_TRUE(decided_[n].restart) << n;
+    EXPECT_EQ(decided_[n].restart_count, 1) << n;
+  }
+  freeze("gamma", false);
+}
+
+// MIN machines close the round when the last call (300 ms) after the MIN-th ends.
+TEST_P(MembershipTest, MinMachinesCloseTheRoundAtTheLastCall) {
+  twoMeet();
+  for (const std::string n : {"alpha", "beta"}) {
+    EXPECT_EQ(met_ms_[n], 310) << n;
+    EXPECT_EQ(placed_[n].world_size, 4) << n;
+    EXPECT_EQ(placed_[n].restart_count, 0) << n;
+  }
+}
+
+// A machine arriving while the group has room re-forms it without counting a restart; the
+// members keep their places and the newcomer follows.
+TEST_P(MembershipTest, AnArrivalGrowsTheGroupWithoutARestart) {
+  twoMeet();
+  agent("delta", 29503);
+  world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}),
+               then({hearsAndEnds("beta"), meets("beta", false)}), meets("delta", true, 1000ms)});
+  expectRestart({"alpha", "beta"}, heard_["alpha"].at_ms, LinkEvent::Kind::kGroupGrows,
+                /*counted=*/false, 0);
+  expectMet({"alpha", "beta", "delta"}, met_ms_["delta"], 1, 6, 0);
+  EXPECT_EQ(placed_["beta"].machine_rank, 1);
+  EXPECT_EQ(placed_["delta"].machine_rank, 2);
+}
+
+// A machine that registers for the next round and dies before a round takes it costs the job no
+// restart: the group ends with the machines that live (delta registers at 1 s and dies at 1.01 s;
+// beta's agent takes part in a round's end only from 1.5 s on, so no round closes before then;
+// epsilon comes at 3 s), every decision uncounted, restart count 0. (The store's master sees
+// delta gone at once and re-forms only for epsilon; etcd cannot tell delta's registration from a
+// living one until its lease ends: the group re-forms for it, and again without it when the lease
+// ends, neither counted.)
+TEST_P(MembershipTest, ADeadArrivalCostsNoRestart) {
+  twoMeet();
+  agent("delta", 29503), agent("epsilon", 29504);
+  world_->run({followsUntil("alpha", 3, 3000ms), at(1500ms, followsUntil("beta", 3, 3000ms)),
+               tries("delta", 1000ms),
+               at(1010ms, [this] { kill("delta"); }), then({meets("epsilon", true, 3000ms)})});
+  EXPECT_FALSE(counted_);
+  EXPECT_NE(tried_["delta"].rfind("machine ", 0), 0u) << "delta, dead, was placed";
+  for (const std::string n : {"alpha", "beta", "epsilon"}) {
+    EXPECT_EQ(placed_[n].world_size, 6) << n;
+    EXPECT_EQ(placed_[n].restart_count, 0) << n;
+    EXPECT_GE(met_ms_[n], 3000) << n;
+  }
+  EXPECT_EQ(placed_["epsilon"].machine_rank, 2);
+  if (!etcd()) EXPECT_EQ(group("alpha").round(), 1);  // one re-forming: for epsilon alone
+}
+
+// A machine beyond MAX waits as a spare, says so at once, and takes the place of a member lost
+// later: one restart, counted for the loss.
+TEST_P(MembershipTest, ASpareWaitsAndTakesALostMachinesPlace) {
+  threeMeet();
+  agent("delta", 29503);
+  world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}),
+               then({hearsAndEnds("beta"), meets("beta", false)}), meets("delta", true, 500ms),
+               at(1050ms, [this] { kill("gamma"); })});
+  EXPECT_EQ(decided_["alpha"].expect_machines, 3);
+  expectMet({"alpha", "beta", "delta"}, met_ms_["alpha"], 1, 6, 1);
+  EXPECT_EQ(placed_["delta"].machine_rank, 2);
+  EXPECT_TRUE(said("delta",
+                   "500 ms: round 0 is full (3 machines, the most the job takes): this machine "
+                   "waits as a spare for a later round"));
+}
+
+// Spares never form a second group beside a running one: two of them (the job's MIN) wait from
+// 0.5 s to 10 s, when both are interrupted, placed nowhere; the running group hears nothing.
+TEST_P(MembershipTest, SparesDoNotFormASecondGroupWhileTheGroupRuns) {
+  threeMeet();
+  agent("delta", 29503), agent("epsilon", 29504);
+  world_->run({tries("delta", 500ms), tries("epsilon", 500ms), at(10s, [this] {
+                 group("delta").interrupt();
+                 group("epsilon").interrupt();
+               })});
+  for (const std::string n : {"delta", "epsilon"}) {
+    EXPECT_NE(tried_[n].find("interrupted"), std::string::npos) << n << ": " << tried_[n];
+  }
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_TRUE(group(n).link()->takeEvents().empty()) << n << ": the running group was stopped";
+  }
+}
+
+// No blind retry: gamma's rank 4 fails before any step (a missing module), restarted once; in the
+// next round beta's rank 2 fails the same way: every machine decides not to restart, naming both.
+TEST_P(MembershipTest, TheSameFailureTwiceIsNotRetried) {
+  const std::string line = "ModuleNotFoundError: No module named 'missing'";
+  threeMeet();
+  world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}),
+               then({hearsAndEnds("beta"), meets("beta", false)}),
+               then({failsAndEnds("gamma", 2000ms, 1, line), meets("gamma", false)})});
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
+    EXPECT_EQ(placed_[n].restart_count, 1) << n;
+  }
+  world_->run(
+      {hearsAndEnds("alpha"), failsAndEnds("beta", 3000ms, 1, line), hearsAndEnds("gamma")});
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_FALSE(decided_[n].restart) << n;
+    EXPECT_NE(decided_[n].why.find("attempts 0 and 1 failed the same way before any rank "
+                                   "completed a step"),
+              std::string::npos)
+        << n << ": " << decided_[n].why;
+  }
+}
+
+// --max_restarts 1: the first failure is restarted (1 of 1), the second stops every machine.
+TEST_P(MembershipTest, ASpentBudgetStopsEveryMachine) {
+  plan_.max_restarts = 1;
+  threeMeet();
+  world_->run({then({failsAndEnds("alpha", 1000ms, 1, "first"), meets("alpha", false)}),
+               then({hearsAndEnds("beta"), meets("beta", false)}),
+               then({hearsAndEnds("gamma"), meets("gamma", false)})});
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
+    EXPECT_EQ(placed_[n].restart_count, 1) << n;
+  }
+  world_->run(
+      {hearsAndEnds("alpha"), hearsAndEnds("beta"), failsAndEnds("gamma", 5000ms, 2, "second")});
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_FALSE(decided_[n].restart) << n;
+    EXPECT_NE(decided_[n].why.find("the job's 1 restart is spent"), std::string::npos)
+        << n << ": " << decided_[n].why;
+  }
+}
+
+// Two members lost at once leave one machine, fewer than MIN (2): the survivor stops, saying so.
+TEST_P(MembershipTest, BelowMinTheSurvivorStops) {
+  threeMeet();
+  world_->run({hearsAndEnds("alpha"), at(1050ms, [this] {
+                 kill("beta");
+                 kill("gamma");
+               })});
+  EXPECT_FALSE(decided_["alpha"].restart);
+  EXPECT_NE(decided_["alpha"].why.find("1 of the 2 machines the job needs"), std::string::npos)
+      << decided_["alpha"].why;
+}
+
+// Without restarts (--max_restarts 0, a fixed size) every machine's report names the round's
+// first failure as the store (or etcd) holds it.
+TEST_P(MembershipTest, WithoutRestartsEveryMachineNamesTheFirstFailure) {
+  plan_.max_restarts = 0;
+  plan_.min_machines = 3;
+  threeMeet();
+  world_->run({hearsAndEnds("alpha"), failsAndEnds("beta", 1000ms, 3, "RuntimeError: boom"),
+               hearsAndEnds("gamma")});
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_FALSE(decided_[n].restart) << n;
+    ASSERT_TRUE(ended_[n].job_failure.has_value()) << n;
+    EXPECT_EQ(ended_[n].job_failure->rank, 2) << n;
+    EXPECT_EQ(ended_[n].job_failure->exit_code, 3) << n;
+  }
+}
+
+// Ctrl-C or SIGTERM while an agent waits in a later round that cannot form: its meet() returns at
+// that instant, saying it was interrupted — not at a timeout, not with a placement.
+TEST_P(MembershipTest, AnInterruptEndsALaterRoundsMeetingAtOnce) {
+  twoMeet();
+  const std::string error = interruptedWhileMeeting("alpha", 2000ms);
+  EXPECT_NE(error.find("interrupted while it formed"), std::string::npos) << error;
+}
+
+// Machine 0 lost: on the store its agent hosted the job's store, the job's one point of failure —
+// the others stop, naming it, and restart nothing; on etcd it is lost like any other and the
+// others re-form with beta as machine 0.
+TEST_P(MembershipTest, MachineZeroLost) {
+  threeMeet();
+  world_->run({hearsAndEnds("beta"), hearsAndEnds("gamma"), at(1050ms, [this] { kill("alpha"); })});
+  for (const std::string n : {"beta", "gamma"}) {
+    EXPECT_EQ(heard_[n].event.failure.machine_rank, 0) << n;
+    EXPECT_EQ(decided_[n].restart, etcd()) << n << ": " << decided_[n].why;
+  }
+  if (!etcd()) {
+    EXPECT_NE(heard_["beta"].event.failure.reason.find("lost contact with the master agent's store"),
+              std::string::npos)
+        << heard_["beta"].event.failure.reason;
+    return;
+  }
+  world_->run({meets("beta", false), meets("gamma", false)});
+  EXPECT_EQ(placed_["beta"].machine_rank, 0);
+  EXPECT_EQ(placed_["gamma"].machine_rank, 1);
+  EXPECT_EQ(placed_["beta"].master_port, 29501);
+}
+
+}  // namespace
+}  // namespace accel::launcher
