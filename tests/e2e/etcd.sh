@@ -24,6 +24,8 @@
 #   tls             etcd over https with client certificates: a job, and one error for each
 #                   wrong setting (wrong CA, no client certificate, a file that is not there)
 #   same_id_again   a job that finished leaves no key on etcd; the same command again is a new job
+#   frozen_rejoins  an agent stopped past the keep-alive window is dropped, and when it thaws it
+#                   joins again as a newcomer: the group re-forms as 3, uncounted
 #   quorum_back     the same cluster: two members killed and started again within the window;
 #                   the job goes on in its first round and finishes
 # Skipped (77) where etcd is not installed.
@@ -87,13 +89,13 @@ start_cluster() {
 trap 'kill -KILL ${ETCD_PID:-} ${MEMBER_PIDS[@]:-} ${AGENTS[@]:-} 2>/dev/null; rm -rf "$SCRATCH"' EXIT
 
 # A worker that writes its environment (and its agent's pid) to r<restart>_rank_<rank>.env; in
-# the first round it stays until stopped or until $OUT_DIR/go exists (120 s at most), later it
-# ends at once.
+# the first round (in every round with STAY_ALL=1) it stays until stopped or until $OUT_DIR/go
+# exists (120 s at most), later it ends at once.
 cat >"$SCRATCH/worker.sh" <<'EOF'
 #!/bin/sh
 f="$OUT_DIR/r${TORCHELASTIC_RESTART_COUNT}_rank_$RANK.env"
 { env | sort; echo "AGENT_PID=$PPID"; } >"$f.tmp" && mv "$f.tmp" "$f"
-if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "${STAY:-1}" = 1 ]; then
+if [ "${STAY_ALL:-0}" = 1 ] || { [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "${STAY:-1}" = 1 ]; }; then
   for _ in $(seq 1 1200); do [ -e "$OUT_DIR/go" ] && exit 0; sleep 0.1; done
 fi
 exit 0
@@ -153,6 +155,32 @@ case $CASE in
     expect_contains "$logs" "going on without machine 0 ($(hostname)) lost (its lease expired); restarting every machine (1 of 3 restarts, counted for the whole job)"
     expect_contains "$logs" "machine 0 of 2: rank 0 of 2"
     expect_contains "$logs" "machine 1 of 2: rank 1 of 2"
+    ;;
+  frozen_rejoins)
+    # A machine dropped for silence comes back as a newcomer: c's agent is stopped (SIGSTOP) for
+    # 7 s, more than the keep-alive window (3 s); a and b drop it and go on as 2 (one restart,
+    # counted); when c thaws, etcd tells it its lease ended: it stops its workers, says it joins
+    # again, and the group — which has room — re-forms as 3 (not counted): rank 2 runs again.
+    start_etcd
+    export STAY_ALL=1
+    for h in a b c; do agent $h --nnodes 2:3 --max_restarts 3; done
+    wait_files "r0_rank_*.env" 3
+    c_agent=${AGENTS[2]}
+    kill -STOP "$c_agent"
+    wait_files "r1_rank_*.env" 2
+    [[ $(val r1_rank_0 WORLD_SIZE) == 2 ]] || fail "a and b did not go on as 2"
+    sleep 2  # c stays stopped past the others' re-forming (7 s in all at most)
+    kill -CONT "$c_agent"
+    for _ in $(seq 1 400); do
+      [[ -e $OUT_DIR/r1_rank_2.env ]] && break
+      sleep 0.05
+    done
+    [[ -e $OUT_DIR/r1_rank_2.env ]] || fail "c did not come back: $(cat "$SCRATCH"/c.log)"
+    [[ $(val r1_rank_2 WORLD_SIZE) == 3 ]] || fail "the group did not re-form as 3"
+    expect_contains "$(cat "$SCRATCH/c.log")" "it joins the job again as a newcomer"
+    touch "$OUT_DIR/go"
+    for p in "${AGENTS[@]}"; do wait "$p" || fail "an agent failed: $(cat "$SCRATCH"/*.log)"; done
+    [[ -z $(compgen -G "$OUT_DIR/r2_*") ]] || fail "c's return was counted as a restart"
     ;;
   same_id_again)
     # A job that finished leaves no key of its own on etcd, and the same command run again (the

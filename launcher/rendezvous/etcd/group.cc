@@ -88,12 +88,23 @@ Expected<void> EtcdGroup::connect() {
   // to the next when it fails), so that one member gone is not every agent's problem at once.
   etcd_.first_endpoint = std::hash<std::string>{}(me_.token);
   try {
-    lease_ = std::make_unique<EtcdLease>(
-        access_, etcd_, settings_.timeouts, [this](const std::string& why) { onLeaseLost(why); },
-        notify_);
     client_ = access_.connect(etcd_);
     store_ = std::make_unique<EtcdStore>(
         etcd_, root_.empty() ? "" : root_.substr(0, root_.size() - 1), access_);
+  } catch (const std::exception& e) {
+    return makeError("cannot reach " + etcdText() + " (--rdzv_endpoint): " + e.what());
+  }
+  return enterJob();
+}
+
+// Takes a lease for this agent (its registrations are attached to it) and reads where the job
+// is: the round its members opened last, the restarts used. Round 0's connect, and a machine the
+// others dropped coming back as a newcomer.
+Expected<void> EtcdGroup::enterJob() {
+  try {
+    lease_ = std::make_unique<EtcdLease>(
+        access_, etcd_, settings_.timeouts, [this](const std::string& why) { onLeaseLost(why); },
+        notify_);
     const JobKeys keys(settings_.run_id, root_);
     // A machine arriving while the job runs joins the round the members opened last.
     auto open = client_->get(keys.openRound());
@@ -163,6 +174,12 @@ Expected<EtcdRound> EtcdGroup::joinRound() {
 
 Expected<Placement> EtcdGroup::meet() {
   stopLink();
+  if (rejoining_) {  // a new agent as far as the others can tell: a new token, a new lease
+    rejoining_ = false;
+    me_.token = token(settings_.host);
+    next_.reset();
+    if (auto ok = enterJob(); !ok) return std::move(ok).takeError();
+  }
   round_ = next_.value_or(RoundStart{round_.round + 1, round_.restart_count, 0});
   next_.reset();
   // Before it registers: should this machine be the round's machine 0, the members' workers
@@ -256,7 +273,8 @@ bool EtcdGroup::droppedByOthers() const {
 }
 
 RoundDecision EtcdGroup::endRound(AttemptReport& last, bool stopping) {
-  const bool dropped = droppedByOthers();          // the summary names it (the link's event)
+  const bool dropped = droppedByOthers();  // the summary names it (the link's event)
+  if (dropped && !stopping && plan_.elastic()) return comeBack(last);
   if (stopping || dropped) leaving_alone_ = true;  // the others may go on without it
   if (!joined_ || (plan_.max_restarts == 0 && !plan_.elastic()) || dropped) {
     // Nothing to agree on; the summary still names the round's first failure (etcd permitting).
@@ -274,6 +292,20 @@ RoundDecision EtcdGroup::endRound(AttemptReport& last, bool stopping) {
       closer_->close(*store_, round_, asRendezvousResult(*joined_), last, stopping, now);
   if (decision.restart) next_ = decision.next(round_.round);
   return decision;
+}
+
+// The others dropped this machine (etcd ended its lease: it was silent for the window, frozen or
+// cut off) and went on without it; its workers have stopped. It joins the job again as a
+// newcomer — a new lease, a new registration in the round the members opened last — and the
+// group takes it when it has room (a re-forming, as for any arrival); not a restart of its own.
+RoundDecision EtcdGroup::comeBack(AttemptReport& last) {
+  if (joined_) readRoundStop(*store_, settings_, round_.round, last, {});
+  rejoining_ = true;
+  const std::string why = lease_->lost().value_or("the others found it lost");
+  return {
+      true,
+      "this machine was dropped by the others (" + why + "); it joins the job again as a newcomer",
+      /*counted=*/false, round_.restart_count, 0};
 }
 
 // The machines registered for the next round that are not this round's members (a member may

@@ -80,6 +80,8 @@ class EtcdGroup : public MachineGroup {
   std::string advertisedAddress() const;
   void noteRunningRound(int running);
   void removeJob();
+  Expected<void> enterJob();
+  RoundDecision comeBack(AttemptReport& last);
   std::string etcdText() const;
 
   const LaunchPlan& plan_;
@@ -101,6 +103,7 @@ class EtcdGroup : public MachineGroup {
   std::string closed_;
   bool leaving_alone_ = false;     // this machine stops while the others may go on
   bool job_over_ = false;          // closeJob: the job ended on every machine
+  bool rejoining_ = false;         // dropped by the others: the next meet() joins as a newcomer
   int interrupt_fd_ = -1;          // readable once interrupted (an eventfd; never drained)
   mutable std::mutex link_mutex_;  // link_ is swapped by the main thread, told by the lease's
   std::unique_ptr<EtcdLink> link_;

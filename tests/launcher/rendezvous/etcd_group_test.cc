@@ -137,7 +137,8 @@ TEST_F(EtcdGroupTest, AMemberWhoseAgentDiesIsLostWhenItsLeaseEnds) {
 // gamma's agent stops (SIGSTOP) at 1.05 s: its renewals stop with it, its lease ends at 2.02 s
 // and the others drop it then, as if it had died. It thaws at 3 s: its next renewal is told the
 // lease ended, so it knows at that instant that it is no longer in the job — its workers stop and
-// its round's end restarts nothing here (the others re-formed without it).
+// it decides, alone, to join again as a newcomer (not a restart: the others re-formed without
+// it; MembershipTest.ADroppedMachineComesBackAsANewcomer follows it back into the group).
 TEST_F(EtcdGroupTest, AFrozenAgentIsDroppedWhenItsLeaseEndsAndStopsWhenItThaws) {
   threeMeet();
   world_->run({hearsAndEnds("alpha"), hearsAndEnds("beta"), hearsAndEnds("gamma"),
@@ -149,7 +150,10 @@ TEST_F(EtcdGroupTest, AFrozenAgentIsDroppedWhenItsLeaseEndsAndStopsWhenItThaws) 
   EXPECT_EQ(heard_["gamma"].event.kind, LinkEvent::Kind::kRemoteFailure);
   EXPECT_EQ(heard_["gamma"].event.failure.machine_rank, 2);
   EXPECT_EQ(decided_ms_["gamma"], 3000);
-  EXPECT_FALSE(decided_["gamma"].restart) << decided_["gamma"].why;
+  EXPECT_TRUE(decided_["gamma"].restart) << decided_["gamma"].why;
+  EXPECT_FALSE(decided_["gamma"].counted);
+  EXPECT_NE(decided_["gamma"].why.find("it joins the job again as a newcomer"), std::string::npos)
+      << decided_["gamma"].why;
 }
 
 // beta and gamma die together at 1.05 s; their leases end at 2.01 and 2.02 s (renewed last at

@@ -62,8 +62,8 @@ class MembershipTest : public testing::SimAgents, public ::testing::WithParamInt
     if (etcd()) {
       auto process = std::make_shared<SimProcess>();
       processes_[name] = process;
-      groups_[name] = std::make_unique<EtcdGroup>(plan_, env_, notifier(name), etcd_->options(),
-                                                  "", port, nullptr, etcd_->access(process));
+      groups_[name] = std::make_unique<EtcdGroup>(plan_, env_, notifier(name), etcd_->options(), "",
+                                                  port, nullptr, etcd_->access(process));
     } else {
       const bool master = name == "alpha";
       auto store = std::make_unique<SimGroupStore>(host_, master);
@@ -142,8 +142,8 @@ class MembershipTest : public testing::SimAgents, public ::testing::WithParamInt
   std::atomic<bool> counted_{false};
 };
 
-INSTANTIATE_TEST_SUITE_P(Backends, MembershipTest, ::testing::Values(Backend::kStore, Backend::kEtcd),
-                         backendName);
+INSTANTIATE_TEST_SUITE_P(Backends, MembershipTest,
+                         ::testing::Values(Backend::kStore, Backend::kEtcd), backendName);
 
 // A member whose agent dies is found lost (on the store at the master's next look at its
 // presence; on etcd when its lease ends, at most a window after its death); both survivors hear
@@ -173,8 +173,8 @@ TEST_P(MembershipTest, ALostMemberIsDroppedAndTheRestMeetAgainCountedOnce) {
 // (1 s) passed without a sign of it — not before, and not much after.
 TEST_P(MembershipTest, ASilentMemberIsLostAfterTheKeepAliveWindow) {
   threeMeet();
-  world_->run({hearsAndEnds("alpha"), hearsAndEnds("beta"),
-               at(800ms, [this] { freeze("gamma", true); })});
+  world_->run(
+      {hearsAndEnds("alpha"), hearsAndEnds("beta"), at(800ms, [this] { freeze("gamma", true); })});
   for (const std::string n : {"alpha", "beta"}) {
     EXPECT_GE(heard_[n].at_ms, 800 + 1000 - 250) << n;  // its last sign: at most 250 ms before
     EXPECT_LE(heard_[n].at_ms, 800 + 1000 + 100) << n;
@@ -183,6 +183,27 @@ TEST_P(MembershipTest, ASilentMemberIsLostAfterTheKeepAliveWindow) {
     EXPECT_EQ(decided_[n].restart_count, 1) << n;
   }
   freeze("gamma", false);
+}
+
+// A machine dropped for silence comes back as a newcomer when it can reach the others again:
+// gamma is frozen (SIGSTOP) from 0.8 s to 3 s; the others drop it after the window and go on as
+// two (one counted restart); when gamma thaws it hears it was dropped, stops its workers, and
+// joins again — the group, which has room, re-forms as three with gamma last, uncounted.
+TEST_P(MembershipTest, ADroppedMachineComesBackAsANewcomer) {
+  threeMeet();
+  world_->run({followsUntil("alpha", 3, 3000ms), followsUntil("beta", 3, 3000ms),
+               then({hearsAndEnds("gamma"), meets("gamma", false)}),
+               at(800ms, [this] { freeze("gamma", true); }),
+               at(3000ms, [this] { freeze("gamma", false); })});
+  EXPECT_TRUE(decided_["gamma"].restart) << decided_["gamma"].why;
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_EQ(placed_[n].world_size, 6) << n;
+    EXPECT_EQ(placed_[n].restart_count, 1) << n;  // the loss, counted once
+    EXPECT_GE(met_ms_[n], 3000) << n;
+  }
+  EXPECT_EQ(placed_["alpha"].machine_rank, 0);
+  EXPECT_EQ(placed_["beta"].machine_rank, 1);
+  EXPECT_EQ(placed_["gamma"].machine_rank, 2);
 }
 
 // MIN machines close the round when the last call (300 ms) after the MIN-th ends.
@@ -220,8 +241,8 @@ TEST_P(MembershipTest, ADeadArrivalCostsNoRestart) {
   twoMeet();
   agent("delta", 29503), agent("epsilon", 29504);
   world_->run({followsUntil("alpha", 3, 3000ms), at(1500ms, followsUntil("beta", 3, 3000ms)),
-               tries("delta", 1000ms),
-               at(1010ms, [this] { kill("delta"); }), then({meets("epsilon", true, 3000ms)})});
+               tries("delta", 1000ms), at(1010ms, [this] { kill("delta"); }),
+               then({meets("epsilon", true, 3000ms)})});
   EXPECT_FALSE(counted_);
   EXPECT_NE(tried_["delta"].rfind("machine ", 0), 0u) << "delta, dead, was placed";
   for (const std::string n : {"alpha", "beta", "epsilon"}) {
@@ -356,8 +377,9 @@ TEST_P(MembershipTest, MachineZeroLost) {
     EXPECT_EQ(decided_[n].restart, etcd()) << n << ": " << decided_[n].why;
   }
   if (!etcd()) {
-    EXPECT_NE(heard_["beta"].event.failure.reason.find("lost contact with the master agent's store"),
-              std::string::npos)
+    EXPECT_NE(
+        heard_["beta"].event.failure.reason.find("lost contact with the master agent's store"),
+        std::string::npos)
         << heard_["beta"].event.failure.reason;
     return;
   }
