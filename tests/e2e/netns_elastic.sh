@@ -19,7 +19,8 @@
 # same two on etcd (--rdzv_backend etcd, an etcd member on each host, a cluster of three) with
 # host 1 killed instead: machine 0, the workers' store and an etcd member at once; hosts 2 and 3
 # re-form with host 2 as machine 0, and host 1 (its etcd member, then its agent) started again
-# joins as machine 2. Needs root; skipped otherwise.
+# joins as machine 2. etcd_member_faults — on etcd, while 3 x 2 ranks train, one member stopped
+# and another killed for 10 s each: no machine lost, no restart. Needs root; skipped otherwise.
 source "$(dirname "$0")/lib.sh"
 CASE=$1
 ACCEL=$2
@@ -367,6 +368,38 @@ etcd_training | etcd_example)
   ;;
 store_host|spares|counted_once)
   "elastic_$CASE"
+  ;;
+etcd_member_faults)
+  # etcd's faults cost no machine: while 3 x 2 ranks train, host 1's etcd member (the first
+  # endpoint listed, leader or not) is stopped (SIGSTOP) for 10 s, then host 2's is killed for
+  # 10 s and started again. No lease ends, nobody is lost, nothing restarts: every step at world 6.
+  etcd_cluster_up
+  steps=300
+  TRAIN=$SCRATCH/train CKPT=$SCRATCH/ckpt
+  mkdir -p "$TRAIN" "$CKPT"
+  job=(--python /usr/bin/python3)
+  run=("$W/elastic_train.py" "$CKPT" $steps 5 "$TRAIN" 0.1)
+  three_hosts
+  step_reached "^1[0-9] world=6 restart=0"
+  member() { pgrep -f "etcd --name h$1 " | head -1; }
+  m1=$(member 1)
+  [[ -n $m1 ]] || fail "host 1's etcd member is not running"
+  kill -STOP "$m1"
+  sleep 10
+  kill -CONT "$m1"
+  m2=$(member 2)
+  kill -KILL "$m2"
+  sleep 10
+  etcd_member 1 2
+  for p in "${pids[@]}"; do
+    wait "$p" || fail "an agent failed: $(cat "$SCRATCH"/h*.out)"
+  done
+  worlds=$(awk '{print $2, $3}' "$TRAIN/steps" | uniq | paste -sd,)
+  [[ $worlds == "world=6 restart=0" ]] || fail "worlds: $worlds; $(cat "$SCRATCH"/h*.out)"
+  [[ $(tail -1 "$TRAIN/steps" | cut -d' ' -f1) == "$steps" ]] || fail "last step: $(tail -1 "$TRAIN/steps")"
+  all=$(cat "$SCRATCH"/h*.out)
+  [[ $all != *"lost"* && $all != *"dropped"* ]] || fail "a machine was lost or dropped: $all"
+  echo "etcd members stopped and killed for 10 s each: $steps steps at world 6, no restart"
   ;;
 kubeflow_elastic)
   # Three pods of a PyTorchJob with elasticPolicy (min 2, max 3, c10d, maxRestarts 3, 2 processes

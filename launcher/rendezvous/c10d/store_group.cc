@@ -276,7 +276,12 @@ RoundDecision StoreGroup::endRound(AttemptReport& last, bool stopping) {
   // Without restarts or a changing group there is nothing to agree on (the budget is the
   // master's, published with each round): the summary still names the round's first failure.
   if (!joined_ || (joined_->max_restarts == 0 && !plan_.elastic())) {
-    if (joined_) readRoundStop(*client_, settings_, round_.round, last, {});
+    // One read, bounded as a link's request (a master gone quiet must not hold an agent that
+    // leaves); none when this agent was told to stop: it leaves now (e2e.netns.master_unreachable).
+    if (joined_ && !stopping) {
+      client_->setTimeout(timeouts().request);
+      readRoundStop(*client_, settings_, round_.round, last, {});
+    }
     return {false, ""};
   }
   // A master gone quiet holds this agent no longer than it would wait for the master; one told

@@ -300,66 +300,6 @@ TEST_F(EtcdGroupTest, ASilentEndpointIsLeftAndALossIsStillSeenOnTime) {
   }
 }
 
-// No blind retry on etcd, where every agent decides from what etcd holds: gamma's rank 4 fails at
-// 2 s (exit 1, a missing module): everyone hears it then and decides one counted restart there,
-// and round 1 forms at once. In round 1 beta's rank 2 — another machine, another rank — fails
-// the same way at 3 s before any step: every agent decides, at 3.000 s, not to restart, naming
-// both attempts.
-TEST_F(EtcdGroupTest, TheSameFailureOnAnotherMachineIsNotRetried) {
-  const std::string line = "ModuleNotFoundError: No module named 'missing'";
-  threeMeet();
-  world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}),
-               then({hearsAndEnds("beta"), meets("beta", false)}),
-               then({failsAndEnds("gamma", 2000ms, 1, line), meets("gamma", false)})});
-  for (const std::string n : {"alpha", "beta", "gamma"}) {
-    EXPECT_EQ(decided_ms_[n], 2000) << n;
-    EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
-    EXPECT_EQ(decided_[n].restart_count, 1) << n;
-    EXPECT_EQ(met_ms_[n], 2000) << n;
-    EXPECT_EQ(placed_[n].restart_count, 1) << n;
-  }
-  EXPECT_EQ(heard_["gamma"].event.kind, LinkEvent::Kind::kPublishedFirst);
-  EXPECT_EQ(heard_["alpha"].event.failure.rank, 4);
-
-  world_->run(
-      {hearsAndEnds("alpha"), failsAndEnds("beta", 3000ms, 1, line), hearsAndEnds("gamma")});
-  for (const std::string n : {"alpha", "beta", "gamma"}) {
-    EXPECT_EQ(decided_ms_[n], 3000) << n;
-    EXPECT_FALSE(decided_[n].restart) << n;
-    EXPECT_EQ(decided_[n].why, decided_["alpha"].why) << n;
-  }
-  const std::string why = decided_["alpha"].why;
-  EXPECT_NE(why.find("attempts 0 and 1 failed the same way before any rank completed a step"),
-            std::string::npos)
-      << why;
-  EXPECT_NE(why.find(", as rank 4 did; last stderr line: " + line), std::string::npos) << why;
-}
-
-// --max_restarts 1: round 0's failure (alpha, exit 1) is restarted, 1 of 1; round 1's (gamma,
-// exit 2: another failure) finds the budget spent, and every agent hears so at that instant.
-TEST_F(EtcdGroupTest, ASpentBudgetStopsEveryMachineWithOneCount) {
-  plan_.max_restarts = 1;
-  threeMeet();
-  world_->run({then({failsAndEnds("alpha", 1000ms, 1, "first"), meets("alpha", false)}),
-               then({hearsAndEnds("beta"), meets("beta", false)}),
-               then({hearsAndEnds("gamma"), meets("gamma", false)})});
-  for (const std::string n : {"alpha", "beta", "gamma"}) {
-    EXPECT_EQ(decided_ms_[n], 1000) << n;
-    EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
-    EXPECT_NE(decided_[n].why.find("(1 of 1 restarts"), std::string::npos) << decided_[n].why;
-    EXPECT_EQ(placed_[n].restart_count, 1) << n;
-  }
-  world_->run(
-      {hearsAndEnds("alpha"), hearsAndEnds("beta"), failsAndEnds("gamma", 5000ms, 2, "second")});
-  for (const std::string n : {"alpha", "beta", "gamma"}) {
-    EXPECT_EQ(decided_ms_[n], 5000) << n;
-    EXPECT_FALSE(decided_[n].restart) << n;
-    EXPECT_NE(decided_[n].why.find("the job's 1 restart is spent"), std::string::npos)
-        << decided_[n].why;
-    EXPECT_EQ(heard_[n].event.failure.exit_code, 2) << n;
-  }
-}
-
 // Every agent clears its own store's worker keys before it registers for the next round — not
 // once the round closed, when the other members' workers may already write to machine 0's store.
 // gamma fails at 1 s; all three decide a restart then and meet again in round 1: each cleared its
