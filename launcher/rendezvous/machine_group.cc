@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <mutex>
+#include <random>
+
 #include "accel/error.h"
 #include "launcher/rendezvous/round/keys.h"
 #include "launcher/rendezvous/store_host.h"
@@ -19,6 +22,23 @@ void clearWorkerKeys(StoreHost& store, int round, const Notify& notify) {
   } catch (const Error& e) {
     notify(std::string("could not clear the store between attempts: ") + e.what());
   }
+}
+
+std::string agentToken(const std::string& host) {
+  static std::mutex mutex;
+  static std::minstd_rand random(static_cast<unsigned>(::getpid()) ^
+                                 static_cast<unsigned>(std::random_device{}()));
+  std::lock_guard lock(mutex);
+  return host + "-" + std::to_string(::getpid()) + "-" + std::to_string(random());
+}
+
+std::string placedText(const Placement& p, int localWorldSize) {
+  const int first = p.rank_offset, last = first + localWorldSize - 1;
+  return "machine " + std::to_string(p.machine_rank) + " of " + std::to_string(p.num_machines) +
+         ": " +
+         (first == last ? "rank " + std::to_string(first)
+                        : "ranks " + std::to_string(first) + "\u2013" + std::to_string(last)) +
+         " of " + std::to_string(p.world_size);
 }
 
 GroupSettings groupSettingsOf(const LaunchPlan& plan) {

@@ -80,6 +80,14 @@ void clearWorkerKeys(StoreHost& store, int round, const Notify& notify);
 // This machine's name (gethostname).
 std::string thisHostName();
 
+// A token that names one agent for the whole job, unique among agents: "host-pid-random" (the
+// random part drawn under a lock: the tests run several agents in one process). Its presence key
+// on the master's store, its registrations on etcd.
+std::string agentToken(const std::string& host);
+
+// "machine 1 of 3: ranks 2–3 of 6": where a round placed this machine, said once it formed.
+std::string placedText(const Placement& placement, int localWorldSize);
+
 // What the user asked of the group (the job's id, MIN:MAX, the restart budget, the processes per
 // machine, the timeouts) and this machine's name, as either group starts from; the rest
 // (address, store, presence, progress) is the group's own.

@@ -17,7 +17,7 @@ RoundDecision RoundCloser::close(store::Store& store, const RoundStart& start,
   const int round = start.round;
   last.job_failure.reset();
   readRoundStop(store, settings_, round, last, settings_.timeouts.failure_read);
-  RoundEnd mine{joined.machine_rank, settings_.host, !stopping, "", last.max_step >= 2};
+  RoundEnd mine{joined.machine_rank, settings_.host, !stopping, "", last.progressed()};
   try {
     if (stopping) return leave(store, round, mine, last);
     reportRoundEnd(store, settings_, round, mine);
@@ -83,7 +83,7 @@ RoundFacts RoundCloser::factsOf(const RoundStart& start, const RendezvousResult&
   facts.retry_identical_failures = settings_.retry_identical_failures;
   facts.failure = last.job_failure;
   facts.joined = last.regrouped;
-  facts.progress = last.max_step >= 2;  // the master's board sees every rank's heartbeat
+  facts.progress = last.progressed();  // the master's board sees every rank's heartbeat
   facts.previous = previous_failure_;
   facts.previous_progress = previous_progress_;
   return facts;

@@ -27,7 +27,7 @@ RoundDecision SoloGroup::endRound(AttemptReport& last, bool stopping) {
   facts.max_restarts = settings_.max_restarts;
   facts.retry_identical_failures = settings_.retry_identical_failures;
   facts.failure = failureOf(last, placement_.machine_rank, settings_.host);
-  facts.progress = last.max_step >= 2;
+  facts.progress = last.progressed();
   facts.previous = previous_failure_;
   facts.previous_progress = previous_progress_;
   const RoundDecision decision = decideNextRound(facts);

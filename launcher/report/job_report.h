@@ -93,8 +93,11 @@ struct AttemptReport {
   std::optional<std::string> regrouped;
 
   // The highest heartbeat step any rank began (ranks ADD 1 as each step begins; 0: none sent):
-  // 2 or more means some rank completed a step.
+  // 2 or more means some rank completed a step (progressed()).
   int64_t max_step = 0;
+
+  // Some rank completed a step: it began a second one (the no-blind-retry rule's progress).
+  bool progressed() const { return max_step >= 2; }
 
   bool succeeded() const {
     return !culprit && agent_signal == 0 && !remote_culprit && !hang && !regrouped;

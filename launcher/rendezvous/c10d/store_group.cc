@@ -1,9 +1,6 @@
 #include "launcher/rendezvous/c10d/store_group.h"
 
-#include <unistd.h>
-
 #include <mutex>
-#include <random>
 
 #include "accel/error.h"
 #include "launcher/base/posix.h"
@@ -28,16 +25,6 @@ std::string interfaceToOthers(const RendezvousResult& joined,
     }
   }
   return "";
-}
-
-// Tells this process's agents apart (the tests run several in one process, on threads of their
-// own): a random number, drawn under a lock.
-std::string presenceNonce() {
-  static std::mutex mutex;
-  static std::minstd_rand random(static_cast<unsigned>(::getpid()) ^
-                                 static_cast<unsigned>(std::random_device{}()));
-  std::lock_guard lock(mutex);
-  return std::to_string(random());
 }
 
 }  // namespace
@@ -107,7 +94,7 @@ Expected<void> StoreGroup::connect() {
 // registers anywhere, on a connection that lives as long as the agent (its process's death
 // closes it). The master, whose store it is, tells which registered agents are still there.
 void StoreGroup::parkPresence() {
-  settings_.presence = settings_.host + "-" + std::to_string(::getpid()) + "-" + presenceNonce();
+  settings_.presence = agentToken(settings_.host);
   presence_store_ = store_->connect(timeouts().connect);
   presence_store_->startWait({jobKeys(settings_).presence(settings_.presence)});
   if (!master()) return;
@@ -154,7 +141,7 @@ Expected<void> StoreGroup::checkJobId() {
 
 Expected<Placement> StoreGroup::meet() {
   link_.reset();  // the last round's: its watch fired, or the job failed without it
-  round_ = next_.value_or(RoundStart{round_.round + 1, round_.restart_count, 0});
+  round_ = next_.value_or(round_.following());
   next_.reset();
   if (master() && round_.round > 0) clearWorkerKeys(*host_, round_.round, notify_);
   auto joined = joinAsMember();
@@ -173,7 +160,7 @@ Expected<Placement> StoreGroup::meet() {
                                     linkOptions());
   link_connections_ = {};
   Placement placement = placementOf(*joined_);
-  announce(*joined_, placement);
+  announce(placement);
   return placement;
 }
 
@@ -189,7 +176,7 @@ Expected<RendezvousResult> StoreGroup::joinAsMember() {
     }
     if (!joined->spare) return joined;
     notify_(spareNotice(round_.round, joined->round_size, plan_.num_machines));
-    round_ = RoundStart{round_.round + 1, round_.restart_count, 0};
+    round_ = round_.following();
   }
 }
 
@@ -258,13 +245,8 @@ Placement StoreGroup::placementOf(const RendezvousResult& joined) const {
   return p;
 }
 
-void StoreGroup::announce(const RendezvousResult& joined, const Placement& p) {
-  const int first = joined.rank_offset, last = first + plan_.local_world_size - 1;
-  notify_("machine " + std::to_string(joined.machine_rank) + " of " +
-          std::to_string(joined.machines.size()) + ": " +
-          (first == last ? "rank " + std::to_string(first)
-                         : "ranks " + std::to_string(first) + "\u2013" + std::to_string(last)) +
-          " of " + std::to_string(joined.world_size));
+void StoreGroup::announce(const Placement& p) {
+  notify_(placedText(p, plan_.local_world_size));
   if (p.socket_interface && round_.round == 0) {
     notify_("workers use GLOO_SOCKET_IFNAME=" + *p.socket_interface +
             " (the interface that reaches the other machines)");

@@ -96,7 +96,7 @@ class StoreGroup : public MachineGroup {
   Expected<RendezvousResult> joinAsMember();
   LinkOptions linkOptions() const;
   Placement placementOf(const RendezvousResult& joined) const;
-  void announce(const RendezvousResult& joined, const Placement& p);
+  void announce(const Placement& p);
 
   const LaunchPlan& plan_;
   const probes::Environment& parent_env_;

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <mutex>
-#include <random>
 #include <set>
 
 #include "accel/error.h"
@@ -14,19 +13,6 @@
 #include "probes/net_check.h"
 
 namespace accel::launcher {
-namespace {
-
-// Drawn under a lock: agents in one process (the tests') draw at once, and must differ.
-std::string token(const std::string& host) {
-  static std::mutex mutex;
-  static std::minstd_rand random(static_cast<unsigned>(::getpid()) ^
-                                 static_cast<unsigned>(std::random_device{}()));
-  std::lock_guard lock(mutex);
-  return host + "-" + std::to_string(::getpid()) + "-" + std::to_string(random());
-}
-
-}  // namespace
-
 EtcdGroup::EtcdGroup(const LaunchPlan& plan, const probes::Environment& parentEnv, Notify notify,
                      EtcdOptions etcd, std::string root, int storePort, StoreHost* store,
                      EtcdAccess access)
@@ -82,7 +68,7 @@ std::string EtcdGroup::advertisedAddress() const {
 }
 
 Expected<void> EtcdGroup::connect() {
-  me_ = {token(settings_.host), settings_.host, advertisedAddress(), plan_.local_world_size,
+  me_ = {agentToken(settings_.host), settings_.host, advertisedAddress(), plan_.local_world_size,
          store_port_};
   // The agents spread over etcd's endpoints (each client starts at this agent's own, and goes on
   // to the next when it fails), so that one member gone is not every agent's problem at once.
@@ -168,7 +154,7 @@ Expected<EtcdRound> EtcdGroup::joinRound() {
     }
     if (r->machine_rank >= 0) return r;
     notify_(spareNotice(round_.round, static_cast<int>(r->members.size()), plan_.num_machines));
-    round_ = RoundStart{round_.round + 1, r->restart_count, 0};
+    round_ = RoundStart{round_.round + 1, r->restart_count, 0};  // the count the record knows
   }
 }
 
@@ -176,11 +162,11 @@ Expected<Placement> EtcdGroup::meet() {
   stopLink();
   if (rejoining_) {  // a new agent as far as the others can tell: a new token, a new lease
     rejoining_ = false;
-    me_.token = token(settings_.host);
+    me_.token = agentToken(settings_.host);
     next_.reset();
     if (auto ok = enterJob(); !ok) return std::move(ok).takeError();
   }
-  round_ = next_.value_or(RoundStart{round_.round + 1, round_.restart_count, 0});
+  round_ = next_.value_or(round_.following());
   next_.reset();
   // Before it registers: should this machine be the round's machine 0, the members' workers
   // write to its store from the instant the round closes. Every worker that used it before has
@@ -213,14 +199,9 @@ Expected<Placement> EtcdGroup::meet() {
     return makeError("cannot reach " + etcdText() + ": " + e.what());
   }
   Placement p = placementOf(*joined_);
-  const auto& zeroMember = joined_->members.front();
-  const int first = p.rank_offset, last = first + plan_.local_world_size - 1;
-  notify_("machine " + std::to_string(p.machine_rank) + " of " + std::to_string(p.num_machines) +
-          ": " +
-          (first == last ? "rank " + std::to_string(first)
-                         : "ranks " + std::to_string(first) + "\u2013" + std::to_string(last)) +
-          " of " + std::to_string(p.world_size) + "; the workers' store is machine 0's (" +
-          zeroMember.host + ", " + p.master_addr + ":" + std::to_string(p.master_port) + ")");
+  notify_(placedText(p, plan_.local_world_size) + "; the workers' store is machine 0's (" +
+          joined_->members.front().host + ", " + p.master_addr + ":" +
+          std::to_string(p.master_port) + ")");
   return p;
 }
 

@@ -68,6 +68,10 @@ struct RoundStart {
   // A re-forming group knows who survived: the round closes at once when this many joined
   // (0: unknown), else timeouts.last_call after min_machines did. Later arrivals are spares.
   int expect_machines = 0;
+
+  // The round after this one when nothing was decided for it (a spare's next try, a group whose
+  // end decided nothing): the same restart count, no machines expected.
+  RoundStart following() const { return {round + 1, restart_count, 0}; }
 };
 
 struct MachineInfo {

@@ -1,12 +1,17 @@
 // clearWorkerKeys between attempts: the workers' keys go, the agents' stay, and the notice says
-// what was removed in plain words.
+// what was removed in plain words. The agents' tokens and the placement notice, shared by every
+// backend.
 
 #include "launcher/rendezvous/machine_group.h"
 
+#include <unistd.h>
+
+#include <set>
+
 #include <gtest/gtest.h>
 
-#include "launcher/rendezvous/c10d/group_store.h"
 #include "launcher/rendezvous/round/keys.h"
+#include "launcher/rendezvous/store_host.h"
 #include "libaccel/store/tcp_store_client.h"
 #include "libaccel/store/tcp_store_server.h"
 
@@ -58,6 +63,22 @@ TEST_F(ClearWorkerKeysTest, OneValueIsSingular) {
   EXPECT_EQ(clear(2),
             "attempt 2: removed 1 value that earlier attempts' workers left in the job's store, "
             "so none is read as this attempt's");
+}
+
+// Every agent's token is its own, however many draw at once in one process (the tests' agents).
+TEST(AgentTokenTest, HostPidAndADrawThatDiffers) {
+  std::set<std::string> tokens;
+  for (int i = 0; i < 1000; ++i) tokens.insert(agentToken("h1"));
+  EXPECT_EQ(tokens.size(), 1000u);
+  EXPECT_EQ(tokens.begin()->rfind("h1-" + std::to_string(::getpid()) + "-", 0), 0u);
+}
+
+TEST(PlacedTextTest, OneRankOrARange) {
+  Placement p;
+  p.machine_rank = 1, p.num_machines = 3, p.rank_offset = 2, p.world_size = 6;
+  EXPECT_EQ(placedText(p, 2), "machine 1 of 3: ranks 2\u20133 of 6");
+  p.rank_offset = 1, p.world_size = 3;
+  EXPECT_EQ(placedText(p, 1), "machine 1 of 3: rank 1 of 3");
 }
 
 }  // namespace
