@@ -445,6 +445,7 @@ class SimEtcd::Client : public EtcdApi {
     const auto deadline = world_.nowLocked() + options_.timeout;
     for (size_t tries = 0;; ++tries) {
       ++requests_;
+      const bool fullTry = deadline - world_.nowLocked() >= options_.attempt_timeout;
       const Endpoint state = etcd_.endpoints_[reach_[current_]];
       if (state == Endpoint::kUp && etcd_.leader_) {
         auto result = f();
@@ -455,7 +456,9 @@ class SimEtcd::Client : public EtcdApi {
         world_.block(lock, std::min(deadline, world_.nowLocked() + options_.attempt_timeout),
                      [&] { return process_->dead; });
       }
-      current_ = (current_ + 1) % reach_.size();  // the next try, and the next call, start there
+      // The next try, and the next call, start there — unless the call's end cut this try short.
+      const bool cutShort = !fullTry && tries > 0 && world_.nowLocked() >= deadline;
+      if (!cutShort) current_ = (current_ + 1) % reach_.size();
       if (process_->dead) throw NetworkError("the agent's process is gone");
       if (world_.nowLocked() >= deadline) {
         throw NetworkError("no etcd endpoint answered within " +

@@ -176,10 +176,14 @@ json EtcdClient::call(const std::string& path, const json& body) {
   std::vector<std::string> said(connections_.size());
   for (size_t tries = 0;; ++tries) {
     const size_t at = current_;
+    const bool fullTry = deadline - SteadyClock::now() >= options_.attempt_timeout;
     if (auto reply = tryEndpoint(at, path, text, deadline, said[at])) return *reply;
     // The next try, and the next call, start at the next endpoint: a call whose time ran out on
-    // a silent one must not leave the calls after it to the same fate.
-    current_ = (at + 1) % connections_.size();
+    // a silent one must not leave the calls after it to the same fate. But an endpoint whose try
+    // the call's own end cut short (less than its attempt's time was left) is not to blame: the
+    // next call starts there again.
+    const bool cutShort = !fullTry && tries > 0 && SteadyClock::now() >= deadline;
+    if (!cutShort) current_ = (at + 1) % connections_.size();
     if (SteadyClock::now() >= deadline) break;
     if ((tries + 1) % connections_.size() == 0) std::this_thread::sleep_for(kRetryPause);
   }
