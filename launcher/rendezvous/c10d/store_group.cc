@@ -84,8 +84,12 @@ Expected<void> StoreGroup::connect() {
   if (auto ok = checkJobId(); !ok) return ok;
   try {  // a machine that arrives while the job runs joins the round the master opened last
     next_ = RoundStart{openRound(*client_, settings_, timeouts().join)};
-  } catch (const Error& e) {
+  } catch (const NetworkError& e) {
     return makeError(unreachable(e));
+  } catch (const TimeoutError& e) {
+    return makeError(unreachable(e));
+  } catch (const Error& e) {  // a value there that is not a round (storedNumber names it)
+    return makeError("the store at " + settings_.store_address + ": " + e.what());
   }
   return {};
 }

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "launcher/rendezvous/round/keys.h"
 #include "sim_agents.h"
 #include "sim_group_store.h"
 
@@ -220,6 +221,25 @@ TEST_F(StoreGroupTest, TheExitBarrierHoldsTheStoreUntilTheMembersLeft) {
   for (const auto& line : said_["alpha"]) {
     EXPECT_EQ(line.find("stopping the store although"), std::string::npos) << line;
   }
+}
+
+// A value that is not a round where the master keeps the round it opened last (another program
+// writes under the job's keys): the arriving agent's error names the store, the key and the value
+// — not "cannot reach", and no std::invalid_argument ending the agent.
+TEST_F(StoreGroupTest, AMalformedOpenRoundIsAnErrorNamingStoreKeyAndValue) {
+  agent("alpha", true), agent("beta", false);
+  std::optional<Expected<void>> refused;
+  world_->run({[this] {
+                 ASSERT_TRUE(connect("alpha").ok());
+                 std::lock_guard lock(world_->mutex());
+                 host_.data().set(JobKeys("sim").openRound(), "twelve");
+               },
+               at(10ms, [&] { refused.emplace(connect("beta")); })});
+  ASSERT_TRUE(refused.has_value());
+  ASSERT_FALSE(refused->ok());
+  EXPECT_EQ(refused->error(), "the store at sim:29500: the key '" + JobKeys("sim").openRound() +
+                                  "' holds 'twelve', not a number (another program writes under "
+                                  "this job's keys?)");
 }
 
 TEST_F(StoreGroupTest, AnAgentOfAnotherJobOnTheSameStoreIsRefusedNamingBothJobs) {
