@@ -10,7 +10,9 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -204,6 +206,84 @@ TEST_P(MembershipTest, ADroppedMachineComesBackAsANewcomer) {
   EXPECT_EQ(placed_["alpha"].machine_rank, 0);
   EXPECT_EQ(placed_["beta"].machine_rank, 1);
   EXPECT_EQ(placed_["gamma"].machine_rank, 2);
+}
+
+// A member silent for less than the keep-alive window (frozen from 0.8 s to 1.3 s, the window
+// 1 s) is lost by no one: at 5 s no link has heard anything.
+TEST_P(MembershipTest, APauseShorterThanTheWindowCostsNothing) {
+  threeMeet();
+  std::atomic<bool> anyHeard{false};
+  auto quiet = [&](const std::string& n) {
+    return [&, n] {
+      if (world_->awaitReadable(group(n).link()->fd(), SimWorld::at(5s))) anyHeard = true;
+    };
+  };
+  world_->run({quiet("alpha"), quiet("beta"), quiet("gamma"),
+               at(800ms, [this] { freeze("gamma", true); }),
+               at(1300ms, [this] { freeze("gamma", false); })});
+  EXPECT_FALSE(anyHeard);
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_TRUE(group(n).link()->lostMachines().empty()) << n;
+  }
+}
+
+// The exit barrier: machine 0, whose store serves the workers, passes it only once every member
+// said its workers finished (beta at 0.5 s, gamma at 0.81 s), within its 20 ms look — and says
+// nothing of stopping its store early.
+TEST_P(MembershipTest, TheExitBarrierWaitsForEveryMember) {
+  threeMeet();
+  std::vector<std::string> order;  // guarded by mutex_
+  auto note = [&](const std::string& what) {
+    std::lock_guard lock(mutex_);
+    order.push_back(what);
+  };
+  std::atomic<int64_t> passedMs{-1};
+  auto leaves = [&](const std::string& n) {
+    group(n).stopLink();
+    group(n).awaitOtherMachines();
+    note(n + " left");
+    groups_.at(n).reset();  // its process ends
+  };
+  world_->run({[&] {
+                 group("alpha").stopLink();
+                 group("alpha").awaitOtherMachines();
+                 passedMs = world_->nowMs();
+                 note("alpha passed the barrier");
+               },
+               at(500ms, [&] { leaves("beta"); }), at(810ms, [&] { leaves("gamma"); })});
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"beta left", "gamma left", "alpha passed the barrier"}));
+  EXPECT_GE(passedMs, 810);
+  EXPECT_LE(passedMs, 830);
+  for (const auto& line : said_["alpha"]) {
+    EXPECT_EQ(line.find("although only"), std::string::npos) << line;
+  }
+}
+
+// A value that is not a number where the agents keep the round opened last (another program
+// writes under the job's keys): an arriving agent's connect fails naming the key and the value —
+// no std::invalid_argument ending it, no "cannot reach".
+TEST_P(MembershipTest, AMalformedValueIsAnErrorNamingKeyAndValue) {
+  twoMeet();
+  agent("delta", 29503);
+  std::optional<Expected<void>> refused;
+  world_->run({[&] {
+    const std::string key = JobKeys("sim").openRound();
+    if (etcd()) {
+      etcd_->access(std::make_shared<SimProcess>()).connect(etcd_->options())->put(key, "twelve");
+    } else {
+      std::lock_guard lock(world_->mutex());
+      host_.data().set(key, "twelve");
+    }
+    refused.emplace(connect("delta"));
+  }});
+  ASSERT_TRUE(refused.has_value());
+  ASSERT_FALSE(refused->ok());
+  EXPECT_NE(refused->error().find("the key '" + JobKeys("sim").openRound() +
+                                  "' holds 'twelve', not a number"),
+            std::string::npos)
+      << refused->error();
+  EXPECT_EQ(refused->error().find("cannot reach"), std::string::npos) << refused->error();
 }
 
 // MIN machines close the round when the last call (300 ms) after the MIN-th ends.
