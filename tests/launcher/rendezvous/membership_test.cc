@@ -286,6 +286,77 @@ TEST_P(MembershipTest, AMalformedValueIsAnErrorNamingKeyAndValue) {
   EXPECT_EQ(refused->error().find("cannot reach"), std::string::npos) << refused->error();
 }
 
+// Fewer than MIN within the join timeout (--rdzv_timeout 2 s, alpha alone of MIN 2): meet()
+// fails at the timeout (the store's other agents wait 2 s more for the master's word; alpha is
+// the master there), naming how many joined.
+TEST_P(MembershipTest, TheJoinTimeoutNamesHowManyJoined) {
+  plan_.round_timeouts.join = 2s;
+  agent("alpha", 29500);
+  std::optional<Expected<Placement>> met;
+  int64_t metMs = -1;
+  world_->run({[&] {
+    ASSERT_TRUE(connect("alpha").ok());
+    met.emplace(group("alpha").meet());
+    metMs = world_->nowMs();
+  }});
+  ASSERT_TRUE(met.has_value());
+  ASSERT_FALSE(met->ok());
+  EXPECT_GE(metMs, 2000);
+  EXPECT_LE(metMs, 2000 + 1000);
+  EXPECT_NE(met->error().find("1"), std::string::npos) << met->error();
+  EXPECT_NE(met->error().find("joined"), std::string::npos) << met->error();
+}
+
+// A spare that dies while it waits is not waited for: delta waits beside a full group from 0.5 s
+// and dies at 1 s; gamma dies at 2 s. When the survivors decide, delta's registration is gone (on
+// etcd once its lease ended), so the next round expects two and forms at that instant, as two.
+TEST_P(MembershipTest, ASpareThatDiesIsNotWaitedFor) {
+  threeMeet();
+  agent("delta", 29503);
+  world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}),
+               then({hearsAndEnds("beta"), meets("beta", false)}), tries("delta", 500ms),
+               at(1000ms, [this] { kill("delta"); }), at(2000ms, [this] { kill("gamma"); })});
+  for (const std::string n : {"alpha", "beta"}) {
+    EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
+    EXPECT_EQ(decided_[n].expect_machines, 2) << n;
+    EXPECT_EQ(met_ms_[n], decided_ms_[n]) << n << ": the round waited";
+    EXPECT_EQ(placed_[n].world_size, 4) << n;
+  }
+  EXPECT_NE(tried_["delta"].rfind("machine ", 0), 0u) << "delta, dead, was placed";
+}
+
+// An agent of another --rdzv_id never joins this job: on the store it is refused, naming both
+// jobs; on etcd it meets in a job of its own (alone, below MIN, until interrupted). Either way
+// this job's members hear nothing of it.
+TEST_P(MembershipTest, AnotherJobIdIsKeptApart) {
+  twoMeet();
+  LaunchPlan mine = plan_;
+  plan_.rendezvous_id = "other";
+  agent("intruder", 29509);
+  plan_ = mine;
+  world_->run({at(1000ms, [this] {
+    auto connected = connect("intruder");
+    std::lock_guard lock(mutex_);
+    tried_["intruder"] = connected.ok() ? "connected" : connected.error();
+  })});
+  if (etcd()) {
+    EXPECT_EQ(tried_["intruder"], "connected");
+    world_->run({[this] {  // it meets its own job's round 0, alone below MIN, until interrupted
+                   auto p = group("intruder").meet();
+                   std::lock_guard lock(mutex_);
+                   tried_["intruder"] = p.ok() ? "placed" : p.error();
+                 },
+                 at(5000ms, [this] { group("intruder").interrupt(); })});
+    EXPECT_EQ(tried_["intruder"], "round 0: interrupted while it formed");
+  } else {
+    EXPECT_NE(tried_["intruder"].find("serves job 'sim'"), std::string::npos) << tried_["intruder"];
+    EXPECT_NE(tried_["intruder"].find("this machine's job is 'other'"), std::string::npos);
+  }
+  for (const std::string n : {"alpha", "beta"}) {
+    EXPECT_TRUE(group(n).link()->takeEvents().empty()) << n;
+  }
+}
+
 // MIN machines close the round when the last call (300 ms) after the MIN-th ends.
 TEST_P(MembershipTest, MinMachinesCloseTheRoundAtTheLastCall) {
   twoMeet();
