@@ -443,22 +443,25 @@ class SimEtcd::Client : public EtcdApi {
     std::unique_lock lock(world_.mutex());
     awaitRunning(lock);
     const auto deadline = world_.nowLocked() + options_.timeout;
+    size_t at = current_;
     for (size_t tries = 0;; ++tries) {
       ++requests_;
-      const bool fullTry = deadline - world_.nowLocked() >= options_.attempt_timeout;
-      const Endpoint state = etcd_.endpoints_[reach_[current_]];
+      const bool fullTry = tries == 0 || deadline - world_.nowLocked() >= options_.attempt_timeout;
+      const Endpoint state = etcd_.endpoints_[reach_[at]];
       if (state == Endpoint::kUp && etcd_.leader_) {
         auto result = f();
         revision_ = etcd_.revision_;
+        current_ = at;
         return result;
       }
       if (state == Endpoint::kSilent) {
         world_.block(lock, std::min(deadline, world_.nowLocked() + options_.attempt_timeout),
                      [&] { return process_->dead; });
       }
-      // The next try, and the next call, start there — unless the call's end cut this try short.
-      const bool cutShort = !fullTry && tries > 0 && world_.nowLocked() >= deadline;
-      if (!cutShort) current_ = (current_ + 1) % reach_.size();
+      // The next try starts at the next endpoint; the next call too, unless the call's end cut
+      // this try short (as EtcdClient::call).
+      at = (at + 1) % reach_.size();
+      if (fullTry) current_ = at;
       if (process_->dead) throw NetworkError("the agent's process is gone");
       if (world_.nowLocked() >= deadline) {
         throw NetworkError("no etcd endpoint answered within " +

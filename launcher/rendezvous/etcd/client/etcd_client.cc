@@ -174,16 +174,19 @@ json EtcdClient::call(const std::string& path, const json& body) {
   const auto deadline = SteadyClock::now() + options_.timeout;
   const std::string text = body.dump();
   std::vector<std::string> said(connections_.size());
+  size_t at = current_;
   for (size_t tries = 0;; ++tries) {
-    const size_t at = current_;
-    const bool fullTry = deadline - SteadyClock::now() >= options_.attempt_timeout;
-    if (auto reply = tryEndpoint(at, path, text, deadline, said[at])) return *reply;
-    // The next try, and the next call, start at the next endpoint: a call whose time ran out on
-    // a silent one must not leave the calls after it to the same fate. But an endpoint whose try
-    // the call's own end cut short (less than its attempt's time was left) is not to blame: the
-    // next call starts there again.
-    const bool cutShort = !fullTry && tries > 0 && SteadyClock::now() >= deadline;
-    if (!cutShort) current_ = (at + 1) % connections_.size();
+    const bool fullTry = tries == 0 || deadline - SteadyClock::now() >= options_.attempt_timeout;
+    if (auto reply = tryEndpoint(at, path, text, deadline, said[at])) {
+      current_ = at;
+      return *reply;
+    }
+    // The next try starts at the next endpoint, and so does the next call: a call whose time ran
+    // out on a silent one must not leave the calls after it to the same fate. But an endpoint
+    // tried with less than its attempt's time left (the call's own end cut it short) is not to
+    // blame: the next call starts at the one after the last endpoint that had its full try.
+    at = (at + 1) % connections_.size();
+    if (fullTry) current_ = at;
     if (SteadyClock::now() >= deadline) break;
     if ((tries + 1) % connections_.size() == 0) std::this_thread::sleep_for(kRetryPause);
   }
