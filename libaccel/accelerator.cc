@@ -24,6 +24,7 @@
 #include "libaccel/common/env_names.h"
 #include "libaccel/common/env_values.h"
 #include "libaccel/common/stack_dump.h"
+#include "libaccel/optim/foreach_adam.h"
 #include "libaccel/store/heartbeat.h"
 #include "libaccel/sync/gradient_sync.h"
 
@@ -279,11 +280,13 @@ void Accelerator::backward(const at::Tensor& loss) {
   const auto start = Clock::now();
   at::Tensor l = accumulation_steps_ > 1 ? loss / accumulation_steps_ : loss;
   scaler_.scale(l).backward();
+  if (profile_) profile_->mark(StepPhase::Backward);
   const auto backwardDone = Clock::now();
   step_times_.backward = std::chrono::duration<double>(backwardDone - start).count();
   step_times_.sync = 0;
   if (grad_sync_ && sync_gradients_ && !no_sync_) {
     grad_sync_->finish();
+    if (profile_) profile_->mark(StepPhase::Sync);
     step_times_.sync = std::chrono::duration<double>(Clock::now() - backwardDone).count();
   }
 }
@@ -306,18 +309,24 @@ bool Accelerator::step() {
   if (scaler_.enabled()) {
     if (!unscaled_) found_inf_ = scaler_.unscale(gradients(), *comm_);
     step_skipped_ = found_inf_;
-    if (!found_inf_) optimizer_->step();
+    if (!found_inf_) stepOptimizer();
     scaler_.update(found_inf_);
   } else {
-    optimizer_->step();
+    stepOptimizer();
   }
   unscaled_ = false;
   found_inf_ = false;
   clearGradients();
   if (!step_skipped_) ++optimizer_steps_;
+  if (profile_) profile_->mark(StepPhase::Optimizer);
   step_times_.optimizer =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return !step_skipped_;
+}
+
+void Accelerator::stepOptimizer() {
+  const bool foreach = options_.foreach_optimizer.value_or(device_.is_cuda());
+  if (!foreach || !optim::foreachAdamStep(*optimizer_)) optimizer_->step();
 }
 
 // zero_grad(set_to_none=True), torch 2.x's default in Python and C++ (LibTorch 1.13's C++

@@ -7,11 +7,12 @@
 #       fp16 skipping an overflowing step — the whole label under 60 s
 #   (b) stream order, (c) GradientSync on a world-1 NCCL communicator (bf16 compression off and
 #       on), (e) an fp16 resume: tests/gpu/gpu_check.cc
-#   (f) the Fashion-MNIST example on the GPU under accel launch, and torch's DDP on the same
-#       model and data (scripts/bench/support/ddp_fashion_mnist.py), steps/s side by side
+#   (f) the Fashion-MNIST example on the GPU under accel launch beside torch's own loop on the same
+#       model and data (scripts/bench/step.sh: samples/s, and ms per step in data, forward,
+#       backward, sync and optimizer from CUDA events, side by side)
 #   (g) libaccel_tests, libaccel's unit tests, against this LibTorch
 # A second run rebuilds nothing that did not change. Exit status: 1 when any check failed.
-#   scripts/gpu_check.sh [--steps N]   (the example's steps; default 300)
+#   scripts/gpu_check.sh [--steps N]   (the example's steps per run of (f); default 1000)
 # It needs yaml-cpp, nlohmann-json, CLI11, GoogleTest and zlib's headers; on a bare CUDA image
 # without them, unpack Debian's packages (dpkg -x) into a prefix and export
 # CMAKE_PREFIX_PATH=PREFIX/usr (the first run did: libyaml-cpp-dev libyaml-cpp0.7
@@ -20,7 +21,7 @@
 # dataset-fashion-mnist, /usr/share/datasets/fashion-mnist).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-steps=300
+steps=1000
 [[ ${1:-} == --steps && ${2:-} =~ ^[1-9][0-9]*$ ]] && steps=$2
 build=${ACCEL_GPU_BUILD_DIR:-build-gpu}
 py=${PYTHON:-python3}
@@ -60,24 +61,19 @@ result "ctest -L gpu" $rc "$((SECONDS - start)) s, $(grep -E 'tests passed|tests
 
 "$build/tests/gpu_check" || failed=1
 
-# (f) The example on the GPU, and torch's DDP on the same model and data.
-# Debian's dataset-fashion-mnist, or a copy of its four files where that package is not installed.
+# (f) The example on the GPU beside torch's loop on the same model and data: where a step's time
+# goes, from CUDA events (scripts/bench/step.sh; GPU_CHECK_BEFORE=BUILD_DIR adds another build's
+# example, e.g. the last commit's, as "before").
 data=${ACCEL_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
-rate() { grep -oE '[0-9.]+ samples/s' "$1" | tail -1; }
-if "$build/apps/accel/accel" launch -n 1 "$build/apps/examples/fashion_mnist/fashion_mnist" \
-  --model cnn --steps "$steps" --data "$data" --device cuda --no-progress --no-eval \
-  >"$build/example.log" 2>&1; then
-  result "example under accel launch" 0 "$(rate "$build/example.log")"
+before=()
+[[ -n ${GPU_CHECK_BEFORE:-} ]] && before=(--before "$GPU_CHECK_BEFORE")
+if ACCEL_BUILD_DIR=$build ACCEL_FASHION_MNIST_DIR=$data PYTHON=$py scripts/bench/step.sh --device cuda \
+  --steps "$steps" --rounds 3 "${before[@]}" >"$build/step.log" 2>&1; then
+  cat "$build/step.log"
+  result "example beside torch's loop (step.sh)" 0 "$(awk '$1 == "cnn" && $2 == "no" && $3 == "cpp" {print "CNN fp32 steady-state", $NF, "of torch'"'"'s"}' "$build/step.log")"
 else
-  tail -20 "$build/example.log"
-  result "example under accel launch" 1 "see $build/example.log"
-fi
-if PYTHON_EXEC=$py "$build/apps/accel/accel" launch -n 1 scripts/bench/support/ddp_fashion_mnist.py \
-  --model cnn --steps "$steps" --data "$data" --device cuda >"$build/ddp.log" 2>&1; then
-  result "torch DDP reference" 0 "$(rate "$build/ddp.log")"
-else
-  tail -20 "$build/ddp.log"
-  result "torch DDP reference" 1 "see $build/ddp.log"
+  tail -30 "$build/step.log"
+  result "example beside torch's loop (step.sh)" 1 "see $build/step.log"
 fi
 
 # (g) libaccel's own tests on this LibTorch (the first GPU run found pip's torch 2.11 exporting a

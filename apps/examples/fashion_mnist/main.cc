@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <tuple>
 
 #include <CLI/CLI.hpp>
@@ -44,7 +45,8 @@ struct Options {
   std::string save_state, load_state;
   std::string checkpoint_dir;  // DIR/latest: written every checkpoint_every steps, resumed from
   int64_t checkpoint_every = 50;
-  bool profile = false;  // each rank prints where a step's time went, averaged over the run
+  bool profile = false;     // each rank prints where a step's time went, averaged over the run
+  bool no_foreach = false;  // LibTorch's per-parameter Adam step, also on a GPU
   // A benchmark's reference, not training: gradients are not averaged (each rank trains its own
   // copy), the ranks only meet at one barrier per step (scripts/bench/train.sh).
   bool barrier_only = false;
@@ -62,11 +64,13 @@ void keepFreedMemoryForReuse() {
 #endif
 }
 
-// Images stay uint8 in memory (47 MB instead of 188 MB for the training set); each batch is
-// converted and normalised when it is used.
+// Images stay uint8 in the host's memory (47 MB instead of 188 MB for the training set); each
+// batch is converted and normalised when it is used. On a GPU the set is normalised once
+// (188 MB of device memory): four small kernels less per step.
 torch::Tensor loadImages(const std::string& path) { return accel::readIdx(path).unsqueeze(1); }
 
 torch::Tensor normalise(const torch::Tensor& images) {
+  if (images.scalar_type() != torch::kByte) return images;  // normalised already
   return images.to(torch::kFloat).div_(255.0f).sub_(kMean).div_(kStd);
 }
 
@@ -109,31 +113,24 @@ std::unique_ptr<torch::optim::Optimizer> makeOptimizer(Model& model, const Optio
 }
 
 // What the training loop measured (first_loss is rank 0's; last_loss this rank's).
-// Seconds spent in each phase of the steps after the first (--profile).
-struct Phases {
-  double data = 0, forward = 0, backward = 0, sync = 0, optimizer = 0, step = 0;
-  int64_t steps = 0;
-};
-
 struct TrainStats {
   int64_t steps = 0;         // batches trained in this run
   double first_step_s = -1;  // from the start of the run to the end of the first step
   float first_loss = 0;
   torch::Tensor last_loss;
-  Phases phases;
 };
 
-// "profile (rank 1, ms per step over 299 steps): data 0.21, forward 1.90, backward 3.02, sync
-// 1.20, optimizer 0.35, other 0.10 (step 6.78)": sync is waiting for the gradients' all-reduces.
-void printPhases(const Phases& p, int rank) {
-  if (p.steps == 0) return;
-  const double k = 1e3 / static_cast<double>(p.steps);
-  const double other = p.step - p.data - p.forward - p.backward - p.sync - p.optimizer;
+// "profile (rank 1, ms per step over 299 steps, CUDA events): data 0.021, forward 0.190,
+// backward 0.302, sync 0.120, optimizer 0.035, other 0.010 (step 0.678): 94395 samples/s at
+// that pace". sync is waiting for the gradients' all-reduces; other, the loop's own work
+// between steps. The same line as scripts/bench/support/ddp_fashion_mnist.py --profile.
+void printProfile(accel::StepProfile& profile, int rank, int64_t samplesPerStep) {
+  const auto r = profile.report();
+  if (r.steps == 0) return;
   std::printf(
-      "profile (rank %d, ms per step over %lld steps): data %.2f, forward %.2f, backward %.2f, "
-      "sync %.2f, optimizer %.2f, other %.2f (step %.2f)\n",
-      rank, static_cast<long long>(p.steps), p.data * k, p.forward * k, p.backward * k, p.sync * k,
-      p.optimizer * k, other * k, p.step * k);
+      "profile (rank %d, ms per step over %lld steps, %s): %s: %.0f samples/s at that pace\n", rank,
+      static_cast<long long>(r.steps), r.device_events ? "CUDA events" : "wall clock",
+      r.text().c_str(), static_cast<double>(samplesPerStep) * 1e3 / r.step_ms);
 }
 
 void printProgress(const Options& o, int epoch, size_t done, size_t of, float loss) {
@@ -176,24 +173,48 @@ void checkpointIfDue(const Options& o, accel::Accelerator& acc) {
             std::to_string(acc.numProcesses()) + " processes");
 }
 
-// One batch: forward, backward, and (on sync steps) the optimizer step; each phase's time
-// added to `phases` when given.
+// One epoch's order of samples on the device, batch after batch: copied once per epoch, so no
+// step waits for a copy from the host (a copy from pageable memory holds the host until the
+// device has done all the work before it, and the device then idles while the host launches
+// the step). offsets[i] is batch i's first position.
+struct EpochOrder {
+  torch::Tensor samples;
+  std::vector<int64_t> offsets;
+  torch::Tensor batch(size_t i) const {
+    return samples.narrow(0, offsets[i], offsets[i + 1] - offsets[i]);
+  }
+};
+
+EpochOrder epochOrder(const std::vector<std::vector<size_t>>& batches,
+                      const accel::Accelerator& acc) {
+  EpochOrder order;
+  std::vector<int64_t> all;
+  order.offsets.push_back(0);
+  for (const auto& batch : batches) {
+    all.insert(all.end(), batch.begin(), batch.end());
+    order.offsets.push_back(static_cast<int64_t>(all.size()));
+  }
+  order.samples = acc.toDevice(torch::tensor(all));
+  return order;
+}
+
+// One batch: forward, backward, and (on sync steps) the optimizer step; each phase marked in
+// `profile` when given.
 template <typename Model>
 torch::Tensor trainBatch(Model& model, accel::Accelerator& acc, const torch::Tensor& trainX,
-                         const torch::Tensor& trainY, const std::vector<size_t>& batch,
-                         bool lastOfEpoch, bool barrierOnly, Phases* phases) {
-  const auto start = Clock::now();
-  auto idx = acc.toDevice(torch::tensor(std::vector<int64_t>(batch.begin(), batch.end())));
+                         const torch::Tensor& trainY, const torch::Tensor& idx, bool lastOfEpoch,
+                         bool barrierOnly, accel::StepProfile* profile) {
+  if (profile) profile->beginStep();
   auto x = normalise(trainX.index_select(0, idx)), y = trainY.index_select(0, idx);
   acc.accumulate(lastOfEpoch);
-  const auto loaded = Clock::now();
+  if (profile) profile->mark(accel::StepPhase::Data);
   torch::Tensor logits;
   {
     auto cast = acc.autocast();
     logits = model->forward(x);
   }
   auto loss = torch::cross_entropy_loss(logits.to(torch::kFloat), y);
-  const auto forwardDone = Clock::now();
+  if (profile) profile->mark(accel::StepPhase::Forward);
   if (barrierOnly) {
     {
       auto noSync = acc.noSync();
@@ -204,19 +225,6 @@ torch::Tensor trainBatch(Model& model, accel::Accelerator& acc, const torch::Ten
     acc.backward(loss);
   }
   acc.step();
-  if (phases) {
-    const auto seconds = [](auto a, auto b) {
-      return std::chrono::duration<double>(b - a).count();
-    };
-    const auto& t = acc.lastStepTimes();
-    phases->data += seconds(start, loaded);
-    phases->forward += seconds(loaded, forwardDone);
-    phases->backward += t.backward;
-    phases->sync += t.sync;
-    phases->optimizer += t.optimizer;
-    phases->step += seconds(start, Clock::now());
-    ++phases->steps;
-  }
   return loss.detach();
 }
 
@@ -226,8 +234,8 @@ torch::Tensor trainBatch(Model& model, accel::Accelerator& acc, const torch::Ten
 // accumulation window).
 template <typename Model>
 TrainStats train(Model& model, const Options& o, accel::Accelerator& acc,
-                 const torch::Tensor& trainX, const torch::Tensor& trainY,
-                 Clock::time_point start) {
+                 const torch::Tensor& trainX, const torch::Tensor& trainY, Clock::time_point start,
+                 accel::StepProfile* profile) {
   accel::ShardOptions shard;
   shard.dataset_size = static_cast<size_t>(trainX.size(0));
   shard.batch_size = static_cast<size_t>(rankBatch(o, acc));
@@ -242,13 +250,12 @@ TrainStats train(Model& model, const Options& o, accel::Accelerator& acc,
        ++epoch) {
     model->train();
     sampler.setEpoch(static_cast<uint64_t>(epoch));
-    auto batches = sampler.batches();
+    const auto batches = sampler.batches();
+    const EpochOrder order = epochOrder(batches, acc);
     size_t i = epoch == resumeAt / perEpoch ? static_cast<size_t>(resumeAt % perEpoch) : 0;
     for (; i < batches.size() && !finished(); ++i) {
-      // The first step (allocations, the communicator's first use) is not in the profile.
-      Phases* phases = o.profile && stats.steps > 0 ? &stats.phases : nullptr;
-      stats.last_loss = trainBatch(model, acc, trainX, trainY, batches[i], i + 1 == batches.size(),
-                                   o.barrier_only, phases);
+      stats.last_loss = trainBatch(model, acc, trainX, trainY, order.batch(i),
+                                   i + 1 == batches.size(), o.barrier_only, profile);
       ++stats.steps;
       if (stats.first_step_s < 0) {
         stats.first_step_s = std::chrono::duration<double>(Clock::now() - start).count();
@@ -286,7 +293,7 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
   auto testY = accel::readIdx(o.data + "/t10k-labels-idx1-ubyte.gz").to(torch::kLong);
 
   // The data set moves to the device once (uint8: 55 MB); batches are gathered there.
-  trainX = acc.toDevice(trainX);
+  trainX = acc.device().is_cuda() ? normalise(acc.toDevice(trainX)) : trainX;
   trainY = acc.toDevice(trainY);
   testX = acc.toDevice(testX);
   testY = acc.toDevice(testY);
@@ -294,8 +301,16 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
   acc.prepare(*model, *optimizer);
   resume(o, acc);
 
+  // The first step (allocations, kernel loading, the communicator's first use) is not in the
+  // profile.
+  std::optional<accel::StepProfile> profile;
+  if (o.profile) {
+    profile.emplace(acc.device(), 1);
+    acc.profileSteps(&*profile);
+  }
   auto trainStart = Clock::now();
-  const TrainStats stats = train(model, o, acc, trainX, trainY, start);
+  const TrainStats stats =
+      train(model, o, acc, trainX, trainY, start, profile ? &*profile : nullptr);
   acc.waitForEveryone();
   const double trainSeconds = std::chrono::duration<double>(Clock::now() - trainStart).count();
   if (!o.save_state.empty()) acc.saveState(o.save_state);
@@ -321,7 +336,7 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
                 stats.first_step_s, acc.device().str().c_str(),
                 o.barrier_only ? " (--barrier_only: gradients not averaged)" : "");
   acc.print(line);
-  if (o.profile) printPhases(stats.phases, acc.processIndex());
+  if (profile) printProfile(*profile, acc.processIndex(), rankBatch(o, acc) * acc.numProcesses());
   return 0;
 }
 
@@ -354,7 +369,11 @@ int main(int argc, char** argv) {
   app.add_flag("--eval,!--no-eval", o.evaluate, "Measure test accuracy after training");
   app.add_flag("--profile", o.profile,
                "Each rank prints where a step's time went (data, forward, backward, waiting for "
-               "the gradients' all-reduces, optimizer), averaged over the steps after the first");
+               "the gradients' all-reduces, optimizer), averaged over the steps after the first: "
+               "the device's time from CUDA events on a GPU, else the wall clock");
+  app.add_flag("--no-foreach", o.no_foreach,
+               "Step Adam with LibTorch's per-parameter loop, also on a GPU (default there: "
+               "libaccel's multi-tensor step)");
   app.add_flag("--barrier_only", o.barrier_only,
                "Benchmark reference, not training: gradients are not averaged (each rank trains "
                "its own copy); the ranks only meet at one barrier per step");
@@ -375,6 +394,7 @@ int main(int argc, char** argv) {
     if (o.mixed_precision == "fp16") options.mixed_precision = accel::MixedPrecision::Fp16;
     if (o.mixed_precision == "no") options.mixed_precision = accel::MixedPrecision::No;
     if (o.device != "auto") options.cpu = o.device == "cpu";
+    if (o.no_foreach) options.foreach_optimizer = false;
     accel::Accelerator acc(options);
     if (o.device == "cuda" && !acc.device().is_cuda())
       throw accel::Error("--device cuda, but this process trains on the CPU: " + acc.whyCpu());

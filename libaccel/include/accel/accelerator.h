@@ -32,6 +32,7 @@
 #include "accel/data.h"
 #include "accel/error.h"  // accel::Error and friends, thrown by every call
 #include "accel/grad_scaler.h"
+#include "accel/step_profile.h"
 
 namespace accel {
 
@@ -65,6 +66,11 @@ struct AcceleratorOptions {
   std::optional<GradientCompression>
       gradient_compression;  // else $ACCEL_GRADIENT_COMPRESSION (none, bf16)
   GradScalerOptions scaler;
+  // torch::optim::Adam and AdamW step with multi-tensor operations over all the parameters (a
+  // few kernels per step instead of eight per parameter: Python's default on CUDA, foreach=True)
+  // on their own state, so checkpoints are the same; other optimizers step as they do. Unset: on
+  // a GPU. The arithmetic is LibTorch's (on the CPU bit for bit).
+  std::optional<bool> foreach_optimizer;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // store and collectives
   // For tests: use this communicator instead of creating one from the environment.
   std::shared_ptr<Communicator> communicator;
@@ -178,6 +184,10 @@ class Accelerator {
                            // does not step: accumulation)
   };
   const StepTimes& lastStepTimes() const { return step_times_; }
+  // From now on backward() marks StepPhase::Backward when autograd returns and Sync once the
+  // averaged gradients are in place (sync steps with several processes), step() marks Optimizer
+  // (when it steps); nullptr stops. `profile` must outlive its use here.
+  void profileSteps(StepProfile* profile) { profile_ = profile; }
   GradScaler& scaler() { return scaler_; }
 
   // Unscales first (fp16: a collective), then clips the total norm of the prepared model's
@@ -239,6 +249,7 @@ class Accelerator {
 
   std::vector<at::Tensor> gradients() const;
   void clearGradients();
+  void stepOptimizer();
   torch::Device chooseDevice(bool cpuOnly);
   at::Generator rngGenerator(size_t index) const;
   void writeOwnFiles(const checkpoint::StagedDir& staged) const;
@@ -263,6 +274,7 @@ class Accelerator {
   bool no_sync_ = false;  // a noSync() guard lives
   bool unscaled_ = false;
   StepTimes step_times_;
+  StepProfile* profile_ = nullptr;
   bool step_skipped_ = false;
   bool found_inf_ = false;
 };
