@@ -79,7 +79,8 @@ void stepGroup(GroupTensors<State>& t, double lr, double beta1, double beta2, do
 template <typename O, typename = void>
 struct HasDecoupledWeightDecay : std::false_type {};
 template <typename O>
-struct HasDecoupledWeightDecay<O, std::void_t<decltype(std::declval<O&>().decoupled_weight_decay())>>
+struct HasDecoupledWeightDecay<O,
+                               std::void_t<decltype(std::declval<O&>().decoupled_weight_decay())>>
     : std::true_type {};
 
 template <typename Options>

@@ -21,7 +21,8 @@ bool foreachAdamStep(torch::optim::Optimizer& optimizer);
 
 // The key of `param`'s entry in optimizer.state(): its TensorImpl's address, printed (LibTorch
 // 1.x) or as is (2.x).
-using OptimizerStateKey = std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
+using OptimizerStateKey =
+    std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
 OptimizerStateKey optimizerStateKey(const at::Tensor& param);
 
 }  // namespace accel::optim

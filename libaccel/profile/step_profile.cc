@@ -14,9 +14,9 @@ namespace {
 template <typename E, typename = void>
 struct HasElapsedTime : std::false_type {};
 template <typename E>
-struct HasElapsedTime<E, std::void_t<decltype(std::declval<const E&>().elapsedTime(
-                             std::declval<const E&>())),
-                         decltype(std::declval<const E&>().synchronize())>> : std::true_type {};
+struct HasElapsedTime<
+    E, std::void_t<decltype(std::declval<const E&>().elapsedTime(std::declval<const E&>())),
+                   decltype(std::declval<const E&>().synchronize())>> : std::true_type {};
 constexpr bool kTimedEvents = HasElapsedTime<c10::Event>::value;
 
 template <typename E>

@@ -151,8 +151,8 @@ case $CASE in
     done
     [[ $survivors == 2 ]] || fail "survivors: $survivors"
     logs=$(cat "$SCRATCH"/*.log)
-    expect_contains "$logs" "machine 0 ($(hostname)): lost: its lease expired (no keep-alive reached etcd for 3 s)"
-    expect_contains "$logs" "going on without machine 0 ($(hostname)) lost (its lease expired); restarting every machine (1 of 3 restarts, counted for the whole job)"
+    expect_contains "$logs" "machine 0 ($(hostname)): lost: its lease ended (no keep-alive reached etcd for 3 s, or etcd revoked it)"
+    expect_contains "$logs" "going on without machine 0 ($(hostname)) lost (its lease ended); restarting every machine (1 of 3 restarts, counted for the whole job)"
     expect_contains "$logs" "machine 0 of 2: rank 0 of 2"
     expect_contains "$logs" "machine 1 of 2: rank 1 of 2"
     ;;

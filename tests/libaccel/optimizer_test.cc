@@ -124,7 +124,8 @@ TEST(ForeachAdamTest, TheAcceleratorStepsAdamThroughIt) {
 TEST(StepProfileTest, PhasesGetTheTimeBetweenTheirMarks) {
   StepProfile profile(torch::kCPU, /*skipSteps=*/1);
   auto busy = [](double ms) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(ms);
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(ms);
     while (std::chrono::steady_clock::now() < until) {
     }
   };
@@ -135,7 +136,7 @@ TEST(StepProfileTest, PhasesGetTheTimeBetweenTheirMarks) {
     busy(6);
     profile.mark(StepPhase::Forward);
     profile.mark(StepPhase::Optimizer);  // no backward or sync marked: 0
-    busy(3);                              // the loop's own work
+    busy(3);                             // the loop's own work
   }
   const auto r = profile.report();
   EXPECT_FALSE(r.device_events);

@@ -11,7 +11,7 @@ namespace accel::launcher {
 namespace {
 
 // How a member is lost on etcd, in the summary's list of lost machines.
-constexpr const char* kLeaseExpired = "its lease expired";
+constexpr const char* kLeaseEnded = "its lease ended";
 
 // The link's calls are small and a healthy etcd answers them at once: each is bounded by
 // etcd_link_call in all (etcd_link_try an endpoint), so that stop() never waits longer for a call
@@ -187,11 +187,11 @@ void EtcdLink::onStop(const std::string& value) {
   mailbox_.post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kRemoteFailure));
 }
 
-// Member `machine` lost (its lease expired), once; false when it was known already.
+// Member `machine` lost (its lease ended), once; false when it was known already.
 bool EtcdLink::markLost(int machine) {
   if (machine < 0 || machine >= static_cast<int>(gone_.size()) || gone_[machine]) return false;
   gone_[machine] = true;
-  mailbox_.addLost({machine, kLeaseExpired});
+  mailbox_.addLost({machine, kLeaseEnded});
   return true;
 }
 
@@ -219,8 +219,11 @@ void EtcdLink::onMemberGone(const std::string& token) {
     f.machine_rank = machine;
     f.host = o_.members[m].host;
     f.cause = kCauseLost;
-    f.reason = std::string("lost: ") + kLeaseExpired + " (no keep-alive reached etcd for " +
-               std::to_string(o_.window.count()) + " s)";
+    // etcd deletes a lease's keys alike when it expires and when it is revoked (etcd 3.4 before
+    // 3.4.31 and 3.5 before 3.5.13 revoke live leases when a leader that stalled resumes:
+    // etcd-io/etcd#15247), and the watch cannot tell which: say both.
+    f.reason = std::string("lost: ") + kLeaseEnded + " (no keep-alive reached etcd for " +
+               std::to_string(o_.window.count()) + " s, or etcd revoked it)";
     change_published_ = true;
     publishStop(RoundStop::failed(std::move(f)));  // the watch brings it back, to every link alike
   }

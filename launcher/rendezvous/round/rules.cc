@@ -60,9 +60,14 @@ std::optional<std::string> cannotGoOn(const RoundFacts& f,
     return joined(dropped) + "; the job needs all " + std::to_string(f.machines) +
            " machines (--nnodes MIN:MAX lets a job go on with fewer)";
   }
-  if (remaining >= least) return std::nullopt;
+  // Machines already registered for the next round count: a member dropped by mistake (etcd
+  // revoked a live lease) that came back as a newcomer, a spare.
+  if (remaining + f.waiting >= least) return std::nullopt;
   return joined(dropped) + "; " + std::to_string(remaining) + " of the " + std::to_string(least) +
-         " machines the job needs remain";
+         " machines the job needs remain" +
+         (f.waiting > 0 ? " and " + std::to_string(f.waiting) +
+                              (f.waiting == 1 ? " waits" : " wait") + " to join"
+                        : "");
 }
 
 }  // namespace

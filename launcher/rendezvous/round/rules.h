@@ -69,10 +69,11 @@ struct RoundFacts {
 
 // The rule, in this order. Members that are lost, did not report, or (elastic jobs) stop are
 // dropped; a static job ends when one would be, an elastic one when fewer than min_machines
-// remain. A machine waiting to join re-forms the group without counting a restart. Otherwise
-// no restart when no worker failed (an agent stopped, the master lost), when the budget is
-// spent, or when the last two rounds failed the same way without progress (repeatedFailure)
-// unless identical failures are retried; else a restart, counted.
+// remain, counting the machines already waiting to join. A machine waiting to join re-forms the
+// group without counting a restart. Otherwise no restart when no worker failed (an agent stopped,
+// the master lost), when the budget is spent, or when the last two rounds failed the same way
+// without progress (repeatedFailure) unless identical failures are retried; else a restart,
+// counted.
 RoundDecision decideNextRound(const RoundFacts& facts);
 
 }  // namespace accel::launcher

@@ -85,8 +85,8 @@ class StepProfile {
   bool device_events_;
   int64_t skip_;
   int64_t begun_ = 0;
-  std::deque<Step> pending_;    // begun, not yet accounted for (the last one may be open)
-  std::vector<Mark> spare_;     // marks of accounted steps, their events reused
+  std::deque<Step> pending_;  // begun, not yet accounted for (the last one may be open)
+  std::vector<Mark> spare_;   // marks of accounted steps, their events reused
   Report sum_;
 };
 

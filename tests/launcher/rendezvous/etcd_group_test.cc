@@ -119,7 +119,7 @@ TEST_F(EtcdGroupTest, AMemberWhoseAgentDiesIsLostWhenItsLeaseEnds) {
   expectRestart({"alpha", "beta"}, 2020, LinkEvent::Kind::kRemoteFailure, /*counted=*/true, 1);
   for (const std::string n : {"alpha", "beta"}) {
     EXPECT_EQ(heard_[n].event.failure.reason,
-              "lost: its lease expired (no keep-alive reached etcd for 1 s)")
+              "lost: its lease ended (no keep-alive reached etcd for 1 s, or etcd revoked it)")
         << n;
     EXPECT_EQ(heard_[n].event.failure.machine_rank, 2) << n;
     EXPECT_EQ(decided_[n].expect_machines, 2) << n;
@@ -295,7 +295,7 @@ TEST_F(EtcdGroupTest, ASilentEndpointIsLeftAndALossIsStillSeenOnTime) {
     EXPECT_EQ(heard_[n].at_ms, ended) << n;
     EXPECT_EQ(heard_[n].event.failure.machine_rank, 2) << n;
     EXPECT_EQ(heard_[n].event.failure.reason,
-              "lost: its lease expired (no keep-alive reached etcd for 1 s)")
+              "lost: its lease ended (no keep-alive reached etcd for 1 s, or etcd revoked it)")
         << n;
   }
 }

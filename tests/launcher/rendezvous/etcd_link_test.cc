@@ -104,7 +104,8 @@ TEST_F(EtcdLinkTest, MachineZeroWhoseLeaseEndsIsLostToTheOthers) {
     EXPECT_EQ(e[0].kind, LinkEvent::Kind::kRemoteFailure) << m;
     EXPECT_EQ(e[0].failure.machine_rank, 0) << m;
     EXPECT_EQ(e[0].failure.cause, kCauseLost) << m;
-    EXPECT_EQ(e[0].failure.reason, "lost: its lease expired (no keep-alive reached etcd for 3 s)")
+    EXPECT_EQ(e[0].failure.reason,
+              "lost: its lease ended (no keep-alive reached etcd for 3 s, or etcd revoked it)")
         << m;
     const auto lost = links_[static_cast<size_t>(m)]->lostMachines();
     ASSERT_EQ(lost.size(), 1u) << m;

@@ -402,7 +402,9 @@ TEST_P(MembershipTest, ADeadArrivalCostsNoRestart) {
     EXPECT_GE(met_ms_[n], 3000) << n;
   }
   EXPECT_EQ(placed_["epsilon"].machine_rank, 2);
-  if (!etcd()) EXPECT_EQ(group("alpha").round(), 1);  // one re-forming: for epsilon alone
+  if (!etcd()) {
+    EXPECT_EQ(group("alpha").round(), 1);  // one re-forming: for epsilon alone
+  }
 }
 
 // A machine beyond MAX waits as a spare, says so at once, and takes the place of a member lost

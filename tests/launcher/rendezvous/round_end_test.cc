@@ -113,6 +113,19 @@ TEST(DecideNextRoundTest, AnElasticGroupGoesOnWithoutALostMachineWhileMinRemain)
   EXPECT_FALSE(d.restart);
   EXPECT_EQ(d.why,
             "machine 2 (host2) lost (no keep-alive); 2 of the 3 machines the job needs remain");
+  // ... unless machines already wait to join (a spare, a member dropped by mistake that came
+  // back as a newcomer): the next round forms with them.
+  f.waiting = 1;
+  d = decideNextRound(f);
+  EXPECT_TRUE(d.restart) << d.why;
+  EXPECT_EQ(d.expect_machines, 3);
+  f.min_machines = 4;
+  f.max_machines = 4;
+  d = decideNextRound(f);
+  EXPECT_FALSE(d.restart);
+  EXPECT_EQ(d.why,
+            "machine 2 (host2) lost (no keep-alive); 2 of the 4 machines the job needs remain and "
+            "1 waits to join");
   // A static job cannot go on without it.
   f = elasticFacts();
   f.elastic = false;
