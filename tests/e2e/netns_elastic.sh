@@ -384,9 +384,10 @@ store_host|spares|counted_once)
 etcd_member_faults)
   # etcd's faults cost no machine: while 3 x 2 ranks train, a follower's member hangs (SIGSTOP)
   # for 10 s, then the leader's is killed for 10 s (an election) and started again. No lease
-  # ends, nobody is lost, nothing restarts: every step at world 6. Not the leader stopped: etcd
-  # before 3.4.31 / 3.5.13 (Debian 12 has 3.4.23) revokes live leases when a leader that stalled
-  # longer than a lease resumes (etcd-io/etcd#15247) — CI saw two machines dropped so.
+  # ends, nobody is lost, nothing restarts: every step at world 6. Not the leader stopped: on
+  # etcd before 3.4.31 / 3.5.13 (Debian 12 has 3.4.23) a leader that stalls longer than a lease
+  # and resumes answers renewals from its stale state and revokes leases (etcd-io/etcd#15247) —
+  # CI saw two machines dropped so (README, "No single point of failure").
   etcd_cluster_up
   steps=300
   TRAIN=$SCRATCH/train CKPT=$SCRATCH/ckpt
