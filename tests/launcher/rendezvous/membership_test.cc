@@ -495,6 +495,106 @@ TEST_P(MembershipTest, BelowMinTheSurvivorStops) {
       << decided_["alpha"].why;
 }
 
+// Below MIN, machines already waiting to join count: delta waits as a spare beside a full group
+// from 0.5 s; beta and gamma die at 1.05 s, leaving alpha, one of MIN 2 — with delta two, so the
+// job goes on as alpha and delta (one restart, counted for the losses).
+TEST_P(MembershipTest, BelowMinAMachineWaitingToJoinKeepsTheJobGoing) {
+  threeMeet();
+  agent("delta", 29503);
+  world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}), meets("delta", true, 500ms),
+               at(1050ms, [this] {
+                 kill("beta");
+                 kill("gamma");
+               })});
+  EXPECT_TRUE(decided_["alpha"].restart) << decided_["alpha"].why;
+  EXPECT_EQ(decided_["alpha"].expect_machines, 2);
+  expectMet({"alpha", "delta"}, met_ms_["alpha"], 1, 4, 1);
+  EXPECT_EQ(placed_["alpha"].machine_rank, 0);
+  EXPECT_EQ(placed_["delta"].machine_rank, 1);
+}
+
+// A job of a fixed size (--nnodes 3) cannot go on without a machine: gamma lost, the others
+// stop, naming it and saying how a job goes on with fewer.
+TEST_P(MembershipTest, AFixedSizeJobStopsWhenAMachineIsLost) {
+  plan_.min_machines = 3;
+  plan_.max_restarts = 3;
+  threeMeet();
+  world_->run({hearsAndEnds("alpha"), hearsAndEnds("beta"), at(1050ms, [this] { kill("gamma"); })});
+  for (const std::string n : {"alpha", "beta"}) {
+    EXPECT_EQ(heard_[n].event.failure.machine_rank, 2) << n;
+    EXPECT_FALSE(decided_[n].restart) << n;
+    EXPECT_NE(decided_[n].why.find("the job needs all 3 machines (--nnodes MIN:MAX lets a job go "
+                                   "on with fewer)"),
+              std::string::npos)
+        << n << ": " << decided_[n].why;
+  }
+}
+
+// No blind retry, whoever fails second: gamma's rank fails first, then alpha's — machine 0, on the
+// store the one that decides — the same way, neither attempt completing a step: no restart.
+TEST_P(MembershipTest, TheSameFailureTwiceStopsWhicheverMachineFailsSecond) {
+  const std::string line = "ModuleNotFoundError: No module named 'missing'";
+  threeMeet();
+  world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}),
+               then({hearsAndEnds("beta"), meets("beta", false)}),
+               then({failsAndEnds("gamma", 2000ms, 1, line), meets("gamma", false)})});
+  world_->run(
+      {failsAndEnds("alpha", 3000ms, 1, line), hearsAndEnds("beta"), hearsAndEnds("gamma")});
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_FALSE(decided_[n].restart) << n;
+    EXPECT_NE(decided_[n].why.find("failed the same way before any rank completed a step"),
+              std::string::npos)
+        << n << ": " << decided_[n].why;
+  }
+}
+
+// The same failure after progress is retried: some rank completed steps in the round between
+// (alpha's reached step 40), so the second ModuleNotFoundError-alike is a new failure, restarted.
+TEST_P(MembershipTest, TheSameFailureAfterProgressIsRetried) {
+  const std::string line = "RuntimeError: NCCL timeout";
+  threeMeet();
+  world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}),
+               then({hearsAndEnds("beta"), meets("beta", false)}),
+               then({failsAndEnds("gamma", 2000ms, 1, line), meets("gamma", false)})});
+  world_->run(
+      {hearsAndEnds("alpha", 40), failsAndEnds("beta", 3000ms, 1, line), hearsAndEnds("gamma")});
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
+    EXPECT_EQ(decided_[n].restart_count, 2) << n;
+  }
+}
+
+// A machine that registers while round 0 forms and dies before it closes (--nnodes 2:4; gamma at
+// 100 ms, dead at 150 ms; alpha and beta close at the last call) is no member of the job for long.
+// The store's master sees its connection close and closes the round without it. etcd cannot tell
+// its registration from a living one until its lease ends (the window, 1 s): the round closes with
+// it, finds at the lease's end that it never started, and re-forms without it, uncounted.
+TEST_P(MembershipTest, AJoinerThatDiesBeforeTheRoundClosesIsNoMember) {
+  plan_.num_machines = 4;
+  agent("alpha", 29500), agent("beta", 29501), agent("gamma", 29502);
+  if (!etcd()) {
+    world_->run({meets("alpha", true), meets("beta", true, 10ms), tries("gamma", 100ms),
+                 at(150ms, [this] { kill("gamma"); })});
+    for (const std::string n : {"alpha", "beta"}) {
+      EXPECT_EQ(placed_[n].num_machines, 2) << n;
+      EXPECT_EQ(placed_[n].restart_count, 0) << n;
+      EXPECT_LE(met_ms_[n], 150 + 1000) << n;  // within a window of its death
+    }
+    EXPECT_NE(tried_["gamma"].rfind("machine ", 0), 0u) << "gamma, dead, was placed";
+    return;
+  }
+  world_->run({then({meets("alpha", true), hearsAndEnds("alpha"), meets("alpha", false)}),
+               then({meets("beta", true, 10ms), hearsAndEnds("beta"), meets("beta", false)}),
+               tries("gamma", 100ms), at(150ms, [this] { kill("gamma"); })});
+  for (const std::string n : {"alpha", "beta"}) {
+    EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
+    EXPECT_FALSE(decided_[n].counted) << n;
+    EXPECT_EQ(placed_[n].num_machines, 2) << n;
+    EXPECT_EQ(placed_[n].restart_count, 0) << n;
+    EXPECT_LE(met_ms_[n], 150 + 1000 + 500) << n;
+  }
+}
+
 // Without restarts (--max_restarts 0, a fixed size) every machine's report names the round's
 // first failure as the store (or etcd) holds it.
 TEST_P(MembershipTest, WithoutRestartsEveryMachineNamesTheFirstFailure) {

@@ -77,15 +77,17 @@ class SimAgents : public ::testing::Test {
     };
   }
 
-  // `name` waits (at most 60 s) for its link's first event, then takes part in the round's end.
-  std::function<void()> hearsAndEnds(const std::string& name) {
-    return [this, name] {
+  // `name` waits (at most 60 s) for its link's first event, then takes part in the round's end;
+  // its ranks reached step `maxStep` (2 or more: some completed a step).
+  std::function<void()> hearsAndEnds(const std::string& name, int64_t maxStep = 0) {
+    return [this, name, maxStep] {
       RoundLink* link = group(name).link();
       ASSERT_TRUE(world_->awaitReadable(link->fd(), world_->now() + 60s)) << name << ": nothing";
       auto events = link->takeEvents();
       ASSERT_FALSE(events.empty()) << name;
       const Heard heard{world_->nowMs(), events.front()};
       AttemptReport last;
+      last.max_step = maxStep;
       RoundDecision decided = group(name).endRound(last, false);
       std::lock_guard lock(mutex_);
       heard_[name] = heard;
