@@ -116,8 +116,10 @@ class Agent {
     JobReport report = superviseAttempts();
     addHints(report);
     reportOutcome(report);
-    group_->awaitOtherMachines();            // machine 0 may wait for the others here, and says why
-    writeSummary(renderSummaryEnd(report));  // "accel launch exits with N": it does, now
+    group_->awaitOtherMachines();  // machine 0 may wait for the others here, and says why
+    // "accel launch exits with N": it does, now.
+    writeSummary(renderSummaryEnd(
+        report, plan_.mode == LaunchMode::Torchrun ? "accel run" : "accel launch"));
     return report;
   }
 
@@ -444,10 +446,13 @@ Expected<void> preflight(const LaunchPlan& plan, const Environment& env, Console
   if (!plan.defaults_notice.empty()) console.notice(plan.defaults_notice);
   for (const auto& text : plan.notices) console.notice(text);
   if (plan.omp_notice) {
+    // The flag that changes it, on the command line the user writes (torchrun has none).
+    const std::string how = plan.mode == LaunchMode::Torchrun
+                                ? "set OMP_NUM_THREADS to change it"
+                                : "set --num_cpu_threads_per_process to change it";
     console.notice("OMP_NUM_THREADS was unset; each of the " +
-                   std::to_string(plan.local_world_size) +
-                   " processes gets OMP_NUM_THREADS=1 (set --num_cpu_threads_per_process to "
-                   "change it)");
+                   std::to_string(plan.local_world_size) + " processes gets OMP_NUM_THREADS=1 (" +
+                   how + ")");
   }
   return {};
 }

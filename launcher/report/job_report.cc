@@ -262,9 +262,9 @@ std::string renderSummaryBody(const JobReport& report, const std::string& logDir
   return out.str();
 }
 
-std::string renderSummaryEnd(const JobReport& report) {
+std::string renderSummaryEnd(const JobReport& report, const std::string& command) {
   if (report.attempts.empty() || report.attempts.back().succeeded()) return "";
-  return "accel launch exits with " + std::to_string(report.exit_code) +
+  return command + " exits with " + std::to_string(report.exit_code) +
          "\n====================================================================\n";
 }
 

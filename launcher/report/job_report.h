@@ -120,9 +120,10 @@ struct JobReport {
 // summary.json are (`logDir`; "" when the run kept none).
 std::string renderFailureSummary(const JobReport& report, const std::string& logDir = "");
 // The summary in two parts, for an agent that still waits between them (the exit barrier): all
-// but its last two lines, and those ("accel launch exits with N" and the closing rule).
+// but its last two lines, and those ("accel launch exits with N" and the closing rule; `command`:
+// the command the user ran, "accel run" for torchrun's command line).
 std::string renderSummaryBody(const JobReport& report, const std::string& logDir = "");
-std::string renderSummaryEnd(const JobReport& report);
+std::string renderSummaryEnd(const JobReport& report, const std::string& command = "accel launch");
 
 // The failure summary for a colour terminal: the banner lines bold red, the culprit red, hints
 // cyan (ANSI escapes); everything else as it was.

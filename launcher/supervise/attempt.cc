@@ -40,9 +40,20 @@ std::string readErrorFile(const std::string& path) {
   return raw.substr(0, 300);
 }
 
-std::string interruptNote(int count) {
-  if (count == 1) return "SIGINT forwarded to the workers (again: SIGTERM, a third time: SIGKILL)";
-  if (count == 2) return "second SIGINT: sending SIGTERM to the workers";
+// What each Ctrl-C does, said at once. A rank blocked in a collective (or in C code that does
+// not return to Python) may not act on SIGINT: the second Ctrl-C sends SIGTERM, and whatever
+// still runs --term_timeout later gets SIGKILL, with no third Ctrl-C needed.
+std::string interruptNote(int count, std::chrono::milliseconds termTimeout) {
+  const std::string grace = secondsText(termTimeout) + " (--term_timeout)";
+  if (count == 1) {
+    return "SIGINT forwarded to the workers (a rank blocked in a collective may not see it); "
+           "Ctrl-C again sends SIGTERM, and SIGKILL follows " +
+           grace + " later";
+  }
+  if (count == 2) {
+    return "second SIGINT: sending SIGTERM to the workers; SIGKILL to those still running " +
+           grace + " later (a third Ctrl-C: at once)";
+  }
   return "third SIGINT: sending SIGKILL to the workers";
 }
 
@@ -233,12 +244,20 @@ void Supervisor::Attempt::onAgentSignal(int sig) {
   if (sig == SIGINT) {
     const int count = ++s_.interrupts_;
     forward = count == 1 ? SIGINT : count == 2 ? SIGTERM : SIGKILL;
-    say(interruptNote(count));
-  } else if (!stopping_) {
-    stopping_ = true;
-    kill_deadline_ = now() + plan_.term_timeout;
+    say(interruptNote(count, plan_.term_timeout));
+    if (count == 2) killAfterTheGrace();
+  } else {
+    killAfterTheGrace();
   }
   signalRunning(forward, false);
+}
+
+// SIGKILL to the workers still running --term_timeout from now, unless an earlier deadline runs.
+void Supervisor::Attempt::killAfterTheGrace() {
+  const auto deadline = now() + plan_.term_timeout;
+  if (stopping_ && kill_deadline_ <= deadline) return;
+  stopping_ = true;
+  kill_deadline_ = deadline;
 }
 
 // Workers that ended are noted but stay unreaped; orphans adopted as subreaper are reaped.

@@ -147,6 +147,7 @@ class Supervisor::Attempt {
   // ---- Handlers ----
   void onSignals();
   void onAgentSignal(int sig);
+  void killAfterTheGrace();
   void onChildren(pid_t firstEnded);
   void onWorkerExit(Worker& w, int exitCode, int signal);
   void onOutput(Worker& w, int stream);

@@ -10,6 +10,10 @@
 namespace accel::launcher {
 
 Expected<void> PosixProcesses::start(const std::string& dirToRemoveIfKilled) {
+  // Children this process had before it started anything (`cmd > >(tee log)`: bash forks the
+  // substitution's reader, then execs the agent, which inherits it as a child): not ours to
+  // signal, ever.
+  for (pid_t pid : childrenOfThisProcess()) inherited_.insert(pid);
   becomeSubreaper();
   shm::sweepStaleSegments();  // what dead jobs left in /dev/shm (libaccel's segments)
   return guard_.start(dirToRemoveIfKilled);
@@ -43,7 +47,18 @@ void PosixProcesses::signalProcess(pid_t pid, int sig) { ::kill(pid, sig); }
 
 std::vector<pid_t> PosixProcesses::otherChildren() {
   std::vector<pid_t> children = childrenOfThisProcess();
-  children.erase(std::remove(children.begin(), children.end(), guard_.pid()), children.end());
+  children.erase(std::remove_if(children.begin(), children.end(),
+                                [this](pid_t pid) {
+                                  if (pid == guard_.pid()) return true;
+                                  if (!inherited_.count(pid)) return false;
+                                  // Waited for as the shell would: reaped once it ended.
+                                  if (launcher::endedUnreaped(pid)) {
+                                    launcher::reap(pid);
+                                    inherited_.erase(pid);
+                                  }
+                                  return true;
+                                }),
+                 children.end());
   return children;
 }
 

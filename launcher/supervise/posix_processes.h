@@ -3,6 +3,7 @@
 // and reaped with the system calls of subprocess_posix.h, sampled from /proc, and watched by the
 // guard (guard.h), which kills their groups if the agent itself is SIGKILLed.
 
+#include <set>
 #include <string>
 
 #include "launcher/supervise/guard.h"
@@ -35,6 +36,7 @@ class PosixProcesses : public Processes {
 
  private:
   Guard guard_;
+  std::set<pid_t> inherited_;  // children from before start(): never signalled
 };
 
 }  // namespace accel::launcher

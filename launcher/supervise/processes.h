@@ -36,8 +36,9 @@ class Processes {
   virtual void signalGroup(pid_t leader, int sig) = 0;
   // Sends `sig` to the process `pid` only (not its children).
   virtual void signalProcess(pid_t pid, int sig) = 0;
-  // This process's children but the guard's: the workers and the orphans it adopted as
-  // subreaper.
+  // This process's children but the guard's and those it had before it started anything (a
+  // process substitution's reader that the shell made its child before exec'ing the agent: never
+  // signalled, reaped when it ends): the workers and the orphans it adopted as subreaper.
   virtual std::vector<pid_t> otherChildren() = 0;
   // CPU time, memory and state of `pid`, or nullopt when it cannot be read.
   virtual std::optional<ProcSample> sample(pid_t pid) = 0;

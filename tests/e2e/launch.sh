@@ -185,6 +185,43 @@ sigint_escalation)
   expect_contains "$(cat "$SCRATCH/e")" "local rank 1 ended after SIGINT; local rank 0 still runs: it gets 1 s from then (--term_timeout) to finish, then SIGKILL"
   [[ -e "$OUT_DIR/int.0" && ! -e "$OUT_DIR/term.0" ]] || fail "rank 0 should have seen SIGINT only: $(ls "$OUT_DIR")"
   expect_no_leftovers
+  # Two Ctrl-Cs, workers that ignore SIGINT and SIGTERM (as ranks blocked in a collective do):
+  # SIGKILL --term_timeout after the second, with no third Ctrl-C.
+  rm -f "$OUT_DIR"/*
+  BEHAVE_DEFAULT=traps "$ACCEL" launch -n 2 --term_timeout 1 "${BEH[@]}" >"$SCRATCH/o" 2>"$SCRATCH/e" &
+  agent=$!
+  wait_files 'ready.*' 2
+  kill -INT $agent; wait_files 'int.*' 2
+  kill -INT $agent
+  set +e; wait $agent; rc=$?; set -e
+  [[ $rc == 130 ]] || fail "exit $rc after two Ctrl-Cs (want 130): $(cat "$SCRATCH/e")"
+  expect_contains "$(cat "$SCRATCH/e")" "a rank blocked in a collective may not see it); Ctrl-C again sends SIGTERM, and SIGKILL follows 1 s (--term_timeout) later"
+  expect_contains "$(cat "$SCRATCH/e")" "second SIGINT: sending SIGTERM to the workers; SIGKILL to those still running 1 s (--term_timeout) later"
+  expect_contains "$(cat "$SCRATCH/e")" "SIGKILL needed for ranks 0, 1 (alive after --term_timeout)"
+  [[ "$(cat "$SCRATCH/e")" != *"third SIGINT"* ]] || fail "a third SIGINT was counted: $(cat "$SCRATCH/e")"
+  expect_no_leftovers
+  ;;
+substitution_reader)
+  # `accel ... > >(tee log)`: bash makes the substitution's reader a child of the shell and then
+  # execs accel, which inherits it. The agent never signals a process it did not start: every
+  # attempt's lines and the summary reach the log.
+  cat >"$SCRATCH/fail.sh" <<'SH'
+#!/bin/bash
+for i in 1 2 3; do echo "line $i of attempt $TORCHELASTIC_RESTART_COUNT"; done
+exit 1
+SH
+  chmod +x "$SCRATCH/fail.sh"
+  set +e
+  "$ACCEL" run --nproc_per_node 1 --max_restarts 1 --no_python "$SCRATCH/fail.sh" \
+    > >(cat >"$SCRATCH/log"; touch "$OUT_DIR/reader.done") 2>&1
+  rc=$?
+  set -e
+  wait_files reader.done 1  # the reader ends once accel's output closed
+  [[ $rc == 1 ]] || fail "exit $rc (want 1): $(cat "$SCRATCH/log")"
+  for a in 0 1; do
+    for i in 1 2 3; do expect_contains "$(cat "$SCRATCH/log")" "line $i of attempt $a"; done
+  done
+  expect_contains "$(cat "$SCRATCH/log")" "accel run exits with 1"
   ;;
 signal_forwarding)
   # SIGUSR1 (SLURM's preemption warning) reaches the workers and the job goes on.

@@ -182,9 +182,34 @@ TEST_F(SupervisorTest, SigintForwardedThenSigtermThenSigkill) {
   const auto said = notices();
   ASSERT_GE(said.size(), 3u);
   EXPECT_EQ(said[0],
-            "accel: SIGINT forwarded to the workers (again: SIGTERM, a third time: SIGKILL)");
-  EXPECT_EQ(said[1], "accel: second SIGINT: sending SIGTERM to the workers");
+            "accel: SIGINT forwarded to the workers (a rank blocked in a collective may not see "
+            "it); Ctrl-C again sends SIGTERM, and SIGKILL follows 5 s (--term_timeout) later");
+  EXPECT_EQ(said[1],
+            "accel: second SIGINT: sending SIGTERM to the workers; SIGKILL to those still "
+            "running 5 s (--term_timeout) later (a third Ctrl-C: at once)");
   EXPECT_EQ(said[2], "accel: third SIGINT: sending SIGKILL to the workers");
+}
+
+// Two Ctrl-Cs and workers that ignore both (blocked in a collective, or trapping them): SIGKILL
+// --term_timeout after the second, with no third Ctrl-C.
+TEST_F(SupervisorTest, TheSecondSigintEscalatesToSigkillAfterTheGrace) {
+  ranks(2);
+  plan_.term_timeout = milliseconds(3000);
+  for (int r = 0; r < 2; ++r) world_.script(r, Script().survives(SIGINT).survives(SIGTERM));
+  world_.signalAgentAt(100, SIGINT);
+  world_.signalAgentAt(400, SIGINT);
+  JobReport report = run();
+  EXPECT_EQ(signalsToTheLiving(), (std::vector<Action>{{100, "agent receives SIGINT"},
+                                                       {100, "signal group rank 0 SIGINT"},
+                                                       {100, "signal group rank 1 SIGINT"},
+                                                       {400, "agent receives SIGINT"},
+                                                       {400, "signal group rank 0 SIGTERM"},
+                                                       {400, "signal group rank 1 SIGTERM"},
+                                                       {3400, "signal group rank 0 SIGKILL"},
+                                                       {3400, "signal group rank 1 SIGKILL"}}));
+  EXPECT_TRUE(report.attempts[0].workers[0].needed_sigkill);
+  EXPECT_TRUE(report.attempts[0].workers[1].needed_sigkill);
+  EXPECT_EQ(report.exit_code, 128 + SIGINT);
 }
 
 // After Ctrl-C, once one rank has ended the others get --term_timeout from then, then SIGKILL
@@ -219,8 +244,10 @@ TEST_F(SupervisorTest, AfterSigintNoGraceNoticeWhenEveryRankEnded) {
   world_.signalAgentAt(100, SIGINT);
   JobReport report = run();
   EXPECT_EQ(report.exit_code, 128 + SIGINT);
-  EXPECT_EQ(notices(), (std::vector<std::string>{"accel: SIGINT forwarded to the workers (again: "
-                                                 "SIGTERM, a third time: SIGKILL)"}));
+  EXPECT_EQ(notices(), (std::vector<std::string>{
+                           "accel: SIGINT forwarded to the workers (a rank blocked in a collective "
+                           "may not see it); Ctrl-C again sends SIGTERM, and SIGKILL follows 5 s "
+                           "(--term_timeout) later"}));
 }
 
 // Two ranks outlive the first's end: the notice names both.
