@@ -84,6 +84,7 @@ RoundFacts RoundCloser::factsOf(const RoundStart& start, const RendezvousResult&
   facts.failure = last.job_failure;
   facts.joined = last.regrouped;
   facts.progress = last.progressed();  // the master's board sees every rank's heartbeat
+  facts.heartbeats = last.heartbeats();
   facts.previous = previous_failure_;
   facts.previous_progress = previous_progress_;
   return facts;

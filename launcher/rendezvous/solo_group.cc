@@ -28,6 +28,7 @@ RoundDecision SoloGroup::endRound(AttemptReport& last, bool stopping) {
   facts.retry_identical_failures = settings_.retry_identical_failures;
   facts.failure = failureOf(last, placement_.machine_rank, settings_.host);
   facts.progress = last.progressed();
+  facts.heartbeats = last.heartbeats();
   facts.previous = previous_failure_;
   facts.previous_progress = previous_progress_;
   const RoundDecision decision = decideNextRound(facts);

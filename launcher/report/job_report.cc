@@ -389,7 +389,7 @@ std::optional<JobFailure> failureOf(const AttemptReport& a, int machineRank,
 std::optional<std::string> repeatedFailure(int previousAttempt, const JobFailure& previous,
                                            bool previousProgress, int lastAttempt,
                                            const JobFailure& last, bool lastProgress,
-                                           const std::string& describedLast) {
+                                           bool heartbeats, const std::string& describedLast) {
   if (previousProgress || lastProgress || previous.rank < 0 || last.rank < 0 || previous.hung ||
       last.hung || previous.exit_code != last.exit_code || previous.signal != last.signal) {
     return std::nullopt;
@@ -398,8 +398,11 @@ std::optional<std::string> repeatedFailure(int previousAttempt, const JobFailure
   if (line != lastLine(previous.stderr_tail)) return std::nullopt;
   const std::string before =
       previous.rank == last.rank ? "" : ", as rank " + std::to_string(previous.rank) + " did";
+  const std::string when = heartbeats ? "before any rank completed a step"
+                                      : "before any rank wrote to stdout (no heartbeats: the "
+                                        "agent sees no steps)";
   return "attempts " + std::to_string(previousAttempt) + " and " + std::to_string(lastAttempt) +
-         " failed the same way before any rank completed a step (" + describedLast + before +
+         " failed the same way " + when + " (" + describedLast + before +
          (line.empty() ? std::string() : "; last stderr line: " + line) + ")";
 }
 

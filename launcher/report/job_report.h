@@ -95,9 +95,15 @@ struct AttemptReport {
   // The highest heartbeat step any rank began (ranks ADD 1 as each step begins; 0: none sent):
   // 2 or more means some rank completed a step (progressed()).
   int64_t max_step = 0;
+  bool printed = false;  // some rank of this machine wrote to its stdout
 
-  // Some rank completed a step: it began a second one (the no-blind-retry rule's progress).
-  bool progressed() const { return max_step >= 2; }
+  // The ranks sent heartbeats: the agent sees their steps.
+  bool heartbeats() const { return max_step > 0; }
+  // What the agent can tell of progress (the no-blind-retry rule's): with heartbeats, some rank
+  // completed a step (it began a second one); without them (a plain script), the agent sees no
+  // step, and some rank writing to stdout is taken as progress — a crash at import writes only
+  // its traceback, to stderr.
+  bool progressed() const { return heartbeats() ? max_step >= 2 : printed; }
 
   bool succeeded() const {
     return !culprit && agent_signal == 0 && !remote_culprit && !hang && !regrouped;
@@ -155,8 +161,9 @@ std::optional<JobFailure> failureOf(const AttemptReport& attempt, int machineRan
                                     const std::string& host);
 
 // Why restarting again would be blind: the first failures of two rounds in a row are workers'
-// (not hangs, not agents stopped), no rank of either round completed a step (`progress`: some
-// rank's heartbeat reached step 2), and they failed the same way: the same exit code or signal
+// (not hangs, not agents stopped), no rank of either round made progress (`progress`:
+// AttemptReport::progressed(); `heartbeats`: it was judged by heartbeats, else by stdout, and the
+// message says which), and they failed the same way: the same exit code or signal
 // and the same last stderr line — a crash at start-up that a restart repeats. Which rank failed
 // is not compared: whichever rank ends first is the culprit, and a machine may get another
 // global rank in the next round. nullopt when they differ or a rank made progress.
@@ -164,7 +171,7 @@ std::optional<JobFailure> failureOf(const AttemptReport& attempt, int machineRan
 std::optional<std::string> repeatedFailure(int previousAttempt, const JobFailure& previous,
                                            bool previousProgress, int lastAttempt,
                                            const JobFailure& last, bool lastProgress,
-                                           const std::string& describedLast);
+                                           bool heartbeats, const std::string& describedLast);
 
 // The job's exit code from its last attempt: 124 for a hang, else the culprit's code (another
 // machine's, or this one's; 128+N for signal N), else 128+N when the agent was stopped by signal

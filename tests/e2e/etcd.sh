@@ -400,7 +400,7 @@ PY
     done
     for p in "${AGENTS[@]}"; do if wait "$p"; then fail "an agent ended 0: $(cat "$SCRATCH"/*.log)"; fi; done
     for n in a b; do
-      expect_contains "$(cat "$SCRATCH/$n.log")" "not restarting: attempts 0 and 1 failed the same way before any rank completed a step (rank 1 on machine 1 ($(hostname)) failed with exit code 3; last stderr line: second line)"
+      expect_contains "$(cat "$SCRATCH/$n.log")" "not restarting: attempts 0 and 1 failed the same way before any rank wrote to stdout (no heartbeats: the agent sees no steps) (rank 1 on machine 1 ($(hostname)) failed with exit code 3; last stderr line: second line)"
       expect_contains "$(cat "$SCRATCH/$n.log")" "restarts used: 1"
     done
     ;;

@@ -612,7 +612,7 @@ time.sleep(60)
 PY
   expect_exit 1 "$ACCEL" launch "${PYARGS[@]}" --cpu -n 2 --max_restarts 3 --term_timeout 1 "$SCRATCH/crash.py"
   expect_contains "$ERR" "attempt 0 failed (rank 0: exit code 1); restarting (1 of 3)"
-  expect_contains "$ERR" "not restarting: attempts 0 and 1 failed the same way before any rank completed a step (rank 0: exit code 1; last stderr line: ModuleNotFoundError: No module named 'accel_no_such_module_xyz'); a restart would fail again (--retry_identical_failures retries)"
+  expect_contains "$ERR" "not restarting: attempts 0 and 1 failed the same way before any rank wrote to stdout (no heartbeats: the agent sees no steps) (rank 0: exit code 1; last stderr line: ModuleNotFoundError: No module named 'accel_no_such_module_xyz'); a restart would fail again (--retry_identical_failures retries)"
   [[ "$ERR" != *"restarting (2 of 3)"* ]] || fail "a third attempt ran: $ERR"
   # --retry_identical_failures spends the whole budget.
   expect_exit 1 "$ACCEL" launch "${PYARGS[@]}" --cpu -n 2 --max_restarts 2 --term_timeout 1 \
@@ -627,9 +627,22 @@ import accel_no_such_module_xyz  # noqa: F401
 PY
   expect_exit 1 "$ACCEL" launch "${PYARGS[@]}" --cpu -n 2 --max_restarts 5 "$SCRATCH/all_crash.py"
   expect_contains "$ERR" "restarting (1 of 5)"
-  expect_contains "$ERR" "not restarting: attempts 0 and 1 failed the same way before any rank completed a step (rank "
+  expect_contains "$ERR" "not restarting: attempts 0 and 1 failed the same way before any rank wrote to stdout (no heartbeats: the agent sees no steps) (rank "
   [[ "$ERR" != *"restarting (2 of 5)"* ]] || fail "a third attempt ran: $ERR"
   expect_contains "$ERR" "restarts used: 1"
+  # A plain script (no heartbeats) that trains and prints, then crashes at step 10 every time:
+  # the agent cannot tell that no step completed, so the budget decides, as under torchrun.
+  cat >"$SCRATCH/step10.py" <<'PY'
+import os, sys
+for step in range(10):
+    print(f"step {step} loss 0.3578", flush=True)
+if os.environ["RANK"] == "1":
+    sys.exit("RuntimeError: boom at step 10")
+PY
+  expect_exit 1 "$ACCEL" launch "${PYARGS[@]}" --cpu -n 2 --max_restarts 3 "$SCRATCH/step10.py"
+  expect_contains "$ERR" "restarting (3 of 3)"
+  expect_contains "$ERR" "not restarting: the job's 3 restarts are spent"
+  [[ "$ERR" != *"the same way"* ]] || fail "stopped by the same-failure rule: $ERR"
   # A failure of the first attempt only is restarted, and the job succeeds.
   cat >"$SCRATCH/first.py" <<'PY'
 import os, sys
@@ -848,7 +861,7 @@ multi_machine_restart)
   BEHAVE_DEFAULT=sleep BEHAVE_2=exit:3 run_two_machines
   [[ $r0 == 3 && $r1 == 3 ]] || fail "agents exited $r0 $r1: $M0 $M1"
   for M in "$M0" "$M1"; do
-    expect_contains "$M" "not restarting: attempts 0 and 1 failed the same way before any rank completed a step (rank 2 on machine 1 ($(hostname)) failed with exit code 3; last stderr line: second line)"
+    expect_contains "$M" "not restarting: attempts 0 and 1 failed the same way before any rank wrote to stdout (no heartbeats: the agent sees no steps) (rank 2 on machine 1 ($(hostname)) failed with exit code 3; last stderr line: second line)"
     expect_contains "$M" "restarts used: 1"
   done
   expect_no_leftovers

@@ -104,8 +104,9 @@ RoundDecision decideNextRound(const RoundFacts& f) {
                        (f.max_restarts == 1 ? " restart is" : " restarts are") + " spent"};
   }
   if (f.previous && !f.retry_identical_failures && dropped.empty()) {
-    if (auto why = repeatedFailure(f.round - 1, *f.previous, f.previous_progress, f.round,
-                                   *f.failure, f.progress, failureText(f, *f.failure))) {
+    if (auto why =
+            repeatedFailure(f.round - 1, *f.previous, f.previous_progress, f.round, *f.failure,
+                            f.progress, f.heartbeats, failureText(f, *f.failure))) {
       return {false, *why + "; a restart would fail again (--retry_identical_failures retries)"};
     }
   }

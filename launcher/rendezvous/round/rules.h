@@ -61,7 +61,8 @@ struct RoundFacts {
   std::optional<JobFailure> failure;  // the round's first failure (nullopt: none was published)
   // No failure: the round stopped for the group to re-form around a machine waiting to join (why).
   std::optional<std::string> joined;
-  bool progress = false;               // some rank of the round completed a step
+  bool progress = false;    // some rank of the round made progress (AttemptReport::progressed)
+  bool heartbeats = false;  // judged by the ranks' heartbeats (else by their stdout)
   std::optional<JobFailure> previous;  // the round before's first failure, if it failed
   bool previous_progress = false;
   std::vector<RoundEnd> ends;  // the reports that came

@@ -166,6 +166,7 @@ TEST(DecideNextRoundTest, OnlyAWorkersFailureIsRestarted) {
 
 TEST(DecideNextRoundTest, TheSameFailureTwiceWithoutProgressIsNotRetried) {
   RoundFacts f = facts(1);
+  f.heartbeats = true;  // the ranks send heartbeats: the agent sees their steps
   f.previous = f.failure;
   RoundDecision d = decideNextRound(f);
   EXPECT_FALSE(d.restart);
@@ -191,10 +192,12 @@ TEST(DecideNextRoundTest, TheSameFailureUnderAnotherGlobalRankIsNotRetried) {
   f.failure = workerFailure(1, 2, 7, "ValueError: boom");
   RoundDecision d = decideNextRound(f);
   EXPECT_FALSE(d.restart);
+  // Without heartbeats the rule rests on stdout, and says so.
   EXPECT_EQ(d.why,
-            "attempts 0 and 1 failed the same way before any rank completed a step (rank 2 on "
-            "machine 1 (host1) failed with exit code 7, as rank 4 did; last stderr line: "
-            "ValueError: boom); a restart would fail again (--retry_identical_failures retries)");
+            "attempts 0 and 1 failed the same way before any rank wrote to stdout (no "
+            "heartbeats: the agent sees no steps) (rank 2 on machine 1 (host1) failed with exit "
+            "code 7, as rank 4 did; last stderr line: ValueError: boom); a restart would fail "
+            "again (--retry_identical_failures retries)");
   f.failure->hung = true;
   EXPECT_TRUE(decideNextRound(f).restart);
   f.failure->hung = false;

@@ -391,9 +391,10 @@ TEST_F(SupervisorTest, AFailureThatRepeatsItselfAtStartUpIsNotRestartedAgain) {
   ASSERT_EQ(said.size(), 2u);
   EXPECT_EQ(said[0], "accel: attempt 0 failed (rank 1: exit code 1); restarting (1 of 5)");
   EXPECT_EQ(said[1],
-            "accel: not restarting: attempts 0 and 1 failed the same way before any rank "
-            "completed a step (rank 1: exit code 1; last stderr line: ModuleNotFoundError: No "
-            "module named 'x'); a restart would fail again (--retry_identical_failures retries)");
+            "accel: not restarting: attempts 0 and 1 failed the same way before any rank wrote "
+            "to stdout (no heartbeats: the agent sees no steps) (rank 1: exit code 1; last "
+            "stderr line: ModuleNotFoundError: No module named 'x'); a restart would fail again "
+            "(--retry_identical_failures retries)");
 }
 
 // The same crash at import whichever rank ends first: every rank fails alike, rank 0 first in
@@ -416,10 +417,10 @@ TEST_F(SupervisorTest, ARepeatedCrashIsRecognisedWhicheverRankEndsFirst) {
   ASSERT_EQ(said.size(), 2u);
   EXPECT_EQ(said[0], "accel: attempt 0 failed (rank 0: exit code 1); restarting (1 of 5)");
   EXPECT_EQ(said[1],
-            "accel: not restarting: attempts 0 and 1 failed the same way before any rank "
-            "completed a step (rank 1: exit code 1, as rank 0 did; last stderr line: "
-            "ModuleNotFoundError: No module named 'x'); a restart would fail again "
-            "(--retry_identical_failures retries)");
+            "accel: not restarting: attempts 0 and 1 failed the same way before any rank wrote "
+            "to stdout (no heartbeats: the agent sees no steps) (rank 1: exit code 1, as rank 0 "
+            "did; last stderr line: ModuleNotFoundError: No module named 'x'); a restart would "
+            "fail again (--retry_identical_failures retries)");
 }
 
 // A failure that changes (code or last line), one after progress, and any failure
@@ -446,6 +447,39 @@ TEST_F(SupervisorTest, FailuresThatDifferOrFollowProgressAreRestarted) {
   JobReport report = run();
   EXPECT_EQ(report.attempts.size(), 3u);
   EXPECT_EQ(report.exit_code, 1);
+}
+
+// A plain script sends no heartbeats, so the agent sees no step: a rank that wrote to stdout
+// (DDP's "step 0 loss 0.36") before the same failure counts as progress, and the budget decides,
+// as under torchrun. With heartbeats, they decide: stdout without a completed step is none.
+TEST_F(SupervisorTest, WithoutHeartbeatsStdoutIsProgressWithThemStepsAre) {
+  ranks(2);
+  plan_.max_restarts = 3;
+  for (int attempt = 0; attempt <= 3; ++attempt) {
+    world_.script(
+        0, Script().says("step 0 loss 0.3578\n").exits(50, 1).writes("RuntimeError: boom\n"),
+        attempt);
+  }
+  JobReport report = run();
+  EXPECT_EQ(report.attempts.size(), 4u);  // every restart of the budget, as torchrun
+  EXPECT_EQ(report.restarts_used, 3);
+
+  world_ = FakeWorld();
+  for (int attempt = 0; attempt <= 3; ++attempt) {
+    world_.script(0,
+                  Script()
+                      .says("step 0 loss 0.3578\n")
+                      .reachesStep(1)
+                      .exits(50, 1)
+                      .writes("RuntimeError: boom\n"),
+                  attempt);
+  }
+  EXPECT_EQ(run().attempts.size(), 2u);  // heartbeats say no step completed: stopped after two
+  const auto said = notices();
+  ASSERT_FALSE(said.empty());
+  EXPECT_NE(said.back().find("failed the same way before any rank completed a step ("),
+            std::string::npos)
+      << said.back();
 }
 
 // torch 2.12's --duplicate_stdout_filters: the teed stdout lines that contain a filter, from
