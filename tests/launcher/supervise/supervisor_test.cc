@@ -456,9 +456,9 @@ TEST_F(SupervisorTest, WithoutHeartbeatsStdoutIsProgressWithThemStepsAre) {
   ranks(2);
   plan_.max_restarts = 3;
   for (int attempt = 0; attempt <= 3; ++attempt) {
-    world_.script(
-        0, Script().says("step 0 loss 0.3578\n").exits(50, 1).writes("RuntimeError: boom\n"),
-        attempt);
+    world_.script(0,
+                  Script().says("step 0 loss 0.3578\n").exits(50, 1).writes("RuntimeError: boom\n"),
+                  attempt);
   }
   JobReport report = run();
   EXPECT_EQ(report.attempts.size(), 4u);  // every restart of the budget, as torchrun
