@@ -126,6 +126,27 @@ case $CASE in
     [[ $(val r0_rank_0 MASTER_PORT) != 0 ]] || fail "no store port"
     expect_contains "$(cat "$SCRATCH/a.log" "$SCRATCH/b.log")" "machine 0 of 2: rank 0 of 2"
     ;;
+  endpoint_order)
+    # The address an agent tells the others is the same whatever the endpoints' order, and an
+    # endpoint that does not resolve, listed first, changes nothing: etcd here is reached through
+    # loopback, so both name the same outward interface, never 127.x.
+    start_etcd
+    export STAY=0
+    n=0
+    for endpoints in "nohost.invalid:2379,$ETCD" "$ETCD,nohost.invalid:2379"; do
+      n=$((n + 1))
+      "$ACCEL" run --nproc_per_node 1 --nnodes 1:2 --rdzv_conf last_call_timeout=1 \
+        --rdzv_backend etcd --rdzv_endpoint "$endpoints" \
+        --rdzv_id "e2e-$$-$n" --no_python "$SCRATCH/worker.sh" >"$SCRATCH/order$n.log" 2>&1 ||
+        fail "the job with --rdzv_endpoint $endpoints failed: $(cat "$SCRATCH/order$n.log")"
+    done
+    said() { grep -o "the other machines are told to reach this one at [^ ]* ([^)]*)" "$SCRATCH/$1.log" | sort -u; }
+    # etcd listed first (order 2) says where the others reach this machine, unless it has no
+    # interface but loopback; the unresolvable name listed first (order 1) must change nothing.
+    [[ -n $(said order2) ]] || { echo "SKIPPED: no interface here but loopback"; exit 77; }
+    [[ $(said order1) == "$(said order2)" ]] || fail "two addresses: '$(said order1)' and '$(said order2)'"
+    [[ $(said order2 | wc -l) == 1 && $(said order2) != *"(127."* ]] || fail "said: $(said order2)"
+    ;;
   machine0_lost)
     start_etcd
     for n in a b c; do

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <mutex>
 #include <set>
 
@@ -49,18 +51,33 @@ std::string EtcdGroup::etcdText() const {
 }
 
 // The address the other machines are told to reach this one by: --local_addr, else the source
-// address of the route to etcd — unless that is loopback (etcd runs here and was named so, as
-// TorchX names the first pod's "localhost:2379"): then the first interface that is up and not
-// loopback, said once.
+// address of the route to etcd — the first endpoint, in sorted order, whose route leaves this
+// machine (so the choice does not depend on the order the endpoints were given in, nor on the
+// first one resolving) — unless every endpoint is reached through loopback (etcd runs here and
+// was named so, as TorchX names the first pod's "localhost:2379"): then the first interface that
+// is up and not loopback. Said once, either way.
 std::string EtcdGroup::advertisedAddress() const {
   if (plan_.local_addr) return *plan_.local_addr;
-  const std::string& etcdHost = etcd_.endpoints.front().host;
-  auto route = probes::routeTo(etcdHost);
-  if (!route) return "";
-  if (!probes::isLoopback(*route)) return route->local_ip;
+  std::vector<std::string> hosts;
+  for (const auto& e : etcd_.endpoints) hosts.push_back(e.host);
+  std::sort(hosts.begin(), hosts.end());
+  std::optional<probes::Route> loopback;
+  std::string loopbackHost;
+  for (const auto& h : hosts) {
+    auto route = probes::routeTo(h);
+    if (!route) continue;
+    if (!probes::isLoopback(*route)) {
+      notify_("the other machines are told to reach this one at " +
+              probes::describeInterface(*route) + ", the route to etcd (" + h +
+              ") (--local_addr names another address)");
+      return route->local_ip;
+    }
+    if (!loopback) loopback = *route, loopbackHost = h;
+  }
+  if (!loopback) return "";  // no endpoint resolves: connect() says so
   auto outward = probes::outwardRoute();
-  if (!outward) return route->local_ip;  // no other interface: the job is on this machine alone
-  notify_("etcd (" + etcdHost +
+  if (!outward) return loopback->local_ip;  // no other interface: the job is on this machine alone
+  notify_("etcd (" + loopbackHost +
           ") is reached through loopback here: the other machines are told "
           "to reach this one at " +
           probes::describeInterface(*outward) + " (--local_addr names another address)");
