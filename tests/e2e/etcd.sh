@@ -147,6 +147,15 @@ case $CASE in
     [[ $(said order1) == "$(said order2)" ]] || fail "two addresses: '$(said order1)' and '$(said order2)'"
     [[ $(said order2 | wc -l) == 1 && $(said order2) != *"(127."* ]] || fail "said: $(said order2)"
     ;;
+  wait_speaks)
+    # A lone agent (--nnodes 1:2) waits out the last call (7 s): every 5 s it says how many
+    # machines the round has and when it closes.
+    start_etcd
+    export STAY=0
+    agent a --nnodes 1:2 --rdzv_conf last_call_timeout=7
+    wait "${AGENTS[0]}" || fail "the agent failed: $(cat "$SCRATCH/a.log")"
+    expect_contains "$(cat "$SCRATCH/a.log")" "accel: rendezvous: round 0: 1 of 1–2 machines; the round closes in 2 s unless more come (the last call)"
+    ;;
   machine0_lost)
     start_etcd
     for n in a b c; do

@@ -201,6 +201,23 @@ sigint_escalation)
   [[ "$(cat "$SCRATCH/e")" != *"third SIGINT"* ]] || fail "a third SIGINT was counted: $(cat "$SCRATCH/e")"
   expect_no_leftovers
   ;;
+elastic_wait_speaks)
+  # A lone elastic agent (--nnodes 1:2) hosting the rendezvous waits out the last call (7 s):
+  # every 5 s it says when the round closes, instead of 7 s of silence.
+  for _ in 1 2 3 4 5; do
+    port=$((20000 + RANDOM % 30000))
+    set +e
+    "$ACCEL" run --nproc_per_node 1 --nnodes 1:2 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$port" \
+      --rdzv_conf last_call_timeout=7 --no_python /bin/true >"$SCRATCH/o" 2>&1
+    rc=$?
+    set -e
+    ((rc == 0)) && break
+    grep -q "$port" "$SCRATCH/o" || break  # not a taken port: a failure
+  done
+  ((rc == 0)) || fail "exit $rc: $(cat "$SCRATCH/o")"
+  expect_contains "$(cat "$SCRATCH/o")" "accel: rendezvous: 1 of 1–2 machines; the round closes in 2 s unless more come (the last call)"
+  expect_contains "$(cat "$SCRATCH/o")" "machine 0 of 1: rank 0 of 1"
+  ;;
 substitution_reader)
   # `accel ... > >(tee log)`: bash makes the substitution's reader a child of the shell and then
   # execs accel, which inherits it. The agent never signals a process it did not start: every

@@ -168,7 +168,17 @@ Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const Round
       s.set(keys.assignment(), json{{"error", message}}.dump());
       return makeError(message);
     }
-    if (o.progress && !closing.lastCallEnd() && !firstLook) o.progress(status);
+    if (o.progress && !firstLook) {
+      // While the last call runs (MIN joined), when the round closes; before, who is missing.
+      if (auto end = closing.lastCallEnd()) {
+        o.progress(formingText(
+            here, leastMachines(o), o.num_machines,
+            std::chrono::duration_cast<std::chrono::milliseconds>(*end - o.clock->now()),
+            std::chrono::milliseconds(0)));
+      } else {
+        o.progress(status);
+      }
+    }
     // The next arrival that matters: the one that reaches the first close, then MAX.
     const std::string lastSlot = keys.agent((count < firstClose ? firstClose : o.num_machines) - 1);
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(

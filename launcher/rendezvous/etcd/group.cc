@@ -151,6 +151,7 @@ EtcdRoundSettings EtcdGroup::roundSettings() const {
   s.lease = lease_->id();
   s.clock = access_.clock;
   s.cancel_fd = interrupt_fd_;
+  s.progress = [this](const std::string& status) { notify_("rendezvous: " + status); };
   return s;
 }
 

@@ -69,9 +69,11 @@ class Meeting {
     const time_point joinBy = clock_.now() + s_.timeouts.join;
     before_ = previousRanks();
     read();
+    next_progress_ = clock_.now() + s_.timeouts.progress;
     while (!record_) {
       const time_point now = clock_.now();
-      const bool ready = closing_.ready(placesTaken(), now);
+      const int taken = placesTaken();
+      const bool ready = closing_.ready(taken, now);
       if (ready && !previousMembersDecide()) {
         close();
         continue;
@@ -84,13 +86,26 @@ class Meeting {
       if (ready) {
         awaitPreviousMembers();
       } else {
-        awaitChanges(closing_.lastCallEnd().value_or(joinBy));
+        sayProgress(taken, now, joinBy);
+        awaitChanges(std::min(closing_.lastCallEnd().value_or(joinBy), next_progress_));
       }
     }
     return resultOf(*record_);
   }
 
  private:
+  // Every timeouts.progress while the round forms: how many, and what it waits for.
+  void sayProgress(int taken, time_point now, time_point joinBy) {
+    if (!s_.progress || now < next_progress_) return;
+    next_progress_ = now + s_.timeouts.progress;
+    const auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d); };
+    std::optional<std::chrono::milliseconds> lastCallLeft;
+    if (auto end = closing_.lastCallEnd()) lastCallLeft = ms(*end - now);
+    const int least = s_.min_machines > 0 ? s_.min_machines : s_.max_machines;
+    s_.progress("round " + std::to_string(round_) + ": " +
+                formingText(taken, least, s_.max_machines, lastCallLeft, ms(joinBy - now)));
+  }
+
   // How many of the round's places its registrants take now, as the closing rule counts them:
   // every survivor of the round before that registered; the others only for the places the
   // survivors still alive (registered in the round before) leave free — so that spares that came
@@ -314,7 +329,8 @@ class Meeting {
   std::map<std::string, Registration> registered_;  // by token
   std::map<std::string, int> before_;               // the round before's machine ranks, by token
   std::optional<EtcdKeyValue> record_;
-  RoundClosing closing_;  // when the round may close (round_closing.h)
+  RoundClosing closing_;      // when the round may close (round_closing.h)
+  time_point next_progress_;  // when sayProgress next speaks
   int64_t revision_ = 0;
   std::unique_ptr<EtcdWatchStream> watch_;
   // While the round before's members decide: a watch of their registrations.

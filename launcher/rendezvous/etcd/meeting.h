@@ -72,6 +72,9 @@ struct EtcdRoundSettings {
   // Readable once the agent was told to stop (-1: never): meetOnEtcd returns an error at that
   // instant, however long the round would take to form. The caller's descriptor.
   int cancel_fd = -1;
+  // Told every timeouts.progress while the round forms (formingText: how many, what it waits
+  // for); empty: nothing is said.
+  std::function<void(const std::string&)> progress;
 };
 
 struct EtcdRound {

@@ -44,4 +44,29 @@ std::vector<size_t> rankMembers(const std::vector<Registrant>& registrants,
   return chosen;
 }
 
+namespace {
+
+// Whole seconds, the nearest, but never "0 s" before the instant comes.
+std::string secondsLeft(std::chrono::milliseconds left) {
+  const auto ms = std::max<int64_t>(0, left.count());
+  return std::to_string(ms > 0 ? std::max<int64_t>(1, (ms + 500) / 1000) : 0) + " s";
+}
+
+}  // namespace
+
+std::string formingText(int here, int least, int most,
+                        std::optional<std::chrono::milliseconds> lastCallLeft,
+                        std::chrono::milliseconds joinLeft) {
+  const std::string machines =
+      std::to_string(here) + " of " +
+      (least == most ? std::to_string(most) : std::to_string(least) + "–" + std::to_string(most)) +
+      " machines";
+  if (lastCallLeft) {
+    return machines + "; the round closes in " + secondsLeft(*lastCallLeft) +
+           " unless more come (the last call)";
+  }
+  return machines + " (" + std::to_string(least) + " needed); " + secondsLeft(joinLeft) +
+         " left to join (--rdzv_timeout)";
+}
+
 }  // namespace accel::launcher

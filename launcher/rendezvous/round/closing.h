@@ -35,6 +35,14 @@ class RoundClosing {
   std::optional<time_point> last_call_end_;
 };
 
+// What a forming round waits for, said every few seconds on both backends: "1 of 1–2 machines;
+// the round closes in 27 s unless more come (the last call)" once MIN joined (`lastCallLeft`),
+// else "1 of 2–3 machines (2 needed); 590 s left to join (--rdzv_timeout)". `least`..`most`:
+// MIN..MAX (equal: a fixed size).
+std::string formingText(int here, int least, int most,
+                        std::optional<std::chrono::milliseconds> lastCallLeft,
+                        std::chrono::milliseconds joinLeft);
+
 // One agent registered for a round, as the rule that ranks the round's machines sees it.
 struct Registrant {
   std::string token;         // its agent's, the same in every round

@@ -184,5 +184,18 @@ TEST(RoundClosingTest, TheMastersRuleComesFromItsSettings) {
   EXPECT_TRUE(c.ready(3, at(1ms)));
 }
 
+// What a waiting round says: before MIN, how many are needed and the join timeout's rest; in the
+// last call, when it closes (the nearest second, never "0 s" before it does).
+TEST(RoundClosingTest, FormingTextSaysWhatTheRoundWaitsFor) {
+  EXPECT_EQ(formingText(1, 2, 3, std::nullopt, 589'400ms),
+            "1 of 2–3 machines (2 needed); 589 s left to join (--rdzv_timeout)");
+  EXPECT_EQ(formingText(1, 1, 2, 26'600ms, 0ms),
+            "1 of 1–2 machines; the round closes in 27 s unless more come (the last call)");
+  EXPECT_EQ(formingText(2, 3, 3, std::nullopt, 10s),
+            "2 of 3 machines (3 needed); 10 s left to join (--rdzv_timeout)");
+  EXPECT_EQ(formingText(1, 1, 2, 1ms, 0ms),
+            "1 of 1–2 machines; the round closes in 1 s unless more come (the last call)");
+}
+
 }  // namespace
 }  // namespace accel::launcher

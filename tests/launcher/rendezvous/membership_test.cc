@@ -596,6 +596,26 @@ TEST_P(MembershipTest, AJoinerThatDiesBeforeTheRoundClosesIsNoMember) {
   }
 }
 
+// A round that waits says so every few seconds (the progress interval, 5 s): alpha and beta
+// (MIN 2) start a last call of 12 s at 10 ms; at 5 s alpha says how long it has left — the
+// store's master, which alone watches the round there, and on etcd every agent — and the round
+// closes at its end.
+TEST_P(MembershipTest, AWaitingRoundSpeaksEveryFewSeconds) {
+  plan_.round_timeouts.last_call = 12s;
+  plan_.round_timeouts.progress = 5s;
+  twoMeet();
+  EXPECT_EQ(met_ms_["alpha"], 12010);
+  const std::string line = "rendezvous: " + std::string(etcd() ? "round 0: " : "") +
+                           "2 of 2–3 machines; the round closes in 7 s unless more come (the "
+                           "last call)";
+  bool heard = false;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& l : said_["alpha"]) heard = heard || l.find(line) != std::string::npos;
+  }
+  EXPECT_TRUE(heard) << "alpha said:\n" << saidText("alpha");
+}
+
 // Without restarts (--max_restarts 0, a fixed size) every machine's report names the round's
 // first failure as the store (or etcd) holds it.
 TEST_P(MembershipTest, WithoutRestartsEveryMachineNamesTheFirstFailure) {
