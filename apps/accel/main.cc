@@ -13,6 +13,7 @@
 #include "apps/accel/launch_command.h"
 #include "apps/accel/status_command.h"
 #include "apps/accel/test_command.h"
+#include "config/schema.h"
 
 namespace {
 
@@ -34,10 +35,16 @@ int reportParseError(CLI::App& app, const CLI::ParseError& e, const char* first)
   std::string context = sub ? where + ": " : "";
   std::string message = e.what();
   if (!sub && first && first[0] != '-') {
-    std::string commands;
-    for (const CLI::App* s : app.get_subcommands([](CLI::App*) { return true; }))
+    std::string commands, closest;
+    size_t best = 3;  // a typo or two: `accel lauch`
+    for (const CLI::App* s : app.get_subcommands([](CLI::App*) { return true; })) {
       commands += (commands.empty() ? "" : ", ") + s->get_name();
-    message = std::string("unknown command '") + first + "' (commands: " + commands + ")";
+      const size_t d = accel::config::editDistance(first, s->get_name());
+      if (d < best) best = d, closest = s->get_name();
+    }
+    message = std::string("unknown command '") + first + "' (" +
+              (closest.empty() ? "" : "did you mean '" + closest + "'? ") +
+              "commands: " + commands + ")";
   }
   if (sub && dynamic_cast<const CLI::ExtrasError*>(&e)) {
     std::string extras;

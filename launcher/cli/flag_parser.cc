@@ -67,7 +67,8 @@ Expected<Match> findFlag(const std::string& word, LaunchMode mode) {
     }
   }
   std::string closest;
-  size_t best = std::max<size_t>(2, word.size() / 3) + 1;
+  // A third of the word, and two more: `--num_procs` is 4 from --num_processes.
+  size_t best = std::max<size_t>(2, word.size() / 3) + 2;
   for (const auto& f : launchFlags()) {
     if (!allowedIn(f, mode)) continue;
     for (const auto& s : spellingsOf(f)) {

@@ -332,6 +332,8 @@ usage_errors)
   # accel's own errors are prefixed once ("accel: error: accel: ..." was doubled).
   [[ "$ERR" == "accel: error: unknown command 'frobnicate' (commands: config, env, launch, run, status, test)"$'\n'"Run 'accel --help' for more information." ]] ||
     fail "unknown command error: $ERR"
+  expect_exit 2 "$ACCEL" lauch
+  expect_contains "$ERR" "accel: error: unknown command 'lauch' (did you mean 'launch'? commands: config, env, launch, run, status, test)"
   expect_exit 2 "$ACCEL" config show --num_processes abc
   expect_contains "$ERR" "accel: error: accel config: "
   expect_contains "$ERR" "num_processes"

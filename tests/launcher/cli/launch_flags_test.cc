@@ -90,6 +90,8 @@ TEST(LaunchFlagsTest, ValuesConvertAsPythonDoes) {
 TEST(LaunchFlagsTest, BadCommandLinesNameTheFlag) {
   EXPECT_EQ(parseError({"--frobnicate", "x"}),
             "unknown flag --frobnicate (flags go before the training script; see --help)");
+  EXPECT_EQ(parseError({"--num_procs", "2", "x"}),
+            "unknown flag --num_procs (did you mean --num_processes?)");
   EXPECT_EQ(parseError({"--num", "2", "x"}),
             "--num: ambiguous, it could be --num_cpu_threads_per_process, --num_machines, "
             "--num_processes, "

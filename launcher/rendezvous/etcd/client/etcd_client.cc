@@ -17,6 +17,10 @@ using SteadyClock = std::chrono::steady_clock;
 // A call's pause after every endpoint failed at once (refused, no leader), before it tries them
 // again: not a busy loop against a cluster that is starting.
 constexpr std::chrono::milliseconds kRetryPause{50};
+// No try starts with less time left than this: a wait that ended a millisecond early (epoll
+// counts whole milliseconds) must not hand the call's last instant to the next endpoint — the
+// call's time was the try's, and the next call starts elsewhere.
+constexpr std::chrono::milliseconds kLeastTry{5};
 
 const char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -187,7 +191,7 @@ json EtcdClient::call(const std::string& path, const json& body) {
     // blame: the next call starts at the one after the last endpoint that had its full try.
     at = (at + 1) % connections_.size();
     if (fullTry) current_ = at;
-    if (SteadyClock::now() >= deadline) break;
+    if (deadline - SteadyClock::now() < kLeastTry) break;
     if ((tries + 1) % connections_.size() == 0) std::this_thread::sleep_for(kRetryPause);
   }
   std::string all;
