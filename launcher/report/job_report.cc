@@ -7,6 +7,7 @@
 
 #include "launcher/base/posix.h"
 #include "launcher/base/text.h"
+#include "launcher/report/stack_frames.h"
 
 namespace accel::launcher {
 namespace {
@@ -42,6 +43,7 @@ std::string machineText(const JobFailure& f) {
 // of them are in summary.json).
 void printStacks(std::ostringstream& out, const AttemptReport& a) {
   const auto& stuck = a.hang->stuck_ranks;
+  bool noNames = false;  // a native frame without its symbol: say how to get names, once
   for (const auto& w : a.workers) {
     if (!w.stack_asked) continue;
     const bool isStuck = std::find(stuck.begin(), stuck.end(), w.rank) != stuck.end();
@@ -53,15 +55,9 @@ void printStacks(std::ostringstream& out, const AttemptReport& a) {
     }
     std::istringstream lines(w.stack);
     std::string line;
+    if (frameWithoutSymbol(frameOfInterest(w.stack))) noNames = true;
     if (!isStuck) {
-      std::string innermost;
-      while (std::getline(lines, line)) {
-        if (line.find("File \"") != std::string::npos || line.find("(_Z") != std::string::npos ||
-            line.find(")[0x") != std::string::npos) {
-          innermost = line;
-          break;
-        }
-      }
+      const std::string innermost = frameOfInterest(w.stack);
       out << "  rank " << w.rank
           << " was in: " << (innermost.empty() ? "(see summary.json)" : innermost) << "\n";
       continue;
@@ -70,9 +66,10 @@ void printStacks(std::ostringstream& out, const AttemptReport& a) {
     for (int n = 0; std::getline(lines, line) && n < 80; ++n) {
       if (line.rfind("Extension modules:", 0) == 0)
         continue;  // faulthandler's list of loaded modules
-      out << "    | " << line << "\n";
+      out << "    | " << demangleStack(line) << "\n";
     }
   }
+  if (noNames) out << "  (" << kSymbolNamesHint << ")\n";
 }
 
 }  // namespace

@@ -318,7 +318,7 @@ void Supervisor::Attempt::onOutput(Worker& w, int stream) {
     }
     if (w.log_fds[stream] >= 0) writeAll(w.log_fds[stream], buf_.data(), static_cast<size_t>(n));
     w.last_output = now();
-    if (stream == 0) report_.printed = true;  // progress, for a job without heartbeats
+    report_.printed = report_.printed || stream == 0;  // progress, for a job without heartbeats
     if (stream == 1) w.stderr_tail.feed(buf_.data(), static_cast<size_t>(n));
     if (w.duplicating[stream]) {
       duplicateLines(w, stream, std::string_view(buf_.data(), static_cast<size_t>(n)), false);

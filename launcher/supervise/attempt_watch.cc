@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "launcher/base/text.h"
+#include "launcher/report/stack_frames.h"
 #include "launcher/supervise/attempt.h"
 
 namespace accel::launcher {

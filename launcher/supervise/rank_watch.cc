@@ -1,6 +1,5 @@
 #include "launcher/supervise/rank_watch.h"
 
-#include <cxxabi.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <sstream>
 
 #include "launcher/base/text.h"
+#include "launcher/report/stack_frames.h"
 
 namespace accel::launcher {
 namespace {
@@ -235,15 +235,7 @@ bool stackShowsCollective(const std::string& stack) {
                      [&](const char* mark) { return part.find(mark) != std::string::npos; });
 }
 
-std::string innermostFrame(const std::string& stack) {
-  std::istringstream lines(mainThreadPart(stack));
-  const bool python = stack.find("Current thread") != std::string::npos;
-  for (std::string line; std::getline(lines, line);) {
-    if (!python && !line.empty()) return line;
-    if (python && line.find("File \"") != std::string::npos) return line;
-  }
-  return "";
-}
+std::string innermostFrame(const std::string& stack) { return frameOfInterest(stack); }
 
 // g++ 14 at -O2 warns of a memmove out of bounds when it copies a vector it knows holds at most
 // one int (-Warray-bounds, -Wstringop-overflow: false positives of libstdc++'s vector copy, GCC
@@ -285,27 +277,6 @@ StackVerdict judgeByStacks(const std::vector<int>& candidates,
               ", and no one stack differs from all the others)"};
 }
 #pragma GCC diagnostic pop
-
-// Replaces each "(_Z...+0x..)" symbol of backtrace_symbols' lines by its demangled name.
-std::string demangleStack(const std::string& text) {
-  std::string out;
-  size_t pos = 0;
-  while (true) {
-    const size_t open = text.find("(_Z", pos);
-    if (open == std::string::npos) break;
-    const size_t end = text.find_first_of("+)", open);
-    if (end == std::string::npos) break;
-    out.append(text, pos, open + 1 - pos);
-    const std::string mangled = text.substr(open + 1, end - open - 1);
-    int status = 0;
-    char* name = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
-    out += status == 0 && name ? name : mangled;
-    std::free(name);
-    pos = end;
-  }
-  out.append(text, pos, std::string::npos);
-  return out;
-}
 
 std::string rankRanges(std::vector<int> ranks) {
   std::sort(ranks.begin(), ranks.end());

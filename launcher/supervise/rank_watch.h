@@ -104,10 +104,6 @@ struct StackVerdict {
 StackVerdict judgeByStacks(const std::vector<int>& candidates,
                            const std::map<int, std::string>& stacks);
 
-// C++ names in a backtrace_symbols text demangled ("_Z20stuckBeforeAllReducei" →
-// "stuckBeforeAllReduce(int)").
-std::string demangleStack(const std::string& text);
-
 // "3", "0–2, 4–7": ranks in ascending runs.
 std::string rankRanges(std::vector<int> ranks);
 

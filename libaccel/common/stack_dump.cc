@@ -2,6 +2,7 @@
 
 #include <execinfo.h>
 #include <sys/syscall.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -40,7 +41,20 @@ void append(char* line, size_t& used, const char* text) {
   used += n;
 }
 
-void onAbort(int sig) {
+// The instruction the signal interrupted (nullptr where this file does not know the machine).
+void* interruptedAt(const void* context) {
+  const auto* uc = static_cast<const ucontext_t*>(context);
+#if defined(__x86_64__)
+  return reinterpret_cast<void*>(uc->uc_mcontext.gregs[REG_RIP]);
+#elif defined(__aarch64__)
+  return reinterpret_cast<void*>(uc->uc_mcontext.pc);
+#else
+  (void)uc;
+  return nullptr;
+#endif
+}
+
+void onAbort(int sig, siginfo_t*, void* context) {
   char line[128];
   size_t used = 0;
   append(line, used, "accel: stack of pid ");
@@ -51,7 +65,17 @@ void onAbort(int sig) {
   writeText(line, used);
   void* frames[kMaxFrames];
   const int count = ::backtrace(frames, kMaxFrames);
-  ::backtrace_symbols_fd(frames, count, STDERR_FILENO);
+  // From the interrupted instruction on: this handler's own frames and the signal's trampoline
+  // are not where the rank was (the agent's summary names the first frame of the dump it can).
+  const void* pc = interruptedAt(context);
+  int first = 0;
+  for (int i = 0; pc && i < count; ++i) {
+    if (frames[i] == pc) {
+      first = i;
+      break;
+    }
+  }
+  ::backtrace_symbols_fd(frames + first, count - first, STDERR_FILENO);
   // Die of the signal, as without the handler (abort() would raise it again the same way).
   ::signal(sig, SIG_DFL);
   ::raise(sig);
@@ -69,9 +93,9 @@ bool installStackDumpOnAbort() {
     void* frame[1];
     ::backtrace(frame, 1);  // loads libgcc_s now: the handler must not (it allocates)
     struct sigaction action {};
-    action.sa_handler = onAbort;
+    action.sa_sigaction = onAbort;
     sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESETHAND | SA_NODEFER;
+    action.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER;
     installed = ::sigaction(SIGABRT, &action, nullptr) == 0;
   });
   return installed;

@@ -127,6 +127,10 @@ hang_cpp)
   expect_contains "$stack" "accel: stack of pid"
   expect_contains "$stack" "stuckBeforeBackward"
   expect_contains "$ERR" "stuckBeforeBackward"  # demangled in the summary too
+  # The others wait in the gradient sync: named by the first frame outside libc, demangled —
+  # not libaccel's SIGABRT handler, whose frames the dump leaves out.
+  expect_contains "$ERR" "rank 0 was in: $HANG_WORKER(accel::"
+  [[ $(grep "rank 0 was in: " <<<"$ERR") != *"(+0x"* ]] || fail "a frame without its name: $ERR"
   delay=$(detection_delay "$OUT_DIR/stuck")
   $PY -c "import sys; sys.exit(not (2.5 <= $delay <= 5))" || fail "detected $delay s after rank 2 stopped (want 2.5..5 s)"
   ;;

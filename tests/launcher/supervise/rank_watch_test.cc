@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "launcher/report/stack_frames.h"
+
 namespace accel::launcher {
 namespace {
 
@@ -80,7 +82,7 @@ TEST(StuckByStacks, RanksOutsideCollectivesAreTheStuckOnes) {
       v.why,
       "they do not tell which rank is stuck: all wait in collectives, but not the same one "
       "(rank 0 at File \"/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py\", "
-      "line 1541 in all_reduce; rank 2 at ./w(accel::comm::ShmGroup::wait()+0x2c)[0x1]): "
+      "line 1541 in all_reduce; rank 2 at ./w(accel::comm::ShmGroup::wait()+0x2c)): "
       "ranks calling different collectives, as with uneven batches");
   stacks[3] = inAllReduce;
   v = judgeByStacks({0, 3}, stacks);
@@ -156,6 +158,30 @@ TEST(DemangleStack, NamesCppFramesAndLeavesTheRest) {
             "./w(stuckBeforeBackward(char "
             "const*)+0x2c)[0x55]\n./w(+0x3a)[0x56]\nlibc.so.6(nanosleep+0x13)[0x7]\n");
   EXPECT_EQ(demangleStack("./w(_Znotmangled+0x1)"), "./w(_Znotmangled+0x1)");
+}
+
+// A native dump as libaccel writes it (its heading, the frames from the interrupted instruction
+// on): the frame named is the first outside the C library and the loader, demangled, without its
+// absolute address (which differs from process to process), so two ranks at one place compare
+// equal; a dump without symbols says how to get them.
+TEST(FrameOfInterest, TheFirstFrameOutsideLibcDemangled) {
+  const std::string dump =
+      "accel: stack of pid 41 (thread 41) on SIGABRT:\n"
+      "/lib/x86_64-linux-gnu/libc.so.6(+0x8e9a0) [0x7f01]\n"
+      "/lib/x86_64-linux-gnu/libc.so.6(pthread_cond_wait+0x1b0) [0x7f02]\n"
+      "./mytrain(_ZN5accel11Accelerator8backwardERKN2at6TensorE+0x2a) [0x5501]\n"
+      "./mytrain(main+0x10) [0x5502]\n";
+  EXPECT_EQ(frameOfInterest(dump),
+            "./mytrain(accel::Accelerator::backward(at::Tensor const&)+0x2a)");
+  std::string other = dump;
+  other.replace(other.find("pid 41 (thread 41)"), 18, "pid 42 (thread 42)");
+  other.replace(other.find("[0x5501]"), 8, "[0x6601]");
+  EXPECT_EQ(innermostFrame(other), innermostFrame(dump));  // the same place in another rank
+  EXPECT_FALSE(frameWithoutSymbol(frameOfInterest(dump)));
+  EXPECT_TRUE(
+      frameWithoutSymbol(frameOfInterest("accel: stack of pid 1:\n./w(+0x8988a) [0x55]\n")));
+  EXPECT_EQ(frameOfInterest("accel: stack of pid 1:\nlibc.so.6(+0x1) [0x7]\n"), "libc.so.6(+0x1)");
+  EXPECT_EQ(frameOfInterest(""), "");
 }
 
 TEST(RankRanges, RunsOfThreeOrMoreBecomeRanges) {
