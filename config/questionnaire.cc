@@ -3,6 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <string>
+
 #include "config/questionnaire_session.h"
 
 namespace accel::config {
@@ -51,10 +54,26 @@ Prompter::Check<int> checkMachineRank(int machines) {
   };
 }
 
+// An IPv4 address written as one (digits and dots only): four numbers of 0 to 255.
+bool validDottedQuad(const std::string& s) {
+  int parts = 0;
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t dot = std::min(s.find('.', at), s.size());
+    const std::string part = s.substr(at, dot - at);
+    if (part.empty() || part.size() > 3 || std::stoi(part) > 255) return false;
+    ++parts;
+    at = dot + 1;
+  }
+  return parts == 4;
+}
+
 std::optional<std::string> checkHost(const std::string& s) {
   if (s.empty()) return "an address or host name is required";
   if (s.find_first_of(" \t/") != std::string::npos)
     return "'" + s + "' is not a host name or IP address";
+  if (s.find_first_not_of("0123456789.") == std::string::npos && !validDottedQuad(s))
+    return "'" + s + "' is not an IP address (four numbers of 0 to 255)";
   return std::nullopt;
 }
 

@@ -230,7 +230,8 @@ TEST(QuestionnaireTest, MainProcessAnswersAreChecked) {
   // Megatron-LM n; 6 GPUs; defaults; no.
   auto run = answer(
       "0\n4\n3\n5\n-1\n2\na "
-      "b\n\na/b\nh\n0\n70000\n29400\nn\nzzz\nstatic\nn\nn\nn\nn\nn\n6\n\n\nno\n");
+      "b\n\na/"
+      "b\n10.0.0.300\n10.0.1\nh\n0\n70000\n29400\nn\nzzz\nstatic\nn\nn\nn\nn\nn\n6\n\n\nno\n");
   ASSERT_TRUE(run.result.ok()) << run.result.error() << run.transcript;
   const auto& c = *run.result;
   EXPECT_EQ(c.machine_rank, 2);
@@ -244,6 +245,12 @@ TEST(QuestionnaireTest, MainProcessAnswersAreChecked) {
   EXPECT_EQ(count(t, "Invalid answer: 'a b' is not a host name or IP address"), 1u) << t;
   EXPECT_EQ(count(t, "Invalid answer: an address or host name is required"), 1u) << t;
   EXPECT_EQ(count(t, "Invalid answer: 'a/b' is not a host name or IP address"), 1u) << t;
+  EXPECT_EQ(
+      count(t, "Invalid answer: '10.0.0.300' is not an IP address (four numbers of 0 to 255)"), 1u)
+      << t;
+  EXPECT_EQ(count(t, "Invalid answer: '10.0.1' is not an IP address (four numbers of 0 to 255)"),
+            1u)
+      << t;
   EXPECT_EQ(count(t, "Invalid answer: must be between 1 and 65535"), 2u) << t;
   EXPECT_EQ(count(t, "Invalid answer: 'zzz' is not one of 'static', 'c10d'"), 1u) << t;
 }
