@@ -212,7 +212,7 @@ Expected<void> checkConsistency(const ClusterConfig& c,
   }
   if (c.gpu_ids) {
     if (auto problem = checkGpuIds(*c.gpu_ids))
-      return makeError(at("gpu_ids") + "'gpu_ids' " + *problem);
+      return makeError(at("gpu_ids") + "'gpu_ids' is " + *problem);
   }
   if (c.compute_environment != kLocalMachine) {
     return makeError(at("compute_environment") + "compute_environment '" + c.compute_environment +

@@ -100,7 +100,7 @@ std::string joinChoices(const std::vector<std::string_view>& choices) {
 
 std::optional<std::string> checkGpuIds(std::string_view ids) {
   if (ids == "all") return std::nullopt;
-  const std::string quoted = "is '" + std::string(ids) + "': ";
+  const std::string quoted = "'" + std::string(ids) + "': ";
   std::vector<std::string_view> seen;
   size_t position = 1;
   size_t start = 0;

@@ -44,8 +44,8 @@ size_t editDistance(std::string_view a, std::string_view b);
 std::string joinChoices(const std::vector<std::string_view>& choices);
 
 // Why `ids` is not a valid gpu_ids value ("all" or a comma-separated list of distinct
-// non-negative integers), or nullopt when it is. The reason reads after the value's name:
-// "is '0,,1': empty id at position 2".
+// non-negative integers), or nullopt when it is. The reason quotes the value:
+// "'0,,1': empty id at position 2" (after "--gpu_ids: ", or "'gpu_ids' is ").
 std::optional<std::string> checkGpuIds(std::string_view ids);
 
 // accelerate's distributed types (all accepted in files; `accel config` writes these six).

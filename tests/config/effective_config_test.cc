@@ -115,8 +115,7 @@ TEST_F(EffectiveConfigTest, FlagErrorsNameTheFlag) {
   expectError(f, "--num_processes: 0 is out of range 1..1048576");
   f = {};
   f.gpu_ids = "0,a";
-  expectError(f,
-              "--gpu_ids: is '0,a': 'a' is not a GPU index (expected 'all' or a list like 0,1,3)");
+  expectError(f, "--gpu_ids: '0,a': 'a' is not a GPU index (expected 'all' or a list like 0,1,3)");
   f = {};
   f.cpu = true;
   f.multi_gpu = true;

@@ -31,13 +31,13 @@ TEST(SchemaTest, GpuIds) {
   EXPECT_EQ(checkGpuIds("0"), std::nullopt);
   EXPECT_EQ(checkGpuIds("0,1,3"), std::nullopt);
   EXPECT_EQ(checkGpuIds("0, 1"), std::nullopt);
-  EXPECT_EQ(checkGpuIds("0,,1"), "is '0,,1': empty id at position 2");
+  EXPECT_EQ(checkGpuIds("0,,1"), "'0,,1': empty id at position 2");
   EXPECT_EQ(checkGpuIds("0,x"),
-            "is '0,x': 'x' is not a GPU index (expected 'all' or a list like 0,1,3)");
-  EXPECT_EQ(checkGpuIds("1,1"), "is '1,1': GPU 1 is listed twice");
-  EXPECT_EQ(checkGpuIds(""), "is '': empty id at position 1");
+            "'0,x': 'x' is not a GPU index (expected 'all' or a list like 0,1,3)");
+  EXPECT_EQ(checkGpuIds("1,1"), "'1,1': GPU 1 is listed twice");
+  EXPECT_EQ(checkGpuIds(""), "'': empty id at position 1");
   EXPECT_EQ(checkGpuIds("-1"),
-            "is '-1': '-1' is not a GPU index (expected 'all' or a list like 0,1,3)");
+            "'-1': '-1' is not a GPU index (expected 'all' or a list like 0,1,3)");
 }
 
 }  // namespace

@@ -538,7 +538,7 @@ validation)
   expect_exit 2 "$ACCEL" launch --cpu --multi_gpu -n 2 "${BEH[@]}"
   expect_contains "$ERR" "You can only use one of \`--cpu\`, \`--multi_gpu\`"
   expect_exit 2 "$ACCEL" launch --gpu_ids 0,,1 -n 2 "${BEH[@]}"
-  expect_contains "$ERR" "--gpu_ids: is '0,,1': empty id at position 2"
+  expect_contains "$ERR" "--gpu_ids: '0,,1': empty id at position 2"
   if [[ -z "$(ldconfig -p | grep libcuda.so.1)" ]]; then
     expect_exit 2 "$ACCEL" launch --multi_gpu -n 2 "${BEH[@]}"
     expect_contains "$ERR" "multi-GPU training was requested (--multi_gpu) but no GPU is usable on this machine"
