@@ -9,14 +9,6 @@
 namespace accel::launcher {
 namespace {
 
-// Python's faulthandler names the main thread "Current thread"; its part of the dump.
-std::string mainThreadPart(const std::string& stack) {
-  const size_t at = stack.find("Current thread");
-  if (at == std::string::npos) return stack;
-  const size_t next = stack.find("\nThread 0x", at);
-  return stack.substr(at, next == std::string::npos ? std::string::npos : next - at);
-}
-
 // A backtrace_symbols line: "OBJECT(SYMBOL+OFFSET) [ADDRESS]" (SYMBOL may be empty).
 bool nativeFrame(const std::string& line) {
   return line.find(") [0x") != std::string::npos || line.find(")[0x") != std::string::npos;
@@ -66,6 +58,13 @@ std::string demangleStack(const std::string& text) {
 
 bool frameWithoutSymbol(const std::string& line) {
   return line.find("(+0x") != std::string::npos && line.find("File \"") == std::string::npos;
+}
+
+std::string mainThreadPart(const std::string& stack) {
+  const size_t at = stack.find("Current thread");
+  if (at == std::string::npos) return stack;
+  const size_t next = stack.find("\nThread 0x", at);
+  return stack.substr(at, next == std::string::npos ? std::string::npos : next - at);
 }
 
 std::string frameOfInterest(const std::string& stack) {

@@ -7,6 +7,10 @@
 
 namespace accel::launcher {
 
+// Of a faulthandler dump, the main thread's part (from "Current thread" to the next thread or
+// the end); any other stack whole.
+std::string mainThreadPart(const std::string& stack);
+
 // The frame worth naming: Python's innermost `File "..."` line of the main thread; in a native
 // dump, the first frame outside the C library, the dynamic loader and the signal's trampoline,
 // its symbol demangled. "" when the stack has none.

@@ -166,15 +166,6 @@ std::optional<HangVerdict> judgeHang(const std::vector<RankProgress>& ranks,
 
 namespace {
 
-// Of a faulthandler dump, the main thread's part (from "Current thread" to the next thread or
-// the end); anything else whole.
-std::string mainThreadPart(const std::string& stack) {
-  const size_t at = stack.find("Current thread");
-  if (at == std::string::npos) return stack;
-  const size_t next = stack.find("\nThread 0x", at);
-  return stack.substr(at, next == std::string::npos ? std::string::npos : next - at);
-}
-
 // The rank whose innermost frame is not the one all the others share, if exactly one is.
 std::optional<int> oddStackOut(const std::vector<int>& candidates,
                                const std::map<int, std::string>& stacks) {
