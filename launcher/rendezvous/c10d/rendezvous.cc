@@ -172,7 +172,7 @@ Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const Round
       // While the last call runs (MIN joined), when the round closes; before, who is missing.
       if (auto end = closing.lastCallEnd()) {
         o.progress(formingText(
-            here, leastMachines(o), o.num_machines,
+            here, closing.least(), closing.most(),
             std::chrono::duration_cast<std::chrono::milliseconds>(*end - o.clock->now()),
             std::chrono::milliseconds(0)));
       } else {

@@ -101,9 +101,9 @@ class Meeting {
     const auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d); };
     std::optional<std::chrono::milliseconds> lastCallLeft;
     if (auto end = closing_.lastCallEnd()) lastCallLeft = ms(*end - now);
-    const int least = s_.min_machines > 0 ? s_.min_machines : s_.max_machines;
-    s_.progress("round " + std::to_string(round_) + ": " +
-                formingText(taken, least, s_.max_machines, lastCallLeft, ms(joinBy - now)));
+    s_.progress(
+        "round " + std::to_string(round_) + ": " +
+        formingText(taken, closing_.least(), closing_.most(), lastCallLeft, ms(joinBy - now)));
   }
 
   // How many of the round's places its registrants take now, as the closing rule counts them:

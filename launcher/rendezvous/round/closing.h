@@ -28,6 +28,9 @@ class RoundClosing {
   bool ready(int count, time_point now);
   // When the current last call ends (nullopt: MIN has not joined).
   std::optional<time_point> lastCallEnd() const { return last_call_end_; }
+  // MIN (0 given: all) and MAX, as the rule counts them.
+  int least() const { return least_; }
+  int most() const { return most_; }
 
  private:
   const int least_, most_, expect_;
