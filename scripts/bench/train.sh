@@ -14,7 +14,7 @@
 #   scripts/bench/train.sh [--steps S] [--ranks "N..."] [--rounds R]
 #     (steps: 900 for the MLP — a 3 ms step, so that a run lasts seconds, not the VM's noise — and
 #     200 for the CNN; an epoch at most; N = 1 2, R = 3)
-#   scripts/bench/train.sh --quick          (ctest's bench.train_quick: MLP, 10 steps, 1 round)
+#   scripts/bench/train.sh --quick          (ctest's bench.train_quick: MLP fp32, 10 steps, 1 round)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 steps=
@@ -28,7 +28,7 @@ while (($#)); do
              ranks=$2; shift 2 ;;
     --rounds) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "train.sh: --rounds needs a positive integer, not '${2:-}'" >&2; exit 2; }
               rounds=$2; shift 2 ;;
-    --quick) steps=10 models=mlp rounds=1; shift ;;
+    --quick) steps=10 models=mlp precisions=no rounds=1; shift ;;
     *) echo "train.sh: unknown argument '$1' (usage: train.sh [--steps S] [--ranks \"N...\"] [--rounds R] [--quick])" >&2; exit 2 ;;
   esac
 done
@@ -97,7 +97,7 @@ printf '%-5s %-5s %-2s | %9s %9s %6s | %6s %6s | %6s %6s | %6s %6s | %5s %5s | %
   model prec N "C++ sps" "Py sps" "ratio" "C++ 1st" "Py 1st" "C++ s" "Py s" "C++MB" "PyMB" "effC" "effPy" \
   "gloo sps" "effG"
 for model in ${models:-mlp cnn}; do
-  for precision in no bf16; do
+  for precision in ${precisions:-no bf16}; do
     declare -A one=()
     for n in $ranks; do
       read -r c_sps c_first c_wall c_rss < <(run cpp "$n" "$precision" "$model")

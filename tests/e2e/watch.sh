@@ -194,18 +194,6 @@ PY
   delay=$(detection_delay "$OUT_DIR/done")
   $PY -c "import sys; sys.exit(not (2 <= $delay <= 4))" || fail "stopped $delay s after rank 0 exited (want 2..4 s)"
   ;;
-exit_notice)
-  # Without --exit_timeout: a notice once the others still run 60 s after a rank exited 0, and
-  # nothing stopped (they exit 0 on their own a little later).
-  cat >"$SCRATCH/w.py" <<'PY'
-import os, time
-if os.environ["RANK"] != "0":
-    time.sleep(62)
-PY
-  expect_exit 0 "${LAUNCH[@]}" -n 3 "$SCRATCH/w.py"
-  expect_contains "$ERR" "accel: a rank exited 0 60 s ago; ranks 1, 2 still running (--exit_timeout S stops them after S s, with their stacks)"
-  [[ $(grep -c "a rank exited 0" <<<"$ERR") == 1 ]] || fail "want the notice once: $ERR"
-  ;;
 status_dead_agent)
   # A SIGKILLed agent's socket is found dead and removed; so is one of a pid that does not exist.
   cat >"$SCRATCH/w.py" <<'PY'

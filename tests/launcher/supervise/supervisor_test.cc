@@ -314,6 +314,25 @@ TEST_F(SupervisorTest, ExitGuardStopsRanksThatOutliveACleanExit) {
   EXPECT_EQ(report.exit_code, kHungExitCode);
 }
 
+// Without --exit_timeout: once a rank exited 0, one notice after exit_notice (60 s by default)
+// naming the ranks still running, nothing stopped, and the job ends as they do.
+TEST_F(SupervisorTest, WithoutAnExitTimeoutACleanExitGetsOneNoticeAndStopsNothing) {
+  ranks(3);
+  plan_.exit_notice = milliseconds(60000);
+  world_.script(0, Script().exits(100));
+  world_.script(1, Script().exits(62100));
+  world_.script(2, Script().exits(62100));
+  JobReport report = run();
+  EXPECT_TRUE(signalsToTheLiving().empty());
+  EXPECT_EQ(notices(),
+            (std::vector<std::string>{
+                "accel: a rank exited 0 60 s ago; ranks 1, 2 still running (--exit_timeout "
+                "S stops them after S s, with their stacks)"}));
+  EXPECT_TRUE(report.attempts.at(0).succeeded());
+  EXPECT_FALSE(report.attempts.at(0).hang);
+  EXPECT_EQ(report.exit_code, 0);
+}
+
 // A failed attempt restarts every worker with the next restart count, until one succeeds;
 // the agent's hook runs before each restart; each attempt is reported.
 TEST_F(SupervisorTest, RestartsUntilAnAttemptSucceeds) {
