@@ -30,6 +30,7 @@ const std::vector<FieldSpec>& fieldSpecs() {
        1,
        1 << 30},  // accel's own (seconds): accelerate does not know it
       {"exit_timeout", Kind::Int, {}, 1, 1 << 30},  // accel's own (seconds)
+      {"accel_python", Kind::String, {}},           // accel's own: the interpreter for .py scripts
       {"downcast_bf16", Kind::BoolOrString, {}},
       {"tpu_name", Kind::String, {}},
       {"tpu_zone", Kind::String, {}},

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <sstream>
 
@@ -508,15 +509,37 @@ CheckItem checkBlas(const PythonInfo& p) {
   return ok("blas", who + ": " + describeBlas(*p.blas));
 }
 
+namespace {
+
+// The interpreter launch would run .py scripts with (worker_setup.cc's order); `notice` is
+// pythonWithTorchByDefault's when it chose.
+std::string launchPython(const ConfigFacts& facts, std::string& notice) {
+  if (facts.config) {
+    const auto& extras = facts.config->extras;
+    if (auto it = extras.find("accel_python"); it != extras.end() && it->second.is_string())
+      return it->second.get<std::string>();
+  }
+  if (const char* exec = std::getenv("PYTHON_EXEC"); exec && *exec) return exec;
+  DefaultPython chosen = pythonWithTorchByDefault();
+  notice = chosen.notice;
+  return chosen.command;
+}
+
+}  // namespace
+
 std::vector<CheckItem> runPreflight(const PreflightOptions& o) {
-  // python3's start is the slow part: probe it while the rest is read.
-  auto python = std::async(std::launch::async, probePythonAndBlas, o.python);
   ConfigFacts facts = readConfig(o.config_file, o.env);
+  std::string notice;
+  const std::string interpreter = o.python ? *o.python : launchPython(facts, notice);
+  // python3's start is the slow part: probe it while the rest is read.
+  auto python = std::async(std::launch::async, probePythonAndBlas, interpreter);
   GpuInfo gpus = probeGpus();
   HostFacts host = resolveHostname();
   PythonInfo py = python.get();
   std::optional<PythonInfo> withTorch;
   if (!py.torch) withTorch = otherPythonWithTorch(py);
+  CheckItem pythonItem = checkPython(py, withTorch);
+  if (!notice.empty()) pythonItem.finding += "; launch chose it: " + notice;
   return {checkConfigFile(facts),
           checkGpus(facts, gpus),
           checkDriver(facts, gpus, o.build_cuda, py),
@@ -524,7 +547,7 @@ std::vector<CheckItem> runPreflight(const PreflightOptions& o) {
           checkNetwork(facts, host, o.net),
           checkShm(shmSize()),
           checkUlimit(facts, softFileLimit()),
-          checkPython(py, withTorch),
+          pythonItem,
           checkPythonForConfig(facts, py),
           checkBlas(py)};
 }

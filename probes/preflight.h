@@ -124,7 +124,9 @@ std::optional<int> cudaVersionCode(const std::string& version);
 struct PreflightOptions {
   std::optional<std::string> config_file;  // --config_file
   config::PathEnv env;
-  std::string python;      // the interpreter launch would use (defaultPython())
+  // The interpreter to check (env --check --python); nullopt: the one launch would use — the
+  // config's accel_python, else $PYTHON_EXEC, else pythonWithTorchByDefault().
+  std::optional<std::string> python;
   std::string build_cuda;  // the CUDA toolkit accel was built with, "" when none
   NetworkProbes net;
 };

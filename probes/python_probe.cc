@@ -87,6 +87,17 @@ std::optional<PythonInfo> otherPythonWithTorch(const PythonInfo& used) {
   return std::nullopt;
 }
 
+DefaultPython pythonWithTorchByDefault(const std::string& python3) {
+  const PythonInfo used = probePython(python3);
+  if (!used.error.empty() || used.torch) return {python3, ""};
+  const auto other = otherPythonWithTorch(used);
+  if (!other || other->executable.empty()) return {python3, ""};
+  return {other->executable, python3 + " (" + used.executable +
+                                 ") has no torch: .py scripts run with " + other->executable +
+                                 ", which has torch " + *other->torch +
+                                 " (--python, or accel_python in the config file, chooses)"};
+}
+
 std::optional<std::string> pythonWithTorchHint(const std::string& used) {
   const PythonInfo workers = probePython(used);
   const auto other = otherPythonWithTorch(workers);

@@ -37,6 +37,18 @@ std::string defaultPython();
 // once (≤ 5 s each). Never throws.
 std::optional<PythonInfo> otherPythonWithTorch(const PythonInfo& used);
 
+// The interpreter .py scripts run with when nobody chose one (no --python, config accel_python or
+// $PYTHON_EXEC): `python3` (PATH), unless it has no torch and another interpreter has
+// (otherPythonWithTorch) — then that one's sys.executable, and `notice` says why in one line.
+// `python3` stays where it cannot be probed or no interpreter has torch (a script may not need
+// it). Blocks: runs python3 once (about 50 ms; a pyenv shim's more), and the other candidates only
+// where python3 has no torch (≤ 5 s each). Never throws.
+struct DefaultPython {
+  std::string command;
+  std::string notice;  // "" when python3 is used
+};
+DefaultPython pythonWithTorchByDefault(const std::string& python3 = "python3");
+
 // For a worker that died of "No module named 'torch'" under `used`: otherPythonWithTorch as the
 // hint "/usr/bin/python3 has torch 1.13.0: run with --python /usr/bin/python3 (python3 is
 // /root/.pyenv/shims/python3, without torch)"; nullopt when none has. Blocks and never throws,

@@ -7,6 +7,7 @@
 #include "apps/accel/config_flags.h"
 #include "apps/accel/messages.h"
 #include "config/config_file.h"
+#include "config/paths.h"
 #include "config/questionnaire.h"
 #include "probes/gpu_probe.h"
 
@@ -133,7 +134,8 @@ int runShow(const ConfigCommandOptions& o, const PathEnv& env) {
 void registerConfigCommand(CLI::App& app, ConfigCommandOptions& o) {
   o.command = app.add_subcommand("config", "Create or inspect accel's (accelerate's) config file");
   o.command->add_option("--config_file,--config-file", o.config_file,
-                        "Where to write (default: $HF_HOME/accelerate/default_config.yaml)");
+                        "Where to write (default, as accelerate's: " +
+                            config::defaultConfigPath(config::PathEnv::fromProcess()) + ")");
   o.command->require_subcommand(0, 1);
 
   o.default_command =

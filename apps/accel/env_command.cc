@@ -43,9 +43,8 @@ probes::NetworkProbes launcherNetwork() {
 }
 
 int runCheck(const EnvCommandOptions& o) {
-  probes::PreflightOptions options{o.config_file, config::PathEnv::fromProcess(),
-                                   o.python.value_or(probes::defaultPython()), ACCEL_CUDA_VERSION,
-                                   launcherNetwork()};
+  probes::PreflightOptions options{o.config_file, config::PathEnv::fromProcess(), o.python,
+                                   ACCEL_CUDA_VERSION, launcherNetwork()};
   auto items = probes::runPreflight(options);
   if (o.json) {
     std::cout << probes::renderPreflightJson(items).dump(2, ' ', false,
@@ -73,7 +72,8 @@ void registerEnvCommand(CLI::App& app, EnvCommandOptions& o) {
   o.command
       ->add_option(
           "--python", o.python,
-          "With --check: the interpreter launch will use (default: $PYTHON_EXEC or python3)")
+          "With --check: the interpreter to check (default: the one launch uses: the config's "
+          "accel_python, $PYTHON_EXEC, else python3 or, where it has no torch, one that has)")
       ->needs(check);
 }
 

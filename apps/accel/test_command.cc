@@ -30,6 +30,7 @@ try:
     import torch
     import torch.distributed as dist
 except Exception as e:
+    print(f"{type(e).__name__}: {e}", file=sys.stderr, flush=True)  # accel launch's hint reads it
     check("torch", False, f"{sys.executable} cannot import torch: {e}")
 check("torch", dist.is_available(), f"torch {torch.__version__} in {sys.executable}")
 env = os.environ
@@ -163,18 +164,15 @@ void registerTestCommand(CLI::App& app, TestCommandOptions& o) {
   o.command->add_option("--config_file,--config-file", o.config_file,
                         "The config to test (default: the one accel launch reads)");
   o.command->add_option("--python", o.python,
-                        "The interpreter with torch (default: $PYTHON_EXEC or python3)");
+                        "The interpreter with torch (default: the one accel launch uses)");
 }
 
+// The parts in order, stopping at the first that fails (its code is the command's).
 int runTestCommand(const TestCommandOptions& o) {
-  const int torchCode = runTorchChecks(o);
-  if (torchCode == 2) return 2;  // a config or flag launch refuses: the second would too
-  const int libaccelCode = runLibaccelChecks(o);
-  if (torchCode == 0 && libaccelCode == 0) {
-    std::cout << "Test is a success! You are ready for your distributed training!" << std::endl;
-    return 0;
-  }
-  return torchCode != 0 ? torchCode : libaccelCode;
+  if (const int torchCode = runTorchChecks(o); torchCode != 0) return torchCode;
+  if (const int libaccelCode = runLibaccelChecks(o); libaccelCode != 0) return libaccelCode;
+  std::cout << "Test is a success! You are ready for your distributed training!" << std::endl;
+  return 0;
 }
 
 }  // namespace accel::apps

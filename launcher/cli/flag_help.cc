@@ -110,11 +110,24 @@ std::string_view groupOf(const FlagSpec& f) {
   return "distributed";
 }
 
-// "  --num_processes, -n VALUE        Total number of processes over all machines"
+// What a flag's value is called, as argparse calls it: {a,b,c} for a choice, else the dest in
+// capitals ("NUM_PROCESSES").
+std::string metavar(const FlagSpec& f) {
+  std::string name;
+  if (!f.choices.empty()) {
+    for (auto c : f.choices) name += (name.empty() ? "{" : ",") + std::string(c);
+    return name + "}";
+  }
+  for (char c : f.dest) name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+// "  --num_processes, -n NUM_PROCESSES
+//                                     Total number of processes over all machines"
 std::string flagLine(const FlagSpec& f) {
   std::string names;
   for (auto n : f.names) names += (names.empty() ? "" : ", ") + std::string(n);
-  if (f.arity == FlagArity::Value || f.arity == FlagArity::Append) names += " VALUE";
+  if (f.arity == FlagArity::Value || f.arity == FlagArity::Append) names += " " + metavar(f);
   const size_t column = 36;
   std::string line = "  " + names;
   line += line.size() + 2 <= column ? std::string(column - line.size(), ' ')

@@ -530,7 +530,8 @@ std::vector<FlagSpec> accelOwn() {
       F({"--python"}, "python")
           .str()
           .accelOnly()
-          .help("Python interpreter for .py scripts (default: $PYTHON_EXEC or python3)"),
+          .help("Python interpreter for .py scripts and -m (default: the config's accel_python, "
+                "$PYTHON_EXEC, else python3 or, where it has no torch, the first that has)"),
       F({"--console_streams"}, "console_streams")
           .integer()
           .accelOnly()

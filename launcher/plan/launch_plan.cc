@@ -507,7 +507,7 @@ Expected<LaunchPlan> makeLaunchPlan(const LaunchOptions& o, const config::PathEn
   auto devices = planJobShape(plan, o, env, gpus, scheduler);
   if (!devices) return std::move(devices).takeError();
   noticeDefaults(plan, o);
-  auto argv = resolveCommand(o, env);
+  auto argv = resolveCommand(plan, o, env);
   if (!argv) return std::move(argv).takeError();
   plan.argv = std::move(*argv);
   if (auto ok = applyAgentFlags(plan, o); !ok) return std::move(ok).takeError();

@@ -36,8 +36,11 @@ struct LaunchPlan {
 
   config::EffectiveConfig config;
   std::vector<std::string> argv;  // identical for every rank; argv[0] is an absolute path
-  int world_size = 1;             // processes over all machines
-  int local_world_size = 1;       // processes on this machine
+  // argv[0] is python3 from PATH because nobody chose the interpreter (--python, the config's
+  // accel_python, $PYTHON_EXEC): planLaunch takes another where python3 has no torch.
+  bool python_by_default = false;
+  int world_size = 1;        // processes over all machines
+  int local_world_size = 1;  // processes on this machine
   // This machine's rank as asked (flag, file, scheduler); nullopt: the rendezvous ranks it by
   // arrival. The rank it gets is its Placement's.
   std::optional<int> machine_rank = 0;

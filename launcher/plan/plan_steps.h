@@ -23,8 +23,10 @@ struct Devices {
 };
 
 // The argv every rank runs, with argv[0] resolved to a path (a relative script against the
-// current directory, a program through PATH).
-Expected<std::vector<std::string>> resolveCommand(const LaunchOptions& o,
+// current directory, a program through PATH). A .py script or -m runs under --python, else the
+// config's accel_python, else $PYTHON_EXEC, else python3 (then plan.python_by_default is set).
+// Reads plan.config (effectiveConfig first).
+Expected<std::vector<std::string>> resolveCommand(LaunchPlan& plan, const LaunchOptions& o,
                                                   const probes::Environment& env);
 
 // The workers' common environment: accelerate's variables (accel launch), and NCCL's async

@@ -5,6 +5,7 @@
 #include "launcher/plan/cpu_affinity.h"
 #include "probes/gpu_probe.h"
 #include "probes/net_check.h"
+#include "probes/python_probe.h"
 
 namespace accel::launcher {
 namespace {
@@ -44,6 +45,16 @@ void decideStoreHost(LaunchPlan& plan) {
   }
 }
 
+// Nobody chose the interpreter and python3 has no torch: the first other one that has it, said
+// once (probes::pythonWithTorchByDefault; only for a .py or -m job).
+void preferPythonWithTorch(LaunchPlan& plan) {
+  if (!plan.python_by_default || plan.argv.empty()) return;
+  auto chosen = probes::pythonWithTorchByDefault();  // argv[0] is python3 from PATH
+  if (chosen.notice.empty()) return;
+  plan.notices.push_back(chosen.notice);
+  plan.argv[0] = chosen.command;
+}
+
 }  // namespace
 
 Expected<LaunchPlan> planLaunch(const LaunchOptions& options,
@@ -54,6 +65,7 @@ Expected<LaunchPlan> planLaunch(const LaunchOptions& options,
   if (auto ok = assignCpuAffinity(*plan); !ok) return std::move(ok).takeError();
   resolveSchedulerMaster(*plan);
   decideStoreHost(*plan);
+  preferPythonWithTorch(*plan);
   return plan;
 }
 

@@ -43,29 +43,54 @@ std::string absolutePath(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// The interpreter for .py scripts and -m: --python, the config's accel_python, $PYTHON_EXEC, else
+// python3 (`byDefault`: nobody chose; planLaunch may take another that has torch).
+Expected<std::string> pythonCommand(const LaunchOptions& o, const config::Document& extras,
+                                    const probes::Environment& env, bool& byDefault) {
+  std::string python;
+  std::string source = "--python";
+  if (o.python) {
+    python = *o.python;
+  } else if (auto it = extras.find("accel_python"); it != extras.end() && it->second.is_string()) {
+    python = it->second.get<std::string>();
+    source = "the config's accel_python";
+  } else if (auto exec = probes::lookup(env, "PYTHON_EXEC")) {
+    python = *exec;
+    source = "PYTHON_EXEC";
+  } else {
+    python = "python3";
+    byDefault = true;
+  }
+  std::string path = findInPath(python);
+  if (path.empty()) {
+    return makeError("python interpreter '" + python + "' not found" +
+                     (python.find('/') == std::string::npos ? " in PATH" : "") +
+                     (byDefault ? " (set --python, accel_python in the config, or PYTHON_EXEC)"
+                                : " (from " + source + ")"));
+  }
+  return path;
+}
+
+}  // namespace
+
 // The argv every rank runs, with argv[0] resolved to a path.
-Expected<std::vector<std::string>> resolveCommand(const LaunchOptions& o,
+Expected<std::vector<std::string>> resolveCommand(LaunchPlan& plan, const LaunchOptions& o,
                                                   const probes::Environment& env) {
   if (o.command.empty())
     return makeError("no training script given: accel launch [flags] SCRIPT [args...]");
   const std::string& target = o.command[0];
   std::vector<std::string> argv;
-  auto pythonCommand = [&]() -> Expected<std::string> {
-    std::string python =
-        o.python ? *o.python : probes::lookup(env, "PYTHON_EXEC").value_or("python3");
-    std::string path = findInPath(python);
-    if (path.empty()) {
-      return makeError("python interpreter '" + python +
-                       "' not found in PATH (set --python or PYTHON_EXEC)");
-    }
-    return path;
+  auto python = [&]() {
+    return pythonCommand(o, plan.config.config.extras, env, plan.python_by_default);
   };
 
   if (o.module) {
     if (o.no_python) return makeError("-m/--module and --no_python cannot be used together");
-    auto python = pythonCommand();
-    if (!python) return std::move(python).takeError();
-    argv = {*python, "-u", "-m"};
+    auto interpreter = python();
+    if (!interpreter) return std::move(interpreter).takeError();
+    argv = {*interpreter, "-u", "-m"};
   } else if (o.run_path || (!o.no_python && endsWith(target, ".py"))) {
     struct stat st {};
     if (::stat(target.c_str(), &st) != 0)
@@ -73,9 +98,9 @@ Expected<std::vector<std::string>> resolveCommand(const LaunchOptions& o,
     if (S_ISDIR(st.st_mode)) return makeError("training script '" + target + "' is a directory");
     if (::access(target.c_str(), R_OK) != 0)
       return makeError("training script '" + target + "' is not readable");
-    auto python = pythonCommand();
-    if (!python) return std::move(python).takeError();
-    argv = {*python, "-u", absolutePath(target)};
+    auto interpreter = python();
+    if (!interpreter) return std::move(interpreter).takeError();
+    argv = {*interpreter, "-u", absolutePath(target)};
     argv.insert(argv.end(), o.command.begin() + 1, o.command.end());
     return argv;
   } else {

@@ -11,16 +11,12 @@
 
 namespace accel::launcher {
 
-void clearWorkerKeys(StoreHost& store, int round, const Notify& notify) {
+size_t clearWorkerKeys(StoreHost& store, const Notify& notify) {
   try {
-    const size_t removed = store.clearKeysExcept({kAgentKeyPrefix});
-    if (removed == 0) return;  // nothing to say: the workers left nothing behind
-    notify("attempt " + std::to_string(round) + ": removed " + std::to_string(removed) +
-           (removed == 1 ? " value" : " values") +
-           " that earlier attempts' workers left in the job's store, so none is read as this "
-           "attempt's");
+    return store.clearKeysExcept({kAgentKeyPrefix});
   } catch (const Error& e) {
     notify(std::string("could not clear the store between attempts: ") + e.what());
+    return 0;
   }
 }
 

@@ -73,9 +73,9 @@ class MachineGroup {
 
 // Before round R > 0, the agent that hosts the job's store removes the workers' keys of the
 // rounds before (torch 1.13 prefixed them per attempt, torch 2.x expects a fresh store); the
-// agents' own keys ("/accel/...") stay. Every worker of the last round has ended. Says how many
-// were removed through `notify` (nothing when none was).
-void clearWorkerKeys(StoreHost& store, int round, const Notify& notify);
+// agents' own keys ("/accel/...") stay. Every worker of the last round has ended. Returns how many
+// were removed, silently (routine at every restart); says only a failure through `notify`.
+size_t clearWorkerKeys(StoreHost& store, const Notify& notify);
 
 // This machine's name (gethostname).
 std::string thisHostName();

@@ -10,7 +10,7 @@ SoloGroup::SoloGroup(SoloSettings settings, Placement placement, StoreHost* stor
 
 Expected<Placement> SoloGroup::meet() {
   ++round_;
-  if (store_ && round_ > 0) clearWorkerKeys(*store_, round_, notify_);
+  if (store_ && round_ > 0) clearWorkerKeys(*store_, notify_);
   Placement p = placement_;
   p.restart_count = restart_count_;
   return p;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "launcher/base/posix.h"
@@ -187,19 +188,30 @@ void printCulprit(std::ostringstream& out, const AttemptReport& last) {
   if (last.told_others) out << "the agents of the other machines were told to stop their workers\n";
 }
 
-// The other workers: stopped by the agent, killed after the grace period, or finished before.
+// The other workers: stopped by the agent, failed on their own (exited with a code of their own,
+// not of the agent's signal: the same import error, their own traceback about the culprit's
+// closed connection), killed after the grace period, or finished before. A shell's 128+N for a
+// child the signal ended counts as the signal.
 void printTheOthers(std::ostringstream& out, const AttemptReport& last) {
   std::vector<int> collateral, killed, clean;
+  std::map<int, std::vector<int>> failedByCode;  // exit code → ranks
   for (size_t i = 0; i < last.workers.size(); ++i) {
     const auto& w = last.workers[i];
     if (last.culprit && i == *last.culprit) continue;
     if (w.needed_sigkill) killed.push_back(w.rank);
-    if (w.stopped_by_agent) {
+    // 129–159 from a rank being stopped: a shell's code for its child's death by a signal.
+    const bool bySignal =
+        w.signal != 0 || (w.stopped_by_agent && w.exit_code > 128 && w.exit_code < 160);
+    if (!bySignal && w.exit_code != 0) {
+      failedByCode[w.exit_code].push_back(w.rank);
+    } else if (w.stopped_by_agent) {
       collateral.push_back(w.rank);
     } else if (w.exit_code == 0) {
       clean.push_back(w.rank);
     }
   }
+  for (const auto& [code, ranks] : failedByCode)
+    out << "also failed on their own: " << ranksText(ranks) << " (exit code " << code << ")\n";
   if (!collateral.empty()) {
     out << "stopped by the agent (collateral): " << ranksText(collateral);
     if (last.stop_s) out << " in " << seconds(*last.stop_s);

@@ -91,6 +91,7 @@ struct AttemptReport {
   // Multi-machine jobs: the attempt stopped, with no failure, for the group to re-form around a
   // machine that waits to join (why: "a machine is waiting to join ...").
   std::optional<std::string> regrouped;
+  bool regrouped_said = false;  // this agent said `regrouped` when it stopped its workers
 
   // The highest heartbeat step any rank began (ranks ADD 1 as each step begins; 0: none sent):
   // 2 or more means some rank completed a step (progressed()).

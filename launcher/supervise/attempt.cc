@@ -360,6 +360,7 @@ void Supervisor::Attempt::onGroupGrows(std::string why) {
   publication_ = Publication::kDone;
   if (stopping_) return;  // already stopping for a reason of its own
   say(*report_.regrouped + "; stopping the workers here");
+  report_.regrouped_said = true;
   stopTheOthers();
 }
 

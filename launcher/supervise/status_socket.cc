@@ -110,6 +110,9 @@ void renderJob(std::ostringstream& out, const nlohmann::json& a) {
         << " before this answer):\n";
     renderRanks(out, other);
   }
+  for (const auto& m : a.value("machines_not_shared_yet", nlohmann::json::array()))
+    out << "  machine " << text(m)
+        << ": has not shared its status yet (each agent shares its own every 2 s)\n";
 }
 
 void renderRanks(std::ostringstream& out, const nlohmann::json& a) {
@@ -165,7 +168,9 @@ KeyReader etcdReader(const nlohmann::json& etcd) {
 }
 
 // A job on several machines: the other machines' answers, from the job's store or its etcd
-// (each agent shares its own every 2 s). One that cannot be read is named in `problems`.
+// (each agent shares its own every 2 s). A machine with no answer there yet is listed in
+// "machines_not_shared_yet" (its agent may have joined a moment ago); a store or etcd that cannot
+// be read is named in `problems`.
 void addOtherMachines(nlohmann::json& job, std::vector<std::string>& problems) {
   const std::string prefix = job.value("machine_status_key_prefix", "");
   const int machines = job.value("num_machines", 1);
@@ -175,6 +180,7 @@ void addOtherMachines(nlohmann::json& job, std::vector<std::string>& problems) {
   const std::string where =
       onEtcd ? "etcd at " + job["etcd"].value("endpoints", "") : "its store " + store;
   nlohmann::json others = nlohmann::json::array();
+  nlohmann::json pending = nlohmann::json::array();
   try {
     const KeyReader read = onEtcd ? etcdReader(job["etcd"]) : storeReader(store);
     for (int m = 0; m < machines; ++m) {
@@ -184,8 +190,7 @@ void addOtherMachines(nlohmann::json& job, std::vector<std::string>& problems) {
       if (answer.is_object()) {
         others.push_back(std::move(answer));
       } else {
-        problems.push_back("machine " + std::to_string(m) + " of job " + job.value("run_id", "") +
-                           " has not shared its status yet");
+        pending.push_back(m);  // its agent may have joined a moment ago: said, not a problem
       }
     }
   } catch (const std::exception& e) {
@@ -193,6 +198,7 @@ void addOtherMachines(nlohmann::json& job, std::vector<std::string>& problems) {
                        " from " + where + ": " + e.what());
   }
   job["other_machines"] = std::move(others);
+  job["machines_not_shared_yet"] = std::move(pending);
 }
 
 }  // namespace

@@ -100,6 +100,20 @@ int Supervisor::dropPendingSignals() {
   return stop;
 }
 
+namespace {
+
+// The decision to go on, without the cause again where this agent said it on stopping its
+// workers ("a machine is waiting to join (...): the group re-forms to take it; stopping the
+// workers here"): then only what the decision adds ("the group re-forms (not counted as a
+// restart)").
+std::string restartNotice(const AttemptReport& last, const RoundDecision& next) {
+  if (last.regrouped_said && next.why.rfind(*last.regrouped, 0) == 0)
+    return "the group re-forms" + next.why.substr(last.regrouped->size());
+  return next.why;
+}
+
+}  // namespace
+
 JobReport Supervisor::runRounds(MachineGroup& group, Placement placement) {
   JobReport report;
   while (true) {
@@ -112,7 +126,7 @@ JobReport Supervisor::runRounds(MachineGroup& group, Placement placement) {
       if (!next.why.empty()) parts_.console.notice("not restarting: " + next.why);
       break;
     }
-    parts_.console.notice(next.why);
+    parts_.console.notice(restartNotice(last, next));
     auto placed = meetWatchingSignals(group);
     if (stop_signal_) {
       parts_.console.notice("stopped by " + signalName(stop_signal_) +

@@ -365,14 +365,17 @@ case $CASE in
     agent a --nnodes 2
     agent b --nnodes 2
     wait_files "r0_rank_*.env" 2
+    # A machine that has not shared its answer yet (it just joined) is listed, and is no error.
     for _ in $(seq 1 100); do
-      "$ACCEL" status --json >"$SCRATCH/status.json" 2>/dev/null && break
+      "$ACCEL" status --json >"$SCRATCH/status.json" || fail "accel status exited $?: $(cat "$SCRATCH/status.json")"
+      [[ $(grep -c '"machines_not_shared_yet": \[\]' "$SCRATCH/status.json") == 2 ]] && break
       sleep 0.1
     done
     $PY - "$SCRATCH/status.json" "$OUT_DIR" <<'PY' || fail "accel status: $(cat "$SCRATCH/status.json")"
 import json, sys
 status, out = json.load(open(sys.argv[1])), sys.argv[2]
 assert status["problems"] == [], status["problems"]
+assert [j["machines_not_shared_yet"] for j in status["jobs"]] == [[], []], status["jobs"]
 jobs = sorted(status["jobs"], key=lambda j: j["machine_rank"])
 assert [j["machine_rank"] for j in jobs] == [0, 1], jobs
 for job, other in ((jobs[0], 1), (jobs[1], 0)):

@@ -148,9 +148,11 @@ PY
   on_host "$NA" a.out "$ACCEL" launch "${common[@]}" --machine_rank 0 --python /usr/bin/python3 "$SCRATCH/w.py" "$OUT_DIR"
   pa=$!
   wait_files 'ready.*' 4
-  # Machine 1 shares its status every 2 s: until it has, `accel status` names it as a problem.
+  # Machine 1 shares its status every 2 s: until it has, `accel status` lists it as not shared
+  # yet (no error).
   for _ in $(seq 1 100); do
-    ip netns exec "$NA" "$ACCEL" status --json >"$SCRATCH/status.json" 2>/dev/null && break
+    ip netns exec "$NA" "$ACCEL" status --json >"$SCRATCH/status.json" || fail "accel status exited $?: $(cat "$SCRATCH/status.json")"
+    $PY -c 'import json, sys; sys.exit(any(j["machines_not_shared_yet"] for j in json.load(open(sys.argv[1]))["jobs"]))' "$SCRATCH/status.json" && break
     sleep 0.1
   done
   $PY - "$SCRATCH/status.json" "$OUT_DIR" <<'PY' || fail "accel status on host A: $(cat "$SCRATCH/status.json")"

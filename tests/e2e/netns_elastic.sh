@@ -300,7 +300,8 @@ elastic_training() {
   survivor=$(cat "$SCRATCH/h$((SURVIVOR + 1)).out")
   expect_contains "$survivor" "lost ($LOST_HOW)"
   expect_contains "$survivor" "(1 of 2 restarts, counted for the whole job)"
-  expect_contains "$survivor" "a machine is waiting to join (the group has 2 of at most 3): the group re-forms to take it (not counted as a restart)"
+  expect_contains "$survivor" "a machine is waiting to join (the group has 2 of at most 3): the group re-forms to take it; stopping the workers here"
+  expect_contains "$survivor" "accel: the group re-forms (not counted as a restart)"
   # The worlds in order: 6 ranks, 4 after the loss, 6 again; the last step is the last one.
   worlds=$(awk '{print $2, $3}' "$TRAIN/steps" | uniq | paste -sd,)
   [[ $worlds == "world=6 restart=0,world=4 restart=1,world=6 restart=1" ]] || fail "worlds: $worlds"

@@ -208,7 +208,7 @@ flags)
   while read -r option dest nargs value; do
     listed=$option  # the help lists long flags with underscores (dashes are the same flag)
     if [[ $option == --* ]]; then rest=${option:2}; listed=--${rest//-/_}; fi
-    grep -qE -- "^  (.*, )?$listed(,| VALUE| |$)" <<<"$help" || fail "accel $TWIN_ACCEL_COMMAND --help-all does not list $listed"
+    grep -qE -- "^  (.*, )?$listed(,| [A-Z{][A-Z0-9_{},a-z-]*| |$)" <<<"$help" || fail "accel $TWIN_ACCEL_COMMAND --help-all does not list $listed"
     args=("$option")
     if [[ $nargs != 0 ]]; then
       [[ $value == - ]] && value=${example[$dest]:-1}

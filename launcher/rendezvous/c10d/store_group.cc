@@ -147,7 +147,7 @@ Expected<Placement> StoreGroup::meet() {
   link_.reset();  // the last round's: its watch fired, or the job failed without it
   round_ = next_.value_or(round_.following());
   next_.reset();
-  if (master() && round_.round > 0) clearWorkerKeys(*host_, round_.round, notify_);
+  if (master() && round_.round > 0) clearWorkerKeys(*host_, notify_);
   auto joined = joinAsMember();
   if (!joined && interrupted_) {
     return makeError("round " + std::to_string(round_.round) + ": interrupted while it formed");

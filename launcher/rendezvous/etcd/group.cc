@@ -188,7 +188,7 @@ Expected<Placement> EtcdGroup::meet() {
   // Before it registers: should this machine be the round's machine 0, the members' workers
   // write to its store from the instant the round closes. Every worker that used it before has
   // ended (the round before's end waited for them all).
-  if (round_.round > 0 && store_host_) clearWorkerKeys(*store_host_, round_.round, notify_);
+  if (round_.round > 0 && store_host_) clearWorkerKeys(*store_host_, notify_);
   auto joined = joinRound();
   if (!joined) return std::move(joined).takeError();
   joined_ = *joined;

@@ -153,8 +153,9 @@ TEST(LaunchFlagsTest, HelpAllListsEveryFlagOfTheModeInGroups) {
 TEST(LaunchFlagsTest, ShortHelpNamesTheOtherGroups) {
   const std::string help = *launchHelp(LaunchMode::Accelerate);
   EXPECT_LT(std::count(help.begin(), help.end(), '\n'), 120) << help;
-  EXPECT_NE(help.find("  --num_processes, -n VALUE"), std::string::npos) << help;
-  EXPECT_NE(help.find("  --hang_timeout VALUE"), std::string::npos) << help;
+  EXPECT_NE(help.find("  --num_processes, -n NUM_PROCESSES\n"), std::string::npos) << help;
+  EXPECT_NE(help.find("  --hang_timeout HANG_TIMEOUT "), std::string::npos) << help;
+  EXPECT_NE(help.find("  --mixed_precision {no,fp16,bf16,fp8}\n"), std::string::npos) << help;
   EXPECT_EQ(help.find("--fsdp_sharding_strategy"), std::string::npos) << help;
   EXPECT_NE(help.find("  FSDP: "), std::string::npos) << help;
   EXPECT_NE(help.find(" flags, --help-fsdp\n"), std::string::npos) << help;

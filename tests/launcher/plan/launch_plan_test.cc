@@ -4,6 +4,7 @@
 
 #include "launcher/cli/options_from_flags.h"
 #include "launcher/plan/worker_env.h"
+#include "probes/run_program.h"
 #include "tests/config/test_util.h"
 
 namespace accel::launcher {
@@ -90,6 +91,35 @@ TEST_F(LaunchPlanTest, PythonScriptRunsUnbuffered) {
   ASSERT_TRUE(p.ok()) << p.error();
   EXPECT_EQ(p->argv,
             (std::vector<std::string>{"/bin/sh", "-u", dir_.file("train.py"), "--lr", "0.1"}));
+}
+
+// The interpreter: --python, else the config's accel_python, else $PYTHON_EXEC, else python3
+// (python_by_default: planLaunch may take one with torch); one that is not there is named with
+// where it came from.
+TEST_F(LaunchPlanTest, TheInterpreterIsTheFlagsElseTheConfigsElsePythonExecElsePython3) {
+  testing::writeFile(dir_.file("train.py"), "print(1)\n");
+  testing::writeFile(dir_.file("c.yaml"), "distributed_type: NO\naccel_python: /bin/sh\n");
+  testing::writeFile(dir_.file("bad.yaml"), "distributed_type: NO\naccel_python: /no/python\n");
+  auto interpreter = [&](std::optional<std::string> flag, std::optional<std::string> file,
+                         probes::Environment env) -> std::string {
+    auto o = options({dir_.file("train.py")});
+    o.python = flag;
+    if (file) o.config.config_file = dir_.file(*file);
+    auto p = plan(o, 0, env);
+    if (!p.ok()) return "error: " + p.error();
+    return p->argv.at(0) + (p->python_by_default ? " (by default)" : "");
+  };
+  const probes::Environment exec{"PATH=/usr/bin:/bin", "PYTHON_EXEC=/bin/cat"};
+  EXPECT_EQ(interpreter("/bin/true", "c.yaml", exec), "/bin/true");
+  EXPECT_EQ(interpreter(std::nullopt, "c.yaml", exec), "/bin/sh");
+  EXPECT_EQ(interpreter(std::nullopt, std::nullopt, exec), "/bin/cat");
+  EXPECT_EQ(interpreter(std::nullopt, "bad.yaml", exec),
+            "error: python interpreter '/no/python' not found (from the config's accel_python)");
+  const std::string python3 = probes::findInPath("python3");
+  EXPECT_EQ(interpreter(std::nullopt, std::nullopt, {"PATH=/usr/bin:/bin"}),
+            python3.empty() ? "error: python interpreter 'python3' not found in PATH (set "
+                              "--python, accel_python in the config, or PYTHON_EXEC)"
+                            : python3 + " (by default)");
 }
 
 TEST_F(LaunchPlanTest, OmpThreadsNoticeOnlyWhenUnsetAndSeveralProcesses) {

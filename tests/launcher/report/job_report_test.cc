@@ -37,6 +37,24 @@ TEST(JobReportTest, SuccessHasNoSummary) {
   EXPECT_TRUE(renderReportJson(r).at("succeeded").get<bool>());
 }
 
+// Ranks that ended with an exit code of their own while the agent stopped them (the same
+// import error, their own traceback about the culprit's closed connection) are not its
+// collateral: they are named apart, by exit code; those its signal ended are collateral.
+TEST(JobReportTest, RanksThatFailedOnTheirOwnAreNotCollateral) {
+  AttemptReport a;
+  a.workers = {worker(0, 1),          worker(1, 1, 0, true), worker(2, 143, SIGTERM, true),
+               worker(3, 2, 0, true), worker(4, 1, 0, true), worker(5, 143, 0, true)};
+  a.culprit = 0;
+  a.stop_s = 0.25;
+  JobReport r{{a}, 1, 0, {}};
+  const std::string s = renderFailureSummary(r);
+  EXPECT_NE(s.find("also failed on their own: ranks 1, 4 (exit code 1)\n"
+                   "also failed on their own: rank 3 (exit code 2)\n"
+                   "stopped by the agent (collateral): ranks 2, 5 in 0.25 s\n"),
+            std::string::npos)
+      << s;
+}
+
 // A hang whose stacks could not tell the stuck rank (judgeByStacks): the summary says so, shows
 // every stack whole and names no culprit (it used to name the first rank).
 TEST(JobReportTest, HangTheStacksCannotTellNamesNoCulprit) {
