@@ -1,7 +1,7 @@
 #include "launcher/rendezvous/store_host.h"
 
 #include "launcher/rendezvous/round/keys.h"
-#include "libaccel/store/tcp_store_server.h"
+#include "launcher/store/tcp_store_server.h"
 
 namespace accel::launcher {
 

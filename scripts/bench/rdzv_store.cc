@@ -29,8 +29,8 @@
 #include "launcher/rendezvous/c10d/rendezvous.h"
 #include "launcher/rendezvous/etcd/meeting.h"
 #include "launcher/rendezvous/etcd/store.h"
+#include "launcher/store/tcp_store_server.h"
 #include "libaccel/store/tcp_store_client.h"
-#include "libaccel/store/tcp_store_server.h"
 
 namespace {
 

@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "libaccel/store/tcp_store_server.h"
+#include "launcher/store/tcp_store_server.h"
 #include "libaccel/store/wire_protocol.h"
 
 namespace {

@@ -11,10 +11,11 @@ set -euo pipefail
 cd "${1:-$(dirname "$0")/../..}"
 declare -A allowed=(
   [base]="base"
-  [plan]="base plan"
+  [store]="store"
+  [plan]="base plan store"
   [cli]="base plan cli"
   [report]="base plan report"
-  [rendezvous]="base plan report rendezvous"
+  [rendezvous]="base plan report rendezvous store"
   [supervise]="base plan report rendezvous supervise"
 )
 bad=0
@@ -33,7 +34,7 @@ done
 # the shared files (rendezvous/*.h, *.cc) include neither backend; c10d/ and etcd/ never include
 # each other; etcd/client/ (HTTP, TLS, the v3 gateway) knows nothing of rounds.
 R=launcher/rendezvous
-if grep -rnE '#include "(launcher/rendezvous/(c10d|etcd|[a-z_]+\.h)|libaccel/store/|probes/)' "$R/round"; then
+if grep -rnE '#include "(launcher/rendezvous/(c10d|etcd|[a-z_]+\.h)|launcher/store/|libaccel/store/|probes/)' "$R/round"; then
   echo "$R/round/ (the round's core) includes no backend, store, transport or shared file"
   bad=1
 fi

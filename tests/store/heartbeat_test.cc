@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "libaccel/store/tcp_store_server.h"
+#include "launcher/store/tcp_store_server.h"
 
 namespace accel::store {
 namespace {

@@ -12,9 +12,9 @@
 #include <torch/version.h>
 
 #include "accel/error.h"
+#include "launcher/store/tcp_store_server.h"
 #include "libaccel/comm/torch_tcp_store.h"
 #include "libaccel/store/tcp_store_client.h"
-#include "libaccel/store/tcp_store_server.h"
 
 namespace accel::store {
 namespace {

@@ -15,8 +15,8 @@
 #include <gtest/gtest.h>
 
 #include "accel/error.h"
+#include "launcher/store/tcp_store_server.h"
 #include "libaccel/store/tcp_store_client.h"
-#include "libaccel/store/tcp_store_server.h"
 #include "libaccel/store/wire_protocol.h"
 #include "tests/store/raw_socket.h"
 

@@ -19,7 +19,7 @@
 
 #include <gtest/gtest.h>
 
-#include "libaccel/store/tcp_store_server.h"
+#include "launcher/store/tcp_store_server.h"
 #include "tests/store/raw_socket.h"
 
 #ifndef ACCEL_FUZZ_CORPUS_DIR

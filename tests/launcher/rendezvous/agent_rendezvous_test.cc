@@ -8,8 +8,8 @@
 
 #include "accel/error.h"
 #include "launcher/rendezvous/c10d/rendezvous.h"
+#include "launcher/store/tcp_store_server.h"
 #include "libaccel/store/tcp_store_client.h"
-#include "libaccel/store/tcp_store_server.h"
 
 namespace accel::launcher {
 namespace {

@@ -12,8 +12,8 @@
 
 #include "launcher/rendezvous/round/keys.h"
 #include "launcher/rendezvous/store_host.h"
+#include "launcher/store/tcp_store_server.h"
 #include "libaccel/store/tcp_store_client.h"
-#include "libaccel/store/tcp_store_server.h"
 
 namespace accel::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "libaccel/store/tcp_store_server.h"
+#include "launcher/store/tcp_store_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "accel/error.h"
-#include "libaccel/store/store_state.h"
+#include "launcher/store/store_state.h"
 #include "libaccel/store/wire_protocol.h"
 
 namespace accel::store {

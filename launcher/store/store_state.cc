@@ -1,4 +1,4 @@
-#include "libaccel/store/store_state.h"
+#include "launcher/store/store_state.h"
 
 #include <algorithm>
 #include <cerrno>
