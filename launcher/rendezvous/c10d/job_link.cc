@@ -169,12 +169,8 @@ void JobLink::onChange(const GroupChange& change, const std::string& detail) {
 void JobLink::markLost(const LostMachine& machine, const std::string& detail) {
   const auto at = static_cast<size_t>(machine.machine);
   mailbox_.addLost(machine);
-  JobFailure lost;
-  lost.machine_rank = machine.machine;
-  lost.host = at < options_.hosts.size() ? options_.hosts[at] : "";
-  lost.cause = kCauseLost;
-  lost.reason = "lost: " + machine.how + (detail.empty() ? "" : " (" + detail + ")");
-  publishMembershipChange(RoundStop::failed(std::move(lost)));
+  const std::string host = at < options_.hosts.size() ? options_.hosts[at] : "";
+  publishMembershipChange(RoundStop::failed(lostFailure(machine, host, detail)));
 }
 
 // A machine registered for the next round while the group has room: re-form to take it — if its

@@ -30,7 +30,8 @@ EtcdLink::EtcdLink(EtcdLinkOptions options)
       client_(o_.connect(linkBounds(o_.etcd, o_.round_settings.timeouts))),
       keys_(etcdRoundKeys(o_.round_settings, o_.round)),
       next_keys_(etcdRoundKeys(o_.round_settings, o_.round + 1)),
-      gone_(o_.members.size(), false) {
+      liveness_(static_cast<int>(o_.members.size()), o_.round_settings.max_machines,
+                o_.machine_rank, o_.round_settings.timeouts, clock_.now()) {
   readRound();
   openWatches();
   thread_ = clock_.startThread([this] { run(); });  // signals are the supervisor's
@@ -187,46 +188,52 @@ void EtcdLink::onStop(const std::string& value) {
   mailbox_.post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kRemoteFailure));
 }
 
-// Member `machine` lost (its lease ended), once; false when it was known already.
+// Member `machine` lost (its lease ended), as another link or this agent's own lease found:
+// once; false when it was known already.
 bool EtcdLink::markLost(int machine) {
-  if (machine < 0 || machine >= static_cast<int>(gone_.size()) || gone_[machine]) return false;
-  gone_[machine] = true;
+  if (machine == o_.machine_rank) {
+    if (self_lost_) return false;
+    self_lost_ = true;
+  } else if (!liveness_.lostElsewhere(machine)) {
+    return false;
+  }
   mailbox_.addLost({machine, kLeaseEnded});
   return true;
 }
 
-// A member's registration went with its lease: lost, unless it said it finished first.
+// A member's registration went with its lease: Liveness judges it lost, unless it said it
+// finished first (left). One that never said it started was never part of the work.
 void EtcdLink::onMemberGone(const std::string& token) {
+  int machine = -1;
   for (size_t m = 0; m < o_.members.size(); ++m) {
-    if (o_.members[m].token != token || gone_[m]) continue;
-    const int machine = static_cast<int>(m);
-    if (machine == o_.machine_rank) {  // this agent's own: dropped (its lease says why)
-      markLost(machine);
-      return;
-    }
-    bool started = true;
+    if (o_.members[m].token == token) machine = static_cast<int>(m);
+  }
+  if (machine < 0) return;
+  if (machine == o_.machine_rank) {  // this agent's own: dropped (its lease says why)
+    markLost(machine);
+    return;
+  }
+  bool started = true;
+  const auto change = liveness_.gone(machine, kLeaseEnded, [&] {
     try {
-      if (client_->get(keys_.finished(machine))) {
-        gone_[m] = true;
-        return;
-      }
+      if (client_->get(keys_.finished(machine))) return true;
       started = client_->get(keys_.started(machine)).has_value();
     } catch (const Error&) {
     }
-    if (!markLost(machine)) return;
-    if (!started) return neverStarted(machine);
-    JobFailure f;
-    f.machine_rank = machine;
-    f.host = o_.members[m].host;
-    f.cause = kCauseLost;
-    // etcd deletes a lease's keys alike when it expires and when it is revoked (etcd 3.4 before
-    // 3.4.31 and 3.5 before 3.5.13 revoke live leases when a leader that stalled resumes:
-    // etcd-io/etcd#15247), and the watch cannot tell which: say both.
-    f.reason = std::string("lost: ") + kLeaseEnded + " (no keep-alive reached etcd for " +
-               std::to_string(o_.window.count()) + " s, or etcd revoked it)";
-    change_published_ = true;
-    publishStop(RoundStop::failed(std::move(f)));  // the watch brings it back, to every link alike
-  }
+    return false;
+  });
+  if (!change || change->kind != GroupChange::Kind::kLost) return;
+  mailbox_.addLost(change->lost());
+  if (!started) return neverStarted(machine);
+  change_published_ = true;
+  // etcd deletes a lease's keys alike when it expires and when it is revoked (etcd 3.4 before
+  // 3.4.31 and 3.5 before 3.5.13 revoke live leases when a leader that stalled resumes:
+  // etcd-io/etcd#15247), and the watch cannot tell which: say both. The watch brings the record
+  // back, to every link alike.
+  publishStop(RoundStop::failed(
+      lostFailure(change->lost(), o_.members[static_cast<size_t>(machine)].host,
+                  "no keep-alive reached etcd for " + std::to_string(o_.window.count()) +
+                      " s, or etcd revoked it")));
 }
 
 // Member `machine`'s agent died between its registration and the round's close (it never said it
@@ -244,10 +251,11 @@ void EtcdLink::neverStarted(int machine) {
 
 // A machine registered for the next round while the group has room: re-form to take it.
 void EtcdLink::onArrival() {
-  const int machines = static_cast<int>(o_.members.size());
-  if (machines >= o_.round_settings.max_machines || change_published_) return;
+  if (change_published_) return;
+  const auto change = liveness_.arrivals(1);  // nullopt when the group is full: a spare
+  if (!change) return;
   change_published_ = true;
-  publishStop(RoundStop::growing(growthReason(machines, o_.round_settings.max_machines)));
+  publishStop(RoundStop::growing(change->how));
 }
 
 void EtcdLink::onPublish(const JobFailure& mine) {

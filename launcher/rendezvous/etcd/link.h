@@ -5,12 +5,14 @@
 //     (one transaction: the first stands) and every link hears it — the job's first failure;
 //   - the members' registrations (RoundKeys::member, attached to each agent's lease): one that
 //     etcd removes is a machine whose agent stopped renewing its lease (its process or machine
-//     gone, for the keep-alive window) — lost, unless it said it finished; whichever link sees it
+//     gone, for the keep-alive window) — lost, unless it said it finished (Liveness judges it, as
+//     it judges the store's presence and keep-alives: round/liveness.h); whichever link sees it
 //     first publishes it as the round's stop record, so machine 0 is lost like any other (one that
 //     never said it started the round — it died between its registration and the close — stops
 //     the round as the group's growth does: re-formed without it, no restart counted);
-//   - the next round's registrations: a machine arriving while the group has room stops the
-//     round for the group to re-form (the group's growth, round/stop.h: not a failure).
+//   - the next round's registrations: a machine arriving while the group has room (Liveness's
+//     arrivals) stops the round for the group to re-form (the group's growth, round/stop.h: not
+//     a failure).
 // The agent's own lease lost (EtcdLease::lost: etcd gone for the window, or the others dropped
 // this machine) is reported by the agent through leaseLost(): the job's end on this machine.
 //
@@ -36,6 +38,7 @@
 #include "launcher/rendezvous/etcd/api.h"
 #include "launcher/rendezvous/etcd/meeting.h"
 #include "launcher/rendezvous/link_mailbox.h"
+#include "launcher/rendezvous/round/liveness.h"
 #include "launcher/rendezvous/round_link.h"
 
 namespace accel::launcher {
@@ -102,7 +105,8 @@ class EtcdLink : public RoundLink {
   std::vector<Watch> watches_;            // empty: to be opened (again)
   std::unique_ptr<EtcdApi> watch_check_;  // a client of the watches' endpoint alone
   Clock::time_point next_check_;
-  std::vector<bool> gone_;   // the thread's: members whose registration went
+  Liveness liveness_;        // the thread's: lost, left and joined, judged as on the store
+  bool self_lost_ = false;   // the thread's: this agent's own registration went
   bool stop_heard_ = false;  // the thread's: the stop record was posted as an event
   bool change_published_ = false;
   LinkMailbox mailbox_;  // the supervisor's side

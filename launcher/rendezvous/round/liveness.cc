@@ -21,8 +21,20 @@ bool Liveness::watching(int machine) const {
 
 std::optional<GroupChange> Liveness::presence(int machine, bool present,
                                               const std::function<bool()>& finished) {
-  if (!watching(machine) || present) return std::nullopt;
-  return judge(machine, "its agent is gone", finished);
+  if (present) return std::nullopt;
+  return gone(machine, "its agent is gone", finished);
+}
+
+std::optional<GroupChange> Liveness::gone(int machine, std::string how,
+                                          const std::function<bool()>& finished) {
+  if (!watching(machine)) return std::nullopt;
+  return judge(machine, std::move(how), finished);
+}
+
+bool Liveness::lostElsewhere(int machine) {
+  if (!watching(machine)) return false;
+  state_[static_cast<size_t>(machine)] = State::kLost;
+  return true;
 }
 
 std::optional<GroupChange> Liveness::keepAlive(int machine, int64_t count, time_point now,

@@ -1,15 +1,16 @@
 #pragma once
-// Liveness: the master's judgement of a round's group, reported as group changes — a member
-// lost (when, and how), a member that left, a machine waiting to join — from what it sees of
-// each: whether a member's agent is present in the job's store (its presence connection open: an
-// agent whose process died is gone at once), its keep-alive counter (one that did not move for
-// keep_alive_interval x keep_alive_misses went silent: its machine or link is gone), whether it
-// said it finished before it went (then it left: no failure), and the registrations for the next
-// round while the group has room (the group grows: no failure either).
+// Liveness: the one judgement of a round's group, on both backends, reported as group changes —
+// a member lost (when, and how), a member that left, a machine waiting to join — from each
+// backend's presence signal: on the master's store, whether a member's agent is present (its
+// presence connection open: an agent whose process died is gone at once) and its keep-alive
+// counter (one that did not move for keep_alive_interval x keep_alive_misses went silent: its
+// machine or link is gone); on etcd, its registration gone with its lease. Either way, whether
+// it said it finished before it went (then it left: no failure), and the registrations for the
+// next round while the group has room (the group grows: no failure either).
 //
-// Pure: the caller reads the store and passes the instant, so the rules are unit-tested in
-// fake time (tests/launcher/rendezvous/liveness_test.cc); JobLink's thread drives it. Not
-// thread-safe: one thread calls it.
+// Pure: the caller reads its backend and passes the instant, so the rules are unit-tested in
+// fake time (tests/launcher/rendezvous/liveness_test.cc); JobLink's and EtcdLink's threads
+// drive it. Not thread-safe: one thread calls it.
 //
 // The other direction on the master's store, a member's view of the master, is keepWatchAlive's
 // (c10d/job_link.h): TCP keep-alives on the connection each agent's failure watch waits on.
@@ -54,6 +55,13 @@ class Liveness {
   // nullopt otherwise.
   std::optional<GroupChange> presence(int machine, bool present,
                                       const std::function<bool()>& finished);
+  // Member `machine`'s presence is gone, as its backend says `how` ("its lease ended"): lost —
+  // or left, when `finished` says it finished first. Once; nullopt otherwise.
+  std::optional<GroupChange> gone(int machine, std::string how,
+                                  const std::function<bool()>& finished);
+  // Member `machine` was found lost by another judge (another machine's link, on etcd): judged
+  // so here too, without a change to report. True the first time.
+  bool lostElsewhere(int machine);
   // Member `machine`'s keep-alive counter read `count` at `now`: lost when it has not moved for
   // the window (left, when it finished). Once; nullopt otherwise.
   std::optional<GroupChange> keepAlive(int machine, int64_t count, time_point now,

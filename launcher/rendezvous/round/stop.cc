@@ -17,6 +17,16 @@ RoundStop decodeRoundStop(const std::string& record) {
   return RoundStop::failed(failureFromJson(j));
 }
 
+JobFailure lostFailure(const LostMachine& machine, const std::string& host,
+                       const std::string& detail) {
+  JobFailure lost;
+  lost.machine_rank = machine.machine;
+  lost.host = host;
+  lost.cause = kCauseLost;
+  lost.reason = "lost: " + machine.how + (detail.empty() ? "" : " (" + detail + ")");
+  return lost;
+}
+
 std::string growthReason(int machines, int maxMachines) {
   return "a machine is waiting to join (the group has " + std::to_string(machines) +
          " of at most " + std::to_string(maxMachines) + "): the group re-forms to take it";

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "launcher/rendezvous/round/rules.h"
 #include "launcher/report/job_report.h"
 
 namespace accel::launcher {
@@ -24,6 +25,11 @@ struct RoundStop {
   static RoundStop growing(std::string why) { return {std::nullopt, std::move(why)}; }
   bool isGrowth() const { return !failure.has_value(); }
 };
+
+// Member `machine` (on `host`) lost, as the round's failure: cause kCauseLost, reason
+// "lost: HOW (DETAIL)" ("lost: its agent is gone (its connection to the job's store closed)").
+JobFailure lostFailure(const LostMachine& machine, const std::string& host,
+                       const std::string& detail);
 
 // Why a group of `machines` (at most `maxMachines`) grows: "a machine is waiting to join (the
 // group has 2 of at most 3): the group re-forms to take it".

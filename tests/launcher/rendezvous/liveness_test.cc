@@ -197,5 +197,26 @@ TEST(RoundClosingTest, FormingTextSaysWhatTheRoundWaitsFor) {
             "1 of 1–2 machines; the round closes in 1 s unless more come (the last call)");
 }
 
+// etcd's presence signal (a registration gone with its lease) in the backend's own words: lost,
+// or left when it finished; once. A member another link found lost first is not judged again,
+// and this agent's own machine never is.
+TEST(LivenessTest, AMemberGoneInItsBackendsWordsIsLostOnceOrLeftWhenFinished) {
+  Liveness l(4, 4, 0, timeouts(), kStart);
+  auto lost = l.gone(1, "its lease ended", kNotFinished);
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->kind, GroupChange::Kind::kLost);
+  EXPECT_EQ(lost->lost(), (LostMachine{1, "its lease ended"}));
+  EXPECT_FALSE(l.gone(1, "its lease ended", kNotFinished));  // once
+  auto left = l.gone(2, "its lease ended", [] { return true; });
+  ASSERT_TRUE(left);
+  EXPECT_EQ(left->kind, GroupChange::Kind::kLeft);
+  EXPECT_TRUE(l.lostElsewhere(3));
+  EXPECT_FALSE(l.lostElsewhere(3));
+  EXPECT_FALSE(l.gone(3, "its lease ended", kNotFinished));  // already lost, elsewhere
+  EXPECT_FALSE(l.lostElsewhere(0));                          // its own machine is never judged
+  EXPECT_FALSE(l.gone(0, "its lease ended", kNotFinished));
+  for (int m = 0; m < 4; ++m) EXPECT_FALSE(l.watching(m)) << m;
+}
+
 }  // namespace
 }  // namespace accel::launcher
