@@ -200,6 +200,38 @@ sigint_escalation)
   expect_contains "$(cat "$SCRATCH/e")" "SIGKILL needed for ranks 0, 1 (alive after --term_timeout)"
   [[ "$(cat "$SCRATCH/e")" != *"third SIGINT"* ]] || fail "a third SIGINT was counted: $(cat "$SCRATCH/e")"
   expect_no_leftovers
+  # Rank 0 blocked in a real Gloo all_reduce (rank 1 never comes: it ignores SIGINT and sleeps):
+  # the first Ctrl-C cannot reach rank 0's Python, the second's SIGTERM ends both at once — well
+  # before --term_timeout's SIGKILL.
+  rm -f "$OUT_DIR"/*
+  cat >"$SCRATCH/blocked.py" <<'PY'
+import signal, sys, time
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+rank, out = dist.get_rank(), sys.argv[1]
+if rank == 1:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    open(f"{out}/ready.1", "w").close()
+    time.sleep(600)
+# A SIGINT before the collective is noted and ignored; inside it, Python never runs the handler.
+signal.signal(signal.SIGINT, lambda *_: open(f"{out}/int.0", "w").close())
+open(f"{out}/ready.0", "w").close()
+dist.all_reduce(torch.ones(1))
+PY
+  "$ACCEL" launch --cpu -n 2 --term_timeout 60 "${PYARGS[@]}" "$SCRATCH/blocked.py" "$OUT_DIR" >"$SCRATCH/o" 2>"$SCRATCH/e" &
+  agent=$!
+  wait_files 'ready.*' 2
+  kill -INT $agent
+  for _ in $(seq 1 100); do grep -q "may not see it" "$SCRATCH/e" && break; sleep 0.05; done
+  expect_contains "$(cat "$SCRATCH/e")" "a rank blocked in a collective may not see it"
+  [[ -e /proc/$agent ]] || fail "the first Ctrl-C ended a job whose rank 0 is blocked in a collective: $(cat "$SCRATCH/e")"
+  start=$SECONDS
+  kill -INT $agent
+  set +e; wait $agent; rc=$?; set -e
+  [[ $rc == 130 ]] || fail "exit $rc after two Ctrl-Cs with a rank in all_reduce (want 130): $(cat "$SCRATCH/e")"
+  (( SECONDS - start < 30 )) || fail "the second Ctrl-C took $((SECONDS - start)) s: $(cat "$SCRATCH/e")"
+  [[ "$(cat "$SCRATCH/e")" != *"SIGKILL needed"* ]] || fail "SIGTERM did not end them: $(cat "$SCRATCH/e")"
+  expect_no_leftovers
   ;;
 elastic_wait_speaks)
   # A lone elastic agent (--nnodes 1:2) hosting the rendezvous waits out the last call (7 s):
