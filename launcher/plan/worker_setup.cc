@@ -41,10 +41,6 @@ std::string absolutePath(const std::string& path) {
   return std::string(cwd) + "/" + path;
 }
 
-}  // namespace
-
-namespace {
-
 // The interpreter for .py scripts and -m: --python, the config's accel_python, $PYTHON_EXEC, else
 // python3 (`byDefault`: nobody chose; planLaunch may take another that has torch).
 Expected<std::string> pythonCommand(const LaunchOptions& o, const config::Document& extras,

@@ -61,6 +61,23 @@ std::string exitWaitText(int done, int machines, const std::optional<Clock::time
 
 }  // namespace
 
+int leaveRound(store::Store& store, const GroupSettings& settings, int round, int machineRank,
+               int machines, bool host, const std::function<bool()>& othersGone,
+               const std::function<void(const std::string&)>& say) {
+  try {
+    if (machineRank >= 0) store.set(roundKeys(settings, round).finished(machineRank), "1");
+  } catch (const std::exception&) {
+    // The barrier's own call tells whether the store is there.
+  }
+  const int done = exitBarrier(store, settings, round, machines, host,
+                               settings.timeouts.exit_after_failure, othersGone, say);
+  if (host && done < machines) {
+    say("stopping the job's store although only " + std::to_string(std::max(done, 0)) + "/" +
+        std::to_string(machines) + " machines reported their workers finished");
+  }
+  return done;
+}
+
 int exitBarrier(store::Store& s, const GroupSettings& o, int round, int machines, bool master,
                 std::chrono::milliseconds afterFailure, const std::function<bool()>& othersGone,
                 const std::function<void(const std::string&)>& say) {

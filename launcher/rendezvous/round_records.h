@@ -61,4 +61,14 @@ int exitBarrier(store::Store& store, const GroupSettings& settings, int round, i
                 const std::function<bool()>& othersGone,
                 const std::function<void(const std::string&)>& say = {});
 
+// This machine (`machineRank` of round `round`'s `machines`) leaves the round, the same on both
+// backends: it says it finished (RoundKeys::finished, so that its agent's going is judged left,
+// not lost), then the exit barrier (exitBarrier; `host`: this agent hosts the workers' store, and
+// waits for the others). The host says so through `say` when it stops the store before every
+// machine reported. `machineRank` -1: a spare, never a member, which says nothing finished.
+// Returns exitBarrier's count; never throws.
+int leaveRound(store::Store& store, const GroupSettings& settings, int round, int machineRank,
+               int machines, bool host, const std::function<bool()>& othersGone,
+               const std::function<void(const std::string&)>& say);
+
 }  // namespace accel::launcher

@@ -1162,7 +1162,7 @@ multi_machine_failure)
     "$ACCEL" launch "${common[@]}" --main_process_port "$PORT" --rdzv_timeout 2 --machine_rank 1 "${BEH[@]}"
   set +e; wait $MASTER; r0=$?; set -e
   [[ $r0 == 0 ]] || fail "machine 0 exited $r0: $(cat "$SCRATCH/m0.out")"
-  [[ "$(cat "$SCRATCH/m0.out")" != *"stopping the store although"* ]] || fail "the master did not wait: $(cat "$SCRATCH/m0.out")"
+  [[ "$(cat "$SCRATCH/m0.out")" != *"stopping the job's store although"* ]] || fail "the master did not wait: $(cat "$SCRATCH/m0.out")"
   # The master exits when it says it exits: its summary comes at once, but machine 1 needs its
   # --term_timeout (4 s) to stop a rank that ignores SIGTERM, so the master says why it waits, and
   # "accel launch exits with 5" is its last line but the rule, written when it goes.

@@ -309,19 +309,14 @@ void StoreGroup::awaitOtherMachines() {
   // Every other agent (member or spare) has left: its presence WAIT is gone. 1: this one's.
   auto othersGone = [this] { return master() && host_->presentCount() <= 1; };
   const int machines = joined_ ? static_cast<int>(joined_->machines.size()) : plan_.num_machines;
-  try {  // before leaving: this machine finished, it is not lost (job_link.h)
-    if (joined_)
-      client_->set(roundKeys(settings_, round_.round).finished(joined_->machine_rank), "1");
-  } catch (const Error&) {
-  }
-  int done = exitBarrier(*client_, settings_, round_.round, machines, master(), afterFailure,
-                         othersGone, notify_);
-  if (master() && done < machines) {
-    notify_("stopping the store although only " + std::to_string(std::max(done, 0)) + "/" +
-            std::to_string(machines) + " machines reported their workers finished");
-  }
-  // Spares still read the job's end from the store (closeJob): the store stays until they left.
-  if (master()) host_->awaitPresentAtMost(1, afterFailure);
+  // A spare (not joined) says nothing finished: it was never a member.
+  const int done =
+      leaveRound(*client_, settings_, round_.round, joined_ ? joined_->machine_rank : -1, machines,
+                 master(), othersGone, notify_);
+  // Spares still read the job's end from the store (closeJob): the store stays until they left —
+  // after a barrier that every member passed. One that ran out its bound after a failure waited
+  // already (as etcd's machine 0 does), for members that will not come: not once more.
+  if (master() && done >= machines) host_->awaitPresentAtMost(1, afterFailure);
 }
 
 }  // namespace accel::launcher

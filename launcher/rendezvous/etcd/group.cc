@@ -348,10 +348,6 @@ void EtcdGroup::awaitOtherMachines() {
   if (!joined_ || !store_ || lease_->lost()) return;
   const int machines = static_cast<int>(joined_->members.size());
   const bool zero = joined_->machine_rank == 0;
-  try {
-    store_->set(roundKeys(settings_, round_.round).finished(joined_->machine_rank), "1");
-  } catch (const std::exception&) {
-  }
   const RoundKeys keys = etcdRoundKeys(roundSettings(), round_.round);
   auto othersGone = [this, keys] {
     try {
@@ -360,12 +356,8 @@ void EtcdGroup::awaitOtherMachines() {
       return true;
     }
   };
-  const int done = exitBarrier(*store_, settings_, round_.round, machines, zero,
-                               settings_.timeouts.exit_after_failure, othersGone, notify_);
-  if (zero && done < machines) {
-    notify_("stopping the workers' store although only " + std::to_string(std::max(done, 0)) + "/" +
-            std::to_string(machines) + " machines reported their workers finished");
-  }
+  leaveRound(*store_, settings_, round_.round, joined_->machine_rank, machines, zero, othersGone,
+             notify_);
   if (zero && job_over_) removeJob();
 }
 

@@ -260,6 +260,40 @@ TEST_P(MembershipTest, TheExitBarrierWaitsForEveryMember) {
   }
 }
 
+// The exit barrier after a failure lasts its bound: gamma's agent lives on but never reports its
+// workers finished; machine 0 (alpha) waits exit_after_failure (2 s) from its arrival at the
+// barrier, then stops the job's store and says so — in the same words on both backends.
+TEST_P(MembershipTest, TheExitBarrierAfterAFailureLastsItsBoundAndSaysSo) {
+  plan_.max_restarts = 0;
+  plan_.min_machines = 3;
+  plan_.round_timeouts.exit_after_failure = 2s;
+  threeMeet();
+  std::atomic<int64_t> arrivedMs{-1}, passedMs{-1};
+  auto leaves = [this](const std::string& n) {
+    return [this, n] {
+      group(n).stopLink();
+      group(n).awaitOtherMachines();
+    };
+  };
+  world_->run({then({hearsAndEnds("alpha"),
+                     [&] {
+                       arrivedMs = world_->nowMs();
+                       leaves("alpha")();
+                       passedMs = world_->nowMs();
+                     }}),
+               then({failsAndEnds("beta", 1000ms, 3, "RuntimeError: boom"), leaves("beta")}),
+               hearsAndEnds("gamma")});
+  EXPECT_GE(passedMs - arrivedMs, 2000);
+  EXPECT_LE(passedMs - arrivedMs, 2100);
+  bool said = false;
+  for (const auto& line : said_["alpha"]) {
+    said = said || line.find(
+                       "stopping the job's store although only 2/3 machines reported their "
+                       "workers finished") != std::string::npos;
+  }
+  EXPECT_TRUE(said) << saidText("alpha");
+}
+
 // A value that is not a number where the agents keep the round opened last (another program
 // writes under the job's keys): an arriving agent's connect fails naming the key and the value —
 // no std::invalid_argument ending it, no "cannot reach".

@@ -219,7 +219,7 @@ TEST_F(StoreGroupTest, TheExitBarrierHoldsTheStoreUntilTheMembersLeft) {
                                              "820 ms: alpha passed the barrier"}));
   EXPECT_EQ(host_.presentCount(), 1u);  // alpha's own presence, until its group goes
   for (const auto& line : said_["alpha"]) {
-    EXPECT_EQ(line.find("stopping the store although"), std::string::npos) << line;
+    EXPECT_EQ(line.find("stopping the job's store although"), std::string::npos) << line;
   }
 }
 
