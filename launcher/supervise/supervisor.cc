@@ -24,6 +24,16 @@ sigset_t handledSet() {
   return set;
 }
 
+// The decision to go on, without the cause again where this agent said it on stopping its
+// workers ("a machine is waiting to join (...): the group re-forms to take it; stopping the
+// workers here"): then only what the decision adds ("the group re-forms (not counted as a
+// restart)").
+std::string restartNotice(const AttemptReport& last, const RoundDecision& next) {
+  if (last.regrouped_said && next.why.rfind(*last.regrouped, 0) == 0)
+    return "the group re-forms" + next.why.substr(last.regrouped->size());
+  return next.why;
+}
+
 }  // namespace
 
 // ---- Supervisor ---------------------------------------------------------------------------
@@ -99,20 +109,6 @@ int Supervisor::dropPendingSignals() {
   }
   return stop;
 }
-
-namespace {
-
-// The decision to go on, without the cause again where this agent said it on stopping its
-// workers ("a machine is waiting to join (...): the group re-forms to take it; stopping the
-// workers here"): then only what the decision adds ("the group re-forms (not counted as a
-// restart)").
-std::string restartNotice(const AttemptReport& last, const RoundDecision& next) {
-  if (last.regrouped_said && next.why.rfind(*last.regrouped, 0) == 0)
-    return "the group re-forms" + next.why.substr(last.regrouped->size());
-  return next.why;
-}
-
-}  // namespace
 
 JobReport Supervisor::runRounds(MachineGroup& group, Placement placement) {
   JobReport report;
