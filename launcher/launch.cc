@@ -20,8 +20,8 @@
 #include "launcher/plan/worker_env.h"
 #include "launcher/rendezvous/c10d/group_store.h"
 #include "launcher/rendezvous/c10d/rendezvous.h"
-#include "launcher/rendezvous/c10d/store_group.h"
-#include "launcher/rendezvous/etcd/group.h"
+#include "launcher/rendezvous/c10d/store_rounds.h"
+#include "launcher/rendezvous/etcd/rounds.h"
 #include "launcher/rendezvous/solo_group.h"
 #include "launcher/rendezvous/store_host.h"
 #include "launcher/report/dry_run.h"
@@ -156,7 +156,7 @@ class Agent {
   }
 
   // On etcd every agent hosts a store of its own on a port the kernel picks: the workers' when
-  // its machine is a round's machine 0 (etcd/group.h).
+  // its machine is a round's machine 0 (etcd/rounds.h).
   Expected<void> hostOwnStore() {
     store_port_ = 0;  // --master_port names no port here: each agent's is its own
     try {
@@ -193,9 +193,9 @@ class Agent {
     options.max_connection_input_bytes = plan_.store_connection_input_bytes;
     options.max_total_input_bytes = plan_.store_input_budget_bytes;
     // Every agent parks a WAIT on its round's stop key: the master counts them (awaitWatches).
-    options.tracked_wait_prefix = StoreGroup::trackedWaitPrefix(plan_.rendezvous_id);
+    options.tracked_wait_prefix = StoreRounds::trackedWaitPrefix(plan_.rendezvous_id);
     // Every agent parks a WAIT on its own presence key for the whole job: the agents alive.
-    options.presence_key_prefix = StoreGroup::presenceWaitPrefix(plan_.rendezvous_id);
+    options.presence_key_prefix = StoreRounds::presenceWaitPrefix(plan_.rendezvous_id);
     // The ranks' heartbeats (rank_watch.h) reach the supervisor without a client.
     options.observed_key_prefix = storedHeartbeatPrefix();
     options.on_observed_write = [board = &board_](const std::string& key,
@@ -214,7 +214,7 @@ class Agent {
                     "it (this machine's rank comes from the order in which it joins)");
   }
 
-  Expected<std::unique_ptr<EtcdGroup>> makeEtcdGroup(const Notify& notify) {
+  Expected<std::unique_ptr<RoundGroup>> etcdGroup(const Notify& notify) {
     auto endpoints = parseEtcdEndpoints(*plan_.etcd_endpoints);
     if (!endpoints) return makeError("--rdzv_endpoint: " + endpoints.error());
     const TlsFiles files{plan_.etcd_cacert, plan_.etcd_cert, plan_.etcd_key};
@@ -222,31 +222,29 @@ class Agent {
       return makeError("--rdzv_conf: etcd over TLS: " + tls.error());
     EtcdOptions etcd;
     etcd.endpoints = *endpoints;
-    return std::make_unique<EtcdGroup>(plan_, parent_env_, notify, etcd, "", store_port_,
-                                       store_host_.get());
+    return makeEtcdGroup(plan_, parent_env_, notify, etcd, "", store_port_, store_host_.get());
   }
 
-  // The machines of the job (one: a SoloGroup; several: a StoreGroup through machine 0's store,
-  // or an EtcdGroup through etcd), and this machine's placement in round 0.
+  Expected<std::unique_ptr<RoundGroup>> storeGroup(const Notify& notify) {
+    auto store = std::make_unique<TcpGroupStore>(plan_.master_addr, store_port_, plan_.address_flag,
+                                                 store_host_.get());
+    return makeStoreGroup(plan_, parent_env_, notify, requested_rank_, store_port_,
+                          std::move(store));
+  }
+
+  // The machines of the job (one: a SoloGroup; several: a RoundGroup through machine 0's store,
+  // or through etcd), and this machine's placement in round 0.
   Expected<void> placeThisMachine() {
     Notify notify = [this](const std::string& text) { console_.notice(text); };
     if (plan_.num_machines == 1) {
       SoloSettings solo{plan_.max_restarts, plan_.retry_identical_failures, thisHostName()};
       group_ = std::make_unique<SoloGroup>(solo, staticPlacement(plan_, store_port_),
                                            store_host_.get(), notify);
-    } else if (plan_.etcd_endpoints) {
-      auto group = makeEtcdGroup(notify);
+    } else {
+      auto group = plan_.etcd_endpoints ? etcdGroup(notify) : storeGroup(notify);
       if (!group) return std::move(group).takeError();
       auto connected = (*group)->connect();
       group_ = std::move(*group);
-      if (!connected) return connected;
-    } else {
-      auto store = std::make_unique<TcpGroupStore>(plan_.master_addr, store_port_,
-                                                   plan_.address_flag, store_host_.get());
-      auto group = std::make_unique<StoreGroup>(plan_, parent_env_, notify, requested_rank_,
-                                                store_port_, std::move(store));
-      auto connected = group->connect();
-      group_ = std::move(group);
       if (!connected) return connected;
     }
     auto placed = meetFirstRound();

@@ -91,6 +91,14 @@ void LinkMailbox::post(LinkEvent event) {
   signalEventFd(event_fd_);
 }
 
+void LinkMailbox::postPublished(const JobFailure& mine, std::optional<RoundStop> first) {
+  if (first) {
+    post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kAnotherWasFirst));
+  } else {
+    post(LinkEvent::of(LinkEvent::Kind::kPublishedFirst, mine));
+  }
+}
+
 void LinkMailbox::addLost(LostMachine machine) {
   std::lock_guard lock(mutex_);
   lost_.push_back(std::move(machine));

@@ -47,6 +47,10 @@ class LinkMailbox {
   // stop was requested already.
   bool markBusy();
   void post(LinkEvent event);
+  // The outcome of publishing this machine's failure `mine` as the round's stop record: `first`,
+  // the record that stood already (another machine's failure, or the group's growth), or nullopt
+  // when `mine` stands.
+  void postPublished(const JobFailure& mine, std::optional<RoundStop> first);
   void addLost(LostMachine machine);
 
  private:

@@ -10,11 +10,11 @@
 //
 //   meet → run the attempt → (failed) endRound → restart? meet again : stop
 //
-// Three implementations: SoloGroup (solo_group.h), the one machine of a job that has no other
-// (nothing to meet, no store needed for it), StoreGroup (c10d/store_group.h), one agent among
-// several that meet through the job's store, and EtcdGroup (etcd/group.h), one among several that
-// meet on etcd. Every notice goes through the group's Notify callback, never to a console of its
-// own.
+// Two implementations: SoloGroup (solo_group.h), the one machine of a job that has no other
+// (nothing to meet, no store needed for it), and RoundGroup (round_group.h), one agent among
+// several, written once over a RoundBackend: the master's store (c10d/store_rounds.h) or etcd
+// (etcd/rounds.h). Every notice goes through the group's Notify callback, never to a console of
+// its own.
 //
 // Every method is called from the agent's main thread; each may block on the job's store
 // (bounded by the settings' timeouts); none throws.

@@ -63,10 +63,7 @@ RoundDecision RoundCloser::decide(store::Store& store, const RoundStart& start,
   for (const auto& e : facts.ends) facts.progress = facts.progress || e.progress;
   // Machines registered for the next round by now (one that arrived during the wait included).
   facts.waiting = now.waiting();
-  RoundDecision decision = decideNextRound(facts);
-  previous_failure_ = facts.failure;
-  previous_progress_ = facts.progress;
-  return decision;
+  return memory_.decide(std::move(facts));
 }
 
 RoundFacts RoundCloser::factsOf(const RoundStart& start, const RendezvousResult& joined,
@@ -85,8 +82,6 @@ RoundFacts RoundCloser::factsOf(const RoundStart& start, const RendezvousResult&
   facts.joined = last.regrouped;
   facts.progress = last.progressed();  // the master's board sees every rank's heartbeat
   facts.heartbeats = last.heartbeats();
-  facts.previous = previous_failure_;
-  facts.previous_progress = previous_progress_;
   return facts;
 }
 

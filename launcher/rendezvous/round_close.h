@@ -7,8 +7,8 @@
 // others read it (on etcd, where no agent is in charge, every agent decides and the first
 // decision published stands). It works over any store::Store and the settings' clock, so several
 // agents are unit-tested together in simulated time
-// (tests/launcher/rendezvous/round_close_sim_test.cc); StoreGroup runs it over its connection to
-// the master's store.
+// (tests/launcher/rendezvous/round_close_sim_test.cc); RoundGroup (round_group.h) runs it over
+// its backend's records: the master's store, or etcd through EtcdStore.
 //
 // Not thread-safe: the agent's main thread calls it. Nothing throws: a store that cannot be
 // reached is a decision not to restart, naming the store.
@@ -67,9 +67,7 @@ class RoundCloser {
   const GroupSettings settings_;
   const bool master_;
   const bool everyone_decides_;
-  // The master's memory of the round before, for the no-blind-retry rule.
-  std::optional<JobFailure> previous_failure_;
-  bool previous_progress_ = false;
+  RoundMemory memory_;  // the decider's memory of the round before (no blind retry)
 };
 
 }  // namespace accel::launcher

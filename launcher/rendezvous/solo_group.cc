@@ -29,11 +29,7 @@ RoundDecision SoloGroup::endRound(AttemptReport& last, bool stopping) {
   facts.failure = failureOf(last, placement_.machine_rank, settings_.host);
   facts.progress = last.progressed();
   facts.heartbeats = last.heartbeats();
-  facts.previous = previous_failure_;
-  facts.previous_progress = previous_progress_;
-  const RoundDecision decision = decideNextRound(facts);
-  previous_failure_ = facts.failure;
-  previous_progress_ = facts.progress;
+  const RoundDecision decision = memory_.decide(std::move(facts));
   if (decision.restart) restart_count_ = decision.restart_count;
   return decision;
 }

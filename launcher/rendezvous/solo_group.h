@@ -1,7 +1,7 @@
 #pragma once
 // SoloGroup: the one machine of a job that has no other (machine_group.h). meet() places it as
 // the plan says, with the round's restart count; endRound() applies the one restart rule to
-// the attempt this machine saw (decideNextRound with one member, that always reports).
+// the attempt this machine saw (decideNextRound with one member, that always reports: RoundMemory).
 
 #include <optional>
 #include <string>
@@ -40,9 +40,7 @@ class SoloGroup : public MachineGroup {
   const Notify notify_;
   int round_ = -1;  // none met yet
   int restart_count_ = 0;
-  // The round before's failure, for the no-blind-retry rule.
-  std::optional<JobFailure> previous_failure_;
-  bool previous_progress_ = false;
+  RoundMemory memory_;  // the round before's failure, for the no-blind-retry rule
 };
 
 }  // namespace accel::launcher

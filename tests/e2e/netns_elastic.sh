@@ -20,7 +20,9 @@
 # host 1 killed instead: machine 0, the workers' store and an etcd member at once; hosts 2 and 3
 # re-form with host 2 as machine 0, and host 1 (its etcd member, then its agent) started again
 # joins as machine 2. etcd_member_faults — on etcd, while 3 x 2 ranks train, one member stopped
-# and another killed for 10 s each: no machine lost, no restart. Needs root; skipped otherwise.
+# and another killed for 10 s each: no machine lost, no restart. etcd_quorum_lost — two members
+# hung for 60 s (no quorum) while 3 x 2 ranks train: training goes on, each agent says so once,
+# no machine lost, no restart. Needs root; skipped otherwise.
 source "$(dirname "$0")/lib.sh"
 CASE=$1
 ACCEL=$2
@@ -415,6 +417,46 @@ etcd_member_faults)
   all=$(cat "$SCRATCH"/h*.out)
   [[ $all != *"lost"* && $all != *"dropped"* ]] || fail "a machine was lost or dropped: $all; etcd: $(etcd_evidence)"
   echo "a follower stopped and the leader killed for 10 s each: $steps steps at world 6, no restart"
+  ;;
+etcd_quorum_lost)
+  # etcd out of reach for a minute costs nothing: while 3 x 2 ranks train, two of the three
+  # members hang (SIGSTOP) for 60 s — the cluster has no quorum, so no request of any agent
+  # lands. The workers need no etcd: they train on (steps are written meanwhile); each agent says
+  # once that etcd is out of reach and once that it answers again; no lease ends (etcd expires
+  # none without a leader, and the next leader gives each its TTL again), nobody is lost, nothing
+  # restarts. The two hung are followers: a leader that stalls and resumes revokes leases on
+  # Debian 12's etcd 3.4.23 (etcd-io/etcd#15247; etcd_member_faults above).
+  etcd_cluster_up
+  steps=1000
+  TRAIN=$SCRATCH/train CKPT=$SCRATCH/ckpt
+  mkdir -p "$TRAIN" "$CKPT"
+  job=(--python /usr/bin/python3)
+  run=("$W/elastic_train.py" "$CKPT" $steps 50 "$TRAIN" 0.1)
+  three_hosts
+  step_reached "^1[0-9] world=6 restart=0"
+  leader=$(etcd_leader)
+  a=$(((leader + 1) % 3)) b=$(((leader + 2) % 3))
+  echo "etcd: host $((leader + 1))'s member leads; hosts $((a + 1)) and $((b + 1))'s hang for 60 s"
+  kill -STOP "${ETCD_PID[$a]}" "${ETCD_PID[$b]}"
+  before=$(wc -l <"$TRAIN/steps")
+  sleep 60
+  during=$(($(wc -l <"$TRAIN/steps") - before))
+  kill -CONT "${ETCD_PID[$a]}" "${ETCD_PID[$b]}"
+  for p in "${pids[@]}"; do
+    wait "$p" || fail "an agent failed: $(cat "$SCRATCH"/h*.out); etcd: $(etcd_evidence)"
+  done
+  ((during >= 300)) || fail "only $during steps in the 60 s without etcd"
+  worlds=$(awk '{print $2, $3}' "$TRAIN/steps" | uniq | paste -sd,)
+  [[ $worlds == "world=6 restart=0" ]] || fail "worlds: $worlds; $(cat "$SCRATCH"/h*.out)"
+  [[ $(tail -1 "$TRAIN/steps" | cut -d' ' -f1) == "$steps" ]] || fail "last step: $(tail -1 "$TRAIN/steps")"
+  all=$(cat "$SCRATCH"/h*.out)
+  [[ $all != *"lost"* && $all != *"dropped"* ]] || fail "a machine was lost or dropped: $all; etcd: $(etcd_evidence)"
+  for h in 1 2 3; do
+    out=$(grep -c "etcd is out of reach" "$SCRATCH/h$h.out")
+    back=$(grep -c "etcd answers again" "$SCRATCH/h$h.out")
+    [[ $out == 1 && $back == 1 ]] || fail "host $h said 'out of reach' $out times and 'answers again' $back times: $(cat "$SCRATCH/h$h.out")"
+  done
+  echo "quorum lost for 60 s: $during steps meanwhile, $steps at world 6, no restart; each agent said so once"
   ;;
 kubeflow_elastic)
   # Three pods of a PyTorchJob with elasticPolicy (min 2, max 3, c10d, maxRestarts 3, 2 processes

@@ -1,10 +1,10 @@
 #pragma once
-// GroupStore: how a StoreGroup (c10d/store_group.h) reaches the job's store — wait until it can be
+// GroupStore: how StoreRounds (c10d/store_rounds.h) reaches the job's store — wait until it can be
 // reached, open connections to it — and, when this agent hosts it (the master), its StoreHost
 // (store_host.h). The others have no StoreHost.
 //
 // TcpGroupStore is the agents' (the TCP client; the host is TcpStoreHost);
-// tests run whole rounds of several StoreGroups over a simulated pair in simulated time
+// tests run whole rounds of several agents over a simulated pair in simulated time
 // (tests/launcher/rendezvous/sim_group_store.h), an agent's death and freezing included.
 //
 // Keys are given as the agents write them (round/keys.h); the TCP host translates them to what its

@@ -193,11 +193,8 @@ void JobLink::publishMembershipChange(const RoundStop& change) {
 }
 
 void JobLink::onPublish(const JobFailure& mine) {
-  if (auto first = publishStop(*publisher_, settings_, round_, RoundStop::failed(mine))) {
-    mailbox_.post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kAnotherWasFirst));
-  } else {
-    mailbox_.post(LinkEvent::of(LinkEvent::Kind::kPublishedFirst, mine));
-  }
+  mailbox_.postPublished(mine,
+                         publishStop(*publisher_, settings_, round_, RoundStop::failed(mine)));
 }
 
 void JobLink::onShare(const std::string& json) {

@@ -13,7 +13,7 @@
 // the connections a call of the thread may be blocked on (that call fails; a keep-alive's
 // reconnection try in progress ends at its bound) and joins the thread. The watch's parked
 // WAIT stays until the link is destroyed: the master counts the parked watches before a round's
-// workers start (awaitWatches, c10d/store_group.cc).
+// workers start (awaitWatches, c10d/store_rounds.cc).
 //
 // Liveness: the link's thread adds 1 to the round's keep-alive key of this machine every
 // keep_alive_interval, on a connection of its own whose every call (and reconnection) is bounded

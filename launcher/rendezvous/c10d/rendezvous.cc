@@ -128,10 +128,6 @@ int registerAgent(store::Store& s, const GroupSettings& o, const RoundStart& r) 
   return slot;
 }
 
-int leastMachines(const GroupSettings& o) {
-  return o.min_machines > 0 ? std::min(o.min_machines, o.num_machines) : o.num_machines;
-}
-
 // The master, parked on the store until the round can close (RoundClosing); woken every progress
 // interval to say who is missing. It looks before it first waits, so a master that is MIN by
 // itself starts the last call as it registers. On timeout the reason is published, so the
@@ -139,11 +135,11 @@ int leastMachines(const GroupSettings& o) {
 Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const RoundStart& r,
                             Clock::time_point deadline) {
   const RoundKeys keys = roundKeys(o, r.round);
-  const bool elastic = leastMachines(o) < o.num_machines;
+  const bool elastic = o.elastic();
   // The count at which the round may first close (the survivors of a re-forming group, else
   // MIN); past it, MAX.
   const int firstClose =
-      r.expect_machines > 0 ? std::max(leastMachines(o), r.expect_machines) : leastMachines(o);
+      r.expect_machines > 0 ? std::max(o.leastMachines(), r.expect_machines) : o.leastMachines();
   RoundClosing closing = roundClosing(o, r);
   for (bool firstLook = true;; firstLook = false) {
     const int count = static_cast<int>(s.add(keys.arrivals(), 0));
@@ -159,7 +155,7 @@ Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const Round
     std::string status =
         std::to_string(here) + "/" + std::to_string(o.num_machines) + " machines joined" +
         (here < count ? " (" + std::to_string(count - here) + " left again)" : std::string()) +
-        (elastic ? " (" + std::to_string(leastMachines(o)) + " needed)"
+        (elastic ? " (" + std::to_string(o.leastMachines()) + " needed)"
                  : missingText(registrations(s, o, r, count), o.num_machines));
     // Once MIN joined, the round closes at the last call, whatever the rendezvous timeout.
     if (o.clock->now() >= deadline && !closing.lastCallEnd()) {
@@ -282,6 +278,7 @@ Expected<RendezvousResult> readAssignment(store::Store& s, const GroupSettings& 
   if (assignment.contains("error"))
     return makeError("rendezvous failed: " + assignment["error"].get<std::string>());
   RendezvousResult result;
+  result.restart_count = assignment.value("restart_count", 0);  // a spare's next try's too
   if (assignment.contains("closed")) {  // the job ended before this round formed
     result.closed = assignment["closed"].get<std::string>();
     return result;
@@ -300,7 +297,6 @@ Expected<RendezvousResult> readAssignment(store::Store& s, const GroupSettings& 
     result.world_size += m.at("local_world_size").get<int>();
   }
   result.max_restarts = assignment.value("max_restarts", 0);
-  result.restart_count = assignment.value("restart_count", 0);
   result.machine_rank = assignment.at("slots").at(static_cast<size_t>(slot)).get<int>();
   result.rank_offset = result.machines.at(static_cast<size_t>(result.machine_rank)).rank_offset;
   return result;
@@ -322,7 +318,7 @@ bool registrationPresent(store::Store& s, const GroupSettings& o, int round, int
 }
 
 RoundClosing roundClosing(const GroupSettings& o, const RoundStart& r) {
-  return RoundClosing(leastMachines(o), o.num_machines, r.expect_machines, o.timeouts.last_call);
+  return RoundClosing(o.leastMachines(), o.num_machines, r.expect_machines, o.timeouts.last_call);
 }
 
 Expected<RendezvousResult> rendezvous(store::Store& s, const GroupSettings& o,

@@ -1,6 +1,6 @@
 #pragma once
 // EtcdApi: what the rounds on etcd (etcd/meeting.h, etcd/lease.h, etcd/link.h, etcd/store.h,
-// etcd/group.h) ask of etcd — keys, transactions, leases, watches — behind one seam, with the
+// etcd/rounds.h) ask of etcd — keys, transactions, leases, watches — behind one seam, with the
 // clock they wait by (EtcdAccess). In production EtcdClient (etcd/client/etcd_client.h) speaks to a
 // real cluster and the clock is MonotonicClock; in the tests a simulated cluster answers in
 // simulated time (tests/launcher/rendezvous/sim_etcd.h), where a lease expires, and an endpoint

@@ -261,11 +261,7 @@ void EtcdLink::onArrival() {
 void EtcdLink::onPublish(const JobFailure& mine) {
   auto first = publishStop(RoundStop::failed(mine));
   stop_heard_ = true;
-  if (!first) {
-    mailbox_.post(LinkEvent::of(LinkEvent::Kind::kPublishedFirst, mine));
-  } else {
-    mailbox_.post(LinkEvent::heard(std::move(*first), LinkEvent::Kind::kAnotherWasFirst));
-  }
+  mailbox_.postPublished(mine, std::move(first));
 }
 
 void EtcdLink::onShare(const std::string& json) {

@@ -117,4 +117,13 @@ RoundDecision decideNextRound(const RoundFacts& f) {
           true, f.restart_count + 1, expect};
 }
 
+RoundDecision RoundMemory::decide(RoundFacts facts) {
+  facts.previous = failure_;
+  facts.previous_progress = progress_;
+  RoundDecision decision = decideNextRound(facts);
+  failure_ = facts.failure;
+  progress_ = facts.progress;
+  return decision;
+}
+
 }  // namespace accel::launcher

@@ -77,4 +77,18 @@ struct RoundFacts {
 // counted.
 RoundDecision decideNextRound(const RoundFacts& facts);
 
+// The deciding agent's memory of the round before, for the no-blind-retry rule: its first
+// failure and whether any rank progressed. One per group (the one machine's, or the one that
+// decides for many).
+class RoundMemory {
+ public:
+  // decideNextRound on `facts` with the round before's failure and progress filled in; then
+  // remembers `facts`' for the next decision.
+  RoundDecision decide(RoundFacts facts);
+
+ private:
+  std::optional<JobFailure> failure_;
+  bool progress_ = false;
+};
+
 }  // namespace accel::launcher

@@ -22,7 +22,7 @@ std::shared_ptr<Clock> roundClock();
 
 // What an agent's rounds are built from: what the user asked for (--rdzv_id, --nnodes MIN:MAX,
 // --max_restarts, --rdzv_conf's timeouts: groupSettingsOf, machine_group.h) and who this agent is
-// (added as it connects: StoreGroup::connect, EtcdGroup's constructor). Never changed after:
+// (added as it enters: StoreRounds::enter, EtcdRounds's constructor). Never changed after:
 // what changes from round to round is a RoundStart.
 struct GroupSettings {
   std::string run_id = "none";  // the job's id (--rdzv_id): its keys are accel/rdzv/<run_id>/...
@@ -55,8 +55,13 @@ struct GroupSettings {
   // tests/launcher/rendezvous/sim_world.h); the store's own waits are the store's.
   std::shared_ptr<Clock> clock = roundClock();
 
+  // MIN as a number: the fewest machines a round closes with (min_machines, at most MAX; MAX when
+  // unset). Every rule reads MIN through this.
+  int leastMachines() const {
+    return min_machines > 0 && min_machines < num_machines ? min_machines : num_machines;
+  }
   // --nnodes MIN:MAX with MIN < MAX: machines may leave and join.
-  bool elastic() const { return min_machines > 0 && min_machines < num_machines; }
+  bool elastic() const { return leastMachines() < num_machines; }
 };
 
 // What one round starts from, as the round before decided it (RoundDecision::next; round 0: the
@@ -81,6 +86,7 @@ struct MachineInfo {
   int local_world_size = 0;
   int machine_rank = 0;
   int rank_offset = 0;  // global rank of its local rank 0
+  int store_port = 0;   // etcd: its agent's store, the workers' when it is a round's machine 0
 };
 
 struct RendezvousResult {

@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "launcher/rendezvous/etcd/group.h"
+#include "launcher/rendezvous/etcd/rounds.h"
 #include "launcher/rendezvous/round/keys.h"
 #include "launcher/rendezvous/store_host.h"
 #include "sim_agents.h"
@@ -37,17 +37,17 @@ class EtcdGroupTest : public testing::SimAgents {
 
   // Agent `name`, whose own store (machine 0's serves the workers) is at `port`; `store`, its
   // host's view (nullptr: none to look at).
-  EtcdGroup& agent(const std::string& name, int port, StoreHost* store = nullptr) {
+  RoundGroup& agent(const std::string& name, int port, StoreHost* store = nullptr) {
     auto process = std::make_shared<SimProcess>();
     processes_[name] = process;
-    auto made = std::make_unique<EtcdGroup>(plan_, env_, notifier(name), etcd_.options(), "", port,
-                                            store, etcd_.access(process));
-    EtcdGroup& g = *made;
+    auto made = makeEtcdGroup(plan_, env_, notifier(name), etcd_.options(), "", port, store,
+                              etcd_.access(process));
+    RoundGroup& g = *made;
     groups_[name] = std::move(made);
     return g;
   }
   Expected<void> connect(const std::string& name) override {
-    return static_cast<EtcdGroup&>(group(name)).connect();
+    return static_cast<RoundGroup&>(group(name)).connect();
   }
   void kill(const std::string& name) { etcd_.kill(*processes_.at(name)); }
   // alpha, beta and gamma arrive at 0, 10 and 20 ms and meet at 20 ms (MAX), machines 0, 1, 2.

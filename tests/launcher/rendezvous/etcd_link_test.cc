@@ -36,7 +36,7 @@ class EtcdLinkTest : public testing::EtcdSuite {
   }
 
   // Machines alpha, beta, gamma registered in round 0 (each under a lease of its own), each
-  // having taken its place (the key EtcdGroup::meet puts once the round formed), and a link for
+  // having taken its place (the key EtcdRounds::watch puts once the round formed), and a link for
   // each.
   void SetUp() override {
     EtcdSuite::SetUp();

@@ -16,8 +16,8 @@
 
 #include <gtest/gtest.h>
 
-#include "launcher/rendezvous/c10d/store_group.h"
-#include "launcher/rendezvous/etcd/group.h"
+#include "launcher/rendezvous/c10d/store_rounds.h"
+#include "launcher/rendezvous/etcd/rounds.h"
 #include "launcher/rendezvous/round/keys.h"
 #include "sim_agents.h"
 #include "sim_etcd.h"
@@ -64,21 +64,20 @@ class MembershipTest : public testing::SimAgents, public ::testing::WithParamInt
     if (etcd()) {
       auto process = std::make_shared<SimProcess>();
       processes_[name] = process;
-      groups_[name] = std::make_unique<EtcdGroup>(plan_, env_, notifier(name), etcd_->options(), "",
-                                                  port, nullptr, etcd_->access(process));
+      groups_[name] = makeEtcdGroup(plan_, env_, notifier(name), etcd_->options(), "", port,
+                                    nullptr, etcd_->access(process));
     } else {
       const bool master = name == "alpha";
       auto store = std::make_unique<SimGroupStore>(host_, master);
       stores_[name] = store.get();
-      groups_[name] = std::make_unique<StoreGroup>(plan_, env_, notifier(name),
-                                                   master ? std::optional<int>(0) : std::nullopt,
-                                                   port, std::move(store), world_);
+      groups_[name] =
+          makeStoreGroup(plan_, env_, notifier(name), master ? std::optional<int>(0) : std::nullopt,
+                         port, std::move(store), world_);
     }
     return *groups_[name];
   }
   Expected<void> connect(const std::string& name) override {
-    if (etcd()) return static_cast<EtcdGroup&>(group(name)).connect();
-    return static_cast<StoreGroup&>(group(name)).connect();
+    return static_cast<RoundGroup&>(group(name)).connect();
   }
   // The agent's process dies (its connections close; on etcd its lease is renewed no more).
   void kill(const std::string& name) {

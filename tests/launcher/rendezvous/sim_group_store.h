@@ -1,13 +1,13 @@
 #pragma once
-// The job's store for whole StoreGroups (c10d/store_group.h) in simulated time (sim_world.h): a
-// SimStoreHost is the store and what its host knows (StoreHost: the presence waits and the failure
-// watches parked, clearing the workers' keys), and each agent reaches it through a SimGroupStore
-// of its own, whose connections are SimLinkStores — every call, wait and watch in the world's
-// time. Each agent is a SimProcess the test can freeze (its threads stop where they next reach the
-// store; its connections stay open, as a SIGSTOPped agent's or one behind a dead link do) or kill
-// (every connection it made closes at once, its parked waits end, and the master sees it absent —
-// as when a process dies and the kernel closes its sockets). With a SimWorld as the group's clock
-// (StoreGroup's `clock`), the link's thread is a thread of the world too.
+// The job's store for whole groups over StoreRounds (c10d/store_rounds.h) in simulated time
+// (sim_world.h): a SimStoreHost is the store and what its host knows (StoreHost: the presence waits
+// and the failure watches parked, clearing the workers' keys), and each agent reaches it through a
+// SimGroupStore of its own, whose connections are SimLinkStores — every call, wait and watch in the
+// world's time. Each agent is a SimProcess the test can freeze (its threads stop where they next
+// reach the store; its connections stay open, as a SIGSTOPped agent's or one behind a dead link do)
+// or kill (every connection it made closes at once, its parked waits end, and the master sees it
+// absent — as when a process dies and the kernel closes its sockets). With a SimWorld as the
+// group's clock (StoreRounds's `clock`), the link's thread is a thread of the world too.
 
 #include <sys/eventfd.h>
 #include <unistd.h>

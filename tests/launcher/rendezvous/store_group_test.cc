@@ -4,8 +4,6 @@
 // agent does and is told. The rules alone are tested in rendezvous_sim_test.cc,
 // round_close_sim_test.cc and job_link_test.cc; here they work together, as the agent runs them.
 
-#include "launcher/rendezvous/c10d/store_group.h"
-
 #include <map>
 #include <memory>
 #include <mutex>
@@ -13,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "launcher/rendezvous/c10d/store_rounds.h"
 #include "launcher/rendezvous/round/keys.h"
 #include "sim_agents.h"
 #include "sim_group_store.h"
@@ -36,18 +35,18 @@ class StoreGroupTest : public testing::SimAgents {
   }
 
   // Agent `name`: machine 0 (the store's host) when `master`, else ranked by arrival.
-  StoreGroup& agent(const std::string& name, bool master, const LaunchPlan* plan = nullptr) {
+  RoundGroup& agent(const std::string& name, bool master, const LaunchPlan* plan = nullptr) {
     auto store = std::make_unique<SimGroupStore>(host_, master);
     stores_[name] = store.get();
-    auto made = std::make_unique<StoreGroup>(plan ? *plan : plan_, env_, notifier(name),
-                                             master ? std::optional<int>(0) : std::nullopt, 29500,
-                                             std::move(store), world_);
-    StoreGroup& g = *made;
+    auto made = makeStoreGroup(plan ? *plan : plan_, env_, notifier(name),
+                               master ? std::optional<int>(0) : std::nullopt, 29500,
+                               std::move(store), world_);
+    RoundGroup& g = *made;
     groups_[name] = std::move(made);
     return g;
   }
   Expected<void> connect(const std::string& name) override {
-    return static_cast<StoreGroup&>(group(name)).connect();
+    return static_cast<RoundGroup&>(group(name)).connect();
   }
 
   SimStoreHost host_{*world_, "sim"};
