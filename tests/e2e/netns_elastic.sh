@@ -246,6 +246,28 @@ etcd_cluster_up() {  # three members (they wait for each other), then the job's 
     --rdzv_id "netns-$$" --max_restarts 2 --rdzv_timeout 120)
 }
 
+etcd_training() {  # etcd_training STEPS EVERY: 3 x 2 ranks train on etcd; returns at step 10
+  etcd_cluster_up
+  steps=$1
+  TRAIN=$SCRATCH/train CKPT=$SCRATCH/ckpt
+  mkdir -p "$TRAIN" "$CKPT"
+  job=(--python /usr/bin/python3)
+  run=("$W/elastic_train.py" "$CKPT" "$steps" "$2" "$TRAIN" 0.1)
+  three_hosts
+  step_reached "^1[0-9] world=6 restart=0"
+}
+trained_without_loss() {  # every agent succeeded; all $steps steps at world 6, none lost or dropped
+  local p worlds all
+  for p in "${pids[@]}"; do
+    wait "$p" || fail "an agent failed: $(cat "$SCRATCH"/h*.out); etcd: $(etcd_evidence)"
+  done
+  worlds=$(awk '{print $2, $3}' "$TRAIN/steps" | uniq | paste -sd,)
+  [[ $worlds == "world=6 restart=0" ]] || fail "worlds: $worlds; $(cat "$SCRATCH"/h*.out)"
+  [[ $(tail -1 "$TRAIN/steps" | cut -d' ' -f1) == "$steps" ]] || fail "last step: $(tail -1 "$TRAIN/steps")"
+  all=$(cat "$SCRATCH"/h*.out)
+  [[ $all != *"lost"* && $all != *"dropped"* ]] || fail "a machine was lost or dropped: $all; etcd: $(etcd_evidence)"
+}
+
 # The Kubernetes cases: pods as the hosts, each with exactly a fixture's environment (and PATH,
 # where `torchrun` is accel under that name), in $SCRATCH (where TorchX's train.py is).
 FIXTURES=$(cd "$(dirname "$0")/../fixtures/kubernetes" && pwd)
@@ -391,14 +413,7 @@ etcd_member_faults)
   # etcd before 3.4.31 / 3.5.13 (Debian 12 has 3.4.23) a leader that stalls longer than a lease
   # and resumes answers renewals from its stale state and revokes leases (etcd-io/etcd#15247) —
   # CI saw two machines dropped so (README, "No single point of failure").
-  etcd_cluster_up
-  steps=300
-  TRAIN=$SCRATCH/train CKPT=$SCRATCH/ckpt
-  mkdir -p "$TRAIN" "$CKPT"
-  job=(--python /usr/bin/python3)
-  run=("$W/elastic_train.py" "$CKPT" $steps 5 "$TRAIN" 0.1)
-  three_hosts
-  step_reached "^1[0-9] world=6 restart=0"
+  etcd_training 300 5
   leader=$(etcd_leader)
   follower=$(((leader + 1) % 3))
   echo "etcd: host $((leader + 1))'s member leads; host $((follower + 1))'s hangs, then the leader dies"
@@ -408,14 +423,7 @@ etcd_member_faults)
   kill -KILL "${ETCD_PID[$leader]}"
   sleep 10
   etcd_member "$leader" 2
-  for p in "${pids[@]}"; do
-    wait "$p" || fail "an agent failed: $(cat "$SCRATCH"/h*.out); etcd: $(etcd_evidence)"
-  done
-  worlds=$(awk '{print $2, $3}' "$TRAIN/steps" | uniq | paste -sd,)
-  [[ $worlds == "world=6 restart=0" ]] || fail "worlds: $worlds; $(cat "$SCRATCH"/h*.out)"
-  [[ $(tail -1 "$TRAIN/steps" | cut -d' ' -f1) == "$steps" ]] || fail "last step: $(tail -1 "$TRAIN/steps")"
-  all=$(cat "$SCRATCH"/h*.out)
-  [[ $all != *"lost"* && $all != *"dropped"* ]] || fail "a machine was lost or dropped: $all; etcd: $(etcd_evidence)"
+  trained_without_loss
   echo "a follower stopped and the leader killed for 10 s each: $steps steps at world 6, no restart"
   ;;
 etcd_quorum_lost)
@@ -426,14 +434,7 @@ etcd_quorum_lost)
   # none without a leader, and the next leader gives each its TTL again), nobody is lost, nothing
   # restarts. The two hung are followers: a leader that stalls and resumes revokes leases on
   # Debian 12's etcd 3.4.23 (etcd-io/etcd#15247; etcd_member_faults above).
-  etcd_cluster_up
-  steps=1000
-  TRAIN=$SCRATCH/train CKPT=$SCRATCH/ckpt
-  mkdir -p "$TRAIN" "$CKPT"
-  job=(--python /usr/bin/python3)
-  run=("$W/elastic_train.py" "$CKPT" $steps 50 "$TRAIN" 0.1)
-  three_hosts
-  step_reached "^1[0-9] world=6 restart=0"
+  etcd_training 1000 50
   leader=$(etcd_leader)
   a=$(((leader + 1) % 3)) b=$(((leader + 2) % 3))
   echo "etcd: host $((leader + 1))'s member leads; hosts $((a + 1)) and $((b + 1))'s hang for 60 s"
@@ -442,15 +443,8 @@ etcd_quorum_lost)
   sleep 60
   during=$(($(wc -l <"$TRAIN/steps") - before))
   kill -CONT "${ETCD_PID[$a]}" "${ETCD_PID[$b]}"
-  for p in "${pids[@]}"; do
-    wait "$p" || fail "an agent failed: $(cat "$SCRATCH"/h*.out); etcd: $(etcd_evidence)"
-  done
+  trained_without_loss
   ((during >= 300)) || fail "only $during steps in the 60 s without etcd"
-  worlds=$(awk '{print $2, $3}' "$TRAIN/steps" | uniq | paste -sd,)
-  [[ $worlds == "world=6 restart=0" ]] || fail "worlds: $worlds; $(cat "$SCRATCH"/h*.out)"
-  [[ $(tail -1 "$TRAIN/steps" | cut -d' ' -f1) == "$steps" ]] || fail "last step: $(tail -1 "$TRAIN/steps")"
-  all=$(cat "$SCRATCH"/h*.out)
-  [[ $all != *"lost"* && $all != *"dropped"* ]] || fail "a machine was lost or dropped: $all; etcd: $(etcd_evidence)"
   for h in 1 2 3; do
     out=$(grep -c "etcd is out of reach" "$SCRATCH/h$h.out")
     back=$(grep -c "etcd answers again" "$SCRATCH/h$h.out")

@@ -157,8 +157,8 @@ EtcdRoundSettings EtcdRounds::roundSettings(const RoundStart& start) const {
   EtcdRoundSettings s;
   s.root = root_;
   s.run_id = settings_.run_id;
-  s.min_machines = plan_.min_machines;
-  s.max_machines = plan_.num_machines;
+  s.min_machines = settings_.leastMachines();
+  s.max_machines = settings_.num_machines;
   s.timeouts = settings_.timeouts;
   s.expect_machines = start.expect_machines;
   s.restart_count = start.restart_count;
