@@ -43,50 +43,15 @@ start_etcd() {  # start_etcd [ETCD ARGS...]
   ETCD=$ETCD_ENDPOINT
 }
 
-# member M LOG: member M of the cluster at $base in the background (its pid in MEMBER_PIDS[M]); its
-# data in etcdM, kept when it is killed, so that it rejoins when started again.
-member() {
-  local m=$1 cluster="" k
-  for k in 0 1 2; do cluster+="${cluster:+,}m$k=http://127.0.0.1:$((base + 2 * k + 1))"; done
-  etcd --name m$m --data-dir "$SCRATCH/etcd$m" \
-    --listen-client-urls "http://127.0.0.1:$((base + 2 * m))" \
-    --advertise-client-urls "http://127.0.0.1:$((base + 2 * m))" \
-    --listen-peer-urls "http://127.0.0.1:$((base + 2 * m + 1))" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$((base + 2 * m + 1))" \
-    --initial-cluster "$cluster" --initial-cluster-token "e2e-$$" >"$SCRATCH/$2" 2>&1 &
-  MEMBER_PIDS[$m]=$!
-}
+# member M LOG: member M of the cluster (etcd_lib.sh), started again with its data kept.
+member() { etcd_cluster_member "$SCRATCH" "$@"; }
 serving() { grep -q "ready to serve client requests" "$SCRATCH/$1"; }  # serving LOG
-
-# start_cluster: three members on loopback (ETCD: their endpoints, MEMBER_PIDS), as start_etcd.
+# start_cluster: three members on loopback (ETCD: their endpoints, ETCD_MEMBER_PIDS), as start_etcd.
 start_cluster() {
-  local i m ok
-  base=$((36000 + ($$ % 500) * 6))
-  for _ in $(seq 1 10); do
-    MEMBER_PIDS=()
-    for m in 0 1 2; do
-      rm -rf "$SCRATCH/etcd$m"
-      member $m etcd$m.log
-    done
-    for i in $(seq 1 400); do
-      ok=1
-      for m in 0 1 2; do serving etcd$m.log || ok=0; done
-      ((ok)) && break
-      grep -q "address already in use" "$SCRATCH"/etcd?.log && break
-      sleep 0.05
-    done
-    if ((ok)); then
-      ETCD="127.0.0.1:$base,127.0.0.1:$((base + 2)),127.0.0.1:$((base + 4))"
-      return 0
-    fi
-    kill -KILL "${MEMBER_PIDS[@]}" 2>/dev/null || true
-    wait "${MEMBER_PIDS[@]}" 2>/dev/null || true
-    grep -q "address already in use" "$SCRATCH"/etcd?.log || fail "etcd did not start: $(tail -3 "$SCRATCH/etcd0.log")"
-    base=$((base + 6))
-  done
-  fail "no free ports for three etcd members"
+  etcd_cluster_start "$SCRATCH" $((36000 + ($$ % 500) * 6)) || fail "etcd did not start"
+  ETCD=$ETCD_CLUSTER
 }
-trap 'kill -KILL ${ETCD_PID:-} ${MEMBER_PIDS[@]:-} ${AGENTS[@]:-} 2>/dev/null; rm -rf "$SCRATCH"' EXIT
+trap 'kill -KILL ${ETCD_PID:-} ${ETCD_MEMBER_PIDS[@]:-} ${AGENTS[@]:-} 2>/dev/null; rm -rf "$SCRATCH"' EXIT
 
 # A worker that writes its environment (and its agent's pid) to r<restart>_rank_<rank>.env; in
 # the first round (in every round with STAY_ALL=1) it stays until stopped or until $OUT_DIR/go
@@ -241,13 +206,13 @@ case $CASE in
     agent a --nnodes 2 --max_restarts 3
     agent b --nnodes 2 --max_restarts 3
     wait_files "r0_rank_*.env" 2
-    kill -KILL "${MEMBER_PIDS[0]}"  # the first endpoint: every client's first choice
+    kill -KILL "${ETCD_MEMBER_PIDS[0]}"  # the first endpoint: every client's first choice
     # Past the keep-alive window (3 s) with one member gone: still round 0, nobody lost.
     sleep 5
     for p in "${AGENTS[@]}"; do kill -0 "$p" || fail "an agent ended: $(cat "$SCRATCH"/a.log "$SCRATCH"/b.log)"; done
     [[ -z $(compgen -G "$OUT_DIR/r1_*") ]] || fail "the job restarted after one member of three died"
-    kill -KILL "${MEMBER_PIDS[1]}"  # no quorum: etcd out of reach for every agent
-    wait "${MEMBER_PIDS[0]}" "${MEMBER_PIDS[1]}" 2>/dev/null || true
+    kill -KILL "${ETCD_MEMBER_PIDS[1]}"  # no quorum: etcd out of reach for every agent
+    wait "${ETCD_MEMBER_PIDS[0]}" "${ETCD_MEMBER_PIDS[1]}" 2>/dev/null || true
     t0=$(date +%s%N)
     # Five times the keep-alive window: the workers do not need etcd, nothing stops.
     for _ in $(seq 1 400); do
@@ -282,8 +247,8 @@ case $CASE in
     agent b --nnodes 2 --max_restarts 3 --rdzv_conf "$window"
     wait_files "r0_rank_*.env" 2
     t0=$(date +%s%N)
-    kill -KILL "${MEMBER_PIDS[0]}" "${MEMBER_PIDS[1]}"  # no quorum
-    wait "${MEMBER_PIDS[0]}" "${MEMBER_PIDS[1]}" 2>/dev/null || true
+    kill -KILL "${ETCD_MEMBER_PIDS[0]}" "${ETCD_MEMBER_PIDS[1]}"  # no quorum
+    wait "${ETCD_MEMBER_PIDS[0]}" "${ETCD_MEMBER_PIDS[1]}" 2>/dev/null || true
     sleep 4  # without quorum: every keep-alive and watch fails meanwhile
     member 0 etcd0.back.log
     member 1 etcd1.back.log

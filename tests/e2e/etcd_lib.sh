@@ -30,3 +30,51 @@ etcd_start() {
   echo "no free pair of ports for etcd from $2" >&2
   return 1
 }
+
+# etcd_cluster_member DIR M LOG: member M of a three-member cluster on loopback (client port
+# ETCD_BASE + 2M, peer port + 1) in the background, its data in DIR/etcdM (kept when it is killed,
+# so that it rejoins when started again), its log in DIR/LOG, its pid in ETCD_MEMBER_PIDS[M].
+etcd_cluster_member() {
+  local dir=$1 m=$2 cluster="" k
+  for k in 0 1 2; do cluster+="${cluster:+,}m$k=http://127.0.0.1:$((ETCD_BASE + 2 * k + 1))"; done
+  etcd --name "m$m" --data-dir "$dir/etcd$m" \
+    --listen-client-urls "http://127.0.0.1:$((ETCD_BASE + 2 * m))" \
+    --advertise-client-urls "http://127.0.0.1:$((ETCD_BASE + 2 * m))" \
+    --listen-peer-urls "http://127.0.0.1:$((ETCD_BASE + 2 * m + 1))" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_BASE + 2 * m + 1))" \
+    --initial-cluster "$cluster" --initial-cluster-token "accel-$$" >"$dir/$3" 2>&1 &
+  ETCD_MEMBER_PIDS[$m]=$!
+}
+
+# etcd_cluster_start DIR BASE: three members on loopback from port BASE (the next six ports; the
+# next six after those when one is taken, ten times). Sets ETCD_CLUSTER (their endpoints),
+# ETCD_MEMBER_PIDS and ETCD_BASE; returns 1 with the first log's last lines on stderr when none
+# formed.
+etcd_cluster_start() {
+  local dir=$1 i m ok _
+  ETCD_BASE=$2
+  for _ in $(seq 1 10); do
+    ETCD_MEMBER_PIDS=()
+    for m in 0 1 2; do
+      rm -rf "$dir/etcd$m"
+      etcd_cluster_member "$dir" $m "etcd$m.log"
+    done
+    for i in $(seq 1 400); do
+      ok=1
+      for m in 0 1 2; do grep -q "ready to serve client requests" "$dir/etcd$m.log" || ok=0; done
+      ((ok)) && break
+      grep -q "address already in use" "$dir"/etcd?.log && break
+      sleep 0.05
+    done
+    if ((ok)); then
+      ETCD_CLUSTER="127.0.0.1:$ETCD_BASE,127.0.0.1:$((ETCD_BASE + 2)),127.0.0.1:$((ETCD_BASE + 4))"
+      return 0
+    fi
+    kill -KILL "${ETCD_MEMBER_PIDS[@]}" 2>/dev/null || true
+    wait "${ETCD_MEMBER_PIDS[@]}" 2>/dev/null || true
+    grep -q "address already in use" "$dir"/etcd?.log || { tail -3 "$dir/etcd0.log" >&2; return 1; }
+    ETCD_BASE=$((ETCD_BASE + 6))
+  done
+  echo "no free ports for three etcd members from $2" >&2
+  return 1
+}

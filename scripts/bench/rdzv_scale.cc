@@ -1,0 +1,498 @@
+// One round of N simulated machines — the agents' own rendezvous clients, no workers — spread
+// over several processes with real sockets, for scripts/bench/rdzv_scale.sh (issue 52):
+//
+//   rdzv_scale_bench store --machines N [--procs P]
+//       accel's store: a server process (the TcpStoreServer an agent hosts, with machine 0's
+//       agent in it, as in a job) and P agent processes. Every simulated machine holds what an
+//       agent holds in the store while it meets: its connection and its presence (a WAIT parked
+//       on its presence key, on a connection of its own), then runs the round (rendezvous(),
+//       c10d/rendezvous.h) once all are connected. Prints one row:
+//         store N CLOSE_S REQUESTS_PER_MACHINE BYTES_PER_MACHINE EVENTS_PER_MACHINE
+//               SERVER_CPU_S SERVER_PEAK_MIB
+//       (requests, bytes both ways and WAITs answered as the server counted them during the round;
+//       the server's CPU and peak resident memory over its whole life).
+//   rdzv_scale_bench etcd --endpoints E --machines N [--procs P]
+//       etcd: P agent processes; every machine holds a lease, then meets (meetOnEtcd,
+//       etcd/meeting.h). Prints "etcd N CLOSE_S REQUESTS_PER_MACHINE BYTES_PER_MACHINE
+//       EVENTS_PER_MACHINE" (HTTP requests, watches included; bytes both ways and watch events
+//       received, as the agents counted them: etcdTraffic); the script adds the members' CPU and
+//       memory.
+//
+// CLOSE_S: from the instant every machine is connected and told to go to the last one placed
+// (CLOCK_MONOTONIC, one clock for every process of the machine). The processes talk to the driver
+// through their stdin and stdout: a child prints "ready" once connected, runs at "go", prints
+// "done ..." and, for the store's server, waits for its stdin to close to print its own numbers.
+// Agent processes reach the store at 127.0.0.(2+i): every loopback address has its own ephemeral
+// ports, so more than ~28k connections fit. File descriptors: each process raises its soft limit
+// to the hard one; a size that needs more says so and stops.
+
+#include <pthread.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "launcher/rendezvous/c10d/rendezvous.h"
+#include "launcher/rendezvous/c10d/store_rounds.h"
+#include "launcher/rendezvous/etcd/meeting.h"
+#include "launcher/rendezvous/store_host.h"
+#include "launcher/store/tcp_store_server.h"
+#include "libaccel/store/tcp_store_client.h"
+
+namespace {
+
+using namespace accel;
+using namespace std::chrono_literals;
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+[[noreturn]] void die(const std::string& why) {
+  std::fprintf(stderr, "rdzv_scale_bench: %s\n", why.c_str());
+  std::exit(1);
+}
+
+// The soft descriptor limit raised to the hard one; dies naming both when `need` do not fit
+// (`advice`: what to change).
+void haveDescriptors(uint64_t need, const char* who, const char* advice) {
+  rlimit r{};
+  ::getrlimit(RLIMIT_NOFILE, &r);
+  r.rlim_cur = r.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &r);
+  if (need + 64 > r.rlim_cur) {
+    die(std::string(who) + " needs " + std::to_string(need) +
+        " descriptors; this machine allows a process " + std::to_string(r.rlim_cur) +
+        " (ulimit -Hn): " + advice);
+  }
+}
+
+// Runs fn(i) for i in [0, count) on threads of 256 KiB stacks (thousands of them per process).
+void onThreads(int count, const std::function<void(int)>& fn) {
+  struct Job {
+    const std::function<void(int)>* fn;
+    int i;
+  };
+  std::vector<pthread_t> threads(static_cast<size_t>(count));
+  std::vector<Job> jobs(static_cast<size_t>(count));
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 << 10);
+  for (int i = 0; i < count; ++i) {
+    jobs[static_cast<size_t>(i)] = {&fn, i};
+    auto body = [](void* p) -> void* {
+      auto* job = static_cast<Job*>(p);
+      (*job->fn)(job->i);
+      return nullptr;
+    };
+    if (pthread_create(&threads[static_cast<size_t>(i)], &attr, body, &jobs[static_cast<size_t>(i)]))
+      die("cannot start thread " + std::to_string(i) + ": " + std::strerror(errno));
+  }
+  for (auto& t : threads) pthread_join(t, nullptr);
+  pthread_attr_destroy(&attr);
+}
+
+// A gate every thread of a process waits at until the driver says "go" (on stdin).
+class Gate {
+ public:
+  void await() {
+    std::unique_lock lock(mutex_);
+    open_cv_.wait(lock, [this] { return open_; });
+  }
+  void arrive() {
+    std::lock_guard lock(mutex_);
+    ++arrived_;
+    arrived_cv_.notify_all();
+  }
+  void awaitArrivals(int n) {
+    std::unique_lock lock(mutex_);
+    arrived_cv_.wait(lock, [&] { return arrived_ >= n; });
+  }
+  void open() {
+    std::lock_guard lock(mutex_);
+    open_ = true;
+    open_cv_.notify_all();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable open_cv_, arrived_cv_;
+  bool open_ = false;
+  int arrived_ = 0;
+};
+
+// Reads lines from stdin until `word` (false at EOF).
+bool readUntil(const char* word) {
+  char line[256];
+  while (std::fgets(line, sizeof line, stdin)) {
+    if (!std::strncmp(line, word, std::strlen(word))) return true;
+  }
+  return false;
+}
+
+// What a child prints last: the latest placement, the requests made, how many failed.
+struct Placed {
+  std::atomic<int64_t> last_ns{0};
+  std::atomic<uint64_t> requests{0};
+  std::atomic<int> failed{0};
+  void at(int64_t ns) {
+    int64_t seen = last_ns.load();
+    while (seen < ns && !last_ns.compare_exchange_weak(seen, ns)) {
+    }
+  }
+  void print() const {
+    std::printf("done placed_ns=%lld requests=%llu failed=%d\n",
+                static_cast<long long>(last_ns.load()),
+                static_cast<unsigned long long>(requests.load()), failed.load());
+    std::fflush(stdout);
+  }
+};
+
+launcher::GroupSettings storeSettings(const std::string& run, int machines, int index) {
+  launcher::GroupSettings o;
+  o.run_id = run;
+  o.num_machines = o.min_machines = machines;
+  o.local_world_size = 1;
+  o.host = "m" + std::to_string(index);
+  o.presence = launcher::agentToken(o.host);
+  o.store_address = "bench";
+  o.timeouts.join = 600s;
+  if (index == 0) o.requested_machine_rank = 0;
+  return o;
+}
+
+std::unique_ptr<store::TcpStoreClient> connectTo(const std::string& host, int port) {
+  store::TcpStoreClientOptions c;
+  c.host = host;
+  c.port = port;
+  c.timeout = 600s;
+  c.connect_timeout = 120s;
+  return std::make_unique<store::TcpStoreClient>(c);
+}
+
+// One simulated machine of the store's round: its presence parked, then, at the gate, the round.
+void storeMachine(const std::string& host, int port, launcher::GroupSettings o, Gate& gate,
+                  Placed& placed) {
+  auto presence = connectTo(host, port);
+  presence->startWait({launcher::JobKeys(o.run_id).presence(o.presence)});
+  auto client = connectTo(host, port);
+  gate.arrive();
+  gate.await();
+  auto r = launcher::rendezvous(*client, o, {});
+  placed.at(nowNs());
+  if (!r || r->world_size != o.num_machines) {
+    std::fprintf(stderr, "%s: %s\n", o.host.c_str(), r ? "wrong world size" : r.error().c_str());
+    ++placed.failed;
+  }
+}
+
+// The children: one process of `count` machines from `first` on.
+int storeAgents(const std::string& host, int port, const std::string& run, int machines, int first,
+                int count) {
+  haveDescriptors(2ull * static_cast<uint64_t>(count), "an agent process", "use more --procs");
+  Gate gate;
+  Placed placed;
+  std::thread go([&] {
+    gate.awaitArrivals(count);
+    std::printf("ready\n");
+    std::fflush(stdout);
+    if (!readUntil("go")) std::exit(1);
+    gate.open();
+  });
+  onThreads(count, [&](int i) {
+    storeMachine(host, port, storeSettings(run, machines, first + i), gate, placed);
+  });
+  go.join();
+  placed.print();
+  return placed.failed ? 1 : 0;
+}
+
+// The server's child: the store an agent hosts, with machine 0's agent (the master) in it.
+int storeServer(const std::string& run, int machines) {
+  haveDescriptors(2ull * static_cast<uint64_t>(machines), "the store's server",
+                  "each machine holds two connections to it (its own and its presence)");
+  store::TcpStoreServerOptions options;
+  options.host = "0.0.0.0";
+  options.port = 0;
+  options.tracked_wait_prefix = launcher::StoreRounds::trackedWaitPrefix(run);
+  options.presence_key_prefix = launcher::StoreRounds::presenceWaitPrefix(run);
+  auto server = store::TcpStoreServer::start(options);
+  std::printf("port=%d\n", server->port());
+  std::fflush(stdout);
+  launcher::TcpStoreHost host(*server);
+  launcher::GroupSettings o = storeSettings(run, machines, 0);
+  o.present = [&host, &o](const std::string& token) {
+    return host.waiting(launcher::JobKeys(o.run_id).presence(token), 2s);
+  };
+  Gate gate;
+  Placed placed;
+  store::TcpStoreServerStats before;
+  std::thread go([&] {
+    gate.awaitArrivals(1);
+    std::printf("ready\n");
+    std::fflush(stdout);
+    if (!readUntil("go")) std::exit(1);
+    before = server->stats();
+    gate.open();
+  });
+  storeMachine("127.0.0.1", server->port(), o, gate, placed);
+  go.join();
+  placed.print();
+  readUntil("\x04never");  // until the driver closes stdin: every machine is placed
+  const auto after = server->stats();
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  const double cpu = static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+                     1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  std::printf("server requests=%llu bytes=%llu woken=%llu cpu_s=%.2f peak_kib=%ld\n",
+              static_cast<unsigned long long>(after.requests - before.requests),
+              static_cast<unsigned long long>(after.bytes_received + after.bytes_sent -
+                                              before.bytes_received - before.bytes_sent),
+              static_cast<unsigned long long>(after.waits_woken - before.waits_woken), cpu,
+              u.ru_maxrss);
+  std::fflush(stdout);
+  return placed.failed ? 1 : 0;
+}
+
+// A child process with pipes to its stdin and from its stdout.
+struct Child {
+  pid_t pid = -1;
+  FILE* in = nullptr;   // its stdin
+  FILE* out = nullptr;  // its stdout
+
+  static Child start(const std::vector<std::string>& argv) {
+    int to[2], from[2];
+    if (::pipe(to) || ::pipe(from)) die("pipe: " + std::string(std::strerror(errno)));
+    Child c;
+    c.pid = ::fork();
+    if (c.pid == 0) {
+      ::dup2(to[0], 0), ::dup2(from[1], 1);
+      ::close(to[0]), ::close(to[1]), ::close(from[0]), ::close(from[1]);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execv("/proc/self/exe", args.data());
+      _exit(127);
+    }
+    ::close(to[0]), ::close(from[1]);
+    c.in = ::fdopen(to[1], "w");
+    c.out = ::fdopen(from[0], "r");
+    return c;
+  }
+  // The next line it prints that starts with `word` (dies when it ends first).
+  std::string expect(const char* word) const {
+    char line[512];
+    while (std::fgets(line, sizeof line, out)) {
+      if (!std::strncmp(line, word, std::strlen(word))) return line;
+    }
+    die(std::string("a child ended before it said '") + word + "'");
+  }
+  void say(const char* line) const {
+    std::fputs(line, in);
+    std::fflush(in);
+  }
+  int finish() {
+    if (in) std::fclose(in), in = nullptr;
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+};
+
+// "key=value" fields of a child's line.
+double field(const std::string& line, const std::string& key) {
+  const auto at = line.find(key + "=");
+  if (at == std::string::npos) die("no " + key + " in: " + line);
+  return std::strtod(line.c_str() + at + key.size() + 1, nullptr);
+}
+
+// Splits N-1 machines (1..N-1; machine 0 is elsewhere) over `procs` processes.
+std::vector<std::pair<int, int>> shares(int from, int machines, int procs) {
+  std::vector<std::pair<int, int>> out;
+  const int n = machines - from;
+  for (int p = 0; p < procs; ++p) {
+    const int first = from + n * p / procs, last = from + n * (p + 1) / procs;
+    if (last > first) out.push_back({first, last - first});
+  }
+  return out;
+}
+
+// Says "go" to every child once all are ready; the instant it did.
+int64_t release(std::vector<Child>& children) {
+  for (auto& c : children) c.expect("ready");
+  const int64_t t0 = nowNs();
+  for (auto& c : children) c.say("go\n");
+  return t0;
+}
+
+int driveStore(const std::string& self, int machines, int procs) {
+  const std::string run = "scale-" + std::to_string(::getpid());
+  const std::string n = std::to_string(machines);
+  std::vector<Child> children;
+  children.push_back(Child::start({self, "store-server", run, n}));
+  const std::string port = std::to_string(static_cast<int>(field(children[0].expect("port="), "port")));
+  int i = 0;
+  for (auto [first, count] : shares(1, machines, procs)) {
+    const std::string host = "127.0.0." + std::to_string(2 + i++);
+    children.push_back(Child::start({self, "store-agents", host, port, run, n, std::to_string(first),
+                                     std::to_string(count)}));
+  }
+  const int64_t t0 = release(children);
+  int64_t last = 0;
+  uint64_t failed = 0;
+  for (auto& c : children) {
+    const std::string done = c.expect("done");
+    last = std::max(last, static_cast<int64_t>(field(done, "placed_ns")));
+    failed += static_cast<uint64_t>(field(done, "failed"));
+  }
+  for (size_t c = 1; c < children.size(); ++c) failed += children[c].finish() != 0;
+  std::fclose(children[0].in), children[0].in = nullptr;
+  const std::string server = children[0].expect("server");
+  failed += children[0].finish() != 0;
+  if (failed) die(std::to_string(failed) + " machines or processes failed");
+  const double m = machines;
+  std::printf("store %d %.3f %.1f %.0f %.2f %.2f %.1f\n", machines, 1e-9 * double(last - t0),
+              field(server, "requests") / m, field(server, "bytes") / m, field(server, "woken") / m,
+              field(server, "cpu_s"), field(server, "peak_kib") / 1024.0);
+  return 0;
+}
+
+launcher::EtcdOptions etcdOptions(const std::string& endpoints) {
+  launcher::EtcdOptions o;
+  auto parsed = launcher::parseEtcdEndpoints(endpoints);
+  if (!parsed) die("--endpoints: " + parsed.error());
+  o.endpoints = *parsed;
+  o.timeout = 600s;
+  o.attempt_timeout = 30s;
+  return o;
+}
+
+// The children of the etcd round: `count` machines from `first` on, each with its lease.
+int etcdAgents(const std::string& endpoints, const std::string& run, int machines, int first,
+               int count) {
+  haveDescriptors(3ull * static_cast<uint64_t>(count), "an agent process", "use more --procs");
+  launcher::EtcdRoundSettings s;
+  s.root = "accel-scale/";
+  s.run_id = run;
+  s.min_machines = s.max_machines = machines;
+  s.timeouts.join = 600s;
+  Gate gate;
+  Placed placed;
+  uint64_t bytes0 = 0, events0 = 0;  // what the connecting moved
+  std::thread go([&] {
+    gate.awaitArrivals(count);
+    bytes0 = launcher::etcdTraffic().bytes, events0 = launcher::etcdTraffic().events;
+    std::printf("ready\n");
+    std::fflush(stdout);
+    if (!readUntil("go")) std::exit(1);
+    gate.open();
+  });
+  onThreads(count, [&](int i) {
+    const std::string name = "m" + std::to_string(first + i);
+    bool arrived = false;
+    try {
+      launcher::EtcdOptions o = etcdOptions(endpoints);
+      o.first_endpoint = static_cast<size_t>(first + i);  // spread, as agents are
+      launcher::EtcdClient client(o);
+      launcher::EtcdRoundSettings mine = s;
+      mine.lease = client.grantLease(60s);
+      const uint64_t before = client.requests();
+      gate.arrive(), arrived = true;
+      gate.await();
+      auto r = launcher::meetOnEtcd(client, mine, 0, {name, name, "", 1});
+      placed.at(nowNs());
+      placed.requests += client.requests() - before + static_cast<uint64_t>(r ? r->watches : 0);
+      if (!r || r->world_size != machines || r->machine_rank < 0) {
+        std::fprintf(stderr, "%s: %s\n", name.c_str(), r ? "not placed" : r.error().c_str());
+        ++placed.failed;
+      }
+    } catch (const std::exception& e) {  // etcd refused or dropped it: said, and counted
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), e.what());
+      ++placed.failed;
+      if (!arrived) gate.arrive();
+    }
+  });
+  go.join();
+  std::printf("traffic bytes=%llu events=%llu\n",
+              static_cast<unsigned long long>(launcher::etcdTraffic().bytes - bytes0),
+              static_cast<unsigned long long>(launcher::etcdTraffic().events - events0));
+  placed.print();
+  return placed.failed ? 1 : 0;
+}
+
+int driveEtcd(const std::string& self, const std::string& endpoints, int machines, int procs) {
+  const std::string run = "scale-" + std::to_string(::getpid());
+  std::vector<Child> children;
+  for (auto [first, count] : shares(0, machines, procs)) {
+    children.push_back(Child::start({self, "etcd-agents", endpoints, run, std::to_string(machines),
+                                     std::to_string(first), std::to_string(count)}));
+  }
+  const int64_t t0 = release(children);
+  int64_t last = 0;
+  double requests = 0, bytes = 0, events = 0;
+  int failed = 0;
+  for (auto& c : children) {
+    const std::string traffic = c.expect("traffic");
+    bytes += field(traffic, "bytes"), events += field(traffic, "events");
+    const std::string done = c.expect("done");
+    last = std::max(last, static_cast<int64_t>(field(done, "placed_ns")));
+    requests += field(done, "requests");
+    failed += static_cast<int>(field(done, "failed")) + (c.finish() != 0);
+  }
+  if (failed) die(std::to_string(failed) + " machines or processes failed");
+  std::printf("etcd %d %.3f %.1f %.0f %.2f\n", machines, 1e-9 * double(last - t0),
+              requests / machines, bytes / machines, events / machines);
+  return 0;
+}
+
+[[noreturn]] void usage() {
+  std::fprintf(stderr,
+               "usage: rdzv_scale_bench store --machines N [--procs P]\n"
+               "       rdzv_scale_bench etcd --endpoints HOST:PORT,... --machines N [--procs P]\n");
+  std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) usage();
+  const std::string mode = argv[1];
+  auto arg = [&](int i) { return i < argc ? std::string(argv[i]) : (usage(), std::string()); };
+  if (mode == "store-server") return storeServer(arg(2), std::stoi(arg(3)));
+  if (mode == "store-agents") {
+    return storeAgents(arg(2), std::stoi(arg(3)), arg(4), std::stoi(arg(5)), std::stoi(arg(6)),
+                       std::stoi(arg(7)));
+  }
+  if (mode == "etcd-agents") {
+    return etcdAgents(arg(2), arg(3), std::stoi(arg(4)), std::stoi(arg(5)), std::stoi(arg(6)));
+  }
+  int machines = 0, procs = 4;
+  std::string endpoints;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--machines") machines = std::stoi(arg(++i));
+    else if (a == "--procs") procs = std::stoi(arg(++i));
+    else if (a == "--endpoints") endpoints = arg(++i);
+    else usage();
+  }
+  if (machines < 2 || procs < 1) usage();
+  if (mode == "store") return driveStore(argv[0], machines, procs);
+  if (mode == "etcd" && !endpoints.empty()) return driveEtcd(argv[0], endpoints, machines, procs);
+  usage();
+}

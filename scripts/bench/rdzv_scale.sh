@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# One round of N simulated machines (the agents' own rendezvous clients, no workers; over several
+# processes with real sockets: scripts/bench/rdzv_scale.cc), per backend and N, issue 52:
+#   store  accel's store (its server process holds machine 0's agent, as in a job)
+#   etcd   a three-member etcd cluster on loopback that this script starts (Debian's etcd-server)
+# One row per backend and N, whitespace-separated:
+#   BACKEND N CLOSE_S REQUESTS_PER_MACHINE BYTES_PER_MACHINE EVENTS_PER_MACHINE SERVER_CPU_S SERVER_PEAK_MIB
+# close: from every machine connected to the last one placed; requests, bytes (both ways) and
+# events during the round, per machine — store: as its server counted them (WAITs answered);
+# etcd: as the agents counted them (HTTP requests, watches included; watch events received);
+# the server's CPU seconds and peak resident MiB (etcd: its three members, summed). A size this machine
+# cannot hold (file descriptors) prints its row with "-" and why.
+#   scripts/bench/rdzv_scale.sh [--backend store|etcd] [--sizes "N ..."] [--quick]
+# Default sizes: store 1024 4096 16384, etcd 1024 4096. --quick (ctest's bench.rdzv_scale_quick):
+# N = 64 on both.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+backends="store etcd" sizes=""
+while (($#)); do
+  case $1 in
+    --backend) backends=$2; shift 2 ;;
+    --sizes) sizes=$2; shift 2 ;;
+    --quick) sizes=64; shift ;;
+    *) echo "usage: scripts/bench/rdzv_scale.sh [--backend store|etcd] [--sizes \"N ...\"] [--quick]" >&2; exit 2 ;;
+  esac
+done
+build=${ACCEL_BUILD_DIR:-build}
+bench=$build/scripts/bench/rdzv_scale_bench
+[[ -x $bench ]] || { echo "build first: scripts/build rdzv_scale_bench" >&2; exit 1; }
+scratch=$(mktemp -d /tmp/accel-bench-scale.XXXXXX)
+trap 'kill -KILL ${ETCD_MEMBER_PIDS[@]:-} 2>/dev/null; rm -rf "$scratch"' EXIT
+echo "$(nproc) cores; $(ulimit -Hn) descriptors per process at most"
+echo "BACKEND N CLOSE_S REQUESTS_PER_MACHINE BYTES_PER_MACHINE EVENTS_PER_MACHINE SERVER_CPU_S SERVER_PEAK_MIB"
+
+# One row, or the row's "-" and the bench's reason.
+row() {  # row BACKEND N CMD...
+  local out
+  if out=$("${@:3}" 2>"$scratch/err"); then
+    echo "$out"
+  else
+    echo "$1 $2 - - - - - -  ($(head -1 "$scratch/err"))"
+  fi
+}
+
+cpu_s() {  # the members' CPU seconds so far
+  local p t=0
+  for p in "${ETCD_MEMBER_PIDS[@]}"; do
+    t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
+  done
+  awk -v t="$t" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t / hz }'
+}
+peak_mib() {  # the members' peak resident memory, summed
+  local p k=0
+  for p in "${ETCD_MEMBER_PIDS[@]}"; do k=$((k + $(awk '/^VmHWM/ { print $2 }' "/proc/$p/status"))); done
+  awk -v k="$k" 'BEGIN { printf "%.1f", k / 1024 }'
+}
+
+etcd_row() {  # etcd_row N: a fresh cluster per size, so that each member's peak is this round's
+  local n=$1 out
+  source tests/e2e/etcd_lib.sh
+  rm -rf "$scratch"/etcd*
+  etcd_cluster_start "$scratch" $((21000 + ($$ % 1000) * 6)) || { echo "etcd $n - - - - - -  (etcd did not start)"; return; }
+  if out=$("$bench" etcd --endpoints "$ETCD_CLUSTER" --machines "$n" --procs 4 2>"$scratch/err"); then
+    echo "$out $(cpu_s) $(peak_mib)"
+  else
+    echo "etcd $n - - - - - -  ($(head -1 "$scratch/err"))"
+  fi
+  kill -KILL "${ETCD_MEMBER_PIDS[@]}" 2>/dev/null || true
+  wait "${ETCD_MEMBER_PIDS[@]}" 2>/dev/null || true
+  ETCD_MEMBER_PIDS=()
+}
+
+for backend in $backends; do
+  case $backend in
+    store)
+      for n in ${sizes:-1024 4096 16384}; do row store "$n" "$bench" store --machines "$n" --procs 4; done
+      ;;
+    etcd)
+      command -v etcd >/dev/null || { echo "etcd: SKIPPED, etcd is not installed (etcd-server; scripts/setup.sh)"; continue; }
+      for n in ${sizes:-1024 4096}; do etcd_row "$n"; done
+      ;;
+    *) echo "--backend: store or etcd, not '$backend'" >&2; exit 2 ;;
+  esac
+done
