@@ -31,21 +31,20 @@ struct RoundTimeouts {
   ms exit_after_failure = s(15);
 
   // --- accel's own ---
-  ms close_margin = s(30);         // close's default beyond --term_timeout
-  ms exit_margin = s(10);          // exit_after_failure beyond --term_timeout
-  ms progress = s(5);              // between the master's "2/3 machines joined" notices
-  ms presence_check = ms(100);     // the master's look at the members (presence, keep-alives)
-  ms presence_grace = ms(500);     // a registration read before its agent's presence was parked
-  ms connect = s(30);              // a second connection to the master's store
-  ms connect_progress = s(10);     // between "waiting for the master agent at ..." notices
-  ms request = s(5);               // a link's request; longer is a master gone quiet
-  ms keep_alive_retry = ms(200);   // a keep-alive's fresh connection try while its path is down
-  ms record = s(30);               // a record already counted (registration, failure) to appear
-  ms report_record = s(2);         // a round-end report already counted to appear
-  ms decision_margin = s(10);      // the others wait close + this for the master's decision
-  ms answer_margin = s(2);         // the others wait this longer than the master for a round's
-                                   // assignment, so that a master that gives up can say why
-  ms master_answer_margin = s(1);  // the master's own wait for it, beyond the last call
+  ms close_margin = s(30);        // close's default beyond --term_timeout
+  ms exit_margin = s(10);         // exit_after_failure beyond --term_timeout
+  ms progress = s(5);             // between the master's "2/3 machines joined" notices
+  ms presence_check = ms(100);    // the master's look at the members (presence, keep-alives)
+  ms presence_grace = ms(500);    // a registration read before its agent's presence was parked
+  ms connect = s(30);             // a second connection to the master's store
+  ms connect_progress = s(10);    // between "waiting for the master agent at ..." notices
+  ms request = s(5);              // a link's request; longer is a master gone quiet
+  ms keep_alive_retry = ms(200);  // a keep-alive's fresh connection try while its path is down
+  ms record = s(30);              // a record already counted (registration, failure) to appear
+  ms report_record = s(2);        // a round-end report already counted to appear
+  ms decision_margin = s(10);     // the others wait close + this for the master's decision
+  ms answer_margin = s(2);        // the others wait this longer than the master for a round's
+                                  // assignment, so that a master that gives up can say why
   ms publish = s(5);  // an attempt whose workers all ended waits this for its failure's publication
   ms stop_said = s(2);          // an agent told to stop says so in passing, at most this long
   ms round_end_poll = ms(100);  // the master's look at lost members while ends are missing

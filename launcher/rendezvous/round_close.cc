@@ -71,7 +71,7 @@ RoundFacts RoundCloser::factsOf(const RoundStart& start, const RendezvousResult&
   RoundFacts facts;
   facts.round = start.round;
   facts.restart_count = joined.restart_count;
-  facts.machines = static_cast<int>(joined.machines.size());
+  facts.machines = joined.size;
   facts.max_machines = settings_.num_machines;
   facts.min_machines = settings_.min_machines;
   facts.elastic = settings_.elastic();

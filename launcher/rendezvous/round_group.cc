@@ -147,8 +147,7 @@ void RoundGroup::awaitOtherMachines() {
   if (backend_->standing(joined_).kind != Standing::Kind::kMember) return;  // no store to wait in
   const bool host = joined_ ? joined_->machine_rank == 0 : backend_->decidesAlone();
   if (!joined_ && !host) return;
-  const int machines =
-      joined_ ? static_cast<int>(joined_->machines.size()) : settings().num_machines;
+  const int machines = joined_ ? joined_->size : settings().num_machines;
   const int round = round_.round;
   const int done = leaveRound(
       backend_->records(settings().timeouts.exit_after_failure), settings(), round,

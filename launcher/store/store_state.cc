@@ -249,6 +249,7 @@ void StoreState::keyArrived(uint64_t id) {
   if (w == waiters_.end() || --w->second.missing > 0) return;
   const uint64_t conn = w->second.conn;
   unpark(id);
+  ++woken_waits_;
   send_(conn, byteReply(static_cast<uint8_t>(wire::WaitResponse::StopWaiting)));
 }
 

@@ -49,6 +49,8 @@ class StoreState {
 
   size_t keyCount() const { return data_.size(); }
   size_t parkedWaits() const { return waiters_.size(); }
+  // WAITs answered because their keys came, since the state was made.
+  uint64_t wokenWaits() const { return woken_waits_; }
   size_t parkedBarriers() const;
   size_t watchCount() const;
   // Entries of every table that indexes parked WAITs, BARRIERs and watches (by key and by
@@ -117,6 +119,7 @@ class StoreState {
   std::string presence_prefix_;
   std::unordered_map<std::string, size_t> presence_;  // key under presence_prefix_ → waiters
   uint64_t presence_version_ = 0;
+  uint64_t woken_waits_ = 0;                                          // wokenWaits()
   std::unordered_map<uint64_t, std::vector<uint64_t>> conn_waiters_;  // conn → waiter ids
   std::unordered_map<std::string, std::set<uint64_t>> watchers_;      // key → connections
   std::unordered_map<uint64_t, std::unordered_set<std::string>> conn_watches_;  // conn → keys

@@ -446,6 +446,7 @@ class TcpStoreServer::Loop {
       if (n < 0 && errno == EAGAIN) break;
       if (n < 0) return markClosing(c, false);
       c.out_off += static_cast<size_t>(n);
+      stats_local_.bytes_sent += static_cast<uint64_t>(n);
     }
     if (c.out_off == c.out.size()) {
       c.out.clear();
@@ -483,6 +484,7 @@ class TcpStoreServer::Loop {
     stats_local_.watches = state_.watchCount();
     stats_local_.parked_entries = state_.parkedEntries();
     stats_local_.tracked_waiters = state_.trackedWaits();
+    stats_local_.waits_woken = state_.wokenWaits();
     {
       std::lock_guard<std::mutex> lock(stats_mutex_);
       stats_ = stats_local_;

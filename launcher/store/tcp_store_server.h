@@ -104,6 +104,8 @@ struct TcpStoreServerStats {
   uint64_t parked_entries = 0;
   uint64_t buffered_input_bytes = 0;  // held for unfinished requests now, over all connections
   uint64_t bytes_received = 0;        // read from clients, in total
+  uint64_t bytes_sent = 0;            // written to clients, in total
+  uint64_t waits_woken = 0;           // parked WAITs answered (their keys came), in total
   // Bytes the request parser examined, in total: each received byte once, however the bytes
   // were split into reads (the parser resumes where it stopped; a pending frame is never re-read).
   uint64_t parser_bytes_examined = 0;

@@ -101,7 +101,8 @@ void onThreads(int count, const std::function<void(int)>& fn) {
       (*job->fn)(job->i);
       return nullptr;
     };
-    if (pthread_create(&threads[static_cast<size_t>(i)], &attr, body, &jobs[static_cast<size_t>(i)]))
+    if (pthread_create(&threads[static_cast<size_t>(i)], &attr, body,
+                       &jobs[static_cast<size_t>(i)]))
       die("cannot start thread " + std::to_string(i) + ": " + std::strerror(errno));
   }
   for (auto& t : threads) pthread_join(t, nullptr);
@@ -346,12 +347,13 @@ int driveStore(const std::string& self, int machines, int procs) {
   const std::string n = std::to_string(machines);
   std::vector<Child> children;
   children.push_back(Child::start({self, "store-server", run, n}));
-  const std::string port = std::to_string(static_cast<int>(field(children[0].expect("port="), "port")));
+  const std::string port =
+      std::to_string(static_cast<int>(field(children[0].expect("port="), "port")));
   int i = 0;
   for (auto [first, count] : shares(1, machines, procs)) {
     const std::string host = "127.0.0." + std::to_string(2 + i++);
-    children.push_back(Child::start({self, "store-agents", host, port, run, n, std::to_string(first),
-                                     std::to_string(count)}));
+    children.push_back(Child::start(
+        {self, "store-agents", host, port, run, n, std::to_string(first), std::to_string(count)}));
   }
   const int64_t t0 = release(children);
   int64_t last = 0;
@@ -486,10 +488,14 @@ int main(int argc, char** argv) {
   std::string endpoints;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--machines") machines = std::stoi(arg(++i));
-    else if (a == "--procs") procs = std::stoi(arg(++i));
-    else if (a == "--endpoints") endpoints = arg(++i);
-    else usage();
+    if (a == "--machines")
+      machines = std::stoi(arg(++i));
+    else if (a == "--procs")
+      procs = std::stoi(arg(++i));
+    else if (a == "--endpoints")
+      endpoints = arg(++i);
+    else
+      usage();
   }
   if (machines < 2 || procs < 1) usage();
   if (mode == "store") return driveStore(argv[0], machines, procs);

@@ -28,7 +28,7 @@ build=${ACCEL_BUILD_DIR:-build}
 bench=$build/scripts/bench/rdzv_scale_bench
 [[ -x $bench ]] || { echo "build first: scripts/build rdzv_scale_bench" >&2; exit 1; }
 scratch=$(mktemp -d /tmp/accel-bench-scale.XXXXXX)
-trap 'kill -KILL ${ETCD_MEMBER_PIDS[@]:-} 2>/dev/null; rm -rf "$scratch"' EXIT
+trap 'kill -KILL ${ETCD_MEMBER_PIDS[@]:-} 2>/dev/null || true; rm -rf "$scratch"' EXIT
 echo "$(nproc) cores; $(ulimit -Hn) descriptors per process at most"
 echo "BACKEND N CLOSE_S REQUESTS_PER_MACHINE BYTES_PER_MACHINE EVENTS_PER_MACHINE SERVER_CPU_S SERVER_PEAK_MIB"
 

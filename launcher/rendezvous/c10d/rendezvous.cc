@@ -22,14 +22,14 @@ std::string list(const std::vector<int>& v) {
   return out;
 }
 
-// Reads the registrations of slots [0, count).
-std::vector<json> registrations(store::Store& s, const GroupSettings& o, const RoundStart& r,
-                                int count) {
-  std::vector<json> out;
-  for (int slot = 0; slot < count; ++slot) {
-    out.push_back(json::parse(s.get(roundKeys(o, r.round).agent(slot), o.timeouts.record)));
+// Reads the registrations of slots [0, count) into `known`, those not read before only: a
+// registration never changes, so the master reads each once per round, however often it looks.
+const std::vector<json>& registrations(store::Store& s, const GroupSettings& o, const RoundStart& r,
+                                       int count, std::vector<json>& known) {
+  for (int slot = static_cast<int>(known.size()); slot < count; ++slot) {
+    known.push_back(json::parse(s.get(roundKeys(o, r.round).agent(slot), o.timeouts.record)));
   }
-  return out;
+  return known;
 }
 
 // Whether registration `j`'s agent is still there (its presence key waited on): the master's
@@ -40,9 +40,10 @@ bool isPresent(const json& j, const GroupSettings& o) {
 
 // How many of the round's `count` registrations are of agents still there: one that registered
 // and died is not waited for, and never becomes a member.
-int presentCount(store::Store& s, const GroupSettings& o, const RoundStart& r, int count) {
+int presentCount(store::Store& s, const GroupSettings& o, const RoundStart& r, int count,
+                 std::vector<json>& known) {
   if (!o.present) return count;
-  const std::vector<json> joined = registrations(s, o, r, count);
+  const std::vector<json>& joined = registrations(s, o, r, count, known);
   return static_cast<int>(
       std::count_if(joined.begin(), joined.end(), [&o](const json& j) { return isPresent(j, o); }));
 }
@@ -133,7 +134,7 @@ int registerAgent(store::Store& s, const GroupSettings& o, const RoundStart& r) 
 // itself starts the last call as it registers. On timeout the reason is published, so the
 // others fail now. Returns how many machines the round has.
 Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const RoundStart& r,
-                            Clock::time_point deadline) {
+                            Clock::time_point deadline, std::vector<json>& known) {
   const RoundKeys keys = roundKeys(o, r.round);
   const bool elastic = o.elastic();
   // The count at which the round may first close (the survivors of a re-forming group, else
@@ -143,7 +144,7 @@ Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const Round
   RoundClosing closing = roundClosing(o, r);
   for (bool firstLook = true;; firstLook = false) {
     const int count = static_cast<int>(s.add(keys.arrivals(), 0));
-    const int here = presentCount(s, o, r, count);
+    const int here = presentCount(s, o, r, count, known);
     if (here > o.num_machines && !elastic) {  // said to the others too: they fail at once
       const std::string message = std::to_string(here) + " machines joined a rendezvous for " +
                                   std::to_string(o.num_machines) + " at " + o.store_address +
@@ -156,7 +157,7 @@ Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const Round
         std::to_string(here) + "/" + std::to_string(o.num_machines) + " machines joined" +
         (here < count ? " (" + std::to_string(count - here) + " left again)" : std::string()) +
         (elastic ? " (" + std::to_string(o.leastMachines()) + " needed)"
-                 : missingText(registrations(s, o, r, count), o.num_machines));
+                 : missingText(registrations(s, o, r, count, known), o.num_machines));
     // Once MIN joined, the round closes at the last call, whatever the rendezvous timeout.
     if (o.clock->now() >= deadline && !closing.lastCallEnd()) {
       std::string message = "rendezvous at " + o.store_address + " timed out after " +
@@ -192,11 +193,11 @@ std::map<std::string, int> previousRanks(store::Store& s, const GroupSettings& o
                                          const RoundStart& r) {
   std::map<std::string, int> ranks;
   if (r.round == 0) return ranks;
-  const std::string before = roundKeys(o, r.round - 1).assignment();
+  const std::string before = roundKeys(o, r.round - 1).members();
   if (!s.check({before})) return ranks;
   const json j = json::parse(s.get(before, o.timeouts.request), nullptr, false);
-  if (!j.is_object() || !j.contains("machines") || !j["machines"].is_array()) return ranks;
-  for (const auto& m : j["machines"]) {
+  if (!j.is_array()) return ranks;
+  for (const auto& m : j) {
     const std::string token = m.value("presence", "");
     if (!token.empty()) ranks[token] = m.value("machine_rank", 0);
   }
@@ -220,50 +221,88 @@ std::vector<int> members(const std::vector<json>& joined, int machines, const Gr
   return chosen;
 }
 
-// The master assigns every member its rank and offset and publishes them with one write (or
-// publishes why it cannot). Slots that are not members get rank -1: spares.
-Expected<void> publishAssignment(store::Store& s, const GroupSettings& o, const RoundStart& r,
-                                 int machines, int count) {
-  const std::vector<json> joined = registrations(s, o, r, count);
+json machineJson(const MachineInfo& m) {
+  return {{"host", m.host},
+          {"address", m.address},
+          {"presence", m.presence},
+          {"local_world_size", m.local_world_size},
+          {"machine_rank", m.machine_rank},
+          {"rank_offset", m.rank_offset}};
+}
+
+MachineInfo machineOf(const json& m) {
+  return MachineInfo{m.at("host").get<std::string>(), m.value("presence", ""),
+                     m.value("address", ""),          m.at("local_world_size").get<int>(),
+                     m.at("machine_rank").get<int>(), m.at("rank_offset").get<int>()};
+}
+
+// The round's summary: what every agent reads (its size, the restart count, machine 0), the
+// same size whatever the round's.
+json summaryOf(const std::vector<MachineInfo>& machines, int slots, const GroupSettings& o,
+               const RoundStart& r) {
+  int world = 0;
+  for (const auto& m : machines) world += m.local_world_size;
+  return {{"size", machines.size()},
+          {"slots", slots},  // registrations placed: a later one is a spare
+          {"world_size", world},
+          {"machine0", machineJson(machines.front())},
+          {"max_restarts", o.max_restarts},
+          {"restart_count", r.restart_count}};
+}
+
+// Registration slots [first, first + kPlacesPerChunk)'s places: [machine rank, rank offset]
+// each, [-1, 0] for a spare.
+std::vector<json> placeChunks(const std::vector<int>& slotRank,
+                              const std::vector<MachineInfo>& machines) {
+  std::vector<json> chunks;
+  for (size_t slot = 0; slot < slotRank.size(); ++slot) {
+    if (slot % RoundKeys::kPlacesPerChunk == 0) chunks.push_back(json::array());
+    const int rank = slotRank[slot];
+    chunks.back().push_back(
+        json::array({rank, rank < 0 ? 0 : machines[static_cast<size_t>(rank)].rank_offset}));
+  }
+  return chunks;
+}
+
+// The master assigns every member its rank and offset (or publishes why it cannot): the whole
+// list for itself and the next round's ranking, the slots' places in chunks, then the summary
+// every agent waits for. Slots that are not members get rank -1: spares. Returns the members.
+Expected<std::vector<MachineInfo>> publishAssignment(store::Store& s, const GroupSettings& o,
+                                                     const RoundStart& r, int machines, int count,
+                                                     std::vector<json>& known) {
+  const RoundKeys keys = roundKeys(o, r.round);
+  const std::vector<json>& joined = registrations(s, o, r, count, known);
   const std::vector<int> chosen = members(joined, machines, o, previousRanks(s, o, r));
   std::vector<json> memberRecords;
   for (int slot : chosen) memberRecords.push_back(joined[static_cast<size_t>(slot)]);
   auto assigned = assign(memberRecords, machines);
   if (!assigned) {
-    s.set(roundKeys(o, r.round).assignment(), json{{"error", assigned.error()}}.dump());
+    s.set(keys.assignment(), json{{"error", assigned.error()}}.dump());
     return std::move(assigned).takeError();
   }
   std::vector<int> slotRank(static_cast<size_t>(count), -1);
   for (size_t i = 0; i < chosen.size(); ++i)
     slotRank[static_cast<size_t>(chosen[i])] = assigned->slot_rank[i];
-  json published = json::array();
-  for (const auto& m : assigned->machines) {
-    published.push_back({{"host", m.host},
-                         {"address", m.address},
-                         {"presence", m.presence},
-                         {"local_world_size", m.local_world_size},
-                         {"machine_rank", m.machine_rank},
-                         {"rank_offset", m.rank_offset}});
-  }
-  s.set(roundKeys(o, r.round).assignment(), json{{"machines", published},
-                                                 {"slots", slotRank},
-                                                 {"max_restarts", o.max_restarts},
-                                                 {"restart_count", r.restart_count}}
-                                                .dump());
-  return {};
+  json all = json::array();
+  for (const auto& m : assigned->machines) all.push_back(machineJson(m));
+  s.set(keys.members(), all.dump());
+  const std::vector<json> chunks = placeChunks(slotRank, assigned->machines);
+  for (size_t c = 0; c < chunks.size(); ++c)
+    s.set(keys.places(static_cast<int>(c)), chunks[c].dump());
+  s.set(keys.assignment(), summaryOf(assigned->machines, count, o, r).dump());
+  return std::move(assigned->machines);
 }
 
-// Every agent: waits for the master's assignment and reads its own place in it.
+// Every agent but the master: waits for the master's summary and reads its own place (one chunk
+// of the places: what it reads does not grow with the round).
 Expected<RendezvousResult> readAssignment(store::Store& s, const GroupSettings& o,
-                                          const RoundStart& r, int slot, bool master,
+                                          const RoundStart& r, int slot,
                                           Clock::time_point deadline) {
   const RoundKeys keys = roundKeys(o, r.round);
   // A little longer than the master, so a master that gives up can still say why; and a last
-  // call that began just before the timeout still closes the round (the master itself has
-  // published by now, up to a last call after the timeout).
+  // call that began just before the timeout still closes the round.
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - o.clock->now()) +
-              o.timeouts.last_call +
-              (master ? o.timeouts.master_answer_margin : o.timeouts.answer_margin);
+              o.timeouts.last_call + o.timeouts.answer_margin;
   std::string text;
   try {
     text = s.get(keys.assignment(), std::max(left, std::chrono::milliseconds(1)));
@@ -274,39 +313,55 @@ Expected<RendezvousResult> readAssignment(store::Store& s, const GroupSettings& 
                      std::to_string(s.add(keys.arrivals(), 0)) + "/" +
                      std::to_string(o.num_machines) + " machines joined");
   }
-  json assignment = json::parse(text);
-  if (assignment.contains("error"))
-    return makeError("rendezvous failed: " + assignment["error"].get<std::string>());
+  json summary = json::parse(text);
+  if (summary.contains("error"))
+    return makeError("rendezvous failed: " + summary["error"].get<std::string>());
   RendezvousResult result;
-  result.restart_count = assignment.value("restart_count", 0);  // a spare's next try's too
-  if (assignment.contains("closed")) {  // the job ended before this round formed
-    result.closed = assignment["closed"].get<std::string>();
+  result.restart_count = summary.value("restart_count", 0);  // a spare's next try's too
+  if (summary.contains("closed")) {  // the job ended before this round formed
+    result.closed = summary["closed"].get<std::string>();
     return result;
   }
-  const json& slots = assignment.at("slots");
-  if (static_cast<size_t>(slot) >= slots.size() || slots[static_cast<size_t>(slot)] == -1) {
+  result.size = summary.at("size").get<int>();
+  if (slot >= summary.at("slots").get<int>()) {  // registered after the master placed the round
+    result.spare = true;
+    result.round_size = result.size;
+    return result;
+  }
+  const json chunk =
+      json::parse(s.get(keys.places(slot / RoundKeys::kPlacesPerChunk), o.timeouts.request));
+  const json& place = chunk.at(static_cast<size_t>(slot % RoundKeys::kPlacesPerChunk));
+  result.machine_rank = place.at(0).get<int>();
+  if (result.machine_rank < 0) {
     result.spare = true;  // the group was full, or closed just before this agent registered
-    result.round_size = static_cast<int>(assignment.at("machines").size());
+    result.round_size = result.size;
     return result;
   }
-  for (const auto& m : assignment.at("machines")) {
-    result.machines.push_back(
-        MachineInfo{m.at("host").get<std::string>(), m.value("presence", ""),
-                    m.value("address", ""), m.at("local_world_size").get<int>(),
-                    m.at("machine_rank").get<int>(), m.at("rank_offset").get<int>()});
-    result.world_size += m.at("local_world_size").get<int>();
-  }
-  result.max_restarts = assignment.value("max_restarts", 0);
-  result.machine_rank = assignment.at("slots").at(static_cast<size_t>(slot)).get<int>();
-  result.rank_offset = result.machines.at(static_cast<size_t>(result.machine_rank)).rank_offset;
+  result.rank_offset = place.at(1).get<int>();
+  result.world_size = summary.at("world_size").get<int>();
+  result.max_restarts = summary.value("max_restarts", 0);
+  result.machines.push_back(machineOf(summary.at("machine0")));
   return result;
+}
+
+// The master's own result: it made the round.
+RendezvousResult masterResult(std::vector<MachineInfo> machines, const GroupSettings& o,
+                              const RoundStart& r) {
+  RendezvousResult result;
+  result.restart_count = r.restart_count;
+  result.max_restarts = o.max_restarts;
+  result.size = static_cast<int>(machines.size());
+  for (const auto& m : machines) result.world_size += m.local_world_size;
+  result.machines = std::move(machines);
+  return result;  // machine 0, rank offset 0
 }
 
 }  // namespace
 
 int presentRegistrations(store::Store& s, const GroupSettings& o, int round) {
   const int count = static_cast<int>(s.add(roundKeys(o, round).arrivals(), 0));
-  return presentCount(s, o, RoundStart{round, 0, 0}, count);
+  std::vector<json> known;
+  return presentCount(s, o, RoundStart{round, 0, 0}, count, known);
 }
 
 bool registrationPresent(store::Store& s, const GroupSettings& o, int round, int slot) {
@@ -328,14 +383,14 @@ Expected<RendezvousResult> rendezvous(store::Store& s, const GroupSettings& o,
   try {
     if (master) s.set(jobKeys(o).openRound(), std::to_string(r.round));
     const int slot = registerAgent(s, o, r);
-    if (master) {
-      auto machines = awaitMachines(s, o, r, deadline);
-      if (!machines) return std::move(machines).takeError();
-      const int count = static_cast<int>(s.add(roundKeys(o, r.round).arrivals(), 0));
-      if (auto ok = publishAssignment(s, o, r, *machines, count); !ok)
-        return std::move(ok).takeError();
-    }
-    return readAssignment(s, o, r, slot, master, deadline);
+    if (!master) return readAssignment(s, o, r, slot, deadline);
+    std::vector<json> known;  // the round's registrations, each read once
+    auto machines = awaitMachines(s, o, r, deadline, known);
+    if (!machines) return std::move(machines).takeError();
+    const int count = static_cast<int>(s.add(roundKeys(o, r.round).arrivals(), 0));
+    auto members = publishAssignment(s, o, r, *machines, count, known);
+    if (!members) return std::move(members).takeError();
+    return masterResult(std::move(*members), o, r);
   } catch (const Error& e) {
     return makeError(std::string("rendezvous through the store at ") + o.store_address +
                      " failed: " + e.what());

@@ -8,9 +8,12 @@
 // host) waits until the round may close (RoundClosing, round/closing.h: MAX, or the machines a
 // re-forming group expects, else the last call after MIN), assigns machine ranks (requested ones
 // honoured; then the members of the round before, in their order, as on etcd; the rest in arrival
-// order, beyond MAX spares) and global rank offsets in one pass, and publishes them with one write;
-// the others wait for that key. After the job, every agent reports in an exit barrier so
-// the master keeps the store up until the last machine is done.
+// order, beyond MAX spares) and global rank offsets in one pass, and publishes them: the whole
+// list for itself (`members`), the registration slots' places in chunks of 64, then a summary
+// (the round's size, machine 0, the restart count) that the others wait for — each reads the
+// summary and its own chunk, so what an agent reads does not grow with the round. After the job,
+// every agent reports in an exit barrier so the master keeps the store up until the last machine is
+// done.
 //
 // Every function here uses `store` from the calling thread only, for its whole call: a store
 // client is not thread-safe, so no other thread may use the same client meanwhile.

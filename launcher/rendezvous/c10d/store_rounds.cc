@@ -127,7 +127,7 @@ Placement StoreRounds::placementOf(const RendezvousResult& joined) const {
   p.machine_rank = joined.machine_rank;  // differs from the request when ranked by arrival
   p.rank_offset = joined.rank_offset;
   p.world_size = joined.world_size;
-  p.num_machines = static_cast<int>(joined.machines.size());
+  p.num_machines = joined.size;
   p.restart_count = joined.restart_count;
   p.socket_interface = chooseSocketInterface(parent_env_, interfaceToOthers(joined, to_master_));
   return p;
@@ -207,7 +207,7 @@ Expected<void> StoreRounds::parkFailureWatch(int round) {
 Expected<RoundLink*> StoreRounds::watch(const RoundStart& start, const RendezvousResult& joined) {
   // No member's attempt starts before every member would hear of a failure: their failure
   // watches were parked before they registered, so this takes a moment at most.
-  if (master() && !host_->awaitWatches(joined.machines.size(), timeouts().join)) {
+  if (master() && !host_->awaitWatches(static_cast<size_t>(joined.size), timeouts().join)) {
     notify_("not every machine's agent is watching the store for failures; it may have died");
   }
   link_ = std::make_unique<JobLink>(std::move(link_connections_), settings_, start.round,
@@ -226,7 +226,7 @@ LinkOptions StoreRounds::linkOptions(const RendezvousResult& joined) const {
       return present(tokens[static_cast<size_t>(m)], std::chrono::milliseconds(0));
     };
   }
-  o.machines = static_cast<int>(joined.machines.size());
+  o.machines = joined.size;
   o.max_machines = plan_.num_machines;
   for (const auto& m : joined.machines) o.hosts.push_back(m.host);
   return o;

@@ -214,7 +214,7 @@ Placement EtcdRounds::placementOf(const RendezvousResult& r) const {
   p.machine_rank = r.machine_rank;
   p.rank_offset = r.rank_offset;
   p.world_size = r.world_size;
-  p.num_machines = static_cast<int>(r.machines.size());
+  p.num_machines = r.size;
   p.restart_count = r.restart_count;
   auto route = probes::routeTo(r.machine_rank == 0 && r.machines.size() > 1 ? r.machines[1].address
                                                                             : p.master_addr);
@@ -238,6 +238,7 @@ RendezvousResult EtcdRounds::asRendezvousResult(const EtcdRound& r) const {
   rr.machine_rank = r.machine_rank;
   rr.rank_offset = r.rank_offset;
   rr.world_size = r.world_size;
+  rr.size = static_cast<int>(r.members.size());
   int offset = 0;
   for (size_t m = 0; m < r.members.size(); ++m) {
     const auto& e = r.members[m];

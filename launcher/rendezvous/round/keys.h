@@ -13,10 +13,11 @@
 //                                         watches it)
 //   accel/rdzv/<id>/status/<M>            machine M's `accel status` answer
 //   accel/rdzv/<id>/round/<R>/            round R: arrivals, agent/<slot>, assignment,
-//                                         alive/<M>, ends, end/<slot>, decision, finished,
-//                                         finished/<M>; on etcd (etcd/meeting.h) member/<token>
-//                                         (an agent's registration), record (who is in it) and
-//                                         started/<M> (its agent lived past the close)
+//                                         members, places/<C>, alive/<M>, ends, end/<slot>,
+//                                         decision, finished, finished/<M>; on etcd
+//                                         (etcd/meeting.h) member/<token> (an agent's
+//                                         registration), record (who is in it) and started/<M> (its
+//                                         agent lived past the close)
 //   accel/rdzv/<id>/restarts              on etcd: the restarts used (for a machine arriving)
 //
 // The store's server sees a key as torch's clients store it, with a leading "/" (stored()).
@@ -36,6 +37,11 @@ class RoundKeys {
   std::string arrivals() const { return p_ + "arrivals"; }  // registrations so far (a counter)
   std::string agent(int slot) const { return p_ + "agent/" + std::to_string(slot); }
   std::string assignment() const { return p_ + "assignment"; }  // the master's, or why not
+  // The store's round, as the master assigned it: every member (read by the master alone) and
+  // the places of registration slots [64 C, 64 C + 64) — each agent reads one chunk.
+  std::string members() const { return p_ + "members"; }
+  std::string places(int chunk) const { return p_ + "places/" + std::to_string(chunk); }
+  static constexpr int kPlacesPerChunk = 64;
   std::string stop() const { return stop_; }  // what stopped the round first (its stop record)
   std::string alive(int machine) const { return p_ + "alive/" + std::to_string(machine); }
   std::string ends() const { return p_ + "ends"; }  // reports of the round's end (a counter)

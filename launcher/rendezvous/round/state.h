@@ -93,9 +93,13 @@ struct RendezvousResult {
   int machine_rank = 0;
   int rank_offset = 0;
   int world_size = 0;
-  int max_restarts = 0;               // the job's (the master's)
-  int restart_count = 0;              // the round's TORCHELASTIC_RESTART_COUNT
-  std::vector<MachineInfo> machines;  // by machine rank
+  int max_restarts = 0;   // the job's (the master's)
+  int restart_count = 0;  // the round's TORCHELASTIC_RESTART_COUNT
+  int size = 0;           // how many machines the round has
+  // By machine rank, as far as this agent knows them: every member on the master of the store's
+  // round and on etcd; machine 0 alone on the store's other agents (each reads its own place,
+  // not the whole list: a round's bytes per machine do not grow with the round).
+  std::vector<MachineInfo> machines;
   bool spare = false;  // the round closed without this machine: it waits for the next
   int round_size = 0;  // a spare's: how many machines the round closed with
   std::string closed;  // not empty: the job ended before this round formed (why)

@@ -101,8 +101,11 @@ TEST_F(AgentRendezvousTest, RequestedRanksAndOffsets) {
   EXPECT_EQ(r1->rank_offset, 1);
   EXPECT_EQ(r2->rank_offset, 3);
   EXPECT_EQ(r2->world_size, 7);
-  ASSERT_EQ(r1->machines.size(), 3u);
-  EXPECT_EQ(r1->machines[2].host, "host-r2");
+  ASSERT_EQ(r0->machines.size(), 3u);  // the master has every member
+  EXPECT_EQ(r0->machines[2].host, "host-r2");
+  EXPECT_EQ(r1->size, 3);  // the others read their own place and machine 0, not the whole list
+  ASSERT_EQ(r1->machines.size(), 1u);
+  EXPECT_EQ(r1->machines[0].host, "host-r0");
 }
 
 TEST_F(AgentRendezvousTest, UnrequestedRanksGoInArrivalOrder) {

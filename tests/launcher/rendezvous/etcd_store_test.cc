@@ -119,7 +119,7 @@ TEST_F(EtcdStoreTest, ARendezvousRunsOverEtcdUnchanged) {
     auto r = f.get();
     ASSERT_TRUE(r.ok()) << r.error();
     EXPECT_EQ(r->world_size, 6);
-    EXPECT_EQ(r->machines.size(), 3u);
+    EXPECT_EQ(r->size, 3);
     EXPECT_EQ(r->rank_offset, 2 * r->machine_rank);
     EXPECT_EQ(r->max_restarts, 2);
     ranks.push_back(r->machine_rank);

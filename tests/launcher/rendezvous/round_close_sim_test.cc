@@ -81,6 +81,7 @@ class RoundCloseSimTest : public ::testing::Test {
       if (order[m] == host) r.machine_rank = static_cast<int>(m);
     }
     r.world_size = 2 * static_cast<int>(order.size());
+    r.size = static_cast<int>(order.size());
     r.rank_offset = 2 * r.machine_rank;
     r.restart_count = restartCount;
     r.max_restarts = maxRestarts;

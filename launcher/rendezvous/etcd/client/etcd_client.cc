@@ -103,7 +103,12 @@ json absent(const std::string& key) {
 bool memberUnavailable(const json& error) {
   const int code = error.value("code", error.value("grpc_code", 0));  // a stream's: grpc_code
   const std::string message = error.value("message", error.value("error", std::string()));
-  return code == 14 || code == 4 || message.find("no leader") != std::string::npos ||
+  // An overloaded member: its proposal did not commit in the member's time (the gateway says
+  // code 2 with the context's words), or it sheds load. Tried again, as etcd's own client does.
+  const bool overloaded = message.find("context deadline exceeded") != std::string::npos ||
+                          message.find("request timed out") != std::string::npos ||
+                          message.find("too many requests") != std::string::npos;
+  return code == 14 || code == 4 || overloaded || message.find("no leader") != std::string::npos ||
          message.find("leader changed") != std::string::npos;
 }
 
@@ -423,6 +428,7 @@ std::vector<EtcdEvent> EtcdWatch::next(Clock::time_point deadline) {
     events.push_back(
         {e.value("type", "PUT") == "DELETE", keyValueOf(e.value("kv", json::object()))});
   }
+  etcdTraffic().events += events.size();
   return events;
 }
 

@@ -157,15 +157,22 @@ void HttpConnection::send(const std::string& bytes, time_point deadline) {
       if (n < 0) fail(std::string("sending the request failed: ") + std::strerror(errno));
     }
     off += static_cast<size_t>(n);
+    etcdTraffic().bytes += static_cast<uint64_t>(n);
     if (msUntil(deadline) == 0 && off < bytes.size())
       throw TimeoutError("the request was not taken in time");
   }
+}
+
+EtcdTraffic& etcdTraffic() {
+  static EtcdTraffic traffic;
+  return traffic;
 }
 
 long HttpConnection::receive(char* buf, size_t size) {
   if (ssl_) {
     try {
       const long n = tls_->read(ssl_, buf, size);
+      if (n > 0) etcdTraffic().bytes += static_cast<uint64_t>(n);
       return n == TlsClient::kWantRead || n == TlsClient::kWantWrite ? -1 : n;
     } catch (const Error&) {
       close();
@@ -176,6 +183,7 @@ long HttpConnection::receive(char* buf, size_t size) {
     const ssize_t n = ::recv(fd_, buf, size, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) fail(std::string("receiving failed: ") + std::strerror(errno));
+    etcdTraffic().bytes += static_cast<uint64_t>(n);
     return n;
   }
 }

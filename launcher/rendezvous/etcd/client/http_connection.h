@@ -11,7 +11,9 @@
 // wrong, not where: the caller names the server); the connection is then dropped (the next
 // request makes a new one), but a stream's reader whose deadline came first may look again.
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +21,15 @@
 #include "launcher/rendezvous/etcd/client/tls_client.h"
 
 namespace accel::launcher {
+
+// What this process moved to and from etcd, over every connection: bytes both ways (TLS: the
+// plaintext) and watch events received. Counters for benchmarks (scripts/bench/rdzv_scale.cc),
+// never reset; thread-safe.
+struct EtcdTraffic {
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t> events{0};
+};
+EtcdTraffic& etcdTraffic();
 
 class HttpConnection {
  public:
