@@ -75,9 +75,19 @@ measure() {
     }' | tee -a "$scratch/rows"
 }
 
+# A port for the job's store, below the kernel's ephemeral range: a thousand agents' connections
+# (and those of the size before, waiting out TIME_WAIT) hold ports in that range, and the master
+# must be able to bind its own.
+store_port() {
+  local low
+  low=$(awk '{ print $1 }' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  echo $((10000 + RANDOM % (low - 10000)))
+}
+
 # accel: machine 0 hosts the store, machines 1..N-1 join it (static ranks).
 accel_agents() {
-  local n=$1 port=$((20000 + RANDOM % 30000)) i pids=()
+  local n=$1 port i pids=()
+  port=$(store_port)
   for ((i = 0; i < n; i++)); do
     "$accel" launch -q --num_machines "$n" --machine_rank "$i" --main_process_ip 127.0.0.1 \
       --main_process_port "$port" -n "$n" --cpu --rdzv_timeout 600 "$scratch/stamp.sh" &
@@ -88,7 +98,8 @@ accel_agents() {
 
 # torchrun 2.6: N agents with the same c10d command line (the first to bind the port hosts it).
 torchrun_agents() {
-  local n=$1 port=$((20000 + RANDOM % 30000))
+  local n=$1 port
+  port=$(store_port)
   "$root/scripts/torch2_chroot.sh" run /bin/bash -c '
     n=$1 port=$2 wrapper=$3 rank=$4
     for ((i = 0; i < n; i++)); do

@@ -328,8 +328,10 @@ Expected<RendezvousResult> readAssignment(store::Store& s, const GroupSettings& 
     result.round_size = result.size;
     return result;
   }
-  const json chunk =
-      json::parse(s.get(keys.places(slot / RoundKeys::kPlacesPerChunk), o.timeouts.request));
+  // Written before the summary, so it is there: bounded as the summary's wait was (a store that
+  // answers slowly under a thousand agents at once is no reason to fail the round).
+  const json chunk = json::parse(s.get(keys.places(slot / RoundKeys::kPlacesPerChunk),
+                                       std::max(left, std::chrono::milliseconds(1))));
   const json& place = chunk.at(static_cast<size_t>(slot % RoundKeys::kPlacesPerChunk));
   result.machine_rank = place.at(0).get<int>();
   if (result.machine_rank < 0) {
