@@ -102,7 +102,9 @@ int exitBarrier(store::Store& s, const GroupSettings& o, int round, int machines
       done = static_cast<int>(s.add(key, 0));
     }
     return done;
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    // Said by the one that waits (it then stops the store): why it could not wait.
+    if (master && say) say(std::string("the exit barrier cannot use the job's store: ") + e.what());
     return -1;
   }
 }

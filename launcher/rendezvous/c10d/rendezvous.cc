@@ -63,7 +63,13 @@ std::string missingText(const std::vector<json>& joined, int machines) {
     if (!requested.count(r)) missing.push_back(r);
   }
   if (anyRank > 0 || missing.empty()) return "";
-  return "; waiting for machine_rank " + list(missing);
+  // A few by name, then how many more: a round of thousands must not print them all every
+  // progress interval.
+  constexpr size_t kNamed = 8;
+  const size_t more = missing.size() > kNamed ? missing.size() - kNamed : 0;
+  missing.resize(missing.size() - more);
+  return "; waiting for machine_rank " + list(missing) +
+         (more ? " and " + std::to_string(more) + " more" : std::string());
 }
 
 struct Assignment {

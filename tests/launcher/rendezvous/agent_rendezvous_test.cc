@@ -122,6 +122,18 @@ TEST_F(AgentRendezvousTest, UnrequestedRanksGoInArrivalOrder) {
   EXPECT_EQ(r2->rank_offset, 4);
 }
 
+// A round of thousands names its first few missing machines and counts the rest (found at 2,048
+// agents: every progress line listed them all).
+TEST_F(AgentRendezvousTest, ManyMissingMachinesAreCountedNotListed) {
+  auto o = options(20, 0, 1);
+  o.timeouts.join = 300ms;
+  auto r = join(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), "rendezvous at " + o.store_address +
+                           " timed out after 0.3 s: 1/20 machines joined; waiting for "
+                           "machine_rank 1, 2, 3, 4, 5, 6, 7, 8 and 11 more");
+}
+
 TEST_F(AgentRendezvousTest, TimeoutNamesMissingMachines) {
   auto o = options(4, 0, 1);
   o.timeouts.join = 300ms;

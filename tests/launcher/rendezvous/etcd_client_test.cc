@@ -213,6 +213,14 @@ class CannedServer {
   std::thread thread_;
 };
 
+// A client of `server` alone whose calls give up within 300 ms.
+EtcdOptions cannedOptions(const CannedServer& server) {
+  EtcdOptions o;
+  o.endpoints = *parseEtcdEndpoints(server.endpoint());
+  o.timeout = o.attempt_timeout = 300ms;
+  return o;
+}
+
 // A lease renewal etcd could not serve (no leader: the gateway's 200 with an error) is no answer
 // that the lease is gone; one that says nothing of a TTL is. (Found on network-namespace hosts:
 // machine 0's host cut off with etcd's leader on it, and the survivors took the error for the
@@ -220,10 +228,7 @@ class CannedServer {
 TEST(EtcdClientReplies, ARenewalThatFailedIsNotALeaseThatEnded) {
   auto renew = [](const std::string& body) {
     CannedServer server(body);
-    EtcdOptions o;
-    o.endpoints = *parseEtcdEndpoints(server.endpoint());
-    o.timeout = o.attempt_timeout = 300ms;
-    return EtcdClient(o).keepAlive(7);
+    return EtcdClient(cannedOptions(server)).keepAlive(7);
   };
   try {
     renew(R"({"error":{"grpc_code":14,"http_code":503,"message":"etcdserver: no leader",)"
@@ -243,10 +248,7 @@ TEST(EtcdClientReplies, ARenewalThatFailedIsNotALeaseThatEnded) {
 TEST(EtcdClientReplies, AnOverloadedMemberIsTriedAgainARefusalIsNot) {
   auto put = [](const std::string& body) {
     CannedServer server(body);
-    EtcdOptions o;
-    o.endpoints = *parseEtcdEndpoints(server.endpoint());
-    o.timeout = o.attempt_timeout = 300ms;
-    EtcdClient(o).put("k", "v");
+    EtcdClient(cannedOptions(server)).put("k", "v");
   };
   try {
     put(R"({"error":{"grpc_code":2,"http_code":500,"message":"context deadline exceeded"}})");
