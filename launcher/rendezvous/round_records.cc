@@ -59,6 +59,37 @@ std::string exitWaitText(int done, int machines, const std::optional<Clock::time
          " more";
 }
 
+// The host's side of the exit barrier: its own end counts without a call; it reads the others'
+// count (and whether a failure was published) every exit_poll. A look its store did not answer
+// in time (a store that serves thousands of agents) is looked again, not the barrier's end: these
+// reads change nothing. Throws accel::Error when the store is gone.
+int hostBarrier(store::Store& s, const GroupSettings& o, int round, int machines,
+                std::chrono::milliseconds afterFailure, const std::function<bool()>& othersGone,
+                const std::function<void(const std::string&)>& say) {
+  const RoundKeys keys = roundKeys(o, round);
+  std::optional<Clock::time_point> failureDeadline;
+  const Clock::time_point noticeAt = o.clock->now() + o.timeouts.exit_notice;
+  bool noticed = false;  // said that it waits (once)
+  int done = 1;          // this one
+  while (true) {
+    try {
+      done = 1 + static_cast<int>(s.add(keys.finishedCount(), 0));
+      if (done >= machines) return done;
+      if (!failureDeadline && s.check({keys.stop()}))
+        failureDeadline = o.clock->now() + afterFailure;
+    } catch (const TimeoutError&) {
+      // looked at again after the pause
+    }
+    const auto now = o.clock->now();
+    if ((othersGone && othersGone()) || (failureDeadline && now >= *failureDeadline)) return done;
+    if (!noticed && now >= noticeAt) {
+      noticed = true;
+      if (say) say(exitWaitText(done, machines, failureDeadline, now));
+    }
+    o.clock->sleepUntil(o.clock->now() + o.timeouts.exit_poll);
+  }
+}
+
 }  // namespace
 
 int leaveRound(store::Store& store, const GroupSettings& settings, int round, int machineRank,
@@ -81,27 +112,9 @@ int leaveRound(store::Store& store, const GroupSettings& settings, int round, in
 int exitBarrier(store::Store& s, const GroupSettings& o, int round, int machines, bool master,
                 std::chrono::milliseconds afterFailure, const std::function<bool()>& othersGone,
                 const std::function<void(const std::string&)>& say) {
-  const std::string key = roundKeys(o, round).finishedCount();
   try {
-    int done = static_cast<int>(s.add(key, 1));
-    if (!master) return done;
-    std::optional<Clock::time_point> failureDeadline;
-    std::optional<Clock::time_point> notice = o.clock->now() + o.timeouts.exit_notice;
-    while (done < machines) {
-      const auto now = o.clock->now();
-      if (!failureDeadline && s.check({roundKeys(o, round).stop()}))
-        failureDeadline = now + afterFailure;
-      if ((othersGone && othersGone()) || (failureDeadline && now >= *failureDeadline)) {
-        return static_cast<int>(s.add(key, 0));
-      }
-      if (notice && now >= *notice) {
-        notice.reset();
-        if (say) say(exitWaitText(done, machines, failureDeadline, now));
-      }
-      o.clock->sleepUntil(o.clock->now() + o.timeouts.exit_poll);
-      done = static_cast<int>(s.add(key, 0));
-    }
-    return done;
+    if (!master) return static_cast<int>(s.add(roundKeys(o, round).finishedCount(), 1));
+    return hostBarrier(s, o, round, machines, afterFailure, othersGone, say);
   } catch (const Error& e) {
     // Said by the one that waits (it then stops the store): why it could not wait.
     if (master && say) say(std::string("the exit barrier cannot use the job's store: ") + e.what());

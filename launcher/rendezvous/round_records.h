@@ -51,7 +51,9 @@ std::optional<RoundStop> readStop(store::Store& store, const GroupSettings& sett
 // other agent is connected any more (one that died never reports, one that left needs the store no
 // more), or, once a failure was published, `afterFailure` has passed (the others only need the
 // store to read it). Returns how many finished, or -1 when the store cannot be reached; never
-// throws. A non-master returns after one round trip. The master polls the store every 20 ms and
+// throws. A non-master returns after one round trip (its count is of the non-masters that reported
+// so far: the master counts itself without a call). The master polls the store every 20 ms (a
+// poll its store did not answer in time is polled again, not the barrier's end) and
 // calls `othersGone` (on the calling thread) each time; with `othersGone` empty and no failure, it
 // waits for every machine without a time limit. A master still waiting after the settings'
 // exit_notice says so once through `say` (on the calling thread): how many finished, and how
