@@ -123,7 +123,7 @@ Expected<RoundStart> EtcdRounds::enterJob() {
     lease_ = std::make_unique<EtcdLease>(
         access_, etcd_, settings_.timeouts, [this](const std::string& why) { onLeaseLost(why); },
         notify_);
-    const JobKeys keys(settings_.run_id, root_);
+    const JobKeys keys = jobKeys();
     // A machine arriving while the job runs joins the round the members opened last.
     auto open = client_->get(keys.openRound());
     auto restarts = client_->get(keys.restarts());
@@ -142,7 +142,7 @@ Expected<RoundStart> EtcdRounds::enterJob() {
 // A machine that comes while the job runs round `running` waits for a later one: said at once,
 // as the spare it is when the group is full (else the group re-forms to take it).
 void EtcdRounds::noteRunningRound(int running) {
-  const RoundKeys keys = etcdRoundKeys(roundSettings({}), running);
+  const RoundKeys keys = jobKeys().round(running);
   const int64_t registered = client_->countPrefix(keys.memberPrefix());
   const int machines = static_cast<int>(std::min<int64_t>(registered, plan_.num_machines));
   if (machines > 0) notify_(spareNotice(running, machines, plan_.num_machines));
@@ -192,7 +192,7 @@ Expected<RoundLink*> EtcdRounds::watch(const RoundStart& start, const Rendezvous
   }
   o.window = lease_->ttl();
   try {
-    const JobKeys keys(settings_.run_id, root_);
+    const JobKeys keys = jobKeys();
     client_->put(keys.round(start.round).started(joined.machine_rank), "1");
     client_->put(keys.openRound(), std::to_string(start.round + 1));
     client_->put(keys.restarts(), std::to_string(start.restart_count));
@@ -264,7 +264,7 @@ Standing EtcdRounds::standing(const std::optional<RendezvousResult>& joined) con
 int EtcdRounds::waiting(int round, const RendezvousResult& joined) const {
   std::set<std::string> members;
   for (const auto& m : joined.machines) members.insert(m.presence);
-  const std::string prefix = etcdRoundKeys(roundSettings({}), round).memberPrefix();
+  const std::string prefix = jobKeys().round(round).memberPrefix();
   try {
     int waiting = 0;
     for (const auto& kv : client_->getPrefix(prefix)) {
@@ -294,7 +294,7 @@ void EtcdRounds::stopLink() {
 // Any member's registration still there but this one's.
 bool EtcdRounds::othersGone(int round) const {
   try {
-    return client_->countPrefix(etcdRoundKeys(roundSettings({}), round).memberPrefix()) <= 1;
+    return client_->countPrefix(jobKeys().round(round).memberPrefix()) <= 1;
   } catch (const std::exception&) {
     return true;
   }
@@ -310,7 +310,7 @@ void EtcdRounds::afterLeaving(bool host, bool) {
 // machine could join it".
 void EtcdRounds::removeJob() {
   try {
-    client_->deletePrefix(JobKeys(settings_.run_id, root_).prefix());
+    client_->deletePrefix(jobKeys().prefix());
   } catch (const std::exception& e) {
     notify_("could not remove the job's keys from " + etcdText() + " (" + e.what() +
             "): a job run again with --rdzv_id " + settings_.run_id + " would find it ended");

@@ -79,13 +79,13 @@ class EtcdRounds : public RoundBackend {
   void stopLink() override;
   // Wakes a meeting in progress (etcd/meeting.h's cancel_fd) and fails the meetings after it.
   void interrupt() override;
-  std::string statusKeyPrefix() const override {
-    return JobKeys(settings_.run_id, root_).statusPrefix();
-  }
+  std::string statusKeyPrefix() const override { return jobKeys().statusPrefix(); }
 
  private:
   EtcdRoundSettings roundSettings(const RoundStart& start) const;
   Expected<RoundStart> enterJob();
+  // The job's keys in etcd (under root_).
+  JobKeys jobKeys() const { return JobKeys(settings_.run_id, root_); }
   RendezvousResult asRendezvousResult(const EtcdRound& r) const;
   void onLeaseLost(const std::string& why);
   std::string advertisedAddress() const;
