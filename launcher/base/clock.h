@@ -33,6 +33,9 @@ class Clock {
   virtual std::thread startThread(std::function<void()> body) {
     return startQuietThread(std::move(body));
   }
+  // Waits for a thread startThread() started to end, and joins it. A simulated clock counts the
+  // caller as waiting meanwhile (the time may move while that thread's calls take their bounds).
+  virtual void joinThread(std::thread& thread) { thread.join(); }
 };
 
 // Waits with `clock` until one of `fds` is readable (negative ones are left out) or `deadline`

@@ -51,6 +51,10 @@ struct RoundTimeouts {
   ms exit_poll = ms(20);        // the exit barrier's look at the finished count
   ms exit_notice = s(1);        // the master says it waits in the exit barrier after this long
   ms failure_read = s(5);       // the round's failure, read once the round ended
+  // On the store: a machine of an elastic job that lost the master's store (its link down, or
+  // machine 0 gone) knocks every knock_every, for reach_again at most, before it gives up; once
+  // the store answers it joins again as a newcomer. A store that refuses connections is gone.
+  ms reach_again = s(60), knock_every = s(1);
   // On etcd: a link's call, in all and on one endpoint (so that stopping it never waits longer
   // when etcd is gone).
   ms etcd_link_call = s(2), etcd_link_try = s(1);

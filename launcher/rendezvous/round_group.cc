@@ -1,5 +1,6 @@
 #include "launcher/rendezvous/round_group.h"
 
+#include "launcher/base/text.h"
 #include "launcher/rendezvous/round_records.h"
 
 namespace accel::launcher {
@@ -95,8 +96,9 @@ void RoundGroup::readStopOf(AttemptReport& last) {
 RoundDecision RoundGroup::endRound(AttemptReport& last, bool stopping) {
   const Standing standing = backend_->standing(joined_);
   if (standing.kind == Standing::Kind::kCutOff) return {false, ""};  // the summary names it
-  const bool dropped = standing.kind == Standing::Kind::kDropped;
-  if (dropped && !stopping && settings().elastic()) return comeBack(last, standing.why);
+  const bool dropped =
+      standing.kind == Standing::Kind::kDropped || standing.kind == Standing::Kind::kOutOfReach;
+  if (dropped && !stopping && settings().elastic()) return comeBack(last, standing);
   // The others may go on without a machine that stops or was dropped — unless it is the one
   // that hosts the rendezvous.
   if ((stopping || dropped) && !backend_->decidesAlone()) leaving_alone_ = true;
@@ -121,16 +123,25 @@ RoundDecision RoundGroup::endRound(AttemptReport& last, bool stopping) {
 }
 
 // The others dropped this machine (silent past the keep-alive window: frozen or cut off) and went
-// on without it; its workers have stopped. It joins the job again as a newcomer — a new presence,
-// a registration in the round the members opened last — and the group takes it when it has room
-// (a re-forming, as for any arrival); not a restart of its own.
-RoundDecision RoundGroup::comeBack(AttemptReport& last, const std::string& why) {
-  readStopOf(last);
+// on without it, or the rendezvous stopped answering it (then, if it was cut off, the others go on
+// without it); its workers have stopped. It joins the job again as a newcomer — a new presence,
+// a registration in the round the members opened last, once it reaches the rendezvous — and the
+// group takes it when it has room (a re-forming, as for any arrival); not a restart of its own.
+RoundDecision RoundGroup::comeBack(AttemptReport& last, const Standing& standing) {
   rejoining_ = true;
-  return {
-      true,
-      "this machine was dropped by the others (" + why + "); it joins the job again as a newcomer",
-      /*counted=*/false, round_.restart_count, 0};
+  if (standing.kind == Standing::Kind::kOutOfReach) {
+    return {true,
+            standing.why + "; this machine tries to reach it again for up to " +
+                secondsText(settings().timeouts.reach_again) +
+                " and then joins the job again as a newcomer (if it was cut off, the others go "
+                "on without it meanwhile)",
+            /*counted=*/false, round_.restart_count, 0};
+  }
+  readStopOf(last);
+  return {true,
+          "this machine was dropped by the others (" + standing.why +
+              "); it joins the job again as a newcomer",
+          /*counted=*/false, round_.restart_count, 0};
 }
 
 // Unless this machine leaves alone (told to stop, or dropped by the others): then the job may go

@@ -36,10 +36,14 @@ struct Standing {
   enum class Kind {
     kMember,   // in the job
     kDropped,  // the others went on without it (found silent); it may come back as a newcomer
-    kCutOff,   // the rendezvous itself is gone for it (the master's store): nothing to agree on
+    // The rendezvous stopped answering (the master's store, its connections timed out): this
+    // machine was cut off — the others go on without it, and it may come back as a newcomer once
+    // it reaches the rendezvous again (enter) — or the rendezvous is gone.
+    kOutOfReach,
+    kCutOff,  // the rendezvous itself is gone for it (the master's store): nothing to agree on
   };
   Kind kind = Kind::kMember;
-  std::string why;  // kDropped: what ended its membership, for the notice
+  std::string why;  // kDropped, kOutOfReach: what ended its membership, for the notice
 };
 
 class RoundBackend {
@@ -52,7 +56,9 @@ class RoundBackend {
 
   // Reaches the rendezvous and takes this agent's presence there; returns the round to join first
   // (round 0, or the round the group opened last for a machine arriving while the job runs). Called
-  // once, and again (a new presence) by a machine the others dropped. An error names the endpoint.
+  // once, and again (a new presence) by a machine the others dropped or that was out of reach (it
+  // tries to reach the rendezvous again first, at most timeouts.reach_again). An error names the
+  // endpoint.
   virtual Expected<RoundStart> enter() = 0;
   // Registers this machine for round `start` and awaits the round's record: this machine's place,
   // or `spare` (the round closed without it) with the round's size and restart count, or `closed`
@@ -70,6 +76,8 @@ class RoundBackend {
   // Presence: no other agent of round `round` is there any more (the exit barrier may end).
   virtual bool othersGone(int round) const = 0;
   // Presence: where this machine stands after round `round` (the link's and the lease's word).
+  // May knock once at the rendezvous to tell kOutOfReach from kCutOff (the store: bounded by
+  // timeouts.knock_every, asked once per round).
   virtual Standing standing(const std::optional<RendezvousResult>& joined) const = 0;
 
   // This agent hosts the rendezvous and decides each round's end alone (the master's store);
@@ -119,7 +127,7 @@ class RoundGroup final : public MachineGroup {
   const GroupSettings& settings() const { return backend_->settings(); }
   Expected<RendezvousResult> joinAsMember();
   void announce(const Placement& p);
-  RoundDecision comeBack(AttemptReport& last, const std::string& why);
+  RoundDecision comeBack(AttemptReport& last, const Standing& standing);
   void readStopOf(AttemptReport& last);
 
   const Notify notify_;

@@ -11,15 +11,22 @@ namespace accel::launcher {
 
 using nlohmann::json;
 
-std::string storeLost(const GroupSettings& o, const std::string& why) {
+std::string storeLost(const GroupSettings& o, const std::string& why, bool mayComeBack) {
   if (o.leaderless) {
     return "lost contact with " + o.store_address + " (" + why +
            ") while the machines agreed on the round's end; this machine stops (the others, if "
            "they still reach etcd, decide without it)";
   }
-  return "lost contact with the master agent's store at " + o.store_address + " (" + why +
-         "); this machine cannot go on without it (if machine 0 is still up, this machine was "
-         "cut off from it and the others go on without this one)";
+  const std::string lost = "lost contact with the master agent's store at " + o.store_address +
+                           " (" + why + "); this machine cannot go on without it";
+  if (mayComeBack) {
+    return lost +
+           " until it reaches it again (if machine 0 is still up, this machine was cut off "
+           "from it and the others go on without this one until it joins again)";
+  }
+  return lost +
+         " (if machine 0 is still up, this machine was cut off from it and the others go "
+         "on without this one)";
 }
 
 std::optional<RoundStop> publishStop(store::Store& s, const GroupSettings& o, int round,

@@ -27,8 +27,10 @@ inline RoundKeys roundKeys(const GroupSettings& settings, int round) {
 
 // Why a machine stops when the store the rounds meet in is gone (`why`: what its client said):
 // the master's store, the job's one point of failure, whichever wait noticed it; or etcd
-// (settings.leaderless), which has no master.
-std::string storeLost(const GroupSettings& settings, const std::string& why);
+// (settings.leaderless), which has no master. `mayComeBack`: this machine tries to reach the
+// master's store again (a non-master of an elastic job: RoundGroup::comeBack).
+std::string storeLost(const GroupSettings& settings, const std::string& why,
+                      bool mayComeBack = false);
 
 // Publishes `mine` as round `round`'s stop record (round/stop.h) unless one is there already
 // (one compare-and-set, so exactly one machine's failure — or loss, or the group's growth — stops

@@ -48,6 +48,13 @@ int connectUntil(int fd, const addrinfo& address, Clock::time_point deadline) {
 }  // namespace
 
 int connectTcp(const std::string& host, int port, Clock::time_point deadline, std::string& why) {
+  int error = 0;
+  return connectTcp(host, port, deadline, why, error);
+}
+
+int connectTcp(const std::string& host, int port, Clock::time_point deadline, std::string& why,
+               int& error) {
+  error = 0;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -61,6 +68,7 @@ int connectTcp(const std::string& host, int port, Clock::time_point deadline, st
     fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
     const int err = connectUntil(fd, *a, deadline);
+    error = err;
     if (err == 0) break;
     why = err == ETIMEDOUT ? "no answer" : std::strerror(err);
     ::close(fd);

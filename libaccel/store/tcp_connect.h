@@ -13,5 +13,10 @@ namespace accel::store {
 // answer" when the deadline came first, else strerror's or getaddrinfo's text).
 int connectTcp(const std::string& host, int port, std::chrono::steady_clock::time_point deadline,
                std::string& why);
+// The same, and the errno of the last failed try in `error` (ETIMEDOUT when the deadline came
+// first, 0 when the name did not resolve or a connection was made): ECONNREFUSED tells a host that
+// answers with nothing listening from one that does not answer.
+int connectTcp(const std::string& host, int port, std::chrono::steady_clock::time_point deadline,
+               std::string& why, int& error);
 
 }  // namespace accel::store

@@ -7,7 +7,8 @@
 # test accuracy against runs that never failed (4 and 6 ranks on one machine), within the
 # tolerance the README states. store_host — host 1, which hosts the job's store, dies while the group of 3
 # runs: hosts 2 and 3 (still at least MIN) end within seconds naming the lost store, and leave no
-# worker. spares — --nnodes 1:2: the first two hosts close the group at MAX, the third waits as a
+# worker. partition — host 3 cut off while 3 x 2 ranks train, long enough that it gives the store
+# up; it comes back as a newcomer when the link heals. spares — --nnodes 1:2: the first two hosts close the group at MAX, the third waits as a
 # spare and leaves when the job ends. counted_once — a rank on host 3 fails: all three hosts
 # restart, and the one restart is counted once for the job (TORCHELASTIC_RESTART_COUNT=1 on all
 # six ranks, "1 of 1" on every host, though three agents saw it). kubeflow_elastic — three pods with the environment of a PyTorchJob's elasticPolicy run
@@ -346,6 +347,59 @@ elastic_training() {
   grep -E "machine [0-9] of|spare" "$SCRATCH/h$((VICTIM + 1))b.out" | sed 's/^/  /'
 }
 
+# partition: host 3 cut off from hosts 1 and 2 (blackhole routes both ways: packets vanish, as
+# in a real partition) while 3 x 2 ranks train over c10d. Hosts 1 and 2 drop it after the
+# keep-alive window and go on as 2 x 2; host 3's failure watch gives up (TCP keep-alives, ~5 s),
+# its knock at the store gets no answer, so it stops its workers and keeps knocking; the link
+# heals, host 3's same agent joins again as a newcomer and the job finishes as 3 x 2: every step
+# done once, the loss of a run that never failed.
+elastic_partition() {
+  steps=80
+  TRAIN=$SCRATCH/train CKPT=$SCRATCH/ckpt
+  mkdir -p "$TRAIN" "$CKPT" "$SCRATCH/ref" "$SCRATCH/refckpt"
+  expect_exit 0 "$ACCEL" launch -n 2 --cpu --python /usr/bin/python3 "$W/elastic_train.py" \
+    "$SCRATCH/refckpt" $steps 5 "$SCRATCH/ref" 0
+  ref=$(sed -n 's/.*loss=//p' "$SCRATCH/ref/result")
+  job=(--python /usr/bin/python3)
+  run=("$W/elastic_train.py" "$CKPT" $steps 5 "$TRAIN")
+  three_hosts
+  step_reached "^1[0-9] world=6 restart=0"
+  partition add
+  local cut=$(date +%s%N)
+  step_reached "world=4 restart=1"
+  said "this machine tries to reach it again" "$SCRATCH/h3.out"
+  echo "host 3 cut off: it gave the store up and knocks, $((($(date +%s%N) - cut) / 1000000)) ms after the cut"
+  partition del
+  step_reached "world=6 restart=1"
+  local p codes=""
+  for p in "${pids[@]}"; do set +e; wait "$p"; codes+="$? "; set -e; done
+  all=$(cat "$SCRATCH"/h*.out)
+  [[ $codes == "0 0 0 " ]] || fail "agents exited $codes: $all"
+  h3=$(cat "$SCRATCH/h3.out")
+  expect_contains "$h3" "lost contact with the master agent's store at ${ADDR3[0]}:29611"
+  expect_contains "$h3" "the master agent's store at ${ADDR3[0]}:29611 does not answer; this machine tries to reach it again for up to 60 s"
+  expect_contains "$h3" "reached the master agent's store at ${ADDR3[0]}:29611 again after"
+  # Ranked by arrival at first; back as a newcomer, it follows the members.
+  [[ $(grep -c "machine [12] of 3: " <<<"$h3") == 2 ]] || fail "host 3 was not placed twice in a group of 3: $h3"
+  [[ $(grep "machine [0-9] of " <<<"$h3" | tail -1) == *"machine 2 of 3: ranks 4–5 of 6" ]] || fail "host 3 did not come back last: $h3"
+  grep -qE "machine [12] \($(hostname)\): lost" "$SCRATCH/h1.out" || fail "host 1 did not say host 3 was lost: $(cat "$SCRATCH/h1.out")"
+  worlds=$(awk '{print $2, $3}' "$TRAIN/steps" | uniq | paste -sd,)
+  [[ $worlds == "world=6 restart=0,world=4 restart=1,world=6 restart=1" ]] || fail "worlds: $worlds"
+  [[ $(tail -1 "$TRAIN/steps" | cut -d' ' -f1) == "$steps" ]] || fail "last step: $(tail -1 "$TRAIN/steps")"
+  loss=$(sed -n 's/.*loss=//p' "$TRAIN/result")
+  /usr/bin/python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-9 * abs(b))' "$loss" "$ref" ||
+    fail "loss $loss differs from the never-failed run's $ref by more than 1e-9 relative"
+  echo "final loss $loss, never-failed run $ref; host 3 said:"
+  grep -E "lost contact|tries to reach|reached|machine [0-9] of" <<<"$h3" | sed 's/^/  /'
+}
+# partition add|del: blackhole routes between host 3 and hosts 1 and 2, both ways.
+partition() {
+  ip -n "${NS3[2]}" route "$1" blackhole "${ADDR3[0]}/32"
+  ip -n "${NS3[2]}" route "$1" blackhole "${ADDR3[1]}/32"
+  ip -n "${NS3[0]}" route "$1" blackhole "${ADDR3[2]}/32"
+  ip -n "${NS3[1]}" route "$1" blackhole "${ADDR3[2]}/32"
+}
+
 elastic_example() {
   [[ -x $EXAMPLE ]] || fail "usage: netns_elastic.sh example ACCEL FASHION_MNIST"
   steps=200 CKPT=$SCRATCH/ckpt
@@ -407,7 +461,7 @@ etcd_training | etcd_example)
   expect_contains "$survivor" "machine 0 of 3: ranks 0–1 of 6; $store${ADDR3[1]}:"
   expect_contains "$(cat "$SCRATCH/h1b.out")" "machine 2 of 3: ranks 4–5 of 6; $store${ADDR3[1]}:"
   ;;
-store_host|spares|counted_once)
+store_host|spares|counted_once|partition)
   "elastic_$CASE"
   ;;
 etcd_member_faults)

@@ -1,5 +1,10 @@
 #include "launcher/rendezvous/c10d/group_store.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "libaccel/store/tcp_connect.h"
 #include "libaccel/store/tcp_store_client.h"
 
 namespace accel::launcher {
@@ -24,6 +29,18 @@ std::unique_ptr<LinkStore> TcpGroupStore::connect(std::chrono::milliseconds time
   options.port = port_;
   options.connect_timeout = timeout;
   return std::make_unique<TcpLinkStore>(std::make_unique<store::TcpStoreClient>(options));
+}
+
+Knock TcpGroupStore::knock(std::chrono::milliseconds timeout) {
+  std::string why;
+  int error = 0;
+  const int fd =
+      store::connectTcp(host_, port_, std::chrono::steady_clock::now() + timeout, why, error);
+  if (fd >= 0) {
+    ::close(fd);
+    return Knock::kAnswers;
+  }
+  return error == ECONNREFUSED ? Knock::kRefused : Knock::kSilent;
 }
 
 }  // namespace accel::launcher

@@ -25,6 +25,13 @@
 
 namespace accel::launcher {
 
+// What one knock at the store's door found (GroupStore::knock).
+enum class Knock {
+  kAnswers,  // a connection was made: the store is up and reached
+  kRefused,  // its host answered that nothing listens: the store (its agent) is gone
+  kSilent,   // nothing answered: its machine or the path to it is down
+};
+
 // How one agent reaches the job's store. Called from the agent's main thread.
 class GroupStore {
  public:
@@ -37,6 +44,8 @@ class GroupStore {
                                                        const Notify& progress) = 0;
   // A new connection to the store, made within `timeout`; throws accel::Error when it cannot.
   virtual std::unique_ptr<LinkStore> connect(std::chrono::milliseconds timeout) = 0;
+  // One try to connect (closed again at once), given `timeout`; what answered. Never throws.
+  virtual Knock knock(std::chrono::milliseconds timeout) = 0;
   // The store's host when this agent is it (the master), else nullptr.
   virtual StoreHost* host() const = 0;
   // "HOST:PORT", for messages.
@@ -57,6 +66,7 @@ class TcpGroupStore : public GroupStore {
                                                std::chrono::milliseconds progressEvery,
                                                const Notify& progress) override;
   std::unique_ptr<LinkStore> connect(std::chrono::milliseconds timeout) override;
+  Knock knock(std::chrono::milliseconds timeout) override;
   StoreHost* host() const override { return store_host_; }
   std::string address() const override { return host_ + ":" + std::to_string(port_); }
 

@@ -56,7 +56,7 @@ void JobLink::stop() {
   publisher_->interrupt();
   keep_alive_->interrupt();
   if (watchInUse) watch_->interrupt();
-  thread_.join();
+  clock_.joinThread(thread_);
 }
 
 // Waits for the watch to fire or for a publication to do, until stopped. The watch fires once.
@@ -217,7 +217,7 @@ void JobLink::onWatchFired() {
     JobFailure lost;
     lost.machine_rank = 0;
     lost.host = master_host_;
-    lost.reason = storeLost(settings_, e.what());
+    lost.reason = storeLost(settings_, e.what(), !master() && settings_.elastic());
     mailbox_.post(LinkEvent::of(LinkEvent::Kind::kRemoteFailure, std::move(lost)));
   }
 }

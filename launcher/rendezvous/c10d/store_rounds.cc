@@ -134,14 +134,18 @@ Placement StoreRounds::placementOf(const RendezvousResult& joined) const {
 }
 
 Expected<RoundStart> StoreRounds::enter() {
-  // Before anything is spawned: the master must be reachable, from an interface we can name.
-  auto reached = store_->reach(timeouts().join, timeouts().connect_progress, notify_);
-  if (!reached) return makeError(reached.error());
-  to_master_ = *reached;
+  if (client_) {  // again, after the store was out of reach: its route is known
+    if (auto back = reachAgain(); !back) return std::move(back).takeError();
+  } else {
+    // Before anything is spawned: the master must be reachable, from an interface we can name.
+    auto reached = store_->reach(timeouts().join, timeouts().connect_progress, notify_);
+    if (!reached) return makeError(reached.error());
+    to_master_ = *reached;
+  }
   // --local_addr (torchrun's) names this machine's address for the others; else the route's.
   settings_.address = plan_.local_addr.value_or(to_master_ ? to_master_->local_ip : "");
   try {
-    client_ = store_->connect(timeouts().join);
+    if (!client_) client_ = store_->connect(timeouts().join);  // kept: it reconnects
     if (master()) client_->set(JobKeys::jobId(), settings_.run_id);
     parkPresence();
   } catch (const Error& e) {
@@ -150,6 +154,40 @@ Expected<RoundStart> StoreRounds::enter() {
   if (master()) return RoundStart{};
   if (auto ok = checkJobId(); !ok) return std::move(ok).takeError();
   return openedRound();
+}
+
+// After the store was out of reach: knocks every knock_every until it answers, for reach_again at
+// most. One that refuses connections is gone (its agent died; its machine answers), and this
+// machine cannot go on without it.
+Expected<void> StoreRounds::reachAgain() {
+  Clock& clock = *settings_.clock;
+  const auto start = clock.now(), end = start + timeouts().reach_again;
+  const std::string store = "the master agent's store at " + settings_.store_address;
+  while (!interrupted_) {
+    const auto knocked = clock.now();
+    const auto bound = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::min(end, knocked + timeouts().knock_every) - knocked);
+    switch (store_->knock(std::max(bound, std::chrono::milliseconds(1)))) {
+      case Knock::kAnswers:
+        notify_("reached " + store + " again after " +
+                secondsText(
+                    std::chrono::duration_cast<std::chrono::milliseconds>(clock.now() - start)));
+        return {};
+      case Knock::kRefused:
+        return makeError(store +
+                         " refuses connections: machine 0's agent is gone, and this machine "
+                         "cannot go on without it");
+      case Knock::kSilent:
+        break;
+    }
+    if (clock.now() >= end) {
+      return makeError(store + " did not answer for " + secondsText(timeouts().reach_again) +
+                       ": machine 0 is down, or this machine is still cut off from it; this "
+                       "machine cannot go on without it");
+    }
+    clock.sleepUntil(std::min(end, knocked + timeouts().knock_every));
+  }
+  return makeError("interrupted while it tried to reach " + store + " again");
 }
 
 // A machine that arrives while the job runs joins the round the master opened last.
@@ -167,6 +205,7 @@ Expected<RoundStart> StoreRounds::openedRound() {
 
 Expected<RendezvousResult> StoreRounds::join(const RoundStart& start) {
   link_.reset();  // the last round's: its watch fired, or the job failed without it
+  after_loss_.reset();
   if (auto ok = parkFailureWatch(start.round); !ok) return std::move(ok).takeError();
   auto result = rendezvous(*client_, settings_, start);
   if (!result) return result;
@@ -249,8 +288,17 @@ int StoreRounds::waiting(int round, const RendezvousResult&) const {
 bool StoreRounds::othersGone(int) const { return master() && host_->presentCount() <= 1; }
 
 Standing StoreRounds::standing(const std::optional<RendezvousResult>&) const {
-  if (!client_ || (link_ && link_->masterLost())) return {Standing::Kind::kCutOff, ""};
-  return {};
+  if (!client_) return {Standing::Kind::kCutOff, ""};
+  if (!link_ || !link_->masterLost()) return {};
+  if (master() || !settings_.elastic()) return {Standing::Kind::kCutOff, ""};
+  if (!after_loss_) {
+    const bool gone = store_->knock(timeouts().knock_every) == Knock::kRefused;
+    after_loss_ = gone ? Standing{Standing::Kind::kCutOff, ""}
+                       : Standing{Standing::Kind::kOutOfReach, "the master agent's store at " +
+                                                                   settings_.store_address +
+                                                                   " does not answer"};
+  }
+  return *after_loss_;
 }
 
 void StoreRounds::closeJob(int round, const std::string& why) {
@@ -272,6 +320,7 @@ void StoreRounds::afterLeaving(bool host, bool allFinished) {
 
 // The rendezvous blocks on client_ alone (made before the supervisor's loop, never replaced).
 void StoreRounds::interrupt() {
+  interrupted_ = true;
   if (client_) client_->interrupt();
 }
 

@@ -12,6 +12,7 @@
 // connection, but interrupt(); the link's thread has connections of its own. Nothing throws: a
 // store that cannot be reached is an error naming the store.
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -61,7 +62,9 @@ class StoreRounds : public RoundBackend {
   // sees who is present; nobody registers for a later round before its decision).
   int waiting(int round, const RendezvousResult& joined) const override;
   bool othersGone(int round) const override;
-  // Cut off once the link found the master lost (or the store was never reached).
+  // Cut off once the link found the master lost (or the store was never reached) — but a
+  // non-master of an elastic job knocks once first: a store that does not answer is out of reach
+  // (this machine may have been cut off), one that refuses connections is gone.
   Standing standing(const std::optional<RendezvousResult>& joined) const override;
   bool decidesAlone() const override { return master(); }
   StoreHost* hostedStore() const override { return host_; }
@@ -80,6 +83,7 @@ class StoreRounds : public RoundBackend {
   Expected<void> parkFailureWatch(int round);
   Expected<void> checkJobId();
   Expected<RoundStart> openedRound();
+  Expected<void> reachAgain();
   std::string unreachable(const std::exception& e) const;
   void parkPresence();
   bool present(const std::string& token, std::chrono::milliseconds grace) const;
@@ -100,6 +104,9 @@ class StoreRounds : public RoundBackend {
   // never changed.
   GroupSettings settings_;
   std::unique_ptr<JobLink> link_;
+  // What the knock after the link lost the master found (standing), once per link.
+  mutable std::optional<Standing> after_loss_;
+  std::atomic<bool> interrupted_{false};  // interrupt() was called: reachAgain() gives up
   // The master's: the presence tokens of agents found gone (asked by the main thread and the
   // link's).
   mutable std::mutex gone_mutex_;

@@ -51,7 +51,7 @@ EtcdLease::EtcdLease(const EtcdAccess& access, EtcdOptions options, const RoundT
 
 EtcdLease::~EtcdLease() {
   signalEventFd(stop_fd_);
-  thread_.join();
+  clock_->joinThread(thread_);
   ::close(stop_fd_);
   try {
     client_->revokeLease(id_);

@@ -41,7 +41,7 @@ EtcdLink::~EtcdLink() { stop(); }
 
 void EtcdLink::stop() {
   mailbox_.requestStop();
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) clock_.joinThread(thread_);
 }
 
 // Posted from the caller's thread (the lease's), not the link's: that one may be in an etcd call

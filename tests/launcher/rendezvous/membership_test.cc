@@ -89,6 +89,12 @@ class MembershipTest : public testing::SimAgents, public ::testing::WithParamInt
     if (etcd()) return etcd_->freeze(*processes_.at(name), frozen);
     stores_.at(name)->freeze(frozen);
   }
+  // The agent's machine is cut off from the others (a partition: from the store's machine, or
+  // from every etcd member), or reaches them again.
+  void cutOff(const std::string& name, bool cut) {
+    if (etcd()) return etcd_->cutOff(*processes_.at(name), cut);
+    stores_.at(name)->cutOff(cut);
+  }
 
   // alpha, beta and gamma arrive at 0, 10 and 20 ms and meet at 20 ms (MAX): machines 0, 1, 2.
   void threeMeet() {
@@ -201,6 +207,39 @@ TEST_P(MembershipTest, ADroppedMachineComesBackAsANewcomer) {
     EXPECT_EQ(placed_[n].world_size, 6) << n;
     EXPECT_EQ(placed_[n].restart_count, 1) << n;  // the loss, counted once
     EXPECT_GE(met_ms_[n], 3000) << n;
+  }
+  EXPECT_EQ(placed_["alpha"].machine_rank, 0);
+  EXPECT_EQ(placed_["beta"].machine_rank, 1);
+  EXPECT_EQ(placed_["gamma"].machine_rank, 2);
+}
+
+// A machine cut off longer than its connections last comes back as a newcomer when the partition
+// ends: gamma is cut off from 0.8 s to 8 s (past the window, 1 s, and past the 5 s its failure
+// watch's TCP keep-alives allow on the store). The others drop it and go on as two (one counted
+// restart). Once it reaches the others again it joins as a newcomer and the group, which has
+// room, re-forms as three with gamma last, uncounted. Where the backends differ by design: on the
+// store gamma stops its workers when its watch fails (its knock at the store gets no answer) and
+// keeps knocking; on etcd it cannot tell a partition from etcd out of reach (no quorum: no lease
+// ends), so its workers go on until it reaches etcd and learns its lease ended.
+TEST_P(MembershipTest, AMachineCutOffComesBackAsANewcomerWhenThePartitionEnds) {
+  threeMeet();
+  world_->run({followsUntil("alpha", 3, 8000ms), followsUntil("beta", 3, 8000ms),
+               then({hearsAndEnds("gamma"), meets("gamma", false)}),
+               at(800ms, [this] { cutOff("gamma", true); }),
+               at(8000ms, [this] { cutOff("gamma", false); })});
+  EXPECT_TRUE(decided_["gamma"].restart) << decided_["gamma"].why;
+  EXPECT_FALSE(decided_["gamma"].counted) << decided_["gamma"].why;
+  if (etcd()) {
+    EXPECT_GE(decided_ms_["gamma"], 8000);
+  } else {
+    EXPECT_GE(decided_ms_["gamma"], 800 + 5000);               // when its failure watch failed
+    EXPECT_LT(decided_ms_["gamma"], 800 + 5000 + 1000 + 500);  // and a knock got no answer
+  }
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_EQ(placed_[n].world_size, 6) << n;
+    EXPECT_EQ(placed_[n].restart_count, 1) << n;  // the loss, counted once
+    EXPECT_GE(met_ms_[n], 8000) << n;
+    EXPECT_LE(met_ms_[n], 8000 + 2000) << n;
   }
   EXPECT_EQ(placed_["alpha"].machine_rank, 0);
   EXPECT_EQ(placed_["beta"].machine_rank, 1);

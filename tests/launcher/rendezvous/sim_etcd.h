@@ -16,7 +16,8 @@
 //     the new leader extends every lease by its TTL (what etcd does, so an election costs no
 //     agent its registrations);
 //   - an agent's process dead (its calls and watches fail at once, so its lease is renewed no
-//     more) or frozen (its calls wait, and its watches bring nothing, until it thaws).
+//     more) or frozen (its calls wait, and its watches bring nothing, until it thaws), or its
+//     machine cut off (every endpoint silent to it, its watches bring nothing).
 // An agent reaches the cluster through access(process): EtcdApi clients and the world as clock.
 
 #include <sys/eventfd.h>
@@ -96,6 +97,14 @@ class SimEtcd {
   void freeze(SimProcess& process, bool frozen) {
     change([&] { process.frozen = frozen; });
   }
+  // `process`'s machine is cut off from every member (a partition), or reaches them again: while
+  // cut off every endpoint is silent to it and its watches bring nothing.
+  void cutOff(SimProcess& process, bool cut) {
+    change([&] {
+      process.cut_off = cut;
+      process.cut_since = world_->nowLocked();
+    });
+  }
 
   // --- for assertions (from any thread) ---
   std::optional<std::string> value(const std::string& key) const {
@@ -173,7 +182,8 @@ class SimEtcd {
   }
   bool deliverable(const Watcher& w) const {
     if (w.ended || w.process->dead) return true;  // next() throws
-    return !w.queue.empty() && endpoints_[w.endpoint] == Endpoint::kUp && !w.process->frozen;
+    return !w.queue.empty() && endpoints_[w.endpoint] == Endpoint::kUp && !w.process->frozen &&
+           !w.process->cut_off;
   }
   static bool matches(const Watcher& w, const std::string& key) {
     return w.prefix ? key.rfind(w.key, 0) == 0 : key == w.key;
@@ -401,7 +411,7 @@ class SimEtcd::Client : public EtcdApi {
     w->key = key, w->prefix = prefix, w->endpoint = reach_[current_], w->process = process_;
     std::unique_lock lock(world_.mutex());
     awaitRunning(lock);
-    const Endpoint state = etcd_.endpoints_[w->endpoint];
+    const Endpoint state = process_->cut_off ? Endpoint::kSilent : etcd_.endpoints_[w->endpoint];
     if (state == Endpoint::kSilent) {
       world_.block(lock, deadline, [&] { return process_->dead; });
     }
@@ -447,7 +457,7 @@ class SimEtcd::Client : public EtcdApi {
     for (size_t tries = 0;; ++tries) {
       ++requests_;
       const bool fullTry = tries == 0 || deadline - world_.nowLocked() >= options_.attempt_timeout;
-      const Endpoint state = etcd_.endpoints_[reach_[at]];
+      const Endpoint state = process_->cut_off ? Endpoint::kSilent : etcd_.endpoints_[reach_[at]];
       if (state == Endpoint::kUp && etcd_.leader_) {
         auto result = f();
         revision_ = etcd_.revision_;

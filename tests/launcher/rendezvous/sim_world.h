@@ -72,8 +72,23 @@ class SimWorld : public Clock {
     }
     return std::thread([this, body = std::move(body)] {
       body();
+      {
+        std::lock_guard lock(mutex_);
+        ended_.insert(std::this_thread::get_id());
+        changed();  // a joiner looks before the time moves
+      }
       leave();
     });
+  }
+  // Blocked (the time may move) until `thread`, one startThread() started, ended.
+  void joinThread(std::thread& thread) override {
+    const auto id = thread.get_id();
+    {
+      std::unique_lock lock(mutex_);
+      block(lock, time_point::max(), [&] { return ended_.count(id) > 0; });
+      ended_.erase(id);
+    }
+    thread.join();
   }
   // For a body: whether `fd` became readable by `deadline`.
   bool awaitReadable(int fd, time_point deadline) {
@@ -190,6 +205,7 @@ class SimWorld : public Clock {
   std::multiset<time_point> deadlines_;
   std::multiset<int> fds_;  // those the blocked threads wait for (-1: none)
   std::list<std::function<bool()>> hooks_;
+  std::set<std::thread::id> ended_;  // startThread()'s threads that ended, not yet joined
 };
 
 // An agent's process as the store (sim_group_store.h) or etcd (sim_etcd.h) sees it. Its state is
@@ -197,6 +213,10 @@ class SimWorld : public Clock {
 struct SimProcess {
   bool dead = false;    // every connection it made is closed
   bool frozen = false;  // its threads stop where they next reach the store or etcd
+  // Cut off from the others (a partition) since cut_since: its threads run, but nothing it sends
+  // arrives and nothing reaches it — its calls wait out their bounds, its connections stay open.
+  bool cut_off = false;
+  Clock::time_point cut_since{};
 };
 
 // The job's store: a MemoryStore's data and semantics, its blocking waits in the world's time.

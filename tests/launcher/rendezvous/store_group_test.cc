@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -176,6 +177,65 @@ TEST_F(StoreGroupTest, TheStoresHostLostEndsTheOthersAtOnce) {
     EXPECT_EQ(decided_ms_[n], 1050) << n;
     EXPECT_FALSE(decided_[n].restart) << n;
   }
+}
+
+// gamma's machine is cut off from the store's at 1.05 s, for good. Its failure watch fails once
+// its TCP keep-alives give up (5 s later, seen at its link's next tick), a knock gets no answer
+// within 1 s: the store is out of reach, not gone, so gamma stops its workers and tries to reach
+// it again (no restart counted) — for 60 s, knocking every second; then its meet() ends, saying
+// why. The others went on as two meanwhile.
+TEST_F(StoreGroupTest, AMachineCutOffForGoodTriesToReachTheStoreForAMinuteThenSaysWhy) {
+  agent("alpha", true), agent("beta", false), agent("gamma", false);
+  world_->run({meets("alpha", true), meets("beta", true), meets("gamma", true)});
+  std::optional<Expected<Placement>> gammaMet;
+  int64_t gammaMetMs = -1;
+  world_->run({then({hearsAndEnds("alpha"), meets("alpha", false)}),
+               then({hearsAndEnds("beta"), meets("beta", false)}),
+               then({hearsAndEnds("gamma"),
+                     [&] {
+                       gammaMet.emplace(group("gamma").meet());
+                       gammaMetMs = world_->nowMs();
+                     }}),
+               at(1050ms, [this] { stores_["gamma"]->cutOff(true); })});
+  EXPECT_EQ(placed_["alpha"].num_machines, 2);
+  EXPECT_GE(heard_["gamma"].at_ms, 1050 + 5000);
+  EXPECT_LE(heard_["gamma"].at_ms, 1050 + 5000 + 250);  // a keep-alive interval
+  EXPECT_EQ(heard_["gamma"].event.failure.machine_rank, 0);
+  EXPECT_TRUE(decided_["gamma"].restart) << decided_["gamma"].why;
+  EXPECT_FALSE(decided_["gamma"].counted);
+  EXPECT_EQ(decided_ms_["gamma"], heard_["gamma"].at_ms + 1000);  // one knock, unanswered
+  EXPECT_NE(decided_["gamma"].why.find("the master agent's store at sim:29500 does not answer; "
+                                       "this machine tries to reach it again for up to 60 s"),
+            std::string::npos)
+      << decided_["gamma"].why;
+  ASSERT_TRUE(gammaMet.has_value());
+  ASSERT_FALSE(gammaMet->ok());
+  EXPECT_EQ(gammaMet->error(),
+            "the master agent's store at sim:29500 did not answer for 60 s: machine 0 is down, "
+            "or this machine is still cut off from it; this machine cannot go on without it");
+  EXPECT_EQ(gammaMetMs, decided_ms_["gamma"] + 60000);
+}
+
+// Ctrl-C while a machine cut off tries to reach the store again ends the tries once the knock
+// under way ends (a connection's try, at most 1 s): not after the minute.
+TEST_F(StoreGroupTest, AnInterruptEndsTheTriesToReachTheStoreAgainWithinAKnock) {
+  agent("alpha", true), agent("beta", false), agent("gamma", false);
+  world_->run({meets("alpha", true), meets("beta", true), meets("gamma", true)});
+  world_->run({hearsAndEnds("gamma"), at(1050ms, [this] { stores_["gamma"]->cutOff(true); })});
+  ASSERT_TRUE(decided_["gamma"].restart) << decided_["gamma"].why;
+  std::optional<Expected<Placement>> met;
+  int64_t metMs = -1;
+  world_->run({[&] {
+                 met.emplace(group("gamma").meet());
+                 metMs = world_->nowMs();
+               },
+               at(20000ms, [this] { group("gamma").interrupt(); })});
+  ASSERT_TRUE(met.has_value());
+  ASSERT_FALSE(met->ok());
+  EXPECT_EQ(met->error(),
+            "interrupted while it tried to reach the master agent's store at sim:29500 again");
+  EXPECT_GE(metMs, 20000);
+  EXPECT_LE(metMs, 21000);
 }
 
 // Ctrl-C or SIGTERM while an agent waits in a later round's rendezvous: the supervisor turns
