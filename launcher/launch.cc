@@ -151,7 +151,7 @@ class Agent {
                        ")");
     }
     store_port_ = server_->port();
-    store_host_ = std::make_unique<TcpStoreHost>(*server_);
+    store_host_ = std::make_unique<TcpStoreHost>(*server_, keep_alives_);
     return sayRendezvousRole();
   }
 
@@ -165,7 +165,7 @@ class Agent {
       return makeError(std::string("cannot host this machine's store: ") + e.what());
     }
     store_port_ = server_->port();
-    store_host_ = std::make_unique<TcpStoreHost>(*server_);
+    store_host_ = std::make_unique<TcpStoreHost>(*server_, keep_alives_);
     return sayRendezvousRole();
   }
 
@@ -197,11 +197,13 @@ class Agent {
     // Every agent parks a WAIT on its own presence key for the whole job: the agents alive.
     options.presence_key_prefix = StoreRounds::presenceWaitPrefix(plan_.rendezvous_id);
     // The ranks' heartbeats (rank_watch.h) reach the supervisor without a client.
-    options.observed_key_prefix = storedHeartbeatPrefix();
-    options.on_observed_write = [board = &board_](const std::string& key,
-                                                  const std::string& value) {
-      board->onWrite(key, value);
-    };
+    options.observed.push_back(
+        {storedHeartbeatPrefix(),
+         [board = &board_](const std::string& key, const std::string& value) {
+           board->onWrite(key, value);
+         }});
+    // The agents' keep-alives reach the master's link without a request (KeepAliveBoard).
+    options.observed.push_back(keep_alives_->observer(plan_.rendezvous_id));
     return options;
   }
 
@@ -399,6 +401,8 @@ class Agent {
   std::string base_to_remove_;  // the temporary BASE (no --log_dir)
   bool temp_run_dir_ = false;   // remove base_to_remove_ at the end
   ProgressBoard board_;  // before server_: the store's thread writes to it until server_ stops
+  // The agents' keep-alives as server_ sees them (before server_, for the same reason).
+  std::shared_ptr<KeepAliveBoard> keep_alives_ = std::make_shared<KeepAliveBoard>();
   std::unique_ptr<store::TcpStoreServer> server_;
   std::unique_ptr<TcpStoreHost> store_host_;  // server_'s, for the machine group
   std::unique_ptr<MachineGroup> group_;       // this job's machines (this one alone, or several)

@@ -1,7 +1,8 @@
 #include "launcher/rendezvous/store_host.h"
 
+#include <cstdlib>
+
 #include "launcher/rendezvous/round/keys.h"
-#include "launcher/store/tcp_store_server.h"
 
 namespace accel::launcher {
 
@@ -26,6 +27,26 @@ size_t TcpStoreHost::clearKeysExcept(const std::vector<std::string>& keep) {
   std::vector<std::string> stored;
   for (const auto& k : keep) stored.push_back(JobKeys::stored(k));
   return server_.clearKeysExcept(stored);
+}
+
+int64_t TcpStoreHost::keepAlives(const std::string& key) const {
+  return keep_alives_->count(JobKeys::stored(key));
+}
+
+store::TcpStoreServerOptions::ObservedKeys KeepAliveBoard::observer(const std::string& runId) {
+  return {JobKeys::stored(JobKeys(runId).prefix()),
+          [this](const std::string& key, const std::string& value) {
+            if (key.find("/alive/") == std::string::npos) return;
+            const int64_t count = std::strtoll(value.c_str(), nullptr, 10);
+            std::lock_guard lock(mutex_);
+            counts_[key] = count;
+          }};
+}
+
+int64_t KeepAliveBoard::count(const std::string& storedKey) const {
+  std::lock_guard lock(mutex_);
+  auto it = counts_.find(storedKey);
+  return it == counts_.end() ? 0 : it->second;
 }
 
 }  // namespace accel::launcher

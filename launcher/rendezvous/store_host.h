@@ -10,12 +10,15 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
-namespace accel::store {
-class TcpStoreServer;
-}
+#include "launcher/store/tcp_store_server.h"
 
 namespace accel::launcher {
 
@@ -38,20 +41,43 @@ class StoreHost {
   // Removes every key except those under one of `keep`; how many it removed. Throws
   // accel::Error when it cannot.
   virtual size_t clearKeysExcept(const std::vector<std::string>& keep) = 0;
+  // Keep-alive counter `key` (RoundKeys::alive) as last written, 0 before any write: the
+  // master's link reads every member's this way, without a request to its own store. Never
+  // blocks long; thread-safe.
+  virtual int64_t keepAlives(const std::string& key) const = 0;
 };
 
-// The agent's TcpStoreServer as a StoreHost. `server` outlives it.
+// The agents' keep-alive counters as the store's server writes them: observer() goes into its
+// options (TcpStoreServerOptions::observed), and the server's thread tells every write there.
+// Thread-safe.
+class KeepAliveBoard {
+ public:
+  // The writes to observe: job `runId`'s keys; those of keep-alives are kept.
+  store::TcpStoreServerOptions::ObservedKeys observer(const std::string& runId);
+  // Keep-alive counter `storedKey` (as the server stores it), 0 before any write.
+  int64_t count(const std::string& storedKey) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, int64_t> counts_;
+};
+
+// The agent's TcpStoreServer as a StoreHost. `server` outlives it; `keepAlives` is the board its
+// options observe with (KeepAliveBoard::observer).
 class TcpStoreHost : public StoreHost {
  public:
-  explicit TcpStoreHost(store::TcpStoreServer& server) : server_(server) {}
+  TcpStoreHost(store::TcpStoreServer& server, std::shared_ptr<const KeepAliveBoard> keepAlives)
+      : server_(server), keep_alives_(std::move(keepAlives)) {}
   bool waiting(const std::string& presenceKey, std::chrono::milliseconds grace) const override;
   size_t presentCount() const override;
   bool awaitPresentAtMost(size_t count, std::chrono::milliseconds timeout) const override;
   bool awaitWatches(size_t count, std::chrono::milliseconds timeout) const override;
   size_t clearKeysExcept(const std::vector<std::string>& keep) override;
+  int64_t keepAlives(const std::string& key) const override;
 
  private:
   store::TcpStoreServer& server_;
+  const std::shared_ptr<const KeepAliveBoard> keep_alives_;
 };
 
 }  // namespace accel::launcher

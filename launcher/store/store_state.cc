@@ -124,7 +124,7 @@ void StoreState::store(const std::string& key, std::string value) {
     it->second = std::move(value);
     notifyWatchers(key, wire::WatchResponse::KeyUpdated, old, it->second);
   }
-  if (observer_) written(key, data_.find(key)->second);
+  if (!observers_.empty()) written(key, data_.find(key)->second);
 }
 
 std::string StoreState::compareSet(const wire::Request& q) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "libaccel/store/wire_protocol.h"
@@ -27,12 +28,11 @@ class StoreState {
   explicit StoreState(Send send) : send_(std::move(send)) {}
 
   // Tells `observer` the new value of every key written whose name starts with `prefix` (SET,
-  // ADD, COMPARE_SET, APPEND, MULTI_SET), right after the write. The agent reads progress
-  // heartbeats this way without a client of its own.
+  // ADD, COMPARE_SET, APPEND, MULTI_SET), right after the write; one observer per call. The agent
+  // reads progress heartbeats and the agents' keep-alives this way without a client of its own.
   using Observer = std::function<void(const std::string& key, const std::string& value)>;
   void observe(std::string prefix, Observer observer) {
-    observed_prefix_ = std::move(prefix);
-    observer_ = std::move(observer);
+    observers_.push_back({std::move(prefix), std::move(observer)});
   }
 
   // Carries out one request from connection `conn`; replies go through Send, now or (for a
@@ -77,8 +77,9 @@ class StoreState {
 
   bool exists(const std::string& key) const;
   void written(const std::string& key, const std::string& value) {
-    if (observer_ && key.compare(0, observed_prefix_.size(), observed_prefix_) == 0)
-      observer_(key, value);
+    for (const auto& [prefix, observer] : observers_) {
+      if (key.compare(0, prefix.size(), prefix) == 0) observer(key, value);
+    }
   }
   void store(const std::string& key, std::string value);
   void keyCreated(const std::string& key);
@@ -102,8 +103,7 @@ class StoreState {
   std::string queuePop(const std::string& key);
 
   Send send_;
-  std::string observed_prefix_;
-  Observer observer_;
+  std::vector<std::pair<std::string, Observer>> observers_;
   std::unordered_map<std::string, std::string> data_;
   std::unordered_map<std::string, std::deque<std::string>> queues_;
   uint64_t next_waiter_ = 1;

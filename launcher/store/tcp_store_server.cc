@@ -112,8 +112,7 @@ class TcpStoreServer::Loop {
         listen_fd_(listenFd),
         state_([this](uint64_t conn, const std::string& bytes) { sendTo(conn, bytes); }) {
     limits_.max_value_bytes = options.max_value_bytes;
-    if (options.on_observed_write)
-      state_.observe(options.observed_key_prefix, options.on_observed_write);
+    for (const auto& o : options.observed) state_.observe(o.prefix, o.on_write);
     state_.trackWaitsUnder(options.tracked_wait_prefix);
     state_.trackPresenceUnder(options.presence_key_prefix);
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);

@@ -74,11 +74,14 @@ struct TcpStoreServerOptions {
   // "accel store: ". Called from the server's thread: it must not call the server's blocking
   // methods (awaitStats, clearKeysExcept, adoptConnection, stop).
   std::function<void(const std::string&)> log;
-  // Told the new value of every key written (as stored, with torch's "/") that starts with
-  // observed_key_prefix, right after the write. Called from the server's thread, like `log`,
-  // with the same restriction; it must be quick (the loop waits for it).
-  std::string observed_key_prefix;
-  std::function<void(const std::string& key, const std::string& value)> on_observed_write;
+  // For each: told the new value of every key written (as stored, with torch's "/") that starts
+  // with its prefix, right after the write. Called from the server's thread, like `log`, with the
+  // same restriction; each must be quick (the loop waits for it).
+  struct ObservedKeys {
+    std::string prefix;
+    std::function<void(const std::string& key, const std::string& value)> on_write;
+  };
+  std::vector<ObservedKeys> observed;
 };
 
 struct TcpStoreServerStats {

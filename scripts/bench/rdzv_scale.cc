@@ -11,6 +11,19 @@
 //               SERVER_CPU_S SERVER_PEAK_MIB
 //       (requests, bytes both ways and WAITs answered as the server counted them during the round;
 //       the server's CPU and peak resident memory over its whole life).
+//   rdzv_scale_bench store --machines N [--procs P] --loss
+//       The same round, then a loss: every machine holds its failure watch and sends its
+//       keep-alives (c10d/job_link.h's protocol; the master runs the real JobLink), the group runs
+//       idle for a few seconds, then one machine goes silent (its connections stay open, as a
+//       machine cut off). The master finds it lost, every machine ends the round with the real
+//       exchange (RoundCloser, round_close.h) and meets again as N-1. Prints
+//         store-loss N FOUND_S REFORMED_S IDLE_SERVER_CPU_PER_S
+//       (found: from the silence to the master's publication of the loss; re-formed: to the last
+//       machine placed in the next round; the server's CPU per second of the idle group, its
+//       master's looks at the members included). --tcp-reads: the reference,
+//       "store-loss-tcp-reads", whose master reads every member's keep-alive counter with a request
+//       to its own store, as the link did before it read them in the store's memory
+//       (StoreHost::keepAlives).
 //   rdzv_scale_bench etcd --endpoints E --machines N [--procs P]
 //       etcd: P agent processes; every machine holds a lease, then meets (meetOnEtcd,
 //       etcd/meeting.h). Prints "etcd N CLOSE_S REQUESTS_PER_MACHINE BYTES_PER_MACHINE
@@ -26,6 +39,7 @@
 // ports, so more than ~28k connections fit. File descriptors: each process raises its soft limit
 // to the hard one; a size that needs more says so and stops.
 
+#include <poll.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -46,9 +60,11 @@
 #include <thread>
 #include <vector>
 
+#include "launcher/rendezvous/c10d/job_link.h"
 #include "launcher/rendezvous/c10d/rendezvous.h"
 #include "launcher/rendezvous/c10d/store_rounds.h"
 #include "launcher/rendezvous/etcd/meeting.h"
+#include "launcher/rendezvous/round_close.h"
 #include "launcher/rendezvous/store_host.h"
 #include "launcher/store/tcp_store_server.h"
 #include "libaccel/store/tcp_store_client.h"
@@ -138,6 +154,13 @@ class Gate {
   int arrived_ = 0;
 };
 
+// This process's peak resident memory, KiB.
+long peakKib() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
 // Reads lines from stdin until `word` (false at EOF).
 bool readUntil(const char* word) {
   char line[256];
@@ -165,10 +188,32 @@ struct Placed {
   }
 };
 
-launcher::GroupSettings storeSettings(const std::string& run, int machines, int index) {
+// The loss phase (--loss), shared by a process's machines: at the driver's "loss" the silent
+// machine (the job's last) stops its keep-alives, its connections kept open until the process
+// ends (a machine cut off); the placements in the next round.
+struct Loss {
+  bool on = false;
+  // The master's: where its link reads the keep-alives without a request (nullptr: over TCP,
+  // as before, the reference).
+  const launcher::StoreHost* host = nullptr;
+  std::atomic<int64_t> silent_ns{0};
+  Placed again;
+  std::mutex mutex;
+  std::vector<std::unique_ptr<store::TcpStoreClient>> kept;  // the silent machine's, open
+  void keep(std::unique_ptr<store::TcpStoreClient> c) {
+    std::lock_guard lock(mutex);
+    kept.push_back(std::move(c));
+  }
+};
+
+// Machine `index` of a loss phase: whether it is the one that goes silent.
+bool goesSilent(const launcher::GroupSettings& o, int index) { return index == o.num_machines - 1; }
+
+launcher::GroupSettings storeSettings(const std::string& run, int machines, int index, bool loss) {
   launcher::GroupSettings o;
   o.run_id = run;
   o.num_machines = o.min_machines = machines;
+  if (loss) o.min_machines = machines - 1, o.max_restarts = 1;  // the group goes on without one
   o.local_world_size = 1;
   o.host = "m" + std::to_string(index);
   o.presence = launcher::agentToken(o.host);
@@ -187,9 +232,86 @@ std::unique_ptr<store::TcpStoreClient> connectTo(const std::string& host, int po
   return std::make_unique<store::TcpStoreClient>(c);
 }
 
-// One simulated machine of the store's round: its presence parked, then, at the gate, the round.
-void storeMachine(const std::string& host, int port, launcher::GroupSettings o, Gate& gate,
-                  Placed& placed) {
+// A member's round after the loss: its end told and the decision read (RoundCloser), then the
+// next round met.
+void endAndMeetAgain(store::TcpStoreClient& client, const launcher::GroupSettings& o,
+                     const launcher::RendezvousResult& joined, Loss& loss,
+                     const launcher::RoundCloser::GroupNow& now, bool master) {
+  launcher::AttemptReport last;
+  launcher::RoundCloser closer(o, master);
+  const auto decision = closer.close(client, {}, joined, last, false, now);
+  auto r = decision.restart ? launcher::rendezvous(client, o, decision.next(0))
+                            : Expected<launcher::RendezvousResult>(makeError(decision.why));
+  loss.again.at(nowNs());
+  if (!r || r->world_size != o.num_machines - 1) {
+    std::fprintf(stderr, "%s, round 1: %s\n", o.host.c_str(),
+                 r ? "wrong world size" : r.error().c_str());
+    ++loss.again.failed;
+  }
+}
+
+// A non-master after the round: its failure watch and its keep-alives, as its link does, until
+// the watch fires; then the round's end. The silent one stops at the loss, its connections kept
+// open; whether it did.
+bool followAsMember(const std::string& host, int port, store::TcpStoreClient& client,
+                    const launcher::GroupSettings& o, const launcher::RendezvousResult& joined,
+                    int index, Loss& loss) {
+  auto keepAlive = connectTo(host, port), watch = connectTo(host, port);
+  const auto keys = launcher::roundKeys(o, 0);
+  pollfd fired{watch->startWait({keys.stop()}), POLLIN, 0};
+  const int interval = static_cast<int>(o.timeouts.keep_alive_interval.count());
+  while (::poll(&fired, 1, 0) == 0) {
+    if (goesSilent(o, index) && loss.silent_ns.load()) {
+      loss.keep(std::move(keepAlive)), loss.keep(std::move(watch));
+      return true;
+    }
+    keepAlive->add(keys.alive(joined.machine_rank), 1);
+    ::poll(&fired, 1, interval);
+  }
+  watch->finishWait();
+  endAndMeetAgain(client, o, joined, loss,
+                  {[] { return std::vector<launcher::LostMachine>{}; }, [] { return 0; }}, false);
+  return false;
+}
+
+// The master after the round: the real JobLink watches the members; once it published the loss
+// (the instant it heard: `found`), the master decides and meets again.
+void followAsMaster(const std::string& host, int port, store::TcpStoreClient& client,
+                    const launcher::GroupSettings& o, const launcher::RendezvousResult& joined,
+                    Loss& loss, std::atomic<int64_t>& found) {
+  launcher::LinkConnections c;
+  c.watch = std::make_unique<launcher::TcpLinkStore>(connectTo(host, port));
+  c.watch_fd = c.watch->startWait({launcher::roundKeys(o, 0).stop()});
+  c.publisher = std::make_unique<launcher::TcpLinkStore>(connectTo(host, port));
+  c.publisher->setTimeout(o.timeouts.request);
+  c.keep_alive = std::make_unique<launcher::TcpLinkStore>(connectTo(host, port));
+  launcher::LinkOptions options;
+  options.machines = options.max_machines = o.num_machines;
+  std::vector<std::string> tokens(static_cast<size_t>(o.num_machines));
+  for (const auto& m : joined.machines) tokens[static_cast<size_t>(m.machine_rank)] = m.presence;
+  options.present = [&o, tokens](int m) { return o.present(tokens[static_cast<size_t>(m)]); };
+  if (loss.host) {
+    options.keep_alives = [&loss, keys = launcher::roundKeys(o, 0)](int m) {
+      return loss.host->keepAlives(keys.alive(m));
+    };
+  }
+  launcher::JobLink link(std::move(c), o, 0, 0, "m0", options);
+  pollfd heard{link.fd(), POLLIN, 0};
+  ::poll(&heard, 1, -1);
+  found = nowNs();
+  link.takeEvents();
+  endAndMeetAgain(client, o, joined, loss,
+                  {[&] { return link.lostMachines(); },
+                   [&] { return launcher::presentRegistrations(client, o, 1); }},
+                  true);
+}
+
+// One simulated machine of the store's round: its presence parked, then, at the gate, the round
+// (`onPlaced` once it is placed); with --loss, what follows it (followAsMember, followAsMaster:
+// `found` is the master's).
+void storeMachine(const std::string& host, int port, launcher::GroupSettings o, int index,
+                  Gate& gate, Placed& placed, Loss& loss, const std::function<void()>& onPlaced,
+                  std::atomic<int64_t>* found = nullptr) {
   auto presence = connectTo(host, port);
   presence->startWait({launcher::JobKeys(o.run_id).presence(o.presence)});
   auto client = connectTo(host, port);
@@ -197,52 +319,86 @@ void storeMachine(const std::string& host, int port, launcher::GroupSettings o, 
   gate.await();
   auto r = launcher::rendezvous(*client, o, {});
   placed.at(nowNs());
-  if (!r || r->world_size != o.num_machines) {
+  const bool ok = r && r->world_size == o.num_machines;
+  if (!ok) {
     std::fprintf(stderr, "%s: %s\n", o.host.c_str(), r ? "wrong world size" : r.error().c_str());
     ++placed.failed;
   }
+  onPlaced();
+  if (!ok || !loss.on) return;
+  if (found) return followAsMaster(host, port, *client, o, *r, loss, *found);
+  if (followAsMember(host, port, *client, o, *r, index, loss)) {
+    loss.keep(std::move(presence)), loss.keep(std::move(client));
+  }
 }
 
-// The children: one process of `count` machines from `first` on.
+// The children: one process of `count` machines from `first` on. With --loss: at "loss" the
+// silent machine stops; the process prints the next round's placements too.
 int storeAgents(const std::string& host, int port, const std::string& run, int machines, int first,
-                int count) {
-  haveDescriptors(2ull * static_cast<uint64_t>(count), "an agent process", "use more --procs");
+                int count, bool lossPhase) {
+  haveDescriptors((lossPhase ? 4ull : 2ull) * static_cast<uint64_t>(count), "an agent process",
+                  "use more --procs");
   Gate gate;
   Placed placed;
+  Loss loss;
+  loss.on = lossPhase;
+  std::atomic<int> unplaced{count};
   std::thread go([&] {
     gate.awaitArrivals(count);
     std::printf("ready\n");
     std::fflush(stdout);
     if (!readUntil("go")) std::exit(1);
     gate.open();
+    if (lossPhase && !readUntil("loss")) std::exit(1);
+    loss.silent_ns = nowNs();
   });
   onThreads(count, [&](int i) {
-    storeMachine(host, port, storeSettings(run, machines, first + i), gate, placed);
+    storeMachine(host, port, storeSettings(run, machines, first + i, lossPhase), first + i, gate,
+                 placed, loss, [&] {
+                   if (--unplaced == 0) placed.print();
+                 });
   });
   go.join();
-  placed.print();
-  return placed.failed ? 1 : 0;
+  if (lossPhase) loss.again.print();
+  return placed.failed || loss.again.failed ? 1 : 0;
 }
 
-// The server's child: the store an agent hosts, with machine 0's agent (the master) in it.
-int storeServer(const std::string& run, int machines) {
-  haveDescriptors(2ull * static_cast<uint64_t>(machines), "the store's server",
-                  "each machine holds two connections to it (its own and its presence)");
+// CPU seconds this process used so far.
+double cpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// The server's child: the store an agent hosts, with machine 0's agent (the master) in it. With
+// --loss: between the driver's "idle" and "loss" its CPU per second (the idle group's cost), and
+// the instant its link found the loss.
+int storeServer(const std::string& run, int machines, bool lossPhase, bool readOverTcp) {
+  haveDescriptors((lossPhase ? 4ull : 2ull) * static_cast<uint64_t>(machines), "the store's server",
+                  "each machine holds two connections to it (its own and "
+                  "its presence), four in the loss phase (its watch and keep-alives too)");
   store::TcpStoreServerOptions options;
   options.host = "0.0.0.0";
   options.port = 0;
   options.tracked_wait_prefix = launcher::StoreRounds::trackedWaitPrefix(run);
   options.presence_key_prefix = launcher::StoreRounds::presenceWaitPrefix(run);
+  auto keepAlives = std::make_shared<launcher::KeepAliveBoard>();
+  options.observed.push_back(keepAlives->observer(run));
   auto server = store::TcpStoreServer::start(options);
   std::printf("port=%d\n", server->port());
   std::fflush(stdout);
-  launcher::TcpStoreHost host(*server);
-  launcher::GroupSettings o = storeSettings(run, machines, 0);
+  launcher::TcpStoreHost host(*server, keepAlives);
+  launcher::GroupSettings o = storeSettings(run, machines, 0, lossPhase);
   o.present = [&host, &o](const std::string& token) {
     return host.waiting(launcher::JobKeys(o.run_id).presence(token), 2s);
   };
   Gate gate;
   Placed placed;
+  Loss loss;
+  loss.on = lossPhase;
+  std::atomic<int64_t> found{0};
+  double idleCpuPerS = 0;
   store::TcpStoreServerStats before;
   std::thread go([&] {
     gate.awaitArrivals(1);
@@ -251,24 +407,33 @@ int storeServer(const std::string& run, int machines) {
     if (!readUntil("go")) std::exit(1);
     before = server->stats();
     gate.open();
+    if (!lossPhase) return;
+    if (!readUntil("idle")) std::exit(1);
+    const double cpu0 = cpuSeconds();
+    const int64_t t0 = nowNs();
+    if (!readUntil("loss")) std::exit(1);
+    idleCpuPerS = (cpuSeconds() - cpu0) / (1e-9 * double(nowNs() - t0));
   });
-  storeMachine("127.0.0.1", server->port(), o, gate, placed);
+  if (!readOverTcp) loss.host = &host;
+  storeMachine(
+      "127.0.0.1", server->port(), o, 0, gate, placed, loss, [&] { placed.print(); },
+      lossPhase ? &found : nullptr);
   go.join();
-  placed.print();
+  if (lossPhase) {
+    std::printf("found found_ns=%lld idle_cpu_per_s=%.3f\n", static_cast<long long>(found.load()),
+                idleCpuPerS);
+    loss.again.print();
+  }
   readUntil("\x04never");  // until the driver closes stdin: every machine is placed
   const auto after = server->stats();
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  const double cpu = static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-                     1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
   std::printf("server requests=%llu bytes=%llu woken=%llu cpu_s=%.2f peak_kib=%ld\n",
               static_cast<unsigned long long>(after.requests - before.requests),
               static_cast<unsigned long long>(after.bytes_received + after.bytes_sent -
                                               before.bytes_received - before.bytes_sent),
-              static_cast<unsigned long long>(after.waits_woken - before.waits_woken), cpu,
-              u.ru_maxrss);
+              static_cast<unsigned long long>(after.waits_woken - before.waits_woken), cpuSeconds(),
+              peakKib());
   std::fflush(stdout);
-  return placed.failed ? 1 : 0;
+  return placed.failed || loss.again.failed ? 1 : 0;
 }
 
 // A child process with pipes to its stdin and from its stdout.
@@ -342,18 +507,40 @@ int64_t release(std::vector<Child>& children) {
   return t0;
 }
 
-int driveStore(const std::string& self, int machines, int procs) {
+// The loss phase's driver side: the group idles `idle` (the server measures its CPU), then one
+// machine goes silent; prints the row once every machine met again.
+void driveLoss(std::vector<Child>& children, int machines, const char* label) {
+  constexpr auto idle = 5s;
+  children[0].say("idle\n");
+  std::this_thread::sleep_for(idle);
+  const int64_t silent = nowNs();
+  for (auto& c : children) c.say("loss\n");
+  const std::string found = children[0].expect("found");
+  int64_t last = 0;
+  uint64_t failed = 0;
+  for (auto& c : children) {
+    const std::string again = c.expect("done");
+    last = std::max(last, static_cast<int64_t>(field(again, "placed_ns")));
+    failed += static_cast<uint64_t>(field(again, "failed"));
+  }
+  if (failed) die(std::to_string(failed) + " machines failed to meet again after the loss");
+  std::printf("%s %d %.3f %.3f %.3f\n", label, machines,
+              1e-9 * (field(found, "found_ns") - double(silent)), 1e-9 * double(last - silent),
+              field(found, "idle_cpu_per_s"));
+}
+
+int driveStore(const std::string& self, int machines, int procs, bool loss, bool tcpReads) {
   const std::string run = "scale-" + std::to_string(::getpid());
-  const std::string n = std::to_string(machines);
+  const std::string n = std::to_string(machines), lossArg = loss ? "1" : "0";
   std::vector<Child> children;
-  children.push_back(Child::start({self, "store-server", run, n}));
+  children.push_back(Child::start({self, "store-server", run, n, tcpReads ? "tcp" : lossArg}));
   const std::string port =
       std::to_string(static_cast<int>(field(children[0].expect("port="), "port")));
   int i = 0;
   for (auto [first, count] : shares(1, machines, procs)) {
     const std::string host = "127.0.0." + std::to_string(2 + i++);
-    children.push_back(Child::start(
-        {self, "store-agents", host, port, run, n, std::to_string(first), std::to_string(count)}));
+    children.push_back(Child::start({self, "store-agents", host, port, run, n,
+                                     std::to_string(first), std::to_string(count), lossArg}));
   }
   const int64_t t0 = release(children);
   int64_t last = 0;
@@ -363,11 +550,14 @@ int driveStore(const std::string& self, int machines, int procs) {
     last = std::max(last, static_cast<int64_t>(field(done, "placed_ns")));
     failed += static_cast<uint64_t>(field(done, "failed"));
   }
+  if (failed) die(std::to_string(failed) + " machines failed");
+  if (loss) driveLoss(children, machines, tcpReads ? "store-loss-tcp-reads" : "store-loss");
   for (size_t c = 1; c < children.size(); ++c) failed += children[c].finish() != 0;
   std::fclose(children[0].in), children[0].in = nullptr;
   const std::string server = children[0].expect("server");
   failed += children[0].finish() != 0;
-  if (failed) die(std::to_string(failed) + " machines or processes failed");
+  if (failed) die(std::to_string(failed) + " processes failed");
+  if (loss) return 0;
   const double m = machines;
   std::printf("store %d %.3f %.1f %.0f %.2f %.2f %.1f\n", machines, 1e-9 * double(last - t0),
               field(server, "requests") / m, field(server, "bytes") / m, field(server, "woken") / m,
@@ -465,7 +655,7 @@ int driveEtcd(const std::string& self, const std::string& endpoints, int machine
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
-               "usage: rdzv_scale_bench store --machines N [--procs P]\n"
+               "usage: rdzv_scale_bench store --machines N [--procs P] [--loss [--tcp-reads]]\n"
                "       rdzv_scale_bench etcd --endpoints HOST:PORT,... --machines N [--procs P]\n");
   std::exit(2);
 }
@@ -476,15 +666,18 @@ int main(int argc, char** argv) {
   if (argc < 2) usage();
   const std::string mode = argv[1];
   auto arg = [&](int i) { return i < argc ? std::string(argv[i]) : (usage(), std::string()); };
-  if (mode == "store-server") return storeServer(arg(2), std::stoi(arg(3)));
+  if (mode == "store-server") {
+    return storeServer(arg(2), std::stoi(arg(3)), arg(4) != "0", arg(4) == "tcp");
+  }
   if (mode == "store-agents") {
     return storeAgents(arg(2), std::stoi(arg(3)), arg(4), std::stoi(arg(5)), std::stoi(arg(6)),
-                       std::stoi(arg(7)));
+                       std::stoi(arg(7)), arg(8) == "1");
   }
   if (mode == "etcd-agents") {
     return etcdAgents(arg(2), arg(3), std::stoi(arg(4)), std::stoi(arg(5)), std::stoi(arg(6)));
   }
   int machines = 0, procs = 4;
+  bool loss = false, tcpReads = false;
   std::string endpoints;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -494,11 +687,15 @@ int main(int argc, char** argv) {
       procs = std::stoi(arg(++i));
     else if (a == "--endpoints")
       endpoints = arg(++i);
+    else if (a == "--loss")
+      loss = true;
+    else if (a == "--tcp-reads")
+      tcpReads = true;
     else
       usage();
   }
   if (machines < 2 || procs < 1) usage();
-  if (mode == "store") return driveStore(argv[0], machines, procs);
+  if (mode == "store") return driveStore(argv[0], machines, procs, loss, tcpReads);
   if (mode == "etcd" && !endpoints.empty()) return driveEtcd(argv[0], endpoints, machines, procs);
   usage();
 }

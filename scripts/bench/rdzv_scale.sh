@@ -10,18 +10,25 @@
 # etcd: as the agents counted them (HTTP requests, watches included; watch events received);
 # the server's CPU seconds and peak resident MiB (etcd: its three members, summed). A size this machine
 # cannot hold (file descriptors) prints its row with "-" and why.
-#   scripts/bench/rdzv_scale.sh [--backend store|etcd] [--sizes "N ..."] [--quick]
+#   scripts/bench/rdzv_scale.sh [--backend store|etcd] [--sizes "N ..."] [--quick] [--loss]
 # Default sizes: store 1024 4096 16384, etcd 1024 4096. --quick (ctest's bench.rdzv_scale_quick):
-# N = 64 on both.
+# N = 64 on both, then --loss at 64.
+# --loss (store): the round, then the group idles 5 s and one machine goes silent; per N a row
+#   store-loss N FOUND_S REFORMED_S IDLE_SERVER_CPU_PER_S
+# (from the silence to the loss published, and to the last machine met again as N-1; the
+# server's CPU per second while the group idled), then the same for the reference measured in the
+# same run, a master that reads each member's keep-alive with a request (store-loss-tcp-reads),
+# and the ratio of the two idle costs. Default sizes 1024 4096.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-backends="store etcd" sizes=""
+backends="store etcd" sizes="" loss="" quick=""
 while (($#)); do
   case $1 in
     --backend) backends=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
-    --quick) sizes=64; shift ;;
-    *) echo "usage: scripts/bench/rdzv_scale.sh [--backend store|etcd] [--sizes \"N ...\"] [--quick]" >&2; exit 2 ;;
+    --quick) sizes=64 quick=1; shift ;;
+    --loss) loss=1; shift ;;
+    *) echo "usage: scripts/bench/rdzv_scale.sh [--backend store|etcd] [--sizes \"N ...\"] [--quick] [--loss]" >&2; exit 2 ;;
   esac
 done
 build=${ACCEL_BUILD_DIR:-build}
@@ -30,6 +37,21 @@ bench=$build/scripts/bench/rdzv_scale_bench
 scratch=$(mktemp -d /tmp/accel-bench-scale.XXXXXX)
 trap 'kill -KILL ${ETCD_MEMBER_PIDS[@]:-} 2>/dev/null || true; rm -rf "$scratch"' EXIT
 echo "$(nproc) cores; $(ulimit -Hn) descriptors per process at most"
+loss_rows() {  # loss_rows N...: the --loss table
+  local n ours ref
+  echo "BACKEND N FOUND_S REFORMED_S IDLE_SERVER_CPU_PER_S"
+  for n in "$@"; do
+    ours=$("$bench" store --machines "$n" --procs 4 --loss 2>"$scratch/err") || { echo "store-loss $n - - -  ($(head -1 "$scratch/err"))"; continue; }
+    ref=$("$bench" store --machines "$n" --procs 4 --loss --tcp-reads 2>"$scratch/err") || { echo "$ours"; echo "store-loss-tcp-reads $n - - -  ($(head -1 "$scratch/err"))"; continue; }
+    echo "$ours"; echo "$ref"
+    awk -v a="$(cut -d' ' -f5 <<<"$ours")" -v b="$(cut -d' ' -f5 <<<"$ref")" -v n="$n" \
+      'BEGIN { printf "idle master at %d machines: %.3f of the reference'"'"'s CPU\n", n, (b > 0 ? a / b : 0) }'
+  done
+}
+if [[ -n $loss ]]; then
+  loss_rows ${sizes:-1024 4096}
+  exit 0
+fi
 echo "BACKEND N CLOSE_S REQUESTS_PER_MACHINE BYTES_PER_MACHINE EVENTS_PER_MACHINE SERVER_CPU_S SERVER_PEAK_MIB"
 
 # One row, or the row's "-" and the bench's reason.
@@ -82,3 +104,5 @@ for backend in $backends; do
     *) echo "--backend: store or etcd, not '$backend'" >&2; exit 2 ;;
   esac
 done
+# --quick: the loss phase too, at 64.
+[[ -z $quick || $backends != *store* ]] || loss_rows 64

@@ -1,5 +1,5 @@
 // libaccel's progress heartbeat (libaccel/store/heartbeat.h) against our store server, observed
-// the way the agent observes it (TcpStoreServerOptions::on_observed_write).
+// the way the agent observes it (TcpStoreServerOptions::observed).
 #include "libaccel/store/heartbeat.h"
 
 #include <stdlib.h>
@@ -28,12 +28,12 @@ struct Observed {
 // Our store server, telling `seen` every write to a heartbeat key (as it tells the agent).
 std::unique_ptr<TcpStoreServer> observingServer(Observed& seen) {
   TcpStoreServerOptions options;
-  options.observed_key_prefix = "/accel_step/";
-  options.on_observed_write = [&seen](const std::string& key, const std::string& value) {
-    std::lock_guard<std::mutex> lock(seen.mutex);
-    seen.writes[key].push_back(value);
-    seen.changed.notify_all();
-  };
+  options.observed.push_back(
+      {"/accel_step/", [&seen](const std::string& key, const std::string& value) {
+         std::lock_guard<std::mutex> lock(seen.mutex);
+         seen.writes[key].push_back(value);
+         seen.changed.notify_all();
+       }});
   return TcpStoreServer::start(options);
 }
 

@@ -64,6 +64,9 @@ struct LinkOptions {
   // The master's: whether member M's agent is still connected to the store (unset: unknown),
   // looked at every settings.timeouts.presence_check.
   std::function<bool(int machine)> present;
+  // The master's: member M's keep-alive counter now, read without a request (StoreHost::
+  // keepAlives); unset: read from the store through the publisher's connection.
+  std::function<int64_t(int machine)> keep_alives;
 };
 
 // A link's connections to the master's store (c10d/link_store.h: the TCP client's, or an in-memory

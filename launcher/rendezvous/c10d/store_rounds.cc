@@ -251,18 +251,21 @@ Expected<RoundLink*> StoreRounds::watch(const RoundStart& start, const Rendezvou
   }
   link_ = std::make_unique<JobLink>(std::move(link_connections_), settings_, start.round,
                                     joined.machine_rank, joined.machines.front().host,
-                                    linkOptions(joined));
+                                    linkOptions(start.round, joined));
   link_connections_ = {};
   return link_.get();
 }
 
-LinkOptions StoreRounds::linkOptions(const RendezvousResult& joined) const {
+LinkOptions StoreRounds::linkOptions(int round, const RendezvousResult& joined) const {
   LinkOptions o;
   if (master()) {  // the master watches the members' presence in its store
     std::vector<std::string> tokens;
     for (const auto& m : joined.machines) tokens.push_back(m.presence);
     o.present = [this, tokens](int m) {
       return present(tokens[static_cast<size_t>(m)], std::chrono::milliseconds(0));
+    };
+    o.keep_alives = [this, keys = roundKeys(settings_, round)](int m) {
+      return host_->keepAlives(keys.alive(m));
     };
   }
   o.machines = joined.size;

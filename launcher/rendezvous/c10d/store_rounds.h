@@ -87,7 +87,7 @@ class StoreRounds : public RoundBackend {
   std::string unreachable(const std::exception& e) const;
   void parkPresence();
   bool present(const std::string& token, std::chrono::milliseconds grace) const;
-  LinkOptions linkOptions(const RendezvousResult& joined) const;
+  LinkOptions linkOptions(int round, const RendezvousResult& joined) const;
 
   const LaunchPlan& plan_;
   const probes::Environment& parent_env_;

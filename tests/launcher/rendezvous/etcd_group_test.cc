@@ -95,6 +95,7 @@ class ClearedStore : public StoreHost {
   size_t presentCount() const override { return 0; }
   bool awaitPresentAtMost(size_t, std::chrono::milliseconds) const override { return true; }
   bool awaitWatches(size_t, std::chrono::milliseconds) const override { return true; }
+  int64_t keepAlives(const std::string&) const override { return 0; }
   size_t clearKeysExcept(const std::vector<std::string>&) override {
     const bool closed = !etcd_.keysUnder(JobKeys("sim").round(1).record()).empty();
     cleared.push_back(std::to_string(world_.nowMs()) + " ms" +

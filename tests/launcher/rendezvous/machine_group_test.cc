@@ -30,7 +30,7 @@ class ClearWorkerKeysTest : public ::testing::Test {
   }
 
   size_t clear() {
-    TcpStoreHost host(*server_);
+    TcpStoreHost host(*server_, std::make_shared<KeepAliveBoard>());
     std::string said;
     const size_t removed = clearWorkerKeys(host, [&](const std::string& s) { said += s; });
     EXPECT_EQ(said, "");  // routine: nothing said unless it fails

@@ -64,6 +64,10 @@ class SimStoreHost : public StoreHost {
     return world_.block(lock, world_.nowLocked() + timeout,
                         [&] { return under(stop_prefix_) >= n; });
   }
+  int64_t keepAlives(const std::string& key) const override {
+    std::lock_guard lock(world_.mutex());
+    return data_.check({key}) ? std::stoll(data_.get(key, std::chrono::milliseconds(0))) : 0;
+  }
   size_t clearKeysExcept(const std::vector<std::string>& keep) override {
     std::lock_guard lock(world_.mutex());
     const size_t removed = data_.clearKeysExcept(keep);
@@ -87,7 +91,7 @@ class SimStoreHost : public StoreHost {
 
   SimWorld& world_;
   const std::string presence_prefix_, stop_prefix_;
-  store::MemoryStore data_;
+  mutable store::MemoryStore data_;    // keepAlives() reads it (a read changes nothing)
   std::map<std::string, int> parked_;  // with the world's mutex held
   bool down_ = false;                  // with the world's mutex held
 };
