@@ -1,9 +1,15 @@
 // Load generator for scripts/bench/store.sh: N clients, each on its own non-blocking TCP
-// connection, `add` a counter and `wait` on a barrier key that the last one to arrive sets.
-// Prints the time from the first connect to the last client released, in seconds.
+// connection, do what a rank does in init_process_group over TCPStore — `set` its address,
+// `add` to a counter and `wait` on a barrier key (the one whose add completes the count sets it).
+// Prints the time from the first connect to the last client released, in seconds, and with
+// --memory-of the server's resident memory per connection (KiB: its VmRSS with every connection
+// open and released, less before the first connect). Any connection refused, reset or closed by
+// the server fails the run, naming it.
 // --protocol validated makes every client a torch 2.x one (VALIDATE + magic first, 2.x codes).
 //   store_load --clients N [--processes P] [--host H] [--port P] [--protocol legacy|validated]
-//   (default: $MASTER_ADDR/$MASTER_PORT, legacy)
+//              [--memory-of parent|PID]
+//   (default: $MASTER_ADDR/$MASTER_PORT, legacy; parent: the agent that runs it, whose store
+//   it is)
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -63,8 +69,23 @@ void sendAll(int fd, const std::string& bytes) {
   }
 }
 
-// Runs `count` clients to completion; total is the barrier size over all processes.
-int runClients(const sockaddr_in& addr, int count, int total, const std::string& tag) {
+// The resident memory of process `pid` now, KiB (0 when it cannot be read).
+long residentKib(pid_t pid) {
+  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/status").c_str(), "r");
+  if (!f) return 0;
+  char line[256];
+  long kib = 0;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::sscanf(line, "VmRSS: %ld", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return kib;
+}
+
+// Runs `count` clients to completion; total is the barrier size over all processes. Once all are
+// released it writes a byte to `released` and keeps its connections open until `hold` closes.
+int runClients(const sockaddr_in& addr, int count, int total, const std::string& tag, int released,
+               int hold) {
   int ep = ::epoll_create1(0);
   std::vector<Client> clients(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) {
@@ -82,9 +103,9 @@ int runClients(const sockaddr_in& addr, int count, int total, const std::string&
     ev.data.u32 = static_cast<uint32_t>(i);
     ::epoll_ctl(ep, EPOLL_CTL_ADD, c.fd, &ev);
   }
-  const std::string add =
-      (protocol == Generation::Validated ? request(Op::Validate, {}) : std::string()) +
-      request(Op::Add, {"/counter-" + tag}, 1);
+  const std::string first =
+      protocol == Generation::Validated ? request(Op::Validate, {}) : std::string();
+  const std::string add = request(Op::Add, {"/counter-" + tag}, 1);
   const std::string wait = request(Op::Wait, {"/barrier-" + tag});
   const std::string release = request(Op::Set, {"/barrier-" + tag}, 0, "1");
   int done = 0;
@@ -105,7 +126,13 @@ int runClients(const sockaddr_in& addr, int count, int total, const std::string&
           std::fprintf(stderr, "store_load: connect: %s\n", std::strerror(err));
           return 1;
         }
-        sendAll(c.fd, add);
+        // SET has no reply in any generation: the ADD's is the first.
+        sendAll(c.fd, first +
+                          request(Op::Set,
+                                  {"/addr-" + tag + "-" + std::to_string(::getpid()) + "-" +
+                                   std::to_string(events[e].data.u32)},
+                                  0, "10.0.0.1:29500") +
+                          add);
         c.stage = 1;
         epoll_event ev{};
         ev.events = EPOLLIN;
@@ -136,6 +163,11 @@ int runClients(const sockaddr_in& addr, int count, int total, const std::string&
       }
     }
   }
+  const char one = 1;
+  if (::write(released, &one, 1) != 1) return 1;
+  char ignored;
+  while (::read(hold, &ignored, 1) > 0) {
+  }
   for (auto& c : clients) ::close(c.fd);
   return 0;
 }
@@ -144,6 +176,7 @@ int runClients(const sockaddr_in& addr, int count, int total, const std::string&
 
 int main(int argc, char** argv) {
   int clients = 256, processes = 2;
+  pid_t server = 0;
   std::string host = std::getenv("MASTER_ADDR") ? std::getenv("MASTER_ADDR") : "127.0.0.1";
   int port = std::getenv("MASTER_PORT") ? std::atoi(std::getenv("MASTER_PORT")) : 0;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -156,6 +189,8 @@ int main(int argc, char** argv) {
       host = argv[i + 1];
     else if (flag == "--port")
       port = std::atoi(argv[i + 1]);
+    else if (flag == "--memory-of")
+      server = std::string(argv[i + 1]) == "parent" ? ::getppid() : std::atoi(argv[i + 1]);
     else if (flag == "--protocol")
       protocol =
           std::string(argv[i + 1]) == "validated" ? Generation::Validated : Generation::Legacy;
@@ -176,22 +211,39 @@ int main(int argc, char** argv) {
   addr.sin_port = htons(static_cast<uint16_t>(port));
   ::inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
 
+  const long before = server ? residentKib(server) : 0;
+  int released[2], hold[2];
+  if (::pipe(released) || ::pipe(hold)) return 1;
   auto start = std::chrono::steady_clock::now();
   std::vector<pid_t> children;
   for (int p = 0; p < processes; ++p) {
     int share = clients / processes + (p < clients % processes ? 1 : 0);
     pid_t pid = ::fork();
-    if (pid == 0) ::_exit(runClients(addr, share, clients, tag));
+    if (pid == 0) {
+      ::close(released[0]), ::close(hold[1]);
+      ::_exit(runClients(addr, share, clients, tag, released[1], hold[0]));
+    }
     children.push_back(pid);
   }
+  ::close(released[1]), ::close(hold[0]);
+  // Every process's clients released (or one failed: its end closes the pipe early).
+  int heard = 0;
+  char byte;
+  while (heard < processes && ::read(released[0], &byte, 1) == 1) ++heard;
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const long with = server ? residentKib(server) : 0;
+  ::close(hold[1]);
   int failures = 0;
   for (pid_t pid : children) {
     int status = 0;
     ::waitpid(pid, &status, 0);
     failures += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (failures) return 1;
-  std::printf("%.4f\n", seconds);
+  if (failures || heard < processes) return 1;
+  if (server) {
+    std::printf("%.4f %.1f\n", seconds, double(with - before) / clients);
+  } else {
+    std::printf("%.4f\n", seconds);
+  }
   return 0;
 }
