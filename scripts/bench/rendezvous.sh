@@ -7,7 +7,9 @@
 #   peak RSS    the agents' summed resident memory at its peak (sampled every 20 ms: a job
 #               shorter than that is under-counted)
 # and how each grows with N. Every agent is started at once; on 2 cores starting the processes
-# is part of the cost, for both launchers alike.
+# is part of the cost, for both launchers alike: for accel, where the time to the first rank goes
+# is printed below the table — starting N accel processes the same way (`accel --version`,
+# measured in the same run) against the rest (the rendezvous, the rank's spawn).
 #   scripts/bench/rendezvous.sh [--sizes "16 64 256 1024"] [--torchrun-max N] [--quick]
 # --torchrun-max (default 64): the largest N run under torchrun (each of its agents is a Python
 # process with torch imported: about 250 MiB and 1.6 s of CPU on the 2-core VM). --quick (ctest's bench.rendezvous_quick): N = 4, accel only.
@@ -109,9 +111,22 @@ torchrun_agents() {
     wait' sh "$n" "$port" "$root/tests/e2e/workers/torchrun26.py" "$scratch/stamp.sh"
 }
 
+# start_only N: seconds to start N accel processes at once and see them all exit (`--version`):
+# the process start alone, the way accel_agents starts the agents.
+start_only() {
+  local n=$1 i t0 pids=()
+  t0=$(date +%s%N)
+  for ((i = 0; i < n; i++)); do "$accel" --version >/dev/null & pids+=($!); done
+  for i in "${pids[@]}"; do wait "$i"; done
+  awk -v ns=$(($(date +%s%N) - t0)) 'BEGIN { printf "%.2f", ns / 1e9 }'
+}
+
 printf '%-9s %6s %15s %13s %15s %10s\n' launcher N "first rank (s)" "all done (s)" "peak RSS (MiB)" "MiB/agent"
 for n in $sizes; do
   measure accel "$n" accel_agents "$n"
+  start=$(start_only "$n")
+  first=$(awk -v n="$n" '$1 == "accel" && $2 == n { print $3 }' "$scratch/rows")
+  echo "$start $first" >>"$scratch/where.$n"
   if ((!quick && n <= torchrun_max)); then
     if reason=$("$root/scripts/torch2_chroot.sh" check 2>&1); then
       measure torchrun "$n" torchrun_agents "$n"
@@ -124,6 +139,12 @@ done
 awk '{ if (!($1 in n0)) { n0[$1] = $2; f0[$1] = $4; r0[$1] = $5 } n1[$1] = $2; f1[$1] = $4; r1[$1] = $5 }
   END { for (l in n0) if (n1[l] > n0[l])
     printf "%s: N x%.0f (%d -> %d): all done x%.1f, peak RSS x%.1f\n", l, n1[l] / n0[l], n0[l], n1[l], f1[l] / f0[l], r1[l] / r0[l] }' "$scratch/rows"
+# Where accel's time to the first rank goes, per N.
+for n in $sizes; do
+  read -r start first <"$scratch/where.$n"
+  awk -v n="$n" -v s="$start" -v f="$first" 'BEGIN {
+    printf "accel N=%d: starting %d accel processes at once takes %.2f s of the %.2f s to the first rank; the rendezvous and the rank'"'"'s spawn %.2f s\n", n, n, s, f, (f > s ? f - s : 0) }'
+done
 # accel against torchrun at each N both ran.
 awk '{ t[$1 " " $2] = $4; r[$1 " " $2] = $5; ns[$2] = 1 }
   END { for (n in ns) if (("torchrun " n) in t)
