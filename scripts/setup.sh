@@ -25,6 +25,8 @@ packages=(
   etcd-server etcd-client libssl-dev openssl
   # torchrun's etcd-v2 backend, the reference of scripts/bench/etcd_recovery.sh
   python3-etcd
+  # scripts/bench/plot_scale.sh's plot of the rendezvous at scale
+  gnuplot-nox
 )
 
 missing=()
