@@ -507,6 +507,20 @@ int64_t release(std::vector<Child>& children) {
   return t0;
 }
 
+// Every child's next "done" line: the last placement among them; dies when a machine failed
+// (`when`: in which round, for the message).
+int64_t lastPlaced(std::vector<Child>& children, const std::string& when) {
+  int64_t last = 0;
+  uint64_t failed = 0;
+  for (auto& c : children) {
+    const std::string done = c.expect("done");
+    last = std::max(last, static_cast<int64_t>(field(done, "placed_ns")));
+    failed += static_cast<uint64_t>(field(done, "failed"));
+  }
+  if (failed) die(std::to_string(failed) + " machines failed " + when);
+  return last;
+}
+
 // The loss phase's driver side: the group idles `idle` (the server measures its CPU), then one
 // machine goes silent; prints the row once every machine met again.
 void driveLoss(std::vector<Child>& children, int machines, const char* label) {
@@ -516,14 +530,7 @@ void driveLoss(std::vector<Child>& children, int machines, const char* label) {
   const int64_t silent = nowNs();
   for (auto& c : children) c.say("loss\n");
   const std::string found = children[0].expect("found");
-  int64_t last = 0;
-  uint64_t failed = 0;
-  for (auto& c : children) {
-    const std::string again = c.expect("done");
-    last = std::max(last, static_cast<int64_t>(field(again, "placed_ns")));
-    failed += static_cast<uint64_t>(field(again, "failed"));
-  }
-  if (failed) die(std::to_string(failed) + " machines failed to meet again after the loss");
+  const int64_t last = lastPlaced(children, "to meet again after the loss");
   std::printf("%s %d %.3f %.3f %.3f\n", label, machines,
               1e-9 * (field(found, "found_ns") - double(silent)), 1e-9 * double(last - silent),
               field(found, "idle_cpu_per_s"));
@@ -543,14 +550,8 @@ int driveStore(const std::string& self, int machines, int procs, bool loss, bool
                                      std::to_string(first), std::to_string(count), lossArg}));
   }
   const int64_t t0 = release(children);
-  int64_t last = 0;
+  const int64_t last = lastPlaced(children, "in the round");
   uint64_t failed = 0;
-  for (auto& c : children) {
-    const std::string done = c.expect("done");
-    last = std::max(last, static_cast<int64_t>(field(done, "placed_ns")));
-    failed += static_cast<uint64_t>(field(done, "failed"));
-  }
-  if (failed) die(std::to_string(failed) + " machines failed");
   if (loss) driveLoss(children, machines, tcpReads ? "store-loss-tcp-reads" : "store-loss");
   for (size_t c = 1; c < children.size(); ++c) failed += children[c].finish() != 0;
   std::fclose(children[0].in), children[0].in = nullptr;

@@ -308,16 +308,22 @@ etcd_alone() {  # etcd_alone URLS: one etcd member on host 1 serving clients at 
   fail "etcd did not serve: $(tail -3 "$SCRATCH/etcd-alone.log")"
 }
 
-elastic_training() {
+# python_training: 80 steps of workers/elastic_train.py (a checkpoint every 5) as the job (`job`,
+# `run`), and the reference's final loss in `ref`: the same training on 2 ranks of one machine
+# that never fails.
+python_training() {
   steps=80
   TRAIN=$SCRATCH/train CKPT=$SCRATCH/ckpt
   mkdir -p "$TRAIN" "$CKPT" "$SCRATCH/ref" "$SCRATCH/refckpt"
-  # The reference: the same training on 2 ranks of one machine that never fails.
   expect_exit 0 "$ACCEL" launch -n 2 --cpu --python /usr/bin/python3 "$W/elastic_train.py" \
     "$SCRATCH/refckpt" $steps 5 "$SCRATCH/ref" 0
   ref=$(sed -n 's/.*loss=//p' "$SCRATCH/ref/result")
   job=(--python /usr/bin/python3)
   run=("$W/elastic_train.py" "$CKPT" $steps 5 "$TRAIN")
+}
+
+elastic_training() {
+  python_training
   three_hosts
   step_reached "^1[0-9] world=6 restart=0"
   kill_victim
@@ -354,14 +360,7 @@ elastic_training() {
 # heals, host 3's same agent joins again as a newcomer and the job finishes as 3 x 2: every step
 # done once, the loss of a run that never failed.
 elastic_partition() {
-  steps=80
-  TRAIN=$SCRATCH/train CKPT=$SCRATCH/ckpt
-  mkdir -p "$TRAIN" "$CKPT" "$SCRATCH/ref" "$SCRATCH/refckpt"
-  expect_exit 0 "$ACCEL" launch -n 2 --cpu --python /usr/bin/python3 "$W/elastic_train.py" \
-    "$SCRATCH/refckpt" $steps 5 "$SCRATCH/ref" 0
-  ref=$(sed -n 's/.*loss=//p' "$SCRATCH/ref/result")
-  job=(--python /usr/bin/python3)
-  run=("$W/elastic_train.py" "$CKPT" $steps 5 "$TRAIN")
+  python_training
   three_hosts
   step_reached "^1[0-9] world=6 restart=0"
   partition add
