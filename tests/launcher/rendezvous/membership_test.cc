@@ -265,6 +265,36 @@ TEST_P(MembershipTest, APauseShorterThanTheWindowCostsNothing) {
   }
 }
 
+// A member killed in the exit barrier (gamma at 0.81 s, before it said its workers finished;
+// beta left at 0.5 s): machine 0 does not wait for it the barrier's whole bound, but stops its
+// store once gamma is gone (the store: its presence, at the next look; etcd: its lease's end, a
+// window later) and says how many reported.
+TEST_P(MembershipTest, AMemberKilledInTheExitBarrierIsNotWaitedFor) {
+  threeMeet();
+  std::atomic<int64_t> passedMs{-1};
+  world_->run({[&] {
+                 group("alpha").stopLink();
+                 group("alpha").awaitOtherMachines();
+                 passedMs = world_->nowMs();
+               },
+               at(500ms,
+                  [&] {
+                    group("beta").stopLink();
+                    group("beta").awaitOtherMachines();
+                    groups_.at("beta").reset();
+                  }),
+               at(810ms, [&] { kill("gamma"); })});
+  EXPECT_GE(passedMs, 810);
+  EXPECT_LE(passedMs, etcd() ? 810 + 1000 + 100 : 810 + 40);
+  bool said = false;
+  for (const auto& line : said_["alpha"]) {
+    said |= line.find(
+                "stopping the job's store although only 2/3 machines reported their "
+                "workers finished") != std::string::npos;
+  }
+  EXPECT_TRUE(said);
+}
+
 // The exit barrier: machine 0, whose store serves the workers, passes it only once every member
 // said its workers finished (beta at 0.5 s, gamma at 0.81 s), within its 20 ms look — and says
 // nothing of stopping its store early.
@@ -477,6 +507,30 @@ TEST_P(MembershipTest, ADeadArrivalCostsNoRestart) {
   if (!etcd()) {
     EXPECT_EQ(group("alpha").round(), 1);  // one re-forming: for epsilon alone
   }
+}
+
+// A member killed while the round ends: alpha's workers fail at 1 s; beta hears it and its agent
+// dies before it reported its end. The others do not wait for that report until the close
+// timeout (35 s): the loss is found (the store: its presence; etcd: its lease's end, a window
+// later) and they decide one counted restart for the two left, who meet as 2 x 2.
+TEST_P(MembershipTest, AMemberKilledWhileTheRoundEndsIsNotWaitedFor) {
+  threeMeet();
+  world_->run(
+      {then({failsAndEnds("alpha", 1000ms, 1, "RuntimeError: boom"), meets("alpha", false)}),
+       then({hearsAndEnds("gamma"), meets("gamma", false)}), [this] {
+         ASSERT_TRUE(world_->awaitReadable(group("beta").link()->fd(), SimWorld::at(5s)));
+         kill("beta");
+       }});
+  for (const std::string n : {"alpha", "gamma"}) {
+    EXPECT_TRUE(decided_[n].restart) << n << ": " << decided_[n].why;
+    EXPECT_TRUE(decided_[n].counted) << n;
+    EXPECT_EQ(decided_[n].expect_machines, 2) << n;
+    EXPECT_LE(decided_ms_[n], 1000 + 2000) << n;  // a window (1 s) and the looks, not 35 s
+    EXPECT_EQ(placed_[n].world_size, 4) << n;
+    EXPECT_EQ(placed_[n].restart_count, 1) << n;
+  }
+  EXPECT_EQ(placed_["alpha"].machine_rank, 0);
+  EXPECT_EQ(placed_["gamma"].machine_rank, 1);
 }
 
 // A machine beyond MAX waits as a spare, says so at once, and takes the place of a member lost
