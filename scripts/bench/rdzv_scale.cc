@@ -580,11 +580,11 @@ launcher::EtcdOptions etcdOptions(const std::string& endpoints) {
 int etcdAgents(const std::string& endpoints, const std::string& run, int machines, int first,
                int count) {
   haveDescriptors(3ull * static_cast<uint64_t>(count), "an agent process", "use more --procs");
-  launcher::EtcdRoundSettings s;
+  launcher::EtcdMeeting s;
   s.root = "accel-scale/";
-  s.run_id = run;
-  s.min_machines = s.max_machines = machines;
-  s.timeouts.join = 600s;
+  s.job.run_id = run;
+  s.job.min_machines = s.job.num_machines = machines;
+  s.job.timeouts.join = 600s;
   Gate gate;
   Placed placed;
   uint64_t bytes0 = 0, events0 = 0;  // what the connecting moved
@@ -603,12 +603,12 @@ int etcdAgents(const std::string& endpoints, const std::string& run, int machine
       launcher::EtcdOptions o = etcdOptions(endpoints);
       o.first_endpoint = static_cast<size_t>(first + i);  // spread, as agents are
       launcher::EtcdClient client(o);
-      launcher::EtcdRoundSettings mine = s;
+      launcher::EtcdMeeting mine = s;
       mine.lease = client.grantLease(60s);
       const uint64_t before = client.requests();
       gate.arrive(), arrived = true;
       gate.await();
-      auto r = launcher::meetOnEtcd(client, mine, 0, {name, name, "", 1});
+      auto r = launcher::meetOnEtcd(client, mine, {}, {name, name, "", 1});
       placed.at(nowNs());
       placed.requests += client.requests() - before + static_cast<uint64_t>(r ? r->watches : 0);
       if (!r || r->world_size != machines || r->machine_rank < 0) {

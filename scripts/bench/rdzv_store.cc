@@ -143,11 +143,11 @@ std::pair<double, double> overStores(std::vector<std::unique_ptr<store::Store>>&
 // The meeting made for etcd: seconds and requests per agent (watches included).
 std::pair<double, double> etcdRound(int agents, const std::string& endpoint) {
   std::vector<std::unique_ptr<launcher::EtcdClient>> clients;
-  launcher::EtcdRoundSettings s;
+  launcher::EtcdMeeting s;
   s.root = "accel-bench/";
-  s.run_id = std::to_string(::getpid());
-  s.min_machines = s.max_machines = agents;
-  s.timeouts.join = std::chrono::seconds(600);
+  s.job.run_id = std::to_string(::getpid());
+  s.job.min_machines = s.job.num_machines = agents;
+  s.job.timeouts.join = std::chrono::seconds(600);
   std::vector<int64_t> leases;
   uint64_t before = 0;
   for (int a = 0; a < agents; ++a) {
@@ -157,10 +157,10 @@ std::pair<double, double> etcdRound(int agents, const std::string& endpoint) {
   }
   std::atomic<uint64_t> watches{0};
   auto [seconds, ok] = race(agents, [&](int a) {
-    launcher::EtcdRoundSettings mine = s;
+    launcher::EtcdMeeting mine = s;
     mine.lease = leases[static_cast<size_t>(a)];
     const std::string name = "agent" + std::to_string(a);
-    auto r = launcher::meetOnEtcd(*clients[static_cast<size_t>(a)], mine, 0, {name, name, "", 1});
+    auto r = launcher::meetOnEtcd(*clients[static_cast<size_t>(a)], mine, {}, {name, name, "", 1});
     if (r) watches += static_cast<uint64_t>(r->watches);
     if (r && r->world_size == agents && r->machine_rank >= 0) return true;
     std::fprintf(stderr, "agent %d: %s\n", a, r ? "wrong world size" : r.error().c_str());

@@ -26,12 +26,12 @@ EtcdOptions linkBounds(EtcdOptions o, const RoundTimeouts& t) {
 
 EtcdLink::EtcdLink(EtcdLinkOptions options)
     : o_(std::move(options)),
-      clock_(*o_.round_settings.clock),
-      client_(o_.connect(linkBounds(o_.etcd, o_.round_settings.timeouts))),
-      keys_(etcdRoundKeys(o_.round_settings, o_.round)),
-      next_keys_(etcdRoundKeys(o_.round_settings, o_.round + 1)),
-      liveness_(static_cast<int>(o_.members.size()), o_.round_settings.max_machines,
-                o_.machine_rank, o_.round_settings.timeouts, clock_.now()) {
+      clock_(*o_.meeting.job.clock),
+      client_(o_.connect(linkBounds(o_.etcd, o_.meeting.job.timeouts))),
+      keys_(etcdRoundKeys(o_.meeting, o_.round)),
+      next_keys_(etcdRoundKeys(o_.meeting, o_.round + 1)),
+      liveness_(static_cast<int>(o_.members.size()), o_.meeting.job.num_machines, o_.machine_rank,
+                o_.meeting.job.timeouts, clock_.now()) {
   readRound();
   openWatches();
   thread_ = clock_.startThread([this] { run(); });  // signals are the supervisor's
@@ -99,7 +99,7 @@ void EtcdLink::waitForWork() {
   std::vector<int> fds{mailbox_.wakeFd()};
   for (const auto& w : watches_) fds.push_back(w.watch->fd());
   const auto deadline =
-      watches_.empty() ? clock_.now() + o_.round_settings.timeouts.etcd_watch_retry : next_check_;
+      watches_.empty() ? clock_.now() + o_.meeting.job.timeouts.etcd_watch_retry : next_check_;
   waitReadable(clock_, fds, deadline);
 }
 
@@ -107,7 +107,7 @@ void EtcdLink::waitForWork() {
 // stop record) within the keep-alive interval (each check at most etcd_link_try): a machine cut off
 // keeps its connections silent, and a member cut off from the others' majority serves no such read.
 bool EtcdLink::watchEndpointServes() {
-  next_check_ = clock_.now() + o_.round_settings.timeouts.keep_alive_interval;
+  next_check_ = clock_.now() + o_.meeting.job.timeouts.keep_alive_interval;
   try {
     watch_check_->get(keys_.stop());
     return true;
@@ -156,9 +156,9 @@ void EtcdLink::openWatches() {
       {Watched::kMembers, client_->watch(keys_.memberPrefix(), true, revision_ + 1, deadline)});
   watches_.push_back({Watched::kArrivals,
                       client_->watch(next_keys_.memberPrefix(), true, revision_ + 1, deadline)});
-  watch_check_ = client_->pinned(std::min(o_.round_settings.timeouts.keep_alive_interval,
-                                          o_.round_settings.timeouts.etcd_link_try));
-  next_check_ = clock_.now() + o_.round_settings.timeouts.keep_alive_interval;
+  watch_check_ = client_->pinned(
+      std::min(o_.meeting.job.timeouts.keep_alive_interval, o_.meeting.job.timeouts.etcd_link_try));
+  next_check_ = clock_.now() + o_.meeting.job.timeouts.keep_alive_interval;
 }
 
 void EtcdLink::onEvent(const EtcdEvent& e, Watched what) {
@@ -266,8 +266,8 @@ void EtcdLink::onPublish(const JobFailure& mine) {
 
 void EtcdLink::onShare(const std::string& json) {
   try {
-    client_->put(JobKeys(o_.round_settings.run_id, o_.round_settings.root).status(o_.machine_rank),
-                 json, o_.round_settings.lease);
+    client_->put(JobKeys(o_.meeting.job.run_id, o_.meeting.root).status(o_.machine_rank), json,
+                 o_.meeting.lease);
   } catch (const Error&) {
     // Best effort: etcd gone for the window shows as the lease lost.
   }

@@ -23,7 +23,7 @@
 // same way.
 //
 // Thread-safety as RoundLink's; leaseLost from any thread. The thread is started, and waits,
-// through round_settings.clock. The constructor blocks to read the
+// through meeting.job.clock. The constructor blocks to read the
 // round's keys and open the watches (throws accel::NetworkError when etcd cannot be reached).
 // Each etcd call of the link is bounded by 2 s, and so is stop() when etcd is gone.
 
@@ -45,13 +45,13 @@ namespace accel::launcher {
 
 struct EtcdLinkOptions {
   EtcdOptions etcd;
-  EtcdConnect connect = realEtcd().connect;  // the clock is round_settings.clock
-  EtcdRoundSettings round_settings;          // the job's keys (root, run id) and MAX
+  EtcdConnect connect = realEtcd().connect;  // the clock is meeting.job.clock
+  EtcdMeeting meeting;  // the job's settings (MAX, timeouts, clock), its keys' root, the lease
   int round = 0;
   int machine_rank = 0;             // this machine's in the round
   std::vector<EtcdMember> members;  // the round's, by machine rank
   // The leases' TTL, for messages. The watches' endpoint is asked whether it still serves every
-  // round_settings.timeouts.keep_alive_interval.
+  // meeting.job.timeouts.keep_alive_interval.
   std::chrono::seconds window{3};
 };
 

@@ -49,23 +49,26 @@ EtcdMember memberFrom(const json& j, const std::string& key) {
 // revision_, kept current by one watch.
 class Meeting {
  public:
-  Meeting(EtcdApi& client, const EtcdRoundSettings& settings, int round, const EtcdMember& me)
+  Meeting(EtcdApi& client, const EtcdMeeting& meeting, const RoundStart& start,
+          const EtcdMember& me)
       : client_(client),
-        s_(settings),
-        clock_(*settings.clock),
-        round_(round),
+        m_(meeting),
+        s_(meeting.job),
+        clock_(*s_.clock),
+        round_(start.round),
+        restart_count_(start.restart_count),
         me_(me),
-        keys_(etcdRoundKeys(settings, round)),
+        keys_(etcdRoundKeys(meeting, start.round)),
         round_prefix_(keys_.prefix()),
         member_prefix_(keys_.memberPrefix()),
         record_key_(keys_.record()),
-        closing_(settings.min_machines, settings.max_machines, settings.expect_machines,
-                 settings.timeouts.last_call) {}
+        closing_(s_.leastMachines(), s_.num_machines, start.expect_machines,
+                 s_.timeouts.last_call) {}
 
   Expected<EtcdRound> run() {
     json registration = toJson(me_);
-    registration["restart_count"] = s_.restart_count;
-    client_.put(keys_.member(me_.token), registration.dump(), s_.lease);
+    registration["restart_count"] = restart_count_;
+    client_.put(keys_.member(me_.token), registration.dump(), m_.lease);
     const time_point joinBy = clock_.now() + s_.timeouts.join;
     before_ = previousRanks();
     read();
@@ -80,7 +83,7 @@ class Meeting {
       }
       // Once MIN joined, the round closes at the last call, whatever the join timeout.
       if (now >= joinBy && !closing_.lastCallEnd()) return timedOut();
-      if (readable(s_.cancel_fd)) {
+      if (readable(m_.cancel_fd)) {
         return makeError("round " + std::to_string(round_) + ": interrupted while it formed");
       }
       if (ready) {
@@ -116,11 +119,11 @@ class Meeting {
     const int others = static_cast<int>(registered_.size()) - survivors;
     if (others == 0 || before_.empty()) return static_cast<int>(registered_.size());
     int alive = 0;
-    const RoundKeys previous = etcdRoundKeys(s_, round_ - 1);
+    const RoundKeys previous = etcdRoundKeys(m_, round_ - 1);
     for (const auto& kv : client_.getPrefix(previous.memberPrefix())) {
       alive += before_.count(kv.key.substr(previous.memberPrefix().size())) ? 1 : 0;
     }
-    return survivors + std::min(others, std::max(0, s_.max_machines - alive));
+    return survivors + std::min(others, std::max(0, s_.num_machines - alive));
   }
 
   // Whether this round is the round before's members' to close: it formed, this agent was not
@@ -132,7 +135,7 @@ class Meeting {
   // it; or, their agents all gone, it may close the round itself.
   bool previousMembersDecide() const {
     if (before_.empty() || before_.count(me_.token)) return false;
-    const RoundKeys previous = etcdRoundKeys(s_, round_ - 1);
+    const RoundKeys previous = etcdRoundKeys(m_, round_ - 1);
     for (const auto& kv : client_.getPrefix(previous.memberPrefix())) {
       if (before_.count(kv.key.substr(previous.memberPrefix().size()))) return true;
     }
@@ -146,12 +149,12 @@ class Meeting {
     try {
       ensureWatch();
       if (!held_members_) {
-        const RoundKeys before = etcdRoundKeys(s_, round_ - 1);
+        const RoundKeys before = etcdRoundKeys(m_, round_ - 1);
         held_members_ = client_.watch(before.memberPrefix(), true, revision_ + 1,
                                       clock_.now() + client_.timeout());
       }
       if (drainWatch()) return;
-      waitReadable(clock_, {held_members_->fd(), watch_->fd(), s_.cancel_fd},
+      waitReadable(clock_, {held_members_->fd(), watch_->fd(), m_.cancel_fd},
                    clock_.now() + s_.timeouts.keep_alive_interval);
       // previousMembersDecide() reads what they say afresh; the events only wake this agent.
       while (!held_members_->next(clock_.now()).empty()) {
@@ -226,7 +229,7 @@ class Meeting {
   }
   // Whether the watch or the cancel descriptor became readable by `deadline`.
   bool awaitWatchOrCancel(time_point deadline) {
-    const int n = waitReadable(clock_, {watch_->fd(), s_.cancel_fd}, deadline);
+    const int n = waitReadable(clock_, {watch_->fd(), m_.cancel_fd}, deadline);
     if (n < 0) throw Error(std::string("epoll_create1: ") + std::strerror(errno));
     return n > 0;
   }
@@ -248,14 +251,14 @@ class Meeting {
   void close() {
     std::vector<Registrant> registrants;
     std::vector<const Registration*> of;
-    int restartCount = s_.restart_count;
+    int restartCount = restart_count_;
     for (const auto& [token, r] : registered_) {
       registrants.push_back({token, r.arrival, false});
       of.push_back(&r);
       restartCount = std::max(restartCount, r.restart_count);
     }
     json members = json::array();
-    for (size_t i : rankMembers(registrants, before_, s_.max_machines)) {
+    for (size_t i : rankMembers(registrants, before_, s_.num_machines)) {
       members.push_back(toJson(of[i]->member));
     }
     const std::string value =
@@ -271,7 +274,7 @@ class Meeting {
   std::map<std::string, int> previousRanks() const {
     std::map<std::string, int> ranks;
     if (round_ == 0) return ranks;
-    auto record = client_.get(etcdRoundKeys(s_, round_ - 1).record());
+    auto record = client_.get(etcdRoundKeys(m_, round_ - 1).record());
     if (!record) return ranks;
     const json j = json::parse(record->value, nullptr, false);
     if (!j.is_object() || !j.contains("members") || !j["members"].is_array()) return ranks;
@@ -310,14 +313,16 @@ class Meeting {
     for (const auto& [token, r] : registered_) hosts += (hosts.empty() ? "" : ", ") + r.member.host;
     return makeError("round " + std::to_string(round_) + " on etcd at " + client_.endpointInUse() +
                      ": " + std::to_string(registered_.size()) + " of " +
-                     std::to_string(s_.min_machines) + " machines joined within " +
+                     std::to_string(s_.leastMachines()) + " machines joined within " +
                      secondsText(s_.timeouts.join) + (hosts.empty() ? "" : " (" + hosts + ")"));
   }
 
   EtcdApi& client_;
-  const EtcdRoundSettings& s_;
+  const EtcdMeeting& m_;
+  const GroupSettings& s_;  // m_.job
   Clock& clock_;
   const int round_;
+  const int restart_count_;
   const EtcdMember& me_;
   const RoundKeys keys_;
   const std::string round_prefix_, member_prefix_, record_key_;
@@ -342,19 +347,19 @@ class Meeting {
 
 }  // namespace
 
-RoundKeys etcdRoundKeys(const EtcdRoundSettings& settings, int round) {
-  return JobKeys(settings.run_id, settings.root).round(round);
+RoundKeys etcdRoundKeys(const EtcdMeeting& meeting, int round) {
+  return JobKeys(meeting.job.run_id, meeting.root).round(round);
 }
 
-void closeEtcdRound(EtcdApi& client, const EtcdRoundSettings& settings, int round,
+void closeEtcdRound(EtcdApi& client, const EtcdMeeting& meeting, int round,
                     const std::string& why) {
-  client.create(etcdRoundKeys(settings, round).record(),
+  client.create(etcdRoundKeys(meeting, round).record(),
                 json{{"round", round}, {"closed", why}, {"members", json::array()}}.dump());
 }
 
-Expected<EtcdRound> meetOnEtcd(EtcdApi& client, const EtcdRoundSettings& settings, int round,
+Expected<EtcdRound> meetOnEtcd(EtcdApi& client, const EtcdMeeting& meeting, const RoundStart& start,
                                const EtcdMember& me) {
-  return Meeting(client, settings, round, me).run();
+  return Meeting(client, meeting, start, me).run();
 }
 
 }  // namespace accel::launcher

@@ -35,6 +35,7 @@
 #include "launcher/plan/round_timeouts.h"
 #include "launcher/rendezvous/etcd/client/etcd_client.h"
 #include "launcher/rendezvous/round/keys.h"
+#include "launcher/rendezvous/round/state.h"
 #include "libaccel/common/expected.h"
 
 namespace accel::launcher {
@@ -52,29 +53,19 @@ struct EtcdMember {
   }
 };
 
-struct EtcdRoundSettings {
-  // The job's keys in etcd: JobKeys(run_id, root) (round/keys.h).
-  std::string root;
-  std::string run_id;
-  int min_machines = 1;
-  int max_machines = 1;
-  // The round closes as soon as this many registered (0: by MIN:MAX and the last call alone) —
-  // a restart's survivors do not wait for a last call.
-  int expect_machines = 0;
-  int restart_count = 0;  // what the record says, when this agent closes the round
-  // join and last_call bound the round; a watch silent for keep_alive_interval is checked: its
-  // endpoint must answer a quorum read (a machine cut off keeps its connections silent), else
-  // the round is read and watched elsewhere.
-  RoundTimeouts timeouts;
+// One agent's meeting on etcd: its job's GroupSettings — the same value the store's rounds take:
+// the run id, MIN (leastMachines) and MAX (num_machines), the timeouts (join and last_call bound
+// the round; a watch silent for keep_alive_interval is checked: its endpoint must answer a quorum
+// read, else the round is read and watched elsewhere), the clock of the meeting's time and waits,
+// and the progress notices (every timeouts.progress while the round forms: formingText) — and
+// what only etcd needs.
+struct EtcdMeeting {
+  GroupSettings job;
+  std::string root;   // the job's keys in etcd: JobKeys(job.run_id, root) (round/keys.h)
   int64_t lease = 0;  // the agent's lease: its registration goes when it expires
-  // The time and the waits of the meeting.
-  std::shared_ptr<Clock> clock = realEtcd().clock;
   // Readable once the agent was told to stop (-1: never): meetOnEtcd returns an error at that
   // instant, however long the round would take to form. The caller's descriptor.
   int cancel_fd = -1;
-  // Told every timeouts.progress while the round forms (formingText: how many, what it waits
-  // for); empty: nothing is said.
-  std::function<void(const std::string&)> progress;
 };
 
 struct EtcdRound {
@@ -88,17 +79,18 @@ struct EtcdRound {
   int watches = 0;                  // watches this agent opened (for benchmarks: requests)
 };
 
-// Round `round`'s keys in etcd (round/keys.h's under settings.root).
-RoundKeys etcdRoundKeys(const EtcdRoundSettings& settings, int round);
+// Round `round`'s keys in etcd (round/keys.h's under meeting.root).
+RoundKeys etcdRoundKeys(const EtcdMeeting& meeting, int round);
 
 // Ends the job for the agents waiting in round `round` (spares): its record names no member
 // and says `why`, unless the round closed first. Throws as meetOnEtcd does.
-void closeEtcdRound(EtcdApi& client, const EtcdRoundSettings& settings, int round,
-                    const std::string& why);
+void closeEtcdRound(EtcdApi& client, const EtcdMeeting& meeting, int round, const std::string& why);
 
-// Registers `me` for round `round` and returns the round once it closed; an error naming the
-// round, etcd's endpoint and who joined when fewer than MIN did within `settings.join`.
-Expected<EtcdRound> meetOnEtcd(EtcdApi& client, const EtcdRoundSettings& settings, int round,
+// Registers `me` for round `start.round` and returns the round once it closed — as soon as
+// start.expect_machines registered when set (a restart's survivors do not wait for a last call);
+// start.restart_count is what the record says when this agent closes the round. An error naming
+// the round, etcd's endpoint and who joined when fewer than MIN did within timeouts.join.
+Expected<EtcdRound> meetOnEtcd(EtcdApi& client, const EtcdMeeting& meeting, const RoundStart& start,
                                const EtcdMember& me);
 
 }  // namespace accel::launcher

@@ -153,26 +153,21 @@ void EtcdRounds::onLeaseLost(const std::string& why) {
   if (link_) link_->leaseLost(why);
 }
 
-EtcdRoundSettings EtcdRounds::roundSettings(const RoundStart& start) const {
-  EtcdRoundSettings s;
-  s.root = root_;
-  s.run_id = settings_.run_id;
-  s.min_machines = settings_.leastMachines();
-  s.max_machines = settings_.num_machines;
-  s.timeouts = settings_.timeouts;
-  s.expect_machines = start.expect_machines;
-  s.restart_count = start.restart_count;
-  s.lease = lease_ ? lease_->id() : 0;
-  s.clock = access_.clock;
-  s.cancel_fd = interrupt_fd_;
-  s.progress = [this](const std::string& status) { notify_("rendezvous: " + status); };
-  return s;
+// The job's settings, and where on etcd and under which lease this agent meets now.
+EtcdMeeting EtcdRounds::meeting() const {
+  EtcdMeeting m;
+  m.job = settings_;
+  m.job.progress = [this](const std::string& status) { notify_("rendezvous: " + status); };
+  m.root = root_;
+  m.lease = lease_ ? lease_->id() : 0;
+  m.cancel_fd = interrupt_fd_;
+  return m;
 }
 
 Expected<RendezvousResult> EtcdRounds::join(const RoundStart& start) {
   Expected<EtcdRound> r = makeError("");
   try {
-    r = meetOnEtcd(*client_, roundSettings(start), start.round, me_);
+    r = meetOnEtcd(*client_, meeting(), start, me_);
   } catch (const std::exception& e) {
     return makeError("cannot reach " + etcdText() + ": " + e.what());
   }
@@ -184,7 +179,7 @@ Expected<RoundLink*> EtcdRounds::watch(const RoundStart& start, const Rendezvous
   EtcdLinkOptions o;
   o.etcd = etcd_;
   o.connect = access_.connect;
-  o.round_settings = roundSettings(start);
+  o.meeting = meeting();
   o.round = start.round;
   o.machine_rank = joined.machine_rank;
   for (const auto& m : joined.machines) {
@@ -280,7 +275,7 @@ void EtcdRounds::closeJob(int round, const std::string& why) {
   if (!client_) return;
   job_over_ = true;
   try {
-    closeEtcdRound(*client_, roundSettings({}), round, why);
+    closeEtcdRound(*client_, meeting(), round, why);
   } catch (const std::exception&) {
   }
 }

@@ -82,7 +82,7 @@ class EtcdRounds : public RoundBackend {
   std::string statusKeyPrefix() const override { return jobKeys().statusPrefix(); }
 
  private:
-  EtcdRoundSettings roundSettings(const RoundStart& start) const;
+  EtcdMeeting meeting() const;
   Expected<RoundStart> enterJob();
   // The job's keys in etcd (under root_).
   JobKeys jobKeys() const { return JobKeys(settings_.run_id, root_); }

@@ -25,13 +25,13 @@ class EtcdLinkTest : public testing::EtcdSuite {
     o.attempt_timeout = 1s;
     return o;
   }
-  EtcdRoundSettings round() const {
-    EtcdRoundSettings s;
+  EtcdMeeting round() const {
+    EtcdMeeting s;
     s.root = std::string("accel-test/") +
              ::testing::UnitTest::GetInstance()->current_test_info()->name() + "/";
-    s.run_id = "job";
-    s.min_machines = 2;
-    s.max_machines = max_;
+    s.job.run_id = "job";
+    s.job.min_machines = 2;
+    s.job.num_machines = max_;
     return s;
   }
 
@@ -56,7 +56,7 @@ class EtcdLinkTest : public testing::EtcdSuite {
     for (int m = 0; m < 3; ++m) {
       EtcdLinkOptions o;
       o.etcd = etcd();
-      o.round_settings = round();
+      o.meeting = round();
       o.machine_rank = m;
       o.members = members_;
       links_.push_back(std::make_unique<EtcdLink>(o));
@@ -175,11 +175,11 @@ TEST(EtcdLinkSilenceTest, AWatchedMemberThatGoesSilentIsLeft) {
   std::string why;
   auto cluster = testing::EtcdCluster::start(3, why);
   if (!cluster) GTEST_SKIP() << why;
-  EtcdRoundSettings round;
+  EtcdMeeting round;
   round.root = "accel-test/silence/";
-  round.run_id = "job";
-  round.min_machines = 2;
-  round.max_machines = 2;
+  round.job.run_id = "job";
+  round.job.min_machines = 2;
+  round.job.num_machines = 2;
   EtcdOptions o;
   o.endpoints = *parseEtcdEndpoints(cluster->endpoints());  // member 0 first: the one watched
   o.timeout = 10s;
@@ -195,9 +195,9 @@ TEST(EtcdLinkSilenceTest, AWatchedMemberThatGoesSilentIsLeft) {
   }
   EtcdLinkOptions lo;
   lo.etcd = o;
-  lo.round_settings = round;
+  lo.meeting = round;
   lo.members = members;
-  lo.round_settings.timeouts.keep_alive_interval = 500ms;
+  lo.meeting.job.timeouts.keep_alive_interval = 500ms;
   EtcdLink alpha(lo);
   cluster->pause(0);
   EtcdOptions others = o;

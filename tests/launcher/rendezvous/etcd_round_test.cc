@@ -33,15 +33,20 @@ class EtcdRoundTest : public testing::EtcdSuite {
     const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
     return std::string("accel-test/") + test->name() + "/";
   }
-  EtcdRoundSettings settings(int min, int max, std::chrono::milliseconds lastCall,
-                             const std::string& job = "job") const {
-    EtcdRoundSettings s;
-    s.root = root();
-    s.run_id = job;
-    s.min_machines = min;
-    s.max_machines = max;
-    s.timeouts.last_call = lastCall;
-    s.timeouts.join = 20s;
+  // A meeting of MIN to MAX machines, its round's start at `start` (round 0 unless said).
+  struct Setup {
+    EtcdMeeting meeting;
+    RoundStart start;
+  };
+  Setup settings(int min, int max, std::chrono::milliseconds lastCall,
+                 const std::string& job = "job") const {
+    Setup s;
+    s.meeting.root = root();
+    s.meeting.job.run_id = job;
+    s.meeting.job.min_machines = min;
+    s.meeting.job.num_machines = max;
+    s.meeting.job.timeouts.last_call = lastCall;
+    s.meeting.job.timeouts.join = 20s;
     return s;
   }
   static EtcdMember member(const std::string& name, int localWorldSize = 2) {
@@ -51,16 +56,16 @@ class EtcdRoundTest : public testing::EtcdSuite {
 
   // Agent `name` meets in round 0 on a thread of its own, with a lease of its own (kept in
   // leases_ by name).
-  std::future<Expected<EtcdRound>> start(const std::string& name, EtcdRoundSettings s,
-                                         int localWorldSize = 2, const std::string& endpoints = "",
-                                         int round = 0) {
+  std::future<Expected<EtcdRound>> start(const std::string& name, Setup s, int localWorldSize = 2,
+                                         const std::string& endpoints = "", int round = 0) {
     EtcdClient leaser(options(endpoints));
-    s.lease = leaser.grantLease(30s);
-    leases_[name] = s.lease;
+    s.meeting.lease = leaser.grantLease(30s);
+    leases_[name] = s.meeting.lease;
+    s.start.round = round;
     const EtcdOptions o = options(endpoints);
-    return std::async(std::launch::async, [o, s, name, localWorldSize, round] {
+    return std::async(std::launch::async, [o, s, name, localWorldSize] {
       EtcdClient client(o);
-      return meetOnEtcd(client, s, round, member(name, localWorldSize));
+      return meetOnEtcd(client, s.meeting, s.start, member(name, localWorldSize));
     });
   }
 
@@ -70,7 +75,7 @@ class EtcdRoundTest : public testing::EtcdSuite {
                           const std::string& endpoint = "", int round = 0) {
     const auto deadline = std::chrono::steady_clock::now() + 20s;
     EtcdWatch watch(*options(endpoint).endpoints.begin(),
-                    etcdRoundKeys(settings(1, 1, 1s, job), round).memberPrefix(), true, 1,
+                    etcdRoundKeys(settings(1, 1, 1s, job).meeting, round).memberPrefix(), true, 1,
                     deadline);
     int seen = 0;
     while (seen < count && std::chrono::steady_clock::now() < deadline) {
@@ -175,9 +180,9 @@ TEST_F(EtcdRoundTest, TheMachinesOfTheRoundBeforeKeepTheirPlaces) {
 // without a last call, and carries the restart count.
 TEST_F(EtcdRoundTest, ARestartsRoundClosesWithTheExpectedMachinesAndCarriesItsCount) {
   auto s = settings(2, 3, 60s);  // without the expectation: closed by the last call, 60 s on
-  s.timeouts.join = 60s;
-  s.expect_machines = 2;
-  s.restart_count = 1;
+  s.meeting.job.timeouts.join = 60s;
+  s.start.expect_machines = 2;
+  s.start.restart_count = 1;
   auto a = start("alpha", s);
   auto b = start("beta", s);
   ASSERT_EQ(a.wait_for(15s), std::future_status::ready) << "it waited for the last call";
@@ -193,7 +198,7 @@ TEST_F(EtcdRoundTest, AJobThatEndsTellsTheAgentsWaitingInItsNextRound) {
   auto spare = start("spare", s);
   awaitRegistrations(1);
   EtcdClient client(options());
-  closeEtcdRound(client, s, 0, "the job finished");
+  closeEtcdRound(client, s.meeting, 0, "the job finished");
   auto r = spare.get();
   ASSERT_TRUE(r.ok()) << r.error();
   EXPECT_EQ(r->closed, "the job finished");
@@ -209,10 +214,10 @@ TEST_F(EtcdRoundTest, TwoJobsOnOneEtcdNeverMeet) {
   ASSERT_TRUE(ra1.ok() && ra2.ok());
   EXPECT_EQ(hosts(*ra1), hosts(*ra2));
   EXPECT_EQ(ra1->members.size(), 2u);
-  EtcdRoundSettings shortJoin = settings(2, 2, 1s, "B");
-  shortJoin.timeouts.join = 500ms;
+  Setup shortJoin = settings(2, 2, 1s, "B");
+  shortJoin.meeting.job.timeouts.join = 500ms;
   EtcdClient client(options());
-  auto b2 = meetOnEtcd(client, shortJoin, 0, member("b2"));
+  auto b2 = meetOnEtcd(client, shortJoin.meeting, shortJoin.start, member("b2"));
   // b2 and b1 are job B's: they meet (b1 waited), and never with job A's.
   ASSERT_TRUE(b2.ok()) << b2.error();
   EXPECT_EQ(hosts(*b2), (std::vector<std::string>{"b1", "b2"}));
@@ -222,10 +227,10 @@ TEST_F(EtcdRoundTest, TwoJobsOnOneEtcdNeverMeet) {
 }
 
 TEST_F(EtcdRoundTest, TooFewMachinesFailNamingTheRoundEtcdAndWhoCame) {
-  EtcdRoundSettings s = settings(3, 3, 1s);
-  s.timeouts.join = 400ms;
+  Setup s = settings(3, 3, 1s);
+  s.meeting.job.timeouts.join = 400ms;
   EtcdClient client(options());
-  auto r = meetOnEtcd(client, s, 0, member("alpha"));
+  auto r = meetOnEtcd(client, s.meeting, s.start, member("alpha"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error(), "round 0 on etcd at " + member_->endpoint() +
                            ": 1 of 3 machines joined within 0.4 s (alpha)");
@@ -257,7 +262,7 @@ TEST_F(EtcdRoundTest, TheRoundGoesOnWhenTheWatchedEndpointGoesSilent) {
   auto cluster = testing::EtcdCluster::start(3, why);
   if (!cluster) GTEST_SKIP() << why;
   auto s = settings(2, 2, 60s);
-  s.timeouts.keep_alive_interval = 500ms;
+  s.meeting.job.timeouts.keep_alive_interval = 500ms;
   auto a = start("alpha", s, 2, cluster->endpoints());
   awaitRegistrations(1, "job", cluster->endpoint(1));
   cluster->pause(0);  // the first endpoint: the one alpha watches
