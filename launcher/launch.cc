@@ -31,6 +31,7 @@
 #include "launcher/supervise/subprocess_posix.h"
 #include "launcher/supervise/supervisor.h"
 #include "libaccel/common/remove_tree.h"
+#include "probes/health.h"
 #include "probes/net_check.h"
 #include "probes/ports.h"
 #include "probes/python_probe.h"
@@ -234,6 +235,16 @@ class Agent {
                           std::move(store));
   }
 
+  // What this machine checks before it joins each round (probes/health.h): free space where the
+  // run's files go and in /dev/shm, and --health_check's command.
+  RoundGroup::HealthGate healthGate() const {
+    probes::HealthSettings s;
+    s.directories = {plan_.log_dir ? *plan_.log_dir : temporaryParent(plan_, parent_env_)};
+    s.command = plan_.health_check;
+    s.command_timeout = plan_.health_check_timeout;
+    return [s] { return probes::firstFailure(probes::runHealthChecks(s)); };
+  }
+
   // The machines of the job (one: a SoloGroup; several: a RoundGroup through machine 0's store,
   // or through etcd), and this machine's placement in round 0.
   Expected<void> placeThisMachine() {
@@ -245,6 +256,7 @@ class Agent {
     } else {
       auto group = plan_.etcd_endpoints ? etcdGroup(notify) : storeGroup(notify);
       if (!group) return std::move(group).takeError();
+      (*group)->setHealthGate(healthGate(), plan_.health_check_interval);
       auto connected = (*group)->connect();
       group_ = std::move(*group);
       if (!connected) return connected;

@@ -77,10 +77,16 @@ Expected<CapturedRun> runCaptured(const std::vector<std::string>& argv,
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
 
   std::vector<char*> args = cStrings(argv);
+  // A group of its own: past the timeout, what it started goes with it (a shell's children).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
 
   pid_t pid = 0;
-  int rc = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  int rc = ::posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   ::close(fds[1]);
   if (rc != 0) {
     ::close(fds[0]);
@@ -94,7 +100,7 @@ Expected<CapturedRun> runCaptured(const std::vector<std::string>& argv,
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      ::kill(pid, SIGKILL);
+      ::kill(-pid, SIGKILL);
       waitForChild(pid);
       ::close(fds[0]);
       return makeError("'" + joinArgv(argv) + "' did not finish within " +

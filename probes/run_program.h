@@ -17,8 +17,9 @@ struct CapturedRun {
 };
 
 // Runs argv[0] (searched in PATH) with `argv`, the current environment, stdin from /dev/null,
-// and collects its stdout. Blocks for at most `timeout`; on expiry the child is killed and an
-// error names the command and the limit. Errors also cover a program that cannot be started.
+// and collects its stdout. Blocks for at most `timeout`; on expiry the child is killed with
+// everything it started (it runs in a process group of its own) and an error names the command
+// and the limit. Errors also cover a program that cannot be started.
 Expected<CapturedRun> runCaptured(const std::vector<std::string>& argv,
                                   std::chrono::milliseconds timeout);
 

@@ -572,6 +572,20 @@ std::vector<FlagSpec> accelOwn() {
           .accelOnly()
           .help("Seconds without progress after which the job is hung: stuck ranks named, stacks "
                 "dumped, job stopped, exit 124 (default: off; config key hang_timeout)"),
+      F({"--health_check"}, "health_check")
+          .str()
+          .accelOnly()
+          .help("A command each machine runs before it joins a round (with other machines): exit "
+                "0 is healthy; else its last line says why, and the machine stays out and checks "
+                "again every --health_check_interval"),
+      F({"--health_check_interval"}, "health_check_interval")
+          .real("30")
+          .accelOnly()
+          .help("Seconds between the health checks of a machine that failed them (default 30)"),
+      F({"--health_check_timeout"}, "health_check_timeout")
+          .real("60")
+          .accelOnly()
+          .help("Seconds --health_check may run; longer is a failure (default 60)"),
       F({"--exit_timeout"}, "exit_timeout")
           .real()
           .accelOnly()

@@ -289,6 +289,14 @@ Expected<void> agentFlags(const Reader& r, LaunchOptions& o) {
       return makeError(std::string("--") + name + ": must be more than 0 seconds");
     *field = seconds;
   }
+  o.health_check = r.text("health_check");
+  for (auto [name, field] : {std::pair{"health_check_interval", &o.health_check_interval_s},
+                             std::pair{"health_check_timeout", &o.health_check_timeout_s}}) {
+    const double seconds = r.value(name).get<double>();
+    if (!(seconds > 0))
+      return makeError(std::string("--") + name + ": must be more than 0 seconds");
+    *field = seconds;
+  }
   o.store_connection_input_limit = r.text("store_connection_input_limit");
   o.store_input_budget = r.text("store_input_budget");
   return {};

@@ -281,7 +281,7 @@ void chooseRunId(LaunchPlan& plan, const LaunchOptions& o) {
 }
 
 // --hang_timeout and --exit_timeout, else the config file's keys of the same names (accel's
-// own: accelerate does not know them), in seconds.
+// own: accelerate does not know them), in seconds; --health_check and its interval and timeout.
 void applyWatchdogTimeouts(LaunchPlan& plan, const LaunchOptions& o) {
   const auto& extras = plan.config.config.extras;
   for (auto [name, flag, field] :
@@ -293,6 +293,11 @@ void applyWatchdogTimeouts(LaunchPlan& plan, const LaunchOptions& o) {
     }
     if (seconds) *field = std::chrono::milliseconds(static_cast<long long>(*seconds * 1000));
   }
+  plan.health_check = o.health_check;
+  plan.health_check_interval =
+      std::chrono::milliseconds(static_cast<long long>(o.health_check_interval_s * 1000));
+  plan.health_check_timeout =
+      std::chrono::milliseconds(static_cast<long long>(o.health_check_timeout_s * 1000));
 }
 
 // How long agents wait for each other, and notices for torchrun flags that do nothing here.

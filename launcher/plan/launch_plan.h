@@ -139,6 +139,12 @@ struct LaunchPlan {
   // containing any of [0] (stdout) or [1] (stderr) is also written, prefixed "[<role><local
   // rank>]:", to attempt_K/filtered_stdout.log or filtered_stderr.log (run_dir.h).
   std::array<std::vector<std::string>, 2> duplicate_filters;
+  // Before each round of a multi-machine job (probes/health.h): --health_check's command (unset:
+  // the built-in checks alone), how long it may run, and how often a machine that failed the
+  // checks looks again.
+  std::optional<std::string> health_check;
+  std::chrono::milliseconds health_check_timeout{60000};
+  std::chrono::milliseconds health_check_interval{30000};
   // --hang_timeout / the config's hang_timeout: no progress for this long is a hang (unset: off).
   std::optional<std::chrono::milliseconds> hang_timeout;
   // --exit_timeout / the config's exit_timeout: once a rank exited 0, how long the others get

@@ -33,6 +33,7 @@ Expected<Placement> RoundGroup::meet() {
   }
   round_ = next_.value_or(round_.following());
   next_.reset();
+  if (auto healthy = awaitHealthy(); !healthy) return std::move(healthy).takeError();
   // Before it registers: should this machine be the round's machine 0, the members' workers
   // write to its store from the instant the round closes. Every worker that used it before has
   // ended (the round before's end waited for them all).
@@ -52,6 +53,41 @@ Expected<Placement> RoundGroup::meet() {
   Placement placement = backend_->placementOf(*joined_);
   announce(placement);
   return placement;
+}
+
+void RoundGroup::setHealthGate(HealthGate gate, std::chrono::milliseconds interval) {
+  health_ = std::move(gate);
+  health_interval_ = interval;
+}
+
+// Before it registers: a machine that fails its health checks stays out of the round and looks
+// again every interval (in pauses of at most 100 ms, so that an interrupt ends the wait at once);
+// it says so when it fails, again when the reason changes, and when it passes again.
+Expected<void> RoundGroup::awaitHealthy() {
+  if (!health_) return {};
+  Clock& clock = *settings().clock;
+  std::optional<std::string> said;
+  while (true) {
+    const auto why = health_();
+    if (!why) {
+      if (said) notify_("health checks pass again: this machine joins the job");
+      return {};
+    }
+    if (why != said) {
+      notify_("this machine fails its health check (" + *why + "): it stays out of round " +
+              std::to_string(round_.round) + " and checks again every " +
+              secondsText(health_interval_));
+      said = why;
+    }
+    const auto again = clock.now() + health_interval_;
+    while (clock.now() < again) {
+      if (interrupted_) {
+        return makeError("round " + std::to_string(round_.round) +
+                         ": interrupted while this machine waited to pass its health check");
+      }
+      clock.sleepUntil(std::min(again, clock.now() + std::chrono::milliseconds(100)));
+    }
+  }
 }
 
 // Joins rounds until one takes this machine: a spare (the round closed without it) tries the

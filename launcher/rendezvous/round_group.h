@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -108,6 +109,13 @@ class RoundGroup final : public MachineGroup {
   // Round 0: reaches the rendezvous (RoundBackend::enter). An error naming the endpoint.
   Expected<void> connect();
 
+  // Asked before this machine registers for each round: why it is unhealthy now (nullopt:
+  // healthy). One that is not stays out of the round — the others go on without it where MIN
+  // allows, or wait for it, naming it — and asks again every `interval` until it is (or the group
+  // is interrupted). Unset: every machine is healthy. Before the first meet().
+  using HealthGate = std::function<std::optional<std::string>()>;
+  void setHealthGate(HealthGate gate, std::chrono::milliseconds interval);
+
   // Meets the other machines in the next round (the first: connect()'s; then one per restart or
   // change of the group): joins until a round takes this machine (a spare tries the next), then
   // watches it. An error when the round cannot form, or when the job ended first (jobClosed()).
@@ -126,6 +134,7 @@ class RoundGroup final : public MachineGroup {
  private:
   const GroupSettings& settings() const { return backend_->settings(); }
   Expected<RendezvousResult> joinAsMember();
+  Expected<void> awaitHealthy();
   void announce(const Placement& p);
   RoundDecision comeBack(AttemptReport& last, const Standing& standing);
   void readStopOf(AttemptReport& last);
@@ -142,6 +151,8 @@ class RoundGroup final : public MachineGroup {
   bool leaving_alone_ = false;   // this machine stops while the others may go on
   bool rejoining_ = false;       // dropped by the others: the next meet() enters as a newcomer
   bool interface_said_ = false;  // the workers' GLOO_SOCKET_IFNAME was said
+  HealthGate health_;
+  std::chrono::milliseconds health_interval_{30000};
   std::atomic<bool> interrupted_{false};  // interrupt() was called (from any thread)
 };
 

@@ -250,6 +250,40 @@ elastic_wait_speaks)
   expect_contains "$(cat "$SCRATCH/o")" "accel: rendezvous: 1 of 1–2 machines; the round closes in 2 s unless more come (the last call)"
   expect_contains "$(cat "$SCRATCH/o")" "machine 0 of 1: rank 0 of 1"
   ;;
+health_check)
+  # A machine that fails its health check stays out (--nnodes 1:2): machine 0 runs alone, saying
+  # nothing of it; once the check passes (the file appears) the machine joins and the group
+  # re-forms as two, uncounted. Its workers never started while it was unhealthy.
+  cat >"$SCRATCH/w.sh" <<SH
+#!/bin/sh
+echo "rank=\$RANK world=\$WORLD_SIZE" >>"$SCRATCH/starts"
+while [ ! -e "$SCRATCH/done" ]; do sleep 0.05; done
+SH
+  chmod +x "$SCRATCH/w.sh"
+  port=$((20000 + RANDOM % 10000))
+  common=(--nproc_per_node 1 --nnodes 1:2 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$port" --no_python)
+  "$ACCEL" run "${common[@]}" --rdzv_conf is_host=1,last_call_timeout=1 "$SCRATCH/w.sh" >"$SCRATCH/a" 2>&1 &
+  pa=$!
+  wait_for_line "hosts the rendezvous" "$SCRATCH/a"
+  "$ACCEL" run "${common[@]}" --rdzv_conf last_call_timeout=1 --health_check_interval 0.2 \
+    --health_check "test -e '$SCRATCH/ok' || { echo 'GPU 3: 2 uncorrectable ECC errors'; exit 1; }" \
+    "$SCRATCH/w.sh" >"$SCRATCH/b" 2>&1 &
+  pb=$!
+  wait_for_line "world=1" "$SCRATCH/starts"
+  wait_for_line "fails its health check" "$SCRATCH/b"
+  touch "$SCRATCH/ok"
+  wait_for_line "world=2" "$SCRATCH/starts"
+  touch "$SCRATCH/done"
+  set +e; wait $pa; ra=$?; wait $pb; rb=$?; set -e
+  ((ra == 0 && rb == 0)) || fail "agents exited $ra $rb: $(cat "$SCRATCH/a" "$SCRATCH/b")"
+  [[ $(sort "$SCRATCH/starts" | paste -sd,) == "rank=0 world=1,rank=0 world=2,rank=1 world=2" ]] ||
+    fail "ranks started: $(cat "$SCRATCH/starts")"
+  expect_contains "$(cat "$SCRATCH/b")" "accel: this machine fails its health check (command failed: GPU 3: 2 uncorrectable ECC errors (exit 1)): it stays out of round 0 and checks again every 0.2 s"
+  [[ $(grep -c "fails its health check" "$SCRATCH/b") == 1 ]] || fail "said more than once: $(cat "$SCRATCH/b")"
+  expect_contains "$(cat "$SCRATCH/b")" "accel: health checks pass again: this machine joins the job"
+  expect_contains "$(cat "$SCRATCH/b")" "machine 1 of 2: rank 1 of 2"
+  expect_contains "$(cat "$SCRATCH/a")" "the group re-forms (not counted as a restart)"
+  ;;
 substitution_reader)
   # `accel ... > >(tee log)`: bash makes the substitution's reader a child of the shell and then
   # execs accel, which inherits it. The agent never signals a process it did not start: every

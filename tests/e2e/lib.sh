@@ -42,6 +42,15 @@ wait_files() {
   done
   fail "timed out waiting for $2 files $1; have: $(ls "$OUT_DIR")"
 }
+# wait_for_line PATTERN FILE: waits (at most 60 s) for a line of FILE matching PATTERN (grep -E).
+wait_for_line() {
+  local _
+  for _ in $(seq 1 1200); do
+    grep -qE -- "$1" "$2" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  fail "no line matching '$1' in $2 within 60 s: $(tail -5 "$2" 2>&1)"
+}
 # env_of RANK KEY: KEY's value in rank RANK's environment as env_dump.sh wrote it.
 env_of() { grep "^$2=" "$OUT_DIR/rank_$1.env" | cut -d= -f2-; }
 # check_env RANK KEY=VALUE...: every KEY has exactly VALUE in rank RANK's environment.

@@ -509,6 +509,58 @@ TEST_P(MembershipTest, ADeadArrivalCostsNoRestart) {
   }
 }
 
+// A machine that fails its health check stays out, and joins once it passes: gamma's check fails
+// ("disk full") until 3 s and is asked every 500 ms. alpha and beta meet as two at the last call
+// (310 ms) and go on; gamma says once why it stays out, registers at its first look after 3 s,
+// and the group, which has room, re-forms as three, uncounted.
+TEST_P(MembershipTest, AnUnhealthyMachineStaysOutAndJoinsOnceHealthy) {
+  agent("alpha", 29500), agent("beta", 29501), agent("gamma", 29502);
+  std::atomic<int> looks{0};
+  static_cast<RoundGroup&>(group("gamma"))
+      .setHealthGate(
+          [this, &looks]() -> std::optional<std::string> {
+            ++looks;
+            if (world_->nowMs() < 3000) return "disk /scratch failed: 10 MiB free, below 64 MiB";
+            return std::nullopt;
+          },
+          500ms);
+  world_->run({then({meets("alpha", true), followsUntil("alpha", 3, 3000ms)}),
+               then({meets("beta", true, 10ms), followsUntil("beta", 3, 3000ms)}),
+               meets("gamma", true, 20ms)});
+  EXPECT_EQ(looks, 7);  // at 20 ms, every 500 ms after, healthy at 3020 ms
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_EQ(placed_[n].world_size, 6) << n;
+    EXPECT_EQ(placed_[n].restart_count, 0) << n;  // its arrival is no restart
+    EXPECT_GE(met_ms_[n], 3020) << n;
+    EXPECT_LE(met_ms_[n], 3020 + 1000) << n;
+  }
+  EXPECT_EQ(placed_["gamma"].machine_rank, 2);
+  EXPECT_TRUE(said("gamma",
+                   "20 ms: this machine fails its health check (disk /scratch failed: 10 MiB free, "
+                   "below 64 MiB): it stays out of round 0 and checks again every 0.5 s"));
+  EXPECT_TRUE(said("gamma", "3020 ms: health checks pass again: this machine joins the job"));
+}
+
+// A job of a fixed size waits for its unhealthy machine: nobody starts before gamma passes its
+// check at 2 s; then all three meet at once, and the others' progress named what they wait for.
+TEST_P(MembershipTest, AFixedSizeJobWaitsForItsUnhealthyMachine) {
+  plan_.min_machines = 3;
+  agent("alpha", 29500), agent("beta", 29501), agent("gamma", 29502);
+  static_cast<RoundGroup&>(group("gamma"))
+      .setHealthGate(
+          [this]() -> std::optional<std::string> {
+            if (world_->nowMs() < 2000) return "command failed: NIC eth1 link down (exit 1)";
+            return std::nullopt;
+          },
+          250ms);
+  world_->run({meets("alpha", true), meets("beta", true, 10ms), meets("gamma", true, 20ms)});
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_EQ(placed_[n].world_size, 6) << n;
+    EXPECT_GE(met_ms_[n], 2000) << n;
+    EXPECT_LE(met_ms_[n], 2000 + 300) << n;
+  }
+}
+
 // A member killed while the round ends: alpha's workers fail at 1 s; beta hears it and its agent
 // dies before it reported its end. The others do not wait for that report until the close
 // timeout (35 s): the loss is found (the store: its presence; etcd: its lease's end, a window

@@ -1,0 +1,75 @@
+#include "probes/health.h"
+
+#include <sys/statvfs.h>
+
+#include "probes/run_program.h"
+
+namespace accel::probes {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+}
+
+std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+// Free space under `path` (for an unprivileged writer) against the least the job needs.
+HealthCheck freeSpace(const std::string& name, const std::string& path, uint64_t least) {
+  const auto start = Clock::now();
+  HealthCheck c{name, true, "", {}};
+  struct statvfs st {};
+  if (::statvfs(path.c_str(), &st) != 0) {
+    c.passed = false;
+    c.detail = path + " cannot be read (it does not exist, or is not reachable)";
+  } else {
+    const uint64_t free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+    c.passed = free >= least;
+    c.detail = mib(free) + " free under " + path + (c.passed ? "" : ", below " + mib(least));
+  }
+  c.took = since(start);
+  return c;
+}
+
+// The user's command: healthy when it exits 0; its last line of output says why not.
+HealthCheck userCommand(const std::string& command, std::chrono::milliseconds timeout) {
+  const auto start = Clock::now();
+  HealthCheck c{"command", true, "", {}};
+  auto run = runCaptured({"/bin/sh", "-c", "exec 2>&1\n" + command}, timeout);
+  c.took = since(start);
+  if (!run) {
+    c.passed = false;
+    c.detail = run.error();
+    return c;
+  }
+  std::string out = run->output;
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  const std::string last =
+      out.substr(out.find_last_of('\n') == std::string::npos ? 0 : out.find_last_of('\n') + 1);
+  c.passed = run->exit_code == 0;
+  c.detail = (last.empty() ? "no output" : last) + " (exit " + std::to_string(run->exit_code) + ")";
+  return c;
+}
+
+}  // namespace
+
+std::vector<HealthCheck> runHealthChecks(const HealthSettings& s) {
+  std::vector<HealthCheck> checks;
+  for (const auto& dir : s.directories) {
+    checks.push_back(freeSpace("disk " + dir, dir, s.min_free_bytes));
+  }
+  if (!s.shm.empty()) checks.push_back(freeSpace(s.shm, s.shm, s.shm_min_free_bytes));
+  if (s.command) checks.push_back(userCommand(*s.command, s.command_timeout));
+  return checks;
+}
+
+std::optional<std::string> firstFailure(const std::vector<HealthCheck>& checks) {
+  for (const auto& c : checks) {
+    if (c.passed) continue;
+    return c.name + " failed: " + c.detail;
+  }
+  return std::nullopt;
+}
+
+}  // namespace accel::probes

@@ -1,0 +1,99 @@
+// The health checks a machine runs before each round (probes/health.h), for real: a shell
+// command's exit and last line, its timeout (the command and what it started are gone by then),
+// and free space against a threshold.
+
+#include "probes/health.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace accel::probes {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Whether `pid` runs (a zombie waiting for its reaper does not).
+bool runs(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string pidText, comm, state;
+  return ::kill(pid, 0) == 0 && stat >> pidText >> comm >> state && state != "Z";
+}
+
+HealthSettings commandOnly(const std::string& command, std::chrono::milliseconds timeout = 10s) {
+  HealthSettings s;
+  s.shm = "";
+  s.command = command;
+  s.command_timeout = timeout;
+  return s;
+}
+
+TEST(HealthChecks, ACommandThatExitsZeroPasses) {
+  const auto checks = runHealthChecks(commandOnly("echo all good"));
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_TRUE(checks[0].passed);
+  EXPECT_EQ(checks[0].detail, "all good (exit 0)");
+  EXPECT_EQ(firstFailure(checks), std::nullopt);
+}
+
+// Its last line of output, stdout or stderr, says why; the exit code is kept.
+TEST(HealthChecks, AFailingCommandIsNamedByItsLastLine) {
+  const auto checks =
+      runHealthChecks(commandOnly("echo checking; echo 'GPU 3: 2 uncorrectable ECC errors' >&2; "
+                                  "exit 3"));
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_FALSE(checks[0].passed);
+  EXPECT_EQ(firstFailure(checks), "command failed: GPU 3: 2 uncorrectable ECC errors (exit 3)");
+}
+
+// Past its timeout the command fails, and what it started is killed with it (its process group):
+// the child's pid, written first, names no process afterwards.
+TEST(HealthChecks, ACommandPastItsTimeoutFailsAndLeavesNothingRunning) {
+  const std::string pidFile = ::testing::TempDir() + "health_child.pid";
+  std::remove(pidFile.c_str());
+  const auto start = std::chrono::steady_clock::now();
+  const auto checks = runHealthChecks(
+      commandOnly("sleep 30 & echo $! > '" + pidFile + "'; wait", std::chrono::milliseconds(300)));
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_FALSE(checks[0].passed);
+  EXPECT_NE(checks[0].detail.find("did not finish within 300 ms"), std::string::npos)
+      << checks[0].detail;
+  EXPECT_LT(took, 5s);
+  std::ifstream in(pidFile);
+  pid_t child = 0;
+  ASSERT_TRUE(in >> child);
+  for (int i = 0; i < 100 && runs(child); ++i) ::usleep(10000);  // the kill lands
+  EXPECT_FALSE(runs(child)) << "the command's child " << child << " still runs";
+}
+
+// Free space: a threshold no disk meets fails, naming the directory and what it has; a
+// directory that does not exist fails, naming it.
+TEST(HealthChecks, FreeSpaceBelowTheLeastFailsNamingTheDirectory) {
+  HealthSettings s;
+  s.shm = "";
+  s.directories = {::testing::TempDir(), "/no/such/dir"};
+  s.min_free_bytes = 1ull << 62;
+  const auto checks = runHealthChecks(s);
+  ASSERT_EQ(checks.size(), 2u);
+  EXPECT_FALSE(checks[0].passed);
+  EXPECT_NE(checks[0].detail.find(" MiB free under " + ::testing::TempDir() + ", below "),
+            std::string::npos)
+      << checks[0].detail;
+  EXPECT_FALSE(checks[1].passed);
+  EXPECT_EQ(checks[1].detail,
+            "/no/such/dir cannot be read (it does not exist, or is not reachable)");
+  s.min_free_bytes = 0;
+  s.directories = {::testing::TempDir()};
+  s.shm = "/dev/shm";
+  EXPECT_EQ(firstFailure(runHealthChecks(s)), std::nullopt);
+}
+
+}  // namespace
+}  // namespace accel::probes
