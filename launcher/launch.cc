@@ -115,6 +115,9 @@ class Agent {
     if (auto ok = makeRunDir(); !ok) return std::move(ok).takeError();
     if (auto ok = startSupervisor(); !ok) return std::move(ok).takeError();
     JobReport report = superviseAttempts();
+    for (const auto& c : *last_health_) {
+      report.health_checks.push_back({c.name, c.passed, c.detail, c.took.count()});
+    }
     addHints(report);
     reportOutcome(report);
     group_->awaitOtherMachines();  // machine 0 may wait for the others here, and says why
@@ -236,13 +239,17 @@ class Agent {
   }
 
   // What this machine checks before it joins each round (probes/health.h): free space where the
-  // run's files go and in /dev/shm, and --health_check's command.
+  // run's files go and in /dev/shm, and --health_check's command; the last results are kept for
+  // summary.json.
   RoundGroup::HealthGate healthGate() const {
     probes::HealthSettings s;
     s.directories = {plan_.log_dir ? *plan_.log_dir : temporaryParent(plan_, parent_env_)};
     s.command = plan_.health_check;
     s.command_timeout = plan_.health_check_timeout;
-    return [s] { return probes::firstFailure(probes::runHealthChecks(s)); };
+    return [s, last = last_health_] {
+      *last = probes::runHealthChecks(s);  // the main thread's, as meet() is
+      return probes::firstFailure(*last);
+    };
   }
 
   // The machines of the job (one: a SoloGroup; several: a RoundGroup through machine 0's store,
@@ -418,6 +425,9 @@ class Agent {
   std::unique_ptr<store::TcpStoreServer> server_;
   std::unique_ptr<TcpStoreHost> store_host_;  // server_'s, for the machine group
   std::unique_ptr<MachineGroup> group_;       // this job's machines (this one alone, or several)
+  // The health checks before this machine's last round (healthGate's; the main thread's).
+  std::shared_ptr<std::vector<probes::HealthCheck>> last_health_ =
+      std::make_shared<std::vector<probes::HealthCheck>>();
   PosixProcesses processes_;
   MonotonicClock clock_;
   StatusListener status_;

@@ -296,6 +296,11 @@ std::string colourSummary(const std::string& summary) {
 }
 
 nlohmann::json renderReportJson(const JobReport& report) {
+  nlohmann::json health = nlohmann::json::array();
+  for (const auto& c : report.health_checks) {
+    health.push_back(
+        {{"name", c.name}, {"passed", c.passed}, {"detail", c.detail}, {"took_ms", c.took_ms}});
+  }
   nlohmann::json attempts = nlohmann::json::array();
   for (const auto& a : report.attempts) {
     nlohmann::json workers = nlohmann::json::array();
@@ -347,6 +352,7 @@ nlohmann::json renderReportJson(const JobReport& report) {
   return {{"exit_code", report.exit_code},
           {"succeeded", report.exit_code == 0},
           {"restarts_used", report.restarts_used},
+          {"health_checks", health},
           {"attempts", attempts}};
 }
 

@@ -111,8 +111,18 @@ struct AttemptReport {
   }
 };
 
+// One health check this machine ran before it joined its last round (probes/health.h).
+struct HealthRecord {
+  std::string name;  // "disk DIR", "/dev/shm", "command"
+  bool passed = true;
+  std::string detail;
+  int64_t took_ms = 0;
+};
+
 struct JobReport {
   std::vector<AttemptReport> attempts;
+  // The checks before this machine's last round of a multi-machine job (none otherwise).
+  std::vector<HealthRecord> health_checks;
   int exit_code = 0;  // the last attempt's culprit's code, 0 on success
   // The restart count of the last round (its TORCHELASTIC_RESTART_COUNT): the restarts the job
   // spent of its budget. Rounds that re-formed the group for a machine that joined are attempts

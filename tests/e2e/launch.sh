@@ -265,7 +265,7 @@ SH
   "$ACCEL" run "${common[@]}" --rdzv_conf is_host=1,last_call_timeout=1 "$SCRATCH/w.sh" >"$SCRATCH/a" 2>&1 &
   pa=$!
   wait_for_line "hosts the rendezvous" "$SCRATCH/a"
-  "$ACCEL" run "${common[@]}" --rdzv_conf last_call_timeout=1 --health_check_interval 0.2 \
+  "$ACCEL" run "${common[@]}" --rdzv_conf last_call_timeout=1 --health_check_interval 0.2 --log_dir "$SCRATCH/logs" \
     --health_check "test -e '$SCRATCH/ok' || { echo 'GPU 3: 2 uncorrectable ECC errors'; exit 1; }" \
     "$SCRATCH/w.sh" >"$SCRATCH/b" 2>&1 &
   pb=$!
@@ -283,6 +283,17 @@ SH
   expect_contains "$(cat "$SCRATCH/b")" "accel: health checks pass again: this machine joins the job"
   expect_contains "$(cat "$SCRATCH/b")" "machine 1 of 2: rank 1 of 2"
   expect_contains "$(cat "$SCRATCH/a")" "the group re-forms (not counted as a restart)"
+  # summary.json keeps the checks before the last round: each passed, with its time.
+  summary=$(find "$SCRATCH/logs" -name summary.json | head -1)
+  [[ -n $summary ]] || fail "no summary.json under $SCRATCH/logs"
+  python3 - "$summary" "$SCRATCH/logs" <<'PY' || fail "summary.json's health_checks: $(cat "$summary")"
+import json, sys
+checks = json.load(open(sys.argv[1]))["health_checks"]
+names = [c["name"] for c in checks]
+assert names == ["disk " + sys.argv[2], "/dev/shm", "command"], names
+assert all(c["passed"] and c["took_ms"] >= 0 for c in checks), checks
+assert checks[2]["detail"] == "no output (exit 0)", checks[2]
+PY
   ;;
 substitution_reader)
   # `accel ... > >(tee log)`: bash makes the substitution's reader a child of the shell and then
