@@ -8,7 +8,8 @@
 # tolerance the README states. store_host — host 1, which hosts the job's store, dies while the group of 3
 # runs: hosts 2 and 3 (still at least MIN) end within seconds naming the lost store, and leave no
 # worker. partition — host 3 cut off while 3 x 2 ranks train, long enough that it gives the store
-# up; it comes back as a newcomer when the link heals. spares — --nnodes 1:2: the first two hosts close the group at MAX, the third waits as a
+# up; it comes back as a newcomer when the link heals. health — host 3 fails its --health_check,
+# stays out while the others train, and joins once it passes. spares — --nnodes 1:2: the first two hosts close the group at MAX, the third waits as a
 # spare and leaves when the job ends. counted_once — a rank on host 3 fails: all three hosts
 # restart, and the one restart is counted once for the job (TORCHELASTIC_RESTART_COUNT=1 on all
 # six ranks, "1 of 1" on every host, though three agents saw it). kubeflow_elastic — three pods with the environment of a PyTorchJob's elasticPolicy run
@@ -391,6 +392,39 @@ elastic_partition() {
   echo "final loss $loss, never-failed run $ref; host 3 said:"
   grep -E "lost contact|tries to reach|reached|machine [0-9] of" <<<"$h3" | sed 's/^/  /'
 }
+# health: host 3's --health_check fails (its NIC "down") while hosts 1 and 2 train on c10d: host 3
+# stays out saying why once, the others meet at MIN after the last call and train as 2 x 2; the
+# check passes (a file appears) and host 3 joins, the group re-forms as 3 x 2, uncounted, and the
+# job finishes with every step done once.
+elastic_health() {
+  python_training
+  local quick=$conf,last_call_timeout=1 p codes=""
+  host 0 h1.out "is_host=1,$quick"; pids=($!)
+  host 1 h2.out "$quick"; pids+=($!)
+  job+=(--health_check "test -e '$SCRATCH/healthy' || { echo 'NIC eth1: link down'; exit 1; }"
+    --health_check_interval 0.5)
+  host 2 h3.out "$quick"; pids+=($!)
+  said "fails its health check" "$SCRATCH/h3.out"
+  step_reached "^1[0-9] world=4 restart=0"
+  touch "$SCRATCH/healthy"
+  step_reached "world=6 restart=0"
+  for p in "${pids[@]}"; do set +e; wait "$p"; codes+="$? "; set -e; done
+  all=$(cat "$SCRATCH"/h*.out)
+  [[ $codes == "0 0 0 " ]] || fail "agents exited $codes: $all"
+  h3=$(cat "$SCRATCH/h3.out")
+  expect_contains "$h3" "this machine fails its health check (command failed: NIC eth1: link down (exit 1)): it stays out of round 0 and checks again every 0.5 s"
+  [[ $(grep -c "fails its health check" <<<"$h3") == 1 ]] || fail "host 3 said it more than once: $h3"
+  expect_contains "$h3" "health checks pass again: this machine joins the job"
+  expect_contains "$h3" "machine 2 of 3: ranks 4–5 of 6"
+  worlds=$(awk '{print $2, $3}' "$TRAIN/steps" | uniq | paste -sd,)
+  [[ $worlds == "world=4 restart=0,world=6 restart=0" ]] || fail "worlds: $worlds"
+  [[ $(tail -1 "$TRAIN/steps" | cut -d' ' -f1) == "$steps" ]] || fail "last step: $(tail -1 "$TRAIN/steps")"
+  loss=$(sed -n 's/.*loss=//p' "$TRAIN/result")
+  /usr/bin/python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-9 * abs(b))' "$loss" "$ref" ||
+    fail "loss $loss differs from the never-failed run's $ref by more than 1e-9 relative"
+  echo "final loss $loss, never-failed run $ref; host 3 said:"
+  grep -E "health|machine [0-9] of" <<<"$h3" | sed 's/^/  /'
+}
 # partition add|del: blackhole routes between host 3 and hosts 1 and 2, both ways.
 partition() {
   ip -n "${NS3[2]}" route "$1" blackhole "${ADDR3[0]}/32"
@@ -460,7 +494,7 @@ etcd_training | etcd_example)
   expect_contains "$survivor" "machine 0 of 3: ranks 0–1 of 6; $store${ADDR3[1]}:"
   expect_contains "$(cat "$SCRATCH/h1b.out")" "machine 2 of 3: ranks 4–5 of 6; $store${ADDR3[1]}:"
   ;;
-store_host|spares|counted_once|partition)
+store_host|spares|counted_once|partition|health)
   "elastic_$CASE"
   ;;
 etcd_member_faults)
