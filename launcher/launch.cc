@@ -115,9 +115,7 @@ class Agent {
     if (auto ok = makeRunDir(); !ok) return std::move(ok).takeError();
     if (auto ok = startSupervisor(); !ok) return std::move(ok).takeError();
     JobReport report = superviseAttempts();
-    for (const auto& c : *last_health_) {
-      report.health_checks.push_back({c.name, c.passed, c.detail, c.took.count()});
-    }
+    report.health_checks = healthRecords();
     addHints(report);
     reportOutcome(report);
     group_->awaitOtherMachines();  // machine 0 may wait for the others here, and says why
@@ -252,6 +250,15 @@ class Agent {
     };
   }
 
+  // The health checks before this machine's current round, for summary.json and `accel status`.
+  std::vector<HealthRecord> healthRecords() const {
+    std::vector<HealthRecord> records;
+    for (const auto& c : *last_health_) {
+      records.push_back({c.name, c.passed, c.detail, c.took.count()});
+    }
+    return records;
+  }
+
   // The machines of the job (one: a SoloGroup; several: a RoundGroup through machine 0's store,
   // or through etcd), and this machine's placement in round 0.
   Expected<void> placeThisMachine() {
@@ -336,6 +343,7 @@ class Agent {
     if (auto listening = status_.open(); listening) {
       parts.status = &status_;
       parts.status_facts = statusFacts();
+      if (plan_.num_machines > 1) parts.health = [this] { return healthJson(healthRecords()); };
     } else {
       console_.notice("`accel status` will not see this job: " + listening.error());
     }

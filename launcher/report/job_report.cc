@@ -295,12 +295,17 @@ std::string colourSummary(const std::string& summary) {
   return out;
 }
 
-nlohmann::json renderReportJson(const JobReport& report) {
+nlohmann::json healthJson(const std::vector<HealthRecord>& checks) {
   nlohmann::json health = nlohmann::json::array();
-  for (const auto& c : report.health_checks) {
+  for (const auto& c : checks) {
     health.push_back(
         {{"name", c.name}, {"passed", c.passed}, {"detail", c.detail}, {"took_ms", c.took_ms}});
   }
+  return health;
+}
+
+nlohmann::json renderReportJson(const JobReport& report) {
+  const nlohmann::json health = healthJson(report.health_checks);
   nlohmann::json attempts = nlohmann::json::array();
   for (const auto& a : report.attempts) {
     nlohmann::json workers = nlohmann::json::array();

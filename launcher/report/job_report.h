@@ -121,14 +121,14 @@ struct HealthRecord {
 
 struct JobReport {
   std::vector<AttemptReport> attempts;
-  // The checks before this machine's last round of a multi-machine job (none otherwise).
-  std::vector<HealthRecord> health_checks;
   int exit_code = 0;  // the last attempt's culprit's code, 0 on success
   // The restart count of the last round (its TORCHELASTIC_RESTART_COUNT): the restarts the job
   // spent of its budget. Rounds that re-formed the group for a machine that joined are attempts
   // but not restarts.
   int restarts_used = 0;
   std::vector<std::string> hints;  // printed as "hint: ..." in the failure summary
+  // The checks before this machine's last round of a multi-machine job (none otherwise).
+  std::vector<HealthRecord> health_checks;
 };
 
 // The failure block printed at the end of a failed job ("" for a successful one), titled by what
@@ -148,6 +148,8 @@ std::string colourSummary(const std::string& summary);
 
 // The same facts as JSON (for <log_dir>/summary.json), successful jobs included.
 nlohmann::json renderReportJson(const JobReport& report);
+// Health checks as JSON: [{name, passed, detail, took_ms}] (summary.json, `accel status`).
+nlohmann::json healthJson(const std::vector<HealthRecord>& checks);
 
 // The culprit of the last attempt ended with a stderr line containing `text` (in its tail).
 bool culpritSaid(const JobReport& report, const std::string& text);

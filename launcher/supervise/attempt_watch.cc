@@ -215,6 +215,7 @@ nlohmann::json Supervisor::Attempt::statusJson() const {
   status["hang_timeout_s"] = plan_.hang_timeout
                                  ? nlohmann::json(plan_.hang_timeout->count() / 1000.0)
                                  : nlohmann::json(nullptr);
+  if (parts_.health) status["health_checks"] = parts_.health();
   status["ranks"] = std::move(ranks);
   return status;
 }

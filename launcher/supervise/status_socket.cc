@@ -89,6 +89,7 @@ std::string text(const nlohmann::json& v) {
 }
 
 void renderRanks(std::ostringstream& out, const nlohmann::json& a);
+void renderHealth(std::ostringstream& out, const nlohmann::json& a);
 
 void renderJob(std::ostringstream& out, const nlohmann::json& a) {
   std::string command;
@@ -102,6 +103,7 @@ void renderJob(std::ostringstream& out, const nlohmann::json& a) {
       << text(a.value("attempt", nlohmann::json())) << " (max restarts "
       << text(a.value("max_restarts", nlohmann::json())) << ")\n  command: " << command
       << "\n  store: " << text(a.value("store", nlohmann::json())) << "\n";
+  renderHealth(out, a);
   renderRanks(out, a);
   for (const auto& other : a.value("other_machines", nlohmann::json::array())) {
     out << "  machine " << text(other.value("machine_rank", nlohmann::json())) << " (agent pid "
@@ -113,6 +115,22 @@ void renderJob(std::ostringstream& out, const nlohmann::json& a) {
   for (const auto& m : a.value("machines_not_shared_yet", nlohmann::json::array()))
     out << "  machine " << text(m)
         << ": has not shared its status yet (each agent shares its own every 2 s)\n";
+}
+
+// "  health checks before this round: disk /tmp passed (0 ms), command passed (5 ms)".
+void renderHealth(std::ostringstream& out, const nlohmann::json& a) {
+  const auto checks = a.value("health_checks", nlohmann::json::array());
+  if (!checks.is_array() || checks.empty()) return;
+  out << "  health checks before this round:";
+  const char* sep = " ";
+  for (const auto& c : checks) {
+    out << sep << text(c.value("name", nlohmann::json())) << " "
+        << (c.value("passed", false) ? "passed"
+                                     : "failed: " + text(c.value("detail", nlohmann::json())))
+        << " (" << text(c.value("took_ms", nlohmann::json())) << " ms)";
+    sep = ", ";
+  }
+  out << "\n";
 }
 
 void renderRanks(std::ostringstream& out, const nlohmann::json& a) {

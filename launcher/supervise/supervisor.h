@@ -65,6 +65,9 @@ struct SupervisorParts {
   // (run id, command, machine, store); nullptr: not answered.
   StatusListener* status = nullptr;
   nlohmann::json status_facts = nlohmann::json::object();
+  // The health checks before this machine's current round, as JSON (healthJson), asked from
+  // the supervisor's thread for each status; unset: none ran (a one-machine job).
+  std::function<nlohmann::json()> health;
 };
 
 class Supervisor {

@@ -273,6 +273,10 @@ SH
   wait_for_line "fails its health check" "$SCRATCH/b"
   touch "$SCRATCH/ok"
   wait_for_line "world=2" "$SCRATCH/starts"
+  # `accel status` shows each agent's checks before its round.
+  "$ACCEL" status >"$SCRATCH/status" 2>&1 || fail "accel status failed: $(cat "$SCRATCH/status")"
+  grep -qE "^  health checks before this round: disk .* passed \([0-9]+ ms\), /dev/shm passed \([0-9]+ ms\), command passed \([0-9]+ ms\)$" "$SCRATCH/status" ||
+    fail "accel status shows no passed command check: $(cat "$SCRATCH/status")"
   touch "$SCRATCH/done"
   set +e; wait $pa; ra=$?; wait $pb; rb=$?; set -e
   ((ra == 0 && rb == 0)) || fail "agents exited $ra $rb: $(cat "$SCRATCH/a" "$SCRATCH/b")"

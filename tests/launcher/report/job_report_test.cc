@@ -46,7 +46,7 @@ TEST(JobReportTest, RanksThatFailedOnTheirOwnAreNotCollateral) {
                worker(3, 2, 0, true), worker(4, 1, 0, true), worker(5, 143, 0, true)};
   a.culprit = 0;
   a.stop_s = 0.25;
-  JobReport r{{a}, 1, 0, {}};
+  JobReport r{{a}, 1, 0, {}, {}};
   const std::string s = renderFailureSummary(r);
   EXPECT_NE(s.find("also failed on their own: ranks 1, 4 (exit code 1)\n"
                    "also failed on their own: rank 3 (exit code 2)\n"
@@ -72,7 +72,7 @@ TEST(JobReportTest, HangTheStacksCannotTellNamesNoCulprit) {
                       3,
                       0};
   a.duration_s = 5;
-  JobReport r{{a}, 124, 0, {}};
+  JobReport r{{a}, 124, 0, {}, {}};
   const std::string s = renderFailureSummary(r);
   EXPECT_NE(s.find("the job hung: ranks 0, 1 made no progress for 3 s; by their stacks they do not "
                    "tell which rank is stuck"),
@@ -94,7 +94,7 @@ TEST(JobReportTest, HintsFromTheCulpritsStderr) {
   a.workers[0].stderr_tail = {
       "ValueError: Error initializing torch.distributed using env:// rendezvous: environment "
       "variable RANK expected, but not set"};
-  JobReport r{{a}, 1, 0, {}};
+  JobReport r{{a}, 1, 0, {}, {}};
   EXPECT_EQ(missingRankHint(r, true),
             "one process gets no RANK or WORLD_SIZE (as under accelerate launch), so "
             "init_process_group has no group to join: run several with --num_processes 2 (-n 2), "
@@ -121,7 +121,7 @@ TEST(JobReportTest, FailureNamesCulpritTailOomAndCollateral) {
   a.oom_suspected = true;
   a.duration_s = 3.25;
   a.stop_s = 0.5;
-  JobReport r{{a}, 137, 0, {}};
+  JobReport r{{a}, 137, 0, {}, {}};
   std::string s = renderFailureSummary(r);
   EXPECT_NE(s.find("attempt 0 (3.25 s): rank 1 failed with signal SIGKILL (exit code 137)\n"),
             std::string::npos)
@@ -170,7 +170,7 @@ TEST(JobReportTest, AnAttemptStoppedForAJoiningMachineIsNoFailure) {
   failed.workers = {worker(0, 3)};
   failed.culprit = 0;
   failed.duration_s = 1.0;
-  JobReport r{{regrouped, failed}, 3, 0, {}};
+  JobReport r{{regrouped, failed}, 3, 0, {}, {}};
   const std::string s = renderFailureSummary(r);
   EXPECT_NE(s.find("attempt 0 (2.00 s): stopped for the group to re-form: a machine is waiting to "
                    "join (the group has 2 of at most 3)\n"),
@@ -188,7 +188,7 @@ TEST(JobReportTest, AgentSignalWithoutCulprit) {
   AttemptReport a;
   a.workers = {worker(0, 130, 0, false)};
   a.agent_signal = SIGINT;
-  JobReport r{{a}, 130, 0, {}};
+  JobReport r{{a}, 130, 0, {}, {}};
   std::string s = renderFailureSummary(r, "/tmp/logs/run-1");
   EXPECT_NE(s.find("stopped by SIGINT sent to the agent"), std::string::npos) << s;
   EXPECT_EQ(s.find("culprit:"), std::string::npos) << s;
@@ -208,7 +208,7 @@ TEST(JobReportTest, EveryBannerLineIsAsWideAsItsClosingLine) {
   AttemptReport a;
   a.workers = {worker(0, 1)};
   a.culprit = 0;
-  JobReport r{{a}, 1, 0, {}};
+  JobReport r{{a}, 1, 0, {}, {}};
   const std::string s = renderFailureSummary(r);
   EXPECT_EQ(lineWith(s, " accel: job failed "),
             std::string(24, '=') + " accel: job failed " + std::string(25, '='));
