@@ -244,10 +244,18 @@ class Agent {
     s.directories = {plan_.log_dir ? *plan_.log_dir : temporaryParent(plan_, parent_env_)};
     s.command = plan_.health_check;
     s.command_timeout = plan_.health_check_timeout;
+    if (auto route = probes::routeTo(rendezvousHost())) s.interface = route->interface;
     return [s, last = last_health_] {
       *last = probes::runHealthChecks(s);  // the main thread's, as meet() is
       return probes::firstFailure(*last);
     };
+  }
+
+  // The host this machine reaches to meet the others: the c10d endpoint's, or etcd's first.
+  std::string rendezvousHost() const {
+    if (!plan_.etcd_endpoints) return plan_.master_addr;
+    auto endpoints = parseEtcdEndpoints(*plan_.etcd_endpoints);
+    return endpoints && !endpoints->empty() ? endpoints->front().host : "";
   }
 
   // The health checks before this machine's current round, for summary.json and `accel status`.

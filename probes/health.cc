@@ -2,6 +2,8 @@
 
 #include <sys/statvfs.h>
 
+#include <fstream>
+
 #include "probes/run_program.h"
 
 namespace accel::probes {
@@ -27,6 +29,25 @@ HealthCheck freeSpace(const std::string& name, const std::string& path, uint64_t
     const uint64_t free = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
     c.passed = free >= least;
     c.detail = mib(free) + " free under " + path + (c.passed ? "" : ", below " + mib(least));
+  }
+  c.took = since(start);
+  return c;
+}
+
+// The interface's link as the kernel says (operstate): "down" (or "lowerlayerdown", "dormant",
+// "notpresent") fails; "up" passes, and so does "unknown" (loopback and many virtual interfaces
+// report no state).
+HealthCheck linkUp(const std::string& sysClassNet, const std::string& interface) {
+  const auto start = Clock::now();
+  HealthCheck c{"link " + interface, true, "", {}};
+  std::ifstream in(sysClassNet + "/" + interface + "/operstate");
+  std::string state;
+  if (!(in >> state)) {
+    c.passed = false;
+    c.detail = "no interface " + interface + " (" + sysClassNet + ")";
+  } else {
+    c.passed = state == "up" || state == "unknown";
+    c.detail = "operstate " + state;
   }
   c.took = since(start);
   return c;
@@ -60,6 +81,7 @@ std::vector<HealthCheck> runHealthChecks(const HealthSettings& s) {
     checks.push_back(freeSpace("disk " + dir, dir, s.min_free_bytes));
   }
   if (!s.shm.empty()) checks.push_back(freeSpace(s.shm, s.shm, s.shm_min_free_bytes));
+  if (!s.interface.empty()) checks.push_back(linkUp(s.sys_class_net, s.interface));
   if (s.command) checks.push_back(userCommand(*s.command, s.command_timeout));
   return checks;
 }

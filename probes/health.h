@@ -1,6 +1,7 @@
 #pragma once
 // A machine's health before it meets the others for a round (issue 53): the checks that apply
-// here — free space under the directories the job writes (--log_dir), /dev/shm, and the user's own
+// here — free space under the directories the job writes (--log_dir), /dev/shm, the link of the
+// interface that reaches the other machines, and the user's own
 // `--health_check CMD` (exit 0: healthy; its last line of output: the reason; killed past its
 // timeout) — each with its result and how long it took.
 
@@ -19,12 +20,16 @@ struct HealthSettings {
   // is 64 MiB in all, so only a full one fails.
   std::string shm = "/dev/shm";
   uint64_t shm_min_free_bytes = 1ull << 20;
+  // The interface that reaches the other machines: its link must not be down
+  // (/sys/class/net/IFACE/operstate; "": not checked).
+  std::string interface;
+  std::string sys_class_net = "/sys/class/net";
   std::optional<std::string> command;  // --health_check: run with /bin/sh -c
   std::chrono::milliseconds command_timeout{60000};
 };
 
 struct HealthCheck {
-  std::string name;  // "disk /var/log/run", "/dev/shm", "command"
+  std::string name;  // "disk /var/log/run", "/dev/shm", "link eth0", "command"
   bool passed = true;
   std::string detail;  // why it failed (or what it saw)
   std::chrono::milliseconds took{0};

@@ -275,7 +275,7 @@ SH
   wait_for_line "world=2" "$SCRATCH/starts"
   # `accel status` shows each agent's checks before its round.
   "$ACCEL" status >"$SCRATCH/status" 2>&1 || fail "accel status failed: $(cat "$SCRATCH/status")"
-  grep -qE "^  health checks before this round: disk .* passed \([0-9]+ ms\), /dev/shm passed \([0-9]+ ms\), command passed \([0-9]+ ms\)$" "$SCRATCH/status" ||
+  grep -qE "^  health checks before this round: disk .* passed \([0-9]+ ms\), /dev/shm passed \([0-9]+ ms\), link lo passed \([0-9]+ ms\), command passed \([0-9]+ ms\)$" "$SCRATCH/status" ||
     fail "accel status shows no passed command check: $(cat "$SCRATCH/status")"
   touch "$SCRATCH/done"
   set +e; wait $pa; ra=$?; wait $pb; rb=$?; set -e
@@ -294,9 +294,10 @@ SH
 import json, sys
 checks = json.load(open(sys.argv[1]))["health_checks"]
 names = [c["name"] for c in checks]
-assert names == ["disk " + sys.argv[2], "/dev/shm", "command"], names
+assert names == ["disk " + sys.argv[2], "/dev/shm", "link lo", "command"], names
 assert all(c["passed"] and c["took_ms"] >= 0 for c in checks), checks
-assert checks[2]["detail"] == "no output (exit 0)", checks[2]
+assert checks[2]["detail"] == "operstate unknown", checks[2]
+assert checks[3]["detail"] == "no output (exit 0)", checks[3]
 PY
   ;;
 substitution_reader)

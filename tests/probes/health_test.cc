@@ -9,8 +9,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -93,6 +95,29 @@ TEST(HealthChecks, FreeSpaceBelowTheLeastFailsNamingTheDirectory) {
   s.directories = {::testing::TempDir()};
   s.shm = "/dev/shm";
   EXPECT_EQ(firstFailure(runHealthChecks(s)), std::nullopt);
+}
+
+// The link of the interface that reaches the others, as /sys/class/net says (a directory of our
+// own here): up and unknown (loopback, virtual interfaces) pass; down fails saying so; an interface
+// that is not there fails naming it.
+TEST(HealthChecks, TheInterfacesLinkMustNotBeDown) {
+  const std::string net = ::testing::TempDir() + "health_net";
+  for (const auto& [iface, state] :
+       {std::pair{"eth0", "up"}, std::pair{"lo", "unknown"}, std::pair{"eth1", "down"}}) {
+    ASSERT_EQ(::system(("mkdir -p " + net + "/" + iface).c_str()), 0);
+    std::ofstream(net + "/" + iface + "/operstate") << state << "\n";
+  }
+  auto link = [&](const std::string& iface) {
+    HealthSettings s;
+    s.shm = "";
+    s.sys_class_net = net;
+    s.interface = iface;
+    return runHealthChecks(s);
+  };
+  EXPECT_EQ(firstFailure(link("eth0")), std::nullopt);
+  EXPECT_EQ(firstFailure(link("lo")), std::nullopt);
+  EXPECT_EQ(firstFailure(link("eth1")), "link eth1 failed: operstate down");
+  EXPECT_EQ(firstFailure(link("eth9")), "link eth9 failed: no interface eth9 (" + net + ")");
 }
 
 }  // namespace
