@@ -354,6 +354,19 @@ elastic_training() {
   grep -E "machine [0-9] of|spare" "$SCRATCH/h$((VICTIM + 1))b.out" | sed 's/^/  /'
 }
 
+# trained_as WORLDS: python_training's steps ran in WORLDS (comma-separated "world=W restart=R", in
+# order), up to the last step, and the final loss is the never-failed run's ($ref) within 1e-9.
+trained_as() {
+  local worlds loss
+  worlds=$(awk '{print $2, $3}' "$TRAIN/steps" | uniq | paste -sd,)
+  [[ $worlds == "$1" ]] || fail "worlds: $worlds (want $1)"
+  [[ $(tail -1 "$TRAIN/steps" | cut -d' ' -f1) == "$steps" ]] || fail "last step: $(tail -1 "$TRAIN/steps")"
+  loss=$(sed -n 's/.*loss=//p' "$TRAIN/result")
+  /usr/bin/python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-9 * abs(b))' "$loss" "$ref" ||
+    fail "loss $loss differs from the never-failed run's $ref by more than 1e-9 relative"
+  echo "final loss $loss, never-failed run $ref"
+}
+
 # partition: host 3 cut off from hosts 1 and 2 (blackhole routes both ways: packets vanish, as
 # in a real partition) while 3 x 2 ranks train over c10d. Hosts 1 and 2 drop it after the
 # keep-alive window and go on as 2 x 2; host 3's failure watch gives up (TCP keep-alives, ~5 s),
@@ -383,13 +396,8 @@ elastic_partition() {
   [[ $(grep -c "machine [12] of 3: " <<<"$h3") == 2 ]] || fail "host 3 was not placed twice in a group of 3: $h3"
   [[ $(grep "machine [0-9] of " <<<"$h3" | tail -1) == *"machine 2 of 3: ranks 4–5 of 6" ]] || fail "host 3 did not come back last: $h3"
   grep -qE "machine [12] \($(hostname)\): lost" "$SCRATCH/h1.out" || fail "host 1 did not say host 3 was lost: $(cat "$SCRATCH/h1.out")"
-  worlds=$(awk '{print $2, $3}' "$TRAIN/steps" | uniq | paste -sd,)
-  [[ $worlds == "world=6 restart=0,world=4 restart=1,world=6 restart=1" ]] || fail "worlds: $worlds"
-  [[ $(tail -1 "$TRAIN/steps" | cut -d' ' -f1) == "$steps" ]] || fail "last step: $(tail -1 "$TRAIN/steps")"
-  loss=$(sed -n 's/.*loss=//p' "$TRAIN/result")
-  /usr/bin/python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-9 * abs(b))' "$loss" "$ref" ||
-    fail "loss $loss differs from the never-failed run's $ref by more than 1e-9 relative"
-  echo "final loss $loss, never-failed run $ref; host 3 said:"
+  trained_as "world=6 restart=0,world=4 restart=1,world=6 restart=1"
+  echo "host 3 said:"
   grep -E "lost contact|tries to reach|reached|machine [0-9] of" <<<"$h3" | sed 's/^/  /'
 }
 # health: host 3's --health_check fails (its NIC "down") while hosts 1 and 2 train on c10d: host 3
@@ -416,13 +424,8 @@ elastic_health() {
   [[ $(grep -c "fails its health check" <<<"$h3") == 1 ]] || fail "host 3 said it more than once: $h3"
   expect_contains "$h3" "health checks pass again: this machine joins the job"
   expect_contains "$h3" "machine 2 of 3: ranks 4–5 of 6"
-  worlds=$(awk '{print $2, $3}' "$TRAIN/steps" | uniq | paste -sd,)
-  [[ $worlds == "world=4 restart=0,world=6 restart=0" ]] || fail "worlds: $worlds"
-  [[ $(tail -1 "$TRAIN/steps" | cut -d' ' -f1) == "$steps" ]] || fail "last step: $(tail -1 "$TRAIN/steps")"
-  loss=$(sed -n 's/.*loss=//p' "$TRAIN/result")
-  /usr/bin/python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) > 1e-9 * abs(b))' "$loss" "$ref" ||
-    fail "loss $loss differs from the never-failed run's $ref by more than 1e-9 relative"
-  echo "final loss $loss, never-failed run $ref; host 3 said:"
+  trained_as "world=4 restart=0,world=6 restart=0"
+  echo "host 3 said:"
   grep -E "health|machine [0-9] of" <<<"$h3" | sed 's/^/  /'
 }
 # partition add|del: blackhole routes between host 3 and hosts 1 and 2, both ways.
