@@ -213,6 +213,33 @@ Expected<void> configFlags(const Reader& r, LaunchOptions& o) {
 }
 
 // accel's and torchrun's flags about the agent itself.
+// Flag `name`'s seconds when given (or defaulted), which must be more than 0.
+Expected<std::optional<double>> positiveSeconds(const Reader& r, const char* name) {
+  if (r.value(name).is_null()) return std::optional<double>();
+  const double seconds = r.value(name).get<double>();
+  if (!(seconds > 0)) return makeError(std::string("--") + name + ": must be more than 0 seconds");
+  return std::optional<double>(seconds);
+}
+
+// --hang_timeout and --exit_timeout (unset: the config's or none), and the health checks:
+// --health_check, its interval and timeout.
+Expected<void> watchdogFlags(const Reader& r, LaunchOptions& o) {
+  for (auto [name, field] : {std::pair{"hang_timeout", &o.hang_timeout_s},
+                             std::pair{"exit_timeout", &o.exit_timeout_s}}) {
+    auto seconds = positiveSeconds(r, name);
+    if (!seconds) return std::move(seconds).takeError();
+    *field = *seconds;
+  }
+  for (auto [name, field] : {std::pair{"health_check_interval", &o.health_check_interval_s},
+                             std::pair{"health_check_timeout", &o.health_check_timeout_s}}) {
+    auto seconds = positiveSeconds(r, name);
+    if (!seconds) return std::move(seconds).takeError();
+    if (*seconds) *field = **seconds;
+  }
+  o.health_check = r.text("health_check");
+  return {};
+}
+
 Expected<void> agentFlags(const Reader& r, LaunchOptions& o) {
   if (auto nproc = r.text("nproc_per_node")) {
     const std::string& n = *nproc;
@@ -281,22 +308,7 @@ Expected<void> agentFlags(const Reader& r, LaunchOptions& o) {
     const char* dest = stream == 0 ? "duplicate_stdout_filters" : "duplicate_stderr_filters";
     if (auto text = r.text(dest)) o.duplicate_filters[stream] = commaSeparatedList(*text);
   }
-  for (auto [name, field] : {std::pair{"hang_timeout", &o.hang_timeout_s},
-                             std::pair{"exit_timeout", &o.exit_timeout_s}}) {
-    if (r.value(name).is_null()) continue;
-    const double seconds = r.value(name).get<double>();
-    if (!(seconds > 0))
-      return makeError(std::string("--") + name + ": must be more than 0 seconds");
-    *field = seconds;
-  }
-  o.health_check = r.text("health_check");
-  for (auto [name, field] : {std::pair{"health_check_interval", &o.health_check_interval_s},
-                             std::pair{"health_check_timeout", &o.health_check_timeout_s}}) {
-    const double seconds = r.value(name).get<double>();
-    if (!(seconds > 0))
-      return makeError(std::string("--") + name + ": must be more than 0 seconds");
-    *field = seconds;
-  }
+  if (auto ok = watchdogFlags(r, o); !ok) return ok;
   o.store_connection_input_limit = r.text("store_connection_input_limit");
   o.store_input_budget = r.text("store_input_budget");
   return {};
