@@ -198,12 +198,14 @@ class Agent {
     options.tracked_wait_prefix = StoreRounds::trackedWaitPrefix(plan_.rendezvous_id);
     // Every agent parks a WAIT on its own presence key for the whole job: the agents alive.
     options.presence_key_prefix = StoreRounds::presenceWaitPrefix(plan_.rendezvous_id);
-    // The ranks' heartbeats (rank_watch.h) reach the supervisor without a client.
-    options.observed.push_back(
-        {storedHeartbeatPrefix(),
-         [board = &board_](const std::string& key, const std::string& value) {
-           board->onWrite(key, value);
-         }});
+    // The ranks' heartbeats and their work per step (rank_watch.h) reach the supervisor without
+    // a client.
+    for (const auto& prefix : {storedHeartbeatPrefix(), storedWorkPrefix()}) {
+      options.observed.push_back(
+          {prefix, [board = &board_](const std::string& key, const std::string& value) {
+             board->onWrite(key, value);
+           }});
+    }
     // The agents' keep-alives reach the master's link without a request (KeepAliveBoard).
     options.observed.push_back(keep_alives_->observer(plan_.rendezvous_id));
     return options;
@@ -346,7 +348,10 @@ class Agent {
     SupervisorParts parts(console_, processes_, clock_);
     parts.run_dir = run_dir_;
     parts.parent_env = parent_env_;
-    if (server_) parts.board = &board_;
+    if (server_) {
+      board_.keepWorkFor(plan_.straggler_window);
+      parts.board = &board_;
+    }
     parts.host = group_->host();
     if (auto listening = status_.open(); listening) {
       parts.status = &status_;

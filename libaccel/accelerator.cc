@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -275,7 +276,7 @@ AutocastGuard Accelerator::autocast() const {
 void Accelerator::backward(const at::Tensor& loss) {
   // The heartbeat counts the steps whose gradients this rank begins to synchronise: a rank
   // stuck before them is a step behind the ranks waiting for it.
-  if (heartbeat_ && sync_gradients_) heartbeat_->beat();
+  if (heartbeat_ && sync_gradients_) beat();
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   at::Tensor l = accumulation_steps_ > 1 ? loss / accumulation_steps_ : loss;
@@ -289,6 +290,27 @@ void Accelerator::backward(const at::Tensor& loss) {
     if (profile_) profile_->mark(StepPhase::Sync);
     step_times_.sync = std::chrono::duration<double>(Clock::now() - backwardDone).count();
   }
+  if (grad_sync_) waited_ += grad_sync_->takeCommTime();
+}
+
+void Accelerator::countWait(std::chrono::steady_clock::time_point since) {
+  waited_ += std::chrono::steady_clock::now() - since;
+}
+
+// A step's own work is what is left of its wall time once the waits in collectives are taken out:
+// in lock-step every rank's step takes as long as the slowest's, and the others wait that
+// difference in the all-reduce; the agent compares the ranks' work (straggler scores). The first
+// step has no step before it to measure.
+void Accelerator::beat() {
+  const auto now = std::chrono::steady_clock::now();
+  int64_t work = 0;
+  if (last_beat_ != std::chrono::steady_clock::time_point{}) {
+    work =
+        std::chrono::duration_cast<std::chrono::microseconds>(now - last_beat_ - waited_).count();
+  }
+  heartbeat_->beat(std::max<int64_t>(work, 0));
+  last_beat_ = now;
+  waited_ = {};
 }
 
 std::vector<at::Tensor> Accelerator::gradients() const {
@@ -307,7 +329,10 @@ bool Accelerator::step() {
   if (!sync_gradients_) return false;
   const auto start = std::chrono::steady_clock::now();
   if (scaler_.enabled()) {
-    if (!unscaled_) found_inf_ = scaler_.unscale(gradients(), *comm_);
+    if (!unscaled_) {
+      found_inf_ = scaler_.unscale(gradients(), *comm_);
+      countWait(start);
+    }
     step_skipped_ = found_inf_;
     if (!found_inf_) stepOptimizer();
     scaler_.update(found_inf_);
@@ -341,7 +366,9 @@ void Accelerator::clearGradients() {
 double Accelerator::clipGradNorm(double maxNorm, double normType) {
   ACCEL_CHECK(model_, "clipGradNorm() before prepare()");
   if (scaler_.enabled() && !unscaled_) {
+    const auto start = std::chrono::steady_clock::now();
     found_inf_ = scaler_.unscale(gradients(), *comm_);
+    countWait(start);
     unscaled_ = true;
   }
   return torch::nn::utils::clip_grad_norm_(model_->parameters(), maxNorm, normType);
@@ -350,7 +377,10 @@ double Accelerator::clipGradNorm(double maxNorm, double normType) {
 at::Tensor Accelerator::gather(const at::Tensor& tensor) {
   at::Tensor t = tensor.dim() == 0 ? tensor.unsqueeze(0) : tensor;
   if (numProcesses() == 1) return t.clone();
-  return at::cat(comm_->allgather(t.contiguous()), 0);
+  const auto start = std::chrono::steady_clock::now();
+  at::Tensor all = at::cat(comm_->allgather(t.contiguous()), 0);
+  countWait(start);
+  return all;
 }
 
 at::Tensor Accelerator::gatherForMetrics(const at::Tensor& tensor,
@@ -364,13 +394,17 @@ at::Tensor Accelerator::gatherForMetrics(const at::Tensor& tensor,
 
 at::Tensor Accelerator::reduce(const at::Tensor& tensor, Reduction reduction) {
   at::Tensor t = tensor.clone();
+  const auto start = std::chrono::steady_clock::now();
   comm_->allreduce(t, ReduceOp::Sum);
+  countWait(start);
   if (reduction == Reduction::Mean) t.div_(numProcesses());
   return t;
 }
 
 void Accelerator::broadcast(at::Tensor& tensor, int fromProcess) {
+  const auto start = std::chrono::steady_clock::now();
   comm_->broadcast(tensor, fromProcess);
+  countWait(start);
 }
 
 at::Tensor Accelerator::padAcrossProcesses(const at::Tensor& tensor, int64_t dim, double padIndex,

@@ -80,6 +80,7 @@ constexpr HelpGroup kGroups[] = {
     {"fp8", "fp8", true},
     {"parallelism", "Parallelism config", true},
     {"accel", "accel's own", false},
+    {"health", "Healthy machines: health checks and stragglers", true},
 };
 
 bool startsWith(std::string_view s, std::string_view prefix) { return s.rfind(prefix, 0) == 0; }
@@ -87,7 +88,9 @@ bool startsWith(std::string_view s, std::string_view prefix) { return s.rfind(pr
 // Which group a flag is shown in (kGroups' key), by where it comes from and its dest.
 std::string_view groupOf(const FlagSpec& f) {
   const std::string_view d = f.dest;
-  if (f.origin == kFromAccel) return "accel";
+  if (f.origin == kFromAccel) {
+    return startsWith(d, "health_check") || startsWith(d, "straggler_") ? "health" : "accel";
+  }
   if (f.origin == kFromTorchrun) return "torchrun";
   if (d == "config_file" || d == "quiet" || d == "debug") return "general";
   if (d == "cpu" || d == "multi_gpu" || d == "tpu" || d == "ipex" || d == "use_xpu")

@@ -586,6 +586,20 @@ std::vector<FlagSpec> accelOwn() {
           .real("60")
           .accelOnly()
           .help("Seconds --health_check may run; longer is a failure (default 60)"),
+      F({"--straggler_threshold"}, "straggler_threshold")
+          .real("0.7")
+          .accelOnly()
+          .help("A rank whose straggler score (the job's median work per step over its own, 0-1) "
+                "falls below this is named a straggler (default 0.7)"),
+      F({"--straggler_window"}, "straggler_window")
+          .integer("20")
+          .accelOnly()
+          .help("Steps over which each rank's work per step is scored (default 20)"),
+      F({"--straggler_action"}, "straggler_action")
+          .choices({"warn", "exclude"})
+          .accelOnly()
+          .help("warn: name stragglers (default); exclude: also drop a straggler's machine at once "
+                "when --nnodes MIN allows, without counting a restart"),
       F({"--exit_timeout"}, "exit_timeout")
           .real()
           .accelOnly()

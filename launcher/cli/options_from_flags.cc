@@ -221,6 +221,18 @@ Expected<std::optional<double>> positiveSeconds(const Reader& r, const char* nam
   return std::optional<double>(seconds);
 }
 
+// --straggler_threshold (0 to 1), --straggler_window (steps) and --straggler_action.
+Expected<void> stragglerFlags(const Reader& r, LaunchOptions& o) {
+  auto threshold = r.number<double>("straggler_threshold", 0.0, 1.0);
+  if (!threshold) return std::move(threshold).takeError();
+  if (*threshold) o.straggler_threshold = **threshold;
+  auto window = r.number<int>("straggler_window", 2, 1 << 20);
+  if (!window) return std::move(window).takeError();
+  if (*window) o.straggler_window = **window;
+  o.straggler_exclude = r.text("straggler_action") == "exclude";
+  return {};
+}
+
 // --hang_timeout and --exit_timeout (unset: the config's or none), and the health checks:
 // --health_check, its interval and timeout.
 Expected<void> watchdogFlags(const Reader& r, LaunchOptions& o) {
@@ -237,7 +249,7 @@ Expected<void> watchdogFlags(const Reader& r, LaunchOptions& o) {
     if (*seconds) *field = **seconds;
   }
   o.health_check = r.text("health_check");
-  return {};
+  return stragglerFlags(r, o);
 }
 
 Expected<void> agentFlags(const Reader& r, LaunchOptions& o) {

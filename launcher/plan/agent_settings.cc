@@ -298,6 +298,9 @@ void applyWatchdogTimeouts(LaunchPlan& plan, const LaunchOptions& o) {
       std::chrono::milliseconds(static_cast<long long>(o.health_check_interval_s * 1000));
   plan.health_check_timeout =
       std::chrono::milliseconds(static_cast<long long>(o.health_check_timeout_s * 1000));
+  plan.straggler_threshold = o.straggler_threshold;
+  plan.straggler_window = o.straggler_window;
+  plan.straggler_exclude = o.straggler_exclude;
 }
 
 // How long agents wait for each other, and notices for torchrun flags that do nothing here.

@@ -90,6 +90,9 @@ struct LaunchOptions {
   std::optional<std::string> health_check;  // --health_check CMD
   double health_check_interval_s = 30;      // --health_check_interval
   double health_check_timeout_s = 60;       // --health_check_timeout
+  double straggler_threshold = 0.7;         // --straggler_threshold
+  int straggler_window = 20;                // --straggler_window (steps)
+  bool straggler_exclude = false;           // --straggler_action exclude
   // The job store's memory bounds ("128M", "1G", bytes): what one connection's unfinished
   // request may hold, and all connections together (TcpStoreServerOptions).
   std::optional<std::string> store_connection_input_limit;

@@ -145,6 +145,11 @@ struct LaunchPlan {
   std::optional<std::string> health_check;
   std::chrono::milliseconds health_check_timeout{60000};
   std::chrono::milliseconds health_check_interval{30000};
+  // Straggler scores (launcher/supervise/stragglers.h): the threshold a rank's score falls below
+  // to be named, the steps it is scored over, and whether a straggler's machine is excluded.
+  double straggler_threshold = 0.7;
+  int straggler_window = 20;
+  bool straggler_exclude = false;
   // --hang_timeout / the config's hang_timeout: no progress for this long is a hang (unset: off).
   std::optional<std::chrono::milliseconds> hang_timeout;
   // --exit_timeout / the config's exit_timeout: once a rank exited 0, how long the others get

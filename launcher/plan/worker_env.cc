@@ -8,6 +8,7 @@ namespace accel::launcher {
 namespace {
 
 constexpr const char* kHeartbeatPrefix = "accel_step/";
+constexpr const char* kWorkPrefix = "accel_work_us/";
 
 std::map<std::string, std::string> variables(const LaunchPlan& plan, const Placement& placement,
                                              const WorkerSlot& slot) {
@@ -45,7 +46,10 @@ std::map<std::string, std::string> variables(const LaunchPlan& plan, const Place
   // agent (a rank per scheduler task), rank 0 hosts it, as in torch's env:// init.
   v[env::kUseAgentStore] = plan.agent_store ? "True" : "False";
   // Progress heartbeats for the agent (launcher/supervise/rank_watch.h), in its store.
-  if (plan.agent_store) v[env::kHeartbeatKey] = heartbeatKey(rank);
+  if (plan.agent_store) {
+    v[env::kHeartbeatKey] = heartbeatKey(rank);
+    v[env::kWorkKey] = workKey(rank);  // its own work per step: straggler scores
+  }
   return v;
 }
 
@@ -91,5 +95,9 @@ std::optional<std::string> chooseSocketInterface(const probes::Environment& pare
 std::string heartbeatKey(int rank) { return kHeartbeatPrefix + std::to_string(rank); }
 
 std::string storedHeartbeatPrefix() { return std::string("/") + kHeartbeatPrefix; }
+
+std::string workKey(int rank) { return kWorkPrefix + std::to_string(rank); }
+
+std::string storedWorkPrefix() { return std::string("/") + kWorkPrefix; }
 
 }  // namespace accel::launcher

@@ -43,5 +43,9 @@ std::optional<std::string> chooseSocketInterface(const probes::Environment& pare
 std::string heartbeatKey(int rank);
 // The prefix of every heartbeat key as the store keeps it (torch's clients add "/").
 std::string storedHeartbeatPrefix();
+// The key `rank` adds its own work per step to, in microseconds ($ACCEL_WORK_KEY), and its
+// prefix as the store keeps it.
+std::string workKey(int rank);
+std::string storedWorkPrefix();
 
 }  // namespace accel::launcher

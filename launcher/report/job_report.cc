@@ -304,6 +304,19 @@ nlohmann::json healthJson(const std::vector<HealthRecord>& checks) {
   return health;
 }
 
+nlohmann::json stragglerScoresJson(const std::vector<StragglerScore>& scores) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : scores) {
+    out.push_back({{"rank", s.rank},
+                   {"machine", s.machine},
+                   {"work_s", s.work_s},
+                   {"score", s.score},
+                   {"from_step", s.from_step},
+                   {"to_step", s.to_step}});
+  }
+  return out;
+}
+
 nlohmann::json renderReportJson(const JobReport& report) {
   const nlohmann::json health = healthJson(report.health_checks);
   nlohmann::json attempts = nlohmann::json::array();
@@ -352,6 +365,8 @@ nlohmann::json renderReportJson(const JobReport& report) {
         a.remote_culprit ? failureToJson(*a.remote_culprit) : nlohmann::json(nullptr);
     entry["job_failure"] = a.job_failure ? failureToJson(*a.job_failure) : nlohmann::json(nullptr);
     entry["regrouped"] = a.regrouped ? nlohmann::json(*a.regrouped) : nlohmann::json(nullptr);
+    entry["straggler_scores"] = stragglerScoresJson(a.straggler_scores);
+    entry["stragglers"] = a.stragglers;
     attempts.push_back(entry);
   }
   return {{"exit_code", report.exit_code},

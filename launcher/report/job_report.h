@@ -71,6 +71,18 @@ nlohmann::json failureToJson(const JobFailure& failure);
 // Throws nlohmann::json::exception on a malformed record.
 JobFailure failureFromJson(const nlohmann::json& j);
 
+// One rank's straggler score over its last steps (launcher/supervise/stragglers.h).
+struct StragglerScore {
+  int rank = 0;
+  int machine = 0;        // its machine in the round
+  double work_s = 0;      // its own work per step (the step less its waits in collectives)
+  double score = 1;       // the job's median work per step over its own, at most 1
+  int64_t from_step = 0;  // the steps measured: from_step to to_step
+  int64_t to_step = 0;
+};
+// [{rank, machine, work_s, score, from_step, to_step}] (summary.json, `accel status`).
+nlohmann::json stragglerScoresJson(const std::vector<StragglerScore>& scores);
+
 struct AttemptReport {
   int attempt = 0;                     // the round's number (its attempt_K directory)
   std::vector<WorkerOutcome> workers;  // by local rank
@@ -109,6 +121,11 @@ struct AttemptReport {
   bool succeeded() const {
     return !culprit && agent_signal == 0 && !remote_culprit && !hang && !regrouped;
   }
+
+  // The agent that hosts the job's store: the ranks' straggler scores when the attempt ended
+  // (launcher/supervise/stragglers.h), and the ranks it named stragglers during it, in order.
+  std::vector<StragglerScore> straggler_scores;
+  std::vector<int> stragglers;
 };
 
 // One health check this machine ran before it joined its last round (probes/health.h).

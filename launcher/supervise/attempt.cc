@@ -578,6 +578,8 @@ AttemptReport Supervisor::Attempt::finalReport() {
       report_.max_step = std::max<int64_t>(report_.max_step, entry.step);
     }
   }
+  report_.straggler_scores = stragglers_.latest();
+  report_.stragglers = stragglers_.named();
   for (auto& w : workers_) {
     w.outcome.stderr_tail = w.stderrTail();
     report_.workers.push_back(w.outcome);

@@ -18,6 +18,7 @@
 #include "launcher/supervise/output_prefixer.h"
 #include "launcher/supervise/processes.h"
 #include "launcher/supervise/rank_watch.h"
+#include "launcher/supervise/stragglers.h"
 #include "launcher/supervise/supervisor.h"
 
 namespace accel::launcher {
@@ -183,6 +184,7 @@ class Supervisor::Attempt {
   void sampleRanks();
   std::vector<RankProgress> progress() const;
   void watchForHang();
+  void watchForStragglers();
   void guardExit();
   void stopHung(HangReport hang, bool refineByStacks);
   void keepStack(Worker& w, const char* data, size_t size);
@@ -221,6 +223,7 @@ class Supervisor::Attempt {
   std::optional<Clock::time_point> first_clean_exit_;  // a rank exited 0 while others ran
   bool exit_notice_given_ = false;
   bool refine_by_stacks_ = false;  // the hang's stuck ranks are chosen by their stacks at the end
+  StragglerWatch stragglers_{plan_.straggler_threshold};
 };
 
 }  // namespace accel::launcher

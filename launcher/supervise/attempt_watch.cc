@@ -33,6 +33,7 @@ void Supervisor::Attempt::onTick() {
     link_->shareStatus(statusJson().dump());
   }
   if (report_.hang || stopping_) return;  // already stopping: nothing more to judge
+  watchForStragglers();
   watchForHang();
   if (!report_.hang) guardExit();
 }
@@ -86,6 +87,17 @@ void Supervisor::Attempt::watchForHang() {
   say("the job hangs (--hang_timeout " + secondsText(*plan_.hang_timeout) + "): " + hang.message +
       "; asking every rank for its stack (SIGABRT)");
   stopHung(std::move(hang), !verdict->steps_differ);
+}
+
+// The ranks' scores over their last --straggler_window steps: a rank that falls below the
+// threshold is named once (and said again if it comes back above it). Only the agent that hosts
+// the job's store sees the ranks' work (the board).
+void Supervisor::Attempt::watchForStragglers() {
+  if (!parts_.board) return;
+  for (const auto& change :
+       stragglers_.update(scoreRanks(parts_.board->workWindows(), plan_.local_world_size))) {
+    say(stragglerNotice(change, stragglers_.threshold()));
+  }
 }
 
 // Once a rank has exited 0, the others get --exit_timeout to finish (without it, a notice).
@@ -216,6 +228,12 @@ nlohmann::json Supervisor::Attempt::statusJson() const {
                                  ? nlohmann::json(plan_.hang_timeout->count() / 1000.0)
                                  : nlohmann::json(nullptr);
   if (parts_.health) status["health_checks"] = parts_.health();
+  if (!stragglers_.latest().empty()) {
+    status["stragglers"] = {{"threshold", stragglers_.threshold()},
+                            {"window_steps", plan_.straggler_window},
+                            {"scores", stragglerScoresJson(stragglers_.latest())},
+                            {"straggling", stragglers_.straggling()}};
+  }
   status["ranks"] = std::move(ranks);
   return status;
 }

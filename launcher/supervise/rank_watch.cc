@@ -52,18 +52,49 @@ std::string stepsMessage(const std::map<int, int64_t>& steps, int64_t lowest,
 
 }  // namespace
 
-void ProgressBoard::onWrite(const std::string& storedKey, const std::string& value) {
-  const std::string prefix = storedHeartbeatPrefix();
-  if (!startsWith(storedKey, prefix)) return;
+namespace {
+
+// The rank of a stored key "<prefix><rank>", or -1 when `key` is not one.
+long rankOfKey(const std::string& key, const std::string& prefix) {
+  if (!startsWith(key, prefix)) return -1;
   char* end = nullptr;
-  const long rank = std::strtol(storedKey.c_str() + prefix.size(), &end, 10);
-  if (end == storedKey.c_str() + prefix.size() || *end != '\0' || rank < 0) return;
-  const long long step = std::strtoll(value.c_str(), &end, 10);
+  const long rank = std::strtol(key.c_str() + prefix.size(), &end, 10);
+  if (end == key.c_str() + prefix.size() || *end != '\0') return -1;
+  return rank;
+}
+
+}  // namespace
+
+void ProgressBoard::onWrite(const std::string& storedKey, const std::string& value) {
+  char* end = nullptr;
+  const long long number = std::strtoll(value.c_str(), &end, 10);
   if (value.empty() || *end != '\0') return;
+  if (const long rank = rankOfKey(storedKey, storedWorkPrefix()); rank >= 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    work_[static_cast<int>(rank)] = number;
+    return;
+  }
+  const long rank = rankOfKey(storedKey, storedHeartbeatPrefix());
+  if (rank < 0) return;
   std::lock_guard<std::mutex> lock(mutex_);
   Entry& e = entries_[static_cast<int>(rank)];
-  if (e.step != step || e.changed == SteadyClock::time_point{}) e.changed = SteadyClock::now();
-  e.step = step;
+  if (e.step != number || e.changed == SteadyClock::time_point{}) e.changed = SteadyClock::now();
+  e.step = number;
+  onStep(static_cast<int>(rank), number);
+}
+
+// A rank's step count moved: its work total now covers every step before it (the heartbeat sends
+// the work first). Samples older than the newest one a window back are not needed any more.
+void ProgressBoard::onStep(int rank, int64_t step) {
+  auto work = work_.find(rank);
+  if (work == work_.end()) return;  // a rank that reports no work
+  auto& samples = samples_[rank];
+  samples.push_back({step, work->second});
+  size_t keep = 0;  // the newest sample at least a window before the last
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (step - samples[i].step >= window_) keep = i;
+  }
+  samples.erase(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(keep));
 }
 
 std::map<int, ProgressBoard::Entry> ProgressBoard::snapshot() const {
@@ -71,9 +102,29 @@ std::map<int, ProgressBoard::Entry> ProgressBoard::snapshot() const {
   return entries_;
 }
 
+std::map<int, WorkWindow> ProgressBoard::workWindows() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::map<int, WorkWindow> windows;
+  for (const auto& [rank, samples] : samples_) {
+    if (samples.size() < 2) continue;
+    const WorkSample& first = samples.front();
+    const WorkSample& last = samples.back();
+    if (last.step - first.step < window_ || last.work_us <= first.work_us) continue;
+    windows[rank] = {first.step, last.step, last.work_us - first.work_us};
+  }
+  return windows;
+}
+
+void ProgressBoard::keepWorkFor(int64_t steps) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  window_ = std::max<int64_t>(steps, 1);
+}
+
 void ProgressBoard::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   entries_.clear();
+  work_.clear();
+  samples_.clear();
 }
 
 long clockTicksPerSecond() {

@@ -28,22 +28,45 @@ namespace accel::launcher {
 
 using SteadyClock = std::chrono::steady_clock;
 
-// The ranks' heartbeats. onWrite is called from the store's thread, the rest from the
-// supervisor's: every method is thread-safe and never blocks for long.
+// A rank's own work over its last steps: the work it reported (microseconds, its heartbeat's
+// $ACCEL_WORK_KEY) between the step counts `from_step` and `to_step`.
+struct WorkWindow {
+  int64_t from_step = 0;
+  int64_t to_step = 0;
+  int64_t work_us = 0;
+};
+
+// The ranks' heartbeats, and the work each reports with them. onWrite is called from the store's
+// thread, the rest from the supervisor's: every method is thread-safe and never blocks for long.
 class ProgressBoard {
  public:
   struct Entry {
     int64_t step = 0;
     SteadyClock::time_point changed;
   };
-  // A stored heartbeat key and its new value ("/accel_step/3", "1042"); anything else is ignored.
+  // A stored heartbeat key and its new value ("/accel_step/3", "1042"), or a work key's
+  // ("/accel_work_us/3", "5120000"); anything else is ignored.
   void onWrite(const std::string& storedKey, const std::string& value);
   std::map<int, Entry> snapshot() const;
+  // Each rank's work over its last `steps` steps at least (the newest span it can measure that
+  // long); ranks that have not reported work over that many steps are left out. Work is kept for
+  // the last `steps` given to keepWorkFor (default 20).
+  std::map<int, WorkWindow> workWindows() const;
+  void keepWorkFor(int64_t steps);
   void clear();  // a new attempt starts from nothing
 
  private:
+  struct WorkSample {
+    int64_t step = 0;
+    int64_t work_us = 0;  // the rank's work total when its step count became `step`
+  };
+  void onStep(int rank, int64_t step);
+
   mutable std::mutex mutex_;
   std::map<int, Entry> entries_;
+  std::map<int, int64_t> work_;                     // each rank's work total, microseconds
+  std::map<int, std::vector<WorkSample>> samples_;  // oldest first, pruned to the window
+  int64_t window_ = 20;
 };
 
 // A process as /proc shows it: its state letter, CPU time and resident memory, and its main

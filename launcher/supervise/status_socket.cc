@@ -90,6 +90,7 @@ std::string text(const nlohmann::json& v) {
 
 void renderRanks(std::ostringstream& out, const nlohmann::json& a);
 void renderHealth(std::ostringstream& out, const nlohmann::json& a);
+void renderStragglers(std::ostringstream& out, const nlohmann::json& a);
 
 void renderJob(std::ostringstream& out, const nlohmann::json& a) {
   std::string command;
@@ -104,6 +105,7 @@ void renderJob(std::ostringstream& out, const nlohmann::json& a) {
       << text(a.value("max_restarts", nlohmann::json())) << ")\n  command: " << command
       << "\n  store: " << text(a.value("store", nlohmann::json())) << "\n";
   renderHealth(out, a);
+  renderStragglers(out, a);
   renderRanks(out, a);
   for (const auto& other : a.value("other_machines", nlohmann::json::array())) {
     out << "  machine " << text(other.value("machine_rank", nlohmann::json())) << " (agent pid "
@@ -128,6 +130,24 @@ void renderHealth(std::ostringstream& out, const nlohmann::json& a) {
         << (c.value("passed", false) ? "passed"
                                      : "failed: " + text(c.value("detail", nlohmann::json())))
         << " (" << text(c.value("took_ms", nlohmann::json())) << " ms)";
+    sep = ", ";
+  }
+  out << "\n";
+}
+
+// "  straggler scores (last 20 steps, threshold 0.70): rank 0 1.00, rank 1 0.33 straggles".
+void renderStragglers(std::ostringstream& out, const nlohmann::json& a) {
+  const auto s = a.value("stragglers", nlohmann::json::object());
+  if (!s.is_object() || !s.contains("scores")) return;
+  out << "  straggler scores (last " << text(s.value("window_steps", nlohmann::json()))
+      << " steps, threshold " << cell(s.value("threshold", nlohmann::json()), "%.2f") << "):";
+  const auto straggling = s.value("straggling", nlohmann::json::array());
+  const char* sep = " ";
+  for (const auto& r : s["scores"]) {
+    const auto rank = r.value("rank", nlohmann::json());
+    const bool slow = std::find(straggling.begin(), straggling.end(), rank) != straggling.end();
+    out << sep << "rank " << text(rank) << " " << cell(r.value("score", nlohmann::json()), "%.2f")
+        << (slow ? " straggles" : "");
     sep = ", ";
   }
   out << "\n";

@@ -43,6 +43,10 @@ inline constexpr const char* kGradientCompression = "ACCEL_GRADIENT_COMPRESSION"
 // The store key a worker ADDs 1 to at each step it begins ("accel_step/<RANK>"): the agent's
 // progress heartbeat (libaccel/store/heartbeat.h). Set by the agent for every worker.
 inline constexpr const char* kHeartbeatKey = "ACCEL_HEARTBEAT_KEY";
+// The store key a worker ADDs its own work per step to, in microseconds ("accel_work_us/<RANK>"):
+// the time not spent waiting for the other ranks, for the agent's straggler scores. Set by the
+// agent beside ACCEL_HEARTBEAT_KEY.
+inline constexpr const char* kWorkKey = "ACCEL_WORK_KEY";
 
 // accelerate's contract.
 inline constexpr const char* kMixedPrecision = "ACCELERATE_MIXED_PRECISION";

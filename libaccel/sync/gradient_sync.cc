@@ -1,5 +1,7 @@
 #include "libaccel/sync/gradient_sync.h"
 
+#include <utility>
+
 #include "accel/error.h"
 
 namespace accel::sync {
@@ -113,12 +115,15 @@ void GradientSync::launchReady() {
 }
 
 void GradientSync::launch(Bucket& bucket) {
-  if (bucket.wire.defined()) {
-    bucket.wire.copy_(bucket.flat);  // rounds to bf16
-    bucket.work = comm_.allreduceAsync(bucket.wire, ReduceOp::Sum);
-  } else {
-    bucket.work = comm_.allreduceAsync(bucket.flat, ReduceOp::Sum);
-  }
+  if (bucket.wire.defined()) bucket.wire.copy_(bucket.flat);  // rounds to bf16
+  const auto start = std::chrono::steady_clock::now();
+  bucket.work =
+      comm_.allreduceAsync(bucket.wire.defined() ? bucket.wire : bucket.flat, ReduceOp::Sum);
+  comm_time_ += std::chrono::steady_clock::now() - start;
+}
+
+std::chrono::steady_clock::duration GradientSync::takeCommTime() {
+  return std::exchange(comm_time_, {});
 }
 
 void GradientSync::finish() {
@@ -167,7 +172,9 @@ void GradientSync::failMissing(const std::vector<std::string>& missing) {
 // cleared by then is given its own storage first (onGradient).
 void GradientSync::writeBack() {
   for (auto& bucket : buckets_) {
+    const auto start = std::chrono::steady_clock::now();
     bucket->work->wait();
+    comm_time_ += std::chrono::steady_clock::now() - start;
     if (bucket->wire.defined()) bucket->flat.copy_(bucket->wire);
     for (size_t slot = 0; slot < bucket->params.size(); ++slot) {
       at::Tensor& p = params_[bucket->params[slot]];

@@ -11,6 +11,7 @@
 //
 // Not thread-safe: one backward at a time, and finish() on the thread that ran it.
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,12 @@ class GradientSync {
 
   size_t numBuckets() const { return buckets_.size(); }
 
+  // The time spent in the communicator since the last call: starting the buckets' all-reduces
+  // (which, on a communicator without a thread of its own, run on the caller's thread during
+  // backward) and waiting for them in finish(). What a rank waits for the others in, taken out of
+  // its own work per step (Accelerator's heartbeat).
+  std::chrono::steady_clock::duration takeCommTime();
+
  private:
   struct Bucket;
   void onGradient(size_t param, const at::Tensor& grad);
@@ -72,6 +79,7 @@ class GradientSync {
   size_t next_launch_ = 0;  // the first bucket whose all-reduce has not started
   bool enabled_ = true;
   bool pending_ = false;  // a synced backward ran and finish() has not yet
+  std::chrono::steady_clock::duration comm_time_{};
 };
 
 }  // namespace accel::sync

@@ -300,6 +300,35 @@ assert checks[2]["detail"] == "operstate unknown", checks[2]
 assert checks[3]["detail"] == "no output (exit 0)", checks[3]
 PY
   ;;
+stragglers)
+  # Three lock-step Python ranks report their own work per step (README's line); rank 2 works 3x
+  # as long. The agent names it once, with a score near 1/3, shows the scores in `accel status`
+  # and keeps them in summary.json; the other ranks are never named.
+  export SLOW_RANK=2 SLOWDOWN=3 BASE_S=0.02 DONE=$SCRATCH/done
+  "$ACCEL" launch -n 3 "${PYARGS[@]}" --straggler_window 10 --log_dir "$SCRATCH/logs" \
+    "$W/straggler.py" >"$SCRATCH/o" 2>&1 &
+  pid=$!
+  wait_for_line "straggles" "$SCRATCH/o"
+  "$ACCEL" status >"$SCRATCH/status" 2>&1 || fail "accel status failed: $(cat "$SCRATCH/status")"
+  touch "$DONE"
+  wait $pid || fail "accel launch failed: $(cat "$SCRATCH/o")"
+  grep -qE "^  straggler scores \(last 10 steps, threshold 0\.70\): rank 0 1\.00, rank 1 1\.00, rank 2 0\.[1-4][0-9] straggles$" "$SCRATCH/status" ||
+    fail "accel status shows no scores: $(cat "$SCRATCH/status")"
+  [[ $(grep -c "straggles" "$SCRATCH/o") == 1 ]] || fail "named more or less than once: $(cat "$SCRATCH/o")"
+  grep -qE "^accel: rank 2 \(machine 0\) straggles: its own work takes [0-9]+ ms a step, the job's median [0-9]+ ms \(score 0\.[0-9]+ over steps [0-9]+–[0-9]+, below --straggler_threshold 0\.70\)$" "$SCRATCH/o" ||
+    fail "no straggler notice for rank 2: $(cat "$SCRATCH/o")"
+  /usr/bin/python3 - "$(run_dir_in "$SCRATCH/logs")/summary.json" <<'PY' || fail "summary.json: $(cat "$(run_dir_in "$SCRATCH/logs")/summary.json")"
+import json, sys
+a = json.load(open(sys.argv[1]))["attempts"][0]
+assert a["stragglers"] == [2], a["stragglers"]
+scores = {s["rank"]: s for s in a["straggler_scores"]}
+assert sorted(scores) == [0, 1, 2], scores
+assert scores[0]["score"] == 1.0 and scores[1]["score"] == 1.0, scores
+assert abs(scores[2]["score"] - 1 / 3) <= 0.15, scores[2]
+assert abs(scores[2]["work_s"] - 0.06) <= 0.02, scores[2]
+assert scores[2]["to_step"] - scores[2]["from_step"] >= 10, scores[2]
+PY
+  ;;
 substitution_reader)
   # `accel ... > >(tee log)`: bash makes the substitution's reader a child of the shell and then
   # execs accel, which inherits it. The agent never signals a process it did not start: every

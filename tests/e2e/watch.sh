@@ -134,6 +134,17 @@ hang_cpp)
   delay=$(detection_delay "$OUT_DIR/stuck")
   $PY -c "import sys; sys.exit(not (2.5 <= $delay <= 5))" || fail "detected $delay s after rank 2 stopped (want 2.5..5 s)"
   ;;
+straggler_cpp)
+  # libaccel measures each rank's own work per step, its waits in the gradient sync taken out:
+  # rank 1 works 60 ms a step, rank 0 20 ms; in lock-step both steps take 60 ms, and only the
+  # waits tell them apart. The agent names rank 1 once, with a score near 1/3.
+  SLOW_RANK=1 STEPS=80 expect_exit 0 "${LAUNCH[@]}" -n 2 --straggler_window 10 "$HANG_WORKER" -1 -1 "$OUT_DIR/x"
+  [[ $(grep -c "straggles" <<<"$ERR") == 1 ]] || fail "named more or less than once: $ERR"
+  expect_contains "$ERR" "accel: rank 1 (machine 0) straggles: its own work takes "
+  [[ $(sumq 's["attempts"][0]["stragglers"]') == "[1]" ]] || fail "stragglers: $(summary)"
+  score=$(sumq '[x["score"] for x in s["attempts"][0]["straggler_scores"] if x["rank"] == 1][0]')
+  $PY -c "import sys; sys.exit(not abs($score - 1 / 3) <= 0.15)" || fail "rank 1's score $score (want 1/3 ± 0.15): $(summary)"
+  ;;
 hang_from_config)
   # No heartbeats: output and CPU time stand still everywhere, and the stacks tell the stuck
   # rank (outside any collective) from those waiting in all_reduce. The timeout is the config's.

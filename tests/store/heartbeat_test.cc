@@ -60,6 +60,44 @@ TEST(Heartbeat, EachBeatReachesTheStoreAsOneStepAndTheObserverSeesIt) {
   EXPECT_EQ(reader.get("accel_step/3"), "5");
 }
 
+// The rank's own work goes to the work key in the same batch as its steps, and before them: when
+// the agent sees a step count, the work of every step before it is there.
+TEST(Heartbeat, WorkReachesItsKeyBeforeTheStepsItBelongsTo) {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::pair<std::string, std::string>> writes;  // in the order the server saw them
+  TcpStoreServerOptions options;
+  for (const char* prefix : {"/accel_step/", "/accel_work_us/"}) {
+    options.observed.push_back({prefix, [&](const std::string& key, const std::string& value) {
+                                  std::lock_guard<std::mutex> lock(mutex);
+                                  writes.emplace_back(key, value);
+                                  changed.notify_all();
+                                }});
+  }
+  auto server = TcpStoreServer::start(options);
+  TcpStoreClientOptions client;
+  client.port = server->port();
+  {
+    Heartbeat heartbeat(client, "accel_step/1", "accel_work_us/1");
+    heartbeat.beat(0);  // the first step: no step before it to measure
+    heartbeat.beat(1500);
+    heartbeat.beat(2500);
+  }
+  std::unique_lock<std::mutex> lock(mutex);
+  ASSERT_TRUE(changed.wait_for(lock, 10s, [&] {
+    return !writes.empty() &&
+           writes.back() == std::pair<std::string, std::string>{"/accel_step/1", "3"};
+  }));
+  std::string work = "0";
+  for (const auto& [key, value] : writes) {
+    if (key == "/accel_work_us/1") work = value;
+    // Each step count arrives with the work of the steps before it: 0, then 1500 + 2500.
+    if (key == "/accel_step/1" && value == "3") EXPECT_EQ(work, "4000");
+    if (key == "/accel_step/1" && value == "1") EXPECT_EQ(work, "0");
+  }
+  EXPECT_EQ(work, "4000");
+}
+
 // Voluntary context switches of this process's thread named `name` so far; -1 when none is.
 long voluntarySwitches(const std::string& name) {
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {

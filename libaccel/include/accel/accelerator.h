@@ -254,6 +254,11 @@ class Accelerator {
   at::Generator rngGenerator(size_t index) const;
   void writeOwnFiles(const checkpoint::StagedDir& staged) const;
   void loadOwnFiles(const std::string& dir);
+  // Adds the time since `since` to the step's wait for the other ranks (not its own work).
+  void countWait(std::chrono::steady_clock::time_point since);
+  // The heartbeat of the step whose gradients are about to sync, with the rank's own work in the
+  // step before it: its wall time less the waits countWait counted.
+  void beat();
 
   AcceleratorOptions options_;
   std::shared_ptr<Communicator> comm_;
@@ -274,6 +279,8 @@ class Accelerator {
   bool no_sync_ = false;  // a noSync() guard lives
   bool unscaled_ = false;
   StepTimes step_times_;
+  std::chrono::steady_clock::time_point last_beat_{};  // none yet: the epoch
+  std::chrono::steady_clock::duration waited_{};       // in collectives since last_beat_
   StepProfile* profile_ = nullptr;
   bool step_skipped_ = false;
   bool found_inf_ = false;

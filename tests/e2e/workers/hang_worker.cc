@@ -3,6 +3,8 @@
 //                                        STUCK_RANK writes the time to MARKER and sleeps in
 //                                        stuckBeforeBackward() (before its gradient sync) while the
 //                                        others wait for it in the sync
+// Each step ends with 20 ms of "work" (a sleep); rank $SLOW_RANK sleeps 60 ms, three times as long
+// (a straggler). $STEPS: the steps to train (default 100000).
 // Linked with -rdynamic (ENABLE_EXPORTS) so its own functions are named in the stack libaccel
 // prints on SIGABRT.
 #include <unistd.h>
@@ -37,18 +39,22 @@ int main(int argc, char** argv) {
   }
   const int stuckRank = std::atoi(argv[1]);
   const int stuckStep = std::atoi(argv[2]);
+  const char* slow = std::getenv("SLOW_RANK");
+  const char* steps = std::getenv("STEPS");
   accel::Accelerator accelerator;
   torch::manual_seed(0);
   torch::nn::Linear model(8, 1);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01));
   accelerator.prepare(*model, optimizer);
-  for (int step = 0; step < 100000; ++step) {
+  const auto work =
+      std::chrono::milliseconds(slow && std::atoi(slow) == accelerator.processIndex() ? 60 : 20);
+  for (int step = 0; step < (steps ? std::atoi(steps) : 100000); ++step) {
     at::Tensor x = torch::randn({16, 8});
     at::Tensor loss = model->forward(x).pow(2).mean();
     if (accelerator.processIndex() == stuckRank && step == stuckStep) stuckBeforeBackward(argv[3]);
     accelerator.backward(loss);
     accelerator.step();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(work);
   }
   return 0;
 }

@@ -226,6 +226,11 @@ TEST(LaunchOptionsTest, AgentFlagRangesAreCheckedWhereTheyAreRead) {
   };
   EXPECT_EQ(error({"--console_streams", "4"}), "--console_streams: 4 is out of range 0..3");
   EXPECT_EQ(error({"--max_restarts", "-1"}), "--max_restarts: -1 is out of range 0..1048576");
+  EXPECT_EQ(error({"--straggler_threshold", "1.5"}),
+            "--straggler_threshold: 1.5 is out of range 0.0..1.0");
+  EXPECT_EQ(error({"--straggler_window", "1"}), "--straggler_window: 1 is out of range 2..1048576");
+  EXPECT_EQ(error({"--straggler_action", "kick"}),
+            "--straggler_action: 'kick' is not one of warn, exclude");
   EXPECT_EQ(error({"--num_cpu_threads_per_process", "0"}),
             "--num_cpu_threads_per_process: 0 is out of range 1..65536");
   EXPECT_EQ(error({"--gradient_accumulation_steps", "0"}),
