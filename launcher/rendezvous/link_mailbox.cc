@@ -26,6 +26,14 @@ bool LinkMailbox::publish(JobFailure mine) {
   return true;
 }
 
+void LinkMailbox::regroup(RoundStop stop) {
+  {
+    std::lock_guard lock(mutex_);
+    to_regroup_ = std::move(stop);
+  }
+  signalEventFd(wake_fd_);
+}
+
 void LinkMailbox::wake() { signalEventFd(wake_fd_); }
 
 void LinkMailbox::shareStatus(std::string json) {
@@ -68,6 +76,7 @@ LinkMailbox::Work LinkMailbox::take() {
   work.publish = std::exchange(to_publish_, std::nullopt);
   work.share = std::exchange(to_share_, std::nullopt);
   work.stop = stop_;
+  work.regroup = std::exchange(to_regroup_, std::nullopt);
   return work;
 }
 

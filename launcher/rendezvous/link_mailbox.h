@@ -25,6 +25,7 @@ class LinkMailbox {
   // --- the supervisor's side (RoundLink's calls) ---
   int fd() const { return event_fd_; }  // readable when takeEvents() has something
   bool publish(JobFailure mine);        // false after the first call: no event will come
+  void regroup(RoundStop stop);         // a re-forming to publish (RoundLink::exclude)
   void shareStatus(std::string json);   // replaces one not taken yet
   std::vector<LinkEvent> takeEvents();  // and drains fd()
   std::vector<LostMachine> lost() const;
@@ -40,6 +41,7 @@ class LinkMailbox {
     std::optional<JobFailure> publish;
     std::optional<std::string> share;
     bool stop = false;
+    std::optional<RoundStop> regroup;
   };
   Work take();  // what was queued since the last take (and drains wakeFd())
   bool stopping() const;
@@ -59,6 +61,7 @@ class LinkMailbox {
   mutable std::mutex mutex_;
   std::optional<JobFailure> to_publish_;
   std::optional<std::string> to_share_;
+  std::optional<RoundStop> to_regroup_;
   bool publish_requested_ = false;
   bool stop_ = false;
   bool busy_ = false;

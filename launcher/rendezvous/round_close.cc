@@ -37,7 +37,9 @@ RoundDecision RoundCloser::close(store::Store& store, const RoundStart& start,
 RoundDecision RoundCloser::leave(store::Store& store, int round, const RoundEnd& mine,
                                  const AttemptReport& last) {
   RoundEnd leaving = mine;
-  leaving.why_not = "its agent was told to stop (" + signalName(last.agent_signal) + ")";
+  leaving.why_not = last.excluded_machine == mine.machine_rank
+                        ? "it is excluded as a straggler's machine"
+                        : "its agent was told to stop (" + signalName(last.agent_signal) + ")";
   if (master_ && !everyone_decides_) {
     publishDecision(store, settings_, round,
                     {false, "machine 0 (" + settings_.host + ") stops: " + leaving.why_not});
@@ -100,6 +102,7 @@ void readRoundStop(store::Store& store, const GroupSettings& settings, int round
   if (!stop) return;
   if (stop->isGrowth()) {
     if (!last.regrouped) last.regrouped = std::move(stop->grows);
+    last.excluded_machine = stop->excluded;
   } else {
     last.job_failure = std::move(stop->failure);
   }

@@ -27,13 +27,14 @@ struct LinkEvent {
   JobFailure failure;  // the job's first failure (for kPublishedFirst: this machine's); not for
                        // kGroupGrows
   std::string grows;   // kGroupGrows: why the group re-forms
+  int excluded = -1;   // kGroupGrows: the machine it re-forms without (a straggler's), if any
 
   // A failure's event (every kind but kGroupGrows).
-  static LinkEvent of(Kind kind, JobFailure failure) { return {kind, std::move(failure), ""}; }
+  static LinkEvent of(Kind kind, JobFailure failure) { return {kind, std::move(failure), "", -1}; }
   // The round's stop record as heard: kGroupGrows for the group's growth, else `failureKind`.
   static LinkEvent heard(RoundStop stop, Kind failureKind) {
-    if (stop.isGrowth()) return {Kind::kGroupGrows, {}, std::move(stop.grows)};
-    return {failureKind, std::move(*stop.failure), ""};
+    if (stop.isGrowth()) return {Kind::kGroupGrows, {}, std::move(stop.grows), stop.excluded};
+    return {failureKind, std::move(*stop.failure), "", -1};
   }
 };
 
@@ -45,6 +46,10 @@ class RoundLink {
   // Queues this machine's failure for publication; the outcome arrives as an event. Only the
   // first call of the job counts (false for later ones: no event will come).
   virtual bool publish(JobFailure mine) = 0;
+  // Queues the exclusion of member `machine` (a straggler's: `why`) as the round's stop record,
+  // unless something stopped the round first; every machine hears it as kGroupGrows. Returns why
+  // it cannot be done ("" when queued): on the master's store, machine 0 hosts the rendezvous.
+  virtual std::string exclude(int machine, std::string why) = 0;
   // Queues this machine's `accel status` answer for the agents of the other machines (only the
   // newest queued one is sent, best effort).
   virtual void shareStatus(std::string json) = 0;

@@ -126,6 +126,9 @@ struct AttemptReport {
   // (launcher/supervise/stragglers.h), and the ranks it named stragglers during it, in order.
   std::vector<StragglerScore> straggler_scores;
   std::vector<int> stragglers;
+  // Multi-machine jobs: the machine the round's stop excluded from the next rounds (a straggler's,
+  // --straggler_action exclude; -1: none). `regrouped` says why.
+  int excluded_machine = -1;
 };
 
 // One health check this machine ran before it joined its last round (probes/health.h).

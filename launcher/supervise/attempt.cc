@@ -346,17 +346,19 @@ void Supervisor::Attempt::onLinkEvents() {
         onRemoteFailure(std::move(event.failure));
         break;
       case LinkEvent::Kind::kGroupGrows:
-        onGroupGrows(std::move(event.grows));
+        onGroupGrows(std::move(event.grows), event.excluded);
         break;
     }
   }
 }
 
-// A machine waits to join: no failure, the group re-forms to take it. The workers stop here as
-// on every machine (collateral, never a culprit), and this machine publishes nothing.
-void Supervisor::Attempt::onGroupGrows(std::string why) {
+// A machine waits to join, or a straggler's machine is excluded: no failure, the group re-forms.
+// The workers stop here as on every machine (collateral, never a culprit), and this machine
+// publishes nothing.
+void Supervisor::Attempt::onGroupGrows(std::string why, int excluded) {
   if (report_.remote_culprit || report_.told_others || report_.regrouped) return;
   report_.regrouped = std::move(why);
+  report_.excluded_machine = excluded;
   publication_ = Publication::kDone;
   if (stopping_) return;  // already stopping for a reason of its own
   say(*report_.regrouped + "; stopping the workers here");

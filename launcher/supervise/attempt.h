@@ -9,6 +9,7 @@
 #include <chrono>
 #include <deque>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -154,7 +155,7 @@ class Supervisor::Attempt {
   void onOutput(Worker& w, int stream);
   void onLinkEvents();
   void onRemoteFailure(JobFailure failure);
-  void onGroupGrows(std::string why);
+  void onGroupGrows(std::string why, int excluded);
   void onConsoleReady();
 
   // ---- Actions ----
@@ -185,6 +186,7 @@ class Supervisor::Attempt {
   std::vector<RankProgress> progress() const;
   void watchForHang();
   void watchForStragglers();
+  void exclude(const StragglerScore& straggler);
   void guardExit();
   void stopHung(HangReport hang, bool refineByStacks);
   void keepStack(Worker& w, const char* data, size_t size);
@@ -224,6 +226,8 @@ class Supervisor::Attempt {
   bool exit_notice_given_ = false;
   bool refine_by_stacks_ = false;  // the hang's stuck ranks are chosen by their stacks at the end
   StragglerWatch stragglers_{plan_.straggler_threshold};
+  bool exclusion_asked_ = false;      // a straggler's machine is being excluded
+  std::set<int> exclusion_refusals_;  // machines said not to be excluded, and why, once each
 };
 
 }  // namespace accel::launcher

@@ -97,7 +97,36 @@ void Supervisor::Attempt::watchForStragglers() {
   for (const auto& change :
        stragglers_.update(scoreRanks(parts_.board->workWindows(), plan_.local_world_size))) {
     say(stragglerNotice(change, stragglers_.threshold()));
+    if (change.straggles && plan_.straggler_exclude) exclude(change.score);
   }
+}
+
+// --straggler_action exclude: the straggler's machine leaves the job at once and the others
+// re-form without it (uncounted) — when the job is elastic and keeps MIN machines without it.
+// Once per attempt: the re-forming stops the attempt.
+void Supervisor::Attempt::exclude(const StragglerScore& straggler) {
+  if (exclusion_asked_) return;
+  const std::string machine = "machine " + std::to_string(straggler.machine);
+  std::string why_not;
+  if (!link_) {
+    why_not = "a job of one machine has no other to go on with";
+  } else if (!plan_.elastic() || placement_.num_machines - 1 < plan_.min_machines) {
+    why_not = "the job needs " +
+              std::to_string(plan_.elastic() ? plan_.min_machines : placement_.num_machines) +
+              " machines and has " + std::to_string(placement_.num_machines) +
+              (plan_.elastic() ? "" : " (--nnodes MIN:MAX lets it go on with fewer)");
+  } else {
+    why_not = link_->exclude(straggler.machine, machine + " is excluded as a straggler's (rank " +
+                                                    std::to_string(straggler.rank) + ", score " +
+                                                    scoreText(straggler.score) +
+                                                    "): the group re-forms without it");
+  }
+  if (why_not.empty()) {
+    exclusion_asked_ = true;
+    return;
+  }
+  if (exclusion_refusals_.insert(straggler.machine).second)
+    say(machine + " is not excluded (--straggler_action exclude): " + why_not);
 }
 
 // Once a rank has exited 0, the others get --exit_timeout to finish (without it, a notice).

@@ -52,13 +52,13 @@ std::string milliseconds(double seconds) {
   return text;
 }
 
-std::string fixed2(double value) {
+}  // namespace
+
+std::string scoreText(double score) {
   char text[32];
-  std::snprintf(text, sizeof text, "%.2f", value);
+  std::snprintf(text, sizeof text, "%.2f", score);
   return text;
 }
-
-}  // namespace
 
 std::string stragglerNotice(const StragglerWatch::Change& change, double threshold) {
   const StragglerScore& s = change.score;
@@ -68,11 +68,11 @@ std::string stragglerNotice(const StragglerWatch::Change& change, double thresho
   const std::string over =
       "over steps " + std::to_string(s.from_step) + "–" + std::to_string(s.to_step);
   if (!change.straggles) {
-    return who + " keeps pace again: score " + fixed2(s.score) + " " + over;
+    return who + " keeps pace again: score " + scoreText(s.score) + " " + over;
   }
   return who + " straggles: its own work takes " + milliseconds(s.work_s) +
-         " a step, the job's median " + milliseconds(median) + " (score " + fixed2(s.score) + " " +
-         over + ", below --straggler_threshold " + fixed2(threshold) + ")";
+         " a step, the job's median " + milliseconds(median) + " (score " + scoreText(s.score) +
+         " " + over + ", below --straggler_threshold " + scoreText(threshold) + ")";
 }
 
 }  // namespace accel::launcher

@@ -54,6 +54,9 @@ class StragglerWatch {
   std::set<int> straggling_;
 };
 
+// A score as notices show it: "0.33".
+std::string scoreText(double score);
+
 // "rank 3 (machine 1) straggles: its own work takes 92 ms a step, the job's median 30 ms (score
 // 0.33 over steps 40–61, below --straggler_threshold 0.70)".
 std::string stragglerNotice(const StragglerWatch::Change& change, double threshold);

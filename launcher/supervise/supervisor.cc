@@ -117,7 +117,16 @@ JobReport Supervisor::runRounds(MachineGroup& group, Placement placement) {
     report.restarts_used = placement.restart_count.value_or(0);
     AttemptReport& last = report.attempts.back();
     if (last.succeeded()) break;
-    const RoundDecision next = group.endRound(last, stop_requested_);
+    // A straggler's machine excluded from the job leaves it as a machine told to stop does: the
+    // others re-form without it (uncounted), and nothing here failed.
+    const bool excluded = last.excluded_machine >= 0 &&
+                          last.excluded_machine == placement.machine_rank && !stop_requested_;
+    const RoundDecision next = group.endRound(last, stop_requested_ || excluded);
+    if (excluded) {
+      parts_.console.notice("this machine leaves the job: " + last.regrouped.value_or("excluded"));
+      report.exit_code = 0;
+      return report;
+    }
     if (!next.restart) {
       if (!next.why.empty()) parts_.console.notice("not restarting: " + next.why);
       break;

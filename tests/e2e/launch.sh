@@ -329,6 +329,41 @@ assert abs(scores[2]["work_s"] - 0.06) <= 0.02, scores[2]
 assert scores[2]["to_step"] - scores[2]["from_step"] >= 10, scores[2]
 PY
   ;;
+straggler_exclude)
+  # --straggler_action exclude on two agents (--nnodes 1:2): machine 1's rank works 3x as long.
+  # Machine 0's agent, which sees every rank's work, names it and excludes its machine; machine 1
+  # leaves (exit 0, saying why), and machine 0 re-forms alone, uncounted, and trains on.
+  export SLOW_RANK=1 SLOWDOWN=3 BASE_S=0.02 DONE=$SCRATCH/done
+  port=$((20000 + RANDOM % 10000))
+  common=(--nproc_per_node 1 --nnodes 1:2 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$port"
+    "${PYARGS[@]}" --straggler_window 10 --straggler_action exclude)
+  "$ACCEL" run "${common[@]}" --rdzv_conf is_host=1 --log_dir "$SCRATCH/logs" "$W/straggler.py" >"$SCRATCH/a" 2>&1 &
+  pa=$!
+  wait_for_line "hosts the rendezvous" "$SCRATCH/a"
+  "$ACCEL" run "${common[@]}" "$W/straggler.py" >"$SCRATCH/b" 2>&1 &
+  pb=$!
+  set +e; wait $pb; rb=$?; set -e
+  ((rb == 0)) || fail "machine 1 exited $rb: $(cat "$SCRATCH/b")"
+  wait_for_line "machine 0 of 1: rank 0 of 1" "$SCRATCH/a"
+  touch "$DONE"
+  wait $pa || fail "machine 0 failed: $(cat "$SCRATCH/a")"
+  expect_contains "$(cat "$SCRATCH/a")" "accel: rank 1 (machine 1) straggles: its own work takes "
+  expect_contains "$(cat "$SCRATCH/a")" "machine 1 is excluded as a straggler's (rank 1, score 0."
+  expect_contains "$(cat "$SCRATCH/a")" "the group re-forms without it; stopping the workers here"
+  expect_contains "$(cat "$SCRATCH/a")" "accel: the group re-forms (not counted as a restart)"
+  expect_contains "$(cat "$SCRATCH/b")" "accel: this machine leaves the job: machine 1 is excluded as a straggler's (rank 1, score 0."
+  [[ $(grep -c "Traceback" "$SCRATCH/a" "$SCRATCH/b" | awk -F: '{s+=$2} END {print s}') == 0 ]] ||
+    fail "a worker failed: $(cat "$SCRATCH/a" "$SCRATCH/b")"
+  /usr/bin/python3 - "$(run_dir_in "$SCRATCH/logs")/summary.json" <<'PY' || fail "summary.json: $(cat "$(run_dir_in "$SCRATCH/logs")/summary.json")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["restarts_used"] == 0 and s["exit_code"] == 0, s
+a = s["attempts"]
+assert len(a) == 2, a
+assert a[0]["stragglers"] == [1], a[0]["stragglers"]
+assert a[1]["succeeded"], a[1]
+PY
+  ;;
 substitution_reader)
   # `accel ... > >(tee log)`: bash makes the substitution's reader a child of the shell and then
   # execs accel, which inherits it. The agent never signals a process it did not start: every

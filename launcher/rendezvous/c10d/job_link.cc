@@ -69,9 +69,10 @@ void JobLink::run() {
     if (n < 0 && errno != EINTR) return;
     bool watchFired = false;
     for (int i = 0; i < n; ++i) watchFired |= ready[i].data.fd == watch_fd_;
-    auto [mine, status, stopping] = mailbox_.take();
+    auto [mine, status, stopping, regroup] = mailbox_.take();
     if (stopping) return;
     if (mine) onPublish(*mine);
+    if (regroup && !change_published_) publishMembershipChange(*regroup);
     // The watch before the status: a share to a master gone quiet blocks for the publisher's
     // timeout, and shares keep coming; the watch must not wait behind them.
     if (watching && watchFired) {

@@ -102,6 +102,12 @@ class JobLink : public RoundLink {
   // RoundLink's (round_link.h); the status goes to JobKeys::status(machine rank).
   int fd() const override { return mailbox_.fd(); }
   bool publish(JobFailure mine) override { return mailbox_.publish(std::move(mine)); }
+  // Machine 0 hosts the rendezvous: the others cannot go on without it.
+  std::string exclude(int machine, std::string why) override {
+    if (machine == 0) return "machine 0 hosts the job's rendezvous (c10d): the others need it";
+    mailbox_.regroup(RoundStop::excluding(machine, std::move(why)));
+    return "";
+  }
   void shareStatus(std::string json) override { mailbox_.shareStatus(std::move(json)); }
   std::vector<LinkEvent> takeEvents() override { return mailbox_.takeEvents(); }
   void stop() override;

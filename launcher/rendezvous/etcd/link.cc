@@ -67,9 +67,13 @@ void EtcdLink::run() {
       watches_.clear();
       reconnect();
     }
-    auto [mine, status, stopping] = mailbox_.take();
+    auto [mine, status, stopping, regroup] = mailbox_.take();
     if (stopping) return;
     if (mine) onPublish(*mine);
+    if (regroup && !change_published_) {
+      change_published_ = true;
+      publishStop(*regroup);
+    }
     if (status) onShare(*status);
     waitForWork();
   }

@@ -64,6 +64,11 @@ class EtcdLink : public RoundLink {
 
   int fd() const override { return mailbox_.fd(); }
   bool publish(JobFailure mine) override { return mailbox_.publish(std::move(mine)); }
+  // Any machine: etcd has none in charge.
+  std::string exclude(int machine, std::string why) override {
+    mailbox_.regroup(RoundStop::excluding(machine, std::move(why)));
+    return "";
+  }
   // Put under JobKeys::status(machine) with this agent's lease (gone with it).
   void shareStatus(std::string json) override { mailbox_.shareStatus(std::move(json)); }
   std::vector<LinkEvent> takeEvents() override { return mailbox_.takeEvents(); }

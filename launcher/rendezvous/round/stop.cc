@@ -7,13 +7,17 @@ namespace accel::launcher {
 // A failure is stored as JobFailure's own record; the group's growth under a key of its own.
 std::string encodeRoundStop(const RoundStop& stop) {
   if (stop.failure) return failureToJson(*stop.failure).dump();
-  return nlohmann::json{{"group_grows", stop.grows}}.dump();
+  nlohmann::json j = {{"group_grows", stop.grows}};
+  if (stop.excluded >= 0) j["excluded_machine"] = stop.excluded;
+  return j.dump();
 }
 
 RoundStop decodeRoundStop(const std::string& record) {
   const auto j = nlohmann::json::parse(record);
-  if (j.is_object() && j.contains("group_grows"))
-    return RoundStop::growing(j.at("group_grows").get<std::string>());
+  if (j.is_object() && j.contains("group_grows")) {
+    return RoundStop::excluding(j.value("excluded_machine", -1),
+                                j.at("group_grows").get<std::string>());
+  }
   return RoundStop::failed(failureFromJson(j));
 }
 

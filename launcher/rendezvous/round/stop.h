@@ -4,8 +4,10 @@
 // a round on every machine alike. It is one of two things:
 //   - a failure (JobFailure): a worker's end, an agent told to stop, or a member lost (cause
 //     kCauseLost) — the round failed, and the restart rule decides whether a restart is spent;
-//   - the group growing: no failure; a machine waits to join while the group has room, and the
-//     group re-forms to take it without counting a restart (`grows`: why, for the notices).
+//   - the group re-forming: no failure; a machine waits to join while the group has room, and the
+//     group re-forms to take it without counting a restart (`grows`: why, for the notices); or
+//     the agent that scores the ranks excludes a straggler's machine (`excluded`), and the group
+//     re-forms without it, uncounted, when MIN allows (--straggler_action exclude).
 // Liveness (round/liveness.h) and the links (c10d/job_link.h, etcd/link.h) make them; the
 // supervisor hears them as LinkEvents; RoundCloser reads the record when the round ends.
 
@@ -20,9 +22,13 @@ namespace accel::launcher {
 struct RoundStop {
   std::optional<JobFailure> failure;  // set: the round failed
   std::string grows;                  // no failure: why the group re-forms
+  int excluded = -1;                  // no failure: the machine the group re-forms without
 
-  static RoundStop failed(JobFailure failure) { return {std::move(failure), ""}; }
-  static RoundStop growing(std::string why) { return {std::nullopt, std::move(why)}; }
+  static RoundStop failed(JobFailure failure) { return {std::move(failure), "", -1}; }
+  static RoundStop growing(std::string why) { return {std::nullopt, std::move(why), -1}; }
+  static RoundStop excluding(int machine, std::string why) {
+    return {std::nullopt, std::move(why), machine};
+  }
   bool isGrowth() const { return !failure.has_value(); }
 };
 

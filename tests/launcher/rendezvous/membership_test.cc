@@ -483,6 +483,55 @@ TEST_P(MembershipTest, AnArrivalGrowsTheGroupWithoutARestart) {
   EXPECT_EQ(placed_["delta"].machine_rank, 2);
 }
 
+// --straggler_action exclude: the agent that scores the ranks asks its link to exclude gamma's
+// machine (on the master's store machine 0 cannot be: it hosts the rendezvous). Every machine
+// hears it at one instant; gamma, told it is the one, leaves (its end says why, and its decision
+// is to go); alpha and beta re-form as two without it, uncounted, and meet again.
+TEST_P(MembershipTest, AnExcludedStragglersMachineLeavesAndTheRestReformUncounted) {
+  threeMeet();
+  const std::string why =
+      "machine 2 is excluded as a straggler's (rank 4, score 0.30): the group "
+      "re-forms without it";
+  world_->run({at(1000ms,
+                  [&] {
+                    EXPECT_EQ(group("alpha").link()->exclude(0, "-"),
+                              etcd() ? ""
+                                     : "machine 0 hosts the job's rendezvous (c10d): the "
+                                       "others need it");
+                    if (etcd()) return;  // the first request stands; this one is the test's
+                    EXPECT_EQ(group("alpha").link()->exclude(2, why), "");
+                  }),
+               at(etcd() ? 0ms : 1000ms,
+                  [&] {
+                    if (etcd()) EXPECT_EQ(group("alpha").link()->exclude(2, why), "");
+                  }),
+               then({hearsAndEnds("alpha"), meets("alpha", false)}),
+               then({hearsAndEnds("beta"), meets("beta", false)}), [this] {
+                 RoundLink* link = group("gamma").link();
+                 ASSERT_TRUE(world_->awaitReadable(link->fd(), world_->now() + 60s));
+                 const testing::Heard heard{world_->nowMs(), link->takeEvents().front()};
+                 AttemptReport last;
+                 last.regrouped = heard.event.grows;
+                 last.excluded_machine = heard.event.excluded;
+                 RoundDecision decided = group("gamma").endRound(last, /*stopping=*/true);
+                 std::lock_guard lock(mutex_);
+                 heard_["gamma"] = heard;
+                 decided_["gamma"] = decided;
+               }});
+  expectRestart({"alpha", "beta"}, heard_["alpha"].at_ms, LinkEvent::Kind::kGroupGrows,
+                /*counted=*/false, 0);
+  for (const std::string n : {"alpha", "beta", "gamma"}) {
+    EXPECT_EQ(heard_[n].at_ms, heard_["alpha"].at_ms) << n;
+    EXPECT_EQ(heard_[n].event.excluded, 2) << n;
+    EXPECT_EQ(heard_[n].event.grows, why) << n;
+  }
+  EXPECT_FALSE(decided_["gamma"].restart);
+  EXPECT_EQ(decided_["alpha"].why, why + " (not counted as a restart)");
+  EXPECT_EQ(decided_["alpha"].expect_machines, 2);
+  expectMet({"alpha", "beta"}, met_ms_["alpha"], 1, 4, 0);
+  EXPECT_EQ(placed_["beta"].machine_rank, 1);
+}
+
 // A machine that registers for the next round and dies before a round takes it costs the job no
 // restart: the group ends with the machines that live (delta registers at 1 s and dies at 1.01 s;
 // beta's agent takes part in a round's end only from 1.5 s on, so no round closes before then;
