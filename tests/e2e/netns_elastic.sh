@@ -9,7 +9,9 @@
 # runs: hosts 2 and 3 (still at least MIN) end within seconds naming the lost store, and leave no
 # worker. partition — host 3 cut off while 3 x 2 ranks train, long enough that it gives the store
 # up; it comes back as a newcomer when the link heals. health — host 3 fails its --health_check,
-# stays out while the others train, and joins once it passes. spares — --nnodes 1:2: the first two hosts close the group at MAX, the third waits as a
+# stays out while the others train, and joins once it passes. straggler — host 3's CPU capped at
+# 30 %: machine 0's agent names its ranks, excludes its machine, and hosts 1 and 2 go on at full
+# pace. spares — --nnodes 1:2: the first two hosts close the group at MAX, the third waits as a
 # spare and leaves when the job ends. counted_once — a rank on host 3 fails: all three hosts
 # restart, and the one restart is counted once for the job (TORCHELASTIC_RESTART_COUNT=1 on all
 # six ranks, "1 of 1" on every host, though three agents saw it). kubeflow_elastic — three pods with the environment of a PyTorchJob's elasticPolicy run
@@ -428,6 +430,87 @@ elastic_health() {
   echo "host 3 said:"
   grep -E "health|machine [0-9] of" <<<"$h3" | sed 's/^/  /'
 }
+# cpu_cap PERCENT: a CPU cgroup capped at PERCENT of one CPU (v1's cpu controller, else v2's
+# cpu.max); its directory in CGROUP, removed at exit. Skips the case where neither can be made.
+cpu_cap() {
+  local v1=/sys/fs/cgroup/cpu v2=/sys/fs/cgroup
+  if [[ -w $v1/cgroup.procs && -e $v1/cpu.cfs_quota_us ]]; then
+    CGROUP=$v1/accel-straggler-$$
+    mkdir "$CGROUP" && echo 100000 >"$CGROUP/cpu.cfs_period_us" && echo $(($1 * 1000)) >"$CGROUP/cpu.cfs_quota_us"
+  elif grep -qw cpu $v2/cgroup.controllers 2>/dev/null; then
+    CGROUP=$v2/accel-straggler-$$
+    mkdir "$CGROUP" && echo "$(($1 * 1000)) 100000" >"$CGROUP/cpu.max"
+  else
+    skip "no CPU cgroup to cap a host with (cgroup v1 cpu or v2 cpu.max)"
+  fi
+  trap 'netns3_down; rmdir "$CGROUP" 2>/dev/null || true; [[ -n ${KEEP:-} ]] || rm -rf "$SCRATCH"' EXIT
+}
+# The seconds per step of the lines of $TRAIN/steps at world $1 (after the first $2 of them).
+seconds_per_step() {
+  /usr/bin/python3 - "$TRAIN/steps" "$1" "${2:-0}" <<'PY'
+import sys
+t = [float(l.split("t=")[1]) for l in open(sys.argv[1]) if f" world={sys.argv[2]} " in l]
+t = t[int(sys.argv[3]):]
+print((t[-1] - t[0]) / (len(t) - 1))
+PY
+}
+# Host 3's machine, capped at 30 % of a CPU, is the straggler: its ranks' matrix products take
+# about three times as long as the others'. Machine 0's agent names its ranks within 30 s of the
+# first step with a score that matches the slowdown the job itself shows (the step time at world
+# 6 over the step time once the group went on without it), excludes its machine
+# (--straggler_action exclude); host 3 leaves, and hosts 1 and 2 go on at full pace as 2 x 2,
+# uncounted.
+elastic_straggler() {
+  cpu_cap 30
+  TRAIN=$SCRATCH/train
+  mkdir -p "$TRAIN"
+  export WORK_ITERS=500 DONE=$SCRATCH/done STEPS_FILE=$TRAIN/steps
+  job=(--python /usr/bin/python3 --straggler_window 10 --straggler_action exclude)
+  run=("$W/straggler.py")
+  host 0 h1.out "is_host=1,$conf"; pids=($!)
+  host 1 h2.out; pids+=($!)
+  # Host 3's agent starts in the capped cgroup (moved there from outside: a namespace's /sys does
+  # not show it), and its workers with it.
+  ip netns exec "${NS3[2]}" sh -c 'while [ ! -e "$0" ]; do sleep 0.01; done; exec "$@"' "$SCRATCH/capped" \
+    "$ACCEL" launch "${elastic_job[@]}" "${job[@]}" --rdzv_conf "$conf" "${run[@]}" >"$SCRATCH/h3.out" 2>&1 &
+  pids+=($!)
+  echo $! >"$CGROUP/cgroup.procs"
+  touch "$SCRATCH/capped"
+  step_reached "^1 world=6 "
+  local started=$SECONDS
+  said "straggles" "$SCRATCH/h1.out"
+  local named=$((SECONDS - started))
+  ((named <= 30)) || fail "named $named s after the first step (want 30 s at most)"
+  said "this machine leaves the job" "$SCRATCH/h3.out"
+  step_reached "^[0-9]+ world=4 "
+  # Twenty steps at world 4, then stop.
+  local first4=$(grep -c " world=4 " "$TRAIN/steps")
+  for i in $(seq 1 1200); do (($(grep -c " world=4 " "$TRAIN/steps") >= first4 + 20)) && break; sleep 0.05; done
+  touch "$DONE"
+  local codes=""
+  for p in "${pids[@]}"; do set +e; wait "$p"; codes+="$? "; set -e; done
+  all=$(cat "$SCRATCH"/h*.out)
+  [[ $codes == "0 0 0 " ]] || fail "agents exited $codes: $all"
+  h1=$(cat "$SCRATCH/h1.out")
+  # c10d ranks machines by arrival: host 3 is machine 1 or 2.
+  local m
+  m=$(grep -oE "machine [12] of 3: ranks" "$SCRATCH/h3.out" | head -1 | cut -d' ' -f2)
+  [[ -n $m ]] || fail "host 3 never joined: $(cat "$SCRATCH/h3.out")"
+  grep -qE "^accel: rank ($((2 * m))|$((2 * m + 1))) \(machine $m\) straggles: " <<<"$h1" || fail "no rank of machine $m named: $h1"
+  [[ $(grep -cE "straggles: " <<<"$h1") == $(grep -cE "\(machine $m\) straggles: " <<<"$h1") ]] || fail "a fast rank named: $h1"
+  expect_contains "$h1" "machine $m is excluded as a straggler's (rank "
+  expect_contains "$h1" "accel: the group re-forms (not counted as a restart)"
+  expect_contains "$h1" "machine 0 of 2: ranks 0–1 of 4"
+  expect_contains "$(cat "$SCRATCH/h3.out")" "accel: this machine leaves the job: machine $m is excluded as a straggler's"
+  score=$(grep -oE "straggles: .*\(score 0\.[0-9]+" <<<"$h1" | head -1 | grep -oE "0\.[0-9]+$")
+  slow=$(seconds_per_step 6 2) fast=$(seconds_per_step 4 2)
+  echo "host 3 (machine $m) named ${named} s after the first step, score $score; a step took $slow s at world 6 with it, $fast s at world 4 without it"
+  /usr/bin/python3 -c "import sys; s, slow, fast = map(float, sys.argv[1:]); sys.exit(not abs(s - fast / slow) <= 0.15)" "$score" "$slow" "$fast" ||
+    fail "score $score does not match the slowdown: 1 / ($slow / $fast) (± 0.15)"
+  # Full pace without it: a step at world 4 takes at most half the time of a step with it.
+  /usr/bin/python3 -c "import sys; sys.exit(not float(sys.argv[2]) <= float(sys.argv[1]) / 2)" "$slow" "$fast" ||
+    fail "not at full pace without the straggler: $fast s a step against $slow s with it"
+}
 # partition add|del: blackhole routes between host 3 and hosts 1 and 2, both ways.
 partition() {
   ip -n "${NS3[2]}" route "$1" blackhole "${ADDR3[0]}/32"
@@ -497,7 +580,7 @@ etcd_training | etcd_example)
   expect_contains "$survivor" "machine 0 of 3: ranks 0–1 of 6; $store${ADDR3[1]}:"
   expect_contains "$(cat "$SCRATCH/h1b.out")" "machine 2 of 3: ranks 4–5 of 6; $store${ADDR3[1]}:"
   ;;
-store_host|spares|counted_once|partition|health)
+store_host|spares|counted_once|partition|health|straggler)
   "elastic_$CASE"
   ;;
 etcd_member_faults)
