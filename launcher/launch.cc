@@ -31,6 +31,7 @@
 #include "launcher/supervise/subprocess_posix.h"
 #include "launcher/supervise/supervisor.h"
 #include "libaccel/common/remove_tree.h"
+#include "probes/gpu_health.h"
 #include "probes/health.h"
 #include "probes/net_check.h"
 #include "probes/ports.h"
@@ -244,7 +245,16 @@ class Agent {
   RoundGroup::HealthGate healthGate() const {
     probes::HealthSettings s;
     s.directories = {plan_.log_dir ? *plan_.log_dir : temporaryParent(plan_, parent_env_)};
+    s.directories.insert(s.directories.end(), plan_.health_check_dirs.begin(),
+                         plan_.health_check_dirs.end());
     s.command = plan_.health_check;
+    // The GPUs NVML sees (none without it), unless the job runs on the CPU: as many as this
+    // machine's ranks are expected for a multi-GPU job.
+    const auto& c = plan_.config.config;
+    const bool multiGpu = c.distributed_type == config::kDistributedMultiGpu;
+    if (!c.use_cpu) {
+      s.gpus = std::make_shared<probes::GpuHealth>(multiGpu ? plan_.local_world_size : 0);
+    }
     s.command_timeout = plan_.health_check_timeout;
     if (auto route = probes::routeTo(rendezvousHost())) s.interface = route->interface;
     return [s, last = last_health_] {

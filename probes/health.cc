@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "probes/gpu_health.h"
 #include "probes/run_program.h"
 
 namespace accel::probes {
@@ -82,6 +83,9 @@ std::vector<HealthCheck> runHealthChecks(const HealthSettings& s) {
   }
   if (!s.shm.empty()) checks.push_back(freeSpace(s.shm, s.shm, s.shm_min_free_bytes));
   if (!s.interface.empty()) checks.push_back(linkUp(s.sys_class_net, s.interface));
+  if (s.gpus) {
+    for (auto& gpu : s.gpus->check()) checks.push_back(std::move(gpu));
+  }
   if (s.command) checks.push_back(userCommand(*s.command, s.command_timeout));
   return checks;
 }

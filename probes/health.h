@@ -1,17 +1,21 @@
 #pragma once
 // A machine's health before it meets the others for a round (issue 53): the checks that apply
-// here — free space under the directories the job writes (--log_dir), /dev/shm, the link of the
-// interface that reaches the other machines, and the user's own
+// here — free space under the directories the job writes (--log_dir, --health_check_dirs),
+// /dev/shm, the link of the interface that reaches the other machines, the GPUs (gpu_health.h), and
+// the user's own
 // `--health_check CMD` (exit 0: healthy; its last line of output: the reason; killed past its
 // timeout) — each with its result and how long it took.
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace accel::probes {
+
+class GpuHealth;  // gpu_health.h
 
 struct HealthSettings {
   std::vector<std::string> directories;  // each must have min_free_bytes free (--log_dir)
@@ -26,6 +30,9 @@ struct HealthSettings {
   std::string sys_class_net = "/sys/class/net";
   std::optional<std::string> command;  // --health_check: run with /bin/sh -c
   std::chrono::milliseconds command_timeout{60000};
+  // The GPUs' checks through NVML (gpu_health.h), kept from round to round (XIDs since the last
+  // round); nullptr: none.
+  std::shared_ptr<GpuHealth> gpus;
 };
 
 struct HealthCheck {

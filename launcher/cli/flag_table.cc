@@ -578,6 +578,11 @@ std::vector<FlagSpec> accelOwn() {
           .help("A command each machine runs before it joins a round (with other machines): exit "
                 "0 is healthy; else its last line says why, and the machine stays out and checks "
                 "again every --health_check_interval"),
+      F({"--health_check_dirs"}, "health_check_dirs")
+          .str()
+          .accelOnly()
+          .help("Comma-separated directories (the checkpoint directory) each machine checks for "
+                "64 MiB free before it joins a round, beside --log_dir"),
       F({"--health_check_interval"}, "health_check_interval")
           .real("30")
           .accelOnly()

@@ -2,6 +2,7 @@
 
 #include "config/schema.h"
 #include "launcher/base/numbers.h"
+#include "launcher/base/text.h"
 #include "launcher/plan/python_str.h"
 
 namespace accel::launcher {
@@ -249,6 +250,13 @@ Expected<void> watchdogFlags(const Reader& r, LaunchOptions& o) {
     if (*seconds) *field = **seconds;
   }
   o.health_check = r.text("health_check");
+  if (auto dirs = r.text("health_check_dirs")) {
+    for (auto dir : splitOn(*dirs, ',')) {
+      if (dir.empty())
+        return makeError("--health_check_dirs: an empty directory in '" + *dirs + "'");
+      o.health_check_dirs.emplace_back(dir);
+    }
+  }
   return stragglerFlags(r, o);
 }
 

@@ -294,6 +294,7 @@ void applyWatchdogTimeouts(LaunchPlan& plan, const LaunchOptions& o) {
     if (seconds) *field = std::chrono::milliseconds(static_cast<long long>(*seconds * 1000));
   }
   plan.health_check = o.health_check;
+  plan.health_check_dirs = o.health_check_dirs;
   plan.health_check_interval =
       std::chrono::milliseconds(static_cast<long long>(o.health_check_interval_s * 1000));
   plan.health_check_timeout =

@@ -87,12 +87,13 @@ struct LaunchOptions {
       hang_timeout_s;  // --hang_timeout (else the config's hang_timeout; else off)
   std::optional<double>
       exit_timeout_s;  // --exit_timeout (else the config's exit_timeout; else a notice)
-  std::optional<std::string> health_check;  // --health_check CMD
-  double health_check_interval_s = 30;      // --health_check_interval
-  double health_check_timeout_s = 60;       // --health_check_timeout
-  double straggler_threshold = 0.7;         // --straggler_threshold
-  int straggler_window = 20;                // --straggler_window (steps)
-  bool straggler_exclude = false;           // --straggler_action exclude
+  std::optional<std::string> health_check;     // --health_check CMD
+  std::vector<std::string> health_check_dirs;  // --health_check_dirs DIR,DIR
+  double health_check_interval_s = 30;         // --health_check_interval
+  double health_check_timeout_s = 60;          // --health_check_timeout
+  double straggler_threshold = 0.7;            // --straggler_threshold
+  int straggler_window = 20;                   // --straggler_window (steps)
+  bool straggler_exclude = false;              // --straggler_action exclude
   // The job store's memory bounds ("128M", "1G", bytes): what one connection's unfinished
   // request may hold, and all connections together (TcpStoreServerOptions).
   std::optional<std::string> store_connection_input_limit;

@@ -143,6 +143,7 @@ struct LaunchPlan {
   // the built-in checks alone), how long it may run, and how often a machine that failed the
   // checks looks again.
   std::optional<std::string> health_check;
+  std::vector<std::string> health_check_dirs;  // --health_check_dirs: free space, beside the logs'
   std::chrono::milliseconds health_check_timeout{60000};
   std::chrono::milliseconds health_check_interval{30000};
   // Straggler scores (launcher/supervise/stragglers.h): the threshold a rank's score falls below

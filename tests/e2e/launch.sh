@@ -329,6 +329,40 @@ assert abs(scores[2]["work_s"] - 0.06) <= 0.02, scores[2]
 assert scores[2]["to_step"] - scores[2]["from_step"] >= 10, scores[2]
 PY
   ;;
+health_check_full_disk)
+  # The checkpoint directory a user names (--health_check_dirs) is full: the second machine stays
+  # out, saying which directory and how much is free; once space is freed it joins, uncounted.
+  ((EUID == 0)) || { echo "SKIPPED: mounting a small filesystem needs root"; exit 77; }
+  mkdir -p "$SCRATCH/ckpt"
+  mount -t tmpfs -o size=80m tmpfs "$SCRATCH/ckpt"
+  trap 'pkill -KILL -f "$MARKER" 2>/dev/null || true; umount -l "$SCRATCH/ckpt" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
+  head -c $((70 << 20)) /dev/zero >"$SCRATCH/ckpt/old.pt"  # 10 MiB left: under 64 MiB
+  cat >"$SCRATCH/w.sh" <<SH
+#!/bin/sh
+echo "rank=\$RANK world=\$WORLD_SIZE" >>"$SCRATCH/starts"
+while [ ! -e "$SCRATCH/done" ]; do sleep 0.05; done
+SH
+  chmod +x "$SCRATCH/w.sh"
+  port=$((20000 + RANDOM % 10000))
+  common=(--nproc_per_node 1 --nnodes 1:2 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$port" --no_python)
+  "$ACCEL" run "${common[@]}" --rdzv_conf is_host=1,last_call_timeout=1 "$SCRATCH/w.sh" >"$SCRATCH/a" 2>&1 &
+  pa=$!
+  wait_for_line "hosts the rendezvous" "$SCRATCH/a"
+  "$ACCEL" run "${common[@]}" --rdzv_conf last_call_timeout=1 --health_check_interval 0.2 \
+    --health_check_dirs "$SCRATCH/ckpt" "$SCRATCH/w.sh" >"$SCRATCH/b" 2>&1 &
+  pb=$!
+  wait_for_line "world=1" "$SCRATCH/starts"
+  wait_for_line "fails its health check" "$SCRATCH/b"
+  rm "$SCRATCH/ckpt/old.pt"
+  wait_for_line "world=2" "$SCRATCH/starts"
+  touch "$SCRATCH/done"
+  set +e; wait $pa; ra=$?; wait $pb; rb=$?; set -e
+  ((ra == 0 && rb == 0)) || fail "agents exited $ra $rb: $(cat "$SCRATCH/a" "$SCRATCH/b")"
+  grep -qE "^accel: this machine fails its health check \(disk $SCRATCH/ckpt failed: [0-9.]+ MiB free under $SCRATCH/ckpt, below 64 MiB\): it stays out of round 0" "$SCRATCH/b" ||
+    fail "no full-disk notice: $(cat "$SCRATCH/b")"
+  expect_contains "$(cat "$SCRATCH/b")" "accel: health checks pass again: this machine joins the job"
+  expect_contains "$(cat "$SCRATCH/a")" "the group re-forms (not counted as a restart)"
+  ;;
 straggler_exclude)
   # --straggler_action exclude on two agents (--nnodes 1:2): machine 1's rank works 3x as long.
   # Machine 0's agent, which sees every rank's work, names it and excludes its machine; machine 1

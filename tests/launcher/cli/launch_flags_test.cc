@@ -229,6 +229,8 @@ TEST(LaunchOptionsTest, AgentFlagRangesAreCheckedWhereTheyAreRead) {
   EXPECT_EQ(error({"--straggler_threshold", "1.5"}),
             "--straggler_threshold: 1.5 is out of range 0.0..1.0");
   EXPECT_EQ(error({"--straggler_window", "1"}), "--straggler_window: 1 is out of range 2..1048576");
+  EXPECT_EQ(error({"--health_check_dirs", "/ckpt,,/data"}),
+            "--health_check_dirs: an empty directory in '/ckpt,,/data'");
   EXPECT_EQ(error({"--straggler_action", "kick"}),
             "--straggler_action: 'kick' is not one of warn, exclude");
   EXPECT_EQ(error({"--num_cpu_threads_per_process", "0"}),

@@ -1,0 +1,181 @@
+#include "probes/gpu_health.h"
+
+#include <chrono>
+#include <map>
+
+#include "probes/dynamic_library.h"
+
+namespace accel::probes {
+namespace {
+
+// NVML's types and values (nvml.h), declared here so nothing NVIDIA is needed to build.
+using Device = struct NvmlDevice*;
+using EventSet = struct NvmlEventSet*;
+struct EventData {
+  Device device;
+  unsigned long long type;
+  unsigned long long data;  // the XID
+  unsigned gpu_instance;
+  unsigned compute_instance;
+};
+constexpr int kSuccess = 0;
+constexpr int kDriverNotLoaded = 9;
+constexpr int kUncorrected = 1;                   // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+constexpr int kVolatileEcc = 0;                   // NVML_VOLATILE_ECC: since the driver loaded
+constexpr unsigned long long kXidCritical = 0x8;  // nvmlEventTypeXidCriticalError
+constexpr unsigned long long kHwSlowdown = 0x8;   // clocks event reasons that mean a sick GPU
+constexpr unsigned long long kSwThermal = 0x20;
+constexpr unsigned long long kHwThermal = 0x40;
+constexpr unsigned long long kHwPowerBrake = 0x80;
+
+using Init = int (*)();
+using Shutdown = int (*)();
+using GetCount = int (*)(unsigned*);
+using GetHandle = int (*)(unsigned, Device*);
+using GetEcc = int (*)(Device, int, int, unsigned long long*);
+using GetPendingPages = int (*)(Device, int*);
+using GetRemappedRows = int (*)(Device, unsigned*, unsigned*, unsigned*, unsigned*);
+using GetThrottle = int (*)(Device, unsigned long long*);
+using EventSetCreate = int (*)(EventSet*);
+using RegisterEvents = int (*)(Device, unsigned long long, EventSet);
+using EventSetWait = int (*)(EventSet, EventData*, unsigned);
+
+std::string nvmlError(const char* call, int code) {
+  return std::string(call) + " failed (NVML error " + std::to_string(code) + ")";
+}
+
+}  // namespace
+
+struct GpuHealth::Nvml {
+  explicit Nvml(const std::string& name) : library(name.c_str()) {}
+  Library library;
+  bool initialised = false;
+  int init_error = 0;  // nvmlInit's, when it failed
+  EventSet events = nullptr;
+  bool registered = false;
+
+  template <typename F>
+  F get(const char* name) const {
+    return library.symbol<F>(name);
+  }
+  std::string deviceProblems(Device device) const;
+  std::map<unsigned, std::string> xidsSinceLastLook(unsigned count);
+};
+
+GpuHealth::GpuHealth(int expected, std::string library)
+    : nvml_(std::make_unique<Nvml>(library)), expected_(expected) {
+  SignalsBlocked blocked;  // the driver may start threads: none may take the agent's signals
+  auto init = nvml_->get<Init>("nvmlInit_v2");
+  if (!init) return;
+  nvml_->init_error = init();
+  nvml_->initialised = nvml_->init_error == kSuccess;
+}
+
+GpuHealth::~GpuHealth() {
+  if (!nvml_->initialised) return;
+  if (auto shutdown = nvml_->get<Shutdown>("nvmlShutdown")) shutdown();
+}
+
+// What is wrong with one GPU ("" when nothing): each check that NVML supports on it.
+std::string GpuHealth::Nvml::deviceProblems(Device device) const {
+  std::string problems;
+  auto add = [&problems](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
+  unsigned long long ecc = 0;
+  if (auto f = get<GetEcc>("nvmlDeviceGetTotalEccErrors");
+      f && f(device, kUncorrected, kVolatileEcc, &ecc) == kSuccess && ecc > 0)
+    add(std::to_string(ecc) + " uncorrectable ECC errors since the driver loaded");
+  int pending = 0;
+  if (auto f = get<GetPendingPages>("nvmlDeviceGetRetiredPagesPendingStatus");
+      f && f(device, &pending) == kSuccess && pending)
+    add("retired pages pending (a reset is needed)");
+  unsigned corrected = 0, uncorrected = 0, remapPending = 0, remapFailed = 0;
+  if (auto f = get<GetRemappedRows>("nvmlDeviceGetRemappedRows");
+      f && f(device, &corrected, &uncorrected, &remapPending, &remapFailed) == kSuccess) {
+    if (remapFailed) add("a row remap failed");
+    if (remapPending) add("row remaps pending (a reset is needed)");
+  }
+  unsigned long long reasons = 0;
+  auto throttle = get<GetThrottle>("nvmlDeviceGetCurrentClocksEventReasons");
+  if (!throttle) throttle = get<GetThrottle>("nvmlDeviceGetCurrentClocksThrottleReasons");
+  if (throttle && throttle(device, &reasons) == kSuccess) {
+    if (reasons & (kHwSlowdown | kHwPowerBrake)) add("hardware slowdown (clocks held down)");
+    if (reasons & (kSwThermal | kHwThermal)) add("thermal slowdown");
+  }
+  return problems;
+}
+
+// The XID critical errors NVML reported since the last look, by GPU index (the first look
+// registers for them; NVML keeps what comes between looks).
+std::map<unsigned, std::string> GpuHealth::Nvml::xidsSinceLastLook(unsigned count) {
+  std::map<unsigned, std::string> xids;
+  auto create = get<EventSetCreate>("nvmlEventSetCreate");
+  auto reg = get<RegisterEvents>("nvmlDeviceRegisterEvents");
+  auto wait = get<EventSetWait>("nvmlEventSetWait_v2");
+  auto handle = get<GetHandle>("nvmlDeviceGetHandleByIndex_v2");
+  if (!create || !reg || !wait || !handle) return xids;
+  if (!registered) {
+    registered = true;
+    if (create(&events) != kSuccess) return xids;
+    for (unsigned i = 0; i < count; ++i) {
+      Device d = nullptr;
+      if (handle(i, &d) == kSuccess) reg(d, kXidCritical, events);  // unsupported: no events
+    }
+    return xids;
+  }
+  if (!events) return xids;
+  std::map<Device, unsigned> indexOf;
+  for (unsigned i = 0; i < count; ++i) {
+    Device d = nullptr;
+    if (handle(i, &d) == kSuccess) indexOf[d] = i;
+  }
+  EventData e{};
+  for (int n = 0; n < 1000 && wait(events, &e, 0) == kSuccess; ++n) {
+    if (!(e.type & kXidCritical)) continue;
+    auto& text = xids[indexOf.count(e.device) ? indexOf[e.device] : 0];
+    text += (text.empty() ? "XID " : ", ") + std::to_string(e.data);
+  }
+  return xids;
+}
+
+std::vector<HealthCheck> GpuHealth::check() {
+  std::vector<HealthCheck> checks;
+  const auto start = std::chrono::steady_clock::now();
+  auto took = [&start] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 start);
+  };
+  unsigned count = 0;
+  auto getCount = nvml_->get<GetCount>("nvmlDeviceGetCount_v2");
+  const int countError = nvml_->initialised && getCount ? getCount(&count) : -1;
+  if (!nvml_->initialised || countError != kSuccess) {
+    if (expected_ <= 0) return checks;  // no GPU expected: a machine without NVML or a driver
+    std::string why = !nvml_->library.loaded() ? "NVML (libnvidia-ml.so.1) is not installed"
+                      : nvml_->init_error == kDriverNotLoaded ? "no NVIDIA driver is loaded"
+                      : !nvml_->initialised ? nvmlError("nvmlInit", nvml_->init_error)
+                                            : nvmlError("nvmlDeviceGetCount", countError);
+    checks.push_back({"gpus", false, why + "; " + std::to_string(expected_) + " expected", took()});
+    return checks;
+  }
+  const bool enough = expected_ <= 0 || static_cast<int>(count) >= expected_;
+  checks.push_back({"gpus", enough,
+                    std::to_string(count) + " visible" +
+                        (expected_ > 0 ? ", " + std::to_string(expected_) + " expected" : ""),
+                    took()});
+  const auto xids = nvml_->xidsSinceLastLook(count);
+  auto handle = nvml_->get<GetHandle>("nvmlDeviceGetHandleByIndex_v2");
+  for (unsigned i = 0; i < count && handle; ++i) {
+    const auto deviceStart = std::chrono::steady_clock::now();
+    Device d = nullptr;
+    const int error = handle(i, &d);
+    std::string problems = error == kSuccess ? nvml_->deviceProblems(d)
+                                             : nvmlError("nvmlDeviceGetHandleByIndex", error);
+    if (auto x = xids.find(i); x != xids.end())
+      problems += (problems.empty() ? "" : "; ") + x->second + " since the last round's checks";
+    checks.push_back({"gpu " + std::to_string(i), problems.empty(), problems,
+                      std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - deviceStart)});
+  }
+  return checks;
+}
+
+}  // namespace accel::probes
