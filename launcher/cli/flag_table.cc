@@ -572,6 +572,27 @@ std::vector<FlagSpec> accelOwn() {
           .accelOnly()
           .help("Seconds without progress after which the job is hung: stuck ranks named, stacks "
                 "dumped, job stopped, exit 124 (default: off; config key hang_timeout)"),
+      F({"--exit_timeout"}, "exit_timeout")
+          .real()
+          .accelOnly()
+          .help(
+              "Seconds the other ranks get to exit once one exited 0; then they are named, their "
+              "stacks dumped and stopped (default: a notice after 60 s; config key exit_timeout)"),
+      F({"--store_connection_input_limit"}, "store_connection_input_limit")
+          .str()
+          .accelOnly()
+          .help("Most the job's store holds of one connection's unfinished request (default 128M)"),
+      F({"--store_input_budget"}, "store_input_budget")
+          .str()
+          .accelOnly()
+          .help("Most the job's store holds of unfinished requests over all connections (default "
+                "1G)"),
+  };
+}
+
+// Healthy machines only (README): the checks before every round and the straggler scores.
+std::vector<FlagSpec> healthAndStragglers() {
+  return {
       F({"--health_check"}, "health_check")
           .str()
           .accelOnly()
@@ -605,28 +626,14 @@ std::vector<FlagSpec> accelOwn() {
           .accelOnly()
           .help("warn: name stragglers (default); exclude: also drop a straggler's machine at once "
                 "when --nnodes MIN allows, without counting a restart"),
-      F({"--exit_timeout"}, "exit_timeout")
-          .real()
-          .accelOnly()
-          .help(
-              "Seconds the other ranks get to exit once one exited 0; then they are named, their "
-              "stacks dumped and stopped (default: a notice after 60 s; config key exit_timeout)"),
-      F({"--store_connection_input_limit"}, "store_connection_input_limit")
-          .str()
-          .accelOnly()
-          .help("Most the job's store holds of one connection's unfinished request (default 128M)"),
-      F({"--store_input_budget"}, "store_input_budget")
-          .str()
-          .accelOnly()
-          .help("Most the job's store holds of unfinished requests over all connections (default "
-                "1G)"),
   };
 }
 
 std::vector<FlagSpec> buildTable() {
   std::vector<FlagSpec> all;
-  for (auto part : {hardwareAndResources(), distributed(), torchrun(), torchrun212(), accelOwn(),
-                    deepspeed(), fsdp(), megatron(), fp8AndParallelism(), tpuAndAws()}) {
+  for (auto part :
+       {hardwareAndResources(), distributed(), torchrun(), torchrun212(), accelOwn(),
+        healthAndStragglers(), deepspeed(), fsdp(), megatron(), fp8AndParallelism(), tpuAndAws()}) {
     all.insert(all.end(), part.begin(), part.end());
   }
   return all;

@@ -55,6 +55,43 @@ summary_of() {
   /usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$(run_dir_in "$1")/summary.json" "$2"
 }
 
+# unhealthy_second_agent ARGS...: two agents of one job (--nnodes 1:2, a rank each running a
+# worker that logs "rank=R world=W" to $SCRATCH/starts and waits for $SCRATCH/done): machine 0
+# (output in $SCRATCH/a, pid pa), then one more with ARGS (in $SCRATCH/b, pid pb), which fails its
+# health check: returns once machine 0 runs alone and the other said why it stays out.
+unhealthy_second_agent() {
+  cat >"$SCRATCH/w.sh" <<SH
+#!/bin/sh
+echo "rank=\$RANK world=\$WORLD_SIZE" >>"$SCRATCH/starts"
+while [ ! -e "$SCRATCH/done" ]; do sleep 0.05; done
+SH
+  chmod +x "$SCRATCH/w.sh"
+  local port=$((20000 + RANDOM % 10000))
+  local common=(--nproc_per_node 1 --nnodes 1:2 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$port" --no_python)
+  "$ACCEL" run "${common[@]}" --rdzv_conf is_host=1,last_call_timeout=1 "$SCRATCH/w.sh" >"$SCRATCH/a" 2>&1 &
+  pa=$!
+  wait_for_line "hosts the rendezvous" "$SCRATCH/a"
+  "$ACCEL" run "${common[@]}" --rdzv_conf last_call_timeout=1 --health_check_interval 0.2 "$@" \
+    "$SCRATCH/w.sh" >"$SCRATCH/b" 2>&1 &
+  pb=$!
+  wait_for_line "world=1" "$SCRATCH/starts"
+  wait_for_line "fails its health check" "$SCRATCH/b"
+}
+# joins_once_healthy: (after the cause was fixed) the second agent joins, the group re-forms as
+# two, uncounted, and both agents end well once the workers are told they are done.
+joins_once_healthy() {
+  wait_for_line "world=2" "$SCRATCH/starts"
+  touch "$SCRATCH/done"
+  set +e; wait $pa; ra=$?; wait $pb; rb=$?; set -e
+  ((ra == 0 && rb == 0)) || fail "agents exited $ra $rb: $(cat "$SCRATCH/a" "$SCRATCH/b")"
+  [[ $(sort "$SCRATCH/starts" | paste -sd,) == "rank=0 world=1,rank=0 world=2,rank=1 world=2" ]] ||
+    fail "ranks started: $(cat "$SCRATCH/starts")"
+  [[ $(grep -c "fails its health check" "$SCRATCH/b") == 1 ]] || fail "said more than once: $(cat "$SCRATCH/b")"
+  expect_contains "$(cat "$SCRATCH/b")" "accel: health checks pass again: this machine joins the job"
+  expect_contains "$(cat "$SCRATCH/b")" "machine 1 of 2: rank 1 of 2"
+  expect_contains "$(cat "$SCRATCH/a")" "the group re-forms (not counted as a restart)"
+}
+
 case $CASE in
 env_contract)
   export FOO_FROM_PARENT=kept
@@ -254,39 +291,16 @@ health_check)
   # A machine that fails its health check stays out (--nnodes 1:2): machine 0 runs alone, saying
   # nothing of it; once the check passes (the file appears) the machine joins and the group
   # re-forms as two, uncounted. Its workers never started while it was unhealthy.
-  cat >"$SCRATCH/w.sh" <<SH
-#!/bin/sh
-echo "rank=\$RANK world=\$WORLD_SIZE" >>"$SCRATCH/starts"
-while [ ! -e "$SCRATCH/done" ]; do sleep 0.05; done
-SH
-  chmod +x "$SCRATCH/w.sh"
-  port=$((20000 + RANDOM % 10000))
-  common=(--nproc_per_node 1 --nnodes 1:2 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$port" --no_python)
-  "$ACCEL" run "${common[@]}" --rdzv_conf is_host=1,last_call_timeout=1 "$SCRATCH/w.sh" >"$SCRATCH/a" 2>&1 &
-  pa=$!
-  wait_for_line "hosts the rendezvous" "$SCRATCH/a"
-  "$ACCEL" run "${common[@]}" --rdzv_conf last_call_timeout=1 --health_check_interval 0.2 --log_dir "$SCRATCH/logs" \
-    --health_check "test -e '$SCRATCH/ok' || { echo 'GPU 3: 2 uncorrectable ECC errors'; exit 1; }" \
-    "$SCRATCH/w.sh" >"$SCRATCH/b" 2>&1 &
-  pb=$!
-  wait_for_line "world=1" "$SCRATCH/starts"
-  wait_for_line "fails its health check" "$SCRATCH/b"
+  unhealthy_second_agent --log_dir "$SCRATCH/logs" \
+    --health_check "test -e '$SCRATCH/ok' || { echo 'GPU 3: 2 uncorrectable ECC errors'; exit 1; }"
   touch "$SCRATCH/ok"
   wait_for_line "world=2" "$SCRATCH/starts"
   # `accel status` shows each agent's checks before its round.
   "$ACCEL" status >"$SCRATCH/status" 2>&1 || fail "accel status failed: $(cat "$SCRATCH/status")"
   grep -qE "^  health checks before this round: disk .* passed \([0-9]+ ms\), /dev/shm passed \([0-9]+ ms\), link lo passed \([0-9]+ ms\), command passed \([0-9]+ ms\)$" "$SCRATCH/status" ||
     fail "accel status shows no passed command check: $(cat "$SCRATCH/status")"
-  touch "$SCRATCH/done"
-  set +e; wait $pa; ra=$?; wait $pb; rb=$?; set -e
-  ((ra == 0 && rb == 0)) || fail "agents exited $ra $rb: $(cat "$SCRATCH/a" "$SCRATCH/b")"
-  [[ $(sort "$SCRATCH/starts" | paste -sd,) == "rank=0 world=1,rank=0 world=2,rank=1 world=2" ]] ||
-    fail "ranks started: $(cat "$SCRATCH/starts")"
+  joins_once_healthy
   expect_contains "$(cat "$SCRATCH/b")" "accel: this machine fails its health check (command failed: GPU 3: 2 uncorrectable ECC errors (exit 1)): it stays out of round 0 and checks again every 0.2 s"
-  [[ $(grep -c "fails its health check" "$SCRATCH/b") == 1 ]] || fail "said more than once: $(cat "$SCRATCH/b")"
-  expect_contains "$(cat "$SCRATCH/b")" "accel: health checks pass again: this machine joins the job"
-  expect_contains "$(cat "$SCRATCH/b")" "machine 1 of 2: rank 1 of 2"
-  expect_contains "$(cat "$SCRATCH/a")" "the group re-forms (not counted as a restart)"
   # summary.json keeps the checks before the last round: each passed, with its time.
   summary=$(find "$SCRATCH/logs" -name summary.json | head -1)
   [[ -n $summary ]] || fail "no summary.json under $SCRATCH/logs"
@@ -300,35 +314,6 @@ assert checks[2]["detail"] == "operstate unknown", checks[2]
 assert checks[3]["detail"] == "no output (exit 0)", checks[3]
 PY
   ;;
-stragglers)
-  # Three lock-step Python ranks report their own work per step (README's line); rank 2 works 3x
-  # as long. The agent names it once, with a score near 1/3, shows the scores in `accel status`
-  # and keeps them in summary.json; the other ranks are never named.
-  export SLOW_RANK=2 SLOWDOWN=3 BASE_S=0.02 DONE=$SCRATCH/done
-  "$ACCEL" launch -n 3 "${PYARGS[@]}" --straggler_window 10 --log_dir "$SCRATCH/logs" \
-    "$W/straggler.py" >"$SCRATCH/o" 2>&1 &
-  pid=$!
-  wait_for_line "straggles" "$SCRATCH/o"
-  "$ACCEL" status >"$SCRATCH/status" 2>&1 || fail "accel status failed: $(cat "$SCRATCH/status")"
-  touch "$DONE"
-  wait $pid || fail "accel launch failed: $(cat "$SCRATCH/o")"
-  grep -qE "^  straggler scores \(last 10 steps, threshold 0\.70\): rank 0 1\.00, rank 1 1\.00, rank 2 0\.[1-4][0-9] straggles$" "$SCRATCH/status" ||
-    fail "accel status shows no scores: $(cat "$SCRATCH/status")"
-  [[ $(grep -c "straggles" "$SCRATCH/o") == 1 ]] || fail "named more or less than once: $(cat "$SCRATCH/o")"
-  grep -qE "^accel: rank 2 \(machine 0\) straggles: its own work takes [0-9]+ ms a step, the job's median [0-9]+ ms \(score 0\.[0-9]+ over steps [0-9]+–[0-9]+, below --straggler_threshold 0\.70\)$" "$SCRATCH/o" ||
-    fail "no straggler notice for rank 2: $(cat "$SCRATCH/o")"
-  /usr/bin/python3 - "$(run_dir_in "$SCRATCH/logs")/summary.json" <<'PY' || fail "summary.json: $(cat "$(run_dir_in "$SCRATCH/logs")/summary.json")"
-import json, sys
-a = json.load(open(sys.argv[1]))["attempts"][0]
-assert a["stragglers"] == [2], a["stragglers"]
-scores = {s["rank"]: s for s in a["straggler_scores"]}
-assert sorted(scores) == [0, 1, 2], scores
-assert scores[0]["score"] == 1.0 and scores[1]["score"] == 1.0, scores
-assert abs(scores[2]["score"] - 1 / 3) <= 0.15, scores[2]
-assert abs(scores[2]["work_s"] - 0.06) <= 0.02, scores[2]
-assert scores[2]["to_step"] - scores[2]["from_step"] >= 10, scores[2]
-PY
-  ;;
 health_check_full_disk)
   # The checkpoint directory a user names (--health_check_dirs) is full: the second machine stays
   # out, saying which directory and how much is free; once space is freed it joins, uncounted.
@@ -337,31 +322,11 @@ health_check_full_disk)
   mount -t tmpfs -o size=80m tmpfs "$SCRATCH/ckpt"
   trap 'pkill -KILL -f "$MARKER" 2>/dev/null || true; umount -l "$SCRATCH/ckpt" 2>/dev/null || true; rm -rf "$SCRATCH"' EXIT
   head -c $((70 << 20)) /dev/zero >"$SCRATCH/ckpt/old.pt"  # 10 MiB left: under 64 MiB
-  cat >"$SCRATCH/w.sh" <<SH
-#!/bin/sh
-echo "rank=\$RANK world=\$WORLD_SIZE" >>"$SCRATCH/starts"
-while [ ! -e "$SCRATCH/done" ]; do sleep 0.05; done
-SH
-  chmod +x "$SCRATCH/w.sh"
-  port=$((20000 + RANDOM % 10000))
-  common=(--nproc_per_node 1 --nnodes 1:2 --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$port" --no_python)
-  "$ACCEL" run "${common[@]}" --rdzv_conf is_host=1,last_call_timeout=1 "$SCRATCH/w.sh" >"$SCRATCH/a" 2>&1 &
-  pa=$!
-  wait_for_line "hosts the rendezvous" "$SCRATCH/a"
-  "$ACCEL" run "${common[@]}" --rdzv_conf last_call_timeout=1 --health_check_interval 0.2 \
-    --health_check_dirs "$SCRATCH/ckpt" "$SCRATCH/w.sh" >"$SCRATCH/b" 2>&1 &
-  pb=$!
-  wait_for_line "world=1" "$SCRATCH/starts"
-  wait_for_line "fails its health check" "$SCRATCH/b"
+  unhealthy_second_agent --health_check_dirs "$SCRATCH/ckpt"
   rm "$SCRATCH/ckpt/old.pt"
-  wait_for_line "world=2" "$SCRATCH/starts"
-  touch "$SCRATCH/done"
-  set +e; wait $pa; ra=$?; wait $pb; rb=$?; set -e
-  ((ra == 0 && rb == 0)) || fail "agents exited $ra $rb: $(cat "$SCRATCH/a" "$SCRATCH/b")"
+  joins_once_healthy
   grep -qE "^accel: this machine fails its health check \(disk $SCRATCH/ckpt failed: [0-9.]+ MiB free under $SCRATCH/ckpt, below 64 MiB\): it stays out of round 0" "$SCRATCH/b" ||
     fail "no full-disk notice: $(cat "$SCRATCH/b")"
-  expect_contains "$(cat "$SCRATCH/b")" "accel: health checks pass again: this machine joins the job"
-  expect_contains "$(cat "$SCRATCH/a")" "the group re-forms (not counted as a restart)"
   ;;
 straggler_exclude)
   # --straggler_action exclude on two agents (--nnodes 1:2): machine 1's rank works 3x as long.
