@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -248,6 +249,9 @@ class Agent {
     s.directories.insert(s.directories.end(), plan_.health_check_dirs.begin(),
                          plan_.health_check_dirs.end());
     s.command = plan_.health_check;
+    const std::string program = std::filesystem::path(plan_.argv.at(0)).filename().string();
+    if (program.rfind("python", 0) == 0) s.python = plan_.argv[0];
+    s.endpoints = rendezvousEndpoints();
     // The GPUs NVML sees (none without it), unless the job runs on the CPU: as many as this
     // machine's ranks are expected for a multi-GPU job.
     const auto& c = plan_.config.config;
@@ -261,6 +265,20 @@ class Agent {
       *last = probes::runHealthChecks(s);  // the main thread's, as meet() is
       return probes::firstFailure(*last);
     };
+  }
+
+  // The endpoints this machine meets the others through, for the health checks: etcd's, or the
+  // c10d endpoint unless this machine hosts it.
+  std::vector<std::pair<std::string, int>> rendezvousEndpoints() const {
+    std::vector<std::pair<std::string, int>> out;
+    if (!plan_.etcd_endpoints) {
+      if (requested_rank_ != 0) out.emplace_back(plan_.master_addr, store_port_);
+      return out;
+    }
+    if (auto endpoints = parseEtcdEndpoints(*plan_.etcd_endpoints)) {
+      for (const auto& e : *endpoints) out.emplace_back(e.host, e.port);
+    }
+    return out;
   }
 
   // The host this machine reaches to meet the others: the c10d endpoint's, or etcd's first.

@@ -5,6 +5,8 @@
 #include <fstream>
 
 #include "probes/gpu_health.h"
+#include "probes/net_check.h"
+#include "probes/python_probe.h"
 #include "probes/run_program.h"
 
 namespace accel::probes {
@@ -74,6 +76,36 @@ HealthCheck userCommand(const std::string& command, std::chrono::milliseconds ti
   return c;
 }
 
+// The workers' interpreter finds torch (probePython: located, not imported).
+HealthCheck pythonHasTorch(const std::string& python) {
+  const auto start = Clock::now();
+  const PythonInfo info = probePython(python);
+  HealthCheck c{"python", info.torch.has_value(), "", {}};
+  if (!info.error.empty()) {
+    c.detail = python + " cannot be run: " + info.error;
+  } else {
+    c.detail = info.torch ? "torch " + *info.torch + " (" + info.executable + ")"
+                          : info.executable + " has no torch";
+  }
+  c.took = since(start);
+  return c;
+}
+
+// One of the rendezvous's endpoints accepts a connection within a second.
+HealthCheck rendezvousAnswers(const std::vector<std::pair<std::string, int>>& endpoints) {
+  const auto start = Clock::now();
+  HealthCheck c{"rendezvous", false, "", {}};
+  for (const auto& [host, port] : endpoints) {
+    auto reached = waitForListener(host, port, std::chrono::seconds(1), std::chrono::hours(1),
+                                   [](const std::string&) {});
+    c.passed = reached.ok();
+    c.detail = reached.ok() ? host + ":" + std::to_string(port) + " answers" : reached.error();
+    if (c.passed) break;
+  }
+  c.took = since(start);
+  return c;
+}
+
 }  // namespace
 
 std::vector<HealthCheck> runHealthChecks(const HealthSettings& s) {
@@ -83,6 +115,8 @@ std::vector<HealthCheck> runHealthChecks(const HealthSettings& s) {
   }
   if (!s.shm.empty()) checks.push_back(freeSpace(s.shm, s.shm, s.shm_min_free_bytes));
   if (!s.interface.empty()) checks.push_back(linkUp(s.sys_class_net, s.interface));
+  if (!s.python.empty()) checks.push_back(pythonHasTorch(s.python));
+  if (!s.endpoints.empty()) checks.push_back(rendezvousAnswers(s.endpoints));
   if (s.gpus) {
     for (auto& gpu : s.gpus->check()) checks.push_back(std::move(gpu));
   }

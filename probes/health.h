@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace accel::probes {
@@ -28,6 +29,12 @@ struct HealthSettings {
   // (/sys/class/net/IFACE/operstate; "": not checked).
   std::string interface;
   std::string sys_class_net = "/sys/class/net";
+  // The interpreter the workers run with ("": not Python): it must find torch (located, not
+  // imported: importing costs about a second).
+  std::string python;
+  // The rendezvous's endpoints (HOST, PORT): one of them must accept a connection within a second
+  // (none: not checked — this machine hosts the rendezvous).
+  std::vector<std::pair<std::string, int>> endpoints;
   std::optional<std::string> command;  // --health_check: run with /bin/sh -c
   std::chrono::milliseconds command_timeout{60000};
   // The GPUs' checks through NVML (gpu_health.h), kept from round to round (XIDs since the last

@@ -297,7 +297,7 @@ health_check)
   wait_for_line "world=2" "$SCRATCH/starts"
   # `accel status` shows each agent's checks before its round.
   "$ACCEL" status >"$SCRATCH/status" 2>&1 || fail "accel status failed: $(cat "$SCRATCH/status")"
-  grep -qE "^  health checks before this round: disk .* passed \([0-9]+ ms\), /dev/shm passed \([0-9]+ ms\), link lo passed \([0-9]+ ms\), command passed \([0-9]+ ms\)$" "$SCRATCH/status" ||
+  grep -qE "^  health checks before this round: disk .* passed \([0-9]+ ms\), /dev/shm passed \([0-9]+ ms\), link lo passed \([0-9]+ ms\), rendezvous passed \([0-9]+ ms\), command passed \([0-9]+ ms\)$" "$SCRATCH/status" ||
     fail "accel status shows no passed command check: $(cat "$SCRATCH/status")"
   joins_once_healthy
   expect_contains "$(cat "$SCRATCH/b")" "accel: this machine fails its health check (command failed: GPU 3: 2 uncorrectable ECC errors (exit 1)): it stays out of round 0 and checks again every 0.2 s"
@@ -308,10 +308,11 @@ health_check)
 import json, sys
 checks = json.load(open(sys.argv[1]))["health_checks"]
 names = [c["name"] for c in checks]
-assert names == ["disk " + sys.argv[2], "/dev/shm", "link lo", "command"], names
+assert names == ["disk " + sys.argv[2], "/dev/shm", "link lo", "rendezvous", "command"], names
 assert all(c["passed"] and c["took_ms"] >= 0 for c in checks), checks
 assert checks[2]["detail"] == "operstate unknown", checks[2]
-assert checks[3]["detail"] == "no output (exit 0)", checks[3]
+assert checks[3]["detail"].startswith("127.0.0.1:") and checks[3]["detail"].endswith(" answers"), checks[3]
+assert checks[4]["detail"] == "no output (exit 0)", checks[4]
 PY
   ;;
 health_check_full_disk)
@@ -327,6 +328,35 @@ health_check_full_disk)
   joins_once_healthy
   grep -qE "^accel: this machine fails its health check \(disk $SCRATCH/ckpt failed: [0-9.]+ MiB free under $SCRATCH/ckpt, below 64 MiB\): it stays out of round 0" "$SCRATCH/b" ||
     fail "no full-disk notice: $(cat "$SCRATCH/b")"
+  ;;
+stragglers)
+  # Three lock-step Python ranks report their own work per step (README's line); rank 2 works 3x
+  # as long. The agent names it once, with a score near 1/3, shows the scores in `accel status`
+  # and keeps them in summary.json; the other ranks are never named.
+  export SLOW_RANK=2 SLOWDOWN=3 BASE_S=0.02 DONE=$SCRATCH/done
+  "$ACCEL" launch -n 3 "${PYARGS[@]}" --straggler_window 10 --log_dir "$SCRATCH/logs" \
+    "$W/straggler.py" >"$SCRATCH/o" 2>&1 &
+  pid=$!
+  wait_for_line "straggles" "$SCRATCH/o"
+  "$ACCEL" status >"$SCRATCH/status" 2>&1 || fail "accel status failed: $(cat "$SCRATCH/status")"
+  touch "$DONE"
+  wait $pid || fail "accel launch failed: $(cat "$SCRATCH/o")"
+  grep -qE "^  straggler scores \(last 10 steps, threshold 0\.70\): rank 0 1\.00, rank 1 1\.00, rank 2 0\.[1-4][0-9] straggles$" "$SCRATCH/status" ||
+    fail "accel status shows no scores: $(cat "$SCRATCH/status")"
+  [[ $(grep -c "straggles" "$SCRATCH/o") == 1 ]] || fail "named more or less than once: $(cat "$SCRATCH/o")"
+  grep -qE "^accel: rank 2 \(machine 0\) straggles: its own work takes [0-9]+ ms a step, the job's median [0-9]+ ms \(score 0\.[0-9]+ over steps [0-9]+–[0-9]+, below --straggler_threshold 0\.70\)$" "$SCRATCH/o" ||
+    fail "no straggler notice for rank 2: $(cat "$SCRATCH/o")"
+  /usr/bin/python3 - "$(run_dir_in "$SCRATCH/logs")/summary.json" <<'PY' || fail "summary.json: $(cat "$(run_dir_in "$SCRATCH/logs")/summary.json")"
+import json, sys
+a = json.load(open(sys.argv[1]))["attempts"][0]
+assert a["stragglers"] == [2], a["stragglers"]
+scores = {s["rank"]: s for s in a["straggler_scores"]}
+assert sorted(scores) == [0, 1, 2], scores
+assert scores[0]["score"] == 1.0 and scores[1]["score"] == 1.0, scores
+assert abs(scores[2]["score"] - 1 / 3) <= 0.15, scores[2]
+assert abs(scores[2]["work_s"] - 0.06) <= 0.02, scores[2]
+assert scores[2]["to_step"] - scores[2]["from_step"] >= 10, scores[2]
+PY
   ;;
 straggler_exclude)
   # --straggler_action exclude on two agents (--nnodes 1:2): machine 1's rank works 3x as long.

@@ -4,7 +4,10 @@
 
 #include "probes/health.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -118,6 +121,59 @@ TEST(HealthChecks, TheInterfacesLinkMustNotBeDown) {
   EXPECT_EQ(firstFailure(link("lo")), std::nullopt);
   EXPECT_EQ(firstFailure(link("eth1")), "link eth1 failed: operstate down");
   EXPECT_EQ(firstFailure(link("eth9")), "link eth9 failed: no interface eth9 (" + net + ")");
+}
+
+}  // namespace
+}  // namespace accel::probes
+
+namespace accel::probes {
+namespace {
+
+// The workers' interpreter must find torch: Debian's python3 has it (python3-torch), the pyenv
+// one first on PATH here has not, and a missing one cannot be run.
+TEST(HealthChecks, TheInterpreterMustFindTorch) {
+  HealthSettings s;
+  s.shm = "";
+  s.python = "/usr/bin/python3";
+  auto checks = runHealthChecks(s);
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_EQ(checks[0].name, "python");
+  if (!checks[0].passed) GTEST_SKIP() << "/usr/bin/python3 has no torch here: " << checks[0].detail;
+  EXPECT_EQ(checks[0].detail.rfind("torch ", 0), 0u) << checks[0].detail;
+  EXPECT_NE(checks[0].detail.find("(/usr/bin/python3"), std::string::npos) << checks[0].detail;
+  s.python = "/nonexistent/python3";
+  checks = runHealthChecks(s);
+  EXPECT_FALSE(checks[0].passed);
+  EXPECT_EQ(checks[0].detail.rfind("/nonexistent/python3 cannot be run: ", 0), 0u)
+      << checks[0].detail;
+}
+
+// One of the rendezvous's endpoints must accept a connection: a name that does not resolve is
+// passed over for the next, which listens; alone it fails, named.
+TEST(HealthChecks, OneRendezvousEndpointMustAnswer) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  HealthSettings s;
+  s.directories = {};
+  s.shm = "";
+  s.endpoints = {{"no-such-host.invalid", 2379}, {"127.0.0.1", port}};
+  auto checks = runHealthChecks(s);
+  ASSERT_EQ(checks.size(), 1u);
+  EXPECT_EQ(checks[0].name, "rendezvous");
+  EXPECT_TRUE(checks[0].passed) << checks[0].detail;
+  EXPECT_EQ(checks[0].detail, "127.0.0.1:" + std::to_string(port) + " answers");
+  s.endpoints = {{"no-such-host.invalid", 2379}};
+  checks = runHealthChecks(s);
+  EXPECT_FALSE(checks[0].passed);
+  EXPECT_NE(checks[0].detail.find("no-such-host.invalid"), std::string::npos) << checks[0].detail;
+  ::close(listener);
 }
 
 }  // namespace
