@@ -9,7 +9,8 @@
 # runs: hosts 2 and 3 (still at least MIN) end within seconds naming the lost store, and leave no
 # worker. partition — host 3 cut off while 3 x 2 ranks train, long enough that it gives the store
 # up; it comes back as a newcomer when the link heals. health — host 3 fails its --health_check,
-# stays out while the others train, and joins once it passes. straggler — host 3's CPU capped at
+# stays out while the others train, and joins once it passes. full_disk — the same with host 3's
+# checkpoint directory on a full filesystem. straggler — host 3's CPU capped at
 # 30 %: machine 0's agent names its ranks, excludes its machine, and hosts 1 and 2 go on at full
 # pace. spares — --nnodes 1:2: the first two hosts close the group at MAX, the third waits as a
 # spare and leaves when the job ends. counted_once — a rank on host 3 fails: all three hosts
@@ -430,6 +431,32 @@ elastic_health() {
   echo "host 3 said:"
   grep -E "health|machine [0-9] of" <<<"$h3" | sed 's/^/  /'
 }
+# Host 3's checkpoint directory (--health_check_dirs) is on a filesystem with 10 MiB free: it stays
+# out while hosts 1 and 2 train as 2 x 2, and joins once space is freed, uncounted.
+elastic_full_disk() {
+  python_training
+  local quick=$conf,last_call_timeout=1 p codes=""
+  mkdir -p "$SCRATCH/ckpt3"
+  mount -t tmpfs -o size=80m tmpfs "$SCRATCH/ckpt3"
+  trap 'netns3_down; umount -l "$SCRATCH/ckpt3" 2>/dev/null || true; [[ -n ${KEEP:-} ]] || rm -rf "$SCRATCH"' EXIT
+  head -c $((70 << 20)) /dev/zero >"$SCRATCH/ckpt3/old.pt"
+  host 0 h1.out "is_host=1,$quick"; pids=($!)
+  host 1 h2.out "$quick"; pids+=($!)
+  job+=(--health_check_dirs "$SCRATCH/ckpt3" --health_check_interval 0.5)
+  host 2 h3.out "$quick"; pids+=($!)
+  said "fails its health check" "$SCRATCH/h3.out"
+  step_reached "^1[0-9] world=4 restart=0"
+  rm "$SCRATCH/ckpt3/old.pt"
+  step_reached "world=6 restart=0"
+  for p in "${pids[@]}"; do set +e; wait "$p"; codes+="$? "; set -e; done
+  all=$(cat "$SCRATCH"/h*.out)
+  [[ $codes == "0 0 0 " ]] || fail "agents exited $codes: $all"
+  h3=$(cat "$SCRATCH/h3.out")
+  expect_contains "$h3" "this machine fails its health check (disk $SCRATCH/ckpt3 failed: 10 MiB free under $SCRATCH/ckpt3, below 64 MiB): it stays out of round 0"
+  [[ $(grep -c "fails its health check" <<<"$h3") == 1 ]] || fail "host 3 said it more than once: $h3"
+  expect_contains "$h3" "health checks pass again: this machine joins the job"
+  trained_as "world=4 restart=0,world=6 restart=0"
+}
 # cpu_cap PERCENT: a CPU cgroup capped at PERCENT of one CPU (v1's cpu controller, else v2's
 # cpu.max); its directory in CGROUP, removed at exit. Skips the case where neither can be made.
 cpu_cap() {
@@ -580,7 +607,7 @@ etcd_training | etcd_example)
   expect_contains "$survivor" "machine 0 of 3: ranks 0–1 of 6; $store${ADDR3[1]}:"
   expect_contains "$(cat "$SCRATCH/h1b.out")" "machine 2 of 3: ranks 4–5 of 6; $store${ADDR3[1]}:"
   ;;
-store_host|spares|counted_once|partition|health|straggler)
+store_host|spares|counted_once|partition|health|full_disk|straggler)
   "elastic_$CASE"
   ;;
 etcd_member_faults)
