@@ -50,10 +50,6 @@ std::string stepsMessage(const std::map<int, int64_t>& steps, int64_t lowest,
   return text;
 }
 
-}  // namespace
-
-namespace {
-
 // The rank of a stored key "<prefix><rank>", or -1 when `key` is not one.
 long rankOfKey(const std::string& key, const std::string& prefix) {
   if (!startsWith(key, prefix)) return -1;
