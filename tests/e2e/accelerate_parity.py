@@ -168,6 +168,9 @@ KEPT = [
     {"keys": ("ACCEL_HEARTBEAT_KEY",), "check": _nonempty, "when": lambda f: agent_launched(f),
      "reason": "accel's agent watches each rank's progress (`accel status`, --hang_timeout): the store key "
                "a rank adds 1 to at each step (README: When a job hangs)"},
+    {"keys": ("ACCEL_WORK_KEY",), "check": _nonempty, "when": lambda f: agent_launched(f),
+     "reason": "accel's agent scores stragglers: the store key a rank adds its own work per step to "
+               "(README: Healthy machines only)"},
     {"keys": ("PYTHONFAULTHANDLER",), "check": _one, "when": lambda f: True,
      "reason": "accel asks a hung rank for its stack with SIGABRT; Python's faulthandler prints every "
                "thread's then (set unless the user set it)"},

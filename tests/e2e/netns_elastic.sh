@@ -408,51 +408,45 @@ elastic_partition() {
 # check passes (a file appears) and host 3 joins, the group re-forms as 3 x 2, uncounted, and the
 # job finishes with every step done once.
 elastic_health() {
-  python_training
-  local quick=$conf,last_call_timeout=1 p codes=""
-  host 0 h1.out "is_host=1,$quick"; pids=($!)
-  host 1 h2.out "$quick"; pids+=($!)
-  job+=(--health_check "test -e '$SCRATCH/healthy' || { echo 'NIC eth1: link down'; exit 1; }"
-    --health_check_interval 0.5)
-  host 2 h3.out "$quick"; pids+=($!)
-  said "fails its health check" "$SCRATCH/h3.out"
-  step_reached "^1[0-9] world=4 restart=0"
-  touch "$SCRATCH/healthy"
-  step_reached "world=6 restart=0"
-  for p in "${pids[@]}"; do set +e; wait "$p"; codes+="$? "; set -e; done
-  all=$(cat "$SCRATCH"/h*.out)
-  [[ $codes == "0 0 0 " ]] || fail "agents exited $codes: $all"
-  h3=$(cat "$SCRATCH/h3.out")
-  expect_contains "$h3" "this machine fails its health check (command failed: NIC eth1: link down (exit 1)): it stays out of round 0 and checks again every 0.5 s"
-  [[ $(grep -c "fails its health check" <<<"$h3") == 1 ]] || fail "host 3 said it more than once: $h3"
-  expect_contains "$h3" "health checks pass again: this machine joins the job"
+  unhealthy_host3 "touch '$SCRATCH/healthy'" \
+    "this machine fails its health check (command failed: NIC eth1: link down (exit 1)): it stays out of round 0 and checks again every 0.5 s" \
+    --health_check "test -e '$SCRATCH/healthy' || { echo 'NIC eth1: link down'; exit 1; }"
   expect_contains "$h3" "machine 2 of 3: ranks 4–5 of 6"
-  trained_as "world=4 restart=0,world=6 restart=0"
   echo "host 3 said:"
   grep -E "health|machine [0-9] of" <<<"$h3" | sed 's/^/  /'
 }
-# Host 3's checkpoint directory (--health_check_dirs) is on a filesystem with 10 MiB free: it stays
-# out while hosts 1 and 2 train as 2 x 2, and joins once space is freed, uncounted.
+# full_disk: the same with host 3's checkpoint directory (--health_check_dirs) on a filesystem
+# with 10 MiB free; it joins once space is freed.
 elastic_full_disk() {
-  python_training
-  local quick=$conf,last_call_timeout=1 p codes=""
   mkdir -p "$SCRATCH/ckpt3"
   mount -t tmpfs -o size=80m tmpfs "$SCRATCH/ckpt3"
   trap 'netns3_down; umount -l "$SCRATCH/ckpt3" 2>/dev/null || true; [[ -n ${KEEP:-} ]] || rm -rf "$SCRATCH"' EXIT
   head -c $((70 << 20)) /dev/zero >"$SCRATCH/ckpt3/old.pt"
+  unhealthy_host3 "rm '$SCRATCH/ckpt3/old.pt'" \
+    "this machine fails its health check (disk $SCRATCH/ckpt3 failed: 10 MiB free under $SCRATCH/ckpt3, below 64 MiB): it stays out of round 0" \
+    --health_check_dirs "$SCRATCH/ckpt3"
+}
+# unhealthy_host3 FIX NOTICE FLAGS...: hosts 1 and 2 start, then host 3 with FLAGS, which fail
+# its health check: it says NOTICE, once, and stays out while the others train as 2 x 2; then
+# FIX (a command) makes it healthy, it joins, the group re-forms as 3 x 2, uncounted, and the job
+# finishes with every step done once. Its output in $h3.
+unhealthy_host3() {
+  local fix=$1 notice=$2 quick=$conf,last_call_timeout=1 p codes=""
+  shift 2
+  python_training
   host 0 h1.out "is_host=1,$quick"; pids=($!)
   host 1 h2.out "$quick"; pids+=($!)
-  job+=(--health_check_dirs "$SCRATCH/ckpt3" --health_check_interval 0.5)
+  job+=("$@" --health_check_interval 0.5)
   host 2 h3.out "$quick"; pids+=($!)
   said "fails its health check" "$SCRATCH/h3.out"
   step_reached "^1[0-9] world=4 restart=0"
-  rm "$SCRATCH/ckpt3/old.pt"
+  eval "$fix"
   step_reached "world=6 restart=0"
   for p in "${pids[@]}"; do set +e; wait "$p"; codes+="$? "; set -e; done
   all=$(cat "$SCRATCH"/h*.out)
   [[ $codes == "0 0 0 " ]] || fail "agents exited $codes: $all"
   h3=$(cat "$SCRATCH/h3.out")
-  expect_contains "$h3" "this machine fails its health check (disk $SCRATCH/ckpt3 failed: 10 MiB free under $SCRATCH/ckpt3, below 64 MiB): it stays out of round 0"
+  expect_contains "$h3" "$notice"
   [[ $(grep -c "fails its health check" <<<"$h3") == 1 ]] || fail "host 3 said it more than once: $h3"
   expect_contains "$h3" "health checks pass again: this machine joins the job"
   trained_as "world=4 restart=0,world=6 restart=0"

@@ -92,8 +92,12 @@ TEST(Heartbeat, WorkReachesItsKeyBeforeTheStepsItBelongsTo) {
   for (const auto& [key, value] : writes) {
     if (key == "/accel_work_us/1") work = value;
     // Each step count arrives with the work of the steps before it: 0, then 1500 + 2500.
-    if (key == "/accel_step/1" && value == "3") EXPECT_EQ(work, "4000");
-    if (key == "/accel_step/1" && value == "1") EXPECT_EQ(work, "0");
+    if (key == "/accel_step/1" && value == "3") {
+      EXPECT_EQ(work, "4000");
+    }
+    if (key == "/accel_step/1" && value == "1") {
+      EXPECT_EQ(work, "0");
+    }
   }
   EXPECT_EQ(work, "4000");
 }

@@ -20,9 +20,11 @@ ONLY_ACCEL_PREFIXES = ("ACCELERATE_", "KMP_") if os.environ.get("TWIN_ACCEL_COMM
 # - one setting, two names: torch 1.13 reads NCCL_ASYNC_ERROR_HANDLING, 2.2+ its
 #   TORCH_NCCL_ASYNC_ERROR_HANDLING. Each torchrun sets its own release's name (so a name missing
 #   under accel is still a difference); accel, serving every release, sets both.
-# - accel's agent watches progress and asks hung ranks for their stacks (README: When a job
-#   hangs): the heartbeat key, and Python's faulthandler on (SIGABRT prints every thread).
-ONLY_ACCEL = {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING", "ACCEL_HEARTBEAT_KEY", "PYTHONFAULTHANDLER"}
+# - accel's agent watches progress, scores stragglers and asks hung ranks for their stacks (README:
+#   When a job hangs; Healthy machines only): the heartbeat and work keys, and Python's faulthandler
+#   on (SIGABRT prints every thread).
+ONLY_ACCEL = {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING", "ACCEL_HEARTBEAT_KEY",
+              "ACCEL_WORK_KEY", "PYTHONFAULTHANDLER"}
 ONLY_TORCH = set()
 # - the test points each launch's workers at their own output directory, and gives each launcher
 #   the workers' python3 by its path as that launcher sees it (torch 2.6: inside the chroot, or
