@@ -35,7 +35,7 @@ const std::vector<json>& registrations(store::Store& s, const GroupSettings& o, 
 // Whether registration `j`'s agent is still there (its presence key waited on): the master's
 // view; without one, every registration counts.
 bool isPresent(const json& j, const GroupSettings& o) {
-  return !o.present || o.present(j.value("presence", ""));
+  return !o.present || o.present(j.value("token", ""));
 }
 
 // How many of the round's `count` registrations are of agents still there: one that registered
@@ -110,7 +110,7 @@ Expected<Assignment> assign(const std::vector<json>& joined, int machines) {
     MachineInfo& m = byRank[static_cast<size_t>(slotRank[slot])];
     m.host = joined[slot].at("host").get<std::string>();
     m.address = joined[slot].value("address", "");
-    m.presence = joined[slot].value("presence", "");
+    m.presence = joined[slot].value("token", "");
     m.local_world_size = joined[slot].at("local_world_size").get<int>();
     m.machine_rank = slotRank[slot];
   }
@@ -129,7 +129,7 @@ int registerAgent(store::Store& s, const GroupSettings& o, const RoundStart& r) 
         json{{"host", o.host},
              {"address", o.address},
              {"local_world_size", o.local_world_size},
-             {"presence", o.presence},
+             {"token", o.presence},
              {"requested_rank", o.requested_machine_rank.value_or(-1)}}  // -1: any
             .dump());
   return slot;
@@ -197,17 +197,10 @@ Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const Round
 // that round never formed): they keep their order in this one.
 std::map<std::string, int> previousRanks(store::Store& s, const GroupSettings& o,
                                          const RoundStart& r) {
-  std::map<std::string, int> ranks;
-  if (r.round == 0) return ranks;
+  if (r.round == 0) return {};
   const std::string before = roundKeys(o, r.round - 1).members();
-  if (!s.check({before})) return ranks;
-  const json j = json::parse(s.get(before, o.timeouts.request), nullptr, false);
-  if (!j.is_array()) return ranks;
-  for (const auto& m : j) {
-    const std::string token = m.value("presence", "");
-    if (!token.empty()) ranks[token] = m.value("machine_rank", 0);
-  }
-  return ranks;
+  if (!s.check({before})) return {};
+  return ranksByToken(json::parse(s.get(before, o.timeouts.request), nullptr, false));
 }
 
 // The round's members among the registrations of agents still there, `machines` at most, ranked
@@ -218,7 +211,7 @@ std::vector<int> members(const std::vector<json>& joined, int machines, const Gr
   std::vector<int> slots;
   for (size_t slot = 0; slot < joined.size(); ++slot) {
     if (!isPresent(joined[slot], o)) continue;
-    present.push_back({joined[slot].value("presence", ""), static_cast<int64_t>(slot),
+    present.push_back({joined[slot].value("token", ""), static_cast<int64_t>(slot),
                        joined[slot].at("requested_rank").get<int>() >= 0});
     slots.push_back(static_cast<int>(slot));
   }
@@ -230,14 +223,14 @@ std::vector<int> members(const std::vector<json>& joined, int machines, const Gr
 json machineJson(const MachineInfo& m) {
   return {{"host", m.host},
           {"address", m.address},
-          {"presence", m.presence},
+          {"token", m.presence},
           {"local_world_size", m.local_world_size},
           {"machine_rank", m.machine_rank},
           {"rank_offset", m.rank_offset}};
 }
 
 MachineInfo machineOf(const json& m) {
-  return MachineInfo{m.at("host").get<std::string>(), m.value("presence", ""),
+  return MachineInfo{m.at("host").get<std::string>(), m.value("token", ""),
                      m.value("address", ""),          m.at("local_world_size").get<int>(),
                      m.at("machine_rank").get<int>(), m.at("rank_offset").get<int>()};
 }

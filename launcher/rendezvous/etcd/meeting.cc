@@ -272,18 +272,12 @@ class Meeting {
 
   // The machine ranks of the round before, by token (none in round 0, or when it never formed).
   std::map<std::string, int> previousRanks() const {
-    std::map<std::string, int> ranks;
-    if (round_ == 0) return ranks;
+    if (round_ == 0) return {};
     auto record = client_.get(etcdRoundKeys(m_, round_ - 1).record());
-    if (!record) return ranks;
+    if (!record) return {};
     const json j = json::parse(record->value, nullptr, false);
-    if (!j.is_object() || !j.contains("members") || !j["members"].is_array()) return ranks;
-    int rank = 0;
-    for (const auto& m : j["members"]) {
-      if (m.is_object() && m.contains("token") && m["token"].is_string()) ranks[m["token"]] = rank;
-      ++rank;
-    }
-    return ranks;
+    return j.is_object() && j.contains("members") ? ranksByToken(j["members"])
+                                                  : std::map<std::string, int>{};
   }
 
   EtcdRound resultOf(const EtcdKeyValue& record) const {

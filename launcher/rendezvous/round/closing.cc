@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 namespace accel::launcher {
 
 RoundClosing::RoundClosing(int minMachines, int maxMachines, int expectMachines,
@@ -53,6 +55,19 @@ std::string secondsLeft(std::chrono::milliseconds left) {
 }
 
 }  // namespace
+
+std::map<std::string, int> ranksByToken(const nlohmann::json& members) {
+  std::map<std::string, int> ranks;
+  if (!members.is_array()) return ranks;
+  int rank = 0;
+  for (const auto& m : members) {
+    if (m.is_object() && m.contains("token") && m["token"].is_string()) {
+      ranks[m["token"].get<std::string>()] = rank;
+    }
+    ++rank;
+  }
+  return ranks;
+}
 
 std::string formingText(int here, int least, int most,
                         std::optional<std::chrono::milliseconds> lastCallLeft,

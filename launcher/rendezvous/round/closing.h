@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace accel::launcher {
 
 class RoundClosing {
@@ -60,5 +62,11 @@ struct Registrant {
 // stays machine 0 while it lives, a survivor keeps its place, a newcomer follows.
 std::vector<size_t> rankMembers(const std::vector<Registrant>& registrants,
                                 const std::map<std::string, int>& before, int machines);
+
+// The machine ranks of a formed round's members by token — rankMembers' `before` for the round
+// after — from its member list as both backends keep it: a JSON array in machine-rank order,
+// each member an object with its agent's "token". Anything else (a round that never formed, a
+// value some other program wrote) gives none: the next round then ranks by arrival.
+std::map<std::string, int> ranksByToken(const nlohmann::json& members);
 
 }  // namespace accel::launcher

@@ -168,9 +168,8 @@ TEST_F(AgentRendezvousTest, AMachineThatRegisteredAndDiedIsNotAMember) {
   auto c = client();
   const RoundKeys round0 = roundKeys(GroupSettings{}, 0);
   c->add(round0.arrivals(), 1);
-  c->set(
-      round0.agent(0),
-      R"({"host":"gone","address":"","presence":"dead","local_world_size":2,"requested_rank":-1})");
+  c->set(round0.agent(0),
+         R"({"host":"gone","address":"","token":"dead","local_world_size":2,"requested_rank":-1})");
   auto other = std::async(std::launch::async, [&] { return join(elastic(-1)); });
   awaitRegistered(2);
   auto master = join(elastic(0));

@@ -5,8 +5,10 @@
 #include "launcher/rendezvous/round/liveness.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "launcher/rendezvous/c10d/rendezvous.h"
+#include "launcher/rendezvous/round/closing.h"
 
 namespace accel::launcher {
 namespace {
@@ -195,6 +197,20 @@ TEST(RoundClosingTest, FormingTextSaysWhatTheRoundWaitsFor) {
             "2 of 3 machines (3 needed); 10 s left to join (--rdzv_timeout)");
   EXPECT_EQ(formingText(1, 1, 2, 1ms, 0ms),
             "1 of 1–2 machines; the round closes in 1 s unless more come (the last call)");
+}
+
+// The round before's ranks, read from a member list as both backends keep it (position = machine
+// rank, "token" = the agent's); what is not such a list, or a member without a string token,
+// gives no rank, and a newcomer then ranks by arrival.
+TEST(RoundClosingTest, RanksByTokenReadsEitherBackendsMemberList) {
+  const auto list = nlohmann::json::parse(
+      R"([{"token":"b","host":"h1"},{"token":7},{"token":"a","machine_rank":9},"junk"])");
+  EXPECT_EQ(ranksByToken(list), (std::map<std::string, int>{{"b", 0}, {"a", 2}}));
+  EXPECT_TRUE(ranksByToken(nlohmann::json::parse("{\"members\":[]}")).empty());
+  EXPECT_TRUE(ranksByToken(nlohmann::json::parse("not json", nullptr, false)).empty());
+  // Fed back to the rule, the survivors keep their places ahead of a newcomer who came first.
+  const std::vector<Registrant> now{{"new", 0, false}, {"a", 1, false}, {"b", 2, false}};
+  EXPECT_EQ(rankMembers(now, ranksByToken(list), 3), (std::vector<size_t>{2, 1, 0}));
 }
 
 // etcd's presence signal (a registration gone with its lease) in the backend's own words: lost,

@@ -220,7 +220,7 @@ TEST_F(RoundCloseSimTest, AMachineThatDiedWaitingToJoinIsNotExpectedInTheNextRou
   const GroupSettings o = settings("alpha");
   for (const char* presence : {"gone", "here"}) {
     const int slot = static_cast<int>(data_.add(roundKeys(o, 1).arrivals(), 1)) - 1;
-    data_.set(roundKeys(o, 1).agent(slot), std::string(R"({"presence": ")") + presence + "\"}");
+    data_.set(roundKeys(o, 1).agent(slot), std::string(R"({"token": ")") + presence + "\"}");
   }
   world_->run({agent("alpha", {0, 0, 0}, kAll, 1500ms),
                agent("beta", {0, 0, 0}, kAll, 1000ms, workerFailure(1, "beta", 1, "x")),
