@@ -39,6 +39,13 @@ GradientCompression compressionFromEnvironment() {
   throw Error(std::string(env::kGradientCompression) + "='" + v + "' is not one of none, bf16");
 }
 
+bool bucketViewsFromEnvironment() {
+  const std::string v = env::getString(env::kGradientAsBucketView).value_or("1");
+  if (v == "1") return true;
+  if (v == "0") return false;
+  throw Error(std::string(env::kGradientAsBucketView) + "='" + v + "' is not 0 or 1");
+}
+
 MixedPrecision parsePrecision(const std::string& text) {
   if (text == "no") return MixedPrecision::No;
   if (text == "bf16") return MixedPrecision::Bf16;
@@ -240,6 +247,8 @@ void Accelerator::prepare(torch::nn::Module& model, torch::optim::Optimizer& opt
     so.bucket_cap_bytes = options_.bucket_cap_bytes;
     so.find_unused_parameters = options_.find_unused_parameters;
     so.bf16_compression = compression_ == GradientCompression::Bf16;
+    so.gradient_as_bucket_view =
+        options_.gradient_as_bucket_view.value_or(bucketViewsFromEnvironment());
     grad_sync_ = std::make_unique<sync::GradientSync>(*comm_, params, names, so);
     applyGradientSyncState();
   }
@@ -280,6 +289,7 @@ void Accelerator::backward(const at::Tensor& loss) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   at::Tensor l = accumulation_steps_ > 1 ? loss / accumulation_steps_ : loss;
+  if (grad_sync_) grad_sync_->rehook();
   scaler_.scale(l).backward();
   if (profile_) profile_->mark(StepPhase::Backward);
   const auto backwardDone = Clock::now();
@@ -356,11 +366,14 @@ void Accelerator::stepOptimizer() {
 
 // zero_grad(set_to_none=True), torch 2.x's default in Python and C++ (LibTorch 1.13's C++
 // zero_grad() zeroes in place instead): the next backward then stores each gradient as it
-// comes, without adding it to zeros, and the sync writes the average in one pass.
+// comes, without adding it to zeros, and the sync writes the average in one pass. With gradients
+// as bucket views, the synced ones are zeroed in their buckets instead (one pass per bucket), so
+// that the next backward accumulates there.
 void Accelerator::clearGradients() {
   for (auto& group : optimizer_->param_groups()) {
     for (auto& p : group.params()) p.mutable_grad().reset();
   }
+  if (grad_sync_) grad_sync_->zeroGradients();
 }
 
 double Accelerator::clipGradNorm(double maxNorm, double normType) {

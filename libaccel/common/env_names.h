@@ -39,6 +39,9 @@ inline constexpr const char* kStoreProtocol = "ACCEL_STORE_PROTOCOL";
 inline constexpr const char* kCpuBackend = "ACCEL_CPU_BACKEND";
 // Gradient compression for libaccel's all-reduce: "bf16" (DDP's bf16_compress_hook), "none".
 inline constexpr const char* kGradientCompression = "ACCEL_GRADIENT_COMPRESSION";
+// "0": libaccel copies gradients into its all-reduce buckets instead of making each .grad a view
+// of its bucket (DDP's gradient_as_bucket_view; on by default).
+inline constexpr const char* kGradientAsBucketView = "ACCEL_GRADIENT_AS_BUCKET_VIEW";
 
 // The store key a worker ADDs 1 to at each step it begins ("accel_step/<RANK>"): the agent's
 // progress heartbeat (libaccel/store/heartbeat.h). Set by the agent for every worker.

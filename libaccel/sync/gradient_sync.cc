@@ -1,10 +1,33 @@
 #include "libaccel/sync/gradient_sync.h"
 
+#include <functional>
 #include <utility>
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include "accel/error.h"
 
 namespace accel::sync {
+namespace {
+
+// Runs after a parameter's gradient accumulator (autograd's AccumulateGrad) stored this
+// backward's gradient in .grad: DDP's reducer hooks the same place.
+class AfterAccumulation : public torch::autograd::FunctionPostHook {
+ public:
+  explicit AfterAccumulation(std::function<void()> f) : f_(std::move(f)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    f_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> f_;
+};
+
+}  // namespace
 
 struct GradientSync::Bucket {
   at::Tensor flat;               // the bucket's gradients, back to back
@@ -58,6 +81,10 @@ GradientSync::GradientSync(Communicator& comm, std::vector<at::Tensor> params,
   }
   if (current) close();
 
+  if (options_.gradient_as_bucket_view) {
+    installViews();
+    return;
+  }
   for (size_t k = 0; k < params_.size(); ++k) {
     if (!params_[k].requires_grad()) continue;
     hooks_.emplace_back(k, params_[k].register_hook([this, k](at::Tensor grad) {
@@ -67,10 +94,74 @@ GradientSync::GradientSync(Communicator& comm, std::vector<at::Tensor> params,
   }
 }
 
+// Each .grad becomes its bucket's view (a gradient already there is kept, copied in), and each
+// parameter's accumulator gets the hook that counts it.
+void GradientSync::installViews() {
+  for (size_t k = 0; k < params_.size(); ++k) {
+    if (!params_[k].requires_grad()) continue;
+    at::Tensor view = viewOf(k);
+    if (params_[k].grad().defined()) view.copy_(params_[k].grad());
+    params_[k].mutable_grad() = view;
+    post_hooks_.push_back(hook(k));
+  }
+}
+
+GradientSync::PostHook GradientSync::hook(size_t k) {
+  auto accumulator = torch::autograd::impl::grad_accumulator(params_[k]);
+  if (!accumulator) throw Error("parameter " + std::to_string(k) + " is not a leaf");
+  const uintptr_t key = accumulator->add_post_hook(
+      std::make_unique<AfterAccumulation>([this, k] { onAccumulated(k); }));
+  return {k, std::move(accumulator), key};
+}
+
+void GradientSync::rehook() {
+  for (PostHook& h : post_hooks_) {
+    if (torch::autograd::impl::grad_accumulator(params_[h.param]) == h.accumulator) continue;
+    h.accumulator->del_post_hook(h.key);
+    h = hook(h.param);
+  }
+}
+
+at::Tensor GradientSync::viewOf(size_t k) const {
+  const auto [b, slot] = where_[k];
+  const Bucket& bucket = *buckets_[b];
+  return bucket.flat.narrow(0, bucket.offsets[slot], params_[k].numel()).view(params_[k].sizes());
+}
+
+void GradientSync::zeroGradients() {
+  if (!options_.gradient_as_bucket_view) return;
+  for (auto& bucket : buckets_) bucket->flat.zero_();
+  for (size_t k = 0; k < params_.size(); ++k) {
+    if (!params_[k].requires_grad()) continue;
+    at::Tensor& grad = params_[k].mutable_grad();
+    if (!grad.defined() || grad.data_ptr() != viewOf(k).data_ptr()) grad = viewOf(k);
+  }
+}
+
 // The parameters may outlive this object (a model kept after its Accelerator): a later
 // backward must not call into it.
 GradientSync::~GradientSync() {
   for (const auto& [k, hook] : hooks_) params_[k].remove_hook(hook);
+  for (const PostHook& h : post_hooks_) h.accumulator->del_post_hook(h.key);
+}
+
+// Autograd has accumulated this backward's gradient into .grad: into the bucket, unless .grad
+// was replaced since (reset to none by a zero_grad(set_to_none=True), or assigned), when
+// autograd stored a tensor of its own — copied in, and .grad made the view again.
+void GradientSync::onAccumulated(size_t k) {
+  if (!enabled_) return;
+  pending_ = true;
+  if (ready_[k]) return;
+  ready_[k] = true;
+  at::Tensor& grad = params_[k].mutable_grad();
+  at::Tensor view = viewOf(k);
+  if (grad.data_ptr() != view.data_ptr()) {
+    view.copy_(grad);
+    grad = view;
+  }
+  const size_t b = where_[k].first;
+  Bucket& bucket = *buckets_[b];
+  if (++bucket.ready == bucket.params.size() && b == next_launch_) launchReady();
 }
 
 void GradientSync::onGradient(size_t k, const at::Tensor& grad) {
@@ -115,6 +206,9 @@ void GradientSync::launchReady() {
 }
 
 void GradientSync::launch(Bucket& bucket) {
+  // As views, the bucket holds each rank's sum: divided here, before the all-reduce, as the
+  // copying hook divides each gradient on its way in (the same product, element by element).
+  if (options_.gradient_as_bucket_view && comm_.size() > 1) bucket.flat.mul_(1.0 / comm_.size());
   if (bucket.wire.defined()) bucket.wire.copy_(bucket.flat);  // rounds to bf16
   const auto start = std::chrono::steady_clock::now();
   bucket.work =
@@ -139,12 +233,7 @@ void GradientSync::finish() {
         continue;
       }
       // Unused here (maybe not on other ranks): contribute what is accumulated, else zero.
-      const at::Tensor& g = params_[k].grad();
-      auto view = bucket.flat.narrow(0, bucket.offsets[slot], params_[k].numel());
-      if (g.defined())
-        view.copy_(g.reshape({-1})).mul_(1.0 / comm_.size());
-      else
-        view.zero_();
+      contributeUnused(bucket, slot);
       ready_[k] = true;
       ++bucket.ready;
     }
@@ -152,6 +241,28 @@ void GradientSync::finish() {
   if (!missing.empty()) failMissing(missing);
   launchReady();
   writeBack();
+}
+
+// A parameter unused in this backward contributes what .grad accumulated, else zero. As a view,
+// the bucket already holds it (zeroed after the last step, or accumulated since); launch()
+// divides it.
+void GradientSync::contributeUnused(Bucket& bucket, size_t slot) {
+  const size_t k = bucket.params[slot];
+  at::Tensor& g = params_[k].mutable_grad();
+  at::Tensor view = viewOf(k);
+  if (options_.gradient_as_bucket_view) {
+    if (!g.defined()) {
+      view.zero_();
+    } else if (g.data_ptr() != view.data_ptr()) {
+      view.copy_(g);
+    }
+    g = view;
+    return;
+  }
+  if (g.defined())
+    view.copy_(g).mul_(1.0 / comm_.size());
+  else
+    view.zero_();
 }
 
 void GradientSync::failMissing(const std::vector<std::string>& missing) {

@@ -12,7 +12,9 @@
 # ranks meeting at one barrier per step), what any synchronous data parallelism can reach here
 # at best — lock-step runs at the slower CPU's pace and waits out each step's jitter; and the
 # 2-rank C++ job with its gradients on the wire as bf16 (ACCEL_GRADIENT_COMPRESSION=bf16, DDP's
-# bf16_compress_hook), against the uncompressed run of the same round.
+# bf16_compress_hook), against the uncompressed run of the same round; and the 2-rank C++ job
+# copying its gradients into the buckets (ACCEL_GRADIENT_AS_BUCKET_VIEW=0) against the default,
+# gradients as bucket views: their shares of the ceiling and their peak RSS per rank.
 #   scripts/bench/train.sh [--steps S] [--ranks "N..."] [--rounds R]
 #     (steps: 900 for the MLP — a 3 ms step, so that a run lasts seconds, not the VM's noise — and
 #     200 for the CNN; an epoch at most; N = 1 2, R = 3)
@@ -42,9 +44,10 @@ trap 'rm -rf "$scratch"' EXIT
 # run NAME N PRECISION MODEL: prints "samples/s first_step wall_s rss_mib"
 run() {
   local impl=$1 n=$2 precision=$3 model=$4 out=$scratch/out.$BASHPID
-  local cmd backend=auto compression=none n_steps=${steps:-${default_steps[$model]}}
+  local cmd backend=auto compression=none views=1 n_steps=${steps:-${default_steps[$model]}}
   [[ $impl == cppgloo ]] && backend=gloo
   [[ $impl == cppwire ]] && compression=bf16
+  [[ $impl == cppcopy ]] && views=0
   if [[ $impl == cpp* ]]; then
     cmd=("$example" --model "$model" --steps "$n_steps" --no-shuffle --no-progress --no-eval)
     [[ $impl == cppbarrier ]] && cmd+=(--barrier_only)
@@ -54,7 +57,8 @@ run() {
   local start end
   start=$(date +%s.%N)
   # GNU time per rank: wrap the worker so each rank reports its own peak RSS.
-  ACCEL_CPU_BACKEND=$backend ACCEL_GRADIENT_COMPRESSION=$compression "$accel" launch -q --cpu -n "$n" --mixed_precision "$precision" --no_python \
+  ACCEL_CPU_BACKEND=$backend ACCEL_GRADIENT_COMPRESSION=$compression ACCEL_GRADIENT_AS_BUCKET_VIEW=$views \
+    "$accel" launch -q --cpu -n "$n" --mixed_precision "$precision" --no_python \
     /usr/bin/time -f "rss_kb=%M" -- "${cmd[@]}" >"$out" 2>&1
   end=$(date +%s.%N)
   local sps first rss
@@ -71,32 +75,38 @@ run() {
 # by tens of percent within minutes); the share is each round's ratio, the median printed with
 # the rounds'. Over Gloo and Python DDP: their runs in the table against the median ceiling.
 ceiling() {
-  local precision=$1 model=$2 p2=$3 g2=$4 a b c l w r ceil=() share=() lock=() wire=()
+  local precision=$1 model=$2 p2=$3 g2=$4 a b c l w k r ceil=() share=() lock=() wire=() copy=()
+  local c_rss k_rss rss_views=() rss_copies=()
   for ((r = 0; r < rounds; r++)); do
     exec 3< <(run cpp 1 "$precision" "$model")
     exec 4< <(run cpp 1 "$precision" "$model")
     read -r a _ <&3; read -r b _ <&4
     exec 3<&- 4<&-
-    read -r c _ < <(run cpp 2 "$precision" "$model")
+    read -r c _ _ c_rss < <(run cpp 2 "$precision" "$model")
+    read -r k _ _ k_rss < <(run cppcopy 2 "$precision" "$model")
     read -r l _ < <(run cppbarrier 2 "$precision" "$model")
     read -r w _ < <(run cppwire 2 "$precision" "$model")
     ceil+=($((a + b)))
     share+=("$(awk -v c="$c" -v t=$((a + b)) 'BEGIN{printf "%.1f", 100*c/t}')")
     lock+=("$(awk -v c="$l" -v t=$((a + b)) 'BEGIN{printf "%.1f", 100*c/t}')")
     wire+=("$(awk -v c="$w" -v t=$((a + b)) 'BEGIN{printf "%.1f", 100*c/t}')")
+    copy+=("$(awk -v c="$k" -v t=$((a + b)) 'BEGIN{printf "%.1f", 100*c/t}')")
+    rss_views+=("$c_rss") rss_copies+=("$k_rss")
   done
-  awk -v m="$model" -v p="$precision" -v ceils="${ceil[*]}" -v shares="${share[*]}" -v locks="${lock[*]}" -v wires="${wire[*]}" -v py="$p2" -v g="$g2" '
+  awk -v m="$model" -v p="$precision" -v ceils="${ceil[*]}" -v shares="${share[*]}" -v locks="${lock[*]}" -v wires="${wire[*]}" -v copies="${copy[*]}" -v rv="${rss_views[*]}" -v rk="${rss_copies[*]}" -v py="$p2" -v g="$g2" '
     function median(list, v, n, i, j, t) {
       n = split(list, v, " ")
       for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j-1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j-1]; v[j-1] = t }
       return n % 2 ? v[(n+1)/2] : (v[n/2] + v[n/2+1]) / 2
     }
     BEGIN {
-      ceil = median(ceils); c = median(shares); l = median(locks); w = median(wires)
-      gsub(/ /, "% ", shares); gsub(/ /, "% ", locks); gsub(/ /, "% ", wires)
+      ceil = median(ceils); c = median(shares); l = median(locks); w = median(wires); k = median(copies)
+      mv = median(rv); mk = median(rk)
+      gsub(/ /, "% ", shares); gsub(/ /, "% ", locks); gsub(/ /, "% ", wires); gsub(/ /, "% ", copies)
       printf "%-5s %-5s ceiling (2 x 1 rank at once, no communication): %d samples/s; 2 ranks reach C++ %.0f%% (the rounds: %s%%), over Gloo %.0f%%, Python DDP %.0f%%\n", m, p, ceil, c, shares, 100*g/ceil, 100*py/ceil
       printf "%-5s %-5s lock-step bound (2 ranks, one barrier per step, gradients not averaged): %.0f%% of the ceiling (the rounds: %s%%); C++ reaches %.0f%% of it\n", m, p, l, locks, 100*c/l
-      printf "%-5s %-5s bf16 on the wire (ACCEL_GRADIENT_COMPRESSION=bf16, 2 ranks): %.0f%% of the ceiling (the rounds: %s%%), %.2fx the uncompressed run\n", m, p, w, wires, w/c }'
+      printf "%-5s %-5s bf16 on the wire (ACCEL_GRADIENT_COMPRESSION=bf16, 2 ranks): %.0f%% of the ceiling (the rounds: %s%%), %.2fx the uncompressed run\n", m, p, w, wires, w/c
+      printf "%-5s %-5s gradients copied into the buckets (ACCEL_GRADIENT_AS_BUCKET_VIEW=0, 2 ranks): %.0f%% of the ceiling (the rounds: %s%%), against %.0f%% as bucket views; peak RSS per rank %s MiB copied, %s MiB as views\n", m, p, k, copies, c, mk, mv }'
 }
 
 printf '%-5s %-5s %-2s | %9s %9s %6s | %6s %6s | %6s %6s | %6s %6s | %5s %5s | %9s %5s\n' \

@@ -508,17 +508,111 @@ TEST(GradientSyncTest, Bf16CompressionOverSharedMemory) {
   }
 }
 
-// A model may outlive its Accelerator: once the GradientSync is gone, its hooks are too.
-TEST(GradientSyncTest, DestroyingItRemovesTheHooks) {
-  auto net = makeNet();
-  std::vector<at::Tensor> params = net->parameters();
-  RecordingCommunicator comm;
-  {
-    sync::GradientSync gs(comm, params, {},
-                          sync::GradientSyncOptions{/*bucket_cap_bytes=*/140, false});
+// Gradients as bucket views (the default) against copying them into the buckets: two ranks on
+// shared memory, six optimizer steps of Adam with two micro-steps each (the first under
+// accumulation, so .grad carries a sum into the synced backward), a noSync() backward added in
+// on the third step, and the gradient norm clipped — the parameters equal bit for bit.
+std::vector<std::vector<at::Tensor>> trainWithViews(bool views) {
+  const Data data = makeData(128);
+  std::vector<std::vector<at::Tensor>> result(2);
+  // Made here: torch's generator is global, and two threads seeding it would race.
+  const std::vector<std::shared_ptr<Net>> nets{makeNet(0), makeNet(7)};
+  testing::runRanks(
+      2,
+      [&](std::shared_ptr<Communicator> comm, int rank) {
+        const auto& net = nets[static_cast<size_t>(rank)];
+        torch::optim::Adam opt(net->parameters(), 1e-2);
+        AcceleratorOptions o = options(comm, rank, /*accumulation=*/2);
+        o.gradient_as_bucket_view = views;
+        Accelerator acc(o);
+        acc.prepare(*net, opt);
+        for (int64_t s = 0; s < 6; ++s) {
+          for (int64_t micro = 0; micro < 2; ++micro) {
+            const int64_t at = ((s * 2 + micro) * 2 + rank) * 4;
+            const auto loss = [&] {
+              return torch::mse_loss(net->forward(data.x.narrow(0, at, 4)),
+                                     data.y.narrow(0, at, 4));
+            };
+            acc.accumulate();
+            if (s == 2 && micro == 1) {
+              NoSyncGuard guard(acc);
+              acc.backward(loss() * 0.5);
+            }
+            acc.backward(loss());
+            if (acc.syncGradients()) acc.clipGradNorm(0.05);
+            acc.step();
+          }
+        }
+        for (auto& p : net->parameters())
+          result[static_cast<size_t>(rank)].push_back(p.detach().clone());
+      },
+      std::chrono::seconds(30), CpuBackend::SharedMemory);
+  return result;
+}
+
+TEST(GradientSyncTest, BucketViewsTrainBitForBitAsTheCopyingPath) {
+  const auto views = trainWithViews(true), copies = trainWithViews(false);
+  for (size_t r = 0; r < 2; ++r) {
+    for (size_t i = 0; i < views[r].size(); ++i) {
+      EXPECT_TRUE(torch::equal(views[r][i], copies[r][i]))
+          << "rank " << r << ", parameter " << i << ": differs by "
+          << (views[r][i] - copies[r][i]).abs().max().item<float>();
+    }
   }
-  net->forward(torch::ones({4, 8})).sum().backward();
-  EXPECT_EQ(comm.started.size(), 0u);
+  EXPECT_TRUE(torch::equal(views[0][0], views[1][0])) << "the ranks drifted apart";
+}
+
+// From construction on, .grad is the bucket's view, and stays the same memory through backward,
+// the sync and step() (zeroed there, not released): no gradient tensor beside the buckets. A
+// .grad the user released is stored by autograd on its own, then copied in and made the view
+// again.
+TEST(GradientSyncTest, GradientsAreBucketViewsFromTheStartAndStayThere) {
+  NetWithLoss t;
+  auto& [net, params, loss, local, comm] = t;
+  sync::GradientSync gs(comm, params, {}, sync::GradientSyncOptions{});
+  ASSERT_TRUE(gs.gradientsAreBucketViews());
+  std::vector<void*> where;
+  for (auto& p : params) {
+    ASSERT_TRUE(p.grad().defined());
+    EXPECT_TRUE(p.grad().is_alias_of(params[0].grad()));
+    EXPECT_EQ(p.grad().count_nonzero().item<int64_t>(), 0);
+    where.push_back(p.grad().data_ptr());
+  }
+  loss().backward();
+  gs.finish();
+  ASSERT_EQ(comm.started.size(), 1u);
+  EXPECT_TRUE(torch::equal(comm.started[0], flat(local, {3, 2, 1, 0}) * 0.5));
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_EQ(params[i].grad().data_ptr(), where[i]) << "parameter " << i;
+    EXPECT_TRUE(torch::equal(params[i].grad(), local[i] * 2)) << "parameter " << i;
+  }
+  gs.zeroGradients();
+  params[1].mutable_grad().reset();  // released, as zero_grad(set_to_none=True) would
+  loss().backward();
+  gs.finish();
+  ASSERT_EQ(comm.started.size(), 2u);
+  EXPECT_TRUE(torch::equal(comm.started[1], flat(local, {3, 2, 1, 0}) * 0.5));
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_EQ(params[i].grad().data_ptr(), where[i]) << "parameter " << i;
+    EXPECT_TRUE(torch::equal(params[i].grad(), local[i] * 2)) << "parameter " << i;
+  }
+}
+
+// A model may outlive its Accelerator: once the GradientSync is gone, its hooks are too.
+// (Both kinds: the hooks after accumulation of bucket views, the copying hooks before it.)
+TEST(GradientSyncTest, DestroyingItRemovesTheHooks) {
+  for (const bool views : {true, false}) {
+    auto net = makeNet();
+    std::vector<at::Tensor> params = net->parameters();
+    RecordingCommunicator comm;
+    {
+      sync::GradientSyncOptions o{/*bucket_cap_bytes=*/140, false};
+      o.gradient_as_bucket_view = views;
+      sync::GradientSync gs(comm, params, {}, o);
+    }
+    net->forward(torch::ones({4, 8})).sum().backward();
+    EXPECT_EQ(comm.started.size(), 0u) << (views ? "views" : "copies");
+  }
 }
 
 struct TwoBranches : torch::nn::Module {

@@ -65,6 +65,11 @@ struct AcceleratorOptions {
   bool find_unused_parameters = false;
   std::optional<GradientCompression>
       gradient_compression;  // else $ACCEL_GRADIENT_COMPRESSION (none, bf16)
+  // DDP's gradient_as_bucket_view: each .grad a view of its all-reduce bucket from prepare() on,
+  // so backward accumulates where the all-reduce reads, and step() zeroes it in place (.grad
+  // stays defined, as zeros) rather than releasing it. Else $ACCEL_GRADIENT_AS_BUCKET_VIEW
+  // ("0": off — gradients copied into the buckets, .grad released after step()), else on.
+  std::optional<bool> gradient_as_bucket_view;
   GradScalerOptions scaler;
   // torch::optim::Adam and AdamW step with multi-tensor operations over all the parameters (a
   // few kernels per step instead of eight per parameter: Python's default on CUDA, foreach=True)
