@@ -132,10 +132,21 @@ void GradientSync::zeroGradients() {
   if (!options_.gradient_as_bucket_view) return;
   for (auto& bucket : buckets_) bucket->flat.zero_();
   for (size_t k = 0; k < params_.size(); ++k) {
-    if (!params_[k].requires_grad()) continue;
-    at::Tensor& grad = params_[k].mutable_grad();
-    if (!grad.defined() || grad.data_ptr() != viewOf(k).data_ptr()) grad = viewOf(k);
+    if (params_[k].requires_grad()) params_[k].mutable_grad() = viewOf(k);
   }
+}
+
+// .grad becomes the view again, holding what .grad held (a tensor autograd stored on its own
+// because .grad had been released or replaced), or zeros when it held nothing.
+void GradientSync::adoptIntoView(size_t k) {
+  at::Tensor& grad = params_[k].mutable_grad();
+  at::Tensor view = viewOf(k);
+  if (!grad.defined()) {
+    view.zero_();
+  } else if (grad.data_ptr() != view.data_ptr()) {
+    view.copy_(grad);
+  }
+  grad = view;
 }
 
 // The parameters may outlive this object (a model kept after its Accelerator): a later
@@ -153,12 +164,7 @@ void GradientSync::onAccumulated(size_t k) {
   pending_ = true;
   if (ready_[k]) return;
   ready_[k] = true;
-  at::Tensor& grad = params_[k].mutable_grad();
-  at::Tensor view = viewOf(k);
-  if (grad.data_ptr() != view.data_ptr()) {
-    view.copy_(grad);
-    grad = view;
-  }
+  adoptIntoView(k);
   const size_t b = where_[k].first;
   Bucket& bucket = *buckets_[b];
   if (++bucket.ready == bucket.params.size() && b == next_launch_) launchReady();
@@ -248,17 +254,12 @@ void GradientSync::finish() {
 // divides it.
 void GradientSync::contributeUnused(Bucket& bucket, size_t slot) {
   const size_t k = bucket.params[slot];
-  at::Tensor& g = params_[k].mutable_grad();
-  at::Tensor view = viewOf(k);
   if (options_.gradient_as_bucket_view) {
-    if (!g.defined()) {
-      view.zero_();
-    } else if (g.data_ptr() != view.data_ptr()) {
-      view.copy_(g);
-    }
-    g = view;
+    adoptIntoView(k);
     return;
   }
+  const at::Tensor& g = params_[k].grad();
+  at::Tensor view = viewOf(k);
   if (g.defined())
     view.copy_(g).mul_(1.0 / comm_.size());
   else

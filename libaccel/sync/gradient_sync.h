@@ -88,6 +88,7 @@ class GradientSync {
   void installViews();
   at::Tensor viewOf(size_t param) const;  // shaped like the parameter
   void contributeUnused(Bucket& bucket, size_t slot);
+  void adoptIntoView(size_t param);
   void launchReady();
   [[noreturn]] void failMissing(const std::vector<std::string>& missing);
   void writeBack();
