@@ -38,8 +38,9 @@ struct GradientSyncOptions {
   // is accumulated is the communicator's: shared memory in fp32, rounded once; Gloo in bf16.
   bool bf16_compression = false;
   // DDP's gradient_as_bucket_view: .grad is a view of the bucket from the start, so backward
-  // writes where the all-reduce reads (no gradient tensors beside the buckets: one gradient copy
-  // less at the peak). Off: each gradient is copied into the bucket as it comes.
+  // writes where the all-reduce reads (no gradient tensors beside the buckets at the end of
+  // backward: one gradient copy less then; on the CPU a zeroing and an add instead of one copy).
+  // Off: each gradient is copied into the bucket as it comes.
   bool gradient_as_bucket_view = true;
 };
 
