@@ -7,7 +7,9 @@
 # whose one worker (torch 1.13) all-reduces with the others over Gloo and records when its first
 # all-reduce went through, in which world and under which agent.
 # Once the group of 3 runs, the agent of global rank 0 (machine 0) and its worker are SIGKILLed:
-# the time until both survivors' workers all-reduce again in a world of 2. Each launcher keeps its
+# the time until both survivors' workers all-reduce again in a world of 2, and of it the launcher's
+# part: until the later survivor's worker began, its first line, before torch's import (the rest is
+# the same Python under both launchers). Each launcher keeps its
 # default keep-alive settings (accel: 1 s x 3; torch: 5 s x 3). etcd (Debian's etcd-server) is
 # started by this script with --enable-v2 (for torch's backend), loopback, its own data directory.
 #   scripts/bench/etcd_recovery.sh [--runs N] [--quick]
@@ -42,12 +44,13 @@ endpoint=$ETCD_ENDPOINT
 # fails the collective: torchrun learns of a lost machine only so).
 cat >"$scratch/worker.py" <<EOF
 import os, time
+began = time.time_ns()  # before torch's import: where the launcher's part ends
 import torch, torch.distributed as dist
 dist.init_process_group("gloo")
 t = torch.ones(1)
 dist.all_reduce(t)
 with open("$scratch/starts", "a") as f:
-    f.write(f"{time.time_ns()} {os.environ['WORLD_SIZE']} {os.environ['RANK']} {os.getppid()}\\n")
+    f.write(f"{time.time_ns()} {os.environ['WORLD_SIZE']} {os.environ['RANK']} {os.getppid()} {began}\\n")
 while True:
     dist.all_reduce(t)
     time.sleep(0.05)
@@ -91,25 +94,39 @@ measure() {
   pkill -KILL -P "$zero" 2>/dev/null || true
   kill -KILL "$zero"
   got=$(starts_since "$t" 2)
-  if [[ -z $got ]]; then echo never; else awk -v t="$t" '{ last = $1 } END { printf "%.2f\n", (last - t) / 1e9 }' <<<"$got"; fi
+  # Both the total and the launcher's part: until the later survivor's worker began, before its
+  # import of torch (the rest, torch's import and Gloo's start, is the same Python for both).
+  if [[ -z $got ]]; then
+    echo never never
+  else
+    awk -v t="$t" '{ last = $1; if ($5 > began) began = $5 } END { printf "%.2f %.2f\n", (last - t) / 1e9, (began - t) / 1e9 }' <<<"$got"
+  fi
   for p in "${pids[@]}"; do pkill -KILL -P "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 }
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] : "never") }'; }
 echo "etcd $(etcd --version | head -1 | awk '{print $3}') at $endpoint; $(nproc) cores; $runs run(s) each"
-printf '%-9s | %s\n' launcher "machine 0 killed -> survivors running again in a world of 2 (s): runs; median"
-declare -A med
+printf '%-9s | %s | %s\n' launcher "machine 0 killed -> survivors running again in a world of 2 (s): runs; median" \
+  "of which the launcher's, until the later worker began (before torch's import): runs; median"
+declare -A med part
 for launcher in ${LAUNCHERS:-accel torchrun}; do
   if [[ $launcher == torchrun ]]; then
     ((quick)) && break
     /usr/bin/python3 -c 'import etcd, torch' 2>/dev/null || { echo "torchrun: not run (python3-torch and python3-etcd: scripts/setup.sh)"; break; }
   fi
-  all=()
-  for r in $(seq 1 "$runs"); do all+=("$(measure "$launcher" "$r")"); done
-  med[$launcher]=$(printf '%s\n' "${all[@]}" | median)
-  printf '%-9s | %s; %s\n' "$launcher" "${all[*]}" "${med[$launcher]}"
+  totals=() parts=()
+  for r in $(seq 1 "$runs"); do
+    read -r total own < <(measure "$launcher" "$r")
+    totals+=("$total") parts+=("$own")
+  done
+  med[$launcher]=$(printf '%s\n' "${totals[@]}" | median)
+  part[$launcher]=$(printf '%s\n' "${parts[@]}" | median)
+  printf '%-9s | %s; %s | %s; %s\n' "$launcher" "${totals[*]}" "${med[$launcher]}" "${parts[*]}" \
+    "${part[$launcher]}"
 done
+ratio() { awk -v a="$2" -v t="$3" -v what="$1" 'BEGIN { printf "torchrun / accel (%s): %.1fx\n", what, t / a }'; }
 if [[ -n ${med[torchrun]:-} && ${med[torchrun]} != never && ${med[accel]} != never ]]; then
-  awk -v a="${med[accel]}" -v t="${med[torchrun]}" 'BEGIN { printf "torchrun / accel: %.1fx\n", t / a }'
+  ratio "to the world of 2" "${med[accel]}" "${med[torchrun]}"
+  ratio "the launcher's part" "${part[accel]}" "${part[torchrun]}"
 fi
