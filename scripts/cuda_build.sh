@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# libaccel's GPU path compiled and linked on a machine without a GPU: libaccel with its NCCL
-# communicator and every program that links it (the example, the benches, the test workers, the
-# unit tests of libaccel, of LibTorch's store client and of NCCL) built against Debian trixie's
-# CUDA build of LibTorch 2.6, NCCL 2.22 and the CUDA 12.4 toolkit (the chroot of
-# scripts/torch2_chroot.sh --cuda), with -DACCEL_WITH_NCCL=ON and warnings as errors, into
-# build-cuda/ (or $ACCEL_CUDA_BUILD_DIR), and the launcher's unit tests (below). Only those
-# targets: nothing else compiles differently with CUDA (accel never links LibTorch), and
-# scripts/torch2_test.sh already builds the whole tree with trixie's compiler and -Werror;
-# building it all again here took 18 minutes of a CI run on 2 cores. Every unit-test binary built here that can start runs; those that link LibTorch's
-# CUDA build cannot (no libcudnn.so.9 in that chroot, no GPU) and are named, with the library the
-# loader did not find. scripts/test runs it after the main tests; without root it says why and
-# does nothing.
+# libaccel's GPU path compiled and linked on a machine without a GPU: what CUDA changes, built
+# against Debian trixie's CUDA build of LibTorch 2.6, NCCL 2.22 and the CUDA 12.4 toolkit (the
+# chroot of scripts/torch2_chroot.sh --cuda), with -DACCEL_WITH_NCCL=ON, without Gloo (as against
+# pip's torch, the GPU machines' build) and warnings as errors, into build-cuda/ (or
+# $ACCEL_CUDA_BUILD_DIR): libaccel with its NCCL communicator, the NCCL unit tests and
+# scripts/gpu_check.sh's program, libaccel's unit tests (tests/libaccel/world.h compiles
+# differently without Gloo), and the probes' unit tests, which run (below). Nothing else compiles
+# differently here: the example, accel-check, the benches' and tests' workers and LibTorch's store
+# client include no CUDA, NCCL or Gloo switch, and scripts/torch2_test.sh compiles them against
+# the same LibTorch 2.6 headers with trixie's compiler and -Werror; building them again here cost
+# about 4 minutes of CPU (and the whole tree, once, 18 minutes of a CI run on 2 cores). Every
+# unit-test binary built here that can start runs; those that link LibTorch's CUDA build cannot
+# (no libcudnn.so.9 in that chroot, no GPU) and are named, with the library the loader did not find.
+# scripts/test runs it after the main tests; without root it says why and does nothing.
 #
 # Linking: libtorch_cuda.so needs libcudnn.so.9, which that chroot does not have (see
 # torch2_chroot.sh), so executables link with --allow-shlib-undefined; nothing else is relaxed.
@@ -32,12 +34,10 @@ configure=(cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACCEL_
   -DACCEL_WITH_GLOO=OFF
   -DCMAKE_COMPILE_WARNING_AS_ERROR=ON -DACCEL_TEST_DISCOVERY=PRE_TEST
   -DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined)
-# What links libaccel (libaccel/CMakeLists.txt and the users named above).
-# And probes_tests: the GPU probe loads libcuda.so.1, which this chroot has without a GPU (its
-# threads once took the agent's Ctrl-C); nowhere else do its tests run beside it. (Not the whole
-# launcher_tests: the launcher compiles no differently here, and building it again cost minutes.)
-targets=(libaccel libaccel_tests libtorch_store_tests nccl_tests gpu_check fashion_mnist accel_check
-  allreduce_bench shm_worker hang_worker probes_tests)
+# The targets named above. probes_tests: the GPU probe loads libcuda.so.1, which this chroot has
+# without a GPU (its threads once took the agent's Ctrl-C); nowhere else do its tests run beside
+# it. (Not the whole launcher_tests: the launcher compiles no differently here.)
+targets=(libaccel libaccel_tests nccl_tests gpu_check probes_tests)
 if ! chroot_run "${configure[@]}" >"$log" 2>&1 ||
   ! chroot_run cmake --build "$build_dir" -j"$(nproc)" --target "${targets[@]}" >>"$log" 2>&1; then
   tail -40 "$log"
