@@ -8,7 +8,7 @@
 #include <exception>
 #include <string>
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "accel/accelerator.h"
 

@@ -23,7 +23,12 @@
 #include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/torch.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "accel/accelerator.h"
 #include "accel/error.h"

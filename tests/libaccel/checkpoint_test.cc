@@ -15,7 +15,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
-#include <torch/torch.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
+#include <torch/serialize.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "accel/accelerator.h"
 #include "accel/error.h"

@@ -3,7 +3,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/cuda.h>
+#include <torch/types.h>
 
 #include "accel/accelerator.h"
 #include "tests/libaccel/world.h"

@@ -13,7 +13,9 @@
 #include <c10/cuda/CUDAStream.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
 
 #include "accel/accelerator.h"
 #include "accel/error.h"

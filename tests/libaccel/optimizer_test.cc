@@ -1,7 +1,13 @@
 // The foreach Adam/AdamW step against LibTorch's own, and the step profile's marks.
 
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "accel/accelerator.h"
 #include "accel/step_profile.h"

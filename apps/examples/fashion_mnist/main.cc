@@ -18,7 +18,10 @@
 #include <tuple>
 
 #include <CLI/CLI.hpp>
-#include <torch/torch.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "accel/accelerator.h"
 #include "accel/idx.h"

@@ -16,7 +16,10 @@
 #include <thread>
 
 #include <accel/accelerator.h>
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 // Where the test expects the stuck rank's stack to be: not inlined, so it is a frame of its own,
 // and of external linkage, so -rdynamic exports its name.

@@ -14,7 +14,8 @@
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "libaccel/comm/from_environment.h"
 
