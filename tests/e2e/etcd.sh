@@ -324,8 +324,6 @@ case $CASE in
   status)
     # `accel status` shows the other machine's ranks too, read from etcd (each agent shares its
     # answer there every 2 s, under its lease).
-    export XDG_RUNTIME_DIR=$SCRATCH/run
-    mkdir -m 700 "$XDG_RUNTIME_DIR"
     start_etcd
     agent a --nnodes 2
     agent b --nnodes 2

@@ -5,6 +5,11 @@ set -euo pipefail
 SCRATCH=$(mktemp -d /tmp/accel-e2e-XXXXXX)
 trap 'rm -rf "$SCRATCH"' EXIT
 export HF_HOME=$SCRATCH/hf
+# Each case's agents answer `accel status` from a directory of their own: a case that asks sees
+# only its own jobs, never those of a case beside it (ctest -j), one that another case froze or
+# whose store it killed among them (an agent that does not answer is a problem: exit 1).
+export XDG_RUNTIME_DIR=$SCRATCH/run
+mkdir -m 700 "$XDG_RUNTIME_DIR"
 unset XDG_CACHE_HOME ACCELERATE_CONFIG_FILE
 PY=/usr/bin/python3   # Debian's python3 (has PyYAML and torch); the PATH one may not
 

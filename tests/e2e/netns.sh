@@ -130,8 +130,8 @@ shm_hier)
   ;;
 status)
   # `accel status` on host A shows machine 1's ranks too, read from the job's store.
-  export XDG_RUNTIME_DIR=$SCRATCH/run OUT_DIR=$SCRATCH/out
-  mkdir -m 700 "$XDG_RUNTIME_DIR"; mkdir -p "$OUT_DIR"
+  export OUT_DIR=$SCRATCH/out
+  mkdir -p "$OUT_DIR"
   cat >"$SCRATCH/w.py" <<'PY'
 import os, sys, time, torch.distributed as dist
 r, out = int(os.environ["RANK"]), sys.argv[1]

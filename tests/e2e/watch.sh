@@ -4,9 +4,6 @@ source "$(dirname "$0")/lib.sh"
 CASE=$1 ACCEL=$2 HANG_WORKER=$3
 OUT_DIR=$SCRATCH/out
 mkdir -p "$OUT_DIR"
-# This test's agents answer in a directory of its own: concurrent tests do not show up here.
-export XDG_RUNTIME_DIR=$SCRATCH/run
-mkdir -m 700 "$XDG_RUNTIME_DIR"
 export OMP_NUM_THREADS=1
 LAUNCH=("$ACCEL" launch --cpu --python "$PY" --log_dir "$SCRATCH/logs")
 
