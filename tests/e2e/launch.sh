@@ -1462,7 +1462,8 @@ console_blocked)
   [[ $rc == 143 ]] || fail "exit $rc (want 143): $(cat "$SCRATCH/e")"
   expect_contains "$(cat "$SCRATCH/e")" "SIGKILL needed for ranks 0, 1"
   bad=$(grep -cvE '^\[rank [01]\] y{200}$' "$SCRATCH/o" || true)
-  [[ $bad == 0 ]] || fail "$bad malformed console lines"
+  [[ $bad == 0 ]] || fail "$bad malformed console lines of $(wc -l <"$SCRATCH/o"), the first:
+$(grep -nvE '^\[rank [01]\] y{200}$' "$SCRATCH/o" | head -3 | cut -c1-300 | cat -A)"
   ;;
 store_limits)
   # --store_connection_input_limit reaches the job's store: a 2 x 40 MB compare_set passes under
