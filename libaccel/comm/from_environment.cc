@@ -72,6 +72,14 @@ CpuBackend cpuBackendFromEnvironment() {
   throw Error(std::string(env::kCpuBackend) + "='" + v + "' is not one of auto, shm, gloo");
 }
 
+shm::Stores shmStoresFromEnvironment() {
+  const std::string v = env::getString(env::kShmStores).value_or("auto");
+  if (v == "auto") return shm::Stores::Auto;
+  if (v == "plain") return shm::Stores::Plain;
+  if (v == "streaming") return shm::Stores::Streaming;
+  throw Error(std::string(env::kShmStores) + "='" + v + "' is not one of auto, plain, streaming");
+}
+
 std::shared_ptr<Communicator> communicatorFromEnvironment(const EnvironmentOptions& options) {
   const int world = env::getInt(env::kWorldSize, 1);
   if (world <= 1) return makeSingleProcessCommunicator();
@@ -89,6 +97,7 @@ std::shared_ptr<Communicator> communicatorFromEnvironment(const EnvironmentOptio
   ShmOptions shm;
   shm.timeout = options.timeout;
   shm.tag = env::getString(env::kRunId).value_or("job");
+  shm.group.stores = shmStoresFromEnvironment();
   if (choice == Choice::SharedMemory) return makeShmCommunicator(store, rank, world, shm);
   GlooOptions gloo;
   gloo.interface = env::getString(env::kGlooSocketIfname).value_or("");

@@ -12,10 +12,15 @@
 // environment (naming the variable), accel::NetworkError when the store cannot be reached.
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 
 #include "accel/communicator.h"
+
+namespace accel::shm {
+enum class Stores : uint8_t;  // shm_group.h
+}  // namespace accel::shm
 
 namespace accel::comm {
 
@@ -30,5 +35,9 @@ std::shared_ptr<Communicator> communicatorFromEnvironment(const EnvironmentOptio
 // $ACCEL_CPU_BACKEND parsed; Auto when unset. Throws accel::Error naming the variable and the
 // values it takes.
 CpuBackend cpuBackendFromEnvironment();
+
+// $ACCEL_SHM_STORES parsed (auto, plain, streaming: shm_group.h's Stores); Auto when unset.
+// Throws accel::Error naming the variable and the values it takes.
+shm::Stores shmStoresFromEnvironment();
 
 }  // namespace accel::comm

@@ -20,10 +20,11 @@ namespace accel::shm {
 namespace {
 
 constexpr uint64_t kMagic = 0x6d68732d6c656361ull;  // "accel-shm"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 constexpr auto kLivenessSlice = std::chrono::milliseconds(100);
+constexpr size_t kProbeBytes = 1u << 20;  // the all-reduce Stores::Auto times
 
 size_t roundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
@@ -68,9 +69,10 @@ struct alignas(kLine) SegmentHeader {
   int32_t size;
   uint64_t slot_bytes;
   uint64_t nonce;
-  std::atomic<int32_t> failed;  // 0, or 1 + the first rank that failed the group
-  int32_t culprit;              // the rank it gave up on (written before `failed`)
-  int32_t culprit_died;         // 1: it died; 0: it timed out
+  std::atomic<int32_t> failed;     // 0, or 1 + the first rank that failed the group
+  int32_t culprit;                 // the rank it gave up on (written before `failed`)
+  int32_t culprit_died;            // 1: it died; 0: it timed out
+  std::atomic<int32_t> streaming;  // Stores::Auto's choice, rank 0's: 1 streaming, 0 plain
 };
 }  // namespace detail
 
@@ -93,6 +95,7 @@ uint64_t Group::initialise(Segment& segment, int size, const GroupOptions& optio
   h->nonce = nonce;
   h->failed.store(0);
   h->culprit = -1;
+  h->streaming.store(1);
   auto* slots = reinterpret_cast<RankSlot*>(h + 1);
   for (int r = 0; r < size; ++r) new (&slots[r]) RankSlot{};
   std::atomic_thread_fence(std::memory_order_release);
@@ -150,6 +153,43 @@ char* Group::result(int set) const {
 void Group::attach() {
   sync("attach (waiting for every rank to map the segment)", deadline());
   segment_.unlink();  // only the creator's Segment holds the name
+  chooseStores();
+}
+
+// Stores::Auto: every rank runs the same split all-reduces of a 1 MiB probe (one to fault the
+// pages in, then plain and streaming in turn, 3 each); rank 0 keeps the faster by its best time
+// (each includes both sync points, so the slower rank's pace), publishes it, and all follow.
+void Group::chooseStores() {
+  if (options_.stores != Stores::Auto) {
+    streaming_ = options_.stores == Stores::Streaming;
+    return;
+  }
+  const size_t count = std::min(slot_bytes_, kProbeBytes) / sizeof(float);
+  if (count * sizeof(float) <= options_.small_bytes) return;  // nothing is ever split
+  std::vector<float> probe(count, 1.0f);
+  const auto until = deadline();
+  auto once = [&](bool streaming) {
+    streaming_ = streaming;
+    const auto start = Clock::now();
+    reduceSplit(reinterpret_cast<char*>(probe.data()), count, DType::F32, Op::Max, until);
+    return Clock::now() - start;
+  };
+  once(true);
+  Clock::duration best[2] = {Clock::duration::max(), Clock::duration::max()};
+  for (int round = 0; round < 3; ++round) {
+    for (int streaming = 0; streaming < 2; ++streaming)
+      best[streaming] = std::min(best[streaming], once(streaming == 1));
+  }
+  if (rank_ == 0) header().streaming.store(best[1] < best[0] ? 1 : 0, std::memory_order_relaxed);
+  sync("attach (choosing the all-reduce's stores)", until);  // publishes rank 0's store
+  streaming_ = header().streaming.load(std::memory_order_relaxed) == 1;
+}
+
+void Group::publish(char* to, const char* from, size_t bytes) const {
+  if (streaming_)
+    streamCopy(to, from, bytes);
+  else
+    std::memcpy(to, from, bytes);
 }
 
 void Group::checkHealthy() const {
@@ -305,10 +345,10 @@ void Group::reduceSmall(char* data, size_t count, DType dtype, Op op, Clock::tim
 }
 
 // Each rank reduces its own slice, then copies the others' slices of the result. Only what the
-// others read crosses the segment, with streaming stores (they read it, not this core): a rank
-// publishes the others' slices of its data, reduces its own slice in place in `data` (its own
-// part read from there) while mirroring the result into the result area, and after the second
-// sync point fetches the other slices from there.
+// others read crosses the segment, with the chosen stores (Stores): a rank publishes the others'
+// slices of its data, reduces its own slice in place in `data` (its own part read from there)
+// while mirroring the result into the result area (streaming) or copies it there after (plain,
+// from this core's cache), and after the second sync point fetches the other slices from there.
 void Group::reduceSplit(char* data, size_t count, DType dtype, Op op, Clock::time_point deadline) {
   const size_t elem = dtypeSize(dtype);
   const size_t align = kLine / elem;
@@ -320,13 +360,16 @@ void Group::reduceSplit(char* data, size_t count, DType dtype, Op op, Clock::tim
   char* mine = staging(set_, rank_);
   for (int r = 0; r < size_; ++r) {
     const auto [at, bytes] = slice(r);
-    if (r != rank_ && bytes) streamCopy(mine + at, data + at, bytes);
+    if (r != rank_ && bytes) publish(mine + at, data + at, bytes);
   }
   sync("all-reduce", deadline);
   const auto [at, bytes] = slice(rank_);
   if (bytes) {
     for (int r = 0; r < size_; ++r) inputs_[r] = r == rank_ ? data + at : staging(set_, r) + at;
-    reduce(data + at, inputs_.data(), size_, bytes / elem, dtype, op, result(set_) + at);
+    char* mirror = result(set_) + at;
+    reduce(data + at, inputs_.data(), size_, bytes / elem, dtype, op,
+           streaming_ ? mirror : nullptr);
+    if (!streaming_) std::memcpy(mirror, data + at, bytes);  // from this core's cache
   }
   sync("all-reduce", deadline);
   for (int r = 0; r < size_; ++r) {

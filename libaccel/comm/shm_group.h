@@ -13,10 +13,10 @@
 // publishes the others' cache-line-aligned slices of its piece, reduces its own slice in place
 // (its own part read from its buffer) and into the result area, and copies the others' slices
 // of the result out (reduce-scatter then all-gather: two sync points). Only bytes another rank
-// reads cross the segment, written with streaming stores. Single-sync-point operations alternate
-// between the two sets, so that a sync point's wait is also the guarantee that a slot is no
-// longer read before it is overwritten; the split all-reduce stays on one set (its second sync
-// point gives that guarantee).
+// reads cross the segment, written with the stores that are faster here (Stores). Single-sync-point
+// operations alternate between the two sets, so that a sync point's wait is also the guarantee that
+// a slot is no longer read before it is overwritten; the split all-reduce stays on one set (its
+// second sync point gives that guarantee).
 //
 // Never hangs: a wait is bounded by the options' timeout per operation, and a waiting rank
 // checks every 100 ms whether the rank it waits for is still alive (a pidfd of it): a dead peer
@@ -43,6 +43,14 @@ struct SegmentHeader;
 struct RankSlot;
 }  // namespace detail
 
+// How a rank writes the bytes another rank reads next (the split all-reduce's published slices
+// and result). Streaming (non-temporal) stores skip taking back lines another core holds, but
+// send the bytes to memory; plain stores keep them in the cache the other core reads through.
+// Which is faster depends on the machine (publishing 1 MiB to the other core: 145 us plain, 39 us
+// streamed on one 2-core VM; on another the split all-reduce of 1 MiB took 220 us plain, 295 us
+// streamed), so Auto measures both when the group forms.
+enum class Stores : uint8_t { Auto, Plain, Streaming };
+
 struct GroupOptions {
   // Bytes per staging slot; 0: chosen from the number of ranks (4 MiB for up to 7 ranks, less
   // beyond, so the segment stays under ~64 MiB).
@@ -52,6 +60,9 @@ struct GroupOptions {
   size_t small_bytes = 32u << 10;
   // How long a rank spins before it sleeps on a futex; 0 disables the spin.
   std::chrono::microseconds spin{20};
+  // Auto: attach() times the split all-reduce both ways (3 rounds each, a few ms) and rank 0's
+  // choice holds for every rank.
+  Stores stores = Stores::Auto;
   // Bound on each operation (and on the wait for the others to attach).
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 };
@@ -72,10 +83,13 @@ class Group {
   Group& operator=(const Group&) = delete;
 
   // Blocks until every rank attached (at most options.timeout), then removes the segment's
-  // name (creator only). Throws accel::TimeoutError naming the ranks that never came.
+  // name (creator only) and, with Stores::Auto, chooses the stores (collectively). Throws
+  // accel::TimeoutError naming the ranks that never came.
   void attach();
 
   int rank() const { return rank_; }
+  // Whether the split all-reduce writes what others read with streaming stores (after attach).
+  bool streaming() const { return streaming_; }
   int size() const { return size_; }
 
   // Blocking collectives; each throws accel::TimeoutError past the timeout, accel::Error when a
@@ -103,6 +117,8 @@ class Group {
   void checkHealthy() const;
   Clock::time_point deadline() const { return Clock::now() + options_.timeout; }
 
+  void chooseStores();
+  void publish(char* to, const char* from, size_t bytes) const;
   void reduceSmall(char* data, size_t count, DType dtype, Op op, Clock::time_point deadline);
   void reduceSplit(char* data, size_t count, DType dtype, Op op, Clock::time_point deadline);
 
@@ -113,6 +129,7 @@ class Group {
   size_t slot_bytes_;
   uint32_t phase_ = 0;               // sync points passed; the same on every rank
   int set_ = 0;                      // staging set of the next piece
+  bool streaming_ = true;            // see Stores
   std::vector<int> pidfds_;          // per peer, opened when first waited for; -1 unknown
   std::vector<const void*> inputs_;  // scratch: the slots a reduction reads
 };

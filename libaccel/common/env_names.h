@@ -37,6 +37,9 @@ inline constexpr const char* kStoreProtocol = "ACCEL_STORE_PROTOCOL";
 // How libaccel's CPU ranks communicate: "auto" (or unset: shared memory when every rank is on
 // one machine, else Gloo), "shm", "gloo".
 inline constexpr const char* kCpuBackend = "ACCEL_CPU_BACKEND";
+// How the shared-memory all-reduce writes what another rank reads: "auto" (or unset: timed when
+// the group forms), "plain", "streaming" (shm_group.h's Stores).
+inline constexpr const char* kShmStores = "ACCEL_SHM_STORES";
 // Gradient compression for libaccel's all-reduce: "bf16" (DDP's bf16_compress_hook), "none".
 inline constexpr const char* kGradientCompression = "ACCEL_GRADIENT_COMPRESSION";
 // "0": libaccel copies gradients into its all-reduce buckets instead of making each .grad a view

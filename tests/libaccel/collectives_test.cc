@@ -7,6 +7,8 @@
 #include <torch/types.h>
 
 #include "accel/accelerator.h"
+#include "libaccel/comm/from_environment.h"
+#include "libaccel/comm/shm_group.h"
 #include "tests/libaccel/world.h"
 
 namespace accel {
@@ -247,6 +249,23 @@ TEST(SingleProcessTest, MixedPrecisionFromEnvironment) {
   EXPECT_THROW(Accelerator bad, Error);
   unsetenv("ACCELERATE_MIXED_PRECISION");
   unsetenv("ACCELERATE_GRADIENT_ACCUMULATION_STEPS");
+}
+
+TEST(SharedMemoryTest, StoresFromEnvironment) {
+  unsetenv("ACCEL_SHM_STORES");
+  EXPECT_EQ(comm::shmStoresFromEnvironment(), shm::Stores::Auto);
+  setenv("ACCEL_SHM_STORES", "plain", 1);
+  EXPECT_EQ(comm::shmStoresFromEnvironment(), shm::Stores::Plain);
+  setenv("ACCEL_SHM_STORES", "streaming", 1);
+  EXPECT_EQ(comm::shmStoresFromEnvironment(), shm::Stores::Streaming);
+  setenv("ACCEL_SHM_STORES", "nt", 1);
+  try {
+    comm::shmStoresFromEnvironment();
+    ADD_FAILURE() << "nt accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "ACCEL_SHM_STORES='nt' is not one of auto, plain, streaming");
+  }
+  unsetenv("ACCEL_SHM_STORES");
 }
 
 }  // namespace

@@ -167,13 +167,34 @@ GroupOptions smallSlots() {
 
 class ShmGroupTest : public ::testing::TestWithParam<int> {};
 
+// With either kind of store, and with the one chosen when the group forms.
 TEST_P(ShmGroupTest, EveryDtypeAndOpMatchesTheReference) {
-  const Ranks ranks = runRanks(GetParam(), smallSlots(), [](Group& g) {
-    std::string bad = checkEveryDtype(g);
-    return bad.empty() ? std::string() : "MISMATCH " + bad.substr(0, 300);
-  });
-  expectAllOk(ranks);
-  for (const auto& report : ranks.reports) EXPECT_EQ(report, "ok ");
+  for (Stores stores : {Stores::Plain, Stores::Streaming, Stores::Auto}) {
+    GroupOptions options = smallSlots();
+    options.stores = stores;
+    const Ranks ranks = runRanks(GetParam(), options, [stores](Group& g) {
+      if (stores != Stores::Auto && g.streaming() != (stores == Stores::Streaming))
+        return std::string("WRONG STORES");
+      std::string bad = checkEveryDtype(g);
+      return bad.empty() ? std::string() : "MISMATCH " + bad.substr(0, 300);
+    });
+    expectAllOk(ranks);
+    for (const auto& report : ranks.reports)
+      EXPECT_EQ(report, "ok ") << "stores " << static_cast<int>(stores);
+  }
+}
+
+// Stores::Auto times both kinds while the group forms; every rank follows rank 0's choice.
+TEST_P(ShmGroupTest, TheChosenStoresAreTheSameOnEveryRank) {
+  for (int run = 0; run < 3; ++run) {
+    const Ranks ranks =
+        runRanks(GetParam(), smallSlots(), [](Group& g) { return std::to_string(g.streaming()); });
+    expectAllOk(ranks);
+    for (const auto& report : ranks.reports) {
+      EXPECT_TRUE(report == "ok 0" || report == "ok 1") << report;
+      EXPECT_EQ(report, ranks.reports[0]);
+    }
+  }
 }
 
 TEST_P(ShmGroupTest, BroadcastAllgatherAndBarrierAcrossPieces) {
