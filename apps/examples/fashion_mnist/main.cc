@@ -12,7 +12,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <tuple>
@@ -66,6 +68,41 @@ void keepFreedMemoryForReuse() {
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
 #endif
 }
+
+// A field of /proc/self/status in KiB ("VmRSS:", "VmHWM:"); -1 where there is none.
+long statusKib(const char* field) {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field, 0) == 0) return std::atol(line.c_str() + std::strlen(field));
+  }
+  return -1;
+}
+
+// The peak RSS of training alone: the high-water mark is set back to the current RSS when training
+// starts (Linux's clear_refs "5"), so the data set loaded before it does not hide what the steps
+// add (e.g. one gradient copy more or less).
+class TrainingPeak {
+ public:
+  TrainingPeak() {
+    std::ofstream out("/proc/self/clear_refs");
+    out << "5";
+    reset_ = static_cast<bool>(out.flush());
+    start_kib_ = statusKib("VmRSS:");
+  }
+  // "; training's peak RSS +X.X MiB over its start", or "" where the kernel keeps no such mark.
+  std::string describe() const {
+    const long peak = statusKib("VmHWM:");
+    if (!reset_ || start_kib_ < 0 || peak < 0) return "";
+    char text[96];
+    std::snprintf(text, sizeof text, "; training's peak RSS +%.1f MiB over its start",
+                  static_cast<double>(peak - start_kib_) / 1024.0);
+    return text;
+  }
+
+ private:
+  bool reset_ = false;
+  long start_kib_ = -1;
+};
 
 // Images stay uint8 in the host's memory (47 MB instead of 188 MB for the training set); each
 // batch is converted and normalised when it is used. On a GPU the set is normalised once
@@ -311,11 +348,13 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
     profile.emplace(acc.device(), 1);
     acc.profileSteps(&*profile);
   }
+  const TrainingPeak peak;
   auto trainStart = Clock::now();
   const TrainStats stats =
       train(model, o, acc, trainX, trainY, start, profile ? &*profile : nullptr);
   acc.waitForEveryone();
   const double trainSeconds = std::chrono::duration<double>(Clock::now() - trainStart).count();
+  const std::string trainingPeak = peak.describe();
   if (!o.save_state.empty()) acc.saveState(o.save_state);
 
   int64_t correct = 0, total = 0;
@@ -330,14 +369,15 @@ int run(Model model, const Options& o, accel::Accelerator& acc) {
   std::snprintf(line, sizeof line,
                 "model %s, %d processes (%s), %s: %lld steps (job step %lld), first loss %.4f, "
                 "final loss %.6f, test accuracy %.2f%% (%lld/%lld), "
-                "%.0f samples/s, first step after %.2f s, on %s%s",
+                "%.0f samples/s, first step after %.2f s, on %s%s%s",
                 o.model.c_str(), acc.numProcesses(), acc.communicator().backend(),
                 precisionName(acc.mixedPrecision()), static_cast<long long>(stats.steps),
                 static_cast<long long>(acc.stepCount()), stats.first_loss, finalLoss,
                 100.0 * static_cast<double>(correct) / static_cast<double>(total),
                 static_cast<long long>(correct), static_cast<long long>(total), samplesPerSecond,
                 stats.first_step_s, acc.device().str().c_str(),
-                o.barrier_only ? " (--barrier_only: gradients not averaged)" : "");
+                o.barrier_only ? " (--barrier_only: gradients not averaged)" : "",
+                trainingPeak.c_str());
   acc.print(line);
   if (profile) printProfile(*profile, acc.processIndex(), rankBatch(o, acc) * acc.numProcesses());
   return 0;
