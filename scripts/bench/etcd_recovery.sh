@@ -32,7 +32,8 @@ accel=$build/apps/accel/accel
 command -v etcd >/dev/null || { echo "SKIPPED: etcd is not installed (etcd-server; scripts/setup.sh)"; exit 77; }
 scratch=$(mktemp -d /tmp/accel-bench-etcd-recovery.XXXXXX)
 pids=()
-trap 'kill -KILL ${etcd_pid:-} 2>/dev/null; for p in "${pids[@]}"; do pkill -KILL -P "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done; [[ -n ${KEEP_SCRATCH:-} ]] || rm -rf "$scratch"' EXIT
+# Every command of the clean-up tolerates what is gone already (set -e holds in the trap too).
+trap 'kill -KILL ${etcd_pid:-} 2>/dev/null || true; for p in "${pids[@]}"; do pkill -KILL -P "$p" 2>/dev/null || true; kill -KILL "$p" 2>/dev/null || true; done; [[ -n ${KEEP_SCRATCH:-} ]] || rm -rf "$scratch"' EXIT
 
 source tests/e2e/etcd_lib.sh
 etcd_start "$scratch" $((37000 + ($$ % 1000) * 2)) --enable-v2 || exit 1
@@ -101,8 +102,9 @@ measure() {
   else
     awk -v t="$t" '{ last = $1; if ($5 > began) began = $5 } END { printf "%.2f %.2f\n", (last - t) / 1e9, (began - t) / 1e9 }' <<<"$got"
   fi
-  for p in "${pids[@]}"; do pkill -KILL -P "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  # pkill finds no children of the agent killed above: `|| true`, or set -e ends the clean-up there.
+  for p in "${pids[@]}"; do pkill -KILL -P "$p" 2>/dev/null || true; kill -KILL "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do { wait "$p" || true; } 2>/dev/null; done
 }
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] : "never") }'; }
@@ -117,7 +119,11 @@ for launcher in ${LAUNCHERS:-accel torchrun}; do
   fi
   totals=() parts=()
   for r in $(seq 1 "$runs"); do
-    read -r total own < <(measure "$launcher" "$r")
+    # In this shell, not a subshell: its agents are in `pids` for the EXIT trap too. (Run in a
+    # process substitution whose clean-up set -e cut short, the survivors outlived the script:
+    # ctest's run left two agents and their workers running for an hour.)
+    measure "$launcher" "$r" >"$scratch/measured"
+    read -r total own <"$scratch/measured"
     totals+=("$total") parts+=("$own")
   done
   med[$launcher]=$(printf '%s\n' "${totals[@]}" | median)

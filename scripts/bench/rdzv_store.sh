@@ -26,7 +26,7 @@ bench=$build/scripts/bench/rdzv_store_bench
 [[ -x $bench ]] || { echo "build first: scripts/build" >&2; exit 1; }
 command -v etcd >/dev/null || { echo "SKIPPED: etcd is not installed (etcd-server; scripts/setup.sh)"; exit 77; }
 scratch=$(mktemp -d /tmp/accel-bench-etcd.XXXXXX)
-trap '[[ -n ${etcd_pid:-} ]] && kill -KILL $etcd_pid 2>/dev/null; rm -rf "$scratch"' EXIT
+trap '[[ -n ${etcd_pid:-} ]] && kill -KILL $etcd_pid 2>/dev/null || true; rm -rf "$scratch"' EXIT
 ulimit -n 65536 2>/dev/null || true
 
 source tests/e2e/etcd_lib.sh
