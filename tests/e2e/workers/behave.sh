@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A worker whose behaviour is chosen per rank by BEHAVE_<RANK> (default: BEHAVE_DEFAULT):
 #   ok | ok-after:SECONDS | exit:N | segv | sleep | ready-sleep | sleep-ignore-term | traps | grandchild | setsid-grandchild
-#   | exit-when-ready:N | fail-first-attempt | print-lines:N | partial | progress | oom
+#   | exit-when-ready:N | exit-after-others:N | fail-first-attempt | print-lines:N | partial | progress | oom
 #   | both (a line to stdout, one to stderr) | read-stdin | list-fds | usr1-child | exec-sleep | spam-ignore-term | fail-until:N
 #   | ready-until-go (marks ready, finishes once $OUT_DIR/go exists) | int-exit (exits 3 on SIGINT) | fail-in-attempt:A:N (runs until stopped before attempt A, exits N
 #   in it, finishes after it) | sleep-until-attempt:A (runs until stopped before attempt A, finishes
@@ -27,6 +27,14 @@ ready-sleep) mark ready; while :; do sleep 0.05; done ;;
 ready-until-go) mark ready; while [ ! -e "$OUT_DIR/go" ]; do sleep 0.05; done; echo "rank $RANK ok" ;;
 ok-after:*) sleep "${what#ok-after:}"; echo "rank $RANK ok" ;;
 sleep-ignore-term) trap 'mark term' TERM; mark ready; while :; do sleep 0.05; done ;;
+exit-after-others:*)  # exits N once every other rank ran and ended (their pids, this machine's /proc)
+  for r in $(seq 0 $((WORLD_SIZE - 1))); do
+    [ "$r" = "$RANK" ] && continue
+    while [ ! -s "$OUT_DIR/pid.$r" ]; do sleep 0.01; done
+    other=$(cat "$OUT_DIR/pid.$r")
+    while st=$(cut -d" " -f3 "/proc/$other/stat" 2>/dev/null) && [ "$st" != Z ]; do sleep 0.01; done
+  done
+  echo "rank $RANK failing" >&2; exit "${what#exit-after-others:}" ;;
 exit-when-ready:*)  # exits once every other rank reported ready
   while [ "$(ls "$OUT_DIR" | grep -c '^ready\.')" -lt $((WORLD_SIZE - 1)) ]; do sleep 0.01; done
   echo "rank $RANK failing" >&2; exit "${what#exit-when-ready:}" ;;
