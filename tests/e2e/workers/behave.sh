@@ -15,6 +15,7 @@ RANK=${RANK:-0} WORLD_SIZE=${WORLD_SIZE:-1}  # accel launch starts a single proc
 var="BEHAVE_$RANK"
 what=${!var:-${BEHAVE_DEFAULT:-ok}}
 mark() { touch "$OUT_DIR/$1.$RANK"; }
+alive() { local st; st=$(cut -d" " -f3 "/proc/$1/stat" 2>/dev/null) && [ "$st" != Z ]; }  # a zombie has ended
 echo $$ >"$OUT_DIR/pid.$RANK"
 mark started
 case $what in
@@ -31,8 +32,7 @@ exit-after-others:*)  # exits N once every other rank ran and ended (their pids,
   for r in $(seq 0 $((WORLD_SIZE - 1))); do
     [ "$r" = "$RANK" ] && continue
     while [ ! -s "$OUT_DIR/pid.$r" ]; do sleep 0.01; done
-    other=$(cat "$OUT_DIR/pid.$r")
-    while st=$(cut -d" " -f3 "/proc/$other/stat" 2>/dev/null) && [ "$st" != Z ]; do sleep 0.01; done
+    while alive "$(cat "$OUT_DIR/pid.$r")"; do sleep 0.01; done
   done
   echo "rank $RANK failing" >&2; exit "${what#exit-after-others:}" ;;
 exit-when-ready:*)  # exits once every other rank reported ready
@@ -67,8 +67,7 @@ usr1-child)
   # worker asks it whether it is alive; it dies if SIGUSR1 went to the whole process group.
   bash -c "trap 'touch \"$OUT_DIR/pong.$RANK\"' USR2; while :; do sleep 0.05; done" & child=$!
   trap 'kill -USR2 $child
-    alive() { st=$(cut -d" " -f3 /proc/$child/stat 2>/dev/null); [ -n "$st" ] && [ "$st" != Z ]; }
-    while [ ! -e "$OUT_DIR/pong.$RANK" ] && alive; do sleep 0.01; done
+    while [ ! -e "$OUT_DIR/pong.$RANK" ] && alive $child; do sleep 0.01; done
     [ -e "$OUT_DIR/pong.$RANK" ] && mark child-alive || mark child-died; kill $child; exit 0' USR1
   mark ready; while :; do sleep 0.05; done ;;
 spam-ignore-term)  # writes lines as fast as the agent takes them, ignoring SIGTERM
