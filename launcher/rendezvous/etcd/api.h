@@ -54,6 +54,7 @@ struct EtcdKeyValue {
 struct EtcdEvent {
   bool deleted = false;  // else a put
   EtcdKeyValue kv;       // (a deletion's: the key and its mod_revision)
+  EtcdKeyValue prev;     // a deletion's: the key as it was before (its value, create_revision)
 };
 
 // A watch of one key or of every key under a prefix, from a revision on — so nothing that
@@ -90,6 +91,14 @@ class EtcdApi {
                                                          const std::string& desired) = 0;
   // How many keys start with `prefix`.
   virtual int64_t countPrefix(const std::string& prefix) = 0;
+  // Of the keys that start with `prefix`, the one created last before revision `before` (the
+  // highest create_revision below it); nullopt: none. One range request, one key back.
+  virtual std::optional<EtcdKeyValue> lastCreatedBefore(const std::string& prefix,
+                                                        int64_t before) = 0;
+  // Of the keys that start with `prefix`, the last in key order that is not after `upTo`;
+  // nullopt: none. One range request, one key back.
+  virtual std::optional<EtcdKeyValue> lastKeyUpTo(const std::string& prefix,
+                                                  const std::string& upTo) = 0;
   // Deletes `key`: whether it existed.
   virtual bool remove(const std::string& key) = 0;
   // Deletes every key that starts with `prefix`; returns how many there were.

@@ -1,6 +1,7 @@
 #include "launcher/rendezvous/etcd/link.h"
 
 #include <algorithm>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -30,8 +31,8 @@ EtcdLink::EtcdLink(EtcdLinkOptions options)
       client_(o_.connect(linkBounds(o_.etcd, o_.meeting.job.timeouts))),
       keys_(etcdRoundKeys(o_.meeting, o_.round)),
       next_keys_(etcdRoundKeys(o_.meeting, o_.round + 1)),
-      liveness_(static_cast<int>(o_.members.size()), o_.meeting.job.num_machines, o_.machine_rank,
-                o_.meeting.job.timeouts, clock_.now()) {
+      liveness_(o_.machines, o_.meeting.job.num_machines, o_.machine_rank, o_.meeting.job.timeouts,
+                clock_.now()) {
   readRound();
   openWatches();
   thread_ = clock_.startThread([this] { run(); });  // signals are the supervisor's
@@ -79,7 +80,9 @@ void EtcdLink::run() {
   }
 }
 
-// Every message the watches hold now; false when one ended (its endpoint gone).
+// Every message the watches hold now; false when one ended (its endpoint gone). A watch that
+// etcd ended because its history was compacted past the revision it started from makes the next
+// reconnect read the members afresh.
 bool EtcdLink::drainWatches() {
   if (watches_.empty()) return false;
   try {
@@ -87,11 +90,16 @@ bool EtcdLink::drainWatches() {
       while (true) {
         auto events = w.watch->next(clock_.now());
         if (events.empty()) break;
-        for (const auto& e : events) onEvent(e, w.what);
+        for (const auto& e : events) {
+          onEvent(e, w.what);
+          seen_[static_cast<int>(w.what)] =
+              std::max(seen_[static_cast<int>(w.what)], e.kv.mod_revision);
+        }
       }
     }
     return true;
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    compacted_ = compacted_ || std::string(e.what()).find("compact") != std::string::npos;
     watches_.clear();
     return false;
   }
@@ -125,41 +133,66 @@ void EtcdLink::reconnect() {
   try {
     readRound();
     openWatches();
-  } catch (const Error&) {
+  } catch (const Error& e) {
     watches_.clear();  // etcd unreachable: the lease says when that is the job's end
+    compacted_ = compacted_ || std::string(e.what()).find("compact") != std::string::npos;
   }
 }
 
 // Between two calls, a stop requested meanwhile ends the read (stop() waits for one call at most).
+// The members are not read: their watch starts where the round's record was made (seen_at), or
+// where it brought its last event. Only after etcd compacted that history away are they read:
+// every registration, and the places of those gone.
 void EtcdLink::readRound() {
   auto stopping = [this] {
     if (mailbox_.stopping()) throw Error("the link is stopping");
   };
-  std::vector<bool> present(o_.members.size(), false);
-  for (const auto& kv : client_->getPrefix(keys_.memberPrefix())) {
-    const std::string token = kv.key.substr(keys_.memberPrefix().size());
-    for (size_t m = 0; m < o_.members.size(); ++m)
-      present[m] = present[m] || o_.members[m].token == token;
+  if (seen_[0] == 0) {
+    const int64_t from = o_.seen_at > 0 ? o_.seen_at : client_->revision();
+    for (auto& seen : seen_) seen = from;
   }
-  revision_ = client_->revision();
+  if (compacted_) readMembers();
   stopping();
   if (auto stop = client_->get(keys_.stop())) onStop(stop->value);
   stopping();
-  for (size_t m = 0; m < o_.members.size(); ++m) {
-    if (!present[m]) onMemberGone(o_.members[m].token);
+  if (seen_[0] == 0) {
+    for (auto& seen : seen_) seen = client_->revision();
   }
   if (client_->countPrefix(next_keys_.memberPrefix()) > 0) onArrival();
 }
 
+// After a compaction: every member whose registration is not there now is gone (found in the
+// places, chunk by chunk), and the watches start from now.
+void EtcdLink::readMembers() {
+  std::set<std::string> present;
+  for (const auto& kv : client_->getPrefix(keys_.memberPrefix())) {
+    present.insert(kv.key.substr(keys_.memberPrefix().size()));
+  }
+  const int64_t now = client_->revision();
+  for (const auto& chunk : client_->getPrefix(o_.places)) {
+    const auto places = nlohmann::json::parse(chunk.value, nullptr, false);
+    if (!places.is_array()) continue;
+    for (const auto& p : places) {
+      if (!p.is_object() || present.count(p.value("token", ""))) continue;
+      const std::string key = keys_.member(p.value("token", ""));
+      members_[key] = {p.value("rank", -1), p.value("host", "")};
+      onMemberGone(EtcdKeyValue{key, "", 0, 0, 0, 0});
+    }
+  }
+  for (auto& seen : seen_) seen = now;
+  compacted_ = false;
+}
+
 void EtcdLink::openWatches() {
   const auto deadline = clock_.now() + client_->timeout();
+  const auto from = [this](Watched w) { return seen_[static_cast<int>(w)] + 1; };
   watches_.clear();
   watches_.push_back(
-      {Watched::kStop, client_->watch(keys_.stop(), false, revision_ + 1, deadline)});
-  watches_.push_back(
-      {Watched::kMembers, client_->watch(keys_.memberPrefix(), true, revision_ + 1, deadline)});
-  watches_.push_back({Watched::kArrivals,
-                      client_->watch(next_keys_.memberPrefix(), true, revision_ + 1, deadline)});
+      {Watched::kStop, client_->watch(keys_.stop(), false, from(Watched::kStop), deadline)});
+  watches_.push_back({Watched::kMembers, client_->watch(keys_.memberPrefix(), true,
+                                                        from(Watched::kMembers), deadline)});
+  watches_.push_back({Watched::kArrivals, client_->watch(next_keys_.memberPrefix(), true,
+                                                         from(Watched::kArrivals), deadline)});
   watch_check_ = client_->pinned(
       std::min(o_.meeting.job.timeouts.keep_alive_interval, o_.meeting.job.timeouts.etcd_link_try));
   next_check_ = clock_.now() + o_.meeting.job.timeouts.keep_alive_interval;
@@ -167,9 +200,7 @@ void EtcdLink::openWatches() {
 
 void EtcdLink::onEvent(const EtcdEvent& e, Watched what) {
   if (what == Watched::kStop && !e.deleted) onStop(e.kv.value);
-  if (what == Watched::kMembers && e.deleted) {
-    onMemberGone(e.kv.key.substr(keys_.memberPrefix().size()));
-  }
+  if (what == Watched::kMembers && e.deleted) onMemberGone(e.prev.key.empty() ? e.kv : e.prev);
   if (what == Watched::kArrivals && !e.deleted) onArrival();
 }
 
@@ -205,13 +236,32 @@ bool EtcdLink::markLost(int machine) {
   return true;
 }
 
+// The member whose registration `registration` was (its key, value and create revision as they
+// were): found once in the round's places (etcd/meeting.h), then known.
+EtcdLink::Member EtcdLink::memberOf(const EtcdKeyValue& registration) {
+  auto known = members_.find(registration.key);
+  if (known != members_.end()) return known->second;
+  Member m;
+  if (!o_.places.empty() && !registration.value.empty()) {
+    try {
+      if (auto place = findEtcdPlace(*client_, o_.places, registration)) {
+        m = {place->machine_rank, place->member.host};
+      }
+    } catch (const NetworkError&) {
+      throw;  // the watch brings the event again once the link reconnected
+    } catch (const Error&) {
+      // Not an agent's registration (another program's key under the round): no member's.
+    }
+  }
+  members_[registration.key] = m;
+  return m;
+}
+
 // A member's registration went with its lease: Liveness judges it lost, unless it said it
 // finished first (left). One that never said it started was never part of the work.
-void EtcdLink::onMemberGone(const std::string& token) {
-  int machine = -1;
-  for (size_t m = 0; m < o_.members.size(); ++m) {
-    if (o_.members[m].token == token) machine = static_cast<int>(m);
-  }
+void EtcdLink::onMemberGone(const EtcdKeyValue& registration) {
+  const Member member = memberOf(registration);
+  const int machine = member.machine;
   if (machine < 0) return;
   if (machine == o_.machine_rank) {  // this agent's own: dropped (its lease says why)
     markLost(machine);
@@ -228,16 +278,16 @@ void EtcdLink::onMemberGone(const std::string& token) {
   });
   if (!change || change->kind != GroupChange::Kind::kLost) return;
   mailbox_.addLost(change->lost());
-  if (!started) return neverStarted(machine);
+  if (!started) return neverStarted(machine, member.host);
   change_published_ = true;
   // etcd deletes a lease's keys alike when it expires and when it is revoked (etcd 3.4 before
   // 3.4.31 and 3.5 before 3.5.13 revoke live leases when a leader that stalled resumes:
   // etcd-io/etcd#15247), and the watch cannot tell which: say both. The watch brings the record
   // back, to every link alike.
-  publishStop(RoundStop::failed(
-      lostFailure(change->lost(), o_.members[static_cast<size_t>(machine)].host,
-                  "no keep-alive reached etcd for " + std::to_string(o_.window.count()) +
-                      " s, or etcd revoked it")));
+  publishStop(RoundStop::failed(lostFailure(change->lost(), member.host,
+                                            "no keep-alive reached etcd for " +
+                                                std::to_string(o_.window.count()) +
+                                                " s, or etcd revoked it")));
 }
 
 // Member `machine`'s agent died between its registration and the round's close (it never said it
@@ -245,10 +295,9 @@ void EtcdLink::onMemberGone(const std::string& token) {
 // part of the job's work, so the group re-forms without it as for a machine joining — no
 // failure, no restart counted (on the master's store such a registration never becomes a
 // member: its presence is seen at once).
-void EtcdLink::neverStarted(int machine) {
+void EtcdLink::neverStarted(int machine, const std::string& host) {
   change_published_ = true;
-  const auto at = static_cast<size_t>(machine);
-  publishStop(RoundStop::growing("machine " + std::to_string(machine) + " (" + o_.members[at].host +
+  publishStop(RoundStop::growing("machine " + std::to_string(machine) + " (" + host +
                                  ") was gone before the round started (its agent died after it "
                                  "registered): the group re-forms without it"));
 }

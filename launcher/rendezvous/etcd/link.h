@@ -3,8 +3,10 @@
 // agent's link watches the round's keys on a thread of its own:
 //   - the round's stop record (RoundKeys::stop): the first machine whose workers fail creates it
 //     (one transaction: the first stands) and every link hears it — the job's first failure;
-//   - the members' registrations (RoundKeys::member, attached to each agent's lease): one that
-//     etcd removes is a machine whose agent stopped renewing its lease (its process or machine
+//   - the members' registrations (RoundKeys::member, attached to each agent's lease), from the
+//     revision the round's record was made from: one that etcd removes (its machine found in
+//     the record's places: nothing is read of the members that stay) is a machine whose agent
+//     stopped renewing its lease (its process or machine
 //     gone, for the keep-alive window) — lost, unless it said it finished (Liveness judges it, as
 //     it judges the store's presence and keep-alives: round/liveness.h); whichever link sees it
 //     first publishes it as the round's stop record, so machine 0 is lost like any other (one that
@@ -16,18 +18,20 @@
 // The agent's own lease lost (EtcdLease::lost: etcd gone for the window, or the others dropped
 // this machine) is reported by the agent through leaseLost(): the job's end on this machine.
 //
-// A watch whose endpoint goes away is opened again, after a fresh read, on whichever endpoint
-// the client reaches then; nothing that happened in between is missed. An endpoint that goes
-// silent instead (its machine cut off: no reset, no error, no events) is found by asking it every
-// keep-alive interval for a read that needs etcd's quorum; one that cannot serve it is left the
-// same way.
+// A watch whose endpoint goes away is opened again from the last revision it brought, on
+// whichever endpoint the client reaches then; nothing that happened in between is missed (etcd
+// keeps the history; where it was compacted meanwhile, the members are read afresh instead). An
+// endpoint that goes silent instead (its machine cut off: no reset, no error, no events) is found
+// by asking it every keep-alive interval for a read that needs etcd's quorum; one that cannot serve
+// it is left the same way.
 //
 // Thread-safety as RoundLink's; leaseLost from any thread. The thread is started, and waits,
 // through meeting.job.clock. The constructor blocks to read the
-// round's keys and open the watches (throws accel::NetworkError when etcd cannot be reached).
-// Each etcd call of the link is bounded by 2 s, and so is stop() when etcd is gone.
+// round's stop record and open the watches (throws accel::NetworkError when etcd cannot be
+// reached). Each etcd call of the link is bounded by 2 s, and so is stop() when etcd is gone.
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -48,8 +52,13 @@ struct EtcdLinkOptions {
   EtcdConnect connect = realEtcd().connect;  // the clock is meeting.job.clock
   EtcdMeeting meeting;  // the job's settings (MAX, timeouts, clock), its keys' root, the lease
   int round = 0;
-  int machine_rank = 0;             // this machine's in the round
-  std::vector<EtcdMember> members;  // the round's, by machine rank
+  int machine_rank = 0;  // this machine's in the round
+  int machines = 0;      // the round's
+  // Where the round's places are (EtcdRound::places): a registration gone is found there.
+  std::string places;
+  // The revision the round's record was made from (EtcdRound::seen_at): the members'
+  // registrations are watched from the one after (0: from now).
+  int64_t seen_at = 0;
   // The leases' TTL, for messages. The watches' endpoint is asked whether it still serves every
   // meeting.job.timeouts.keep_alive_interval.
   std::chrono::seconds window{3};
@@ -84,6 +93,11 @@ class EtcdLink : public RoundLink {
     Watched what;
     std::unique_ptr<EtcdWatchStream> watch;
   };
+  // A member as the link found it (machine -1: the registration was no member's).
+  struct Member {
+    int machine = -1;
+    std::string host;
+  };
 
   void run();
   bool drainWatches();
@@ -91,12 +105,14 @@ class EtcdLink : public RoundLink {
   void reconnect();
   bool watchEndpointServes();
   void readRound();
+  void readMembers();
   void openWatches();
   void onEvent(const EtcdEvent& e, Watched what);
   void onStop(const std::string& value);
-  void onMemberGone(const std::string& token);
+  void onMemberGone(const EtcdKeyValue& registration);
+  Member memberOf(const EtcdKeyValue& registration);
   bool markLost(int machine);
-  void neverStarted(int machine);
+  void neverStarted(int machine, const std::string& host);
   void onArrival();
   void onPublish(const JobFailure& mine);
   void onShare(const std::string& json);
@@ -106,8 +122,12 @@ class EtcdLink : public RoundLink {
   Clock& clock_;
   const std::unique_ptr<EtcdApi> client_;
   const RoundKeys keys_, next_keys_;
-  int64_t revision_ = 0;
-  std::vector<Watch> watches_;            // empty: to be opened (again)
+  // The last revision each watch brought (by Watched): opened again from the one after, so that
+  // nothing is missed and nothing read again.
+  int64_t seen_[3] = {0, 0, 0};
+  std::vector<Watch> watches_;             // empty: to be opened (again)
+  std::map<std::string, Member> members_;  // the members' registrations found, by key
+  bool compacted_ = false;  // a watch's history was compacted away: readMembers() next
   std::unique_ptr<EtcdApi> watch_check_;  // a client of the watches' endpoint alone
   Clock::time_point next_check_;
   Liveness liveness_;        // the thread's: lost, left and joined, judged as on the store

@@ -1,24 +1,31 @@
 #pragma once
 // meetOnEtcd: one round's meeting of a job's machines on etcd (issue 34), with no machine in
-// charge of it and no counter that every agent fights over.
+// charge of it, no counter that every agent fights over, and nothing that every agent reads or
+// hears of every other (issue 52: what one agent costs etcd does not grow with the round).
 //
 // Each agent registers with one put under the round — a key of its own, attached to its lease,
 // so an agent whose lease expires (its process or machine gone) leaves the round by itself — and
-// etcd's create revision of that key is its arrival. Every agent then follows the round's keys
-// through one watch (from the revision of one read, so it misses nothing), and whichever agent
-// first sees the round complete closes it with one transaction that creates the round's record
-// unless it exists: the members of the round before in their order (machine 0 stays machine 0
-// while it lives), then the others in arrival order, the first `max_machines` of them when more
-// came. Complete is the rule of the master's store too (RoundClosing, round/closing.h): MAX
-// registered (or the machines a re-forming group expects), or MIN registered and the last call
-// (`last_call` after this agent saw the MIN-th) ended. So any agent can carry the round, the death
-// of any one loses nothing, and every agent reads the same record: its machine rank is its place
-// there, machine 0 the first in it; a registered agent not in it is a spare.
+// etcd's create revision of that key is its arrival. The agents queue by arrival: each watches
+// only the registration that came just before its own, and the record's key. The first in the
+// queue (the head) follows every registration through one watch and closes the round when it is
+// complete, with one transaction that creates the round's record unless it exists: the members
+// of the round before in their order (machine 0 stays machine 0 while it lives), then the others
+// in arrival order, the first `max_machines` of them when more came. Complete is the rule of the
+// master's store too (RoundClosing, round/closing.h): MAX registered (or the machines a re-forming
+// group expects), or MIN registered and the last call (`last_call` after the head saw the MIN-th)
+// ended. A head that dies leaves with its lease, and the next in the queue becomes the head: any
+// agent can carry the round, and the death of any one loses nothing.
 //
-// Requests per agent: a put, a read, the watch, a transaction or a read of the record (and a
-// read and a watch again when an endpoint fails) — not growing with the number of agents, where
-// the rounds' rules over a Store (c10d/rendezvous.h on EtcdStore) fight over one counter and
-// grow with it (scripts/bench/rdzv_store.sh).
+// The record is a summary (the round's size, its world size, machines 0 and 1, the restart
+// count), which every agent reads, and its members' places in chunks of 64, each named by the
+// order of its first member ("0/<rank in the round before>" for a survivor, "1/<arrival>" for the
+// others), so that an agent reads the one chunk that holds its own: its machine rank is its place
+// there; a registered agent not in it is a spare.
+//
+// Requests per agent: a put (two for one that was not in the round before), a read of its
+// registration and of the record, one range request for its predecessor (again when that one
+// leaves) and two watches, the summary and its chunk — not growing with the number of agents; the
+// head alone reads and hears every registration (scripts/bench/rdzv_scale.sh measures both).
 //
 // Blocking (at most `join` in all, or until the last call when MIN joined before it, or until
 // settings.cancel_fd; each etcd call bounded by the client's timeout); uses
@@ -29,6 +36,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +55,8 @@ struct EtcdMember {
   std::string address;  // where the other machines reach it ("": unknown)
   int local_world_size = 1;
   int store_port = 0;  // its agent's store: the workers' when it is a round's machine 0
+  // Its machine rank in the round before the one it registers for (-1: it was not a member).
+  int previous_rank = -1;
   bool operator==(const EtcdMember& o) const {
     return token == o.token && host == o.host && address == o.address &&
            local_world_size == o.local_world_size && store_port == o.store_port;
@@ -69,15 +79,47 @@ struct EtcdMeeting {
 };
 
 struct EtcdRound {
-  std::vector<EtcdMember> members;  // the round's machines, by machine rank (arrival)
-  int machine_rank = -1;            // this agent's; -1: a spare (the round was full)
-  int rank_offset = 0;              // the global rank of its local rank 0
-  int world_size = 0;               // processes over the round's machines
-  int restart_count = 0;            // the round's TORCHELASTIC_RESTART_COUNT
-  std::string closed;               // the job ended instead (why): no round, no members
-  int64_t closed_at = 0;            // etcd's revision of the round's record
-  int watches = 0;                  // watches this agent opened (for benchmarks: requests)
+  // The members this agent read, by machine rank from 0: every one when this agent closed the
+  // round; else machine 0 and, in a round of two or more, machine 1 (what a placement needs).
+  std::vector<EtcdMember> members;
+  int size = 0;           // the round's machines
+  int machine_rank = -1;  // this agent's; -1: a spare (the round was full)
+  int rank_offset = 0;    // the global rank of its local rank 0
+  int world_size = 0;     // processes over the round's machines
+  int restart_count = 0;  // the round's TORCHELASTIC_RESTART_COUNT
+  std::string closed;     // the job ended instead (why): no round, no members
+  int64_t closed_at = 0;  // etcd's revision of the round's record
+  // The revision of the registrations the record was made from: a registration that goes after
+  // it is a member's or a spare's (the round's link watches from there).
+  int64_t seen_at = 0;
+  std::string places;  // where its members' places are (RoundKeys::placesBy its closer)
+  int watches = 0;     // watches this agent opened (for benchmarks: requests)
 };
+
+// A member's place in a closed round.
+struct EtcdPlace {
+  int machine_rank = -1;
+  int rank_offset = 0;
+  EtcdMember member;
+};
+
+// A registration's value: what an agent puts under RoundKeys::member (tests make rounds by hand).
+std::string etcdRegistration(const EtcdMember& member);
+
+// Writes a closed round's places under `places` (RoundKeys::placesBy its closer): `members` by
+// machine rank (each a survivor by its previous_rank, else a newcomer by its registration's create
+// revision, `arrivals`), in chunks of RoundKeys::kPlacesPerChunk named by the order of each
+// chunk's first (etcd/meeting.h). Returns the round's world size. One put per chunk; throws as
+// meetOnEtcd does.
+int putEtcdPlaces(EtcdApi& client, const std::string& places,
+                  const std::vector<EtcdMember>& members, const std::vector<int64_t>& arrivals);
+
+// The place in the round whose places are under `places` (EtcdRound::places) of the agent whose
+// registration is `registration` (its key, value and create revision, as it was); nullopt when
+// that agent is no member (a spare, or it registered after the round closed). One or two range
+// requests; throws as meetOnEtcd does.
+std::optional<EtcdPlace> findEtcdPlace(EtcdApi& client, const std::string& places,
+                                       const EtcdKeyValue& registration);
 
 // Round `round`'s keys in etcd (round/keys.h's under meeting.root).
 RoundKeys etcdRoundKeys(const EtcdMeeting& meeting, int round);

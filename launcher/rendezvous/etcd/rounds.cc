@@ -112,6 +112,7 @@ Expected<RoundStart> EtcdRounds::enter() {
   } else {
     me_.token = agentToken(settings_.host);
   }
+  last_ = {};  // a new token: a newcomer to the job's rounds
   return enterJob();
 }
 
@@ -166,12 +167,14 @@ EtcdMeeting EtcdRounds::meeting() const {
 
 Expected<RendezvousResult> EtcdRounds::join(const RoundStart& start) {
   Expected<EtcdRound> r = makeError("");
+  me_.previous_rank = last_.round == start.round - 1 ? last_.machine_rank : -1;
   try {
     r = meetOnEtcd(*client_, meeting(), start, me_);
   } catch (const std::exception& e) {
     return makeError("cannot reach " + etcdText() + ": " + e.what());
   }
   if (!r) return std::move(r).takeError();
+  last_ = {start.round, r->machine_rank, r->places, r->seen_at};
   return asRendezvousResult(*r);
 }
 
@@ -182,9 +185,9 @@ Expected<RoundLink*> EtcdRounds::watch(const RoundStart& start, const Rendezvous
   o.meeting = meeting();
   o.round = start.round;
   o.machine_rank = joined.machine_rank;
-  for (const auto& m : joined.machines) {
-    o.members.push_back({m.presence, m.host, m.address, m.local_world_size, m.store_port});
-  }
+  o.machines = joined.size;
+  o.places = last_.places;
+  o.seen_at = last_.seen_at;
   o.window = lease_->ttl();
   try {
     const JobKeys keys = jobKeys();
@@ -227,13 +230,13 @@ RendezvousResult EtcdRounds::asRendezvousResult(const EtcdRound& r) const {
   rr.max_restarts = plan_.max_restarts;
   if (r.machine_rank < 0) {
     rr.spare = true;
-    rr.round_size = static_cast<int>(r.members.size());
+    rr.round_size = r.size;
     return rr;
   }
   rr.machine_rank = r.machine_rank;
   rr.rank_offset = r.rank_offset;
   rr.world_size = r.world_size;
-  rr.size = static_cast<int>(r.members.size());
+  rr.size = r.size;
   int offset = 0;
   for (size_t m = 0; m < r.members.size(); ++m) {
     const auto& e = r.members[m];
@@ -256,16 +259,10 @@ Standing EtcdRounds::standing(const std::optional<RendezvousResult>& joined) con
   return {};
 }
 
-int EtcdRounds::waiting(int round, const RendezvousResult& joined) const {
-  std::set<std::string> members;
-  for (const auto& m : joined.machines) members.insert(m.presence);
-  const std::string prefix = jobKeys().round(round).memberPrefix();
+// Those not in the round before mark their registration (RoundKeys::newcomer): counted, not read.
+int EtcdRounds::waiting(int round, const RendezvousResult&) const {
   try {
-    int waiting = 0;
-    for (const auto& kv : client_->getPrefix(prefix)) {
-      if (!members.count(kv.key.substr(prefix.size()))) ++waiting;
-    }
-    return waiting;
+    return static_cast<int>(client_->countPrefix(jobKeys().round(round).newcomerPrefix()));
   } catch (const std::exception&) {
     return 0;  // etcd unreachable: the lease tells, and the next round does not wait for anyone
   }

@@ -64,7 +64,8 @@ class EtcdRounds : public RoundBackend {
   // The rounds' store over etcd (its calls bounded by etcd's client).
   store::Store& records(std::chrono::milliseconds) override { return *store_; }
   // The registrations for round `round` that are not `joined`'s members (a member may have
-  // registered already, having decided first): a registration lives as long as its agent's lease.
+  // registered already, having decided first): those marked newcomers (etcd/meeting.h), which live
+  // as long as their agent's lease.
   int waiting(int round, const RendezvousResult& joined) const override;
   bool othersGone(int round) const override;
   // Dropped once its lease is lost, or the round's link heard this machine named lost (an agent
@@ -103,6 +104,15 @@ class EtcdRounds : public RoundBackend {
   StoreHost* const store_host_;
   GroupSettings settings_;  // the round end's and the exit barrier's (its store: store_)
   EtcdMember me_;
+  // The round this agent met last (under its token): its machine rank there (a survivor keeps its
+  // order in the next), where its places are and the revision its record was made from (the
+  // link's).
+  struct LastRound {
+    int round = -2;
+    int machine_rank = -1;
+    std::string places;
+    int64_t seen_at = 0;
+  } last_;
   std::unique_ptr<EtcdApi> client_;   // the main thread's
   std::unique_ptr<EtcdStore> store_;  // the main thread's, for the round's end
   std::unique_ptr<EtcdLease> lease_;

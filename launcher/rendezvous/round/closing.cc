@@ -80,6 +80,8 @@ std::string formingText(int here, int least, int most,
     return machines + "; the round closes in " + secondsLeft(*lastCallLeft) +
            " unless more come (the last call)";
   }
+  // An agent that does not close the round itself (etcd's followers) knows MIN joined, not when.
+  if (here >= least) return machines + "; the round closes at its last call unless more come";
   return machines + " (" + std::to_string(least) + " needed); " + secondsLeft(joinLeft) +
          " left to join (--rdzv_timeout)";
 }

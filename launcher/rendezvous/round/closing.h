@@ -42,8 +42,9 @@ class RoundClosing {
 
 // What a forming round waits for, said every few seconds on both backends: "1 of 1–2 machines;
 // the round closes in 27 s unless more come (the last call)" once MIN joined (`lastCallLeft`),
-// else "1 of 2–3 machines (2 needed); 590 s left to join (--rdzv_timeout)". `least`..`most`:
-// MIN..MAX (equal: a fixed size).
+// else "1 of 2–3 machines (2 needed); 590 s left to join (--rdzv_timeout)"; MIN joined with no
+// `lastCallLeft` (an agent that does not close the round): "...; the round closes at its last
+// call unless more come". `least`..`most`: MIN..MAX (equal: a fixed size).
 std::string formingText(int here, int least, int most,
                         std::optional<std::chrono::milliseconds> lastCallLeft,
                         std::chrono::milliseconds joinLeft);

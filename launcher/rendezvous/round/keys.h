@@ -16,8 +16,10 @@
 //                                         members, places/<C>, alive/<M>, ends, end/<slot>,
 //                                         decision, finished, finished/<M>; on etcd
 //                                         (etcd/meeting.h) member/<token> (an agent's
-//                                         registration), record (who is in it) and started/<M> (its
-//                                         agent lived past the close)
+//                                         registration), newcomer/<token> (one not in the
+//                                         round before), record (the round's summary),
+//                                         places/<token>/<order> (its members in chunks) and
+//                                         started/<M> (its agent lived past the close)
 //   accel/rdzv/<id>/restarts              on etcd: the restarts used (for a machine arriving)
 //
 // The store's server sees a key as torch's clients store it, with a leading "/" (stored()).
@@ -56,6 +58,13 @@ class RoundKeys {
   std::string memberPrefix() const { return p_ + "member/"; }
   std::string member(const std::string& token) const { return memberPrefix() + token; }
   std::string record() const { return p_ + "record"; }
+  // On etcd: the record's places, written by the agent `owner` that closed the round (its token):
+  // chunks of members, each named by the order of its first (etcd/meeting.cc).
+  std::string placesBy(const std::string& owner) const { return p_ + "places/" + owner + "/"; }
+  // On etcd: a registration's mark when its agent was not a member of the round before (a
+  // newcomer or a spare), for counting those waiting without reading every registration.
+  std::string newcomerPrefix() const { return p_ + "newcomer/"; }
+  std::string newcomer(const std::string& token) const { return newcomerPrefix() + token; }
 
  private:
   std::string p_, stop_;

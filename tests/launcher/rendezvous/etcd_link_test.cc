@@ -42,13 +42,18 @@ class EtcdLinkTest : public testing::EtcdSuite {
     EtcdSuite::SetUp();
     if (IsSkipped()) return;
     EtcdClient client(etcd());
+    std::vector<int64_t> arrivals;
     for (const std::string name : {"alpha", "beta", "gamma"}) {
       const int64_t lease = client.grantLease(30s);
       leases_.push_back(lease);
       members_.push_back({name + "-token", name, "", 1});
-      client.put(etcdRoundKeys(round(), 0).member(members_.back().token), "{}", lease);
+      arrivals.push_back(client.put(etcdRoundKeys(round(), 0).member(members_.back().token),
+                                    etcdRegistration(members_.back()), lease));
       client.put(etcdRoundKeys(round(), 0).started(static_cast<int>(members_.size()) - 1), "1");
     }
+    places_ = etcdRoundKeys(round(), 0).placesBy("alpha-token");
+    putEtcdPlaces(client, places_, members_, arrivals);
+    seen_at_ = client.revision();
     makeLinks();
   }
   void makeLinks() {
@@ -58,7 +63,9 @@ class EtcdLinkTest : public testing::EtcdSuite {
       o.etcd = etcd();
       o.meeting = round();
       o.machine_rank = m;
-      o.members = members_;
+      o.machines = 3;
+      o.places = places_;
+      o.seen_at = seen_at_;
       links_.push_back(std::make_unique<EtcdLink>(o));
     }
   }
@@ -73,6 +80,8 @@ class EtcdLinkTest : public testing::EtcdSuite {
   int max_ = 3;
   std::vector<int64_t> leases_;
   std::vector<EtcdMember> members_;
+  std::string places_;  // the round's record's, as its head would write them
+  int64_t seen_at_ = 0;
   std::vector<std::unique_ptr<EtcdLink>> links_;
 };
 
@@ -113,18 +122,20 @@ TEST_F(EtcdLinkTest, MachineZeroWhoseLeaseEndsIsLostToTheOthers) {
   }
 }
 
-// Links that start after a member's registration went judge it at once: lost, unless it said
-// it finished.
+// Links that start after a member's registration went (after the round's record was made) judge
+// it from the record's revision on: lost, unless it said it finished. The watch brings gamma's
+// end before beta's, so once beta's loss is told gamma's was judged.
 TEST_F(EtcdLinkTest, AMachineThatFinishedIsNotLostAndOneThatDidNotIs) {
   EtcdClient client(etcd());
   client.put(etcdRoundKeys(round(), 0).finished(2), "1");
   client.revokeLease(leases_[2]);
-  makeLinks();
-  EXPECT_TRUE(links_[0]->lostMachines().empty()) << "gamma, which finished, was taken for lost";
-  EXPECT_FALSE(client.get(etcdRoundKeys(round(), 0).stop()));
   client.revokeLease(leases_[1]);
   makeLinks();
-  ASSERT_EQ(links_[0]->lostMachines().size(), 1u);
+  auto e = events(0);
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].kind, LinkEvent::Kind::kRemoteFailure);
+  EXPECT_EQ(e[0].failure.machine_rank, 1);
+  ASSERT_EQ(links_[0]->lostMachines().size(), 1u) << "gamma, which finished, was taken for lost";
   EXPECT_EQ(links_[0]->lostMachines()[0].machine, 1);
   auto stop = client.get(etcdRoundKeys(round(), 0).stop());
   ASSERT_TRUE(stop);
@@ -186,17 +197,21 @@ TEST(EtcdLinkSilenceTest, AWatchedMemberThatGoesSilentIsLeft) {
   o.attempt_timeout = 1s;
   EtcdClient client(o);
   std::vector<EtcdMember> members;
-  std::vector<int64_t> leases;
+  std::vector<int64_t> leases, arrivals;
   for (const std::string name : {"alpha", "beta"}) {
     leases.push_back(client.grantLease(30s));
     members.push_back({name + "-token", name, "", 1});
-    client.put(etcdRoundKeys(round, 0).member(members.back().token), "{}", leases.back());
+    arrivals.push_back(client.put(etcdRoundKeys(round, 0).member(members.back().token),
+                                  etcdRegistration(members.back()), leases.back()));
     client.put(etcdRoundKeys(round, 0).started(static_cast<int>(members.size()) - 1), "1");
   }
   EtcdLinkOptions lo;
   lo.etcd = o;
   lo.meeting = round;
-  lo.members = members;
+  lo.machines = 2;
+  lo.places = etcdRoundKeys(round, 0).placesBy("alpha-token");
+  putEtcdPlaces(client, lo.places, members, arrivals);
+  lo.seen_at = client.revision();
   lo.meeting.job.timeouts.keep_alive_interval = 500ms;
   EtcdLink alpha(lo);
   cluster->pause(0);

@@ -4,11 +4,15 @@
 // round that goes on when the endpoint in use dies. Skipped, saying why, where etcd is not
 // installed. The tests wait on etcd's events (a watch on the round's keys), never on sleeps.
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <future>
 #include <map>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "accel/error.h"
 #include "etcd_member.h"
@@ -84,9 +88,19 @@ class EtcdRoundTest : public testing::EtcdSuite {
     ASSERT_GE(seen, count);
   }
 
-  static std::vector<std::string> hosts(const EtcdRound& r) {
+  // The round's machines by rank, as its record's places hold them (every chunk: an agent reads
+  // its own alone).
+  std::vector<std::string> hosts(const EtcdRound& r, const std::string& endpoints = "") {
+    std::map<int, std::string> byRank;
+    if (r.places.empty()) return {};
+    for (const auto& kv : EtcdClient(options(endpoints)).getPrefix(r.places)) {
+      for (const auto& p : nlohmann::json::parse(kv.value)) byRank[p.at("rank")] = p.at("host");
+    }
     std::vector<std::string> h;
-    for (const auto& m : r.members) h.push_back(m.host);
+    for (const auto& [rank, host] : byRank) {
+      EXPECT_EQ(rank, static_cast<int>(h.size())) << "a gap in the places";
+      h.push_back(host);
+    }
     return h;
   }
 
@@ -101,10 +115,10 @@ TEST_F(EtcdRoundTest, AFullRoundClosesAtOnceInArrivalOrder) {
   awaitRegistrations(2);
   auto c = start("gamma", s, 3);
   std::map<std::string, EtcdRound> got;
-  for (auto* f : {&a, &b, &c}) {
+  for (auto [name, f] : {std::pair{"alpha", &a}, {"beta", &b}, {"gamma", &c}}) {
     auto r = f->get();
     ASSERT_TRUE(r.ok()) << r.error();
-    got[r->members[static_cast<size_t>(r->machine_rank)].host] = *r;
+    got[name] = *r;
   }
   const std::vector<std::string> order{"alpha", "beta", "gamma"};
   EXPECT_EQ(got["alpha"].machine_rank, 0);
@@ -117,9 +131,14 @@ TEST_F(EtcdRoundTest, AFullRoundClosesAtOnceInArrivalOrder) {
     EXPECT_EQ(hosts(r), order) << name;
     EXPECT_EQ(r.world_size, 6) << name;
     EXPECT_EQ(r.closed_at, got["alpha"].closed_at) << name << ": one record";
+    ASSERT_GE(r.members.size(), 2u) << name << ": machines 0 and 1 are in the summary";
+    EXPECT_EQ(r.members[0].host, "alpha") << name;
     EXPECT_EQ(r.members[1].address, "10.0.0.4") << name;
     EXPECT_EQ(r.members[1].store_port, 29504) << name;
+    EXPECT_EQ(r.size, 3) << name;
   }
+  EXPECT_EQ(got["alpha"].members.size(), 3u) << "alpha closed the round: it knows every member";
+  EXPECT_EQ(got["gamma"].members.size(), 2u) << "gamma read the summary and its own chunk";
 }
 
 TEST_F(EtcdRoundTest, TheLastCallClosesWithMinAndALaterArrivalIsASpare) {
@@ -128,13 +147,66 @@ TEST_F(EtcdRoundTest, TheLastCallClosesWithMinAndALaterArrivalIsASpare) {
   auto b = start("beta", s);
   auto ra = a.get(), rb = b.get();
   ASSERT_TRUE(ra.ok() && rb.ok());
-  EXPECT_EQ(ra->members.size(), 2u);
+  EXPECT_EQ(ra->size, 2);
   EXPECT_EQ(ra->closed_at, rb->closed_at);
   EXPECT_EQ(ra->machine_rank + rb->machine_rank, 1);
   auto late = start("gamma", s).get();
   ASSERT_TRUE(late.ok()) << late.error();
   EXPECT_EQ(late->machine_rank, -1) << "the round had closed: a spare";
   EXPECT_EQ(hosts(*late), hosts(*ra));
+}
+
+// Issue 52: no agent but the head hears of every other. Eight agents come one by one: the first
+// (the head) follows every registration and closes the round; each other one opens two watches —
+// its predecessor's registration and the record — and reads the summary and its own chunk.
+TEST_F(EtcdRoundTest, OnlyTheHeadFollowsEveryRegistration) {
+  const auto s = settings(8, 8, 60s);
+  std::vector<std::future<Expected<EtcdRound>>> agents;
+  for (int i = 0; i < 8; ++i) {
+    agents.push_back(start("host" + std::to_string(i), s));
+    awaitRegistrations(i + 1);
+  }
+  for (int i = 0; i < 8; ++i) {
+    auto r = agents[static_cast<size_t>(i)].get();
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r->machine_rank, i);
+    EXPECT_EQ(r->rank_offset, 2 * i) << "two processes each";
+    EXPECT_EQ(r->size, 8);
+    EXPECT_EQ(r->members.size(), i == 0 ? 8u : 2u) << i;
+    // The last may find the record made as it registers: no watch.
+    if (i < 7) {
+      EXPECT_EQ(r->watches, i == 0 ? 1 : 2) << i;
+    } else {
+      EXPECT_LE(r->watches, 2) << i;
+    }
+  }
+}
+
+// The head dies before the round is complete: its registration goes with its lease, the next in
+// the queue becomes the head, and the round closes without the dead one.
+TEST_F(EtcdRoundTest, WhenTheHeadDiesTheNextInTheQueueClosesTheRound) {
+  const auto s = settings(3, 3, 60s);
+  auto dying = s;
+  const int stop = ::eventfd(0, EFD_CLOEXEC);
+  dying.meeting.cancel_fd = stop;
+  auto doomed = start("doomed", dying);
+  awaitRegistrations(1);
+  auto a = start("alpha", s);
+  awaitRegistrations(2);
+  // The head's process died: it does nothing more, and etcd ends its lease.
+  const uint64_t one = 1;
+  ASSERT_EQ(::write(stop, &one, sizeof one), static_cast<ssize_t>(sizeof one));
+  EXPECT_FALSE(doomed.get().ok());
+  EtcdClient(options()).revokeLease(leases_["doomed"]);
+  auto b = start("beta", s);
+  awaitRegistrations(3);
+  auto c = start("gamma", s);
+  auto ra = a.get(), rb = b.get(), rc = c.get();
+  ASSERT_TRUE(ra.ok() && rb.ok() && rc.ok());
+  EXPECT_EQ(hosts(*ra), (std::vector<std::string>{"alpha", "beta", "gamma"}));
+  EXPECT_EQ(ra->members.size(), 3u) << "alpha became the head and closed the round";
+  EXPECT_EQ(rc->machine_rank, 2);
+  ::close(stop);
 }
 
 // Issue 33's "joins and then dies" on etcd: its registration goes with its lease, so the round
@@ -188,7 +260,7 @@ TEST_F(EtcdRoundTest, ARestartsRoundClosesWithTheExpectedMachinesAndCarriesItsCo
   ASSERT_EQ(a.wait_for(15s), std::future_status::ready) << "it waited for the last call";
   auto ra = a.get(), rb = b.get();
   ASSERT_TRUE(ra.ok() && rb.ok());
-  EXPECT_EQ(ra->members.size(), 2u);
+  EXPECT_EQ(ra->size, 2);
   EXPECT_EQ(ra->restart_count, 1);
   EXPECT_EQ(rb->restart_count, 1);
 }
@@ -213,7 +285,7 @@ TEST_F(EtcdRoundTest, TwoJobsOnOneEtcdNeverMeet) {
   auto ra1 = a1.get(), ra2 = a2.get();
   ASSERT_TRUE(ra1.ok() && ra2.ok());
   EXPECT_EQ(hosts(*ra1), hosts(*ra2));
-  EXPECT_EQ(ra1->members.size(), 2u);
+  EXPECT_EQ(ra1->size, 2);
   Setup shortJoin = settings(2, 2, 1s, "B");
   shortJoin.meeting.job.timeouts.join = 500ms;
   EtcdClient client(options());
@@ -250,7 +322,7 @@ TEST_F(EtcdRoundTest, TheRoundGoesOnWhenTheEndpointInUseDies) {
   auto ra = a.get(), rb = b.get();
   ASSERT_TRUE(ra.ok()) << ra.error();
   ASSERT_TRUE(rb.ok()) << rb.error();
-  EXPECT_EQ(hosts(*ra), (std::vector<std::string>{"alpha", "beta"}));
+  EXPECT_EQ(hosts(*ra, cluster->endpoint(1)), (std::vector<std::string>{"alpha", "beta"}));
   EXPECT_EQ(ra->closed_at, rb->closed_at);
 }
 
@@ -271,7 +343,7 @@ TEST_F(EtcdRoundTest, TheRoundGoesOnWhenTheWatchedEndpointGoesSilent) {
   cluster->resume(0);
   ASSERT_TRUE(ra.ok()) << ra.error();
   ASSERT_TRUE(rb.ok()) << rb.error();
-  EXPECT_EQ(hosts(*ra), (std::vector<std::string>{"alpha", "beta"}));
+  EXPECT_EQ(hosts(*ra, cluster->endpoint(1)), (std::vector<std::string>{"alpha", "beta"}));
   EXPECT_EQ(ra->closed_at, rb->closed_at);
 }
 

@@ -209,7 +209,7 @@ class SimEtcd {
           created ? 1 : kv.version + 1,
           lease};
     if (lease != 0) leases_[lease].keys.insert(key);
-    emitLocked({false, kv});
+    emitLocked({false, kv, {}});
     changedLocked();
     return revision_;
   }
@@ -224,11 +224,11 @@ class SimEtcd {
     for (const auto& k : present) {
       const int64_t lease = kv_[k].lease;
       if (lease != 0 && leases_.count(lease)) leases_[lease].keys.erase(k);
-      kv_.erase(k);
       EtcdKeyValue gone;
       gone.key = k;
       gone.mod_revision = revision_;
-      emitLocked({true, gone});
+      emitLocked({true, gone, kv_[k]});
+      kv_.erase(k);
     }
     changedLocked();
     return static_cast<int64_t>(present.size());
@@ -370,6 +370,28 @@ class SimEtcd::Client : public EtcdApi {
   }
   int64_t countPrefix(const std::string& prefix) override {
     return call([&] { return static_cast<int64_t>(etcd_.keysUnderLocked(prefix).size()); });
+  }
+  std::optional<EtcdKeyValue> lastCreatedBefore(const std::string& prefix,
+                                                int64_t before) override {
+    return call([&] {
+      std::optional<EtcdKeyValue> last;
+      for (const auto& k : etcd_.keysUnderLocked(prefix)) {
+        const EtcdKeyValue& kv = etcd_.kv_[k];
+        if (kv.create_revision < before && (!last || kv.create_revision > last->create_revision))
+          last = kv;
+      }
+      return last;
+    });
+  }
+  std::optional<EtcdKeyValue> lastKeyUpTo(const std::string& prefix,
+                                          const std::string& upTo) override {
+    return call([&] {
+      std::optional<EtcdKeyValue> last;
+      for (const auto& k : etcd_.keysUnderLocked(prefix)) {
+        if (k <= upTo) last = etcd_.kv_[k];
+      }
+      return last;
+    });
   }
   bool remove(const std::string& key) override {
     return call([&] { return etcd_.removeLocked({key}) > 0; });

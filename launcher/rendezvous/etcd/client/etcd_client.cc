@@ -341,6 +341,32 @@ int64_t EtcdClient::countPrefix(const std::string& prefix) {
                 "count");
 }
 
+std::optional<EtcdKeyValue> EtcdClient::lastCreatedBefore(const std::string& prefix,
+                                                          int64_t before) {
+  if (before <= 1) return std::nullopt;
+  const json reply = call("/v3/kv/range", {{"key", base64(prefix)},
+                                           {"range_end", base64(prefixEnd(prefix))},
+                                           {"max_create_revision", std::to_string(before - 1)},
+                                           {"sort_target", "CREATE"},
+                                           {"sort_order", "DESCEND"},
+                                           {"limit", "1"}});
+  if (!reply.contains("kvs") || reply["kvs"].empty()) return std::nullopt;
+  return keyValueOf(reply["kvs"][0]);
+}
+
+std::optional<EtcdKeyValue> EtcdClient::lastKeyUpTo(const std::string& prefix,
+                                                    const std::string& upTo) {
+  if (upTo.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  // range_end is exclusive: the key just after `upTo` is upTo followed by a zero byte.
+  const json reply = call("/v3/kv/range", {{"key", base64(prefix)},
+                                           {"range_end", base64(upTo + std::string(1, '\0'))},
+                                           {"sort_target", "KEY"},
+                                           {"sort_order", "DESCEND"},
+                                           {"limit", "1"}});
+  if (!reply.contains("kvs") || reply["kvs"].empty()) return std::nullopt;
+  return keyValueOf(reply["kvs"][0]);
+}
+
 bool EtcdClient::remove(const std::string& key) {
   return number(call("/v3/kv/deleterange", {{"key", base64(key)}}), "deleted") > 0;
 }
@@ -391,6 +417,7 @@ EtcdWatch::EtcdWatch(const EtcdEndpoint& endpoint, const std::string& key, bool 
   json create{{"key", base64(key)}};
   if (prefix) create["range_end"] = base64(prefixEnd(key));
   if (from > 0) create["start_revision"] = std::to_string(from);
+  create["prev_kv"] = true;  // a deletion says what the key was (EtcdEvent::prev)
   int status = 0;
   std::optional<std::string> first;
   try {
@@ -425,8 +452,8 @@ std::vector<EtcdEvent> EtcdWatch::next(Clock::time_point deadline) {
   }
   std::vector<EtcdEvent> events;
   for (const auto& e : reply["result"].value("events", json::array())) {
-    events.push_back(
-        {e.value("type", "PUT") == "DELETE", keyValueOf(e.value("kv", json::object()))});
+    events.push_back({e.value("type", "PUT") == "DELETE", keyValueOf(e.value("kv", json::object())),
+                      keyValueOf(e.value("prev_kv", json::object()))});
   }
   etcdTraffic().events += events.size();
   return events;

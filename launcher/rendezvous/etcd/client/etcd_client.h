@@ -56,6 +56,9 @@ class EtcdClient : public EtcdApi {
                                                  const std::string& expected,
                                                  const std::string& desired) override;
   int64_t countPrefix(const std::string& prefix) override;
+  std::optional<EtcdKeyValue> lastCreatedBefore(const std::string& prefix, int64_t before) override;
+  std::optional<EtcdKeyValue> lastKeyUpTo(const std::string& prefix,
+                                          const std::string& upTo) override;
   bool remove(const std::string& key) override;
   int64_t deletePrefix(const std::string& prefix) override;
   int64_t grantLease(std::chrono::seconds ttl) override;
