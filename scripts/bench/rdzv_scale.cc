@@ -610,7 +610,8 @@ int etcdAgents(const std::string& endpoints, const std::string& run, int machine
       gate.await();
       auto r = launcher::meetOnEtcd(client, mine, {}, {name, name, "", 1});
       placed.at(nowNs());
-      placed.requests += client.requests() - before + static_cast<uint64_t>(r ? r->watches : 0);
+      placed.requests +=
+          client.requests() - before + static_cast<uint64_t>(r ? r->watches + r->checks : 0);
       if (!r || r->world_size != machines || r->machine_rank < 0) {
         std::fprintf(stderr, "%s: %s\n", name.c_str(), r ? "not placed" : r.error().c_str());
         ++placed.failed;

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "launcher/base/clock.h"
@@ -75,6 +76,9 @@ class EtcdApi {
 
   // Sets `key` (attached to `lease`, 0: none); returns the store's revision after it.
   virtual int64_t put(const std::string& key, const std::string& value, int64_t lease = 0) = 0;
+  // Sets every key of `keyValues` (attached to `lease`) in one transaction; returns its revision.
+  virtual int64_t putAll(const std::vector<std::pair<std::string, std::string>>& keyValues,
+                         int64_t lease) = 0;
   virtual std::optional<EtcdKeyValue> get(const std::string& key) = 0;
   // Every key that starts with `prefix`, in key order.
   virtual std::vector<EtcdKeyValue> getPrefix(const std::string& prefix) = 0;
@@ -92,13 +96,15 @@ class EtcdApi {
   // How many keys start with `prefix`.
   virtual int64_t countPrefix(const std::string& prefix) = 0;
   // Of the keys that start with `prefix`, the one created last before revision `before` (the
-  // highest create_revision below it); nullopt: none. One range request, one key back.
+  // highest create_revision below it); nullopt: none. One key back, but etcd reads every key under
+  // the prefix to sort them (etcd's own election and lock ask the same).
   virtual std::optional<EtcdKeyValue> lastCreatedBefore(const std::string& prefix,
                                                         int64_t before) = 0;
-  // Of the keys that start with `prefix`, the last in key order that is not after `upTo`;
-  // nullopt: none. One range request, one key back.
-  virtual std::optional<EtcdKeyValue> lastKeyUpTo(const std::string& prefix,
-                                                  const std::string& upTo) = 0;
+  // Of the keys that start with `prefix`, the first in key order that is not before `from`;
+  // nullopt: none. One range request of one key, which etcd finds in its index without reading
+  // the others (a sorted or filtered range would read them all).
+  virtual std::optional<EtcdKeyValue> firstKeyFrom(const std::string& prefix,
+                                                   const std::string& from) = 0;
   // Deletes `key`: whether it existed.
   virtual bool remove(const std::string& key) = 0;
   // Deletes every key that starts with `prefix`; returns how many there were.

@@ -9,6 +9,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -48,7 +50,8 @@ EtcdMember memberFrom(const json& j, const std::string& key) {
 }
 
 // A member's order among the round's (etcd/meeting.h): a survivor by its rank in the round
-// before, the others by arrival; chunks of places are named by their first member's.
+// before, the others by arrival; chunks of places are named by their last member's, so that a
+// member's chunk is the first at or after its own order (found in etcd's index).
 std::string orderKey(int previousRank, int64_t arrival) {
   char text[32];
   if (previousRank >= 0) {
@@ -130,13 +133,13 @@ class Meeting {
     json registration = toJson(me_);
     registration["restart_count"] = restart_count_;
     registration["expect_machines"] = expect_machines_;
-    client_.put(keys_.member(me_.token), registration.dump(), m_.lease);
-    if (me_.previous_rank < 0) client_.put(keys_.newcomer(me_.token), "", m_.lease);
-    mine_ = client_.get(keys_.member(me_.token));
-    if (!mine_) {
-      throw Error("etcd at " + client_.endpointInUse() + " dropped this agent's registration for " +
-                  "round " + std::to_string(round_) + " as it made it (its lease ended?)");
-    }
+    const std::string key = keys_.member(me_.token);
+    std::vector<std::pair<std::string, std::string>> puts{{key, registration.dump()}};
+    if (me_.previous_rank < 0) puts.emplace_back(keys_.newcomer(me_.token), "");
+    // The transaction's revision is the key's creation (one its client tried again is found out
+    // by resultOf, which then reads the key).
+    const int64_t created = client_.putAll(puts, m_.lease);
+    mine_ = EtcdKeyValue{key, registration.dump(), created, created, 1, m_.lease};
     revision_ = client_.revision();
     if (auto record = client_.get(record_key_)) record_ = *record;
   }
@@ -207,6 +210,7 @@ class Meeting {
   // The record's endpoint answers a quorum read of the record (which the watch may have missed
   // from a member cut off), or NetworkError.
   void checkRecord() {
+    ++checks_;
     try {
       if (auto record = watched_at_->get(record_key_)) record_ = *record;
     } catch (const Error& e) {
@@ -226,9 +230,11 @@ class Meeting {
     failed_ = timedOut();
   }
 
+  // Every timeouts.progress (its time moves on with no one to tell: the waits end there).
   void sayFollowerProgress(time_point now) {
-    if (!s_.progress || now < next_progress_) return;
+    if (now < next_progress_) return;
     next_progress_ = now + s_.timeouts.progress;
+    if (!s_.progress) return;
     const int here = static_cast<int>(client_.countPrefix(member_prefix_));
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(join_by_ - now);
     s_.progress("round " + std::to_string(round_) + ": " +
@@ -277,10 +283,12 @@ class Meeting {
     }
   }
 
-  // Every timeouts.progress while the round forms: how many, and what it waits for.
+  // Every timeouts.progress while the round forms: how many, and what it waits for (its time
+  // moves on with no one to tell: the waits end there).
   void sayProgress(int taken, time_point now) {
-    if (!s_.progress || now < next_progress_) return;
+    if (now < next_progress_) return;
     next_progress_ = now + s_.timeouts.progress;
+    if (!s_.progress) return;
     const auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d); };
     std::optional<std::chrono::milliseconds> lastCallLeft;
     if (auto end = closing_->lastCallEnd()) lastCallLeft = ms(*end - now);
@@ -417,6 +425,7 @@ class Meeting {
   }
   // The watch's endpoint answers a quorum read (the record's key), or NetworkError.
   void checkWatchedEndpoint() {
+    ++checks_;
     try {
       watched_at_->get(record_key_);
     } catch (const Error& e) {
@@ -495,6 +504,7 @@ class Meeting {
     r.closed_at = record.mod_revision;
     r.restart_count = j.value("restart_count", 0);
     r.watches = watches_;
+    r.checks = checks_;
     r.closed = j.value("closed", "");
     if (!r.closed.empty()) return r;
     r.size = j.value("size", 0);
@@ -512,7 +522,14 @@ class Meeting {
     }
     r.members.push_back(memberFrom(j["machine0"], record.key));
     if (j.contains("machine1")) r.members.push_back(memberFrom(j["machine1"], record.key));
-    if (auto place = findEtcdPlace(client_, r.places, *mine_)) {
+    auto place = findEtcdPlace(client_, r.places, *mine_);
+    if (!place) {  // a spare; unless the put was tried again and its revision is not the key's
+      auto held = client_.get(mine_->key);
+      if (held && held->create_revision != mine_->create_revision) {
+        place = findEtcdPlace(client_, r.places, *held);
+      }
+    }
+    if (place) {
       r.machine_rank = place->machine_rank;
       r.rank_offset = place->rank_offset;
     }
@@ -546,7 +563,7 @@ class Meeting {
   int64_t revision_ = 0;
   std::unique_ptr<EtcdApi> watched_at_;  // a client of the watches' endpoint alone
   time_point heard_;  // when a watch brought something last (or its endpoint answered)
-  int watches_ = 0;
+  int watches_ = 0, checks_ = 0;
 
   // A follower's watches: its predecessor's registration, and the record's key.
   std::unique_ptr<EtcdWatchStream> predecessor_, record_watch_;
@@ -586,18 +603,15 @@ std::string etcdRegistration(const EtcdMember& member) { return toJson(member).d
 int putEtcdPlaces(EtcdApi& client, const std::string& places,
                   const std::vector<EtcdMember>& members, const std::vector<int64_t>& arrivals) {
   json chunk = json::array();
-  std::string chunkKey;
   int offset = 0;
   for (size_t rank = 0; rank < members.size(); ++rank) {
-    if (rank % RoundKeys::kPlacesPerChunk == 0) {
-      if (!chunk.empty()) client.put(chunkKey, chunk.dump());
-      chunk = json::array();
-      chunkKey = places + orderKey(members[rank].previous_rank, arrivals.at(rank));
-    }
     chunk.push_back(placeJson(members[rank], static_cast<int>(rank), offset));
     offset += members[rank].local_world_size;
+    if (rank + 1 == members.size() || (rank + 1) % RoundKeys::kPlacesPerChunk == 0) {
+      client.put(places + orderKey(members[rank].previous_rank, arrivals.at(rank)), chunk.dump());
+      chunk = json::array();
+    }
   }
-  if (!chunk.empty()) client.put(chunkKey, chunk.dump());
   return offset;
 }
 
@@ -609,7 +623,7 @@ std::optional<EtcdPlace> findEtcdPlace(EtcdApi& client, const std::string& place
   if (who.previous_rank >= 0) orders.push_back(orderKey(who.previous_rank, 0));
   orders.push_back(orderKey(-1, registration.create_revision));
   for (const auto& order : orders) {
-    auto chunk = client.lastKeyUpTo(places, places + order);
+    auto chunk = client.firstKeyFrom(places, places + order);
     if (!chunk) continue;
     if (auto place = placeIn(*chunk, who.token)) return place;
   }

@@ -3,29 +3,32 @@
 // charge of it, no counter that every agent fights over, and nothing that every agent reads or
 // hears of every other (issue 52: what one agent costs etcd does not grow with the round).
 //
-// Each agent registers with one put under the round — a key of its own, attached to its lease,
-// so an agent whose lease expires (its process or machine gone) leaves the round by itself — and
-// etcd's create revision of that key is its arrival. The agents queue by arrival: each watches
-// only the registration that came just before its own, and the record's key. The first in the
-// queue (the head) follows every registration through one watch and closes the round when it is
-// complete, with one transaction that creates the round's record unless it exists: the members
-// of the round before in their order (machine 0 stays machine 0 while it lives), then the others
-// in arrival order, the first `max_machines` of them when more came. Complete is the rule of the
-// master's store too (RoundClosing, round/closing.h): MAX registered (or the machines a re-forming
-// group expects), or MIN registered and the last call (`last_call` after the head saw the MIN-th)
-// ended. A head that dies leaves with its lease, and the next in the queue becomes the head: any
-// agent can carry the round, and the death of any one loses nothing.
+// Each agent registers with one transaction under the round — a key of its own, attached to its
+// lease, so an agent whose lease expires (its process or machine gone) leaves the round by
+// itself — and etcd's create revision of that key is its arrival. The agents queue by arrival:
+// each watches only the registration that came just before its own (etcd's own election waits
+// the same way) and the record's key. The first (the head) follows every registration through
+// one watch and closes the round when it is complete, with one transaction that creates the
+// round's record unless it exists: the members of the round before in their order (machine 0
+// stays machine 0 while it lives), then the others in arrival order, the first `max_machines` of
+// them when more came. Complete is the rule of the master's store too (RoundClosing,
+// round/closing.h): MAX registered (or the machines a re-forming group expects), or MIN
+// registered and the last call (`last_call` after the head saw the MIN-th) ended. A head that dies
+// leaves with its lease, and the next in the queue becomes the head: any agent can carry the
+// round, and the death of any one loses nothing.
 //
 // The record is a summary (the round's size, its world size, machines 0 and 1, the restart
 // count), which every agent reads, and its members' places in chunks of 64, each named by the
-// order of its first member ("0/<rank in the round before>" for a survivor, "1/<arrival>" for the
-// others), so that an agent reads the one chunk that holds its own: its machine rank is its place
-// there; a registered agent not in it is a spare.
+// order of its last member ("0/<rank in the round before>" for a survivor, "1/<arrival>" for the
+// others), so that an agent reads the one chunk that holds its own — the first at or after its
+// order, which etcd finds in its index: its machine rank is its place there; a registered agent
+// not in it is a spare.
 //
-// Requests per agent: a put (two for one that was not in the round before), a read of its
-// registration and of the record, one range request for its predecessor (again when that one
-// leaves) and two watches, the summary and its chunk — not growing with the number of agents; the
-// head alone reads and hears every registration (scripts/bench/rdzv_scale.sh measures both).
+// Requests per agent: one transaction (its registration, and a newcomer's mark), a read of the
+// record, one range request for its predecessor (again when that one leaves: etcd sorts the
+// round's registrations to answer it, the one cost that grows with the round, on etcd's side), two
+// watches, and the chunk's range — not growing with the number of agents; the head alone reads
+// and hears every registration (scripts/bench/rdzv_scale.sh measures both).
 //
 // Blocking (at most `join` in all, or until the last call when MIN joined before it, or until
 // settings.cancel_fd; each etcd call bounded by the client's timeout); uses
@@ -94,6 +97,7 @@ struct EtcdRound {
   int64_t seen_at = 0;
   std::string places;  // where its members' places are (RoundKeys::placesBy its closer)
   int watches = 0;     // watches this agent opened (for benchmarks: requests)
+  int checks = 0;      // reads of a watch's endpoint alone (for benchmarks: requests)
 };
 
 // A member's place in a closed round.
@@ -109,7 +113,7 @@ std::string etcdRegistration(const EtcdMember& member);
 // Writes a closed round's places under `places` (RoundKeys::placesBy its closer): `members` by
 // machine rank (each a survivor by its previous_rank, else a newcomer by its registration's create
 // revision, `arrivals`), in chunks of RoundKeys::kPlacesPerChunk named by the order of each
-// chunk's first (etcd/meeting.h). Returns the round's world size. One put per chunk; throws as
+// chunk's last (etcd/meeting.h). Returns the round's world size. One put per chunk; throws as
 // meetOnEtcd does.
 int putEtcdPlaces(EtcdApi& client, const std::string& places,
                   const std::vector<EtcdMember>& members, const std::vector<int64_t>& arrivals);

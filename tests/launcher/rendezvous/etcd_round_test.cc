@@ -61,15 +61,18 @@ class EtcdRoundTest : public testing::EtcdSuite {
   // Agent `name` meets in round 0 on a thread of its own, with a lease of its own (kept in
   // leases_ by name).
   std::future<Expected<EtcdRound>> start(const std::string& name, Setup s, int localWorldSize = 2,
-                                         const std::string& endpoints = "", int round = 0) {
+                                         const std::string& endpoints = "", int round = 0,
+                                         int previousRank = -1) {
     EtcdClient leaser(options(endpoints));
     s.meeting.lease = leaser.grantLease(30s);
     leases_[name] = s.meeting.lease;
     s.start.round = round;
     const EtcdOptions o = options(endpoints);
-    return std::async(std::launch::async, [o, s, name, localWorldSize] {
+    EtcdMember me = member(name, localWorldSize);
+    me.previous_rank = previousRank;  // as EtcdRounds knows it from the round before
+    return std::async(std::launch::async, [o, s, me] {
       EtcdClient client(o);
-      return meetOnEtcd(client, s.meeting, s.start, member(name, localWorldSize));
+      return meetOnEtcd(client, s.meeting, s.start, me);
     });
   }
 
@@ -157,8 +160,9 @@ TEST_F(EtcdRoundTest, TheLastCallClosesWithMinAndALaterArrivalIsASpare) {
 }
 
 // Issue 52: no agent but the head hears of every other. Eight agents come one by one: the first
-// (the head) follows every registration and closes the round; each other one opens two watches —
-// its predecessor's registration and the record — and reads the summary and its own chunk.
+// (the head) follows every registration through one watch and closes the round; each other one
+// opens two watches — its predecessor's registration and the record — and reads the summary and
+// its own chunk.
 TEST_F(EtcdRoundTest, OnlyTheHeadFollowsEveryRegistration) {
   const auto s = settings(8, 8, 60s);
   std::vector<std::future<Expected<EtcdRound>>> agents;
@@ -237,9 +241,9 @@ TEST_F(EtcdRoundTest, TheMachinesOfTheRoundBeforeKeepTheirPlaces) {
   const auto again = settings(3, 3, 60s);
   auto c = start("gamma", again, 2, "", 1);
   awaitRegistrations(1, "job", "", 1);
-  auto b1 = start("beta", again, 2, "", 1);
+  auto b1 = start("beta", again, 2, "", 1, 1);
   awaitRegistrations(2, "job", "", 1);
-  auto a1 = start("alpha", again, 2, "", 1);
+  auto a1 = start("alpha", again, 2, "", 1, 0);
   auto r = a1.get();
   ASSERT_TRUE(r.ok()) << r.error();
   EXPECT_EQ(hosts(*r), (std::vector<std::string>{"alpha", "beta", "gamma"}));

@@ -196,9 +196,11 @@ class SimEtcd {
   }
 
   // --- the store, with the world's mutex held ---
-  int64_t putLocked(const std::string& key, const std::string& value, int64_t lease) {
+  // `sameRevision`: a later put of one transaction (at the revision of its first).
+  int64_t putLocked(const std::string& key, const std::string& value, int64_t lease,
+                    bool sameRevision = false) {
     if (lease != 0 && !leases_.count(lease)) throw Error("etcdserver: requested lease not found");
-    ++revision_;
+    if (!sameRevision) ++revision_;
     auto [it, created] = kv_.try_emplace(key);
     EtcdKeyValue& kv = it->second;
     if (!created && kv.lease != 0 && leases_.count(kv.lease)) leases_[kv.lease].keys.erase(key);
@@ -332,6 +334,16 @@ class SimEtcd::Client : public EtcdApi {
   int64_t put(const std::string& key, const std::string& value, int64_t lease = 0) override {
     return call([&] { return etcd_.putLocked(key, value, lease); });
   }
+  int64_t putAll(const std::vector<std::pair<std::string, std::string>>& keyValues,
+                 int64_t lease) override {
+    return call([&] {
+      int64_t revision = 0;
+      for (const auto& [key, value] : keyValues) {
+        revision = etcd_.putLocked(key, value, lease, revision != 0);
+      }
+      return revision;
+    });
+  }
   std::optional<EtcdKeyValue> get(const std::string& key) override {
     return call([&] {
       auto it = etcd_.kv_.find(key);
@@ -383,14 +395,14 @@ class SimEtcd::Client : public EtcdApi {
       return last;
     });
   }
-  std::optional<EtcdKeyValue> lastKeyUpTo(const std::string& prefix,
-                                          const std::string& upTo) override {
+  std::optional<EtcdKeyValue> firstKeyFrom(const std::string& prefix,
+                                           const std::string& from) override {
     return call([&] {
-      std::optional<EtcdKeyValue> last;
+      std::optional<EtcdKeyValue> first;
       for (const auto& k : etcd_.keysUnderLocked(prefix)) {
-        if (k <= upTo) last = etcd_.kv_[k];
+        if (k >= from) return std::optional<EtcdKeyValue>(etcd_.kv_[k]);
       }
-      return last;
+      return first;
     });
   }
   bool remove(const std::string& key) override {
@@ -430,7 +442,13 @@ class SimEtcd::Client : public EtcdApi {
   std::unique_ptr<EtcdWatchStream> watch(const std::string& key, bool prefix, int64_t from,
                                          Clock::time_point deadline) override {
     auto w = std::make_shared<Watcher>();
-    w->key = key, w->prefix = prefix, w->endpoint = reach_[current_], w->process = process_;
+    w->key = key, w->prefix = prefix;
+    return open(std::move(w), from, deadline);
+  }
+  std::unique_ptr<EtcdWatchStream> open(std::shared_ptr<Watcher> w, int64_t from,
+                                        Clock::time_point deadline) {
+    const std::string key = w->key;
+    w->endpoint = reach_[current_], w->process = process_;
     std::unique_lock lock(world_.mutex());
     awaitRunning(lock);
     const Endpoint state = process_->cut_off ? Endpoint::kSilent : etcd_.endpoints_[w->endpoint];

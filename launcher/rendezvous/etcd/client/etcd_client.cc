@@ -271,6 +271,18 @@ int64_t EtcdClient::put(const std::string& key, const std::string& value, int64_
   return number(call("/v3/kv/put", body).value("header", json::object()), "revision");
 }
 
+int64_t EtcdClient::putAll(const std::vector<std::pair<std::string, std::string>>& keyValues,
+                           int64_t lease) {
+  json puts = json::array();
+  for (const auto& [key, value] : keyValues) {
+    json put{{"key", base64(key)}, {"value", base64(value)}};
+    if (lease) put["lease"] = std::to_string(lease);
+    puts.push_back({{"request_put", put}});
+  }
+  return number(call("/v3/kv/txn", {{"success", puts}}).value("header", json::object()),
+                "revision");
+}
+
 std::optional<EtcdKeyValue> EtcdClient::get(const std::string& key) {
   const json reply = call("/v3/kv/range", {{"key", base64(key)}});
   if (!reply.contains("kvs") || reply["kvs"].empty()) return std::nullopt;
@@ -354,15 +366,12 @@ std::optional<EtcdKeyValue> EtcdClient::lastCreatedBefore(const std::string& pre
   return keyValueOf(reply["kvs"][0]);
 }
 
-std::optional<EtcdKeyValue> EtcdClient::lastKeyUpTo(const std::string& prefix,
-                                                    const std::string& upTo) {
-  if (upTo.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
-  // range_end is exclusive: the key just after `upTo` is upTo followed by a zero byte.
-  const json reply = call("/v3/kv/range", {{"key", base64(prefix)},
-                                           {"range_end", base64(upTo + std::string(1, '\0'))},
-                                           {"sort_target", "KEY"},
-                                           {"sort_order", "DESCEND"},
-                                           {"limit", "1"}});
+std::optional<EtcdKeyValue> EtcdClient::firstKeyFrom(const std::string& prefix,
+                                                     const std::string& from) {
+  if (from.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  const json reply =
+      call("/v3/kv/range",
+           {{"key", base64(from)}, {"range_end", base64(prefixEnd(prefix))}, {"limit", "1"}});
   if (!reply.contains("kvs") || reply["kvs"].empty()) return std::nullopt;
   return keyValueOf(reply["kvs"][0]);
 }
@@ -413,9 +422,13 @@ EtcdAccess realEtcd() {
 
 EtcdWatch::EtcdWatch(const EtcdEndpoint& endpoint, const std::string& key, bool prefix,
                      int64_t from, HttpConnection::time_point deadline)
+    : EtcdWatch(endpoint, key, prefix ? prefixEnd(key) : std::string(), from, deadline) {}
+
+EtcdWatch::EtcdWatch(const EtcdEndpoint& endpoint, const std::string& key, const std::string& end,
+                     int64_t from, HttpConnection::time_point deadline)
     : connection_(endpoint.host, endpoint.port, endpoint.tls) {
   json create{{"key", base64(key)}};
-  if (prefix) create["range_end"] = base64(prefixEnd(key));
+  if (!end.empty()) create["range_end"] = base64(end);
   if (from > 0) create["start_revision"] = std::to_string(from);
   create["prev_kv"] = true;  // a deletion says what the key was (EtcdEvent::prev)
   int status = 0;

@@ -47,6 +47,8 @@ class EtcdClient : public EtcdApi {
   std::string serverVersion();
   // EtcdApi (etcd/api.h):
   int64_t put(const std::string& key, const std::string& value, int64_t lease = 0) override;
+  int64_t putAll(const std::vector<std::pair<std::string, std::string>>& keyValues,
+                 int64_t lease) override;
   std::optional<EtcdKeyValue> get(const std::string& key) override;
   std::vector<EtcdKeyValue> getPrefix(const std::string& prefix) override;
   bool create(const std::string& key, const std::string& value, int64_t lease = 0) override;
@@ -57,8 +59,8 @@ class EtcdClient : public EtcdApi {
                                                  const std::string& desired) override;
   int64_t countPrefix(const std::string& prefix) override;
   std::optional<EtcdKeyValue> lastCreatedBefore(const std::string& prefix, int64_t before) override;
-  std::optional<EtcdKeyValue> lastKeyUpTo(const std::string& prefix,
-                                          const std::string& upTo) override;
+  std::optional<EtcdKeyValue> firstKeyFrom(const std::string& prefix,
+                                           const std::string& from) override;
   bool remove(const std::string& key) override;
   int64_t deletePrefix(const std::string& prefix) override;
   int64_t grantLease(std::chrono::seconds ttl) override;
@@ -102,6 +104,9 @@ class EtcdWatch : public EtcdWatchStream {
   // Throws accel::NetworkError when `endpoint` does not confirm the watch by `deadline`.
   EtcdWatch(const EtcdEndpoint& endpoint, const std::string& key, bool prefix, int64_t from,
             HttpConnection::time_point deadline);
+  // Of every key in [key, end) ("": the key alone).
+  EtcdWatch(const EtcdEndpoint& endpoint, const std::string& key, const std::string& end,
+            int64_t from, HttpConnection::time_point deadline);
   // EtcdWatchStream (etcd/api.h):
   int fd() const override { return connection_.fd(); }
   std::vector<EtcdEvent> next(Clock::time_point deadline) override;
