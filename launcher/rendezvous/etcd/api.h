@@ -95,14 +95,9 @@ class EtcdApi {
                                                          const std::string& desired) = 0;
   // How many keys start with `prefix`.
   virtual int64_t countPrefix(const std::string& prefix) = 0;
-  // Of the keys that start with `prefix`, the one created last before revision `before` (the
-  // highest create_revision below it); nullopt: none. One key back, but etcd reads every key under
-  // the prefix to sort them (etcd's own election and lock ask the same).
-  virtual std::optional<EtcdKeyValue> lastCreatedBefore(const std::string& prefix,
-                                                        int64_t before) = 0;
   // Of the keys that start with `prefix`, the first in key order that is not before `from`;
   // nullopt: none. One range request of one key, which etcd finds in its index without reading
-  // the others (a sorted or filtered range would read them all).
+  // the others (a sorted or filtered range reads them all).
   virtual std::optional<EtcdKeyValue> firstKeyFrom(const std::string& prefix,
                                                    const std::string& from) = 0;
   // Deletes `key`: whether it existed.

@@ -146,12 +146,12 @@ class Meeting {
 
   // --- a follower ---
 
-  // Its predecessor found (none: this agent is the head now), then a wait for the record, the
-  // predecessor's going, the next progress notice or the join's end; the record's endpoint asked
-  // every keep-alive window whether it still serves (a silent one is left for another).
+  // Its part decided (the head's key created: the head now), then a wait for the record, the
+  // head's going, the next progress notice or the join's end; the record's endpoint asked every
+  // keep-alive window whether it still serves (a silent one is left for another).
   void followerStep() {
     try {
-      if (!predecessor_ && !findPredecessor()) return becomeHead();
+      if (!record_watch_ && !follow()) return becomeHead();
       if (drainFollower()) return;
       const time_point now = clock_.now();
       if (now >= follow_until_) return followerJoinEnded(now);
@@ -159,50 +159,43 @@ class Meeting {
       const time_point checkAt =
           heard_ + s_.timeouts.keep_alive_interval * s_.timeouts.keep_alive_misses;
       if (now >= checkAt) return checkRecord();
-      const int n = waitReadable(clock_, {predecessor_->fd(), record_watch_->fd(), m_.cancel_fd},
+      const int n = waitReadable(clock_, {record_watch_->fd(), m_.cancel_fd},
                                  std::min({follow_until_, next_progress_, checkAt}));
       if (n < 0) throw Error(std::string("epoll_create1: ") + std::strerror(errno));
     } catch (const NetworkError&) {
-      predecessor_.reset(), record_watch_.reset();
+      record_watch_.reset();
       if (auto record = client_.get(record_key_)) record_ = *record;
       revision_ = std::max(revision_, client_.revision());
     }
   }
 
-  // The registration that came just before this agent's, watched (with the record's key, from
-  // the last revision read, so that nothing is missed); false when there is none.
-  bool findPredecessor() {
-    const auto before = client_.lastCreatedBefore(member_prefix_, mine_->create_revision);
-    if (!before) return false;
-    const int64_t at = client_.revision();
-    const auto deadline = clock_.now() + client_.timeout();
-    if (!record_watch_) {
-      ++watches_;
-      record_watch_ = client_.watch(record_key_, false, revision_ + 1, deadline);
-      watched_at_ = client_.pinned(s_.timeouts.keep_alive_interval);
-    }
+  // The round's head is the agent that creates its key (RoundKeys::head, attached to its lease:
+  // it goes with its agent); false when this one did. Else the record's keys — the record and the
+  // head's key — watched from the last revision read, so that nothing is missed.
+  bool follow() {
+    if (client_.create(keys_.head(), me_.token, m_.lease)) return false;
     ++watches_;
-    predecessor_ = client_.watch(before->key, false, at + 1, deadline);
+    record_watch_ =
+        client_.watch(record_key_, true, revision_ + 1, clock_.now() + client_.timeout());
+    if (!watched_at_) watched_at_ = client_.pinned(s_.timeouts.keep_alive_interval);
     heard_ = clock_.now();
     return true;
   }
 
-  // What the follower's watches hold now: the record, or its predecessor gone; whether anything.
+  // What the follower's watch holds now: the record, or the head gone (then the head's key is
+  // tried again); whether anything.
   bool drainFollower() {
     bool any = false, gone = false;
     for (auto e = record_watch_->next(clock_.now()); !e.empty();
          e = record_watch_->next(clock_.now())) {
       for (const auto& event : e) {
-        if (!event.deleted) record_ = event.kv;
+        revision_ = std::max(revision_, event.kv.mod_revision);
+        if (event.kv.key == record_key_ && !event.deleted) record_ = event.kv;
+        if (event.kv.key == keys_.head() && event.deleted) gone = true;
       }
       any = true;
     }
-    for (auto e = predecessor_->next(clock_.now()); !e.empty();
-         e = predecessor_->next(clock_.now())) {
-      for (const auto& event : e) gone = gone || event.deleted;
-      any = true;
-    }
-    if (gone) predecessor_.reset();
+    if (gone && !record_) record_watch_.reset();
     if (any) heard_ = clock_.now();
     return any;
   }
@@ -248,7 +241,7 @@ class Meeting {
   // the round.
   void becomeHead() {
     head_ = true;
-    predecessor_.reset(), record_watch_.reset();
+    record_watch_.reset();
     before_ = previousRanks();
     read();
   }
@@ -565,8 +558,8 @@ class Meeting {
   time_point heard_;  // when a watch brought something last (or its endpoint answered)
   int watches_ = 0, checks_ = 0;
 
-  // A follower's watches: its predecessor's registration, and the record's key.
-  std::unique_ptr<EtcdWatchStream> predecessor_, record_watch_;
+  // A follower's watch of the record's keys: the record and the head's (RoundKeys::head).
+  std::unique_ptr<EtcdWatchStream> record_watch_;
 
   // The head's.
   bool head_ = false;

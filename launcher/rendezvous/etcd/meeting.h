@@ -5,17 +5,17 @@
 //
 // Each agent registers with one transaction under the round — a key of its own, attached to its
 // lease, so an agent whose lease expires (its process or machine gone) leaves the round by
-// itself — and etcd's create revision of that key is its arrival. The agents queue by arrival:
-// each watches only the registration that came just before its own (etcd's own election waits
-// the same way) and the record's key. The first (the head) follows every registration through
-// one watch and closes the round when it is complete, with one transaction that creates the
-// round's record unless it exists: the members of the round before in their order (machine 0
-// stays machine 0 while it lives), then the others in arrival order, the first `max_machines` of
-// them when more came. Complete is the rule of the master's store too (RoundClosing,
-// round/closing.h): MAX registered (or the machines a re-forming group expects), or MIN
-// registered and the last call (`last_call` after the head saw the MIN-th) ended. A head that dies
-// leaves with its lease, and the next in the queue becomes the head: any agent can carry the
-// round, and the death of any one loses nothing.
+// itself — and etcd's create revision of that key is its arrival. Then one agent is the round's
+// head: the one that creates the head's key (RoundKeys::head, attached to its lease). The head
+// follows every registration through one watch and closes the round when it is complete, with one
+// transaction that creates the round's record unless it exists: the members of the round before
+// in their order (machine 0 stays machine 0 while it lives), then the others in arrival order, the
+// first `max_machines` of them when more came. Complete is the rule of the master's store too
+// (RoundClosing, round/closing.h): MAX registered (or the machines a re-forming group expects), or
+// MIN registered and the last call (`last_call` after the head saw the MIN-th) ended. Every other
+// agent watches only the record's keys (the record and the head's): a head that dies leaves with
+// its lease, its key goes, and the waiting agents try to create it again — the one that does is
+// the head. Any agent can carry the round, and the death of any one loses nothing.
 //
 // The record is a summary (the round's size, its world size, machines 0 and 1, the restart
 // count), which every agent reads, and its members' places in chunks of 64, each named by the
@@ -25,10 +25,9 @@
 // not in it is a spare.
 //
 // Requests per agent: one transaction (its registration, and a newcomer's mark), a read of the
-// record, one range request for its predecessor (again when that one leaves: etcd sorts the
-// round's registrations to answer it, the one cost that grows with the round, on etcd's side), two
-// watches, and the chunk's range — not growing with the number of agents; the head alone reads
-// and hears every registration (scripts/bench/rdzv_scale.sh measures both).
+// record, the head key's creation (again when a head dies), one watch, and its chunk's range — not
+// growing with the number of agents; the head alone reads and hears every registration
+// (scripts/bench/rdzv_scale.sh measures both).
 //
 // Blocking (at most `join` in all, or until the last call when MIN joined before it, or until
 // settings.cancel_fd; each etcd call bounded by the client's timeout); uses

@@ -18,6 +18,7 @@
 //                                         (etcd/meeting.h) member/<token> (an agent's
 //                                         registration), newcomer/<token> (one not in the
 //                                         round before), record (the round's summary),
+//                                         record/head (the agent that closes it),
 //                                         places/<token>/<order> (its members in chunks) and
 //                                         started/<M> (its agent lived past the close)
 //   accel/rdzv/<id>/restarts              on etcd: the restarts used (for a machine arriving)
@@ -58,6 +59,9 @@ class RoundKeys {
   std::string memberPrefix() const { return p_ + "member/"; }
   std::string member(const std::string& token) const { return memberPrefix() + token; }
   std::string record() const { return p_ + "record"; }
+  // On etcd: the round's head (etcd/meeting.h), the agent that created it; under the record's
+  // key, so that one watch of both tells a waiting agent the record made or the head gone.
+  std::string head() const { return record() + "/head"; }
   // On etcd: the record's places, written by the agent `owner` that closed the round (its token):
   // chunks of members, each named by the order of its first (etcd/meeting.cc).
   std::string placesBy(const std::string& owner) const { return p_ + "places/" + owner + "/"; }

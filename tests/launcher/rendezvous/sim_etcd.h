@@ -383,18 +383,6 @@ class SimEtcd::Client : public EtcdApi {
   int64_t countPrefix(const std::string& prefix) override {
     return call([&] { return static_cast<int64_t>(etcd_.keysUnderLocked(prefix).size()); });
   }
-  std::optional<EtcdKeyValue> lastCreatedBefore(const std::string& prefix,
-                                                int64_t before) override {
-    return call([&] {
-      std::optional<EtcdKeyValue> last;
-      for (const auto& k : etcd_.keysUnderLocked(prefix)) {
-        const EtcdKeyValue& kv = etcd_.kv_[k];
-        if (kv.create_revision < before && (!last || kv.create_revision > last->create_revision))
-          last = kv;
-      }
-      return last;
-    });
-  }
   std::optional<EtcdKeyValue> firstKeyFrom(const std::string& prefix,
                                            const std::string& from) override {
     return call([&] {

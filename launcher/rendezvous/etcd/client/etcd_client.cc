@@ -353,19 +353,6 @@ int64_t EtcdClient::countPrefix(const std::string& prefix) {
                 "count");
 }
 
-std::optional<EtcdKeyValue> EtcdClient::lastCreatedBefore(const std::string& prefix,
-                                                          int64_t before) {
-  if (before <= 1) return std::nullopt;
-  const json reply = call("/v3/kv/range", {{"key", base64(prefix)},
-                                           {"range_end", base64(prefixEnd(prefix))},
-                                           {"max_create_revision", std::to_string(before - 1)},
-                                           {"sort_target", "CREATE"},
-                                           {"sort_order", "DESCEND"},
-                                           {"limit", "1"}});
-  if (!reply.contains("kvs") || reply["kvs"].empty()) return std::nullopt;
-  return keyValueOf(reply["kvs"][0]);
-}
-
 std::optional<EtcdKeyValue> EtcdClient::firstKeyFrom(const std::string& prefix,
                                                      const std::string& from) {
   if (from.compare(0, prefix.size(), prefix) != 0) return std::nullopt;

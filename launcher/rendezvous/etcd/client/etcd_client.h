@@ -58,7 +58,6 @@ class EtcdClient : public EtcdApi {
                                                  const std::string& expected,
                                                  const std::string& desired) override;
   int64_t countPrefix(const std::string& prefix) override;
-  std::optional<EtcdKeyValue> lastCreatedBefore(const std::string& prefix, int64_t before) override;
   std::optional<EtcdKeyValue> firstKeyFrom(const std::string& prefix,
                                            const std::string& from) override;
   bool remove(const std::string& key) override;
