@@ -83,10 +83,10 @@ std::optional<EtcdPlace> placeIn(const EtcdKeyValue& chunk, const std::string& t
   return std::nullopt;
 }
 
-// One agent's part in one round's meeting (etcd/meeting.h). A follower knows its predecessor in
-// the queue, watched with the record's key; the head knows every registration (by token, with its
-// create revision) and the record once there is one, as of revision_, kept current by one watch
-// of the round's keys.
+// One agent's part in one round's meeting (etcd/meeting.h). A follower watches the record's keys
+// (the record, the head's key); the head knows every registration (by token, with its create
+// revision) and the record once there is one, as of revision_, kept current by one watch of the
+// round's keys.
 class Meeting {
  public:
   Meeting(EtcdApi& client, const EtcdMeeting& meeting, const RoundStart& start,

@@ -409,13 +409,9 @@ EtcdAccess realEtcd() {
 
 EtcdWatch::EtcdWatch(const EtcdEndpoint& endpoint, const std::string& key, bool prefix,
                      int64_t from, HttpConnection::time_point deadline)
-    : EtcdWatch(endpoint, key, prefix ? prefixEnd(key) : std::string(), from, deadline) {}
-
-EtcdWatch::EtcdWatch(const EtcdEndpoint& endpoint, const std::string& key, const std::string& end,
-                     int64_t from, HttpConnection::time_point deadline)
     : connection_(endpoint.host, endpoint.port, endpoint.tls) {
   json create{{"key", base64(key)}};
-  if (!end.empty()) create["range_end"] = base64(end);
+  if (prefix) create["range_end"] = base64(prefixEnd(key));
   if (from > 0) create["start_revision"] = std::to_string(from);
   create["prev_kv"] = true;  // a deletion says what the key was (EtcdEvent::prev)
   int status = 0;

@@ -103,9 +103,6 @@ class EtcdWatch : public EtcdWatchStream {
   // Throws accel::NetworkError when `endpoint` does not confirm the watch by `deadline`.
   EtcdWatch(const EtcdEndpoint& endpoint, const std::string& key, bool prefix, int64_t from,
             HttpConnection::time_point deadline);
-  // Of every key in [key, end) ("": the key alone).
-  EtcdWatch(const EtcdEndpoint& endpoint, const std::string& key, const std::string& end,
-            int64_t from, HttpConnection::time_point deadline);
   // EtcdWatchStream (etcd/api.h):
   int fd() const override { return connection_.fd(); }
   std::vector<EtcdEvent> next(Clock::time_point deadline) override;
