@@ -51,6 +51,14 @@ struct EtcdKeyValue {
   int64_t lease = 0;
 };
 
+// What EtcdApi::enroll did: its transaction's revision, whether it created the key it was to
+// create, and the key it read as that transaction saw it.
+struct EtcdEnrollment {
+  int64_t revision = 0;
+  bool created = false;
+  std::optional<EtcdKeyValue> read;
+};
+
 // One change a watch saw.
 struct EtcdEvent {
   bool deleted = false;  // else a put
@@ -76,9 +84,14 @@ class EtcdApi {
 
   // Sets `key` (attached to `lease`, 0: none); returns the store's revision after it.
   virtual int64_t put(const std::string& key, const std::string& value, int64_t lease = 0) = 0;
-  // Sets every key of `keyValues` (attached to `lease`) in one transaction; returns its revision.
-  virtual int64_t putAll(const std::vector<std::pair<std::string, std::string>>& keyValues,
-                         int64_t lease) = 0;
+  // One transaction: sets every key of `keyValues` and, when neither `create` nor `unless`
+  // exists, creates `create` with `value` (all attached to `lease`), and reads `unless`. A
+  // transaction its client sent again (no answer in time) counts as having created `create` when
+  // that key holds `value` under `lease`. What three calls would do (a transaction of the puts,
+  // get, create), in one request and one write of etcd's log.
+  virtual EtcdEnrollment enroll(const std::vector<std::pair<std::string, std::string>>& keyValues,
+                                const std::string& create, const std::string& value,
+                                const std::string& unless, int64_t lease) = 0;
   virtual std::optional<EtcdKeyValue> get(const std::string& key) = 0;
   // Every key that starts with `prefix`, in key order.
   virtual std::vector<EtcdKeyValue> getPrefix(const std::string& prefix) = 0;

@@ -127,8 +127,9 @@ class Meeting {
 
  private:
   // The registration (with the restart count and the machines this agent expects: the decision
-  // a head that was not in the round before closes it by), and a newcomer's mark; its arrival,
-  // and the record when the round closed before this agent came.
+  // a head that was not in the round before closes it by), a newcomer's mark, and the head's key
+  // unless the round has a head or a record already, in one transaction; its arrival, and the
+  // record when the round closed before this agent came.
   void enroll() {
     json registration = toJson(me_);
     registration["restart_count"] = restart_count_;
@@ -138,10 +139,18 @@ class Meeting {
     if (me_.previous_rank < 0) puts.emplace_back(keys_.newcomer(me_.token), "");
     // The transaction's revision is the key's creation (one its client tried again is found out
     // by resultOf, which then reads the key).
-    const int64_t created = client_.putAll(puts, m_.lease);
-    mine_ = EtcdKeyValue{key, registration.dump(), created, created, 1, m_.lease};
-    revision_ = client_.revision();
-    if (auto record = client_.get(record_key_)) record_ = *record;
+    const EtcdEnrollment e = client_.enroll(puts, keys_.head(), me_.token, record_key_, m_.lease);
+    mine_ = EtcdKeyValue{key, registration.dump(), e.revision, e.revision, 1, m_.lease};
+    revision_ = e.revision;
+    if (e.read) record_ = *e.read;
+    enrolled_as_head_ = e.created;
+  }
+
+  // Whether this agent created the head's key: its enrollment says the first time; after that
+  // (the head before it went) it tries again.
+  bool createdHead() {
+    if (auto told = std::exchange(enrolled_as_head_, std::nullopt)) return *told;
+    return client_.create(keys_.head(), me_.token, m_.lease);
   }
 
   // --- a follower ---
@@ -173,7 +182,7 @@ class Meeting {
   // it goes with its agent); false when this one did. Else the record's keys — the record and the
   // head's key — watched from the last revision read, so that nothing is missed.
   bool follow() {
-    if (client_.create(keys_.head(), me_.token, m_.lease)) return false;
+    if (createdHead()) return false;
     ++watches_;
     record_watch_ =
         client_.watch(record_key_, true, revision_ + 1, clock_.now() + client_.timeout());
@@ -563,6 +572,7 @@ class Meeting {
 
   // The head's.
   bool head_ = false;
+  std::optional<bool> enrolled_as_head_;  // what the enrollment said, until createdHead() asks
   struct Registration {
     int64_t arrival = 0;  // its key's create revision
     EtcdMember member;

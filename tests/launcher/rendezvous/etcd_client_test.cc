@@ -90,6 +90,36 @@ TEST_F(EtcdClientTest, CreateOnceAndCompareAndSwap) {
   EXPECT_TRUE(c.compareAndSwap("tx/none", 0, "x"));
 }
 
+// A round's enrollment: the registration and the newcomer's mark always, the head's key only
+// while neither it nor the record exists, the record read — one transaction, one revision.
+TEST_F(EtcdClientTest, EnrollmentCreatesTheHeadOnceAndReadsTheRecord) {
+  EtcdClient c = client(), other = client();
+  c.deletePrefix("en/");
+  const int64_t lease = c.grantLease(30s), lease2 = other.grantLease(30s);
+  const auto first = c.enroll({{"en/m/a", "A"}, {"en/new/a", ""}}, "en/r/head", "a", "en/r", lease);
+  EXPECT_TRUE(first.created);
+  EXPECT_FALSE(first.read.has_value());
+  EXPECT_EQ(c.get("en/m/a")->create_revision, first.revision);
+  EXPECT_EQ(c.get("en/new/a")->create_revision, first.revision);
+  EXPECT_EQ(c.get("en/r/head")->mod_revision, first.revision);
+  EXPECT_EQ(c.get("en/r/head")->lease, lease);
+  const auto second = other.enroll({{"en/m/b", "B"}}, "en/r/head", "b", "en/r", lease2);
+  EXPECT_FALSE(second.created) << "a second head";
+  EXPECT_FALSE(second.read.has_value());
+  EXPECT_GT(second.revision, first.revision);
+  EXPECT_EQ(c.get("en/r/head")->value, "a");
+  EXPECT_EQ(c.get("en/m/b")->value, "B") << "the registration is written either way";
+  // The round closed, its head gone: a late agent reads the record and is not its head.
+  c.put("en/r", "record");
+  c.revokeLease(lease);
+  const auto late = other.enroll({{"en/m/c", "C"}}, "en/r/head", "c", "en/r", lease2);
+  EXPECT_FALSE(late.created);
+  ASSERT_TRUE(late.read.has_value());
+  EXPECT_EQ(late.read->value, "record");
+  EXPECT_FALSE(c.get("en/r/head").has_value());
+  other.revokeLease(lease2);
+}
+
 // Keys attached to a lease go with it; a lease gone renews to 0.
 TEST_F(EtcdClientTest, LeasesCarryTheirKeys) {
   EtcdClient c = client();

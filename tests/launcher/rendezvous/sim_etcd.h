@@ -334,14 +334,19 @@ class SimEtcd::Client : public EtcdApi {
   int64_t put(const std::string& key, const std::string& value, int64_t lease = 0) override {
     return call([&] { return etcd_.putLocked(key, value, lease); });
   }
-  int64_t putAll(const std::vector<std::pair<std::string, std::string>>& keyValues,
-                 int64_t lease) override {
+  EtcdEnrollment enroll(const std::vector<std::pair<std::string, std::string>>& keyValues,
+                        const std::string& create, const std::string& value,
+                        const std::string& unless, int64_t lease) override {
     return call([&] {
-      int64_t revision = 0;
-      for (const auto& [key, value] : keyValues) {
-        revision = etcd_.putLocked(key, value, lease, revision != 0);
+      EtcdEnrollment out;
+      out.created = !etcd_.kv_.count(create) && !etcd_.kv_.count(unless);
+      if (!out.created && etcd_.kv_.count(unless)) out.read = etcd_.kv_[unless];
+      for (const auto& [key, v] : keyValues) {
+        out.revision = etcd_.putLocked(key, v, lease, out.revision != 0);
       }
-      return revision;
+      if (out.created) out.revision = etcd_.putLocked(create, value, lease, out.revision != 0);
+      if (out.revision == 0) out.revision = etcd_.revision_;
+      return out;
     });
   }
   std::optional<EtcdKeyValue> get(const std::string& key) override {

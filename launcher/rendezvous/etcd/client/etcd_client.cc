@@ -271,16 +271,47 @@ int64_t EtcdClient::put(const std::string& key, const std::string& value, int64_
   return number(call("/v3/kv/put", body).value("header", json::object()), "revision");
 }
 
-int64_t EtcdClient::putAll(const std::vector<std::pair<std::string, std::string>>& keyValues,
-                           int64_t lease) {
-  json puts = json::array();
-  for (const auto& [key, value] : keyValues) {
-    json put{{"key", base64(key)}, {"value", base64(value)}};
-    if (lease) put["lease"] = std::to_string(lease);
-    puts.push_back({{"request_put", put}});
+namespace {
+json putRequest(const std::string& key, const std::string& value, int64_t lease) {
+  json put{{"key", base64(key)}, {"value", base64(value)}};
+  if (lease) put["lease"] = std::to_string(lease);
+  return {{"request_put", put}};
+}
+// The first key a transaction's range responses hold (nullopt: none).
+std::optional<EtcdKeyValue> rangeReply(const json& response) {
+  const json range = response.value("response_range", json::object());
+  if (!range.contains("kvs") || range["kvs"].empty()) return std::nullopt;
+  return keyValueOf(range["kvs"][0]);
+}
+}  // namespace
+
+EtcdEnrollment EtcdClient::enroll(const std::vector<std::pair<std::string, std::string>>& keyValues,
+                                  const std::string& create, const std::string& value,
+                                  const std::string& unless, int64_t lease) {
+  json success = json::array(), failure = json::array();
+  for (const auto& [key, v] : keyValues) {
+    success.push_back(putRequest(key, v, lease));
+    failure.push_back(putRequest(key, v, lease));
   }
-  return number(call("/v3/kv/txn", {{"success", puts}}).value("header", json::object()),
-                "revision");
+  success.push_back(putRequest(create, value, lease));
+  failure.push_back({{"request_range", {{"key", base64(unless)}}}});
+  failure.push_back({{"request_range", {{"key", base64(create)}}}});
+  const json reply = call("/v3/kv/txn", {{"compare", json::array({absent(create), absent(unless)})},
+                                         {"success", success},
+                                         {"failure", failure}});
+  EtcdEnrollment out;
+  out.revision = number(reply.value("header", json::object()), "revision");
+  if (reply.value("succeeded", false)) {
+    out.created = true;
+    return out;
+  }
+  const json responses = reply.value("responses", json::array());
+  const size_t at = keyValues.size();
+  if (responses.size() < at + 2) throw Error("etcd answered a transaction without its reads");
+  out.read = rangeReply(responses[at]);
+  const auto made = rangeReply(responses[at + 1]);
+  out.created = made && made->value == value && made->lease == lease && lease != 0;
+  return out;
 }
 
 std::optional<EtcdKeyValue> EtcdClient::get(const std::string& key) {

@@ -47,8 +47,9 @@ class EtcdClient : public EtcdApi {
   std::string serverVersion();
   // EtcdApi (etcd/api.h):
   int64_t put(const std::string& key, const std::string& value, int64_t lease = 0) override;
-  int64_t putAll(const std::vector<std::pair<std::string, std::string>>& keyValues,
-                 int64_t lease) override;
+  EtcdEnrollment enroll(const std::vector<std::pair<std::string, std::string>>& keyValues,
+                        const std::string& create, const std::string& value,
+                        const std::string& unless, int64_t lease) override;
   std::optional<EtcdKeyValue> get(const std::string& key) override;
   std::vector<EtcdKeyValue> getPrefix(const std::string& prefix) override;
   bool create(const std::string& key, const std::string& value, int64_t lease = 0) override;
