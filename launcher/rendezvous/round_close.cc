@@ -1,5 +1,7 @@
 #include "launcher/rendezvous/round_close.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "accel/error.h"
@@ -27,6 +29,7 @@ RoundDecision RoundCloser::close(store::Store& store, const RoundStart& start,
       if (!decision) return {false, decision.error()};
       return *decision;
     }
+    if (everyone_decides_) return awaitDecider(store, start, joined, last, now);
     return publishDecision(store, settings_, round, decide(store, start, joined, last, now));
   } catch (const Error& e) {
     return {false, storeLost(settings_, e.what())};
@@ -47,6 +50,44 @@ RoundDecision RoundCloser::leave(store::Store& store, int round, const RoundEnd&
     reportRoundEnd(store, settings_, round, leaving);
   }
   return {false, ""};
+}
+
+namespace {
+
+// The lowest machine of a round of `machines` that is not among `lost`.
+int lowestNotLost(int machines, const std::vector<LostMachine>& lost) {
+  for (int m = 0; m < machines; ++m) {
+    if (std::none_of(lost.begin(), lost.end(),
+                     [m](const LostMachine& l) { return l.machine == m; }))
+      return m;
+  }
+  return machines;
+}
+
+}  // namespace
+
+// Leaderless: the round's lowest member not found lost decides (it alone reads every report:
+// each agent's cost stays the same at any size); the others wait for its decision, looking again
+// at who is lost after one keep-alive window, then two, four, ... — when the one waited for is
+// lost too, the next decides, this agent once its turn comes. One that waited out the whole close
+// decides as well (the first decision published stands).
+RoundDecision RoundCloser::awaitDecider(store::Store& store, const RoundStart& start,
+                                        const RendezvousResult& joined, AttemptReport& last,
+                                        const GroupNow& now) {
+  const auto& t = settings_.timeouts;
+  const auto deadline = settings_.clock->now() + t.close + t.decision_margin;
+  std::chrono::milliseconds window = t.keep_alive_interval * t.keep_alive_misses;
+  while (lowestNotLost(joined.size, now.lost()) != joined.machine_rank) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - settings_.clock->now());
+    if (left.count() <= 0) break;
+    if (auto d = decisionWithin(store, settings_, start.round, std::min(left, window))) {
+      memory_.remember(last.job_failure, d->progress);
+      return *d;
+    }
+    window *= 2;  // a decider slow to read every report is not asked after ever more often
+  }
+  return publishDecision(store, settings_, start.round, decide(store, start, joined, last, now));
 }
 
 // The master: once every machine's workers ended, the decision for the whole job.

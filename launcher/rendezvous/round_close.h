@@ -44,7 +44,8 @@ class RoundCloser {
   };
 
   // `master`: this agent hosts the job's store and decides. With settings.leaderless there is
-  // no master (rounds on etcd): every agent decides from what the store holds, and the first
+  // no master (rounds on etcd): the round's lowest member not found lost decides from what the
+  // store holds (the next, when it is lost too), the others read its decision; the first
   // decision published stands.
   RoundCloser(GroupSettings settings, bool master);
 
@@ -61,6 +62,9 @@ class RoundCloser {
                       const AttemptReport& last);
   RoundDecision decide(store::Store& store, const RoundStart& start, const RendezvousResult& joined,
                        const AttemptReport& last, const GroupNow& now);
+  RoundDecision awaitDecider(store::Store& store, const RoundStart& start,
+                             const RendezvousResult& joined, AttemptReport& last,
+                             const GroupNow& now);
   RoundFacts factsOf(const RoundStart& start, const RendezvousResult& joined,
                      const AttemptReport& last) const;
 

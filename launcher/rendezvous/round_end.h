@@ -32,7 +32,8 @@ void reportRoundEnd(store::Store& store, const GroupSettings& settings, int roun
 // The master: the reports of round `round` once every one of the `machines` members either
 // reported or is among `lostNow()` (the members found lost so far, asked every 100 ms while
 // reports are missing; a member that reported and was then found lost counts once), or those
-// that came within `timeout` (a machine whose agent died never reports). Ordered by arrival.
+// that came within `timeout` (a machine whose agent died never reports). Ordered by arrival;
+// leaderless (settings.leaderless: reports by machine, no counter), by machine rank.
 // Throws accel::Error when the store cannot be reached.
 std::vector<RoundEnd> awaitRoundEnds(store::Store& store, const GroupSettings& settings, int round,
                                      int machines, std::chrono::milliseconds timeout,
@@ -43,6 +44,11 @@ std::vector<RoundEnd> awaitRoundEnds(store::Store& store, const GroupSettings& s
 // accel::Error.
 RoundDecision publishDecision(store::Store& store, const GroupSettings& settings, int round,
                               const RoundDecision& decision);
+
+// Round `round`'s decision once published, waiting at most `timeout` (nullopt: not by then).
+// Throws accel::Error when the store cannot be reached or the decision is malformed.
+std::optional<RoundDecision> decisionWithin(store::Store& store, const GroupSettings& settings,
+                                            int round, std::chrono::milliseconds timeout);
 
 // The others: the master's decision for round `round`, waiting at most `timeout`. An error
 // (never thrown) when it does not come or the store cannot be reached.

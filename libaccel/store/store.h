@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ class Store {
 
   // The number of keys in the whole store (not only under a prefix).
   virtual int64_t numKeys() = 0;
+
+  // Each key's value, nullopt where it does not exist now; never waits. Key by key here; a
+  // store that reads many keys in one request does so (EtcdStore).
+  virtual std::vector<std::optional<std::string>> present(const std::vector<std::string>& keys);
 };
 
 }  // namespace accel::store

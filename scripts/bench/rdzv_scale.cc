@@ -31,6 +31,14 @@
 //       received, as the agents counted them: etcdTraffic); the script adds the members' CPU and
 //       memory.
 //
+//   rdzv_scale_bench etcd-end --endpoints E --machines N [--procs P]
+//       etcd: the end of a round in which one machine (the last) was lost — the exchange every
+//       agent runs then (RoundCloser, round_close.h, over EtcdStore: its end reported, the others'
+//       awaited, the decision made and published; on etcd every agent decides, the first decision
+//       published stands), with the round's stop record in place as the link publishes it. Prints
+//       "etcd-end N DECIDED_S REQUESTS_PER_MACHINE BYTES_PER_MACHINE" (the last decision from the
+//       go; requests as the agents' stores counted them).
+//
 // CLOSE_S: from the instant every machine is connected and told to go to the last one placed
 // (CLOCK_MONOTONIC, one clock for every process of the machine). The processes talk to the driver
 // through their stdin and stdout: a child prints "ready" once connected, runs at "go", prints
@@ -64,6 +72,8 @@
 #include "launcher/rendezvous/c10d/rendezvous.h"
 #include "launcher/rendezvous/c10d/store_rounds.h"
 #include "launcher/rendezvous/etcd/meeting.h"
+#include "launcher/rendezvous/etcd/store.h"
+#include "launcher/rendezvous/round/stop.h"
 #include "launcher/rendezvous/round_close.h"
 #include "launcher/rendezvous/store_host.h"
 #include "launcher/store/tcp_store_server.h"
@@ -566,6 +576,19 @@ int driveStore(const std::string& self, int machines, int procs, bool loss, bool
   return 0;
 }
 
+// A machine of the round-end bench: leaderless (on etcd), one restart, the group may shrink by one.
+launcher::GroupSettings etcdEndSettings(const std::string& run, int machines, int index) {
+  launcher::GroupSettings o;
+  o.run_id = run;
+  o.num_machines = machines;
+  o.min_machines = machines - 1;
+  o.max_restarts = 1;
+  o.leaderless = true;
+  o.host = "m" + std::to_string(index);
+  o.timeouts.close = 600s;
+  return o;
+}
+
 launcher::EtcdOptions etcdOptions(const std::string& endpoints) {
   launcher::EtcdOptions o;
   auto parsed = launcher::parseEtcdEndpoints(endpoints);
@@ -655,10 +678,93 @@ int driveEtcd(const std::string& self, const std::string& endpoints, int machine
   return 0;
 }
 
+// The round-end children: `count` machines from `first` on, each with its EtcdStore, end round 0
+// (the last machine lost, its stop record published by the driver) and decide.
+int etcdEnders(const std::string& endpoints, const std::string& run, int machines, int first,
+               int count) {
+  haveDescriptors(3ull * static_cast<uint64_t>(count), "an agent process", "use more --procs");
+  Gate gate;
+  Placed decided;
+  uint64_t bytes0 = 0;
+  std::thread go([&] {
+    gate.awaitArrivals(count);
+    bytes0 = launcher::etcdTraffic().bytes;
+    std::printf("ready\n");
+    std::fflush(stdout);
+    if (!readUntil("go")) std::exit(1);
+    gate.open();
+  });
+  onThreads(count, [&](int i) {
+    const int index = first + i;
+    launcher::GroupSettings o = etcdEndSettings(run, machines, index);
+    launcher::EtcdOptions eo = etcdOptions(endpoints);
+    eo.first_endpoint = static_cast<size_t>(index);
+    launcher::EtcdStore records(eo, "accel-scale");
+    launcher::RendezvousResult joined;
+    joined.machine_rank = index, joined.rank_offset = index;
+    joined.size = joined.world_size = machines;
+    joined.max_restarts = o.max_restarts;
+    for (int m : {0, 1}) joined.machines.push_back({"m" + std::to_string(m), "", "", 1, m, m, 0});
+    const uint64_t before = records.requests();
+    gate.arrive();
+    gate.await();
+    launcher::AttemptReport last;
+    launcher::RoundCloser closer(o, false);
+    const std::vector<launcher::LostMachine> lost{{machines - 1, "it stopped renewing its lease"}};
+    const auto d = closer.close(records, {}, joined, last, false,
+                                {[&lost] { return lost; }, [] { return 0; }});
+    decided.at(nowNs());
+    decided.requests += records.requests() - before;
+    if (!d.restart || !last.job_failure) {
+      std::fprintf(stderr, "m%d: %s\n", index, d.restart ? "no failure read" : d.why.c_str());
+      ++decided.failed;
+    }
+  });
+  go.join();
+  std::printf("traffic bytes=%llu events=0\n",
+              static_cast<unsigned long long>(launcher::etcdTraffic().bytes - bytes0));
+  decided.print();
+  return decided.failed ? 1 : 0;
+}
+
+int driveEtcdEnd(const std::string& self, const std::string& endpoints, int machines, int procs) {
+  const std::string run = "scale-end-" + std::to_string(::getpid());
+  {  // the loss, as the first link to hear of it publishes it
+    launcher::EtcdStore s(etcdOptions(endpoints), "accel-scale");
+    const launcher::GroupSettings o = etcdEndSettings(run, machines, 0);
+    const std::string last = "m" + std::to_string(machines - 1);
+    s.set(launcher::roundKeys(o, 0).stop(),
+          launcher::encodeRoundStop(launcher::RoundStop::failed(launcher::lostFailure(
+              {machines - 1, "it stopped renewing its lease"}, last, "its lease expired"))));
+  }
+  std::vector<Child> children;
+  for (auto [first, count] : shares(0, machines - 1, procs)) {  // the lost one ends nothing
+    children.push_back(Child::start({self, "etcd-enders", endpoints, run, std::to_string(machines),
+                                     std::to_string(first), std::to_string(count)}));
+  }
+  const int64_t t0 = release(children);
+  int64_t last = 0;
+  double requests = 0, bytes = 0;
+  int failed = 0;
+  for (auto& c : children) {
+    bytes += field(c.expect("traffic"), "bytes");
+    const std::string done = c.expect("done");
+    last = std::max(last, static_cast<int64_t>(field(done, "placed_ns")));
+    requests += field(done, "requests");
+    failed += static_cast<int>(field(done, "failed")) + (c.finish() != 0);
+  }
+  if (failed) die(std::to_string(failed) + " machines or processes failed");
+  std::printf("etcd-end %d %.3f %.1f %.0f\n", machines, 1e-9 * double(last - t0),
+              requests / (machines - 1), bytes / (machines - 1));
+  return 0;
+}
+
 [[noreturn]] void usage() {
   std::fprintf(stderr,
                "usage: rdzv_scale_bench store --machines N [--procs P] [--loss [--tcp-reads]]\n"
-               "       rdzv_scale_bench etcd --endpoints HOST:PORT,... --machines N [--procs P]\n");
+               "       rdzv_scale_bench etcd --endpoints HOST:PORT,... --machines N [--procs P]\n"
+               "       rdzv_scale_bench etcd-end --endpoints HOST:PORT,... --machines N "
+               "[--procs P]\n");
   std::exit(2);
 }
 
@@ -674,6 +780,9 @@ int main(int argc, char** argv) {
   if (mode == "store-agents") {
     return storeAgents(arg(2), std::stoi(arg(3)), arg(4), std::stoi(arg(5)), std::stoi(arg(6)),
                        std::stoi(arg(7)), arg(8) == "1");
+  }
+  if (mode == "etcd-enders") {
+    return etcdEnders(arg(2), arg(3), std::stoi(arg(4)), std::stoi(arg(5)), std::stoi(arg(6)));
   }
   if (mode == "etcd-agents") {
     return etcdAgents(arg(2), arg(3), std::stoi(arg(4)), std::stoi(arg(5)), std::stoi(arg(6)));
@@ -699,5 +808,8 @@ int main(int argc, char** argv) {
   if (machines < 2 || procs < 1) usage();
   if (mode == "store") return driveStore(argv[0], machines, procs, loss, tcpReads);
   if (mode == "etcd" && !endpoints.empty()) return driveEtcd(argv[0], endpoints, machines, procs);
+  if (mode == "etcd-end" && !endpoints.empty()) {
+    return driveEtcdEnd(argv[0], endpoints, machines, procs);
+  }
   usage();
 }

@@ -19,16 +19,21 @@
 # server's CPU per second while the group idled), then the same for the reference measured in the
 # same run, a master that reads each member's keep-alive with a request (store-loss-tcp-reads),
 # and the ratio of the two idle costs. Default sizes 1024 4096.
+# --end (etcd): the end of a round in which the last machine was lost, every other agent's
+#   RoundCloser over etcd (report, the decider's reads, the decision); per N a row
+#   etcd-end N DECIDED_S REQUESTS_PER_MACHINE BYTES_PER_MACHINE SERVER_CPU_S SERVER_PEAK_MIB
+# Default sizes 1024 4096; --quick runs it at 64 too.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-backends="store etcd" sizes="" loss="" quick=""
+backends="store etcd" sizes="" loss="" quick="" end=""
 while (($#)); do
   case $1 in
     --backend) backends=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --quick) sizes=64 quick=1; shift ;;
     --loss) loss=1; shift ;;
-    *) echo "usage: scripts/bench/rdzv_scale.sh [--backend store|etcd] [--sizes \"N ...\"] [--quick] [--loss]" >&2; exit 2 ;;
+    --end) end=1 backends=etcd; shift ;;
+    *) echo "usage: scripts/bench/rdzv_scale.sh [--backend store|etcd] [--sizes \"N ...\"] [--quick] [--loss] [--end]" >&2; exit 2 ;;
   esac
 done
 build=${ACCEL_BUILD_DIR:-build}
@@ -77,15 +82,15 @@ peak_mib() {  # the members' peak resident memory, summed
   awk -v k="$k" 'BEGIN { printf "%.1f", k / 1024 }'
 }
 
-etcd_row() {  # etcd_row N: a fresh cluster per size, so that each member's peak is this round's
-  local n=$1 out
+etcd_row() {  # etcd_row N [MODE]: a fresh cluster per size, so that each member's peak is this round's
+  local n=$1 mode=${2:-etcd} out
   source tests/e2e/etcd_lib.sh
   rm -rf "$scratch"/etcd*
-  etcd_cluster_start "$scratch" $((21000 + ($$ % 1000) * 6)) || { echo "etcd $n - - - - - -  (etcd did not start)"; return; }
-  if out=$("$bench" etcd --endpoints "$ETCD_CLUSTER" --machines "$n" --procs 4 2>"$scratch/err"); then
+  etcd_cluster_start "$scratch" $((21000 + ($$ % 1000) * 6)) || { echo "$mode $n - - - - - -  (etcd did not start)"; return; }
+  if out=$("$bench" "$mode" --endpoints "$ETCD_CLUSTER" --machines "$n" --procs 4 2>"$scratch/err"); then
     echo "$out $(cpu_s) $(peak_mib)"
   else
-    echo "etcd $n - - - - - -  ($(head -1 "$scratch/err"))"
+    echo "$mode $n - - - - - -  ($(head -1 "$scratch/err"))"
   fi
   kill -KILL "${ETCD_MEMBER_PIDS[@]}" 2>/dev/null || true
   wait "${ETCD_MEMBER_PIDS[@]}" 2>/dev/null || true
@@ -99,7 +104,13 @@ for backend in $backends; do
       ;;
     etcd)
       command -v etcd >/dev/null || { echo "etcd: SKIPPED, etcd is not installed (etcd-server; scripts/setup.sh)"; continue; }
+      if [[ -n $end ]]; then
+        echo "BACKEND N DECIDED_S REQUESTS_PER_MACHINE BYTES_PER_MACHINE SERVER_CPU_S SERVER_PEAK_MIB"
+        for n in ${sizes:-1024 4096}; do etcd_row "$n" etcd-end; done
+        continue
+      fi
       for n in ${sizes:-1024 4096}; do etcd_row "$n"; done
+      [[ -z $quick ]] || etcd_row 64 etcd-end
       ;;
     *) echo "--backend: store or etcd, not '$backend'" >&2; exit 2 ;;
   esac

@@ -93,6 +93,11 @@ class EtcdApi {
                                 const std::string& create, const std::string& value,
                                 const std::string& unless, int64_t lease) = 0;
   virtual std::optional<EtcdKeyValue> get(const std::string& key) = 0;
+  // Each of `keys` (nullopt: absent), read at one revision per kMaxTxnOps keys: a transaction of
+  // reads, one request each.
+  virtual std::vector<std::optional<EtcdKeyValue>> getMany(
+      const std::vector<std::string>& keys) = 0;
+  static constexpr size_t kMaxTxnOps = 128;  // etcd's default --max-txn-ops
   // Every key that starts with `prefix`, in key order.
   virtual std::vector<EtcdKeyValue> getPrefix(const std::string& prefix) = 0;
   // Creates `key` unless it exists (one transaction): true when this call created it.

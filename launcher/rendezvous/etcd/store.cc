@@ -101,4 +101,15 @@ bool EtcdStore::deleteKey(const std::string& key) { return client_->remove(full(
 
 int64_t EtcdStore::numKeys() { return client_->countPrefix(prefix_); }
 
+std::vector<std::optional<std::string>> EtcdStore::present(const std::vector<std::string>& keys) {
+  std::vector<std::string> full_keys;
+  full_keys.reserve(keys.size());
+  for (const auto& k : keys) full_keys.push_back(full(k));
+  std::vector<std::optional<std::string>> out;
+  for (auto& kv : client_->getMany(full_keys)) {
+    out.push_back(kv ? std::optional<std::string>(std::move(kv->value)) : std::nullopt);
+  }
+  return out;
+}
+
 }  // namespace accel::launcher

@@ -37,6 +37,8 @@ class EtcdStore : public store::Store {
   bool deleteKey(const std::string& key) override;
   // The keys under this store's prefix (etcd holds other jobs' too).
   int64_t numKeys() override;
+  // In one request per EtcdApi::kMaxTxnOps keys.
+  std::vector<std::optional<std::string>> present(const std::vector<std::string>& keys) override;
 
   EtcdApi& client() { return *client_; }
   // The requests this store sent: the client's, and one per watch opened (for benchmarks).

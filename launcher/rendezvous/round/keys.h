@@ -49,6 +49,8 @@ class RoundKeys {
   std::string alive(int machine) const { return p_ + "alive/" + std::to_string(machine); }
   std::string ends() const { return p_ + "ends"; }  // reports of the round's end (a counter)
   std::string end(int slot) const { return p_ + "end/" + std::to_string(slot); }
+  // Leaderless (etcd): machine M's report of the round's end (no counter: nothing to contend on).
+  std::string endOf(int machine) const { return p_ + "end-of/" + std::to_string(machine); }
   std::string decision() const { return p_ + "decision"; }       // the master's: restart or not
   std::string finishedCount() const { return p_ + "finished"; }  // the exit barrier's
   std::string finished(int machine) const { return p_ + "finished/" + std::to_string(machine); }

@@ -123,7 +123,13 @@ RoundDecision RoundMemory::decide(RoundFacts facts) {
   RoundDecision decision = decideNextRound(facts);
   failure_ = facts.failure;
   progress_ = facts.progress;
+  decision.progress = facts.progress;
   return decision;
+}
+
+void RoundMemory::remember(const std::optional<JobFailure>& failure, bool progress) {
+  failure_ = failure;
+  progress_ = progress;
 }
 
 }  // namespace accel::launcher

@@ -39,6 +39,9 @@ struct RoundDecision {
   bool counted = true;    // the restart counts against the budget (not: a machine joins)
   int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT of the next round
   int expect_machines = 0;  // the next round closes once this many joined (0: unknown)
+  // A rank progressed in the round, as the decider saw it (leaderless: every agent remembers it
+  // from the decision, for whichever decides the next round).
+  bool progress = false;
 
   // The round it starts after round `round` (when it restarts).
   RoundStart next(int round) const { return {round + 1, restart_count, expect_machines}; }
@@ -85,6 +88,9 @@ class RoundMemory {
   // decideNextRound on `facts` with the round before's failure and progress filled in; then
   // remembers `facts`' for the next decision.
   RoundDecision decide(RoundFacts facts);
+  // Remembers a round another agent decided (leaderless): its failure, and its progress as the
+  // decision says.
+  void remember(const std::optional<JobFailure>& failure, bool progress);
 
  private:
   std::optional<JobFailure> failure_;

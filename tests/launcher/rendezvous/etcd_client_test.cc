@@ -70,6 +70,13 @@ TEST_F(EtcdClientTest, KeysAndPrefixes) {
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].key, "kp/a");  // in key order
   EXPECT_EQ(all[1].key, "kp/b");
+  std::vector<std::string> many{"kp/b", "kp/none"};
+  for (int i = 0; i < 300; ++i) many.push_back("kp/a");  // more than one transaction's reads
+  const auto got = c.getMany(many);
+  ASSERT_EQ(got.size(), many.size());
+  EXPECT_EQ(got[0]->value, "two");
+  EXPECT_FALSE(got[1].has_value());
+  EXPECT_EQ(got[301]->create_revision, r2);
   EXPECT_EQ(c.deletePrefix("kp/"), 2);
   EXPECT_TRUE(c.getPrefix("kp/").empty());
   EXPECT_TRUE(c.get("kp0").has_value());

@@ -4,10 +4,14 @@
 
 #include "launcher/rendezvous/round_end.h"
 
+#include <atomic>
 #include <future>
+#include <mutex>
 
 #include <gtest/gtest.h>
 
+#include "launcher/rendezvous/round/stop.h"
+#include "launcher/rendezvous/round_close.h"
 #include "libaccel/store/memory_store.h"
 
 namespace accel::launcher {
@@ -298,6 +302,123 @@ TEST_F(RoundEndTest, AMemberThatReportedAndWasLostCountsOnce) {
   const auto got = ends.get();
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[2].machine_rank, 1);
+}
+
+// One agent's view of a shared MemoryStore, counting the reads of other machines' round-end
+// reports (a leaderless agent that does not decide reads none).
+class ReportReadsCounted : public store::Store {
+ public:
+  explicit ReportReadsCounted(store::MemoryStore& s) : s_(s) {}
+  void set(const std::string& k, const std::string& v) override { s_.set(k, v); }
+  std::string get(const std::string& k, std::chrono::milliseconds t) override {
+    count({k});
+    return s_.get(k, t);
+  }
+  int64_t add(const std::string& k, int64_t d) override { return s_.add(k, d); }
+  std::string compareSet(const std::string& k, const std::string& e,
+                         const std::string& d) override {
+    return s_.compareSet(k, e, d);
+  }
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds t) override {
+    count(keys);
+    s_.wait(keys, t);
+  }
+  bool check(const std::vector<std::string>& keys) override {
+    count(keys);
+    return s_.check(keys);
+  }
+  bool deleteKey(const std::string& k) override { return s_.deleteKey(k); }
+  int64_t numKeys() override { return s_.numKeys(); }
+  std::vector<std::optional<std::string>> present(const std::vector<std::string>& keys) override {
+    count(keys);
+    return s_.present(keys);
+  }
+  int reportReads() const { return reads_; }
+
+ private:
+  void count(const std::vector<std::string>& keys) {
+    for (const auto& k : keys) reads_ += k.find("/end-of/") != std::string::npos;
+  }
+  store::MemoryStore& s_;
+  std::atomic<int> reads_{0};
+};
+
+// Leaderless rounds (etcd): 4 machines, machine 0 lost. Only the lowest member not lost reads the
+// others' reports and decides; the others read its decision — with what it saw of the ranks'
+// progress, which each remembers for the next decision. When that one is found lost as well, the
+// next decides.
+class LeaderlessCloseTest : public RoundEndTest {
+ protected:
+  static GroupSettings leaderless(int machine) {
+    GroupSettings o = settings();
+    o.leaderless = true;
+    o.num_machines = 4;
+    o.min_machines = 2;
+    o.max_restarts = 2;
+    o.host = "h" + std::to_string(machine);
+    o.timeouts.keep_alive_interval = 20ms;
+    o.timeouts.keep_alive_misses = 1;
+    o.timeouts.close = 10s;
+    return o;
+  }
+  void SetUp() override {
+    store_.set(
+        roundKeys(leaderless(0), 0).stop(),
+        encodeRoundStop(RoundStop::failed(lostFailure({0, "gone"}, "h0", "its lease expired"))));
+  }
+  RoundDecision close(int machine, bool progress,
+                      const std::function<std::vector<LostMachine>()>& lost,
+                      ReportReadsCounted& view) {
+    RendezvousResult joined;
+    joined.machine_rank = machine;
+    joined.size = joined.world_size = 4;
+    joined.max_restarts = 2;
+    AttemptReport last;
+    last.attempt = 0;
+    last.printed = progress;  // a rank printed: it progressed (no heartbeats here)
+    RoundCloser closer(leaderless(machine), false);
+    return closer.close(view, {}, joined, last, false, {lost, [] { return 0; }});
+  }
+};
+
+TEST_F(LeaderlessCloseTest, TheLowestMemberNotLostAloneReadsTheReports) {
+  auto lost = [] { return std::vector<LostMachine>{{0, "gone"}}; };
+  ReportReadsCounted v1(store_), v2(store_), v3(store_);
+  auto m2 = std::async(std::launch::async, [&] { return close(2, false, lost, v2); });
+  auto m3 = std::async(std::launch::async, [&] { return close(3, false, lost, v3); });
+  const RoundDecision d1 = close(1, true, lost, v1);
+  EXPECT_TRUE(d1.restart) << d1.why;
+  EXPECT_TRUE(d1.progress);
+  EXPECT_EQ(d1.expect_machines, 3);
+  for (auto* f : {&m2, &m3}) {
+    const RoundDecision d = f->get();
+    EXPECT_EQ(d.why, d1.why);
+    EXPECT_EQ(d.restart_count, d1.restart_count);
+    EXPECT_TRUE(d.progress) << "the decider's view of the progress, for the next decision";
+  }
+  EXPECT_GE(v1.reportReads(), 2);  // machines 2 and 3's, at least once each
+  EXPECT_EQ(v2.reportReads(), 0);
+  EXPECT_EQ(v3.reportReads(), 0);
+}
+
+TEST_F(LeaderlessCloseTest, WhenTheDeciderIsLostTooTheNextDecides) {
+  std::atomic<bool> oneLost{false};
+  auto lost = [&] {
+    std::vector<LostMachine> l{{0, "gone"}};
+    if (oneLost) l.push_back({1, "gone"});
+    return l;
+  };
+  ReportReadsCounted v2(store_), v3(store_);
+  auto m3 = std::async(std::launch::async, [&] { return close(3, false, lost, v3); });
+  // Machine 2 waits for machine 1's decision; machine 1 is found lost, never having decided.
+  store_.wait({roundKeys(leaderless(3), 0).endOf(3)}, 10s);
+  oneLost = true;
+  const RoundDecision d2 = close(2, false, lost, v2);
+  EXPECT_TRUE(d2.restart) << d2.why;
+  EXPECT_EQ(d2.expect_machines, 2);
+  EXPECT_EQ(m3.get().why, d2.why);
+  EXPECT_GE(v2.reportReads(), 1);
+  EXPECT_EQ(v3.reportReads(), 0);
 }
 
 }  // namespace

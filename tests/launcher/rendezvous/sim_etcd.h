@@ -349,6 +349,17 @@ class SimEtcd::Client : public EtcdApi {
       return out;
     });
   }
+  std::vector<std::optional<EtcdKeyValue>> getMany(const std::vector<std::string>& keys) override {
+    return call([&] {
+      std::vector<std::optional<EtcdKeyValue>> out;
+      for (const auto& k : keys) {
+        auto it = etcd_.kv_.find(k);
+        out.push_back(it == etcd_.kv_.end() ? std::nullopt
+                                            : std::optional<EtcdKeyValue>(it->second));
+      }
+      return out;
+    });
+  }
   std::optional<EtcdKeyValue> get(const std::string& key) override {
     return call([&] {
       auto it = etcd_.kv_.find(key);

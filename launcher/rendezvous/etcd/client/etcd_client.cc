@@ -320,6 +320,22 @@ std::optional<EtcdKeyValue> EtcdClient::get(const std::string& key) {
   return keyValueOf(reply["kvs"][0]);
 }
 
+std::vector<std::optional<EtcdKeyValue>> EtcdClient::getMany(const std::vector<std::string>& keys) {
+  std::vector<std::optional<EtcdKeyValue>> out;
+  for (size_t from = 0; from < keys.size(); from += kMaxTxnOps) {
+    json reads = json::array();
+    for (size_t i = from; i < std::min(keys.size(), from + kMaxTxnOps); ++i) {
+      reads.push_back({{"request_range", {{"key", base64(keys[i])}}}});
+    }
+    const json reply = call("/v3/kv/txn", {{"success", reads}});
+    const json responses = reply.value("responses", json::array());
+    if (responses.size() != reads.size())
+      throw Error("etcd answered a transaction without its reads");
+    for (const auto& r : responses) out.push_back(rangeReply(r));
+  }
+  return out;
+}
+
 std::vector<EtcdKeyValue> EtcdClient::getPrefix(const std::string& prefix) {
   const json reply =
       call("/v3/kv/range", {{"key", base64(prefix)}, {"range_end", base64(prefixEnd(prefix))}});

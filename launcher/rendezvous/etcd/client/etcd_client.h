@@ -51,6 +51,7 @@ class EtcdClient : public EtcdApi {
                         const std::string& create, const std::string& value,
                         const std::string& unless, int64_t lease) override;
   std::optional<EtcdKeyValue> get(const std::string& key) override;
+  std::vector<std::optional<EtcdKeyValue>> getMany(const std::vector<std::string>& keys) override;
   std::vector<EtcdKeyValue> getPrefix(const std::string& prefix) override;
   bool create(const std::string& key, const std::string& value, int64_t lease = 0) override;
   bool compareAndSwap(const std::string& key, int64_t revision, const std::string& value,
