@@ -31,6 +31,17 @@
 //       received, as the agents counted them: etcdTraffic); the script adds the members' CPU and
 //       memory.
 //
+//   rdzv_scale_bench etcd --endpoints E --machines N [--procs P] --loss [--server-pids P,P,P]
+//       The same round on etcd, then a loss: every machine holds what its agent holds while the
+//       round runs — its lease renewed every keep-alive interval (EtcdLease) and its round's link
+//       (EtcdLink: the stop record, the members, the next round's registrations, and its
+//       endpoint asked every interval) — the group idles a few seconds, then one machine stops
+//       renewing its lease (a machine cut off). Every other machine's link tells of the loss,
+//       it ends the round (RoundCloser over EtcdStore) and meets again as N-1. Prints
+//         etcd-loss N FOUND_S REFORMED_S IDLE_SERVER_CPU_PER_S
+//       (found: from the silence to the first link that told of it; re-formed: to the last
+//       machine placed in the next round; the members' CPU per second while the group idled,
+//       read from /proc for --server-pids).
 //   rdzv_scale_bench etcd-end --endpoints E --machines N [--procs P]
 //       etcd: the end of a round in which one machine (the last) was lost — the exchange every
 //       agent runs then (RoundCloser, round_close.h, over EtcdStore: its end reported, the others'
@@ -71,6 +82,9 @@
 #include "launcher/rendezvous/c10d/job_link.h"
 #include "launcher/rendezvous/c10d/rendezvous.h"
 #include "launcher/rendezvous/c10d/store_rounds.h"
+#include "launcher/rendezvous/etcd/client/etcd_client.h"
+#include "launcher/rendezvous/etcd/lease.h"
+#include "launcher/rendezvous/etcd/link.h"
 #include "launcher/rendezvous/etcd/meeting.h"
 #include "launcher/rendezvous/etcd/store.h"
 #include "launcher/rendezvous/round/stop.h"
@@ -678,6 +692,207 @@ int driveEtcd(const std::string& self, const std::string& endpoints, int machine
   return 0;
 }
 
+// The etcd loss phase, shared by a process's machines.
+struct EtcdLoss {
+  std::atomic<int64_t> silent_ns{0};  // the instant the driver said "loss"
+  std::atomic<int64_t> heard_ns{0};   // the first link here that told of it
+  Placed again;
+  void heard(int64_t ns) {
+    int64_t seen = heard_ns.load();
+    while ((seen == 0 || ns < seen) && !heard_ns.compare_exchange_weak(seen, ns)) {
+    }
+  }
+};
+
+// The job's settings for an etcd machine of the loss phase: the group may go on without one, once.
+launcher::EtcdMeeting etcdLossMeeting(const std::string& run, int machines) {
+  launcher::EtcdMeeting s;
+  s.root = "accel-scale/";
+  s.job.run_id = run;
+  s.job.num_machines = machines;
+  s.job.min_machines = machines - 1;
+  s.job.max_restarts = 1;
+  s.job.leaderless = true;
+  s.job.timeouts.join = 600s;
+  return s;
+}
+
+// The round as every backend's, for RoundCloser (members: what this agent read of them).
+launcher::RendezvousResult asJoined(const launcher::EtcdRound& r, int maxRestarts) {
+  launcher::RendezvousResult j;
+  j.machine_rank = r.machine_rank, j.rank_offset = r.rank_offset;
+  j.size = r.size, j.world_size = r.world_size;
+  j.restart_count = r.restart_count, j.max_restarts = maxRestarts;
+  for (size_t m = 0; m < r.members.size(); ++m) {
+    const auto& e = r.members[m];
+    j.machines.push_back(
+        {e.host, e.token, e.address, 1, static_cast<int>(m), static_cast<int>(m), 0});
+  }
+  return j;
+}
+
+// The silent machine: its lease renewed by hand every interval until the loss, then no more (its
+// process stays, its connections open: a machine cut off).
+void renewUntilSilent(launcher::EtcdClient& client, int64_t lease, const EtcdLoss& loss,
+                      std::chrono::milliseconds interval) {
+  while (!loss.silent_ns.load()) {
+    client.keepAlive(lease);
+    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(interval, 50ms));
+  }
+}
+
+// Any other machine after round 0: what EtcdRounds::watch writes, its link until it tells of the
+// loss, the round's end, the link stopped, the next round.
+void followOnEtcd(launcher::EtcdClient& client, const launcher::EtcdOptions& o,
+                  launcher::EtcdMeeting mine, launcher::EtcdMember me, const launcher::EtcdRound& r,
+                  std::chrono::seconds ttl, EtcdLoss& loss) {
+  const launcher::JobKeys keys(mine.job.run_id, mine.root);
+  client.put(keys.round(0).started(r.machine_rank), "1");
+  client.put(keys.openRound(), "1");
+  client.put(keys.restarts(), "0");
+  launcher::EtcdLinkOptions lo;
+  lo.etcd = o, lo.meeting = mine, lo.round = 0, lo.machine_rank = r.machine_rank;
+  lo.machines = r.size, lo.places = r.places, lo.seen_at = r.seen_at, lo.window = ttl;
+  launcher::EtcdLink link(lo);
+  pollfd told{link.fd(), POLLIN, 0};
+  ::poll(&told, 1, -1);
+  loss.heard(nowNs());
+  link.takeEvents();
+  launcher::EtcdStore records(o, "accel-scale");
+  launcher::AttemptReport last;
+  launcher::RoundCloser closer(mine.job, false);
+  const auto d = closer.close(records, {}, asJoined(r, mine.job.max_restarts), last, false,
+                              {[&link] { return link.lostMachines(); }, [] { return 0; }});
+  link.stop();
+  me.previous_rank = r.machine_rank;
+  auto again = d.restart ? launcher::meetOnEtcd(client, mine, d.next(0), me)
+                         : Expected<launcher::EtcdRound>(makeError(d.why));
+  loss.again.at(nowNs());
+  if (!again || again->size != mine.job.num_machines - 1 || again->machine_rank < 0) {
+    std::fprintf(stderr, "%s, round 1: %s\n", me.host.c_str(),
+                 again ? "not placed among N-1" : again.error().c_str());
+    ++loss.again.failed;
+  }
+}
+
+// The loss phase's children: `count` machines from `first` on.
+int etcdLossAgents(const std::string& endpoints, const std::string& run, int machines, int first,
+                   int count) {
+  haveDescriptors(10ull * static_cast<uint64_t>(count), "an agent process", "use more --procs");
+  const launcher::EtcdMeeting s = etcdLossMeeting(run, machines);
+  Gate gate;
+  Placed placed;
+  EtcdLoss loss;
+  std::atomic<int> unplaced{count};
+  std::thread go([&] {
+    gate.awaitArrivals(count);
+    std::printf("ready\n");
+    std::fflush(stdout);
+    if (!readUntil("go")) std::exit(1);
+    gate.open();
+    if (!readUntil("loss")) std::exit(1);
+    loss.silent_ns = nowNs();
+  });
+  onThreads(count, [&](int i) {
+    const int index = first + i;
+    const std::string name = "m" + std::to_string(index);
+    launcher::EtcdOptions o = etcdOptions(endpoints);
+    o.first_endpoint = static_cast<size_t>(index);
+    launcher::EtcdClient client(o);
+    const bool silent = index == machines - 1;
+    std::unique_ptr<launcher::EtcdLease> lease;
+    launcher::EtcdMeeting mine = s;
+    if (silent) {
+      mine.lease = client.grantLease(std::chrono::duration_cast<std::chrono::seconds>(
+          s.job.timeouts.keep_alive_interval * s.job.timeouts.keep_alive_misses));
+    } else {
+      lease = std::make_unique<launcher::EtcdLease>(launcher::realEtcd(), o, s.job.timeouts);
+      mine.lease = lease->id();
+    }
+    gate.arrive();
+    gate.await();
+    const launcher::EtcdMember me{name, name, "", 1};
+    auto r = launcher::meetOnEtcd(client, mine, {}, me);
+    placed.at(nowNs());
+    if (--unplaced == 0) placed.print();
+    if (!r || r->machine_rank < 0) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), r ? "not placed" : r.error().c_str());
+      ++placed.failed;
+      return;
+    }
+    if (silent)
+      return renewUntilSilent(client, mine.lease, loss, s.job.timeouts.keep_alive_interval);
+    followOnEtcd(client, o, mine, me, *r, lease->ttl(), loss);
+  });
+  go.join();
+  std::printf("found found_ns=%lld\n", static_cast<long long>(loss.heard_ns.load()));
+  loss.again.print();
+  return placed.failed || loss.again.failed ? 1 : 0;
+}
+
+// CPU seconds the processes `pids` used so far (from /proc).
+double cpuOf(const std::vector<long>& pids) {
+  double total = 0;
+  for (long pid : pids) {
+    FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+    if (!f) continue;
+    char buf[2048];
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = 0;
+    const char* after = std::strrchr(buf, ')');  // fields 3.. follow the command's name
+    unsigned long utime = 0, stime = 0;
+    if (after && std::sscanf(after + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+                             &utime, &stime) == 2) {
+      total += static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+    }
+  }
+  return total;
+}
+
+// "P,P,...".
+std::vector<long> pidList(const std::string& text) {
+  std::vector<long> pids;
+  for (const char* p = text.c_str(); *p;) {
+    char* end = nullptr;
+    pids.push_back(std::strtol(p, &end, 10));
+    if (end == p) die("--server-pids: '" + text + "' is not P,P,...");
+    p = *end ? end + 1 : end;
+  }
+  return pids;
+}
+
+int driveEtcdLoss(const std::string& self, const std::string& endpoints, int machines, int procs,
+                  const std::vector<long>& serverPids) {
+  const std::string run = "scale-loss-" + std::to_string(::getpid());
+  std::vector<Child> children;
+  for (auto [first, count] : shares(0, machines, procs)) {
+    children.push_back(
+        Child::start({self, "etcd-loss-agents", endpoints, run, std::to_string(machines),
+                      std::to_string(first), std::to_string(count)}));
+  }
+  release(children);
+  lastPlaced(children, "in the round");
+  const double cpu0 = cpuOf(serverPids);
+  const int64_t idle0 = nowNs();
+  std::this_thread::sleep_for(5s);
+  const double idleCpuPerS = (cpuOf(serverPids) - cpu0) / (1e-9 * double(nowNs() - idle0));
+  const int64_t silent = nowNs();
+  for (auto& c : children) c.say("loss\n");
+  int64_t heard = 0;
+  for (auto& c : children) {
+    const int64_t h = static_cast<int64_t>(field(c.expect("found"), "found_ns"));
+    if (h && (!heard || h < heard)) heard = h;
+  }
+  const int64_t last = lastPlaced(children, "to meet again after the loss");
+  int failed = 0;
+  for (auto& c : children) failed += c.finish() != 0;
+  if (failed) die(std::to_string(failed) + " processes failed");
+  std::printf("etcd-loss %d %.3f %.3f %.3f\n", machines, 1e-9 * double(heard - silent),
+              1e-9 * double(last - silent), idleCpuPerS);
+  return 0;
+}
+
 // The round-end children: `count` machines from `first` on, each with its EtcdStore, end round 0
 // (the last machine lost, its stop record published by the driver) and decide.
 int etcdEnders(const std::string& endpoints, const std::string& run, int machines, int first,
@@ -762,7 +977,8 @@ int driveEtcdEnd(const std::string& self, const std::string& endpoints, int mach
 [[noreturn]] void usage() {
   std::fprintf(stderr,
                "usage: rdzv_scale_bench store --machines N [--procs P] [--loss [--tcp-reads]]\n"
-               "       rdzv_scale_bench etcd --endpoints HOST:PORT,... --machines N [--procs P]\n"
+               "       rdzv_scale_bench etcd --endpoints HOST:PORT,... --machines N [--procs P] "
+               "[--loss [--server-pids P,P,P]]\n"
                "       rdzv_scale_bench etcd-end --endpoints HOST:PORT,... --machines N "
                "[--procs P]\n");
   std::exit(2);
@@ -781,6 +997,9 @@ int main(int argc, char** argv) {
     return storeAgents(arg(2), std::stoi(arg(3)), arg(4), std::stoi(arg(5)), std::stoi(arg(6)),
                        std::stoi(arg(7)), arg(8) == "1");
   }
+  if (mode == "etcd-loss-agents") {
+    return etcdLossAgents(arg(2), arg(3), std::stoi(arg(4)), std::stoi(arg(5)), std::stoi(arg(6)));
+  }
   if (mode == "etcd-enders") {
     return etcdEnders(arg(2), arg(3), std::stoi(arg(4)), std::stoi(arg(5)), std::stoi(arg(6)));
   }
@@ -790,6 +1009,7 @@ int main(int argc, char** argv) {
   int machines = 0, procs = 4;
   bool loss = false, tcpReads = false;
   std::string endpoints;
+  std::vector<long> serverPids;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--machines")
@@ -802,11 +1022,16 @@ int main(int argc, char** argv) {
       loss = true;
     else if (a == "--tcp-reads")
       tcpReads = true;
+    else if (a == "--server-pids")
+      serverPids = pidList(arg(++i));
     else
       usage();
   }
   if (machines < 2 || procs < 1) usage();
   if (mode == "store") return driveStore(argv[0], machines, procs, loss, tcpReads);
+  if (mode == "etcd" && !endpoints.empty() && loss) {
+    return driveEtcdLoss(argv[0], endpoints, machines, procs, serverPids);
+  }
   if (mode == "etcd" && !endpoints.empty()) return driveEtcd(argv[0], endpoints, machines, procs);
   if (mode == "etcd-end" && !endpoints.empty()) {
     return driveEtcdEnd(argv[0], endpoints, machines, procs);

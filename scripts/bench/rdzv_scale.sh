@@ -10,11 +10,12 @@
 # etcd: as the agents counted them (HTTP requests, watches included; watch events received);
 # the server's CPU seconds and peak resident MiB (etcd: its three members, summed). A size this machine
 # cannot hold (file descriptors) prints its row with "-" and why.
-#   scripts/bench/rdzv_scale.sh [--backend store|etcd] [--sizes "N ..."] [--quick] [--loss]
+#   scripts/bench/rdzv_scale.sh [--backend store|etcd] [--sizes "N ..."] [--quick] [--loss] [--end]
 # Default sizes: store 1024 4096 16384, etcd 1024 4096. --quick (ctest's bench.rdzv_scale_quick):
-# N = 64 on both, then --loss at 64.
-# --loss (store): the round, then the group idles 5 s and one machine goes silent; per N a row
-#   store-loss N FOUND_S REFORMED_S IDLE_SERVER_CPU_PER_S
+# N = 64 on both (etcd: its round, its end, its loss), then the store's --loss at 64.
+# --loss: the round, then the group idles 5 s and one machine goes silent (store: its keep-alives
+# stop; etcd: its lease is no longer renewed); per backend and N a row
+#   store-loss N FOUND_S REFORMED_S IDLE_SERVER_CPU_PER_S    (etcd-loss: the same columns)
 # (from the silence to the loss published, and to the last machine met again as N-1; the
 # server's CPU per second while the group idled), then the same for the reference measured in the
 # same run, a master that reads each member's keep-alive with a request (store-loss-tcp-reads),
@@ -53,11 +54,6 @@ loss_rows() {  # loss_rows N...: the --loss table
       'BEGIN { printf "idle master at %d machines: %.3f of the reference'"'"'s CPU\n", n, (b > 0 ? a / b : 0) }'
   done
 }
-if [[ -n $loss ]]; then
-  loss_rows ${sizes:-1024 4096}
-  exit 0
-fi
-echo "BACKEND N CLOSE_S REQUESTS_PER_MACHINE BYTES_PER_MACHINE EVENTS_PER_MACHINE SERVER_CPU_S SERVER_PEAK_MIB"
 
 # One row, or the row's "-" and the bench's reason.
 row() {  # row BACKEND N CMD...
@@ -87,7 +83,11 @@ etcd_row() {  # etcd_row N [MODE]: a fresh cluster per size, so that each member
   source tests/e2e/etcd_lib.sh
   rm -rf "$scratch"/etcd*
   etcd_cluster_start "$scratch" $((21000 + ($$ % 1000) * 6)) || { echo "$mode $n - - - - - -  (etcd did not start)"; return; }
-  if out=$("$bench" "$mode" --endpoints "$ETCD_CLUSTER" --machines "$n" --procs 4 2>"$scratch/err"); then
+  local pids=${ETCD_MEMBER_PIDS[*]}
+  if [[ $mode == etcd-loss ]]; then
+    out=$("$bench" etcd --loss --server-pids "${pids// /,}" --endpoints "$ETCD_CLUSTER" --machines "$n" --procs 4 2>"$scratch/err") &&
+      echo "$out" || echo "$mode $n - - -  ($(head -1 "$scratch/err"))"
+  elif out=$("$bench" "$mode" --endpoints "$ETCD_CLUSTER" --machines "$n" --procs 4 2>"$scratch/err"); then
     echo "$out $(cpu_s) $(peak_mib)"
   else
     echo "$mode $n - - - - - -  ($(head -1 "$scratch/err"))"
@@ -97,6 +97,20 @@ etcd_row() {  # etcd_row N [MODE]: a fresh cluster per size, so that each member
   ETCD_MEMBER_PIDS=()
 }
 
+if [[ -n $loss ]]; then
+  for backend in $backends; do
+    case $backend in
+      store) loss_rows ${sizes:-1024 4096} ;;
+      etcd)
+        command -v etcd >/dev/null || { echo "etcd: SKIPPED, etcd is not installed (etcd-server; scripts/setup.sh)"; continue; }
+        echo "BACKEND N FOUND_S REFORMED_S IDLE_SERVER_CPU_PER_S"
+        for n in ${sizes:-1024 4096}; do etcd_row "$n" etcd-loss; done
+        ;;
+    esac
+  done
+  exit 0
+fi
+echo "BACKEND N CLOSE_S REQUESTS_PER_MACHINE BYTES_PER_MACHINE EVENTS_PER_MACHINE SERVER_CPU_S SERVER_PEAK_MIB"
 for backend in $backends; do
   case $backend in
     store)
@@ -111,6 +125,7 @@ for backend in $backends; do
       fi
       for n in ${sizes:-1024 4096}; do etcd_row "$n"; done
       [[ -z $quick ]] || etcd_row 64 etcd-end
+      [[ -z $quick ]] || etcd_row 64 etcd-loss
       ;;
     *) echo "--backend: store or etcd, not '$backend'" >&2; exit 2 ;;
   esac

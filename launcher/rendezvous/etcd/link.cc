@@ -40,9 +40,13 @@ EtcdLink::EtcdLink(EtcdLinkOptions options)
 
 EtcdLink::~EtcdLink() { stop(); }
 
+// The watches close with the thread: a stopped link lives on until the next round replaces it,
+// and its watch of the next round's registrations would bring every agent every arrival while
+// the group re-forms (N events per agent).
 void EtcdLink::stop() {
   mailbox_.requestStop();
   if (thread_.joinable()) clock_.joinThread(thread_);
+  watches_.clear();
 }
 
 // Posted from the caller's thread (the lease's), not the link's: that one may be in an etcd call

@@ -81,6 +81,7 @@ class EtcdLink : public RoundLink {
   // Put under JobKeys::status(machine) with this agent's lease (gone with it).
   void shareStatus(std::string json) override { mailbox_.shareStatus(std::move(json)); }
   std::vector<LinkEvent> takeEvents() override { return mailbox_.takeEvents(); }
+  // Ends the thread and closes the watches (what it found lost stays for lostMachines()).
   void stop() override;
   std::vector<LostMachine> lostMachines() const override { return mailbox_.lost(); }
   // This agent's lease is lost (`why`): reported as the job's end here, once, at once.

@@ -5,10 +5,14 @@
 
 #include <poll.h>
 
+#include <sstream>
+#include <thread>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "etcd_member.h"
+#include "launcher/rendezvous/etcd/client/http_connection.h"
 #include "launcher/rendezvous/etcd/link.h"
 
 namespace accel::launcher {
@@ -75,6 +79,27 @@ class EtcdLinkTest : public testing::EtcdSuite {
     pollfd p{links_[static_cast<size_t>(m)]->fd(), POLLIN, 0};
     EXPECT_EQ(::poll(&p, 1, 10000), 1) << "machine " << m << ": no event";
     return links_[static_cast<size_t>(m)]->takeEvents();
+  }
+
+  // Whether the member comes to count exactly `n` watches (etcd's own gauge, from /metrics)
+  // within 10 s (it counts a watch gone once the cancel reached it).
+  bool watchersBecome(int64_t n) {
+    const EtcdEndpoint e = parseEtcdEndpoints(member_->endpoint())->front();
+    HttpConnection http(e.host, e.port);
+    double seen = -1;
+    for (int i = 0; i < 200; ++i) {
+      const auto reply = http.get("/metrics", std::chrono::steady_clock::now() + 2s);
+      std::istringstream lines(reply.body);
+      std::string name;
+      while (lines >> name) {
+        if (name == "etcd_debugging_mvcc_watcher_total" && lines >> seen) break;
+        lines.ignore(1 << 20, '\n');
+      }
+      if (seen == static_cast<double>(n)) return true;
+      std::this_thread::sleep_for(50ms);
+    }
+    ADD_FAILURE() << "etcd counts " << seen << " watches, not " << n;
+    return false;
   }
 
   int max_ = 3;
@@ -182,6 +207,16 @@ TEST_F(EtcdLinkTest, ThisAgentsLeaseLostEndsTheJobHere) {
 // no reset — a machine cut off); a machine whose lease then ends is still found lost, through
 // another member, within a few of the link's checks. (Found on network-namespace hosts: machine
 // 0's host cut off, and with it the etcd member every agent watched; the others took 70 s.)
+// A stopped link stays until the next round replaces it; its watches close at once — else its
+// watch of the next round's registrations brings every agent every arrival while the group
+// re-forms (N events per agent).
+TEST_F(EtcdLinkTest, AStoppedLinkClosesItsWatches) {
+  EXPECT_TRUE(watchersBecome(9));  // three links, three watches each
+  links_[0]->stop();
+  EXPECT_TRUE(watchersBecome(6));
+  EXPECT_TRUE(links_[0]->lostMachines().empty());
+}
+
 TEST(EtcdLinkSilenceTest, AWatchedMemberThatGoesSilentIsLeft) {
   std::string why;
   auto cluster = testing::EtcdCluster::start(3, why);
