@@ -745,14 +745,15 @@ void renewUntilSilent(launcher::EtcdClient& client, int64_t lease, const EtcdLos
 // loss, the round's end, the link stopped, the next round.
 void followOnEtcd(launcher::EtcdClient& client, const launcher::EtcdOptions& o,
                   launcher::EtcdMeeting mine, launcher::EtcdMember me, const launcher::EtcdRound& r,
-                  std::chrono::seconds ttl, EtcdLoss& loss) {
+                  const launcher::EtcdLease& lease, EtcdLoss& loss) {
   const launcher::JobKeys keys(mine.job.run_id, mine.root);
   client.put(keys.round(0).started(r.machine_rank), "1");
   client.put(keys.openRound(), "1");
   client.put(keys.restarts(), "0");
   launcher::EtcdLinkOptions lo;
   lo.etcd = o, lo.meeting = mine, lo.round = 0, lo.machine_rank = r.machine_rank;
-  lo.machines = r.size, lo.places = r.places, lo.seen_at = r.seen_at, lo.window = ttl;
+  lo.machines = r.size, lo.places = r.places, lo.seen_at = r.seen_at, lo.window = lease.ttl();
+  lo.answered = [&lease](const std::string& endpoint) { return lease.answeredBy(endpoint); };
   launcher::EtcdLink link(lo);
   pollfd told{link.fd(), POLLIN, 0};
   ::poll(&told, 1, -1);
@@ -822,7 +823,12 @@ int etcdLossAgents(const std::string& endpoints, const std::string& run, int mac
     }
     if (silent)
       return renewUntilSilent(client, mine.lease, loss, s.job.timeouts.keep_alive_interval);
-    followOnEtcd(client, o, mine, me, *r, lease->ttl(), loss);
+    try {
+      followOnEtcd(client, o, mine, me, *r, *lease, loss);
+    } catch (const std::exception& e) {  // etcd did not answer it in time: said, and counted
+      std::fprintf(stderr, "%s, after round 0: %s\n", name.c_str(), e.what());
+      ++loss.again.failed;
+    }
   });
   go.join();
   std::printf("found found_ns=%lld\n", static_cast<long long>(loss.heard_ns.load()));

@@ -123,7 +123,16 @@ bool EtcdLease::renew() {
          "; this agent's lease lived on");
   }
   renewed_ = now;
+  std::lock_guard lock(mutex_);
+  answered_by_ = client_->endpointInUse();
+  answered_at_ = clock_->now();
   return true;
+}
+
+std::optional<Clock::time_point> EtcdLease::answeredBy(const std::string& endpoint) const {
+  std::lock_guard lock(mutex_);
+  if (answered_by_ != endpoint || answered_by_.empty()) return std::nullopt;
+  return answered_at_;
 }
 
 // Why the lease is gone, as far as this agent can tell: expired (the window passed since the last

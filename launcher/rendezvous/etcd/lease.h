@@ -30,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "launcher/plan/round_timeouts.h"
 #include "launcher/rendezvous/etcd/api.h"
@@ -56,6 +57,9 @@ class EtcdLease {
   std::optional<std::string> lost() const;
   // No renewal has landed for the window: etcd is out of reach (the lease may live on).
   bool outOfReach() const;
+  // When endpoint `endpoint` ("host:port") last took a renewal (nullopt: never) — it served then,
+  // as a read that needs etcd's quorum would show. Thread-safe.
+  std::optional<Clock::time_point> answeredBy(const std::string& endpoint) const;
   // The keep-alive window, "2 s" (as TTL).
   std::chrono::seconds ttl() const { return ttl_; }
 
@@ -74,6 +78,8 @@ class EtcdLease {
   int stop_fd_ = -1;           // readable: the thread ends
   mutable std::mutex mutex_;
   std::optional<std::string> lost_;
+  std::string answered_by_;          // the endpoint that took the last renewal
+  Clock::time_point answered_at_{};  // when
   bool out_of_reach_ = false;
   const std::function<void(const std::string&)> on_lost_, say_;
   std::thread thread_;

@@ -123,7 +123,13 @@ void EtcdLink::waitForWork() {
 // stop record) within the keep-alive interval (each check at most etcd_link_try): a machine cut off
 // keeps its connections silent, and a member cut off from the others' majority serves no such read.
 bool EtcdLink::watchEndpointServes() {
-  next_check_ = clock_.now() + o_.meeting.job.timeouts.keep_alive_interval;
+  const auto now = clock_.now();
+  const auto interval = o_.meeting.job.timeouts.keep_alive_interval;
+  next_check_ = now + interval;
+  if (o_.answered) {  // the lease's renewals went there: no question of its own
+    const auto at = o_.answered(watch_check_->endpointInUse());
+    if (at && now - *at < interval) return true;
+  }
   try {
     watch_check_->get(keys_.stop());
     return true;

@@ -22,8 +22,10 @@
 // whichever endpoint the client reaches then; nothing that happened in between is missed (etcd
 // keeps the history; where it was compacted meanwhile, the members are read afresh instead). An
 // endpoint that goes silent instead (its machine cut off: no reset, no error, no events) is found
-// by asking it every keep-alive interval for a read that needs etcd's quorum; one that cannot serve
-// it is left the same way.
+// by asking it every keep-alive interval for a read that needs etcd's quorum — unless the agent's
+// lease renewals reached it within the interval, which shows the same at no cost (an idle group
+// of N machines asked etcd 2N requests a second, half of them these); one that cannot serve it is
+// left the same way.
 //
 // Thread-safety as RoundLink's; leaseLost from any thread. The thread is started, and waits,
 // through meeting.job.clock. The constructor blocks to read the
@@ -31,6 +33,7 @@
 // reached). Each etcd call of the link is bounded by 2 s, and so is stop() when etcd is gone.
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -59,6 +62,11 @@ struct EtcdLinkOptions {
   // The revision the round's record was made from (EtcdRound::seen_at): the members'
   // registrations are watched from the one after (0: from now).
   int64_t seen_at = 0;
+  // When the agent's lease renewals last reached an endpoint ("host:port"; nullopt: not lately),
+  // e.g. EtcdLease::answeredBy: a renewal that endpoint took shows it serves, so the link does not
+  // ask it again within the interval. Called from the link's thread until stop(); empty: the
+  // link always asks.
+  std::function<std::optional<Clock::time_point>(const std::string&)> answered;
   // The leases' TTL, for messages. The watches' endpoint is asked whether it still serves every
   // meeting.job.timeouts.keep_alive_interval.
   std::chrono::seconds window{3};

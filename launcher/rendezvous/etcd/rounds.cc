@@ -189,6 +189,10 @@ Expected<RoundLink*> EtcdRounds::watch(const RoundStart& start, const Rendezvous
   o.places = last_.places;
   o.seen_at = last_.seen_at;
   o.window = lease_->ttl();
+  // The lease is replaced (enterJob) only once this link is stopped (RoundGroup::meet).
+  o.answered = [lease = lease_.get()](const std::string& endpoint) {
+    return lease->answeredBy(endpoint);
+  };
   try {
     const JobKeys keys = jobKeys();
     client_->put(keys.round(start.round).started(joined.machine_rank), "1");

@@ -51,6 +51,12 @@ TEST_F(EtcdLeaseTest, KeptAliveItOutlivesItsTtlAndItsEndTakesItsKeysAtOnce) {
     for (const auto& e : watch.next(deadline)) EXPECT_FALSE(e.deleted) << "the lease expired";
   }
   EXPECT_FALSE(lease->lost());
+  // The endpoint that took its renewals served within the last interval (the link asks it nothing
+  // then); another was never asked.
+  const auto answered = lease->answeredBy(member_->endpoint());
+  ASSERT_TRUE(answered.has_value());
+  EXPECT_LT(std::chrono::steady_clock::now() - *answered, 1s);
+  EXPECT_FALSE(lease->answeredBy("127.0.0.1:1").has_value());
   lease.reset();  // the job is over: revoked
   EXPECT_FALSE(client.get(key())) << "the key outlived its revoked lease";
 }

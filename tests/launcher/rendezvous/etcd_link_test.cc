@@ -5,6 +5,7 @@
 
 #include <poll.h>
 
+#include <atomic>
 #include <sstream>
 #include <thread>
 
@@ -60,18 +61,19 @@ class EtcdLinkTest : public testing::EtcdSuite {
     seen_at_ = client.revision();
     makeLinks();
   }
+  EtcdLinkOptions linkOptions(int m) const {
+    EtcdLinkOptions o;
+    o.etcd = etcd();
+    o.meeting = round();
+    o.machine_rank = m;
+    o.machines = 3;
+    o.places = places_;
+    o.seen_at = seen_at_;
+    return o;
+  }
   void makeLinks() {
     links_.clear();
-    for (int m = 0; m < 3; ++m) {
-      EtcdLinkOptions o;
-      o.etcd = etcd();
-      o.meeting = round();
-      o.machine_rank = m;
-      o.machines = 3;
-      o.places = places_;
-      o.seen_at = seen_at_;
-      links_.push_back(std::make_unique<EtcdLink>(o));
-    }
+    for (int m = 0; m < 3; ++m) links_.push_back(std::make_unique<EtcdLink>(linkOptions(m)));
   }
 
   // The next events of machine `m`'s link (at most 10 s).
@@ -81,20 +83,26 @@ class EtcdLinkTest : public testing::EtcdSuite {
     return links_[static_cast<size_t>(m)]->takeEvents();
   }
 
-  // Whether the member comes to count exactly `n` watches (etcd's own gauge, from /metrics)
-  // within 10 s (it counts a watch gone once the cancel reached it).
-  bool watchersBecome(int64_t n) {
+  // One of the member's own counters or gauges, from its /metrics.
+  double metric(const std::string& wanted) const {
     const EtcdEndpoint e = parseEtcdEndpoints(member_->endpoint())->front();
     HttpConnection http(e.host, e.port);
+    std::istringstream lines(http.get("/metrics", std::chrono::steady_clock::now() + 2s).body);
+    std::string name;
+    double value = -1;
+    while (lines >> name) {
+      if (name == wanted && lines >> value) return value;
+      lines.ignore(1 << 20, '\n');
+    }
+    ADD_FAILURE() << "etcd's /metrics has no " << wanted;
+    return value;
+  }
+  // Whether the member comes to count exactly `n` watches (etcd's own gauge) within 10 s (it
+  // counts a watch gone once the cancel reached it).
+  bool watchersBecome(int64_t n) {
     double seen = -1;
     for (int i = 0; i < 200; ++i) {
-      const auto reply = http.get("/metrics", std::chrono::steady_clock::now() + 2s);
-      std::istringstream lines(reply.body);
-      std::string name;
-      while (lines >> name) {
-        if (name == "etcd_debugging_mvcc_watcher_total" && lines >> seen) break;
-        lines.ignore(1 << 20, '\n');
-      }
+      seen = metric("etcd_debugging_mvcc_watcher_total");
       if (seen == static_cast<double>(n)) return true;
       std::this_thread::sleep_for(50ms);
     }
@@ -215,6 +223,34 @@ TEST_F(EtcdLinkTest, AStoppedLinkClosesItsWatches) {
   links_[0]->stop();
   EXPECT_TRUE(watchersBecome(6));
   EXPECT_TRUE(links_[0]->lostMachines().empty());
+}
+
+// Renewals of the agent's lease that reached the watches' endpoint within the interval show it
+// serves: the link asks it nothing then (etcd's count of reads stays), and asks every interval
+// when they did not.
+TEST_F(EtcdLinkTest, RenewalsThatReachTheWatchedEndpointSpareItsQuestions) {
+  links_.clear();
+  for (const bool renewed : {true, false}) {
+    std::atomic<int> looked{0};
+    EtcdLinkOptions o = linkOptions(0);
+    o.meeting.job.timeouts.keep_alive_interval = 200ms;
+    o.answered = [&, clock = o.meeting.job.clock](const std::string& endpoint) {
+      EXPECT_EQ(endpoint, member_->endpoint());
+      ++looked;
+      return renewed ? std::optional<Clock::time_point>(clock->now()) : std::nullopt;
+    };
+    EtcdLink link(o);  // (it reads the stop record as it starts)
+    const double before = metric("etcd_mvcc_range_total");
+    for (int i = 0; i < 1000 && looked < 4; ++i) std::this_thread::sleep_for(10ms);
+    ASSERT_GE(looked, 4) << "the link never came to look";
+    const double asked = metric("etcd_mvcc_range_total") - before;
+    link.stop();
+    if (renewed) {
+      EXPECT_EQ(asked, 0) << "the link asked an endpoint the lease's renewals reached";
+    } else {
+      EXPECT_GE(asked, 3) << "without renewals the link asks every interval";
+    }
+  }
 }
 
 TEST(EtcdLinkSilenceTest, AWatchedMemberThatGoesSilentIsLeft) {
