@@ -63,7 +63,8 @@ void StoreState::execute(uint64_t conn, const wire::Request& q) {
       return wait(conn, q.keys);
     case Op::CancelWait:
       // Any STOP_WAITING already sent stays ahead of this reply; torch's client reads both.
-      cancelWaits(conn);
+      // A client gives up its waits, not the presence it parked on the same connection.
+      cancelWaits(conn, /*keepPresence=*/true);
       return send_(conn, byteReply(static_cast<uint8_t>(wire::WaitResponse::WaitCanceled)));
     case Op::GetNumKeys:
       return send_(conn, int64Reply(static_cast<int64_t>(data_.size())));
@@ -266,11 +267,15 @@ void StoreState::notifyWatchers(const std::string& key, wire::WatchResponse even
   for (uint64_t conn : conns) send_(conn, message);
 }
 
+bool StoreState::isPresenceKey(const std::string& key) const {
+  return !presence_prefix_.empty() &&
+         key.compare(0, presence_prefix_.size(), presence_prefix_) == 0;
+}
+
 void StoreState::countWaiters(const std::string& key, long count) {
   if (count == 0) return;
   if (tracked(key)) tracked_waits_ += static_cast<size_t>(count);  // wraps back for negatives
-  if (presence_prefix_.empty() || key.compare(0, presence_prefix_.size(), presence_prefix_) != 0)
-    return;
+  if (!isPresenceKey(key)) return;
   size_t& n = presence_[key];
   const bool before = n > 0;
   n += static_cast<size_t>(count);
@@ -317,7 +322,7 @@ void StoreState::unpark(uint64_t id) {
   waiters_.erase(w);
 }
 
-void StoreState::cancelWaits(uint64_t conn) {
+void StoreState::cancelWaits(uint64_t conn, bool keepPresence) {
   for (auto it = barriers_.begin(); it != barriers_.end();) {
     auto& conns = it->second;
     conns.erase(std::remove(conns.begin(), conns.end(), conn), conns.end());
@@ -326,11 +331,16 @@ void StoreState::cancelWaits(uint64_t conn) {
   auto mine = conn_waiters_.find(conn);
   if (mine == conn_waiters_.end()) return;
   const std::vector<uint64_t> ids = mine->second;
-  for (uint64_t id : ids) unpark(id);
+  for (uint64_t id : ids) {
+    const auto& keys = waiters_.at(id).missing_keys;
+    const bool presence = std::all_of(keys.begin(), keys.end(),
+                                      [this](const std::string& k) { return isPresenceKey(k); });
+    if (!(keepPresence && presence)) unpark(id);
+  }
 }
 
 void StoreState::disconnect(uint64_t conn) {
-  cancelWaits(conn);
+  cancelWaits(conn, /*keepPresence=*/false);
   auto watched = conn_watches_.find(conn);
   if (watched == conn_watches_.end()) return;
   for (const auto& key : watched->second) {

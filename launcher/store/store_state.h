@@ -93,7 +93,10 @@ class StoreState {
   void barrier(uint64_t conn, const std::string& key, int64_t worldSize);
   std::string listKeys() const;
   void unpark(uint64_t waiterId);
-  void cancelWaits(uint64_t conn);
+  // `keepPresence`: all but the WAITs on presence keys (a CANCEL_WAIT; a closed connection ends
+  // them all).
+  void cancelWaits(uint64_t conn, bool keepPresence);
+  bool isPresenceKey(const std::string& key) const;
 
   std::string compareSet(const wire::Request& q);
   int64_t add(const std::string& key, int64_t delta);

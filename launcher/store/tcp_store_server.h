@@ -68,7 +68,9 @@ struct TcpStoreServerOptions {
   std::string tracked_wait_prefix = "";
   // Keys under this prefix (as stored, with torch's "/"; "": none) are presence keys: a client
   // parks a WAIT on one that nobody sets and is present, for waiting(), while its connection
-  // lives — a process that dies is absent within one pass of the loop (its socket closes).
+  // lives — a process that dies is absent within one pass of the loop (its socket closes). The
+  // connection serves its other requests meanwhile, and a CANCEL_WAIT on it (a client giving up
+  // a wait of its own) leaves the presence parked: an agent needs no connection for it alone.
   std::string presence_key_prefix = "";
   // Where a closed connection is explained (one line, no newline). Default: stderr, prefixed
   // "accel store: ". Called from the server's thread: it must not call the server's blocking

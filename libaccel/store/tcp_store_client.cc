@@ -87,7 +87,7 @@ void TcpStoreClient::connect() {
     if (fd_ >= 0 && !generation_) {
       if (probeValidated()) {
         generation_ = wire::Generation::Validated;
-        return;
+        return parkAgain();
       }
       // A torch 1.13-2.1 server closed the connection on the handshake: ask which of them.
       breakConnection();
@@ -95,7 +95,7 @@ void TcpStoreClient::connect() {
       if (fd_ < 0) continue;
       if (probeTorch21()) {
         generation_ = wire::Generation::Torch21;
-        return;  // this connection stays: it is in step
+        return parkAgain();  // this connection stays: it is in step
       }
       breakConnection();  // 1.13 closed this one too
       generation_ = wire::Generation::Legacy;
@@ -104,7 +104,7 @@ void TcpStoreClient::connect() {
     if (fd_ >= 0) {
       if (*generation_ == wire::Generation::Validated)
         sendAll(validateFrame(), "validate", "(handshake)");
-      return;
+      return parkAgain();
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) break;
@@ -373,6 +373,20 @@ bool TcpStoreClient::readableWithin(std::chrono::milliseconds timeout) {
     if (ready != 0) return true;  // data, or an error the next read reports
     if (left <= 0) return false;
   }
+}
+
+void TcpStoreClient::park(const std::vector<std::string>& keys) {
+  if (!parked_.empty()) breakConnection();  // the WAIT parked before goes with its connection
+  parked_ = keys;
+  if (fd_ >= 0) return parkAgain();
+  ensureConnected();  // (which parks them)
+}
+
+// On a new connection (the server dropped the old one's parked WAIT with it).
+void TcpStoreClient::parkAgain() {
+  if (parked_.empty()) return;
+  sendAll(wire::encodeRequest(*generation_, query(Op::Wait, parked_)), "park a wait for",
+          joinKeys(parked_));
 }
 
 int TcpStoreClient::startWait(const std::vector<std::string>& keys) {

@@ -70,6 +70,12 @@ class TcpStoreClient : public Store {
   // Reads the reply to startWait (it is there: the descriptor was readable). Throws
   // accel::NetworkError when the store closed the connection instead.
   void finishWait();
+  // Parks a WAIT on `keys` that nobody answers — a presence key, which accel's store counts while
+  // this connection lives (TcpStoreServerOptions::presence_key_prefix) — and goes on: any call may
+  // follow on the connection (accel's store keeps the parked WAIT through their CANCEL_WAITs). A
+  // reconnection parks it again; a park again replaces it (on a new connection: the server drops
+  // the one before with its old one). Not for torch's stores, whose CANCEL_WAIT would end it.
+  void park(const std::vector<std::string>& keys);
 
   // "host:port" of the store, for messages.
   std::string address() const;
@@ -119,12 +125,14 @@ class TcpStoreClient : public Store {
   void breakConnection();
   // Makes `fd` (or -1) the connection, unless interrupted (then closes it and throws).
   void adopt(int fd);
+  void parkAgain();
 
   TcpStoreClientOptions options_;
   std::optional<wire::Generation> generation_;
   int fd_ = -1;
   std::mutex fd_mutex_;  // fd_ against interrupt() from another thread
   bool interrupted_ = false;
+  std::vector<std::string> parked_;  // park()'s keys, parked again on every new connection
 };
 
 }  // namespace accel::store

@@ -4,8 +4,8 @@
 //   rdzv_scale_bench store --machines N [--procs P]
 //       accel's store: a server process (the TcpStoreServer an agent hosts, with machine 0's
 //       agent in it, as in a job) and P agent processes. Every simulated machine holds what an
-//       agent holds in the store while it meets: its connection and its presence (a WAIT parked
-//       on its presence key, on a connection of its own), then runs the round (rendezvous(),
+//       agent holds in the store while it meets: its connection, with its presence parked on it (a
+//       WAIT on its presence key that nobody answers), then runs the round (rendezvous(),
 //       c10d/rendezvous.h) once all are connected. Prints one row:
 //         store N CLOSE_S REQUESTS_PER_MACHINE BYTES_PER_MACHINE EVENTS_PER_MACHINE
 //               SERVER_CPU_S SERVER_PEAK_MIB
@@ -336,9 +336,8 @@ void followAsMaster(const std::string& host, int port, store::TcpStoreClient& cl
 void storeMachine(const std::string& host, int port, launcher::GroupSettings o, int index,
                   Gate& gate, Placed& placed, Loss& loss, const std::function<void()>& onPlaced,
                   std::atomic<int64_t>* found = nullptr) {
-  auto presence = connectTo(host, port);
-  presence->startWait({launcher::JobKeys(o.run_id).presence(o.presence)});
   auto client = connectTo(host, port);
+  client->park({launcher::JobKeys(o.run_id).presence(o.presence)});
   gate.arrive();
   gate.await();
   auto r = launcher::rendezvous(*client, o, {});
@@ -351,16 +350,14 @@ void storeMachine(const std::string& host, int port, launcher::GroupSettings o, 
   onPlaced();
   if (!ok || !loss.on) return;
   if (found) return followAsMaster(host, port, *client, o, *r, loss, *found);
-  if (followAsMember(host, port, *client, o, *r, index, loss)) {
-    loss.keep(std::move(presence)), loss.keep(std::move(client));
-  }
+  if (followAsMember(host, port, *client, o, *r, index, loss)) loss.keep(std::move(client));
 }
 
 // The children: one process of `count` machines from `first` on. With --loss: at "loss" the
 // silent machine stops; the process prints the next round's placements too.
 int storeAgents(const std::string& host, int port, const std::string& run, int machines, int first,
                 int count, bool lossPhase) {
-  haveDescriptors((lossPhase ? 4ull : 2ull) * static_cast<uint64_t>(count), "an agent process",
+  haveDescriptors((lossPhase ? 3ull : 1ull) * static_cast<uint64_t>(count), "an agent process",
                   "use more --procs");
   Gate gate;
   Placed placed;
@@ -399,9 +396,9 @@ double cpuSeconds() {
 // --loss: between the driver's "idle" and "loss" its CPU per second (the idle group's cost), and
 // the instant its link found the loss.
 int storeServer(const std::string& run, int machines, bool lossPhase, bool readOverTcp) {
-  haveDescriptors((lossPhase ? 4ull : 2ull) * static_cast<uint64_t>(machines), "the store's server",
-                  "each machine holds two connections to it (its own and "
-                  "its presence), four in the loss phase (its watch and keep-alives too)");
+  haveDescriptors((lossPhase ? 3ull : 1ull) * static_cast<uint64_t>(machines), "the store's server",
+                  "each machine holds one connection to it (its presence parked on it), three in "
+                  "the loss phase (its watch and keep-alives too)");
   store::TcpStoreServerOptions options;
   options.host = "0.0.0.0";
   options.port = 0;

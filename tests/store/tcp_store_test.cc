@@ -465,6 +465,34 @@ TEST_F(PresenceTest, AParkedWaitIsPresenceUntilItsConnectionCloses) {
   EXPECT_FALSE(server_->waiting("/here/b", 50ms));  // nobody parks it again within the grace
 }
 
+// Presence parked on a connection that goes on serving (an agent's one connection): its other
+// calls, a wait of its own that times out (the client's CANCEL_WAIT ends that wait, not the
+// presence) and one that is answered all leave it present; a park again with another key
+// replaces it (the client reconnects: the old one goes with its connection); closing ends it.
+TEST_F(PresenceTest, PresenceParkedOnABusyConnectionLastsUntilItCloses) {
+  auto a = client();
+  a->park({"here/a"});
+  a->set("k", "v");
+  EXPECT_EQ(a->get("k", 1s), "v");
+  EXPECT_THROW(a->get("never", 50ms), TimeoutError);  // then CANCEL_WAIT
+  ASSERT_TRUE(parked(1));
+  EXPECT_TRUE(server_->waiting("/here/a"));
+  std::thread later([this] { client()->set("soon", "1"); });
+  a->wait({"soon"}, 5s);
+  later.join();
+  EXPECT_EQ(a->add("n", 2), 2);
+  ASSERT_TRUE(parked(1));
+  EXPECT_TRUE(server_->waiting("/here/a"));
+  a->park({"here/a2"});
+  EXPECT_TRUE(server_->waiting("/here/a2", 2s));
+  ASSERT_TRUE(server_->awaitPresentAtMost(1, 5s));
+  EXPECT_FALSE(server_->waiting("/here/a"));
+  EXPECT_EQ(a->get("k", 1s), "v");  // the new connection is in step
+  a.reset();
+  ASSERT_TRUE(parked(0));
+  EXPECT_FALSE(server_->waiting("/here/a2"));
+}
+
 // An endpoint where another kind of server listens (an HTTP server answering 400 and keeping the
 // connection): its bytes read as a length (after the first, read as a status) are not taken for
 // one, and the error says what they look like.

@@ -22,6 +22,9 @@ class LinkStore : public store::Store {
   virtual int startWait(const std::vector<std::string>& keys) = 0;
   // Ends the wait; throws accel::NetworkError when the connection broke instead.
   virtual void finishWait() = 0;
+  // A WAIT parked for good on a presence key (store::TcpStoreClient::park): the connection goes
+  // on serving every call, and the agent counts present while it lives.
+  virtual void park(const std::vector<std::string>& keys) = 0;
   // The only call that may come from another thread: the call blocked now and every later one
   // fail with accel::NetworkError (a reconnection try in progress, at its bound).
   virtual void interrupt() = 0;
@@ -57,6 +60,7 @@ class TcpLinkStore : public LinkStore {
 
   int startWait(const std::vector<std::string>& keys) override { return client_->startWait(keys); }
   void finishWait() override { client_->finishWait(); }
+  void park(const std::vector<std::string>& keys) override { client_->park(keys); }
   void interrupt() override { client_->interrupt(); }
   void setTimeout(std::chrono::milliseconds timeout) override { client_->setTimeout(timeout); }
   void setConnectTimeouts(std::chrono::milliseconds total,

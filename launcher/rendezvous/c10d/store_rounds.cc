@@ -73,15 +73,17 @@ std::string StoreRounds::trackedWaitPrefix(const std::string& rendezvousId) {
 }
 
 // This agent's presence for the whole job: a WAIT on its own presence key, parked before it
-// registers anywhere, on a connection that lives as long as the agent (its process's death
-// closes it). The master, whose store it is, tells which registered agents are still there.
+// registers anywhere, on its connection to the store, which lives as long as the agent (its
+// process's death closes it) and serves its calls meanwhile (one connection per agent: at 16,384
+// machines the master's store holds 16,384 descriptors for the round, not twice as many). The
+// master, whose store it is, tells which registered agents are still there.
 void StoreRounds::parkPresence() {
   settings_.presence = agentToken(settings_.host);
-  presence_store_ = store_->connect(timeouts().connect);
-  presence_store_->startWait({jobKeys(settings_).presence(settings_.presence)});
+  client_->park({jobKeys(settings_).presence(settings_.presence)});
   if (!master()) return;
   // A registration read right after it was written may come before its agent's WAIT was
-  // parked (another connection): it gets a moment before it counts as gone.
+  // parked (the master's look may be a pass of the store's loop behind): it gets a moment before
+  // it counts as gone.
   settings_.present = [this](const std::string& token) {
     return present(token, timeouts().presence_grace);
   };

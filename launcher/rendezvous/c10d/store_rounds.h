@@ -98,8 +98,6 @@ class StoreRounds : public RoundBackend {
   std::optional<probes::Route> to_master_;
   std::unique_ptr<LinkStore> client_;  // the main thread's
   LinkConnections link_connections_;   // made before the rendezvous, for the link
-  // This agent's presence: a wait parked on its presence key for the whole job.
-  std::unique_ptr<LinkStore> presence_store_;
   // What the user asked for and who this agent is: made by the constructor and enter(), then
   // never changed.
   GroupSettings settings_;

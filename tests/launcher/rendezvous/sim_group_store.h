@@ -109,6 +109,7 @@ class SimLinkStore : public LinkStore {
   ~SimLinkStore() override {
     std::lock_guard lock(world_.mutex());
     state_->closed = true;
+    if (parked_) parked_->closed = true;
     world_.changed();
   }
 
@@ -137,26 +138,16 @@ class SimLinkStore : public LinkStore {
   // The watch: counted as parked by the host until the keys exist or the connection is cut or
   // closed; then its eventfd becomes readable — and also once its agent was cut off for its TCP
   // keep-alives' bound (the host, which does not know, counts it on).
-  int startWait(const std::vector<std::string>& keys) override {
-    std::lock_guard lock(world_.mutex());
-    auto state = state_;
-    state->watch_fd = ::eventfd(0, EFD_CLOEXEC);
-    host_.parkedLocked(keys, +1);
-    world_.onChange([host = &host_, state, process = process_, keys] {
-      const bool ended = state->closed || cut(*host, *state, *process);
-      const bool served = ended || host->data().check(keys);  // the host's wait is over
-      if (served && !state->unparked) host->parkedLocked(keys, -1);
-      state->unparked |= served;
-      // What the agent hears: nothing of the store's while it is cut off.
-      const bool heard = ended || (served && !process->cut_off);
-      if (!heard && !state->timed_out && timedOut(*host, *process)) {
-        state->timed_out = true;
-        state->signal();
-      }
-      if (heard) state->signal();
-      return heard;
-    });
-    return state->watch_fd;
+  int startWait(const std::vector<std::string>& keys) override { return watchOn(state_, keys); }
+  // As a watch whose end nobody reads: counted as parked by the host while the connection lives.
+  // A park again ends the one before (the TCP client reconnects for it).
+  void park(const std::vector<std::string>& keys) override {
+    {
+      std::lock_guard lock(world_.mutex());
+      if (parked_) parked_->closed = true, world_.changed();
+      parked_ = std::make_shared<State>();
+    }
+    watchOn(parked_, keys);
   }
   void finishWait() override {
     std::lock_guard lock(world_.mutex());
@@ -166,6 +157,7 @@ class SimLinkStore : public LinkStore {
   void interrupt() override {
     std::lock_guard lock(world_.mutex());
     state_->interrupted = true;
+    if (parked_) parked_->interrupted = true;
     world_.changed();
   }
   // Calls block in waits, which take their own timeouts, and while the agent is cut off, for
@@ -190,6 +182,28 @@ class SimLinkStore : public LinkStore {
       if (watch_fd >= 0) ::close(watch_fd);
     }
   };
+  // The watch on `state`: counted as parked by the host until the keys exist or the connection
+  // is cut or closed; then its eventfd becomes readable.
+  int watchOn(std::shared_ptr<State> state, const std::vector<std::string>& keys) {
+    std::lock_guard lock(world_.mutex());
+    state->watch_fd = ::eventfd(0, EFD_CLOEXEC);
+    host_.parkedLocked(keys, +1);
+    world_.onChange([host = &host_, state, process = process_, keys] {
+      const bool ended = state->closed || cut(*host, *state, *process);
+      const bool served = ended || host->data().check(keys);  // the host's wait is over
+      if (served && !state->unparked) host->parkedLocked(keys, -1);
+      state->unparked |= served;
+      // What the agent hears: nothing of the store's while it is cut off.
+      const bool heard = ended || (served && !process->cut_off);
+      if (!heard && !state->timed_out && timedOut(*host, *process)) {
+        state->timed_out = true;
+        state->signal();
+      }
+      if (heard) state->signal();
+      return heard;
+    });
+    return state->watch_fd;
+  }
   // Interrupted, or its agent died, or the store's did.
   static bool cut(const SimStoreHost& h, const State& s, const SimProcess& p) {
     return s.interrupted || p.dead || h.isDownLocked();
@@ -217,6 +231,7 @@ class SimLinkStore : public LinkStore {
   SimWorld& world_;
   const std::shared_ptr<const SimProcess> process_;
   const std::shared_ptr<State> state_;
+  std::shared_ptr<State> parked_;  // park()'s, with the world's mutex held
   SimClient client_;
   std::chrono::milliseconds timeout_ = std::chrono::milliseconds::max();
 };
