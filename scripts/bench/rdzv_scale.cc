@@ -194,6 +194,21 @@ bool readUntil(const char* word) {
   return false;
 }
 
+// A child's thread that follows the driver: "ready" once `count` machines arrived at the gate,
+// the gate opened at "go"; with a loss phase (`silentNs`), the instant of "loss" there.
+std::thread followDriver(Gate& gate, int count, std::atomic<int64_t>* silentNs) {
+  return std::thread([&gate, count, silentNs] {
+    gate.awaitArrivals(count);
+    std::printf("ready\n");
+    std::fflush(stdout);
+    if (!readUntil("go")) std::exit(1);
+    gate.open();
+    if (!silentNs) return;
+    if (!readUntil("loss")) std::exit(1);
+    *silentNs = nowNs();
+  });
+}
+
 // What a child prints last: the latest placement, the requests made, how many failed.
 struct Placed {
   std::atomic<int64_t> last_ns{0};
@@ -364,15 +379,7 @@ int storeAgents(const std::string& host, int port, const std::string& run, int m
   Loss loss;
   loss.on = lossPhase;
   std::atomic<int> unplaced{count};
-  std::thread go([&] {
-    gate.awaitArrivals(count);
-    std::printf("ready\n");
-    std::fflush(stdout);
-    if (!readUntil("go")) std::exit(1);
-    gate.open();
-    if (lossPhase && !readUntil("loss")) std::exit(1);
-    loss.silent_ns = nowNs();
-  });
+  std::thread go = followDriver(gate, count, lossPhase ? &loss.silent_ns : nullptr);
   onThreads(count, [&](int i) {
     storeMachine(host, port, storeSettings(run, machines, first + i, lossPhase), first + i, gate,
                  placed, loss, [&] {
@@ -782,15 +789,7 @@ int etcdLossAgents(const std::string& endpoints, const std::string& run, int mac
   Placed placed;
   EtcdLoss loss;
   std::atomic<int> unplaced{count};
-  std::thread go([&] {
-    gate.awaitArrivals(count);
-    std::printf("ready\n");
-    std::fflush(stdout);
-    if (!readUntil("go")) std::exit(1);
-    gate.open();
-    if (!readUntil("loss")) std::exit(1);
-    loss.silent_ns = nowNs();
-  });
+  std::thread go = followDriver(gate, count, &loss.silent_ns);
   onThreads(count, [&](int i) {
     const int index = first + i;
     const std::string name = "m" + std::to_string(index);
