@@ -671,6 +671,27 @@ int etcdAgents(const std::string& endpoints, const std::string& run, int machine
   return placed.failed ? 1 : 0;
 }
 
+// What the etcd children said at their end, summed: the last placement (or decision), requests,
+// bytes and watch events; dies when a machine or process failed.
+struct EtcdTally {
+  int64_t last = 0;
+  double requests = 0, bytes = 0, events = 0;
+};
+EtcdTally tallyEtcd(std::vector<Child>& children) {
+  EtcdTally t;
+  int failed = 0;
+  for (auto& c : children) {
+    const std::string traffic = c.expect("traffic");
+    t.bytes += field(traffic, "bytes"), t.events += field(traffic, "events");
+    const std::string done = c.expect("done");
+    t.last = std::max(t.last, static_cast<int64_t>(field(done, "placed_ns")));
+    t.requests += field(done, "requests");
+    failed += static_cast<int>(field(done, "failed")) + (c.finish() != 0);
+  }
+  if (failed) die(std::to_string(failed) + " machines or processes failed");
+  return t;
+}
+
 int driveEtcd(const std::string& self, const std::string& endpoints, int machines, int procs) {
   const std::string run = "scale-" + std::to_string(::getpid());
   std::vector<Child> children;
@@ -679,20 +700,9 @@ int driveEtcd(const std::string& self, const std::string& endpoints, int machine
                                      std::to_string(first), std::to_string(count)}));
   }
   const int64_t t0 = release(children);
-  int64_t last = 0;
-  double requests = 0, bytes = 0, events = 0;
-  int failed = 0;
-  for (auto& c : children) {
-    const std::string traffic = c.expect("traffic");
-    bytes += field(traffic, "bytes"), events += field(traffic, "events");
-    const std::string done = c.expect("done");
-    last = std::max(last, static_cast<int64_t>(field(done, "placed_ns")));
-    requests += field(done, "requests");
-    failed += static_cast<int>(field(done, "failed")) + (c.finish() != 0);
-  }
-  if (failed) die(std::to_string(failed) + " machines or processes failed");
-  std::printf("etcd %d %.3f %.1f %.0f %.2f\n", machines, 1e-9 * double(last - t0),
-              requests / machines, bytes / machines, events / machines);
+  const EtcdTally t = tallyEtcd(children);
+  std::printf("etcd %d %.3f %.1f %.0f %.2f\n", machines, 1e-9 * double(t.last - t0),
+              t.requests / machines, t.bytes / machines, t.events / machines);
   return 0;
 }
 
@@ -960,19 +970,9 @@ int driveEtcdEnd(const std::string& self, const std::string& endpoints, int mach
                                      std::to_string(first), std::to_string(count)}));
   }
   const int64_t t0 = release(children);
-  int64_t last = 0;
-  double requests = 0, bytes = 0;
-  int failed = 0;
-  for (auto& c : children) {
-    bytes += field(c.expect("traffic"), "bytes");
-    const std::string done = c.expect("done");
-    last = std::max(last, static_cast<int64_t>(field(done, "placed_ns")));
-    requests += field(done, "requests");
-    failed += static_cast<int>(field(done, "failed")) + (c.finish() != 0);
-  }
-  if (failed) die(std::to_string(failed) + " machines or processes failed");
-  std::printf("etcd-end %d %.3f %.1f %.0f\n", machines, 1e-9 * double(last - t0),
-              requests / (machines - 1), bytes / (machines - 1));
+  const EtcdTally t = tallyEtcd(children);
+  std::printf("etcd-end %d %.3f %.1f %.0f\n", machines, 1e-9 * double(t.last - t0),
+              t.requests / (machines - 1), t.bytes / (machines - 1));
   return 0;
 }
 
