@@ -348,16 +348,13 @@ std::pair<bool, std::optional<EtcdKeyValue>> EtcdClient::txnPut(const json& comp
                                                                 const std::string& key,
                                                                 const std::string& value,
                                                                 int64_t lease) {
-  json put{{"key", base64(key)}, {"value", base64(value)}};
-  if (lease) put["lease"] = std::to_string(lease);
   const json reply =
       call("/v3/kv/txn", {{"compare", json::array({compare})},
-                          {"success", json::array({{{"request_put", put}}})},
+                          {"success", json::array({putRequest(key, value, lease)})},
                           {"failure", json::array({{{"request_range", {{"key", base64(key)}}}}})}});
   if (reply.value("succeeded", false)) return {true, std::nullopt};
   for (const auto& r : reply.value("responses", json::array())) {
-    const json range = r.value("response_range", json::object());
-    if (range.contains("kvs") && !range["kvs"].empty()) return {false, keyValueOf(range["kvs"][0])};
+    if (auto kv = rangeReply(r)) return {false, kv};
   }
   return {false, std::nullopt};
 }
