@@ -135,12 +135,13 @@ class Meeting {
     registration["restart_count"] = restart_count_;
     registration["expect_machines"] = expect_machines_;
     const std::string key = keys_.member(me_.token);
-    std::vector<std::pair<std::string, std::string>> puts{{key, registration.dump()}};
+    const std::string value = registration.dump();
+    std::vector<std::pair<std::string, std::string>> puts{{key, value}};
     if (me_.previous_rank < 0) puts.emplace_back(keys_.newcomer(me_.token), "");
     // The transaction's revision is the key's creation (one its client tried again is found out
     // by resultOf, which then reads the key).
     const EtcdEnrollment e = client_.enroll(puts, keys_.head(), me_.token, record_key_, m_.lease);
-    mine_ = EtcdKeyValue{key, registration.dump(), e.revision, e.revision, 1, m_.lease};
+    mine_ = EtcdKeyValue{key, value, e.revision, e.revision, 1, m_.lease};
     revision_ = e.revision;
     if (e.read) record_ = *e.read;
     enrolled_as_head_ = e.created;
