@@ -272,7 +272,7 @@ PY
   ;;
 elastic_wait_speaks)
   # A lone elastic agent (--nnodes 1:2) hosting the rendezvous waits out the last call (7 s):
-  # every 5 s it says when the round closes, instead of 7 s of silence.
+  # every 5 s it says when the round closes, instead of 7 s of silence — at 5 s, once.
   for _ in 1 2 3 4 5; do
     port=$((20000 + RANDOM % 30000))
     set +e
@@ -285,6 +285,8 @@ elastic_wait_speaks)
   done
   ((rc == 0)) || fail "exit $rc: $(cat "$SCRATCH/o")"
   expect_contains "$(cat "$SCRATCH/o")" "accel: rendezvous: 1 of 1–2 machines; the round closes in 2 s unless more come (the last call)"
+  # Once: not again as the last call ends ("closes in 0 s", said up to 6 times before).
+  [[ $(grep -c "unless more come" "$SCRATCH/o") == 1 ]] || fail "said more than once: $(cat "$SCRATCH/o")"
   expect_contains "$(cat "$SCRATCH/o")" "machine 0 of 1: rank 0 of 1"
   ;;
 health_check)

@@ -135,9 +135,10 @@ int registerAgent(store::Store& s, const GroupSettings& o, const RoundStart& r) 
   return slot;
 }
 
-// The master, parked on the store until the round can close (RoundClosing); woken every progress
-// interval to say who is missing. It looks before it first waits, so a master that is MIN by
-// itself starts the last call as it registers. On timeout the reason is published, so the
+// The master, parked on the store until the round can close (RoundClosing); every progress
+// interval (not at each wake-up: an arrival, the last call's end) it says who is missing. It
+// looks before it first waits, so a master that is MIN by itself starts the last call as it
+// registers. On timeout the reason is published, so the
 // others fail now. Returns how many machines the round has.
 Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const RoundStart& r,
                             Clock::time_point deadline, std::vector<json>& known) {
@@ -148,7 +149,8 @@ Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const Round
   const int firstClose =
       r.expect_machines > 0 ? std::max(o.leastMachines(), r.expect_machines) : o.leastMachines();
   RoundClosing closing = roundClosing(o, r);
-  for (bool firstLook = true;; firstLook = false) {
+  Clock::time_point nextProgress = o.clock->now() + o.timeouts.progress;
+  for (;;) {
     const int count = static_cast<int>(s.add(keys.arrivals(), 0));
     const int here = presentCount(s, o, r, count, known);
     if (here > o.num_machines && !elastic) {  // said to the others too: they fail at once
@@ -171,7 +173,8 @@ Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const Round
       s.set(keys.assignment(), json{{"error", message}}.dump());
       return makeError(message);
     }
-    if (o.progress && !firstLook) {
+    if (o.progress && o.clock->now() >= nextProgress) {
+      nextProgress = o.clock->now() + o.timeouts.progress;
       // While the last call runs (MIN joined), when the round closes; before, who is missing.
       if (auto end = closing.lastCallEnd()) {
         o.progress(formingText(
@@ -184,8 +187,9 @@ Expected<int> awaitMachines(store::Store& s, const GroupSettings& o, const Round
     }
     // The next arrival that matters: the one that reaches the first close, then MAX.
     const std::string lastSlot = keys.agent((count < firstClose ? firstClose : o.num_machines) - 1);
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        closing.lastCallEnd().value_or(deadline) - o.clock->now());
+    // Rounded up: a wait that ends a fraction of a millisecond early looks again for nothing.
+    const auto wakeAt = std::min(closing.lastCallEnd().value_or(deadline), nextProgress);
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(wakeAt - o.clock->now());
     try {
       s.wait({lastSlot}, std::clamp(left, std::chrono::milliseconds(1), o.timeouts.progress));
     } catch (const TimeoutError&) {

@@ -839,6 +839,24 @@ TEST_P(MembershipTest, AWaitingRoundSpeaksEveryFewSeconds) {
   EXPECT_TRUE(heard) << "alpha said:\n" << saidText("alpha");
 }
 
+// The notice is said at the progress interval, not at each wake-up: beta's arrival at 1 s starts
+// a last call of 3 s that closes the round at 4 s, before the first notice is due (5 s) — nobody
+// says how many machines joined (the master once said so at the arrival, and on a real store
+// again each time its wait ended a fraction of a millisecond before the last call's end).
+TEST_P(MembershipTest, ARoundThatClosesBeforeItsFirstNoticeSaysNothing) {
+  plan_.round_timeouts.last_call = 3s;
+  plan_.round_timeouts.progress = 5s;
+  agent("alpha", 29500), agent("beta", 29501);
+  world_->run({meets("alpha", true), meets("beta", true, 1000ms)});
+  EXPECT_GE(met_ms_["alpha"], 4000);
+  EXPECT_LT(met_ms_["alpha"], 4500);
+  std::lock_guard lock(mutex_);
+  for (const std::string n : {"alpha", "beta"}) {
+    for (const auto& l : said_[n])
+      EXPECT_EQ(l.find("of 2–3 machines"), std::string::npos) << n << ": " << l;
+  }
+}
+
 // Without restarts (--max_restarts 0, a fixed size) every machine's report names the round's
 // first failure as the store (or etcd) holds it.
 TEST_P(MembershipTest, WithoutRestartsEveryMachineNamesTheFirstFailure) {
