@@ -11,6 +11,8 @@
 #       model and data (scripts/bench/step.sh: samples/s, and ms per step in data, forward,
 #       backward, sync and optimizer from CUDA events, side by side)
 #   (g) libaccel_tests, libaccel's unit tests, against this LibTorch
+#   (h) the health checks through the machine's own NVML: an elastic job's agent checks its GPUs
+#       before its round (probes/gpu_health.h) and summary.json shows "gpus" and "gpu 0" passed
 # A second run rebuilds nothing that did not change. Exit status: 1 when any check failed.
 #   scripts/gpu_check.sh [--steps N]   (the example's steps per run of (f); default 1000)
 # It needs yaml-cpp, nlohmann-json, CLI11, GoogleTest and zlib's headers; on a bare CUDA image
@@ -89,4 +91,31 @@ if cmake --build "$build" -j"$(nproc)" --target libaccel_tests >>"$build.log" 2>
 else
   result "libaccel_tests on this LibTorch" 1 "build failed, see $build.log"
 fi
+
+# (h) The GPU health checks through the real NVML (elsewhere they ran only against a fake): a
+# one-machine elastic job (its agent checks before the round) with one rank on the GPU.
+scratch=$(mktemp -d)
+cat >"$scratch/w.py" <<'PY'
+import os, torch
+print("rank", os.environ["RANK"], "on", torch.cuda.get_device_name(0), torch.ones(4, device="cuda").sum().item())
+PY
+"$build/apps/accel/accel" run --nproc_per_node 1 --nnodes 1:2 --rdzv_backend c10d \
+  --rdzv_endpoint "127.0.0.1:$((20000 + RANDOM % 10000))" --rdzv_conf last_call_timeout=1 \
+  --log_dir "$scratch/logs" "$py" "$scratch/w.py" >"$build/health.log" 2>&1
+rc=$?
+summary=$(find "$scratch/logs" -name summary.json 2>/dev/null | head -1)
+detail=$("$py" - "${summary:-/nonexistent}" <<'PY' 2>&1
+import json, sys
+checks = json.load(open(sys.argv[1]))["health_checks"]
+gpu = [c for c in checks if c["name"] == "gpus" or c["name"].startswith("gpu ")]
+print("; ".join(f'{c["name"]} {"passed" if c["passed"] else "FAILED"}: {c["detail"]} ({c["took_ms"]} ms)' for c in gpu))
+assert [c["name"] for c in gpu] == ["gpus", "gpu 0"], gpu
+assert all(c["passed"] for c in checks), checks
+PY
+)
+prc=$?
+((rc == 0 && prc == 0))
+result "GPU health checks through NVML" $? "$detail"
+((rc == 0)) || cat "$build/health.log"
+rm -rf "$scratch"
 exit $failed

@@ -9,6 +9,10 @@
 //   gradient_sync  GradientSync on a world-1 NCCL communicator, 3 buckets, bf16 compression off
 //                  and on, 20 steps: the gradients equal the unsynced ones (bf16-rounded with
 //                  compression) and no hook throws on autograd's device thread
+//   bucket_views   gradients as bucket views on the GPU (the default) against copying into the
+//                  buckets, two identical models, 20 SGD steps with zeroGradients: the parameters
+//                  equal bit for bit, and backward wrote every gradient into one of the 3
+//                  buckets' storages (without views: one storage each)
 //   fp16_resume    fp16: 3 steps, saveState, a CUDA randn; loadState into a fresh model: the same
 //                  randn, the same parameters, the optimizer state on the GPU, the scaler's scale
 //                  and growth tracker restored
@@ -18,7 +22,9 @@
 
 #include <functional>
 #include <iostream>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <ATen/cuda/Sleep.h>
 #include <c10/cuda/CUDAStream.h>
@@ -107,6 +113,60 @@ std::string gradientSync(bool bf16) {
   return "";
 }
 
+// One model's 20 SGD steps under a GradientSync with or without bucket views; returns the
+// parameters, and in `storages` how many distinct storages the last backward left the gradients in.
+std::vector<at::Tensor> sgdSteps(bool views, size_t* storages) {
+  auto comm = worldOfOne();
+  torch::manual_seed(11);
+  torch::nn::Sequential model(torch::nn::Linear(64, 256), torch::nn::ReLU(),
+                              torch::nn::Linear(256, 256), torch::nn::ReLU(),
+                              torch::nn::Linear(256, 10));
+  model->to(torch::kCUDA);
+  std::vector<at::Tensor> params = model->parameters();
+  sync::GradientSyncOptions o;
+  o.bucket_cap_bytes = 256 * 256 * 4;  // three buckets
+  o.gradient_as_bucket_view = views;
+  sync::GradientSync sync(*comm, params, {}, o);
+  for (int step = 0; step < 20; ++step) {
+    at::Tensor x = torch::randn({32, 64}, torch::device(torch::kCUDA));
+    model->forward(x).pow(2).mean().backward();
+    sync.finish();
+    torch::NoGradGuard noGrad;
+    for (auto& p : params) p.sub_(p.grad(), 0.01);
+    if (views) {
+      sync.zeroGradients();
+    } else {
+      for (auto& p : params) p.mutable_grad().reset();
+    }
+  }
+  // Where backward left the gradients, before finish() (which makes every .grad a bucket view).
+  model->forward(torch::randn({32, 64}, torch::device(torch::kCUDA))).pow(2).mean().backward();
+  std::set<const void*> distinct;
+  for (auto& p : params) distinct.insert(p.grad().storage().data());
+  *storages = distinct.size();
+  sync.finish();
+  std::vector<at::Tensor> out;
+  for (auto& p : params) out.push_back(p.detach().clone());
+  return out;
+}
+
+std::string bucketViews() {
+  size_t viewStorages = 0, copyStorages = 0;
+  const auto viewed = sgdSteps(true, &viewStorages);
+  const auto copied = sgdSteps(false, &copyStorages);
+  for (size_t k = 0; k < viewed.size(); ++k) {
+    if (!torch::equal(viewed[k], copied[k]))
+      return "parameter " + std::to_string(k) + " differs from the copying path's after 20 steps";
+  }
+  if (viewStorages != 3)
+    return "backward left the gradients in " + std::to_string(viewStorages) +
+           " storages, not the 3 buckets";
+  if (copyStorages != viewed.size())
+    return "without views backward left the gradients in " + std::to_string(copyStorages) +
+           " storages, not one each";
+  return "";
+}
+
 struct Run {
   torch::nn::Linear model{nullptr};
   std::unique_ptr<torch::optim::Adam> opt;
@@ -168,6 +228,7 @@ int main() {
   check("stream_order", accel::streamOrder);
   check("gradient_sync (fp32 buckets)", [] { return accel::gradientSync(false); });
   check("gradient_sync (bf16 compression)", [] { return accel::gradientSync(true); });
+  check("bucket_views (bit for bit the copying path's)", accel::bucketViews);
   check("fp16_resume", accel::fp16Resume);
   return accel::failures == 0 ? 0 : 1;
 }
