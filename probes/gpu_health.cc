@@ -44,6 +44,26 @@ std::string nvmlError(const char* call, int code) {
   return std::string(call) + " failed (NVML error " + std::to_string(code) + ")";
 }
 
+// One GPU as NVML answered: what is wrong ("" when nothing), the checks it answered and those it
+// does not support there.
+struct DeviceLook {
+  std::string problems;
+  std::string answered;
+  std::string unanswered;
+};
+
+void listed(std::string& list, const char* what) {
+  list += (list.empty() ? "" : ", ") + std::string(what);
+}
+
+// A GPU check's detail: its problems, or what was looked at and found well.
+std::string passedDetail(const DeviceLook& l) {
+  if (!l.problems.empty()) return l.problems;
+  if (l.answered.empty()) return "NVML answers none of the checks on it";
+  return "no fault in " + l.answered +
+         (l.unanswered.empty() ? "" : " (NVML reports no " + l.unanswered + " on it)");
+}
+
 }  // namespace
 
 struct GpuHealth::Nvml {
@@ -58,7 +78,7 @@ struct GpuHealth::Nvml {
   F get(const char* name) const {
     return library.symbol<F>(name);
   }
-  std::string deviceProblems(Device device) const;
+  DeviceLook look(Device device) const;
   std::map<unsigned, std::string> xidsSinceLastLook(unsigned count);
 };
 
@@ -76,32 +96,39 @@ GpuHealth::~GpuHealth() {
   if (auto shutdown = nvml_->get<Shutdown>("nvmlShutdown")) shutdown();
 }
 
-// What is wrong with one GPU ("" when nothing): each check that NVML supports on it.
-std::string GpuHealth::Nvml::deviceProblems(Device device) const {
-  std::string problems;
-  auto add = [&problems](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
+// What is wrong with one GPU ("" when nothing), and what NVML answered on it: each check that
+// NVML supports there (an H200 reports no retired pages, say: it remaps rows instead).
+DeviceLook GpuHealth::Nvml::look(Device device) const {
+  DeviceLook l;
+  auto add = [&l](const std::string& p) { l.problems += (l.problems.empty() ? "" : "; ") + p; };
+  auto asked = [&l](const char* what, bool answered) {
+    listed(answered ? l.answered : l.unanswered, what);
+    return answered;
+  };
   unsigned long long ecc = 0;
-  if (auto f = get<GetEcc>("nvmlDeviceGetTotalEccErrors");
-      f && f(device, kUncorrected, kVolatileEcc, &ecc) == kSuccess && ecc > 0)
+  auto eccOf = get<GetEcc>("nvmlDeviceGetTotalEccErrors");
+  if (asked("ECC errors", eccOf && eccOf(device, kUncorrected, kVolatileEcc, &ecc) == kSuccess) &&
+      ecc > 0)
     add(std::to_string(ecc) + " uncorrectable ECC errors since the driver loaded");
   int pending = 0;
-  if (auto f = get<GetPendingPages>("nvmlDeviceGetRetiredPagesPendingStatus");
-      f && f(device, &pending) == kSuccess && pending)
+  auto pagesOf = get<GetPendingPages>("nvmlDeviceGetRetiredPagesPendingStatus");
+  if (asked("retired pages", pagesOf && pagesOf(device, &pending) == kSuccess) && pending)
     add("retired pages pending (a reset is needed)");
   unsigned corrected = 0, uncorrected = 0, remapPending = 0, remapFailed = 0;
-  if (auto f = get<GetRemappedRows>("nvmlDeviceGetRemappedRows");
-      f && f(device, &corrected, &uncorrected, &remapPending, &remapFailed) == kSuccess) {
+  auto rowsOf = get<GetRemappedRows>("nvmlDeviceGetRemappedRows");
+  if (asked("row remaps", rowsOf && rowsOf(device, &corrected, &uncorrected, &remapPending,
+                                           &remapFailed) == kSuccess)) {
     if (remapFailed) add("a row remap failed");
     if (remapPending) add("row remaps pending (a reset is needed)");
   }
   unsigned long long reasons = 0;
   auto throttle = get<GetThrottle>("nvmlDeviceGetCurrentClocksEventReasons");
   if (!throttle) throttle = get<GetThrottle>("nvmlDeviceGetCurrentClocksThrottleReasons");
-  if (throttle && throttle(device, &reasons) == kSuccess) {
+  if (asked("clock slowdowns", throttle && throttle(device, &reasons) == kSuccess)) {
     if (reasons & (kHwSlowdown | kHwPowerBrake)) add("hardware slowdown (clocks held down)");
     if (reasons & (kSwThermal | kHwThermal)) add("thermal slowdown");
   }
-  return problems;
+  return l;
 }
 
 // The XID critical errors NVML reported since the last look, by GPU index (the first look
@@ -167,11 +194,15 @@ std::vector<HealthCheck> GpuHealth::check() {
     const auto deviceStart = std::chrono::steady_clock::now();
     Device d = nullptr;
     const int error = handle(i, &d);
-    std::string problems = error == kSuccess ? nvml_->deviceProblems(d)
-                                             : nvmlError("nvmlDeviceGetHandleByIndex", error);
+    DeviceLook l;
+    if (error == kSuccess) {
+      l = nvml_->look(d);
+    } else {
+      l.problems = nvmlError("nvmlDeviceGetHandleByIndex", error);
+    }
     if (auto x = xids.find(i); x != xids.end())
-      problems += (problems.empty() ? "" : "; ") + x->second + " since the last round's checks";
-    checks.push_back({"gpu " + std::to_string(i), problems.empty(), problems,
+      l.problems += (l.problems.empty() ? "" : "; ") + x->second + " since the last round's checks";
+    checks.push_back({"gpu " + std::to_string(i), l.problems.empty(), passedDetail(l),
                       std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::steady_clock::now() - deviceStart)});
   }

@@ -5,6 +5,7 @@
 //   FAKE_NVML_GPUS      how many GPUs (default 0)
 //   FAKE_NVML_ECC       "I:N": GPU I has N uncorrectable volatile ECC errors
 //   FAKE_NVML_PAGES     "I": GPU I has retired pages pending
+//   FAKE_NVML_NO_PAGES  set: no GPU reports retired pages (NOT_SUPPORTED, as on an H200)
 //   FAKE_NVML_REMAP     "I:P:F": GPU I's row remaps pending P, failed F
 //   FAKE_NVML_CLOCKS    "I:R": GPU I's clocks event reasons R (hexadecimal)
 //   FAKE_NVML_XID       "I:X": one XID X on GPU I, delivered once (by the next wait after the
@@ -76,6 +77,7 @@ int nvmlDeviceGetTotalEccErrors(Device* d, int type, int counter, unsigned long 
   return 0;
 }
 int nvmlDeviceGetRetiredPagesPendingStatus(Device* d, int* pending) {
+  if (std::getenv("FAKE_NVML_NO_PAGES")) return 3;  // NVML_ERROR_NOT_SUPPORTED, as on an H200
   const char* v = std::getenv("FAKE_NVML_PAGES");
   *pending = v && static_cast<unsigned>(std::atoi(v)) == d->index;
   return 0;

@@ -11,8 +11,9 @@ namespace {
 class GpuHealthTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* v : {"FAKE_NVML_INIT", "FAKE_NVML_GPUS", "FAKE_NVML_ECC", "FAKE_NVML_PAGES",
-                          "FAKE_NVML_REMAP", "FAKE_NVML_CLOCKS", "FAKE_NVML_XID"})
+    for (const char* v :
+         {"FAKE_NVML_INIT", "FAKE_NVML_GPUS", "FAKE_NVML_ECC", "FAKE_NVML_PAGES", "FAKE_NVML_REMAP",
+          "FAKE_NVML_CLOCKS", "FAKE_NVML_XID", "FAKE_NVML_NO_PAGES"})
       ::unsetenv(v);
   }
   static std::string names(const std::vector<HealthCheck>& checks) {
@@ -29,6 +30,20 @@ TEST_F(GpuHealthTest, HealthyGpusPassEachCheckAndTheCount) {
   const auto checks = gpus.check();
   EXPECT_EQ(names(checks), "gpus ok, gpu 0 ok, gpu 1 ok");
   EXPECT_EQ(checks[0].detail, "2 visible, 2 expected");
+  EXPECT_EQ(checks[1].detail, "no fault in ECC errors, retired pages, row remaps, clock slowdowns");
+}
+
+// A check NVML does not support on a GPU (an H200 has no page retirement: it remaps rows) is
+// named as not reported, and the GPU passes on the others.
+TEST_F(GpuHealthTest, AHealthyGpuSaysWhatNvmlDoesNotReportOnIt) {
+  ::setenv("FAKE_NVML_GPUS", "1", 1);
+  ::setenv("FAKE_NVML_NO_PAGES", "1", 1);
+  GpuHealth gpus(1, ACCEL_FAKE_NVML);
+  const auto checks = gpus.check();
+  EXPECT_EQ(names(checks), "gpus ok, gpu 0 ok");
+  EXPECT_EQ(checks[1].detail,
+            "no fault in ECC errors, row remaps, clock slowdowns (NVML reports no retired pages on "
+            "it)");
 }
 
 TEST_F(GpuHealthTest, EachKindOfFaultFailsItsGpuAndSaysWhy) {
