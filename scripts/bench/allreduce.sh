@@ -8,7 +8,10 @@
 # with every rank busy), and shared memory's time over 2 memcpys — for 2 ranks the least an
 # all-reduce between processes can move is 4 bytes of memory traffic per byte and rank (publish
 # the half the other reduces, reduce its own half into its output and for the other, fetch the
-# other's reduced half), a memcpy 2: small sizes are latency, large ones this ratio. Last, the
+# other's reduced half), a memcpy 2: small sizes are latency, large ones this ratio. For 2 ranks,
+# also the exchange: that data movement alone, between the two processes and with no arithmetic
+# (each publishes half into shared memory, copies the other's half after a barrier; twice), and
+# shared memory's time over it — what the all-reduce adds to moving its bytes. Last, the
 # shared-memory all-reduce with plain and with streaming stores forced (ACCEL_SHM_STORES).
 #   scripts/bench/allreduce.sh [--min-seconds S] [--nproc N] [--quick]
 # --quick (ctest's bench.allreduce_quick): --min-seconds 0.01.
@@ -31,7 +34,7 @@ bench=$build/scripts/bench/allreduce_bench
 export OMP_NUM_THREADS=1
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-"$accel" launch -q --cpu -n "$n" --no_python "$bench" --min-seconds "$min" memcpy shm gloo >>"$out" 2>&1
+"$accel" launch -q --cpu -n "$n" --no_python "$bench" --min-seconds "$min" memcpy exchange shm gloo >>"$out" 2>&1
 # The shared-memory all-reduce with each kind of store forced (ACCEL_SHM_STORES): what the default
 # (auto: timed when the group forms) chose between.
 for stores in plain streaming; do
@@ -43,12 +46,13 @@ done
 awk -v n="$n" '
   { line = $0; if (sub(/^.*allreduce /, "", line)) { split(line, f, " "); us[f[1], f[2]] = f[3] } }
   END {
-    printf "%10s | %10s %10s %10s | %9s | %9s %9s | %10s %9s | %9s %9s\n", "bytes", "shm us", "gloo us", "py us", "shm GB/s", "vs gloo", "vs py", "memcpy us", "shm/floor", "plain us", "stream us"
+    printf "%10s | %10s %10s %10s | %9s | %9s %9s | %10s %9s | %10s %9s | %9s %9s\n", "bytes", "shm us", "gloo us", "py us", "shm GB/s", "vs gloo", "vs py", "memcpy us", "shm/floor", "exch us", "shm/exch", "plain us", "stream us"
     for (s = 1024; s <= 67108864; s *= 4) {
       if (!(("shm", s) in us)) continue
       bw = s * 2 * (n - 1) / n / (us["shm", s] * 1e3)
       floor = us["memcpy", s] > 0 ? sprintf("%8.2fx", us["shm", s] / (2 * us["memcpy", s])) : "       -"
-      printf "%10d | %10.1f %10.1f %10.1f | %9.2f | %8.1fx %8.1fx | %10.2f %s | %9.1f %9.1f\n", s, us["shm", s], us["gloo", s], us["pygloo", s], bw,
-             us["gloo", s] / us["shm", s], us["pygloo", s] / us["shm", s], us["memcpy", s], floor, us["plain", s], us["streaming", s]
+      exch = us["exchange", s] > 0 ? sprintf("%8.2fx", us["shm", s] / us["exchange", s]) : "       -"
+      printf "%10d | %10.1f %10.1f %10.1f | %9.2f | %8.1fx %8.1fx | %10.2f %s | %10.1f %s | %9.1f %9.1f\n", s, us["shm", s], us["gloo", s], us["pygloo", s], bw,
+             us["gloo", s] / us["shm", s], us["pygloo", s] / us["shm", s], us["memcpy", s], floor, us["exchange", s], exch, us["plain", s], us["streaming", s]
     }
   }' "$out"

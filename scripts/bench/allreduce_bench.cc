@@ -5,8 +5,15 @@
 // names itself. "shm" asks for shared memory (on several machines: inside each, with Gloo
 // between them, "hier"), "gloo" for Gloo alone; "memcpy" times, on every rank at once, a memcpy
 // of the same bytes between two private buffers (the memory's speed with every rank busy: the
-// floor the all-reduce is compared with), coordinated through the shared-memory communicator.
-//   allreduce_bench [--min-seconds S] memcpy shm gloo
+// floor the all-reduce is compared with), coordinated through the shared-memory communicator;
+// "exchange" (2 ranks) the data movement alone that any all-reduce of 2 processes needs at the
+// least, with no arithmetic: each rank publishes half its bytes into shared memory and, after a
+// barrier, copies the other's half; then the same again (the inputs, then the results).
+//   allreduce_bench [--min-seconds S] memcpy exchange shm gloo
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -39,14 +46,70 @@ double timeOp(accel::Communicator& comm, const std::function<void()>& op, double
   }
 }
 
-double timeOne(accel::Communicator& comm, size_t bytes, double minSeconds, bool copyOnly) {
+constexpr size_t kMaxBytes = size_t{64} << 20;
+
+// A shared-memory area of two halves of kMaxBytes / 2, one written by each of 2 ranks: rank 0
+// makes it, rank 1 maps it after a barrier, and it is unlinked once both hold it.
+class PairArea {
+ public:
+  explicit PairArea(accel::Communicator& comm) {
+    const char* port = std::getenv("MASTER_PORT");  // one per job
+    const std::string name = "/accel-bench-exchange-" + std::string(port ? port : "0");
+    if (comm.rank() == 0) map(name, O_CREAT | O_EXCL | O_RDWR);
+    comm.barrier();
+    if (comm.rank() == 1) map(name, O_RDWR);
+    comm.barrier();
+    if (comm.rank() == 0) ::shm_unlink(name.c_str());
+  }
+  ~PairArea() { ::munmap(base_, kMaxBytes); }
+  char* half(int rank) const { return base_ + static_cast<size_t>(rank) * (kMaxBytes / 2); }
+
+ private:
+  void map(const std::string& name, int flags) {
+    const int fd = ::shm_open(name.c_str(), flags, 0600);
+    if (fd < 0 || (flags & O_CREAT && ::ftruncate(fd, kMaxBytes) != 0)) {
+      std::perror(("allreduce_bench: " + name).c_str());
+      std::exit(1);
+    }
+    base_ =
+        static_cast<char*>(::mmap(nullptr, kMaxBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    ::close(fd);
+    if (base_ == MAP_FAILED) {
+      std::perror("allreduce_bench: mmap");
+      std::exit(1);
+    }
+  }
+  char* base_ = nullptr;
+};
+
+double timeOne(accel::Communicator& comm, size_t bytes, double minSeconds,
+               const std::string& mode) {
   at::Tensor t = at::ones({static_cast<int64_t>(bytes / 4)}, at::kFloat);
-  if (!copyOnly)
+  if (mode == "memcpy") {
+    at::Tensor to = at::empty_like(t);
+    return timeOp(
+        comm, [&] { std::memcpy(to.data_ptr(), t.data_ptr(), bytes); }, minSeconds);
+  }
+  if (mode != "exchange")
     return timeOp(
         comm, [&] { comm.allreduce(t); }, minSeconds);
-  at::Tensor to = at::empty_like(t);
+  static PairArea area(comm);
+  char* data = static_cast<char*>(t.data_ptr());
+  const size_t half = bytes / 2;
+  const int me = comm.rank(), other = 1 - me;
+  auto exchange = [&] {  // rank r publishes the half rank 1 - r needs, then fetches its own
+    std::memcpy(area.half(me), data + other * half, half);
+    comm.barrier();
+    std::memcpy(data + other * half, area.half(other), half);
+    comm.barrier();
+  };
   return timeOp(
-      comm, [&] { std::memcpy(to.data_ptr(), t.data_ptr(), bytes); }, minSeconds);
+      comm,
+      [&] {
+        exchange();
+        exchange();
+      },
+      minSeconds);
 }
 
 }  // namespace
@@ -66,11 +129,13 @@ int main(int argc, char** argv) {
     o.cpu_only = true;
     o.cpu_backend = name == "gloo" ? accel::CpuBackend::Gloo : accel::CpuBackend::SharedMemory;
     auto comm = accel::comm::communicatorFromEnvironment(o);
-    const bool copyOnly = name == "memcpy";
-    for (size_t bytes = 1024; bytes <= (size_t{64} << 20); bytes *= 4) {
-      const double us = timeOne(*comm, bytes, minSeconds, copyOnly);
+    if (name == "exchange" && comm->size() != 2) continue;  // the pair's floor only
+    const bool measuresCopies = name == "memcpy" || name == "exchange";
+    for (size_t bytes = 1024; bytes <= kMaxBytes; bytes *= 4) {
+      const double us = timeOne(*comm, bytes, minSeconds, name);
       if (comm->rank() == 0)
-        std::printf("allreduce %s %zu %.2f\n", copyOnly ? "memcpy" : comm->backend(), bytes, us);
+        std::printf("allreduce %s %zu %.2f\n", measuresCopies ? name.c_str() : comm->backend(),
+                    bytes, us);
       std::fflush(stdout);
     }
   }
