@@ -78,16 +78,28 @@ std::string streamOrder() {
   return "";
 }
 
-std::string gradientSync(bool bf16) {
-  auto comm = worldOfOne();
-  torch::manual_seed(5);
+// A small MLP on the GPU, its weights drawn from `seed`, whose gradients fill three buckets of
+// threeBuckets().
+torch::nn::Sequential smallModel(uint64_t seed) {
+  torch::manual_seed(seed);
   torch::nn::Sequential model(torch::nn::Linear(64, 256), torch::nn::ReLU(),
                               torch::nn::Linear(256, 256), torch::nn::ReLU(),
                               torch::nn::Linear(256, 10));
   model->to(torch::kCUDA);
-  std::vector<at::Tensor> params = model->parameters();
+  return model;
+}
+
+sync::GradientSyncOptions threeBuckets() {
   sync::GradientSyncOptions o;
-  o.bucket_cap_bytes = 256 * 256 * 4;  // three buckets
+  o.bucket_cap_bytes = 256 * 256 * 4;
+  return o;
+}
+
+std::string gradientSync(bool bf16) {
+  auto comm = worldOfOne();
+  torch::nn::Sequential model = smallModel(5);
+  std::vector<at::Tensor> params = model->parameters();
+  sync::GradientSyncOptions o = threeBuckets();
   o.bf16_compression = bf16;
   sync::GradientSync sync(*comm, params, {}, o);
   if (sync.numBuckets() != 3) return std::to_string(sync.numBuckets()) + " buckets, not 3";
@@ -117,14 +129,9 @@ std::string gradientSync(bool bf16) {
 // parameters, and in `storages` how many distinct storages the last backward left the gradients in.
 std::vector<at::Tensor> sgdSteps(bool views, size_t* storages) {
   auto comm = worldOfOne();
-  torch::manual_seed(11);
-  torch::nn::Sequential model(torch::nn::Linear(64, 256), torch::nn::ReLU(),
-                              torch::nn::Linear(256, 256), torch::nn::ReLU(),
-                              torch::nn::Linear(256, 10));
-  model->to(torch::kCUDA);
+  torch::nn::Sequential model = smallModel(11);
   std::vector<at::Tensor> params = model->parameters();
-  sync::GradientSyncOptions o;
-  o.bucket_cap_bytes = 256 * 256 * 4;  // three buckets
+  sync::GradientSyncOptions o = threeBuckets();
   o.gradient_as_bucket_view = views;
   sync::GradientSync sync(*comm, params, {}, o);
   for (int step = 0; step < 20; ++step) {
