@@ -71,15 +71,20 @@ class ShmCommunicator : public Communicator {
   const char* backend() const override { return "shm"; }
 
   std::unique_ptr<Work> allreduceAsync(at::Tensor& tensor, ReduceOp op) override {
-    if (async_) return queue_->start(allreduceOp(tensor, op));
-    auto outcome = std::make_shared<Outcome>();
-    try {
-      queue_->runBlocking(allreduceOp(tensor, op));
-    } catch (...) {
-      outcome->error = std::current_exception();  // thrown by wait(), as from the thread
-    }
-    outcome->done = true;
-    return std::make_unique<OutcomeWork>(std::move(outcome));
+    return start(allreduceOp(tensor, op));
+  }
+
+  // float32 converted to bf16 on its way into the segment and back (Group::allreduceBf16Wire):
+  // no passes of their own, and `wire` unused. float64 through the bf16 copy.
+  std::unique_ptr<Work> allreduceBf16WireAsync(at::Tensor& tensor, at::Tensor& wire) override {
+    if (tensor.scalar_type() != at::kFloat)
+      return Communicator::allreduceBf16WireAsync(tensor, wire);
+    checkTensor(tensor, "all-reduce");
+    at::Tensor t = tensor;  // keeps the storage alive until the operation ran
+    shm::Group* g = group_.get();
+    return start([g, t]() mutable {
+      g->allreduceBf16Wire(t.data_ptr<float>(), static_cast<size_t>(t.numel()));
+    });
   }
 
   void allreduce(at::Tensor& tensor, ReduceOp op) override {
@@ -122,6 +127,20 @@ class ShmCommunicator : public Communicator {
   }
 
   void run(std::function<void()> op) { queue_->runBlocking(std::move(op)); }
+
+  // An operation that overlaps the caller (on the communicator's thread) where async, else run at
+  // once on the caller's thread with its outcome kept for wait().
+  std::unique_ptr<Work> start(std::function<void()> op) {
+    if (async_) return queue_->start(std::move(op));
+    auto outcome = std::make_shared<Outcome>();
+    try {
+      queue_->runBlocking(std::move(op));
+    } catch (...) {
+      outcome->error = std::current_exception();  // thrown by wait(), as from the thread
+    }
+    outcome->done = true;
+    return std::make_unique<OutcomeWork>(std::move(outcome));
+  }
 
   std::unique_ptr<shm::Group> group_;
   bool async_;

@@ -110,7 +110,8 @@ Group::Group(Segment segment, int rank, int size, uint64_t nonce, const GroupOpt
       options_(options),
       slot_bytes_(resolveSlotBytes(size, options)),
       pidfds_(static_cast<size_t>(size), -1),
-      inputs_(static_cast<size_t>(size)) {
+      inputs_(static_cast<size_t>(size)),
+      wires_(static_cast<size_t>(size)) {
   ACCEL_CHECK(rank >= 0 && rank < size, "rank ", rank, " is not in [0, ", size, ")");
   const Header& h = header();
   ACCEL_CHECK(
@@ -344,6 +345,12 @@ void Group::reduceSmall(char* data, size_t count, DType dtype, Op op, Clock::tim
   set_ ^= 1;
 }
 
+std::pair<size_t, size_t> Group::sliceOf(int r, size_t count, size_t elem) const {
+  const size_t per = roundUp((count + size_ - 1) / size_, kLine / elem);
+  const size_t lo = std::min(count, per * static_cast<size_t>(r));
+  return {lo, std::min(count, lo + per) - lo};
+}
+
 // Each rank reduces its own slice, then copies the others' slices of the result. Only what the
 // others read crosses the segment, with the chosen stores (Stores): a rank publishes the others'
 // slices of its data, reduces its own slice in place in `data` (its own part read from there)
@@ -351,11 +358,9 @@ void Group::reduceSmall(char* data, size_t count, DType dtype, Op op, Clock::tim
 // from this core's cache), and after the second sync point fetches the other slices from there.
 void Group::reduceSplit(char* data, size_t count, DType dtype, Op op, Clock::time_point deadline) {
   const size_t elem = dtypeSize(dtype);
-  const size_t align = kLine / elem;
-  const size_t per = roundUp((count + size_ - 1) / size_, align);
   const auto slice = [&](int r) {
-    const size_t lo = std::min(count, per * r);
-    return std::pair<size_t, size_t>{lo * elem, (std::min(count, lo + per) - lo) * elem};
+    const auto [lo, n] = sliceOf(r, count, elem);
+    return std::pair<size_t, size_t>{lo * elem, n * elem};
   };
   char* mine = staging(set_, rank_);
   for (int r = 0; r < size_; ++r) {
@@ -379,6 +384,51 @@ void Group::reduceSplit(char* data, size_t count, DType dtype, Op op, Clock::tim
   // No switch of sets: after the second sync point nobody reads the slots any more, and the
   // result area is written again only after the next sync point, which a rank reaches once it
   // copied this result out.
+}
+
+void Group::allreduceBf16Wire(float* data, size_t count) {
+  const auto until = deadline();
+  const size_t piece = slot_bytes_ / sizeof(uint16_t);
+  for (size_t off = 0; off < count; off += piece) {
+    const size_t n = std::min(piece, count - off);
+    if (n * sizeof(uint16_t) <= options_.small_bytes)
+      wireSmall(data + off, n, until);
+    else
+      wireSplit(data + off, n, until);
+  }
+}
+
+// Every rank publishes its part as bf16 and sums every slot: one sync point.
+void Group::wireSmall(float* data, size_t count, Clock::time_point deadline) {
+  toBf16(reinterpret_cast<uint16_t*>(staging(set_, rank_)), data, count);
+  sync("all-reduce", deadline);
+  for (int r = 0; r < size_; ++r) wires_[r] = reinterpret_cast<const uint16_t*>(staging(set_, r));
+  sumBf16Wire(data, nullptr, -1, wires_.data(), size_, count, nullptr);
+  set_ ^= 1;
+}
+
+// As reduceSplit, in bf16 between the ranks: a rank publishes the others' slices rounded to bf16,
+// sums its own slice (its own part rounded as it reads it) into `data` and, as bf16, into the
+// result area, and after the second sync point widens the others' slices of the result from there.
+void Group::wireSplit(float* data, size_t count, Clock::time_point deadline) {
+  auto* mine = reinterpret_cast<uint16_t*>(staging(set_, rank_));
+  for (int r = 0; r < size_; ++r) {
+    const auto [lo, n] = sliceOf(r, count, sizeof(uint16_t));
+    if (r != rank_ && n) toBf16(mine + lo, data + lo, n);
+  }
+  sync("all-reduce", deadline);
+  auto* sum = reinterpret_cast<uint16_t*>(result(set_));
+  const auto [lo, n] = sliceOf(rank_, count, sizeof(uint16_t));
+  if (n) {
+    for (int r = 0; r < size_; ++r)
+      wires_[r] = reinterpret_cast<const uint16_t*>(staging(set_, r)) + lo;
+    sumBf16Wire(data + lo, data + lo, rank_, wires_.data(), size_, n, sum + lo);
+  }
+  sync("all-reduce", deadline);
+  for (int r = 0; r < size_; ++r) {
+    const auto [from, len] = sliceOf(r, count, sizeof(uint16_t));
+    if (r != rank_ && len) fromBf16(data + from, sum + from, len);
+  }
 }
 
 }  // namespace accel::shm

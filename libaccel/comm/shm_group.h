@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "libaccel/comm/shm_reduce.h"
@@ -95,6 +96,10 @@ class Group {
   // Blocking collectives; each throws accel::TimeoutError past the timeout, accel::Error when a
   // peer died or another rank failed the group.
   void allreduce(void* data, size_t count, DType dtype, Op op);
+  // An in-place sum of float32 `data` with bfloat16 on the wire (sumBf16Wire, shm_reduce.h): what
+  // crosses the segment is half the bytes of a float32 all-reduce, converted on the way in and
+  // out rather than in passes of their own.
+  void allreduceBf16Wire(float* data, size_t count);
   void broadcast(void* data, size_t bytes, int root);
   void allgather(const void* in, size_t bytes, void* out);  // out: size() × bytes, rank order
   void barrier();
@@ -121,17 +126,23 @@ class Group {
   void publish(char* to, const char* from, size_t bytes) const;
   void reduceSmall(char* data, size_t count, DType dtype, Op op, Clock::time_point deadline);
   void reduceSplit(char* data, size_t count, DType dtype, Op op, Clock::time_point deadline);
+  void wireSmall(float* data, size_t count, Clock::time_point deadline);
+  void wireSplit(float* data, size_t count, Clock::time_point deadline);
+  // The split all-reduce's slice of rank `r` among `count` elements of `elem` bytes: its first
+  // element and its length.
+  std::pair<size_t, size_t> sliceOf(int r, size_t count, size_t elem) const;
 
   Segment segment_;
   int rank_;
   int size_;
   GroupOptions options_;
   size_t slot_bytes_;
-  uint32_t phase_ = 0;               // sync points passed; the same on every rank
-  int set_ = 0;                      // staging set of the next piece
-  bool streaming_ = true;            // see Stores
-  std::vector<int> pidfds_;          // per peer, opened when first waited for; -1 unknown
-  std::vector<const void*> inputs_;  // scratch: the slots a reduction reads
+  uint32_t phase_ = 0;                  // sync points passed; the same on every rank
+  int set_ = 0;                         // staging set of the next piece
+  bool streaming_ = true;               // see Stores
+  std::vector<int> pidfds_;             // per peer, opened when first waited for; -1 unknown
+  std::vector<const void*> inputs_;     // scratch: the slots a reduction reads
+  std::vector<const uint16_t*> wires_;  // scratch: the bf16 slots allreduceBf16Wire reads
 };
 
 }  // namespace accel::shm

@@ -28,6 +28,17 @@ void reduce(void* out, const void* const* in, int n, size_t count, DType dtype, 
 // cache.
 void streamCopy(void* dst, const void* src, size_t bytes);
 
+// A float32 all-reduce with bfloat16 on the wire (DDP's bf16_compress_hook): every rank's part
+// rounded to bf16, the parts summed in fp32 in rank order, the sum rounded to bf16 once — the same
+// bits as rounding into a bf16 tensor and all-reducing that. toBf16/fromBf16 convert n values;
+// sumBf16Wire sums n ranks' wire parts `in` (in[own] is not read: `ownData`, in fp32, is rounded
+// in its place; own < 0: every part from `in`) into `out` as fp32 (it may alias ownData) and,
+// with `wire`, as bf16 there too. Thread-safe (no state).
+void toBf16(uint16_t* out, const float* in, size_t count);
+void fromBf16(float* out, const uint16_t* in, size_t count);
+void sumBf16Wire(float* out, const float* ownData, int own, const uint16_t* const* in, int n,
+                 size_t count, uint16_t* wire);
+
 // Round-to-nearest-even conversions, bit for bit as c10::BFloat16 and c10::Half do them.
 uint16_t floatToBf16(float value);
 float bf16ToFloat(uint16_t bits);

@@ -215,10 +215,9 @@ void GradientSync::launch(Bucket& bucket) {
   // As views, the bucket holds each rank's sum: divided here, before the all-reduce, as the
   // copying hook divides each gradient on its way in (the same product, element by element).
   if (options_.gradient_as_bucket_view && comm_.size() > 1) bucket.flat.mul_(1.0 / comm_.size());
-  if (bucket.wire.defined()) bucket.wire.copy_(bucket.flat);  // rounds to bf16
   const auto start = std::chrono::steady_clock::now();
-  bucket.work =
-      comm_.allreduceAsync(bucket.wire.defined() ? bucket.wire : bucket.flat, ReduceOp::Sum);
+  bucket.work = bucket.wire.defined() ? comm_.allreduceBf16WireAsync(bucket.flat, bucket.wire)
+                                      : comm_.allreduceAsync(bucket.flat, ReduceOp::Sum);
   comm_time_ += std::chrono::steady_clock::now() - start;
 }
 
@@ -287,7 +286,6 @@ void GradientSync::writeBack() {
     const auto start = std::chrono::steady_clock::now();
     bucket->work->wait();
     comm_time_ += std::chrono::steady_clock::now() - start;
-    if (bucket->wire.defined()) bucket->flat.copy_(bucket->wire);
     for (size_t slot = 0; slot < bucket->params.size(); ++slot) {
       at::Tensor& p = params_[bucket->params[slot]];
       p.mutable_grad() = bucket->flat.narrow(0, bucket->offsets[slot], p.numel()).view(p.sizes());

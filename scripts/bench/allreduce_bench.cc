@@ -8,8 +8,10 @@
 // floor the all-reduce is compared with), coordinated through the shared-memory communicator;
 // "exchange" (2 ranks) the data movement alone that any all-reduce of 2 processes needs at the
 // least, with no arithmetic: each rank publishes half its bytes into shared memory and, after a
-// barrier, copies the other's half; then the same again (the inputs, then the results).
-//   allreduce_bench [--min-seconds S] memcpy exchange shm gloo
+// barrier, copies the other's half; then the same again (the inputs, then the results);
+// "bf16wire" the shared-memory all-reduce of float32 with bfloat16 on the wire
+// (allreduceBf16WireAsync, DDP's bf16_compress_hook), printed under that name.
+//   allreduce_bench [--min-seconds S] memcpy exchange shm bf16wire gloo
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -90,6 +92,11 @@ double timeOne(accel::Communicator& comm, size_t bytes, double minSeconds,
     return timeOp(
         comm, [&] { std::memcpy(to.data_ptr(), t.data_ptr(), bytes); }, minSeconds);
   }
+  if (mode == "bf16wire") {
+    at::Tensor wire = at::empty_like(t, at::kBFloat16);
+    return timeOp(
+        comm, [&] { comm.allreduceBf16WireAsync(t, wire)->wait(); }, minSeconds);
+  }
   if (mode != "exchange")
     return timeOp(
         comm, [&] { comm.allreduce(t); }, minSeconds);
@@ -130,7 +137,7 @@ int main(int argc, char** argv) {
     o.cpu_backend = name == "gloo" ? accel::CpuBackend::Gloo : accel::CpuBackend::SharedMemory;
     auto comm = accel::comm::communicatorFromEnvironment(o);
     if (name == "exchange" && comm->size() != 2) continue;  // the pair's floor only
-    const bool measuresCopies = name == "memcpy" || name == "exchange";
+    const bool measuresCopies = name == "memcpy" || name == "exchange" || name == "bf16wire";
     for (size_t bytes = 1024; bytes <= kMaxBytes; bytes *= 4) {
       const double us = timeOne(*comm, bytes, minSeconds, name);
       if (comm->rank() == 0)

@@ -178,6 +178,41 @@ TEST(ShmAsyncTest, OnItsThreadAndOnTheCallersTheWorkIsTheSame) {
   }
 }
 
+// Shared memory's bf16 wire, converted on the way in and out, gives the bits of the general path
+// (round into a bf16 copy, all-reduce it, widen it back) on 2 ranks, small and split sizes, on
+// its thread and on the caller's; float64 takes the general path.
+TEST(ShmAsyncTest, TheBf16WireEqualsAllReducingABf16Copy) {
+  for (bool async : {true, false}) {
+    auto store = c10::make_intrusive<c10d::HashStore>();
+    std::vector<std::thread> ranks;
+    for (int rank = 0; rank < 2; ++rank) {
+      ranks.emplace_back([&, rank] {
+        try {
+          comm::ShmOptions o;
+          o.timeout = std::chrono::seconds(20);
+          o.tag = "libaccel-test";
+          o.async = async;
+          auto comm = comm::makeShmCommunicator(store, rank, 2, o);
+          for (int64_t n : {int64_t{100}, int64_t{300000}}) {
+            at::manual_seed(rank + 1);
+            const at::Tensor x = at::randn({n}) * 1000;
+            at::Tensor fused = x.clone(), general = x.clone(), wide = x.to(at::kDouble);
+            at::Tensor wire = at::empty({n}, at::kBFloat16);
+            comm->allreduceBf16WireAsync(fused, wire)->wait();
+            comm->Communicator::allreduceBf16WireAsync(general, wire)->wait();
+            EXPECT_TRUE(torch::equal(fused, general)) << "async " << async << " n " << n;
+            comm->allreduceBf16WireAsync(wide, wire)->wait();
+            EXPECT_TRUE(torch::equal(wide.to(at::kFloat), general)) << "float64, n " << n;
+          }
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << "async " << async << " rank " << rank << ": " << e.what();
+        }
+      });
+    }
+    for (auto& t : ranks) t.join();
+  }
+}
+
 TEST(ShmAsyncTest, OnTheCallersThreadAFailureIsThrownByWait) {
   auto store = c10::make_intrusive<c10d::HashStore>();
   std::atomic<bool> done{false};

@@ -226,6 +226,44 @@ TEST_P(ShmGroupTest, BroadcastAllgatherAndBarrierAcrossPieces) {
   expectAllOk(ranks);
 }
 
+// Rank r's float32 element i for the bf16 wire: most not exact in bf16, of mixed magnitudes, and
+// a NaN, an infinity, a negative zero and a sum that overflows bf16 among them.
+float wireValueOf(int rank, size_t i) {
+  if (i == 5) return rank == 1 ? std::nanf("") : 1.0f;
+  if (i == 6) return rank == 0 ? INFINITY : -2.5f;
+  if (i == 7) return -0.0f;
+  if (i == 8) return 3.3e38f;
+  return std::sin(static_cast<float>(i) * 0.37f + static_cast<float>(rank)) *
+         static_cast<float>(1 + i % 7) * 1000.0f;
+}
+
+// The bf16 wire's sum, bit for bit as rounding every rank's part to bf16 and summing in rank
+// order in fp32, the sum rounded once — at sizes that take the small path, the split path and
+// several pieces.
+TEST_P(ShmGroupTest, Bf16WireEqualsRoundingEachPartThenSumming) {
+  const Ranks ranks = runRanks(GetParam(), smallSlots(), [](Group& g) {
+    for (size_t count : {size_t{1}, size_t{37}, size_t{3000}, size_t{20000}}) {
+      std::vector<float> data(count);
+      for (size_t i = 0; i < count; ++i) data[i] = wireValueOf(g.rank(), i);
+      g.allreduceBf16Wire(data.data(), count);
+      for (size_t i = 0; i < count; ++i) {
+        float acc = 0;
+        for (int r = 0; r < g.size(); ++r) {
+          const float part = bf16ToFloat(floatToBf16(wireValueOf(r, i)));
+          acc = r == 0 ? part : acc + part;
+        }
+        const float want = bf16ToFloat(floatToBf16(acc));
+        if (std::memcmp(&want, &data[i], sizeof want) != 0)
+          return "count " + std::to_string(count) + " element " + std::to_string(i) + ": " +
+                 std::to_string(data[i]) + " != " + std::to_string(want);
+      }
+    }
+    return std::string();
+  });
+  expectAllOk(ranks);
+  for (const auto& report : ranks.reports) EXPECT_EQ(report, "ok ");
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmGroupTest, ::testing::Values(2, 3, 4));
 
 // Once every rank attached, the name is gone from /dev/shm (rank 0 removes it before its first
