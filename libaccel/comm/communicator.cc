@@ -22,6 +22,11 @@ class WidenedWork : public Work {
 
 }  // namespace
 
+std::unique_ptr<Work> Communicator::allreduceMeanAsync(at::Tensor& tensor) {
+  tensor.mul_(1.0 / size());
+  return allreduceAsync(tensor, ReduceOp::Sum);
+}
+
 std::unique_ptr<Work> Communicator::allreduceBf16WireAsync(at::Tensor& tensor, at::Tensor& wire) {
   wire.copy_(tensor);  // rounds to bf16
   return std::make_unique<WidenedWork>(allreduceAsync(wire, ReduceOp::Sum), wire, tensor);

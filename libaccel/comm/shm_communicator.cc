@@ -74,6 +74,19 @@ class ShmCommunicator : public Communicator {
     return start(allreduceOp(tensor, op));
   }
 
+  // float32 scaled on its way into the segment and into the sum (Group::allreduceMean), with the
+  // float the default's mul_ multiplies by; other dtypes as the default does.
+  std::unique_ptr<Work> allreduceMeanAsync(at::Tensor& tensor) override {
+    if (tensor.scalar_type() != at::kFloat) return Communicator::allreduceMeanAsync(tensor);
+    checkTensor(tensor, "all-reduce");
+    at::Tensor t = tensor;  // keeps the storage alive until the operation ran
+    shm::Group* g = group_.get();
+    const float scale = static_cast<float>(1.0 / size());
+    return start([g, t, scale]() mutable {
+      g->allreduceMean(t.data_ptr<float>(), static_cast<size_t>(t.numel()), scale);
+    });
+  }
+
   // float32 converted to bf16 on its way into the segment and back (Group::allreduceBf16Wire):
   // no passes of their own, and `wire` unused. float64 through the bf16 copy.
   std::unique_ptr<Work> allreduceBf16WireAsync(at::Tensor& tensor, at::Tensor& wire) override {

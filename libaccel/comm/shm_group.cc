@@ -111,7 +111,8 @@ Group::Group(Segment segment, int rank, int size, uint64_t nonce, const GroupOpt
       slot_bytes_(resolveSlotBytes(size, options)),
       pidfds_(static_cast<size_t>(size), -1),
       inputs_(static_cast<size_t>(size)),
-      wires_(static_cast<size_t>(size)) {
+      wires_(static_cast<size_t>(size)),
+      parts_(static_cast<size_t>(size)) {
   ACCEL_CHECK(rank >= 0 && rank < size, "rank ", rank, " is not in [0, ", size, ")");
   const Header& h = header();
   ACCEL_CHECK(
@@ -428,6 +429,56 @@ void Group::wireSplit(float* data, size_t count, Clock::time_point deadline) {
   for (int r = 0; r < size_; ++r) {
     const auto [from, len] = sliceOf(r, count, sizeof(uint16_t));
     if (r != rank_ && len) fromBf16(data + from, sum + from, len);
+  }
+}
+
+void Group::allreduceMean(float* data, size_t count, float scale) {
+  const auto until = deadline();
+  const size_t piece = slot_bytes_ / sizeof(float);
+  for (size_t off = 0; off < count; off += piece) {
+    const size_t n = std::min(piece, count - off);
+    if (n * sizeof(float) <= options_.small_bytes) {
+      meanSmall(data + off, n, scale, until);
+    } else if (streaming_) {  // the streamed publish copies as they are: scale in a pass first
+      scaleCopy(data + off, data + off, scale, n);
+      reduceSplit(reinterpret_cast<char*>(data + off), n, DType::F32, Op::Sum, until);
+    } else {
+      meanSplit(data + off, n, scale, until);
+    }
+  }
+}
+
+// Every rank publishes its part scaled and sums every slot: one sync point.
+void Group::meanSmall(float* data, size_t count, float scale, Clock::time_point deadline) {
+  scaleCopy(reinterpret_cast<float*>(staging(set_, rank_)), data, scale, count);
+  sync("all-reduce", deadline);
+  for (int r = 0; r < size_; ++r) parts_[r] = reinterpret_cast<const float*>(staging(set_, r));
+  sumOwnScaled(data, parts_.data(), -1, scale, size_, count);
+  set_ ^= 1;
+}
+
+// As reduceSplit with plain stores, scaling on the way: a rank publishes the others' slices
+// scaled, sums its own slice (its own part scaled as it reads it) into `data`, copies that sum to
+// the result area from its cache, and after the second sync point fetches the others' slices.
+void Group::meanSplit(float* data, size_t count, float scale, Clock::time_point deadline) {
+  auto* mine = reinterpret_cast<float*>(staging(set_, rank_));
+  for (int r = 0; r < size_; ++r) {
+    const auto [lo, n] = sliceOf(r, count, sizeof(float));
+    if (r != rank_ && n) scaleCopy(mine + lo, data + lo, scale, n);
+  }
+  sync("all-reduce", deadline);
+  auto* sum = reinterpret_cast<float*>(result(set_));
+  const auto [lo, n] = sliceOf(rank_, count, sizeof(float));
+  if (n) {
+    for (int r = 0; r < size_; ++r)
+      parts_[r] = r == rank_ ? data + lo : reinterpret_cast<const float*>(staging(set_, r)) + lo;
+    sumOwnScaled(data + lo, parts_.data(), rank_, scale, size_, n);
+    std::memcpy(sum + lo, data + lo, n * sizeof(float));
+  }
+  sync("all-reduce", deadline);
+  for (int r = 0; r < size_; ++r) {
+    const auto [from, len] = sliceOf(r, count, sizeof(float));
+    if (r != rank_ && len) std::memcpy(data + from, sum + from, len * sizeof(float));
   }
 }
 

@@ -100,6 +100,10 @@ class Group {
   // crosses the segment is half the bytes of a float32 all-reduce, converted on the way in and
   // out rather than in passes of their own.
   void allreduceBf16Wire(float* data, size_t count);
+  // An in-place average of float32 `data`: each rank's part times `scale` (1 / size()), summed
+  // (scaleCopy, sumOwnScaled: the bits of scaling in a pass of its own, then all-reducing), the
+  // scaling done on the way into the segment and the sum.
+  void allreduceMean(float* data, size_t count, float scale);
   void broadcast(void* data, size_t bytes, int root);
   void allgather(const void* in, size_t bytes, void* out);  // out: size() × bytes, rank order
   void barrier();
@@ -128,6 +132,8 @@ class Group {
   void reduceSplit(char* data, size_t count, DType dtype, Op op, Clock::time_point deadline);
   void wireSmall(float* data, size_t count, Clock::time_point deadline);
   void wireSplit(float* data, size_t count, Clock::time_point deadline);
+  void meanSmall(float* data, size_t count, float scale, Clock::time_point deadline);
+  void meanSplit(float* data, size_t count, float scale, Clock::time_point deadline);
   // The split all-reduce's slice of rank `r` among `count` elements of `elem` bytes: its first
   // element and its length.
   std::pair<size_t, size_t> sliceOf(int r, size_t count, size_t elem) const;
@@ -143,6 +149,7 @@ class Group {
   std::vector<int> pidfds_;             // per peer, opened when first waited for; -1 unknown
   std::vector<const void*> inputs_;     // scratch: the slots a reduction reads
   std::vector<const uint16_t*> wires_;  // scratch: the bf16 slots allreduceBf16Wire reads
+  std::vector<const float*> parts_;     // scratch: the float32 slots allreduceMean reads
 };
 
 }  // namespace accel::shm

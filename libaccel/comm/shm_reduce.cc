@@ -140,9 +140,10 @@ void reduceOp(void* out, const void* const* in, int n, size_t count, Op op, void
 
 }  // namespace
 
-// The bf16 wire's loops, compiled for AVX-512 and AVX2 besides the baseline, the best the CPU
-// runs chosen when the library loads: rounding and widening are most of their time, and SSE2's
-// 128 bits run them about 3x slower than AVX-512 (1 MiB: 362 us against 108 on the 2-core VM).
+// The bf16 wire's and the average's loops, compiled for AVX-512 and AVX2 besides the baseline,
+// the best the CPU runs chosen when the library loads: for the wire rounding and widening are
+// most of its time, and SSE2's 128 bits ran it about 3x slower than AVX-512 (1 MiB: 362 us
+// against 108 on the 2-core VM).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define ACCEL_WIDE_LOOPS \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -184,6 +185,25 @@ ACCEL_WIDE_LOOPS void sumBf16Wire(float* out, const float* ownData, int own,
     for (size_t i = 0; i < len; ++i) rounded[i] = floatToBf16(acc[i]);
     for (size_t i = 0; i < len; ++i) out[start + i] = bf16ToFloat(rounded[i]);
     if (wire) std::memcpy(wire + start, rounded, len * sizeof(uint16_t));
+  }
+}
+
+ACCEL_WIDE_LOOPS void scaleCopy(float* dst, const float* src, float scale, size_t count) {
+  for (size_t i = 0; i < count; ++i) dst[i] = src[i] * scale;
+}
+
+ACCEL_WIDE_LOOPS void sumOwnScaled(float* out, const float* const* in, int own, float scale, int n,
+                                   size_t count) {
+  float acc[kBlock];
+  for (size_t start = 0; start < count; start += kBlock) {
+    const size_t len = std::min(kBlock, count - start);
+    for (int k = 0; k < n; ++k) {
+      const float* src = in[k] + start;
+      const float by = k == own ? scale : 1.0f;  // x * 1.0f is x, bit for bit
+      for (size_t i = 0; i < len; ++i) acc[i] = k == 0 ? src[i] * by : acc[i] + src[i] * by;
+    }
+    // Every part of the block is read before its sum is written: `out` may alias in[own].
+    std::memcpy(out + start, acc, len * sizeof(float));
   }
 }
 

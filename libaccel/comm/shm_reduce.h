@@ -39,6 +39,14 @@ void fromBf16(float* out, const uint16_t* in, size_t count);
 void sumBf16Wire(float* out, const float* ownData, int own, const uint16_t* const* in, int n,
                  size_t count, uint16_t* wire);
 
+// A float32 average: every rank's part multiplied by `scale` (1 / ranks), the products summed in
+// rank order — the bits of scaling each part first (tensor.mul_(1.0 / ranks)) and summing.
+// scaleCopy: dst[i] = src[i] * scale. sumOwnScaled: out[i] = Σ_k part_k[i] in k's order, where
+// part_own = in[own][i] * scale (this rank's unscaled data; `out` may alias it) and the others'
+// parts were scaled already. Thread-safe (no state).
+void scaleCopy(float* dst, const float* src, float scale, size_t count);
+void sumOwnScaled(float* out, const float* const* in, int own, float scale, int n, size_t count);
+
 // Round-to-nearest-even conversions, bit for bit as c10::BFloat16 and c10::Half do them.
 uint16_t floatToBf16(float value);
 float bf16ToFloat(uint16_t bits);

@@ -31,7 +31,7 @@ class AfterAccumulation : public torch::autograd::FunctionPostHook {
 
 struct GradientSync::Bucket {
   at::Tensor flat;               // the bucket's gradients, back to back
-  at::Tensor wire;               // with bf16 compression: what the all-reduce moves
+  at::Tensor wire;               // with bf16 compression: the bf16 copy (allreduceBf16WireAsync)
   std::vector<size_t> params;    // indices into params_
   std::vector<int64_t> offsets;  // element offset of each param in `flat`
   size_t ready = 0;
@@ -212,12 +212,18 @@ void GradientSync::launchReady() {
 }
 
 void GradientSync::launch(Bucket& bucket) {
-  // As views, the bucket holds each rank's sum: divided here, before the all-reduce, as the
-  // copying hook divides each gradient on its way in (the same product, element by element).
-  if (options_.gradient_as_bucket_view && comm_.size() > 1) bucket.flat.mul_(1.0 / comm_.size());
+  // As views, the bucket holds each rank's sum: divided before the all-reduce (by the
+  // communicator, on the way, where it can), as the copying hook divides each gradient on its way
+  // in (the same product, element by element).
+  const bool divide = options_.gradient_as_bucket_view && comm_.size() > 1;
+  if (bucket.wire.defined() && divide) bucket.flat.mul_(1.0 / comm_.size());
   const auto start = std::chrono::steady_clock::now();
-  bucket.work = bucket.wire.defined() ? comm_.allreduceBf16WireAsync(bucket.flat, bucket.wire)
-                                      : comm_.allreduceAsync(bucket.flat, ReduceOp::Sum);
+  if (bucket.wire.defined()) {
+    bucket.work = comm_.allreduceBf16WireAsync(bucket.flat, bucket.wire);
+  } else {
+    bucket.work = divide ? comm_.allreduceMeanAsync(bucket.flat)
+                         : comm_.allreduceAsync(bucket.flat, ReduceOp::Sum);
+  }
   comm_time_ += std::chrono::steady_clock::now() - start;
 }
 

@@ -10,8 +10,11 @@
 // least, with no arithmetic: each rank publishes half its bytes into shared memory and, after a
 // barrier, copies the other's half; then the same again (the inputs, then the results);
 // "bf16wire" the shared-memory all-reduce of float32 with bfloat16 on the wire
-// (allreduceBf16WireAsync, DDP's bf16_compress_hook), printed under that name.
-//   allreduce_bench [--min-seconds S] memcpy exchange shm bf16wire gloo
+// (allreduceBf16WireAsync, DDP's bf16_compress_hook), printed under that name; "mean" the
+// shared-memory average (allreduceMeanAsync: each part divided by the ranks on the way), and
+// "mean-pass" the same average as a division in a pass of its own (mul_), then the sum (every
+// rank's tensor is all ones, so the average stays ones however often it runs).
+//   allreduce_bench [--min-seconds S] memcpy exchange shm bf16wire mean mean-pass gloo
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -92,6 +95,12 @@ double timeOne(accel::Communicator& comm, size_t bytes, double minSeconds,
     return timeOp(
         comm, [&] { std::memcpy(to.data_ptr(), t.data_ptr(), bytes); }, minSeconds);
   }
+  if (mode == "mean")  // scaled on the way, where the communicator can
+    return timeOp(
+        comm, [&] { comm.allreduceMeanAsync(t)->wait(); }, minSeconds);
+  if (mode == "mean-pass")  // scaled in a pass of its own (mul_), then summed
+    return timeOp(
+        comm, [&] { comm.Communicator::allreduceMeanAsync(t)->wait(); }, minSeconds);
   if (mode == "bf16wire") {
     at::Tensor wire = at::empty_like(t, at::kBFloat16);
     return timeOp(
@@ -137,7 +146,8 @@ int main(int argc, char** argv) {
     o.cpu_backend = name == "gloo" ? accel::CpuBackend::Gloo : accel::CpuBackend::SharedMemory;
     auto comm = accel::comm::communicatorFromEnvironment(o);
     if (name == "exchange" && comm->size() != 2) continue;  // the pair's floor only
-    const bool measuresCopies = name == "memcpy" || name == "exchange" || name == "bf16wire";
+    const bool measuresCopies = name == "memcpy" || name == "exchange" || name == "bf16wire" ||
+                                name == "mean" || name == "mean-pass";
     for (size_t bytes = 1024; bytes <= kMaxBytes; bytes *= 4) {
       const double us = timeOne(*comm, bytes, minSeconds, name);
       if (comm->rank() == 0)

@@ -180,8 +180,9 @@ TEST(ShmAsyncTest, OnItsThreadAndOnTheCallersTheWorkIsTheSame) {
 
 // Shared memory's bf16 wire, converted on the way in and out, gives the bits of the general path
 // (round into a bf16 copy, all-reduce it, widen it back) on 2 ranks, small and split sizes, on
-// its thread and on the caller's; float64 takes the general path.
-TEST(ShmAsyncTest, TheBf16WireEqualsAllReducingABf16Copy) {
+// its thread and on the caller's; float64 takes the general path. So does its average, scaled on
+// the way (against mul_, then the all-reduce).
+TEST(ShmAsyncTest, TheBf16WireAndTheMeanEqualTheirGeneralPaths) {
   for (bool async : {true, false}) {
     auto store = c10::make_intrusive<c10d::HashStore>();
     std::vector<std::thread> ranks;
@@ -203,6 +204,11 @@ TEST(ShmAsyncTest, TheBf16WireEqualsAllReducingABf16Copy) {
             EXPECT_TRUE(torch::equal(fused, general)) << "async " << async << " n " << n;
             comm->allreduceBf16WireAsync(wide, wire)->wait();
             EXPECT_TRUE(torch::equal(wide.to(at::kFloat), general)) << "float64, n " << n;
+            // The average: scaled on the way, the bits of mul_ then the all-reduce.
+            at::Tensor mean = x.clone(), divided = x.clone();
+            comm->allreduceMeanAsync(mean)->wait();
+            comm->Communicator::allreduceMeanAsync(divided)->wait();
+            EXPECT_TRUE(torch::equal(mean, divided)) << "mean, async " << async << " n " << n;
           }
         } catch (const std::exception& e) {
           ADD_FAILURE() << "async " << async << " rank " << rank << ": " << e.what();

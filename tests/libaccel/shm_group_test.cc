@@ -264,6 +264,38 @@ TEST_P(ShmGroupTest, Bf16WireEqualsRoundingEachPartThenSumming) {
   for (const auto& report : ranks.reports) EXPECT_EQ(report, "ok ");
 }
 
+// The average's sum, bit for bit as scaling every rank's part by 1/ranks (as a float) and summing
+// in rank order — with plain stores (scaled on the way) and streaming ones (scaled in a pass),
+// at sizes that take the small path, the split path and several pieces.
+TEST_P(ShmGroupTest, MeanEqualsScalingEachPartThenSumming) {
+  for (Stores stores : {Stores::Plain, Stores::Streaming}) {
+    GroupOptions options = smallSlots();
+    options.stores = stores;
+    const Ranks ranks = runRanks(GetParam(), options, [](Group& g) {
+      const float scale = static_cast<float>(1.0 / g.size());
+      for (size_t count : {size_t{1}, size_t{37}, size_t{3000}, size_t{20000}}) {
+        std::vector<float> data(count);
+        for (size_t i = 0; i < count; ++i) data[i] = wireValueOf(g.rank(), i);
+        g.allreduceMean(data.data(), count, scale);
+        for (size_t i = 0; i < count; ++i) {
+          float want = 0;
+          for (int r = 0; r < g.size(); ++r) {
+            const float part = wireValueOf(r, i) * scale;
+            want = r == 0 ? part : want + part;
+          }
+          if (std::memcmp(&want, &data[i], sizeof want) != 0)
+            return "count " + std::to_string(count) + " element " + std::to_string(i) + ": " +
+                   std::to_string(data[i]) + " != " + std::to_string(want);
+        }
+      }
+      return std::string();
+    });
+    expectAllOk(ranks);
+    for (const auto& report : ranks.reports)
+      EXPECT_EQ(report, "ok ") << "stores " << static_cast<int>(stores);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmGroupTest, ::testing::Values(2, 3, 4));
 
 // Once every rank attached, the name is gone from /dev/shm (rank 0 removes it before its first

@@ -60,6 +60,12 @@ class Communicator {
   // failed. A no-op where collectives complete before they return (the CPU communicators).
   virtual void synchronize() {}
 
+  // An in-place average: each rank's `tensor` divided by size() as tensor.mul_(1.0 / size())
+  // divides it, then summed as allreduceAsync sums — DDP's division before the all-reduce. By
+  // default exactly that; shared memory scales float32 on its way into the segment and into the
+  // sum instead of in a pass of its own (the same bits).
+  virtual std::unique_ptr<Work> allreduceMeanAsync(at::Tensor& tensor);
+
   // An in-place sum of a float32 `tensor` whose bytes travel as bfloat16 (DDP's
   // bf16_compress_hook): each rank's part rounded to bf16 and summed as this backend sums bf16
   // (shared memory: in fp32, rounded once; Gloo and NCCL: in bf16), the sum widened back into
