@@ -12,7 +12,10 @@
 # also the exchange: that data movement alone, between the two processes and with no arithmetic
 # (each publishes half into shared memory, copies the other's half after a barrier; twice), and
 # shared memory's time over it — what the all-reduce adds to moving its bytes. Last, the
-# shared-memory all-reduce with plain and with streaming stores forced (ACCEL_SHM_STORES).
+# shared-memory all-reduce with plain and with streaming stores forced (ACCEL_SHM_STORES). A
+# second table: what gradient sync runs over shared memory — the average with each rank's part
+# divided on its way in (allreduceMeanAsync) and with the division in a pass of its own (mul_,
+# then the sum), and float32 with bf16 on the wire (allreduceBf16WireAsync) — beside the sum.
 #   scripts/bench/allreduce.sh [--min-seconds S] [--nproc N] [--quick]
 # --quick (ctest's bench.allreduce_quick): --min-seconds 0.01.
 set -euo pipefail
@@ -34,7 +37,7 @@ bench=$build/scripts/bench/allreduce_bench
 export OMP_NUM_THREADS=1
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-"$accel" launch -q --cpu -n "$n" --no_python "$bench" --min-seconds "$min" memcpy exchange shm gloo >>"$out" 2>&1
+"$accel" launch -q --cpu -n "$n" --no_python "$bench" --min-seconds "$min" memcpy exchange shm mean mean-pass bf16wire gloo >>"$out" 2>&1
 # The shared-memory all-reduce with each kind of store forced (ACCEL_SHM_STORES): what the default
 # (auto: timed when the group forms) chose between.
 for stores in plain streaming; do
@@ -54,5 +57,16 @@ awk -v n="$n" '
       exch = us["exchange", s] > 0 ? sprintf("%8.2fx", us["shm", s] / us["exchange", s]) : "       -"
       printf "%10d | %10.1f %10.1f %10.1f | %9.2f | %8.1fx %8.1fx | %10.2f %s | %10.1f %s | %9.1f %9.1f\n", s, us["shm", s], us["gloo", s], us["pygloo", s], bw,
              us["gloo", s] / us["shm", s], us["pygloo", s] / us["shm", s], us["memcpy", s], floor, us["exchange", s], exch, us["plain", s], us["streaming", s]
+    }
+  }' "$out"
+echo
+awk '
+  { line = $0; if (sub(/^.*allreduce /, "", line)) { split(line, f, " "); us[f[1], f[2]] = f[3] } }
+  END {
+    printf "%10s | %10s | %10s %10s %9s | %10s %9s\n", "bytes", "sum us", "mean us", "pass us", "mean/pass", "bf16w us", "bf16w/sum"
+    for (s = 1024; s <= 67108864; s *= 4) {
+      if (!(("mean", s) in us)) continue
+      printf "%10d | %10.1f | %10.1f %10.1f %8.2fx | %10.1f %8.2fx\n", s, us["shm", s], us["mean", s], us["mean-pass", s],
+             us["mean", s] / us["mean-pass", s], us["bf16wire", s], us["bf16wire", s] / us["shm", s]
     }
   }' "$out"
