@@ -1,4 +1,5 @@
 #include <atomic>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -139,11 +140,9 @@ TEST(CommunicatorsInTurn, EachOnTheSameStoreMeetsItsOwnPeers) {
   }
 }
 
-// Shared memory's allreduceAsync on its thread (a CPU to spare) and on the caller's (one CPU
-// per rank or fewer, as on a 2-core machine with 2 ranks): three in flight, waited for in order,
-// give the same sums; on the caller's thread the result is there when the call returns, and a
-// failure (here: the peer never comes) is thrown by wait(), not by the call.
-TEST(ShmAsyncTest, OnItsThreadAndOnTheCallersTheWorkIsTheSame) {
+// Runs body(comm, rank, async) on 2 shared-memory ranks as threads, once with the all-reduce on
+// the communicator's thread and once on the caller's; an exception fails the test, naming both.
+void onTwoShmRanks(const std::function<void(Communicator&, int, bool)>& body) {
   for (bool async : {true, false}) {
     auto store = c10::make_intrusive<c10d::HashStore>();
     std::vector<std::thread> ranks;
@@ -155,20 +154,7 @@ TEST(ShmAsyncTest, OnItsThreadAndOnTheCallersTheWorkIsTheSame) {
           o.tag = "libaccel-test";
           o.async = async;
           auto comm = comm::makeShmCommunicator(store, rank, 2, o);
-          std::vector<at::Tensor> ts;
-          std::vector<std::unique_ptr<Work>> works;
-          for (int k = 0; k < 3; ++k) {
-            ts.push_back(at::full({20000}, static_cast<float>(rank + 1 + 10 * k)));
-            works.push_back(comm->allreduceAsync(ts.back(), ReduceOp::Sum));
-            if (!async) {
-              EXPECT_EQ(ts.back()[19999].item<float>(), 3.0f + 20 * k);
-            }
-          }
-          for (int k = 0; k < 3; ++k) {
-            works[static_cast<size_t>(k)]->wait();
-            EXPECT_TRUE(torch::equal(ts[static_cast<size_t>(k)], at::full({20000}, 3.0f + 20 * k)))
-                << "async " << async << " rank " << rank << " all-reduce " << k;
-          }
+          body(*comm, rank, async);
         } catch (const std::exception& e) {
           ADD_FAILURE() << "async " << async << " rank " << rank << ": " << e.what();
         }
@@ -178,45 +164,52 @@ TEST(ShmAsyncTest, OnItsThreadAndOnTheCallersTheWorkIsTheSame) {
   }
 }
 
+// Shared memory's allreduceAsync on its thread (a CPU to spare) and on the caller's (one CPU
+// per rank or fewer, as on a 2-core machine with 2 ranks): three in flight, waited for in order,
+// give the same sums; on the caller's thread the result is there when the call returns, and a
+// failure (here: the peer never comes) is thrown by wait(), not by the call.
+TEST(ShmAsyncTest, OnItsThreadAndOnTheCallersTheWorkIsTheSame) {
+  onTwoShmRanks([](Communicator& comm, int rank, bool async) {
+    std::vector<at::Tensor> ts;
+    std::vector<std::unique_ptr<Work>> works;
+    for (int k = 0; k < 3; ++k) {
+      ts.push_back(at::full({20000}, static_cast<float>(rank + 1 + 10 * k)));
+      works.push_back(comm.allreduceAsync(ts.back(), ReduceOp::Sum));
+      if (!async) {
+        EXPECT_EQ(ts.back()[19999].item<float>(), 3.0f + 20 * k);
+      }
+    }
+    for (int k = 0; k < 3; ++k) {
+      works[static_cast<size_t>(k)]->wait();
+      EXPECT_TRUE(torch::equal(ts[static_cast<size_t>(k)], at::full({20000}, 3.0f + 20 * k)))
+          << "async " << async << " rank " << rank << " all-reduce " << k;
+    }
+  });
+}
+
 // Shared memory's bf16 wire, converted on the way in and out, gives the bits of the general path
 // (round into a bf16 copy, all-reduce it, widen it back) on 2 ranks, small and split sizes, on
 // its thread and on the caller's; float64 takes the general path. So does its average, scaled on
 // the way (against mul_, then the all-reduce).
 TEST(ShmAsyncTest, TheBf16WireAndTheMeanEqualTheirGeneralPaths) {
-  for (bool async : {true, false}) {
-    auto store = c10::make_intrusive<c10d::HashStore>();
-    std::vector<std::thread> ranks;
-    for (int rank = 0; rank < 2; ++rank) {
-      ranks.emplace_back([&, rank] {
-        try {
-          comm::ShmOptions o;
-          o.timeout = std::chrono::seconds(20);
-          o.tag = "libaccel-test";
-          o.async = async;
-          auto comm = comm::makeShmCommunicator(store, rank, 2, o);
-          for (int64_t n : {int64_t{100}, int64_t{300000}}) {
-            at::manual_seed(rank + 1);
-            const at::Tensor x = at::randn({n}) * 1000;
-            at::Tensor fused = x.clone(), general = x.clone(), wide = x.to(at::kDouble);
-            at::Tensor wire = at::empty({n}, at::kBFloat16);
-            comm->allreduceBf16WireAsync(fused, wire)->wait();
-            comm->Communicator::allreduceBf16WireAsync(general, wire)->wait();
-            EXPECT_TRUE(torch::equal(fused, general)) << "async " << async << " n " << n;
-            comm->allreduceBf16WireAsync(wide, wire)->wait();
-            EXPECT_TRUE(torch::equal(wide.to(at::kFloat), general)) << "float64, n " << n;
-            // The average: scaled on the way, the bits of mul_ then the all-reduce.
-            at::Tensor mean = x.clone(), divided = x.clone();
-            comm->allreduceMeanAsync(mean)->wait();
-            comm->Communicator::allreduceMeanAsync(divided)->wait();
-            EXPECT_TRUE(torch::equal(mean, divided)) << "mean, async " << async << " n " << n;
-          }
-        } catch (const std::exception& e) {
-          ADD_FAILURE() << "async " << async << " rank " << rank << ": " << e.what();
-        }
-      });
+  onTwoShmRanks([](Communicator& comm, int rank, bool async) {
+    for (int64_t n : {int64_t{100}, int64_t{300000}}) {
+      at::manual_seed(rank + 1);
+      const at::Tensor x = at::randn({n}) * 1000;
+      at::Tensor fused = x.clone(), general = x.clone(), wide = x.to(at::kDouble);
+      at::Tensor wire = at::empty({n}, at::kBFloat16);
+      comm.allreduceBf16WireAsync(fused, wire)->wait();
+      comm.Communicator::allreduceBf16WireAsync(general, wire)->wait();
+      EXPECT_TRUE(torch::equal(fused, general)) << "async " << async << " n " << n;
+      comm.allreduceBf16WireAsync(wide, wire)->wait();
+      EXPECT_TRUE(torch::equal(wide.to(at::kFloat), general)) << "float64, n " << n;
+      // The average: scaled on the way, the bits of mul_ then the all-reduce.
+      at::Tensor mean = x.clone(), divided = x.clone();
+      comm.allreduceMeanAsync(mean)->wait();
+      comm.Communicator::allreduceMeanAsync(divided)->wait();
+      EXPECT_TRUE(torch::equal(mean, divided)) << "mean, async " << async << " n " << n;
     }
-    for (auto& t : ranks) t.join();
-  }
+  });
 }
 
 TEST(ShmAsyncTest, OnTheCallersThreadAFailureIsThrownByWait) {
