@@ -166,18 +166,17 @@ ACCEL_WIDE_LOOPS void sumBf16Wire(float* out, const float* ownData, int own,
   for (size_t start = 0; start < count; start += kBlock) {
     const size_t len = std::min(kBlock, count - start);
     for (int k = 0; k < n; ++k) {
-      float* a = acc;
       if (k == own) {
         const float* src = ownData + start;
         for (size_t i = 0; i < len; ++i) {
           const float v = bf16ToFloat(floatToBf16(src[i]));
-          a[i] = k == 0 ? v : a[i] + v;
+          acc[i] = k == 0 ? v : acc[i] + v;
         }
       } else {
         const uint16_t* src = in[k] + start;
         for (size_t i = 0; i < len; ++i) {
           const float v = bf16ToFloat(src[i]);
-          a[i] = k == 0 ? v : a[i] + v;
+          acc[i] = k == 0 ? v : acc[i] + v;
         }
       }
     }
