@@ -23,6 +23,8 @@ packages=(
   # rendezvous on etcd (issue 34): tests start members of their own, never the service; TLS to
   # etcd (libssl-dev) with certificates the tests make (openssl)
   etcd-server etcd-client libssl-dev openssl
+  # HTTP/2 to etcd's gRPC: the lease's renewals on one kept stream (nghttp2)
+  libnghttp2-dev
   # torchrun's etcd-v2 backend, the reference of scripts/bench/etcd_recovery.sh
   python3-etcd
   # scripts/bench/plot_scale.sh's plot of the rendezvous at scale

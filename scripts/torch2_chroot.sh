@@ -53,8 +53,9 @@ else
   # that a cached chroot is topped up in seconds instead of rebuilt. OpenBLAS: Debian's torch
   # calls whatever libblas.so.3 the alternatives name, else the reference BLAS (~17x slower).
   # etcd-server: trixie's etcd 3.5, so the launcher's etcd tests (run by scripts/torch2_test.sh)
-  # speak to 3.5 there as to Debian 12's 3.4 here; libssl-dev, so that they speak TLS to it too.
-  extras=(libopenblas0-pthread etcd-server libssl-dev)
+  # speak to 3.5 there as to Debian 12's 3.4 here; libssl-dev, so that they speak TLS to it too;
+  # libnghttp2-dev, so that the lease's renewals go over its gRPC (HTTP/2) there too.
+  extras=(libopenblas0-pthread etcd-server libssl-dev libnghttp2-dev)
   packages+=("${extras[@]}")
 fi
 

@@ -40,6 +40,9 @@ struct EtcdOptions {
   // The endpoint a client tries first (modulo their number): the agents of a job spread over
   // them, so that one endpoint gone is every agent's problem only for its share of them.
   size_t first_endpoint = 0;
+  // Lease renewals on one kept gRPC stream per endpoint (HTTP/2) where the endpoint speaks it;
+  // false: every call through the JSON gateway (the benchmarks' reference).
+  bool renew_over_grpc = true;
 };
 
 struct EtcdKeyValue {

@@ -9,7 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -152,6 +154,40 @@ TEST_F(EtcdClientTest, LeasesCarryTheirKeys) {
   }
 }
 
+// The lease's renewals go on one gRPC stream that stays open (HTTP/2 to etcd's client port), as
+// etcd's own clients keep them: etcd's counters say one stream started and took every renewal,
+// where the JSON gateway (renew_over_grpc false, the reference) starts a stream per renewal. A
+// lease gone renews to 0 on the stream too.
+TEST_F(EtcdClientTest, RenewalsGoOnOneKeptGrpcStream) {
+  const std::string labels =
+      R"({grpc_method="LeaseKeepAlive",grpc_service="etcdserverpb.Lease",grpc_type="bidi_stream"})";
+  const std::string started = "grpc_server_started_total" + labels;
+  const std::string received = "grpc_server_msg_received_total" + labels;
+  EtcdClient c = client();
+  const int64_t lease = c.grantLease(5s);
+  const double started0 = metric(started), received0 = metric(received);
+  for (int i = 0; i < 5; ++i) {
+    const int64_t ttl = c.keepAlive(lease);
+    EXPECT_GE(ttl, 4);
+    EXPECT_LE(ttl, 5);
+  }
+  EXPECT_EQ(metric(started) - started0, 1);
+  EXPECT_EQ(metric(received) - received0, 5);
+  EXPECT_GT(c.revision(), 0);
+  EXPECT_EQ(c.requests(), 6u);  // the grant and five renewals
+
+  EtcdOptions o;
+  o.endpoints = *parseEtcdEndpoints(member_->endpoint());
+  o.renew_over_grpc = false;
+  EtcdClient gateway(o);
+  for (int i = 0; i < 3; ++i) EXPECT_GE(gateway.keepAlive(lease), 4);
+  EXPECT_EQ(metric(started) - started0, 1 + 3);
+
+  c.revokeLease(lease);
+  EXPECT_EQ(c.keepAlive(lease), 0);
+  EXPECT_EQ(metric(started) - started0, 1 + 3);  // still the first stream
+}
+
 // An endpoint nobody answers on (port 1) is passed over for the next; with none left, the error
 // names each endpoint and what it said.
 TEST_F(EtcdClientTest, EndpointsFailOverAndTheErrorNamesEach) {
@@ -199,8 +235,10 @@ TEST_F(EtcdClientTest, ACallThatRanOutOnASilentEndpointLeavesItForTheNextCall) {
   ::close(silent);
 }
 
-// An HTTP server on loopback (port from the kernel) that answers every request with `body`
-// (status 200, as etcd's gateway answers a streaming call even when it failed): one connection.
+// An HTTP/1.1 server on loopback (port from the kernel) that answers every request with `body`
+// (status 200, as etcd's gateway answers a streaming call even when it failed), a connection each,
+// and HTTP/2's preface with 400, as a server that speaks only HTTP/1.1 does. It keeps each
+// request's first line.
 class CannedServer {
  public:
   explicit CannedServer(std::string body) : body_(std::move(body)) {
@@ -214,7 +252,9 @@ class CannedServer {
       throw std::runtime_error("CannedServer: cannot listen");
     }
     port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] { serve(); });
+    thread_ = std::thread([this] {
+      for (int c; (c = ::accept(fd_, nullptr, nullptr)) >= 0; ::close(c)) serve(c);
+    });
   }
   ~CannedServer() {
     ::shutdown(fd_, SHUT_RDWR);
@@ -222,31 +262,44 @@ class CannedServer {
     thread_.join();
   }
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::vector<std::string> requests() const {
+    std::lock_guard lock(mutex_);
+    return requests_;
+  }
 
  private:
-  void serve() {
-    const int c = ::accept(fd_, nullptr, nullptr);
-    if (c < 0) return;
+  void serve(int c) {
     std::string request;
     char buf[4096];
     // The whole request: headers, then a body of Content-Length bytes (small here).
-    while (request.find("\r\n\r\n") == std::string::npos ||
-           request.size() - request.find("\r\n\r\n") - 4 <
-               std::stoul(request.substr(request.find("Content-Length: ") + 16))) {
+    auto whole = [&request] {
+      const size_t head = request.find("\r\n\r\n");
+      if (head == std::string::npos) return false;
+      const size_t length = request.find("Content-Length: ");
+      return length == std::string::npos ||
+             request.size() - head - 4 >= std::stoul(request.substr(length + 16));
+    };
+    while (!whole()) {
       const ssize_t n = ::recv(c, buf, sizeof buf, 0);
-      if (n <= 0) break;
+      if (n <= 0) return;
       request.append(buf, static_cast<size_t>(n));
     }
+    {
+      std::lock_guard lock(mutex_);
+      requests_.push_back(request.substr(0, request.find("\r\n")));
+    }
+    const bool http2 = request.rfind("PRI * HTTP/2.0", 0) == 0;
     const std::string reply =
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-        "Content-Length: " +
-        std::to_string(body_.size()) + "\r\nConnection: close\r\n\r\n" + body_;
+        http2 ? "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+              : "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+                    std::to_string(body_.size()) + "\r\nConnection: close\r\n\r\n" + body_;
     (void)::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
-    ::close(c);
   }
   const std::string body_;
   int fd_ = -1;
   int port_ = 0;
+  mutable std::mutex mutex_;
+  std::vector<std::string> requests_;
   std::thread thread_;
 };
 
@@ -276,6 +329,20 @@ TEST(EtcdClientReplies, ARenewalThatFailedIsNotALeaseThatEnded) {
   }
   EXPECT_EQ(renew(R"({"result":{"header":{"revision":"3"},"ID":"7","TTL":"3"}})"), 3);
   EXPECT_EQ(renew(R"({"result":{"header":{"revision":"3"},"ID":"7"}})"), 0);  // gone
+}
+
+// An endpoint that speaks no HTTP/2 (an HTTP/1.1 proxy in front of etcd, say) answers the
+// renewals' stream with HTTP/1.1: that renewal, and every later one, goes through the JSON gateway
+// in the same call — no renewal lost, no preface sent again.
+TEST(EtcdClientReplies, AnEndpointWithoutHttp2IsRenewedThroughTheGateway) {
+  CannedServer server(R"({"result":{"header":{"revision":"3"},"ID":"7","TTL":"3"}})");
+  EtcdClient c(cannedOptions(server));
+  EXPECT_EQ(c.keepAlive(7), 3);
+  EXPECT_EQ(c.keepAlive(7), 3);
+  EXPECT_EQ(server.requests(),
+            (std::vector<std::string>{"PRI * HTTP/2.0", "POST /v3/lease/keepalive HTTP/1.1",
+                                      "POST /v3/lease/keepalive HTTP/1.1"}));
+  EXPECT_EQ(c.requests(), 2u);
 }
 
 // An overloaded member's answer (its proposal did not commit in time: the gateway's code 2 with
@@ -319,9 +386,12 @@ TEST(EtcdClusterTest, AMemberLostIsPassedOverAndQuorumLostIsAnErrorInTime) {
   o.attempt_timeout = 1s;
   EtcdClient c(o);
   c.put("cl/k", "1");
+  const int64_t lease = c.grantLease(60s);
+  EXPECT_GE(c.keepAlive(lease), 59);  // its stream open on the member in use
   const int first = cluster->memberAt(c.endpointInUse());
   ASSERT_GE(first, 0) << c.endpointInUse();
   cluster->kill(first);
+  EXPECT_GE(c.keepAlive(lease), 50);  // its stream gone with the member: on another's
   c.put("cl/k", "2");
   EXPECT_EQ(c.get("cl/k")->value, "2");
   const int second = cluster->memberAt(c.endpointInUse());
@@ -339,6 +409,16 @@ TEST(EtcdClusterTest, AMemberLostIsPassedOverAndQuorumLostIsAnErrorInTime) {
     EXPECT_NE(m.find(cluster->endpoint(first) + ": cannot connect"), std::string::npos) << m;
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "bounded by the call's timeout";
+  // A renewal on the kept stream that etcd cannot serve now is no answer that the lease ended.
+  const auto renewal = std::chrono::steady_clock::now();
+  try {
+    c.keepAlive(lease);
+    FAIL() << "a renewal without quorum";
+  } catch (const NetworkError& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind("no etcd endpoint answered /v3/lease/keepalive within 3 s (", 0), 0u) << m;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - renewal, 5s) << "bounded by the call's timeout";
 }
 
 }  // namespace

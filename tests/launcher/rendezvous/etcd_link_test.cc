@@ -83,20 +83,6 @@ class EtcdLinkTest : public testing::EtcdSuite {
     return links_[static_cast<size_t>(m)]->takeEvents();
   }
 
-  // One of the member's own counters or gauges, from its /metrics.
-  double metric(const std::string& wanted) const {
-    const EtcdEndpoint e = parseEtcdEndpoints(member_->endpoint())->front();
-    HttpConnection http(e.host, e.port);
-    std::istringstream lines(http.get("/metrics", std::chrono::steady_clock::now() + 2s).body);
-    std::string name;
-    double value = -1;
-    while (lines >> name) {
-      if (name == wanted && lines >> value) return value;
-      lines.ignore(1 << 20, '\n');
-    }
-    ADD_FAILURE() << "etcd's /metrics has no " << wanted;
-    return value;
-  }
   // Whether the member comes to count exactly `n` watches (etcd's own gauge) within 10 s (it
   // counts a watch gone once the cancel reached it).
   bool watchersBecome(int64_t n) {

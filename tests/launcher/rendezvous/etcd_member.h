@@ -230,6 +230,23 @@ class EtcdSuite : public ::testing::Test {
     if (!member_) GTEST_SKIP() << why_;
   }
 
+  // One of the member's own counters or gauges, from its /metrics (a name with its labels, as
+  // /metrics writes it: `grpc_server_started_total{grpc_method="LeaseKeepAlive",...}`).
+  static double metric(const std::string& wanted) {
+    const EtcdEndpoint e = parseEtcdEndpoints(member_->endpoint())->front();
+    HttpConnection http(e.host, e.port);
+    std::istringstream lines(
+        http.get("/metrics", std::chrono::steady_clock::now() + std::chrono::seconds(2)).body);
+    std::string name;
+    double value = -1;
+    while (lines >> name) {
+      if (name == wanted && lines >> value) return value;
+      lines.ignore(1 << 20, '\n');
+    }
+    ADD_FAILURE() << "etcd's /metrics has no " << wanted;
+    return value;
+  }
+
   inline static EtcdCluster* member_ = nullptr;
   inline static std::string why_;
 };

@@ -85,6 +85,21 @@ TEST_F(EtcdTlsTest, RequestsAndAWatchGoThroughWithTheRightCertificates) {
   EXPECT_EQ(events[0].kv.value, "seen");
 }
 
+// The lease's renewals go over TLS too, on one gRPC stream (ALPN h2): etcd's counters, read over
+// TLS, say one stream started and took them all.
+TEST_F(EtcdTlsTest, RenewalsGoOnOneKeptGrpcStreamOverTls) {
+  EtcdClient c = client(certs_.client());
+  const int64_t lease = c.grantLease(5s);
+  for (int i = 0; i < 3; ++i) EXPECT_GE(c.keepAlive(lease), 4);
+  HttpConnection http(c.endpoint().host, c.endpoint().port, c.endpoint().tls);
+  const std::string metrics = http.get("/metrics", std::chrono::steady_clock::now() + 2s).body;
+  const std::string labels =
+      R"({grpc_method="LeaseKeepAlive",grpc_service="etcdserverpb.Lease",grpc_type="bidi_stream"})";
+  EXPECT_NE(metrics.find("grpc_server_started_total" + labels + " 1\n"), std::string::npos);
+  EXPECT_NE(metrics.find("grpc_server_msg_received_total" + labels + " 3\n"), std::string::npos);
+  c.revokeLease(lease);
+}
+
 TEST_F(EtcdTlsTest, AWrongCaIsRefusedNamingTheServersCertificate) {
   const std::string m = failure({file("other-ca.pem"), file("client.pem"), file("client.key")});
   EXPECT_NE(m.find("127.0.0.1:" + std::to_string(member_->clientPort(0)) +

@@ -173,22 +173,25 @@ EtcdClient::EtcdClient(EtcdOptions options) : options_(std::move(options)) {
     if (e.https && !e.tls) throw Error("EtcdClient: https endpoint " + e.text() + " without TLS");
     connections_.push_back(std::make_unique<HttpConnection>(e.host, e.port, e.tls));
   }
+  renewals_.resize(connections_.size());
+  http2_.assign(connections_.size(), options_.renew_over_grpc);
   current_ = options_.first_endpoint % connections_.size();
 }
 
 // Endpoint after endpoint, from the one that answered last (or the one after the last that
 // failed), until one answers or the time is up; a round of them all that failed at once pauses
 // kRetryPause before the next.
-json EtcdClient::call(const std::string& path, const json& body) {
+void EtcdClient::acrossEndpoints(
+    const std::string& what,
+    const std::function<bool(size_t, HttpConnection::time_point, std::string&)>& tryAt) {
   const auto deadline = SteadyClock::now() + options_.timeout;
-  const std::string text = body.dump();
   std::vector<std::string> said(connections_.size());
   size_t at = current_;
   for (size_t tries = 0;; ++tries) {
     const bool fullTry = tries == 0 || deadline - SteadyClock::now() >= options_.attempt_timeout;
-    if (auto reply = tryEndpoint(at, path, text, deadline, said[at])) {
+    if (tryAt(at, deadline, said[at])) {
       current_ = at;
-      return *reply;
+      return;
     }
     // The next try starts at the next endpoint, and so does the next call: a call whose time ran
     // out on a silent one must not leave the calls after it to the same fate. But an endpoint
@@ -204,8 +207,19 @@ json EtcdClient::call(const std::string& path, const json& body) {
     all += (all.empty() ? "" : "; ") + options_.endpoints[i].text() + ": " +
            (said[i].empty() ? "not tried" : said[i]);
   }
-  throw NetworkError("no etcd endpoint answered " + path + " within " +
+  throw NetworkError("no etcd endpoint answered " + what + " within " +
                      secondsText(options_.timeout) + " (" + all + ")");
+}
+
+json EtcdClient::call(const std::string& path, const json& body) {
+  const std::string text = body.dump();
+  json out;
+  acrossEndpoints(path, [&](size_t at, HttpConnection::time_point deadline, std::string& said) {
+    auto reply = tryEndpoint(at, path, text, deadline, said);
+    if (reply) out = std::move(*reply);
+    return reply.has_value();
+  });
+  return out;
 }
 
 // One endpoint's try: its reply, or nullopt with what went wrong in `said` (it could not be
@@ -422,10 +436,84 @@ int64_t EtcdClient::grantLease(std::chrono::seconds ttl) {
 }
 
 int64_t EtcdClient::keepAlive(int64_t id) {
-  // A stream of one request and one reply: {"result": {"ID", "TTL"}}; TTL 0 (left out) when
-  // the lease is gone.
-  const json reply = call("/v3/lease/keepalive", {{"ID", std::to_string(id)}});
-  return std::max<int64_t>(0, number(reply.value("result", json::object()), "TTL"));
+  int64_t ttl = 0;
+  acrossEndpoints("/v3/lease/keepalive",
+                  [&](size_t at, HttpConnection::time_point deadline, std::string& said) {
+                    const auto renewed = renewOn(at, id, deadline, said);
+                    if (renewed) ttl = *renewed;
+                    return renewed.has_value();
+                  });
+  return ttl;
+}
+
+namespace {
+// A LeaseKeepAliveResponse (etcd's rpc.proto): header = 1 (its revision = 3), ID = 2, TTL = 3
+// (0 when the lease is gone: left out; etcd never sends less, but a TTL is read as int64).
+struct Renewal {
+  int64_t revision = 0, id = 0, ttl = 0;
+};
+Renewal renewalOf(const std::string& reply) {
+  Renewal r;
+  for (const ProtoField& f : protoFields(reply)) {
+    if (f.number == 1 && f.wire_type == 2) {
+      for (const ProtoField& h : protoFields(f.bytes)) {
+        if (h.number == 3 && h.wire_type == 0) r.revision = static_cast<int64_t>(h.varint);
+      }
+    }
+    if (f.number == 2 && f.wire_type == 0) r.id = static_cast<int64_t>(f.varint);
+    if (f.number == 3 && f.wire_type == 0) r.ttl = static_cast<int64_t>(f.varint);
+  }
+  return r;
+}
+}  // namespace
+
+std::optional<int64_t> EtcdClient::renewOn(size_t at, int64_t id,
+                                           HttpConnection::time_point deadline, std::string& said) {
+  if (!http2_[at]) {  // A stream of one request and one reply: {"result": {"ID", "TTL"}}.
+    const auto reply = tryEndpoint(at, "/v3/lease/keepalive",
+                                   json{{"ID", std::to_string(id)}}.dump(), deadline, said);
+    if (!reply) return std::nullopt;
+    return std::max<int64_t>(0, number(reply->value("result", json::object()), "TTL"));
+  }
+  ++requests_;
+  const auto until = std::min(deadline, SteadyClock::now() + options_.attempt_timeout);
+  const EtcdEndpoint& e = options_.endpoints[at];
+  auto& stream = renewals_[at];
+  try {
+    if (!stream) {
+      stream = std::make_unique<GrpcStream>(e.host, e.port, e.tls,
+                                            "/etcdserverpb.Lease/LeaseKeepAlive", until);
+    }
+    std::string request;
+    protoVarint(request, 1, static_cast<uint64_t>(id));
+    stream->send(request, until);
+    const Renewal r = renewalOf(stream->receive(until));
+    if (r.id != id)
+      throw NetworkError("it renewed lease " + std::to_string(r.id) + ", not " +
+                         std::to_string(id));
+    if (r.revision) revision_ = r.revision;
+    return std::max<int64_t>(0, r.ttl);
+  } catch (const NotHttp2&) {
+    stream.reset();
+    http2_[at] = false;  // this endpoint's renewals go through its gateway from now on
+    --requests_;
+    return renewOn(at, id, deadline, said);
+  } catch (const TlsRefused& ex) {
+    throw TlsRefused("etcd at " + e.text() + ": " + ex.what());  // no retry mends it
+  } catch (const GrpcEnded& ex) {
+    stream.reset();
+    if (!memberUnavailable({{"code", ex.code()}, {"message", ex.message()}}) && ex.code() != 0) {
+      throw Error("etcd at " + e.text() + " refused a lease's renewal: " + ex.message());
+    }
+    said = ex.what();
+  } catch (const TimeoutError& ex) {
+    stream.reset();
+    if (said.empty()) said = ex.what();  // else what it said before the call's time ran out
+  } catch (const Error& ex) {
+    stream.reset();
+    said = ex.what();
+  }
+  return std::nullopt;
 }
 
 void EtcdClient::revokeLease(int64_t id) { call("/v3/lease/revoke", {{"ID", std::to_string(id)}}); }

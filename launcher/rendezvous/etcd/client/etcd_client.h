@@ -6,6 +6,11 @@
 // it needs neither gRPC nor protobuf. etcd's v2 API (torch's etcd backends', gone in 3.6) is
 // never used.
 //
+// The lease's renewals (keepAlive) are the one call every agent makes every keep-alive interval
+// for the whole job: they go on one gRPC stream per endpoint that stays open
+// (etcd/client/grpc_stream.h), as etcd's own clients keep them, unless the endpoint does not speak
+// HTTP/2 (then, and with options.renew_over_grpc false, through the gateway too).
+//
 // Several endpoints of one cluster: each call goes to the endpoint that answered last, and one
 // that cannot be reached in attempt_timeout, or that says it cannot serve (no leader, shutting
 // down), is left for the next in turn, until one answers or the call's timeout ends.
@@ -15,6 +20,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/rendezvous/etcd/api.h"
+#include "launcher/rendezvous/etcd/client/grpc_stream.h"
 #include "launcher/rendezvous/etcd/client/http_connection.h"
 #include "launcher/rendezvous/etcd/client/tls_client.h"
 #include "libaccel/common/expected.h"
@@ -80,7 +87,16 @@ class EtcdClient : public EtcdApi {
   const EtcdEndpoint& endpoint() const { return options_.endpoints[current_]; }
 
  private:
+  // Tries endpoint after endpoint (see call()) until `tryAt(at, deadline, said)` answers true;
+  // throws NetworkError naming `what` and what each endpoint said when none did in time.
+  void acrossEndpoints(
+      const std::string& what,
+      const std::function<bool(size_t, HttpConnection::time_point, std::string&)>& tryAt);
   nlohmann::json call(const std::string& path, const nlohmann::json& body);
+  // One renewal of lease `id` on endpoint `at`'s kept stream (the gateway's where it speaks no
+  // HTTP/2): its TTL, or nullopt with what went wrong in `said`.
+  std::optional<int64_t> renewOn(size_t at, int64_t id, HttpConnection::time_point deadline,
+                                 std::string& said);
   std::optional<nlohmann::json> tryEndpoint(size_t at, const std::string& path,
                                             const std::string& body,
                                             HttpConnection::time_point deadline, std::string& said);
@@ -92,6 +108,8 @@ class EtcdClient : public EtcdApi {
 
   EtcdOptions options_;
   std::vector<std::unique_ptr<HttpConnection>> connections_;  // one per endpoint
+  std::vector<std::unique_ptr<GrpcStream>> renewals_;         // one per endpoint (null: none open)
+  std::vector<bool> http2_;  // per endpoint: renewals go over gRPC (it did not say otherwise)
   size_t current_ = 0;
   int64_t revision_ = 0;
   uint64_t requests_ = 0;

@@ -16,12 +16,6 @@
 namespace accel::launcher {
 namespace {
 
-long long msUntil(HttpConnection::time_point deadline) {
-  return std::max<long long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    deadline - std::chrono::steady_clock::now())
-                                    .count());
-}
-
 std::string lowered(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   return s;
@@ -30,20 +24,12 @@ std::string lowered(std::string s) {
 }  // namespace
 
 HttpConnection::HttpConnection(std::string host, int port, std::shared_ptr<const TlsClient> tls)
-    : host_(std::move(host)), port_(port), tls_(std::move(tls)) {}
+    : transport_(std::move(host), port, std::move(tls)) {}
 
 HttpConnection::~HttpConnection() { close(); }
 
-std::string HttpConnection::address() const {
-  const bool v6 = host_.find(':') != std::string::npos;
-  return (v6 ? "[" + host_ + "]" : host_) + ":" + std::to_string(port_);
-}
-
 void HttpConnection::close() {
-  if (ssl_) tls_->free(ssl_);  // no close_notify: the peer learns it from the TCP close
-  ssl_ = nullptr;
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+  transport_.close();
   raw_.clear();
   decoded_.clear();
 }
@@ -65,7 +51,7 @@ HttpConnection::Reply HttpConnection::get(const std::string& path, time_point de
 HttpConnection::Reply HttpConnection::exchange(const char* method, const std::string& path,
                                                const std::string& body, time_point deadline) {
   // A kept connection the server closed meanwhile fails before any reply: once more, afresh.
-  const bool reused = fd_ >= 0;
+  const bool reused = transport_.connected();
   for (int attempt = 0;; ++attempt) {
     try {
       request(method, path, body, deadline);
@@ -117,86 +103,19 @@ std::optional<std::string> HttpConnection::nextMessage(time_point deadline) {
 }
 
 bool HttpConnection::buffered() const {
-  if (ssl_ && tls_->pending(ssl_)) return true;  // decrypted, not read yet: poll cannot see it
+  if (transport_.pending()) return true;  // decrypted, not read yet: poll cannot see it
   return decoded_.find('\n') != std::string::npos || !raw_.empty();
-}
-
-void HttpConnection::connect(time_point deadline) {
-  std::string why;
-  fd_ = store::connectTcp(host_, port_, deadline, why);
-  if (fd_ < 0) throw NetworkError("cannot connect: " + why);
-  if (!tls_) return;
-  try {
-    ssl_ = tls_->handshake(fd_, host_, deadline);
-  } catch (const Error&) {
-    close();
-    throw;
-  }
-}
-
-void HttpConnection::send(const std::string& bytes, time_point deadline) {
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n;
-    if (ssl_) {
-      try {
-        n = tls_->write(ssl_, bytes.data() + off, bytes.size() - off);
-      } catch (const Error&) {
-        close();
-        throw;
-      }
-      if (n == TlsClient::kWantRead || n == TlsClient::kWantWrite) {
-        pollfd pfd{fd_, static_cast<short>(n == TlsClient::kWantWrite ? POLLOUT : POLLIN), 0};
-        if (::poll(&pfd, 1, static_cast<int>(std::min<long long>(msUntil(deadline), 1 << 30))) == 0)
-          throw TimeoutError("the request was not taken in time");
-        continue;
-      }
-    } else {
-      n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail(std::string("sending the request failed: ") + std::strerror(errno));
-    }
-    off += static_cast<size_t>(n);
-    etcdTraffic().bytes += static_cast<uint64_t>(n);
-    if (msUntil(deadline) == 0 && off < bytes.size())
-      throw TimeoutError("the request was not taken in time");
-  }
-}
-
-EtcdTraffic& etcdTraffic() {
-  static EtcdTraffic traffic;
-  return traffic;
-}
-
-long HttpConnection::receive(char* buf, size_t size) {
-  if (ssl_) {
-    try {
-      const long n = tls_->read(ssl_, buf, size);
-      if (n > 0) etcdTraffic().bytes += static_cast<uint64_t>(n);
-      return n == TlsClient::kWantRead || n == TlsClient::kWantWrite ? -1 : n;
-    } catch (const Error&) {
-      close();
-      throw;
-    }
-  }
-  while (true) {
-    const ssize_t n = ::recv(fd_, buf, size, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail(std::string("receiving failed: ") + std::strerror(errno));
-    etcdTraffic().bytes += static_cast<uint64_t>(n);
-    return n;
-  }
 }
 
 void HttpConnection::request(const char* method, const std::string& path, const std::string& body,
                              time_point deadline) {
-  if (fd_ < 0) connect(deadline);
+  if (!transport_.connected()) transport_.connect(deadline);
   raw_.clear();
   decoded_.clear();
-  send(std::string(method) + " " + path + " HTTP/1.1\r\nHost: " + address() +
-           "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-           "\r\n\r\n" + body,
-       deadline);
+  transport_.send(std::string(method) + " " + path + " HTTP/1.1\r\nHost: " + address() +
+                      "\r\nContent-Type: application/json\r\nContent-Length: " +
+                      std::to_string(body.size()) + "\r\n\r\n" + body,
+                  deadline);
 }
 
 // Appends what arrives before `deadline` to raw_ (at least one byte): true. The server closing
@@ -205,18 +124,11 @@ void HttpConnection::request(const char* method, const std::string& path, const 
 bool HttpConnection::fill(time_point deadline, bool endIsFine) {
   while (true) {
     char buf[16384];
-    const bool pending = ssl_ && tls_->pending(ssl_);
-    if (!pending) {
-      pollfd pfd{fd_, POLLIN, 0};
-      const int ready =
-          ::poll(&pfd, 1, static_cast<int>(std::min<long long>(msUntil(deadline), 1 << 30)));
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready == 0) throw TimeoutError("no reply in time");
-    }
-    const long n = receive(buf, sizeof buf);
+    transport_.awaitReadable(deadline);
+    const long n = transport_.receive(buf, sizeof buf);
     if (n < 0) continue;  // a TLS record not whole yet
     if (n == 0 && endIsFine) return false;
-    if (n == 0 && raw_.empty() && !tls_ && awaiting_head_) {
+    if (n == 0 && raw_.empty() && !transport_.tls() && awaiting_head_) {
       fail(
           "the server closed the connection without a reply (if it serves https: add "
           "protocol=https to --rdzv_conf)");

@@ -11,25 +11,14 @@
 // wrong, not where: the caller names the server); the connection is then dropped (the next
 // request makes a new one), but a stream's reader whose deadline came first may look again.
 
-#include <atomic>
 #include <chrono>
-#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 
-#include "launcher/rendezvous/etcd/client/tls_client.h"
+#include "launcher/rendezvous/etcd/client/transport.h"
 
 namespace accel::launcher {
-
-// What this process moved to and from etcd, over every connection: bytes both ways (TLS: the
-// plaintext) and watch events received. Counters for benchmarks (scripts/bench/rdzv_scale.cc),
-// never reset; thread-safe.
-struct EtcdTraffic {
-  std::atomic<uint64_t> bytes{0};
-  std::atomic<uint64_t> events{0};
-};
-EtcdTraffic& etcdTraffic();
 
 class HttpConnection {
  public:
@@ -61,11 +50,11 @@ class HttpConnection {
   // The connection's descriptor (-1: none), readable when the stream has more (or the server
   // closed it). Buffered bytes may hold a whole message already: call nextMessage with a
   // deadline of now first.
-  int fd() const { return fd_; }
+  int fd() const { return transport_.fd(); }
   bool buffered() const;
 
   // "host:port", for messages.
-  std::string address() const;
+  std::string address() const { return transport_.address(); }
   void close();
 
  private:
@@ -78,19 +67,10 @@ class HttpConnection {
   std::string readBody(time_point deadline);
   bool decodeChunk(time_point deadline);
   bool fill(time_point deadline, bool endIsFine = false);
-  void connect(time_point deadline);
-  void send(const std::string& bytes, time_point deadline);
-  // Reads what there is into buf (> 0 bytes), 0 when the server closed, -1 when nothing came
-  // yet (poll again); throws on a failure.
-  long receive(char* buf, size_t size);
   std::string takeLine(time_point deadline);
   [[noreturn]] void fail(const std::string& what);
 
-  const std::string host_;
-  const int port_;
-  const std::shared_ptr<const TlsClient> tls_;
-  int fd_ = -1;
-  ssl_st* ssl_ = nullptr;       // the TLS session on fd_ (https)
+  Transport transport_;
   std::string raw_;             // bytes received and not yet parsed
   std::string decoded_;         // body bytes of a chunked stream not yet returned
   bool chunked_ = false;        // the current reply's body

@@ -49,6 +49,8 @@ struct OpenSsl {
   X(SSL_read) \
   X(SSL_write) \
   X(SSL_pending) \
+  X(SSL_set_alpn_protos) \
+  X(SSL_get0_alpn_selected) \
   X(X509_VERIFY_PARAM_set1_ip_asc) \
   X(X509_VERIFY_PARAM_set1_host) \
   X(X509_verify_cert_error_string) \
@@ -162,7 +164,8 @@ TlsClient::~TlsClient() {
   if (ctx_) openSsl().SSL_CTX_free(ctx_);
 }
 
-ssl_st* TlsClient::handshake(int fd, const std::string& host, time_point deadline) const {
+ssl_st* TlsClient::handshake(int fd, const std::string& host, time_point deadline,
+                             const std::string& alpn) const {
   const OpenSsl& o = ssl();
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   SSL* session = o.SSL_new(ctx_);
@@ -177,6 +180,14 @@ ssl_st* TlsClient::handshake(int fd, const std::string& host, time_point deadlin
   if (!named) {
     o.SSL_free(session);
     throw NetworkError("TLS: cannot check the server's certificate against '" + host + "'");
+  }
+  // ALPN's list: each name after its length in one byte. (0 is success here.)
+  const std::string offered = alpn.empty() ? "" : char(alpn.size()) + alpn;
+  if (!offered.empty() &&
+      o.SSL_set_alpn_protos(session, reinterpret_cast<const unsigned char*>(offered.data()),
+                            static_cast<unsigned>(offered.size())) != 0) {
+    o.SSL_free(session);
+    throw NetworkError("TLS: cannot offer application protocol '" + alpn + "'");
   }
   o.SSL_set_fd(session, fd);
   try {
@@ -235,6 +246,13 @@ long TlsClient::write(ssl_st* session, const char* buf, size_t size) const {
 
 bool TlsClient::pending(ssl_st* session) const { return ssl().SSL_pending(session) > 0; }
 
+std::string TlsClient::selectedProtocol(ssl_st* session) const {
+  const unsigned char* name = nullptr;
+  unsigned len = 0;
+  ssl().SSL_get0_alpn_selected(session, &name, &len);
+  return name ? std::string(reinterpret_cast<const char*>(name), len) : "";
+}
+
 void TlsClient::free(ssl_st* session) const { ssl().SSL_free(session); }
 
 #else  // built without OpenSSL's headers
@@ -245,9 +263,10 @@ TlsClient::TlsClient(const TlsFiles&) {
 
 TlsClient::~TlsClient() = default;
 
-ssl_st* TlsClient::handshake(int, const std::string&, time_point) const {
+ssl_st* TlsClient::handshake(int, const std::string&, time_point, const std::string&) const {
   throw NetworkError("this accel was built without OpenSSL");
 }
+std::string TlsClient::selectedProtocol(ssl_st*) const { return ""; }
 long TlsClient::read(ssl_st*, char*, size_t) const { return 0; }
 long TlsClient::write(ssl_st*, const char*, size_t) const { return 0; }
 bool TlsClient::pending(ssl_st*) const { return false; }

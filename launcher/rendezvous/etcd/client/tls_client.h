@@ -51,8 +51,12 @@ class TlsClient {
   // certificate checked against `host`, once its handshake is done. Throws TlsRefused with
   // OpenSSL's reason when either side refused the other ("the server's certificate: ..."),
   // NetworkError when the connection failed, TimeoutError when `deadline` comes first; the
-  // caller closes fd either way. The caller frees the session (SSL_free).
-  ssl_st* handshake(int fd, const std::string& host, time_point deadline) const;
+  // caller closes fd either way. The caller frees the session (SSL_free). `alpn` (not empty):
+  // the application protocol offered ("h2"); selectedProtocol() says whether the server took it.
+  ssl_st* handshake(int fd, const std::string& host, time_point deadline,
+                    const std::string& alpn = "") const;
+  // The application protocol the server chose in the handshake ("": none).
+  std::string selectedProtocol(ssl_st* session) const;
 
   // I/O on a session of handshake() (its socket non-blocking): the bytes moved (> 0), 0 when the
   // server closed the connection, kWantRead / kWantWrite when the socket must be ready for that
