@@ -42,6 +42,11 @@
 //       (found: from the silence to the first link that told of it; re-formed: to the last
 //       machine placed in the next round; the members' CPU per second while the group idled,
 //       read from /proc for --server-pids).
+//   rdzv_scale_bench etcd-renewals --endpoints E --machines N [--procs P] --server-pids P,P,P
+//       What an idle group costs etcd: every machine's lease renewed every keep-alive interval
+//       (EtcdLease, nothing else), on its kept gRPC stream, then through the JSON gateway (the
+//       reference, renew_over_grpc false), each for 5 s after one interval's warm-up. Prints
+//         etcd-renewals N GRPC_SERVER_CPU_PER_S GATEWAY_SERVER_CPU_PER_S
 //   rdzv_scale_bench etcd-end --endpoints E --machines N [--procs P]
 //       etcd: the end of a round in which one machine (the last) was lost — the exchange every
 //       agent runs then (RoundCloser, round_close.h, over EtcdStore: its end reported, the others'
@@ -905,6 +910,57 @@ int driveEtcdLoss(const std::string& self, const std::string& endpoints, int mac
   return 0;
 }
 
+// The renewals' children: `count` leases (machines from `first` on), renewed over gRPC or the
+// gateway (`via`), until the driver says "stop".
+int etcdLeases(const std::string& endpoints, int first, int count, const std::string& via) {
+  haveDescriptors(4ull * static_cast<uint64_t>(count), "a lease process", "use more --procs");
+  launcher::RoundTimeouts timeouts;
+  std::vector<std::unique_ptr<launcher::EtcdLease>> leases;
+  for (int i = 0; i < count; ++i) {
+    launcher::EtcdOptions o = etcdOptions(endpoints);
+    o.first_endpoint = static_cast<size_t>(first + i);  // spread, as agents are
+    o.renew_over_grpc = via == "grpc";
+    leases.push_back(std::make_unique<launcher::EtcdLease>(launcher::realEtcd(), o, timeouts));
+  }
+  std::printf("ready\n");
+  std::fflush(stdout);
+  readUntil("stop");  // (or stdin closed)
+  int lost = 0;
+  for (const auto& l : leases) lost += l->lost().has_value();
+  if (lost) std::fprintf(stderr, "%d leases were lost while idle (etcd overloaded)\n", lost);
+  return 0;
+}
+
+// The members' CPU per second while `machines` leases are renewed `via` gRPC or the gateway.
+double renewalsCpu(const std::string& self, const std::string& endpoints, int machines, int procs,
+                   const std::vector<long>& serverPids, const std::string& via) {
+  std::vector<Child> children;
+  for (auto [first, count] : shares(0, machines, procs)) {
+    children.push_back(Child::start(
+        {self, "etcd-leases", endpoints, std::to_string(first), std::to_string(count), via}));
+  }
+  for (auto& c : children) c.expect("ready");
+  std::this_thread::sleep_for(launcher::RoundTimeouts{}.keep_alive_interval);  // every stream open
+  const double cpu0 = cpuOf(serverPids);
+  const int64_t t0 = nowNs();
+  std::this_thread::sleep_for(5s);
+  const double perS = (cpuOf(serverPids) - cpu0) / (1e-9 * double(nowNs() - t0));
+  for (auto& c : children) c.say("stop\n");  // (each child's stdin is open in those after it)
+  int failed = 0;
+  for (auto& c : children) failed += c.finish() != 0;
+  if (failed) die(std::to_string(failed) + " processes failed");
+  return perS;
+}
+
+int driveEtcdRenewals(const std::string& self, const std::string& endpoints, int machines,
+                      int procs, const std::vector<long>& serverPids) {
+  if (serverPids.empty()) die("etcd-renewals needs --server-pids");
+  const double grpc = renewalsCpu(self, endpoints, machines, procs, serverPids, "grpc");
+  const double gateway = renewalsCpu(self, endpoints, machines, procs, serverPids, "gateway");
+  std::printf("etcd-renewals %d %.3f %.3f\n", machines, grpc, gateway);
+  return 0;
+}
+
 // The round-end children: `count` machines from `first` on, each with its EtcdStore, end round 0
 // (the last machine lost, its stop record published by the driver) and decide.
 int etcdEnders(const std::string& endpoints, const std::string& run, int machines, int first,
@@ -981,6 +1037,8 @@ int driveEtcdEnd(const std::string& self, const std::string& endpoints, int mach
                "usage: rdzv_scale_bench store --machines N [--procs P] [--loss [--tcp-reads]]\n"
                "       rdzv_scale_bench etcd --endpoints HOST:PORT,... --machines N [--procs P] "
                "[--loss [--server-pids P,P,P]]\n"
+               "       rdzv_scale_bench etcd-renewals --endpoints HOST:PORT,... --machines N "
+               "[--procs P] --server-pids P,P,P\n"
                "       rdzv_scale_bench etcd-end --endpoints HOST:PORT,... --machines N "
                "[--procs P]\n");
   std::exit(2);
@@ -1002,6 +1060,8 @@ int main(int argc, char** argv) {
   if (mode == "etcd-loss-agents") {
     return etcdLossAgents(arg(2), arg(3), std::stoi(arg(4)), std::stoi(arg(5)), std::stoi(arg(6)));
   }
+  if (mode == "etcd-leases")
+    return etcdLeases(arg(2), std::stoi(arg(3)), std::stoi(arg(4)), arg(5));
   if (mode == "etcd-enders") {
     return etcdEnders(arg(2), arg(3), std::stoi(arg(4)), std::stoi(arg(5)), std::stoi(arg(6)));
   }
@@ -1035,6 +1095,9 @@ int main(int argc, char** argv) {
     return driveEtcdLoss(argv[0], endpoints, machines, procs, serverPids);
   }
   if (mode == "etcd" && !endpoints.empty()) return driveEtcd(argv[0], endpoints, machines, procs);
+  if (mode == "etcd-renewals" && !endpoints.empty()) {
+    return driveEtcdRenewals(argv[0], endpoints, machines, procs, serverPids);
+  }
   if (mode == "etcd-end" && !endpoints.empty()) {
     return driveEtcdEnd(argv[0], endpoints, machines, procs);
   }

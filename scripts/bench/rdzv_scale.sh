@@ -24,9 +24,14 @@
 #   RoundCloser over etcd (report, the decider's reads, the decision); per N a row
 #   etcd-end N DECIDED_S REQUESTS_PER_MACHINE BYTES_PER_MACHINE SERVER_CPU_S SERVER_PEAK_MIB
 # Default sizes 1024 4096; --quick runs it at 64 too.
+# --renewals (etcd): what an idle group costs etcd — every machine's lease renewed every keep-alive
+#   interval on its kept gRPC stream, then through etcd's JSON gateway (the reference, in the same
+#   run); per N a row, then the ratio of the two
+#   etcd-renewals N GRPC_SERVER_CPU_PER_S GATEWAY_SERVER_CPU_PER_S
+# Default sizes 256 1024 4096; --quick runs it at 64 too.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-backends="store etcd" sizes="" loss="" quick="" end=""
+backends="store etcd" sizes="" loss="" quick="" end="" renewals=""
 while (($#)); do
   case $1 in
     --backend) backends=$2; shift 2 ;;
@@ -34,7 +39,8 @@ while (($#)); do
     --quick) sizes=64 quick=1; shift ;;
     --loss) loss=1; shift ;;
     --end) end=1 backends=etcd; shift ;;
-    *) echo "usage: scripts/bench/rdzv_scale.sh [--backend store|etcd] [--sizes \"N ...\"] [--quick] [--loss] [--end]" >&2; exit 2 ;;
+    --renewals) renewals=1 backends=etcd; shift ;;
+    *) echo "usage: scripts/bench/rdzv_scale.sh [--backend store|etcd] [--sizes \"N ...\"] [--quick] [--loss] [--end] [--renewals]" >&2; exit 2 ;;
   esac
 done
 build=${ACCEL_BUILD_DIR:-build}
@@ -87,6 +93,14 @@ etcd_row() {  # etcd_row N [MODE]: a fresh cluster per size, so that each member
   if [[ $mode == etcd-loss ]]; then
     out=$("$bench" etcd --loss --server-pids "${pids// /,}" --endpoints "$ETCD_CLUSTER" --machines "$n" --procs 4 2>"$scratch/err") &&
       echo "$out" || echo "$mode $n - - -  ($(head -1 "$scratch/err"))"
+  elif [[ $mode == etcd-renewals ]]; then
+    if out=$("$bench" etcd-renewals --server-pids "${pids// /,}" --endpoints "$ETCD_CLUSTER" --machines "$n" --procs 4 2>"$scratch/err"); then
+      echo "$out"
+      awk '{ printf "renewals of %d leases on gRPC streams: %.2f of the gateway'"'"'s CPU\n", $2, ($4 > 0 ? $3 / $4 : 0) }' <<<"$out"
+      [[ ! -s $scratch/err ]] || sed 's/^/  /' "$scratch/err"
+    else
+      echo "$mode $n - -  ($(head -1 "$scratch/err"))"
+    fi
   elif out=$("$bench" "$mode" --endpoints "$ETCD_CLUSTER" --machines "$n" --procs 4 2>"$scratch/err"); then
     echo "$out $(cpu_s) $(peak_mib)"
   else
@@ -110,7 +124,8 @@ if [[ -n $loss ]]; then
   done
   exit 0
 fi
-echo "BACKEND N CLOSE_S REQUESTS_PER_MACHINE BYTES_PER_MACHINE EVENTS_PER_MACHINE SERVER_CPU_S SERVER_PEAK_MIB"
+[[ -n $end$renewals ]] ||
+  echo "BACKEND N CLOSE_S REQUESTS_PER_MACHINE BYTES_PER_MACHINE EVENTS_PER_MACHINE SERVER_CPU_S SERVER_PEAK_MIB"
 for backend in $backends; do
   case $backend in
     store)
@@ -118,6 +133,11 @@ for backend in $backends; do
       ;;
     etcd)
       command -v etcd >/dev/null || { echo "etcd: SKIPPED, etcd is not installed (etcd-server; scripts/setup.sh)"; continue; }
+      if [[ -n $renewals ]]; then
+        echo "BACKEND N GRPC_SERVER_CPU_PER_S GATEWAY_SERVER_CPU_PER_S"
+        for n in ${sizes:-256 1024 4096}; do etcd_row "$n" etcd-renewals; done
+        continue
+      fi
       if [[ -n $end ]]; then
         echo "BACKEND N DECIDED_S REQUESTS_PER_MACHINE BYTES_PER_MACHINE SERVER_CPU_S SERVER_PEAK_MIB"
         for n in ${sizes:-1024 4096}; do etcd_row "$n" etcd-end; done
@@ -126,6 +146,7 @@ for backend in $backends; do
       for n in ${sizes:-1024 4096}; do etcd_row "$n"; done
       [[ -z $quick ]] || etcd_row 64 etcd-end
       [[ -z $quick ]] || etcd_row 64 etcd-loss
+      [[ -z $quick ]] || etcd_row 64 etcd-renewals
       ;;
     *) echo "--backend: store or etcd, not '$backend'" >&2; exit 2 ;;
   esac

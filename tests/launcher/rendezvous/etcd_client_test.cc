@@ -23,6 +23,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// etcd's counters of the renewals' streams (/metrics): started, and renewals they took.
+const std::string kKeepAliveLabels =
+    R"({grpc_method="LeaseKeepAlive",grpc_service="etcdserverpb.Lease",grpc_type="bidi_stream"})";
+const std::string started = "grpc_server_started_total" + kKeepAliveLabels;
+const std::string received = "grpc_server_msg_received_total" + kKeepAliveLabels;
+
 class EtcdClientTest : public testing::EtcdSuite {
  protected:
   EtcdClient client(const std::string& endpoints = "") {
@@ -159,10 +165,6 @@ TEST_F(EtcdClientTest, LeasesCarryTheirKeys) {
 // where the JSON gateway (renew_over_grpc false, the reference) starts a stream per renewal. A
 // lease gone renews to 0 on the stream too.
 TEST_F(EtcdClientTest, RenewalsGoOnOneKeptGrpcStream) {
-  const std::string labels =
-      R"({grpc_method="LeaseKeepAlive",grpc_service="etcdserverpb.Lease",grpc_type="bidi_stream"})";
-  const std::string started = "grpc_server_started_total" + labels;
-  const std::string received = "grpc_server_msg_received_total" + labels;
   EtcdClient c = client();
   const int64_t lease = c.grantLease(5s);
   const double started0 = metric(started), received0 = metric(received);
@@ -186,6 +188,35 @@ TEST_F(EtcdClientTest, RenewalsGoOnOneKeptGrpcStream) {
   c.revokeLease(lease);
   EXPECT_EQ(c.keepAlive(lease), 0);
   EXPECT_EQ(metric(started) - started0, 1 + 3);  // still the first stream
+}
+
+// A renewal whose reply comes late (the member paused: slow, not gone) leaves its stream open:
+// the next renewal reads the late reply first, then its own, on the same stream. An endpoint that
+// owes three replies is taken for gone: the next renewal opens a new stream.
+TEST_F(EtcdClientTest, ALateRenewalKeepsItsStreamAndIsReadFirst) {
+  EtcdOptions o;
+  o.endpoints = *parseEtcdEndpoints(member_->endpoint());
+  o.timeout = o.attempt_timeout = 300ms;
+  EtcdClient c(o);
+  const int64_t lease = c.grantLease(30s), other = c.grantLease(20s);
+  EXPECT_GE(c.keepAlive(lease), 29);
+  const double started0 = metric(started);
+  member_->pause(0);
+  EXPECT_THROW(c.keepAlive(lease), NetworkError);
+  member_->resume(0);
+  const int64_t ttl = c.keepAlive(other);  // not the late reply, which renewed `lease`
+  EXPECT_GE(ttl, 19);
+  EXPECT_LE(ttl, 20);
+  EXPECT_EQ(metric(started), started0);
+  member_->pause(0);
+  for (int i = 0; i < 3; ++i) EXPECT_THROW(c.keepAlive(lease), NetworkError);
+  member_->resume(0);
+  EXPECT_GE(c.keepAlive(lease), 29);
+  EXPECT_EQ(metric(started), started0 + 1);
+  EXPECT_GE(c.keepAlive(lease), 29);
+  EXPECT_EQ(metric(started), started0 + 1);
+  c.revokeLease(lease);
+  c.revokeLease(other);
 }
 
 // An endpoint nobody answers on (port 1) is passed over for the next; with none left, the error

@@ -52,6 +52,22 @@ inline bool makeTestCertificates(std::string& dir, std::string& why) {
 
 class EtcdCluster {
  public:
+  // Whether every thread of process `pid` is stopped (state T in /proc/PID/task/TID/stat).
+  static bool allStopped(int pid) {
+    std::error_code ec;
+    for (const auto& task :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+      std::ifstream stat(task.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      const size_t paren = line.rfind(')');
+      if (paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'T') {
+        return false;
+      }
+    }
+    return !ec;
+  }
+
   // Starts `members` members; nullptr with `why` when it cannot (no etcd installed, or the
   // cluster never answered).
   static std::unique_ptr<EtcdCluster> start(int members, std::string& why,
@@ -94,8 +110,16 @@ class EtcdCluster {
     return -1;
   }
   // SIGSTOP / SIGCONT a member: its connections stay open and say nothing, as a machine cut off
-  // from the network does.
-  void pause(int member) { ::kill(pids_[static_cast<size_t>(member)], SIGSTOP); }
+  // from the network does. pause() returns once every thread of it is stopped (/proc says so):
+  // SIGSTOP reaches a process's threads one by one, and one still running answers.
+  void pause(int member) {
+    const int pid = pids_[static_cast<size_t>(member)];
+    ::kill(pid, SIGSTOP);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!allStopped(pid) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+  }
   void resume(int member) { ::kill(pids_[static_cast<size_t>(member)], SIGCONT); }
   void kill(int member) {
     pid_t& pid = pids_[static_cast<size_t>(member)];

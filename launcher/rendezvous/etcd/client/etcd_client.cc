@@ -174,6 +174,7 @@ EtcdClient::EtcdClient(EtcdOptions options) : options_(std::move(options)) {
     connections_.push_back(std::make_unique<HttpConnection>(e.host, e.port, e.tls));
   }
   renewals_.resize(connections_.size());
+  owed_.assign(connections_.size(), 0);
   http2_.assign(connections_.size(), options_.renew_over_grpc);
   current_ = options_.first_endpoint % connections_.size();
 }
@@ -479,15 +480,27 @@ std::optional<int64_t> EtcdClient::renewOn(size_t at, int64_t id,
   const auto until = std::min(deadline, SteadyClock::now() + options_.attempt_timeout);
   const EtcdEndpoint& e = options_.endpoints[at];
   auto& stream = renewals_[at];
+  // An endpoint that owes this many replies is not slow but gone: a new connection.
+  constexpr int kMostOwed = 3;
+  if (stream && (!stream->usable() || owed_[at] >= kMostOwed)) stream.reset();
   try {
     if (!stream) {
+      owed_[at] = 0;
       stream = std::make_unique<GrpcStream>(e.host, e.port, e.tls,
                                             "/etcdserverpb.Lease/LeaseKeepAlive", until);
     }
     std::string request;
     protoVarint(request, 1, static_cast<uint64_t>(id));
     stream->send(request, until);
-    const Renewal r = renewalOf(stream->receive(until));
+    ++owed_[at];
+    // A reply that came late (its renewal's time ran out: the member was slow, not gone) is
+    // read first: replies come in the order of their requests.
+    std::string reply;
+    while (owed_[at] > 0) {
+      reply = stream->receive(until);
+      --owed_[at];
+    }
+    const Renewal r = renewalOf(reply);
     if (r.id != id)
       throw NetworkError("it renewed lease " + std::to_string(r.id) + ", not " +
                          std::to_string(id));
@@ -506,8 +519,7 @@ std::optional<int64_t> EtcdClient::renewOn(size_t at, int64_t id,
       throw Error("etcd at " + e.text() + " refused a lease's renewal: " + ex.message());
     }
     said = ex.what();
-  } catch (const TimeoutError& ex) {
-    stream.reset();
+  } catch (const TimeoutError& ex) {     // kept (usable() says whether it still can be)
     if (said.empty()) said = ex.what();  // else what it said before the call's time ran out
   } catch (const Error& ex) {
     stream.reset();

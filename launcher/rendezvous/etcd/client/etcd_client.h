@@ -109,6 +109,7 @@ class EtcdClient : public EtcdApi {
   EtcdOptions options_;
   std::vector<std::unique_ptr<HttpConnection>> connections_;  // one per endpoint
   std::vector<std::unique_ptr<GrpcStream>> renewals_;         // one per endpoint (null: none open)
+  std::vector<int> owed_;    // per endpoint: renewals its stream has not answered yet (late)
   std::vector<bool> http2_;  // per endpoint: renewals go over gRPC (it did not say otherwise)
   size_t current_ = 0;
   int64_t revision_ = 0;

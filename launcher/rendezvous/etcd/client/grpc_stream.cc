@@ -46,12 +46,14 @@ std::vector<ProtoField> protoFields(std::string_view m) {
       f.varint = readVarint(m, at);
     } else if (f.wire_type == 2) {
       const uint64_t len = readVarint(m, at);
-      if (len > m.size() - at) throw NetworkError("etcd's gRPC reply is not protobuf (a field runs past its end)");
+      if (len > m.size() - at)
+        throw NetworkError("etcd's gRPC reply is not protobuf (a field runs past its end)");
       f.bytes = m.substr(at, len);
       at += len;
     } else if (f.wire_type == 1 || f.wire_type == 5) {
       const size_t len = f.wire_type == 1 ? 8 : 4;
-      if (len > m.size() - at) throw NetworkError("etcd's gRPC reply is not protobuf (a field runs past its end)");
+      if (len > m.size() - at)
+        throw NetworkError("etcd's gRPC reply is not protobuf (a field runs past its end)");
       at += len;
     } else {
       throw NetworkError("etcd's gRPC reply is not protobuf (wire type " +
@@ -208,22 +210,31 @@ void GrpcStream::pump(time_point deadline) {
     throw NotHttp2("it answers HTTP/1.x, not HTTP/2");
   }
   heard_ = true;
-  const ssize_t used =
-      nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(buf), static_cast<size_t>(n));
+  const ssize_t used = nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(buf),
+                                                static_cast<size_t>(n));
   if (used < 0) {
     throw NetworkError(std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(used)));
   }
-  flush(deadline);
+  try {
+    flush(deadline);
+  } catch (const TimeoutError& e) {  // a frame may be half sent: no longer a late reply's wait
+    throw NetworkError(std::string("sending: ") + e.what());
+  }
 }
 
 void GrpcStream::send(std::string_view message, time_point deadline) {
-  if (closed_) ended();
-  const auto length = static_cast<uint32_t>(message.size());
-  outbox_ += '\0';
-  for (int shift : {24, 16, 8, 0}) outbox_ += static_cast<char>((length >> shift) & 0xff);
-  outbox_ += message;
-  if (std::exchange(deferred_, false)) nghttp2_session_resume_data(session_, stream_);
-  flush(deadline);
+  try {
+    if (closed_ || broken_) ended();
+    const auto length = static_cast<uint32_t>(message.size());
+    outbox_ += '\0';
+    for (int shift : {24, 16, 8, 0}) outbox_ += static_cast<char>((length >> shift) & 0xff);
+    outbox_ += message;
+    if (std::exchange(deferred_, false)) nghttp2_session_resume_data(session_, stream_);
+    flush(deadline);
+  } catch (const Error&) {
+    broken_ = true;  // a frame may be half sent
+    throw;
+  }
 }
 
 std::optional<std::string> GrpcStream::takeMessage() {
@@ -238,11 +249,18 @@ std::optional<std::string> GrpcStream::takeMessage() {
 }
 
 std::string GrpcStream::receive(time_point deadline) {
-  while (true) {
-    if (auto message = takeMessage()) return std::move(*message);
-    if (closed_) ended();
-    if (!status_.empty() && status_ != "200") ended();
-    pump(deadline);
+  try {
+    while (true) {
+      if (auto message = takeMessage()) return std::move(*message);
+      if (closed_ || broken_) ended();
+      if (!status_.empty() && status_ != "200") ended();
+      pump(deadline);
+    }
+  } catch (const TimeoutError&) {
+    throw;  // nothing half read: the reply may come yet
+  } catch (const Error&) {
+    broken_ = true;
+    throw;
   }
 }
 
@@ -252,14 +270,15 @@ void GrpcStream::ended() {
   if (!status_.empty() && status_ != "200") {
     throw GrpcEnded(0, "", "the server answered HTTP status " + status_ + " to gRPC");
   }
+  if (broken_ && !closed_) throw NetworkError("the stream failed before");
   if (!grpc_status_.empty()) {
     const int code = std::atoi(grpc_status_.c_str());
-    throw GrpcEnded(code, grpc_message_,
-                    "gRPC status " + grpc_status_ +
-                        (grpc_message_.empty() ? "" : " (" + grpc_message_ + ")"));
+    throw GrpcEnded(
+        code, grpc_message_,
+        "gRPC status " + grpc_status_ + (grpc_message_.empty() ? "" : " (" + grpc_message_ + ")"));
   }
-  throw GrpcEnded(0, "", std::string("the server ended the stream: ") +
-                             nghttp2_http2_strerror(reset_code_));
+  throw GrpcEnded(
+      0, "", std::string("the server ended the stream: ") + nghttp2_http2_strerror(reset_code_));
 }
 
 #else  // built without nghttp2: every server is spoken to over HTTP/1.1

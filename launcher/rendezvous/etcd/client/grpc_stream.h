@@ -12,8 +12,9 @@
 // the server does not speak HTTP/2 there (an HTTP/1.x answer, TLS without "h2", or an accel built
 // without nghttp2): speak HTTP/1.1 to it instead; GrpcEnded when the server ended the stream (its
 // gRPC status); accel::NetworkError when the connection fails; accel::TimeoutError when the
-// deadline comes first. After any of them the stream is over (a late reply must not be taken for
-// the next request's): make a new one.
+// deadline comes first. After any of them the stream is over — make a new one — but for
+// receive()'s TimeoutError: the reply may still come, and the next receive() returns it (replies
+// come in the order of their requests: the caller counts what it is owed).
 
 #include <chrono>
 #include <cstdint>
@@ -53,9 +54,9 @@ class GrpcEnded : public NetworkError {
 void protoVarint(std::string& out, int number, uint64_t value);
 struct ProtoField {
   int number = 0;
-  int wire_type = 0;        // 0: varint, 2: length-delimited (others are skipped)
-  uint64_t varint = 0;      // wire type 0's value
-  std::string_view bytes;   // wire type 2's (a view into the message)
+  int wire_type = 0;       // 0: varint, 2: length-delimited (others are skipped)
+  uint64_t varint = 0;     // wire type 0's value
+  std::string_view bytes;  // wire type 2's (a view into the message)
 };
 // The fields of `message` in order; throws accel::NetworkError when it is not protobuf.
 std::vector<ProtoField> protoFields(std::string_view message);
@@ -76,6 +77,8 @@ class GrpcStream {
   void send(std::string_view message, time_point deadline);
   // The next message the server sent (its protobuf).
   std::string receive(time_point deadline);
+  // Whether the stream can still be used (no failure but receive()'s time running out).
+  bool usable() const { return !broken_; }
 
  private:
   struct Callbacks;
@@ -88,12 +91,13 @@ class GrpcStream {
   Transport transport_;
   nghttp2_session* session_ = nullptr;
   int32_t stream_ = -1;
-  std::string outbox_;         // framed messages not handed to nghttp2 yet
-  bool deferred_ = false;      // nghttp2 waits for outbox_ to fill (resume it)
-  std::string inbox_;          // the stream's DATA not taken yet
-  bool heard_ = false;         // the server sent something (so it speaks HTTP/2)
-  bool closed_ = false;        // the stream ended
-  uint32_t reset_code_ = 0;    // how (HTTP/2's error code; 0: ended by the server's trailers)
+  std::string outbox_;       // framed messages not handed to nghttp2 yet
+  bool deferred_ = false;    // nghttp2 waits for outbox_ to fill (resume it)
+  std::string inbox_;        // the stream's DATA not taken yet
+  bool heard_ = false;       // the server sent something (so it speaks HTTP/2)
+  bool closed_ = false;      // the stream ended
+  bool broken_ = false;      // a call failed: the stream is over
+  uint32_t reset_code_ = 0;  // how (HTTP/2's error code; 0: ended by the server's trailers)
   std::string status_, grpc_status_, grpc_message_, content_type_;
 };
 
