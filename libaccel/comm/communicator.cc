@@ -1,5 +1,7 @@
 #include "accel/communicator.h"
 
+#include "accel/error.h"
+
 namespace accel {
 namespace {
 
@@ -27,7 +29,10 @@ std::unique_ptr<Work> Communicator::allreduceMeanAsync(at::Tensor& tensor) {
   return allreduceAsync(tensor, ReduceOp::Sum);
 }
 
-std::unique_ptr<Work> Communicator::allreduceBf16WireAsync(at::Tensor& tensor, at::Tensor& wire) {
+std::unique_ptr<Work> Communicator::allreduceBf16WireAsync(at::Tensor& tensor, at::Tensor& wire,
+                                                           bool mean) {
+  ACCEL_CHECK(wire.defined(), "allreduceBf16WireAsync: no bf16 wire tensor given");
+  if (mean) tensor.mul_(1.0 / size());
   wire.copy_(tensor);  // rounds to bf16
   return std::make_unique<WidenedWork>(allreduceAsync(wire, ReduceOp::Sum), wire, tensor);
 }

@@ -87,17 +87,22 @@ class ShmCommunicator : public Communicator {
     });
   }
 
-  // float32 converted to bf16 on its way into the segment and back (Group::allreduceBf16Wire):
-  // no passes of their own, and `wire` unused. float64 through the bf16 copy.
-  std::unique_ptr<Work> allreduceBf16WireAsync(at::Tensor& tensor, at::Tensor& wire) override {
-    if (tensor.scalar_type() != at::kFloat)
-      return Communicator::allreduceBf16WireAsync(tensor, wire);
+  // float32 converted to bf16 on its way into the segment and back (Group::allreduceBf16Wire),
+  // divided on the way for an average: no passes of their own, and no `wire`. float64 through
+  // the bf16 copy.
+  std::unique_ptr<Work> allreduceBf16WireAsync(at::Tensor& tensor, at::Tensor& wire,
+                                               bool mean) override {
+    if (needsBf16Wire(tensor)) return Communicator::allreduceBf16WireAsync(tensor, wire, mean);
     checkTensor(tensor, "all-reduce");
     at::Tensor t = tensor;  // keeps the storage alive until the operation ran
     shm::Group* g = group_.get();
-    return start([g, t]() mutable {
-      g->allreduceBf16Wire(t.data_ptr<float>(), static_cast<size_t>(t.numel()));
+    const float scale = mean ? static_cast<float>(1.0 / size()) : 1.0f;
+    return start([g, t, scale]() mutable {
+      g->allreduceBf16Wire(t.data_ptr<float>(), static_cast<size_t>(t.numel()), scale);
     });
+  }
+  bool needsBf16Wire(const at::Tensor& tensor) const override {
+    return tensor.scalar_type() != at::kFloat;
   }
 
   void allreduce(at::Tensor& tensor, ReduceOp op) override {

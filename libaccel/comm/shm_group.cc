@@ -387,21 +387,21 @@ void Group::reduceSplit(char* data, size_t count, DType dtype, Op op, Clock::tim
   // copied this result out.
 }
 
-void Group::allreduceBf16Wire(float* data, size_t count) {
+void Group::allreduceBf16Wire(float* data, size_t count, float scale) {
   const auto until = deadline();
   const size_t piece = slot_bytes_ / sizeof(uint16_t);
   for (size_t off = 0; off < count; off += piece) {
     const size_t n = std::min(piece, count - off);
     if (n * sizeof(uint16_t) <= options_.small_bytes)
-      wireSmall(data + off, n, until);
+      wireSmall(data + off, n, scale, until);
     else
-      wireSplit(data + off, n, until);
+      wireSplit(data + off, n, scale, until);
   }
 }
 
 // Every rank publishes its part as bf16 and sums every slot: one sync point.
-void Group::wireSmall(float* data, size_t count, Clock::time_point deadline) {
-  toBf16(reinterpret_cast<uint16_t*>(staging(set_, rank_)), data, count);
+void Group::wireSmall(float* data, size_t count, float scale, Clock::time_point deadline) {
+  toBf16(reinterpret_cast<uint16_t*>(staging(set_, rank_)), data, count, scale);
   sync("all-reduce", deadline);
   for (int r = 0; r < size_; ++r) wires_[r] = reinterpret_cast<const uint16_t*>(staging(set_, r));
   sumBf16Wire(data, nullptr, -1, wires_.data(), size_, count, nullptr);
@@ -411,11 +411,11 @@ void Group::wireSmall(float* data, size_t count, Clock::time_point deadline) {
 // As reduceSplit, in bf16 between the ranks: a rank publishes the others' slices rounded to bf16,
 // sums its own slice (its own part rounded as it reads it) into `data` and, as bf16, into the
 // result area, and after the second sync point widens the others' slices of the result from there.
-void Group::wireSplit(float* data, size_t count, Clock::time_point deadline) {
+void Group::wireSplit(float* data, size_t count, float scale, Clock::time_point deadline) {
   auto* mine = reinterpret_cast<uint16_t*>(staging(set_, rank_));
   for (int r = 0; r < size_; ++r) {
     const auto [lo, n] = sliceOf(r, count, sizeof(uint16_t));
-    if (r != rank_ && n) toBf16(mine + lo, data + lo, n);
+    if (r != rank_ && n) toBf16(mine + lo, data + lo, n, scale);
   }
   sync("all-reduce", deadline);
   auto* sum = reinterpret_cast<uint16_t*>(result(set_));
@@ -423,7 +423,7 @@ void Group::wireSplit(float* data, size_t count, Clock::time_point deadline) {
   if (n) {
     for (int r = 0; r < size_; ++r)
       wires_[r] = reinterpret_cast<const uint16_t*>(staging(set_, r)) + lo;
-    sumBf16Wire(data + lo, data + lo, rank_, wires_.data(), size_, n, sum + lo);
+    sumBf16Wire(data + lo, data + lo, rank_, wires_.data(), size_, n, sum + lo, scale);
   }
   sync("all-reduce", deadline);
   for (int r = 0; r < size_; ++r) {

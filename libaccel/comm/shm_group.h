@@ -98,8 +98,9 @@ class Group {
   void allreduce(void* data, size_t count, DType dtype, Op op);
   // An in-place sum of float32 `data` with bfloat16 on the wire (sumBf16Wire, shm_reduce.h): what
   // crosses the segment is half the bytes of a float32 all-reduce, converted on the way in and
-  // out rather than in passes of their own.
-  void allreduceBf16Wire(float* data, size_t count);
+  // out rather than in passes of their own. `scale` (1 / size() for an average; 1: a sum)
+  // multiplies each rank's part before it is rounded.
+  void allreduceBf16Wire(float* data, size_t count, float scale = 1.0f);
   // An in-place average of float32 `data`: each rank's part times `scale` (1 / size()), summed
   // (scaleCopy, sumOwnScaled: the bits of scaling in a pass of its own, then all-reducing), the
   // scaling done on the way into the segment and the sum.
@@ -130,8 +131,8 @@ class Group {
   void publish(char* to, const char* from, size_t bytes) const;
   void reduceSmall(char* data, size_t count, DType dtype, Op op, Clock::time_point deadline);
   void reduceSplit(char* data, size_t count, DType dtype, Op op, Clock::time_point deadline);
-  void wireSmall(float* data, size_t count, Clock::time_point deadline);
-  void wireSplit(float* data, size_t count, Clock::time_point deadline);
+  void wireSmall(float* data, size_t count, float scale, Clock::time_point deadline);
+  void wireSplit(float* data, size_t count, float scale, Clock::time_point deadline);
   void meanSmall(float* data, size_t count, float scale, Clock::time_point deadline);
   void meanSplit(float* data, size_t count, float scale, Clock::time_point deadline);
   // The split all-reduce's slice of rank `r` among `count` elements of `elem` bytes: its first

@@ -151,8 +151,8 @@ void reduceOp(void* out, const void* const* in, int n, size_t count, Op op, void
 #define ACCEL_WIDE_LOOPS
 #endif
 
-ACCEL_WIDE_LOOPS void toBf16(uint16_t* out, const float* in, size_t count) {
-  for (size_t i = 0; i < count; ++i) out[i] = floatToBf16(in[i]);
+ACCEL_WIDE_LOOPS void toBf16(uint16_t* out, const float* in, size_t count, float scale) {
+  for (size_t i = 0; i < count; ++i) out[i] = floatToBf16(in[i] * scale);
 }
 
 ACCEL_WIDE_LOOPS void fromBf16(float* out, const uint16_t* in, size_t count) {
@@ -160,7 +160,8 @@ ACCEL_WIDE_LOOPS void fromBf16(float* out, const uint16_t* in, size_t count) {
 }
 
 ACCEL_WIDE_LOOPS void sumBf16Wire(float* out, const float* ownData, int own,
-                                  const uint16_t* const* in, int n, size_t count, uint16_t* wire) {
+                                  const uint16_t* const* in, int n, size_t count, uint16_t* wire,
+                                  float scale) {
   float acc[kBlock];
   uint16_t rounded[kBlock];
   for (size_t start = 0; start < count; start += kBlock) {
@@ -169,7 +170,7 @@ ACCEL_WIDE_LOOPS void sumBf16Wire(float* out, const float* ownData, int own,
       if (k == own) {
         const float* src = ownData + start;
         for (size_t i = 0; i < len; ++i) {
-          const float v = bf16ToFloat(floatToBf16(src[i]));
+          const float v = bf16ToFloat(floatToBf16(src[i] * scale));
           acc[i] = k == 0 ? v : acc[i] + v;
         }
       } else {

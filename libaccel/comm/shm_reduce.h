@@ -33,11 +33,13 @@ void streamCopy(void* dst, const void* src, size_t bytes);
 // bits as rounding into a bf16 tensor and all-reducing that. toBf16/fromBf16 convert n values;
 // sumBf16Wire sums n ranks' wire parts `in` (in[own] is not read: `ownData`, in fp32, is rounded
 // in its place; own < 0: every part from `in`) into `out` as fp32 (it may alias ownData) and,
-// with `wire`, as bf16 there too. Thread-safe (no state).
-void toBf16(uint16_t* out, const float* in, size_t count);
+// with `wire`, as bf16 there too. `scale` (the average's 1 / ranks; 1: none) multiplies each
+// value before it is rounded — toBf16's, and sumBf16Wire's ownData — as scaling in a pass of its
+// own would (x * 1.0f is x). Thread-safe (no state).
+void toBf16(uint16_t* out, const float* in, size_t count, float scale = 1.0f);
 void fromBf16(float* out, const uint16_t* in, size_t count);
 void sumBf16Wire(float* out, const float* ownData, int own, const uint16_t* const* in, int n,
-                 size_t count, uint16_t* wire);
+                 size_t count, uint16_t* wire, float scale = 1.0f);
 
 // A float32 average: every rank's part multiplied by `scale` (1 / ranks), the products summed in
 // rank order — the bits of scaling each part first (tensor.mul_(1.0 / ranks)) and summing.

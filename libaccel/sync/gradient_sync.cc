@@ -31,7 +31,8 @@ class AfterAccumulation : public torch::autograd::FunctionPostHook {
 
 struct GradientSync::Bucket {
   at::Tensor flat;               // the bucket's gradients, back to back
-  at::Tensor wire;               // with bf16 compression: the bf16 copy (allreduceBf16WireAsync)
+  bool compress = false;         // bf16 on the wire (allreduceBf16WireAsync)
+  at::Tensor wire;               // its bf16 copy, where the communicator needs one
   std::vector<size_t> params;    // indices into params_
   std::vector<int64_t> offsets;  // element offset of each param in `flat`
   size_t ready = 0;
@@ -51,8 +52,9 @@ GradientSync::GradientSync(Communicator& comm, std::vector<at::Tensor> params,
   auto close = [&] {
     current->flat =
         at::zeros({numel}, params_[current->params.front()].options().requires_grad(false));
-    if (options_.bf16_compression &&
-        (current->flat.scalar_type() == at::kFloat || current->flat.scalar_type() == at::kDouble)) {
+    current->compress = options_.bf16_compression && (current->flat.scalar_type() == at::kFloat ||
+                                                      current->flat.scalar_type() == at::kDouble);
+    if (current->compress && comm_.needsBf16Wire(current->flat)) {
       current->wire = at::empty({numel}, current->flat.options().dtype(at::kBFloat16));
     }
     buckets_.push_back(std::move(current));
@@ -216,10 +218,9 @@ void GradientSync::launch(Bucket& bucket) {
   // communicator, on the way, where it can), as the copying hook divides each gradient on its way
   // in (the same product, element by element).
   const bool divide = options_.gradient_as_bucket_view && comm_.size() > 1;
-  if (bucket.wire.defined() && divide) bucket.flat.mul_(1.0 / comm_.size());
   const auto start = std::chrono::steady_clock::now();
-  if (bucket.wire.defined()) {
-    bucket.work = comm_.allreduceBf16WireAsync(bucket.flat, bucket.wire);
+  if (bucket.compress) {
+    bucket.work = comm_.allreduceBf16WireAsync(bucket.flat, bucket.wire, divide);
   } else {
     bucket.work = divide ? comm_.allreduceMeanAsync(bucket.flat)
                          : comm_.allreduceAsync(bucket.flat, ReduceOp::Sum);

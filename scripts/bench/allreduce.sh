@@ -37,7 +37,7 @@ bench=$build/scripts/bench/allreduce_bench
 export OMP_NUM_THREADS=1
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-"$accel" launch -q --cpu -n "$n" --no_python "$bench" --min-seconds "$min" memcpy exchange shm mean mean-pass bf16wire gloo >>"$out" 2>&1
+"$accel" launch -q --cpu -n "$n" --no_python "$bench" --min-seconds "$min" memcpy exchange shm mean mean-pass bf16wire bf16wire-mean bf16wire-mean-pass gloo >>"$out" 2>&1
 # The shared-memory all-reduce with each kind of store forced (ACCEL_SHM_STORES): what the default
 # (auto: timed when the group forms) chose between.
 for stores in plain streaming; do
@@ -63,10 +63,11 @@ echo
 awk '
   { line = $0; if (sub(/^.*allreduce /, "", line)) { split(line, f, " "); us[f[1], f[2]] = f[3] } }
   END {
-    printf "%10s | %10s | %10s %10s %9s | %10s %9s\n", "bytes", "sum us", "mean us", "pass us", "mean/pass", "bf16w us", "bf16w/sum"
+    printf "%10s | %10s | %10s %10s %9s | %10s %9s | %10s %10s %9s\n", "bytes", "sum us", "mean us", "pass us", "mean/pass", "bf16w us", "bf16w/sum", "b16 mean", "b16 pass", "mean/pass"
     for (s = 1024; s <= 67108864; s *= 4) {
       if (!(("mean", s) in us)) continue
-      printf "%10d | %10.1f | %10.1f %10.1f %8.2fx | %10.1f %8.2fx\n", s, us["shm", s], us["mean", s], us["mean-pass", s],
-             us["mean", s] / us["mean-pass", s], us["bf16wire", s], us["bf16wire", s] / us["shm", s]
+      printf "%10d | %10.1f | %10.1f %10.1f %8.2fx | %10.1f %8.2fx | %10.1f %10.1f %8.2fx\n", s, us["shm", s], us["mean", s], us["mean-pass", s],
+             us["mean", s] / us["mean-pass", s], us["bf16wire", s], us["bf16wire", s] / us["shm", s],
+             us["bf16wire-mean", s], us["bf16wire-mean-pass", s], us["bf16wire-mean", s] / us["bf16wire-mean-pass", s]
     }
   }' "$out"

@@ -13,8 +13,10 @@
 // (allreduceBf16WireAsync, DDP's bf16_compress_hook), printed under that name; "mean" the
 // shared-memory average (allreduceMeanAsync: each part divided by the ranks on the way), and
 // "mean-pass" the same average as a division in a pass of its own (mul_), then the sum (every
-// rank's tensor is all ones, so the average stays ones however often it runs).
-//   allreduce_bench [--min-seconds S] memcpy exchange shm bf16wire mean mean-pass gloo
+// rank's tensor is all ones, so the average stays ones however often it runs); "bf16wire-mean"
+// and "bf16wire-mean-pass" the bf16 wire's average, divided on the way and in a pass of its own.
+//   allreduce_bench [--min-seconds S] memcpy exchange shm bf16wire mean mean-pass bf16wire-mean
+//                   bf16wire-mean-pass gloo
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -101,10 +103,20 @@ double timeOne(accel::Communicator& comm, size_t bytes, double minSeconds,
   if (mode == "mean-pass")  // scaled in a pass of its own (mul_), then summed
     return timeOp(
         comm, [&] { comm.Communicator::allreduceMeanAsync(t)->wait(); }, minSeconds);
-  if (mode == "bf16wire") {
+  if (mode.rfind("bf16wire", 0) == 0) {
     at::Tensor wire = at::empty_like(t, at::kBFloat16);
+    if (mode == "bf16wire-mean-pass") {
+      return timeOp(
+          comm,
+          [&] {
+            t.mul_(1.0 / comm.size());
+            comm.allreduceBf16WireAsync(t, wire, false)->wait();
+          },
+          minSeconds);
+    }
+    const bool mean = mode == "bf16wire-mean";
     return timeOp(
-        comm, [&] { comm.allreduceBf16WireAsync(t, wire)->wait(); }, minSeconds);
+        comm, [&] { comm.allreduceBf16WireAsync(t, wire, mean)->wait(); }, minSeconds);
   }
   if (mode != "exchange")
     return timeOp(

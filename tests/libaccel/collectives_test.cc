@@ -189,20 +189,29 @@ TEST(ShmAsyncTest, OnItsThreadAndOnTheCallersTheWorkIsTheSame) {
 
 // Shared memory's bf16 wire, converted on the way in and out, gives the bits of the general path
 // (round into a bf16 copy, all-reduce it, widen it back) on 2 ranks, small and split sizes, on
-// its thread and on the caller's; float64 takes the general path. So does its average, scaled on
-// the way (against mul_, then the all-reduce).
+// its thread and on the caller's; float64 takes the general path, with the bf16 copy that float32
+// does not need. So does its average, divided on the way (against mul_, then the all-reduce), with
+// bf16 on the wire and without.
 TEST(ShmAsyncTest, TheBf16WireAndTheMeanEqualTheirGeneralPaths) {
   onTwoShmRanks([](Communicator& comm, int rank, bool async) {
     for (int64_t n : {int64_t{100}, int64_t{300000}}) {
       at::manual_seed(rank + 1);
       const at::Tensor x = at::randn({n}) * 1000;
       at::Tensor fused = x.clone(), general = x.clone(), wide = x.to(at::kDouble);
-      at::Tensor wire = at::empty({n}, at::kBFloat16);
-      comm.allreduceBf16WireAsync(fused, wire)->wait();
-      comm.Communicator::allreduceBf16WireAsync(general, wire)->wait();
+      at::Tensor wire = at::empty({n}, at::kBFloat16), none;
+      EXPECT_FALSE(comm.needsBf16Wire(fused));
+      EXPECT_TRUE(comm.needsBf16Wire(wide));
+      comm.allreduceBf16WireAsync(fused, none, false)->wait();
+      comm.Communicator::allreduceBf16WireAsync(general, wire, false)->wait();
       EXPECT_TRUE(torch::equal(fused, general)) << "async " << async << " n " << n;
-      comm.allreduceBf16WireAsync(wide, wire)->wait();
+      comm.allreduceBf16WireAsync(wide, wire, false)->wait();
       EXPECT_TRUE(torch::equal(wide.to(at::kFloat), general)) << "float64, n " << n;
+      // Its average: divided on the way, the bits of mul_, then the bf16 copy's all-reduce.
+      at::Tensor fusedMean = x.clone(), generalMean = x.clone();
+      comm.allreduceBf16WireAsync(fusedMean, none, true)->wait();
+      comm.Communicator::allreduceBf16WireAsync(generalMean, wire, true)->wait();
+      EXPECT_TRUE(torch::equal(fusedMean, generalMean)) << "bf16 mean, n " << n;
+      EXPECT_FALSE(torch::equal(fusedMean, fused)) << "not divided";
       // The average: scaled on the way, the bits of mul_ then the all-reduce.
       at::Tensor mean = x.clone(), divided = x.clone();
       comm.allreduceMeanAsync(mean)->wait();

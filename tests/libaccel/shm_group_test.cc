@@ -239,23 +239,27 @@ float wireValueOf(int rank, size_t i) {
 
 // The bf16 wire's sum, bit for bit as rounding every rank's part to bf16 and summing in rank
 // order in fp32, the sum rounded once — at sizes that take the small path, the split path and
-// several pieces.
+// several pieces; and its average, each part multiplied by 1/ranks (as a float) before it is
+// rounded.
 TEST_P(ShmGroupTest, Bf16WireEqualsRoundingEachPartThenSumming) {
   const Ranks ranks = runRanks(GetParam(), smallSlots(), [](Group& g) {
-    for (size_t count : {size_t{1}, size_t{37}, size_t{3000}, size_t{20000}}) {
-      std::vector<float> data(count);
-      for (size_t i = 0; i < count; ++i) data[i] = wireValueOf(g.rank(), i);
-      g.allreduceBf16Wire(data.data(), count);
-      for (size_t i = 0; i < count; ++i) {
-        float acc = 0;
-        for (int r = 0; r < g.size(); ++r) {
-          const float part = bf16ToFloat(floatToBf16(wireValueOf(r, i)));
-          acc = r == 0 ? part : acc + part;
+    for (const float scale : {1.0f, static_cast<float>(1.0 / g.size())}) {
+      for (size_t count : {size_t{1}, size_t{37}, size_t{3000}, size_t{20000}}) {
+        std::vector<float> data(count);
+        for (size_t i = 0; i < count; ++i) data[i] = wireValueOf(g.rank(), i);
+        g.allreduceBf16Wire(data.data(), count, scale);
+        for (size_t i = 0; i < count; ++i) {
+          float acc = 0;
+          for (int r = 0; r < g.size(); ++r) {
+            const float part = bf16ToFloat(floatToBf16(wireValueOf(r, i) * scale));
+            acc = r == 0 ? part : acc + part;
+          }
+          const float want = bf16ToFloat(floatToBf16(acc));
+          if (std::memcmp(&want, &data[i], sizeof want) != 0)
+            return "scale " + std::to_string(scale) + " count " + std::to_string(count) +
+                   " element " + std::to_string(i) + ": " + std::to_string(data[i]) +
+                   " != " + std::to_string(want);
         }
-        const float want = bf16ToFloat(floatToBf16(acc));
-        if (std::memcmp(&want, &data[i], sizeof want) != 0)
-          return "count " + std::to_string(count) + " element " + std::to_string(i) + ": " +
-                 std::to_string(data[i]) + " != " + std::to_string(want);
       }
     }
     return std::string();

@@ -69,10 +69,18 @@ class Communicator {
   // An in-place sum of a float32 `tensor` whose bytes travel as bfloat16 (DDP's
   // bf16_compress_hook): each rank's part rounded to bf16 and summed as this backend sums bf16
   // (shared memory: in fp32, rounded once; Gloo and NCCL: in bf16), the sum widened back into
-  // `tensor` once the returned Work's wait() returned. `wire`: a bf16 tensor of the same size on
-  // the same device, the caller's to reuse, untouched by a backend that converts on the way in
-  // and out (shared memory); the others round into it and all-reduce it.
-  virtual std::unique_ptr<Work> allreduceBf16WireAsync(at::Tensor& tensor, at::Tensor& wire);
+  // `tensor` once the returned Work's wait() returned. `mean`: each rank's part divided by size()
+  // first, as allreduceMeanAsync divides it (then rounded). `wire`: a bf16 tensor of the same
+  // size on the same device, the caller's to reuse, where needsBf16Wire(tensor) says so (the
+  // others round into it and all-reduce it); else it may be undefined: shared memory converts
+  // float32 on the way in and out, scaling on the way too.
+  virtual std::unique_ptr<Work> allreduceBf16WireAsync(at::Tensor& tensor, at::Tensor& wire,
+                                                       bool mean);
+  // Whether allreduceBf16WireAsync of `tensor` needs its `wire`.
+  virtual bool needsBf16Wire(const at::Tensor& tensor) const {
+    (void)tensor;
+    return true;
+  }
 
   // In-place all-reduce. Blocking. (Virtual so that a communicator can run it on the caller's
   // thread when nothing is in flight.)
