@@ -142,6 +142,9 @@ class EtcdApi {
   // "host:port" of the endpoint the next call tries first (the one that answered last, unless one
   // failed since).
   virtual std::string endpointInUse() const = 0;
+  // Leaves `endpoint` ("host:port") for the next one when it is the one in use: another client of
+  // this agent (a pinned one) found it silent. No request.
+  virtual void passOver(const std::string& endpoint) = 0;
   // The store's revision when the last reply was made (its header's).
   virtual int64_t revision() const = 0;
   // Each call's bound.

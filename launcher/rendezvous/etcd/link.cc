@@ -69,6 +69,7 @@ void EtcdLink::run() {
   while (true) {
     if (!drainWatches()) reconnect();
     if (!watches_.empty() && clock_.now() >= next_check_ && !watchEndpointServes()) {
+      client_->passOver(watch_check_->endpointInUse());  // not the silent one's attempt again
       watches_.clear();
       reconnect();
     }

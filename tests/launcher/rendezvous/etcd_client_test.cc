@@ -60,6 +60,37 @@ TEST(EtcdEndpoints, ParseAsTorchsEtcdBackendsTakeThem) {
   EXPECT_FALSE((*e)[0].https);
 }
 
+// Protobuf's wire format as the renewals' stream writes and reads it: varints of every size (a
+// negative int64 takes ten bytes), a nested message, fields skipped by their type, and a reply cut
+// short is an error, not a value.
+TEST(EtcdProto, VarintsAndFieldsRoundTripAndATruncatedReplyIsAnError) {
+  std::string m;
+  protoVarint(m, 1, 300);
+  EXPECT_EQ(m, std::string("\x08\xac\x02", 3));
+  protoVarint(m, 2, static_cast<uint64_t>(int64_t{-1}));
+  EXPECT_EQ(m.size(), 3u + 1u + 10u);
+  const std::string header = std::string("\x18\x07", 2);  // a header's revision = 7
+  m += std::string("\x0a") + char(header.size()) + header;
+  m += std::string("\x25\x01\x02\x03\x04", 5);  // a fixed32, skipped
+  protoVarint(m, 3, 5);
+  const auto fields = protoFields(m);
+  ASSERT_EQ(fields.size(), 5u);
+  EXPECT_EQ(fields[0].number, 1);
+  EXPECT_EQ(fields[0].varint, 300u);
+  EXPECT_EQ(static_cast<int64_t>(fields[1].varint), -1);
+  EXPECT_EQ(fields[2].wire_type, 2);
+  const auto nested = protoFields(fields[2].bytes);
+  ASSERT_EQ(nested.size(), 1u);
+  EXPECT_EQ(nested[0].number, 3);
+  EXPECT_EQ(nested[0].varint, 7u);
+  EXPECT_EQ(fields[3].wire_type, 5);
+  EXPECT_EQ(fields[4].number, 3);
+  EXPECT_EQ(fields[4].varint, 5u);
+  EXPECT_THROW(protoFields(m.substr(0, 2)), NetworkError);          // a varint cut
+  EXPECT_THROW(protoFields(m.substr(0, 16)), NetworkError);         // a nested message cut
+  EXPECT_THROW(protoFields(std::string("\x0b", 1)), NetworkError);  // wire type 3 (groups)
+}
+
 TEST_F(EtcdClientTest, KeysAndPrefixes) {
   EtcdClient c = client();
   EXPECT_EQ(c.serverVersion().rfind("3.", 0), 0u);

@@ -478,6 +478,9 @@ class SimEtcd::Client : public EtcdApi {
     return std::make_unique<Client>(etcd_, process_, alone, std::vector<size_t>{reach_[current_]});
   }
   std::string endpointInUse() const override { return name(reach_[current_]) + ":2379"; }
+  void passOver(const std::string& endpoint) override {
+    if (endpointInUse() == endpoint) current_ = (current_ + 1) % reach_.size();
+  }
   int64_t revision() const override { return revision_; }
   std::chrono::milliseconds timeout() const override { return options_.timeout; }
   uint64_t requests() const override { return requests_; }

@@ -535,6 +535,10 @@ std::unique_ptr<EtcdWatchStream> EtcdClient::watch(const std::string& key, bool 
   return std::make_unique<EtcdWatch>(endpoint(), key, prefix, from, deadline);
 }
 
+void EtcdClient::passOver(const std::string& e) {
+  if (endpoint().text() == e) current_ = (current_ + 1) % connections_.size();
+}
+
 std::unique_ptr<EtcdApi> EtcdClient::pinned(std::chrono::milliseconds timeout) const {
   EtcdOptions alone = options_;
   alone.endpoints = {endpoint()};

@@ -78,6 +78,7 @@ class EtcdClient : public EtcdApi {
                                          Clock::time_point deadline) override;
   std::unique_ptr<EtcdApi> pinned(std::chrono::milliseconds timeout) const override;
   std::string endpointInUse() const override { return endpoint().text(); }
+  void passOver(const std::string& endpoint) override;
   int64_t revision() const override { return revision_; }
   std::chrono::milliseconds timeout() const override { return options_.timeout; }
   uint64_t requests() const override { return requests_; }

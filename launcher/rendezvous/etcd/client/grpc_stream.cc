@@ -200,9 +200,8 @@ void GrpcStream::pump(time_point deadline) {
   transport_.awaitReadable(deadline);
   const long n = transport_.receive(buf, sizeof buf);
   if (n < 0) return;
-  if (n == 0) {
+  if (n == 0) {  // (before a byte: a member going down, as likely as a server without HTTP/2)
     transport_.close();
-    if (!heard_) throw NotHttp2("it closed the connection on HTTP/2's preface");
     throw NetworkError("the server closed the connection");
   }
   if (!heard_ && std::string_view(buf, static_cast<size_t>(n)).substr(0, 5) == "HTTP/") {
