@@ -1,17 +1,10 @@
 #include "launcher/rendezvous/etcd/client/http_connection.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <utility>
 
 #include "accel/error.h"
-#include "libaccel/store/tcp_connect.h"
 
 namespace accel::launcher {
 namespace {
